@@ -1,0 +1,68 @@
+//! # acpx-model
+//!
+//! The pure data model of [acpx](https://github.com/acpx-rs/acpx) sessions: no I/O, no async
+//! runtime.
+//!
+//! - [`SessionRecord`]: `session.json` (schema `acpx.session.v1`) with its Zed-shaped
+//!   [`Thread`] and the [`AcpxState`] runtime namespace.
+//! - [`EventEnvelope`]: one line of the append-only `events.ndjson` audit log, with typed
+//!   payloads ([`EventPayload`]) and lossless handling of event types it does not know.
+//! - [`RecordId`]: a session's stable local id, validated so it is always safe as a file name.
+//! - [`Store`]: the storage interface every backend implements, and [`MemoryStore`], a
+//!   complete in-memory implementation.
+//!
+//! ```
+//! use acpx_model::{MemoryStore, NewSession, RecordId, SessionRecord, Store, Timestamp};
+//!
+//! # futures_executor_block_on(async {
+//! let store = MemoryStore::new();
+//! let mut record = SessionRecord::new(
+//!     NewSession {
+//!         acpx_record_id: RecordId::generate(),
+//!         acp_session_id: "acp-1".into(),
+//!         agent_session_id: None,
+//!         agent_command: "my-agent --acp".into(),
+//!         cwd: "/repo".into(),
+//!         name: None,
+//!     },
+//!     Timestamp::now(),
+//! );
+//! store.create(&mut record).await.unwrap();
+//! record.thread.title = "Fix the build".into();
+//! store.save(&mut record).await.unwrap();
+//! assert_eq!(record.revision, 2);
+//! # });
+//! # fn futures_executor_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+//! # }
+//! ```
+
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod memory;
+pub mod session;
+pub mod store;
+pub mod thread;
+pub mod time;
+
+pub use error::{StoreError, StoreResult, ValidationError};
+pub use event::{
+    EventContext, EventEnvelope, EventPayload, EventSource, EventStream, EVENT_VERSION,
+};
+pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
+pub use memory::MemoryStore;
+pub use session::{
+    AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
+    PlanState, SessionRecord, SessionSummary, TurnError, SESSION_SCHEMA,
+};
+pub use store::{
+    check_append_batch, list_order_key, normalize_cwd, ClosedFilter, DamagedLine, Durability,
+    EventPage, EventQuery, ListPage, ListQuery, LockGuard, ReadMode, SessionLock, SkippedEntry,
+    Store, TornTail,
+};
+pub use thread::{
+    AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,
+    Thread, TokenUsage, ToolResult, ToolUse, UserContent, UserMessage, THREAD_VERSION,
+};
+pub use time::Timestamp;

@@ -1,0 +1,259 @@
+//! [`MemoryStore`]: a complete in-process [`Store`], for tests and for library users who do
+//! not want anything on disk. Reads return deep copies, so callers never share state with it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::error::{StoreError, StoreResult};
+use crate::event::EventEnvelope;
+use crate::id::RecordId;
+use crate::session::{EventLogState, SessionRecord};
+use crate::store::{
+    check_append_batch, Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard,
+    SessionLock, Store,
+};
+use crate::time::Timestamp;
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<RecordId, MemSession>,
+    /// Ids whose writer lock is held, with the token of the holder.
+    locks: HashMap<RecordId, u64>,
+    next_token: u64,
+}
+
+#[derive(Debug, Clone)]
+struct MemSession {
+    record: SessionRecord,
+    events: Vec<EventEnvelope>,
+    last_write_at: Option<Timestamp>,
+}
+
+/// An in-memory store. Cloning gives another handle to the same sessions.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the mutex leaves data that is still structurally valid.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn log_state(id: &RecordId, s: &MemSession) -> EventLogState {
+        EventLogState {
+            active_path: format!("memory:{id}"),
+            segment_count: 1,
+            last_seq: s.events.last().map_or(0, |e| e.seq),
+            last_write_at: s.last_write_at,
+            ..EventLogState::default()
+        }
+    }
+}
+
+#[derive(Debug)]
+struct MemoryLockGuard {
+    inner: Arc<Mutex<Inner>>,
+    id: RecordId,
+    token: u64,
+}
+
+impl LockGuard for MemoryLockGuard {}
+
+impl Drop for MemoryLockGuard {
+    fn drop(&mut self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.locks.get(&self.id) == Some(&self.token) {
+            inner.locks.remove(&self.id);
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        record.validate("memory")?;
+        let mut inner = self.inner();
+        let id = record.acpx_record_id.clone();
+        if inner.sessions.contains_key(&id) {
+            return Err(StoreError::AlreadyExists(id));
+        }
+        let mut stored = record.clone();
+        stored.revision = 1;
+        inner.sessions.insert(
+            id,
+            MemSession {
+                record: stored,
+                events: Vec::new(),
+                last_write_at: None,
+            },
+        );
+        record.revision = 1;
+        Ok(())
+    }
+
+    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        self.inner()
+            .sessions
+            .get(id)
+            .map(|s| s.record.clone())
+            .ok_or_else(|| StoreError::NotFound(id.clone()))
+    }
+
+    async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        record.validate("memory")?;
+        let mut inner = self.inner();
+        let id = record.acpx_record_id.clone();
+        let stored = inner
+            .sessions
+            .get_mut(&id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        if stored.record.revision != record.revision {
+            return Err(StoreError::Conflict {
+                id,
+                expected: record.revision,
+                actual: stored.record.revision,
+            });
+        }
+        let mut next = record.clone();
+        next.revision += 1;
+        stored.record = next;
+        record.revision += 1;
+        Ok(())
+    }
+
+    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        let mut inner = self.inner();
+        let stored = inner
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        if !stored.record.closed {
+            stored.record.closed = true;
+            stored.record.closed_at = Some(at);
+            stored.record.pid = None;
+            stored.record.revision += 1;
+        }
+        Ok(stored.record.clone())
+    }
+
+    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        Ok(self.inner().sessions.remove(id).is_some())
+    }
+
+    async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let summaries: Vec<_> = self
+            .inner()
+            .sessions
+            .values()
+            .map(|s| s.record.summary())
+            .collect();
+        query.paginate(summaries, Vec::new())
+    }
+
+    async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        _durability: Durability,
+    ) -> StoreResult<EventLogState> {
+        let mut inner = self.inner();
+        let s = inner
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        let last = s.events.last().map_or(0, |e| e.seq);
+        check_append_batch(id, last, events)?;
+        s.events.extend_from_slice(events);
+        if !events.is_empty() {
+            s.last_write_at = Some(Timestamp::now());
+        }
+        Ok(Self::log_state(id, s))
+    }
+
+    async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+        let inner = self.inner();
+        let s = inner
+            .sessions
+            .get(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        let start = s.events.partition_point(|e| e.seq < query.from_seq);
+        let mut page = EventPage {
+            last_seq: s.events.last().map_or(0, |e| e.seq),
+            oldest_seq: s.events.first().map_or(0, |e| e.seq),
+            ..EventPage::default()
+        };
+        for e in &s.events[start..] {
+            if !query.matches(e) {
+                continue;
+            }
+            if query.limit.is_some_and(|l| page.events.len() >= l) {
+                page.next_seq = Some(e.seq);
+                break;
+            }
+            page.events.push(e.clone());
+        }
+        Ok(page)
+    }
+
+    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        let inner = self.inner();
+        let s = inner
+            .sessions
+            .get(id)
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        Ok(Self::log_state(id, s))
+    }
+
+    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+        if self.inner().sessions.contains_key(id) {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(id.clone()))
+        }
+    }
+
+    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            {
+                let mut inner = self.inner();
+                if !inner.locks.contains_key(id) {
+                    inner.next_token += 1;
+                    let token = inner.next_token;
+                    inner.locks.insert(id.clone(), token);
+                    return Ok(SessionLock::new(
+                        id.clone(),
+                        Box::new(MemoryLockGuard {
+                            inner: self.inner.clone(),
+                            id: id.clone(),
+                            token,
+                        }),
+                    ));
+                }
+            }
+            let waited = started.elapsed();
+            if waited >= timeout {
+                return Err(StoreError::Locked {
+                    id: id.clone(),
+                    waited,
+                });
+            }
+            futures_timer::Delay::new(backoff.min(timeout - waited)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(50));
+        }
+    }
+}

@@ -1,0 +1,517 @@
+//! The [`Store`] trait every backend implements, and the query types it takes.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{StoreError, StoreResult};
+use crate::event::{EventEnvelope, EventStream};
+use crate::id::RecordId;
+use crate::session::{EventLogState, SessionRecord, SessionSummary};
+use crate::time::Timestamp;
+
+/// How far an append is pushed towards the disk before `append` returns.
+///
+/// | level | survives a crash of the process | survives a crash of the machine |
+/// |---|---|---|
+/// | `None` | no: the batch may sit in an in-process buffer until the session lock is released, the buffer fills, or [`Store::flush`] | no |
+/// | `Flush` | yes: handed to the operating system with one write | no |
+/// | `Fsync` | yes | yes: `fdatasync` (or a synchronous commit) before returning |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    None,
+    #[default]
+    Flush,
+    Fsync,
+}
+
+/// Which sessions `list` returns, by lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClosedFilter {
+    #[default]
+    Any,
+    Open,
+    Closed,
+}
+
+/// Filters and paging for [`Store::list`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only sessions whose `cwd` equals this absolute path (a trailing `/` is ignored).
+    pub cwd: Option<String>,
+    /// Only sessions started with exactly this agent command.
+    pub agent_command: Option<String>,
+    /// Only sessions with exactly this name.
+    pub name: Option<String>,
+    pub closed: ClosedFilter,
+    /// Page size; `None` returns every match in one page.
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page, unchanged.
+    pub cursor: Option<String>,
+}
+
+/// One page of [`Store::list`]: newest `lastUsedAt` first, the record id breaking ties.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    pub sessions: Vec<SessionSummary>,
+    /// Present when more sessions may follow.
+    pub next_cursor: Option<String>,
+    /// Stored entries that could not be read (malformed snapshots), with the reason.
+    /// They are reported, never silently dropped, and never fail the whole list.
+    pub skipped: Vec<SkippedEntry>,
+}
+
+/// A stored entry `list` had to skip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedEntry {
+    /// The file or row.
+    pub location: String,
+    pub reason: String,
+}
+
+/// How a reader treats a damaged complete line in the middle of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// Fail with [`StoreError::Corrupt`] naming the file and line.
+    #[default]
+    Strict,
+    /// Skip the line and report it in [`EventPage::damaged`].
+    Lenient,
+}
+
+/// Filters and paging for [`Store::read_events`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// First seq to return (inclusive); 0 or 1 mean "from the oldest retained event".
+    pub from_seq: u64,
+    /// Only these event types (empty: all).
+    pub types: Vec<String>,
+    /// Only these streams (empty: all).
+    pub streams: Vec<EventStream>,
+    /// Only events with this `requestId`.
+    pub request_id: Option<String>,
+    /// At most this many matching events; `None`: all.
+    pub limit: Option<usize>,
+    pub mode: ReadMode,
+}
+
+impl EventQuery {
+    /// Everything from `from_seq` on, strict.
+    pub fn from_seq(from_seq: u64) -> Self {
+        EventQuery {
+            from_seq,
+            ..EventQuery::default()
+        }
+    }
+
+    /// Whether `e` passes the type, stream and requestId filters (not the seq bound).
+    pub fn matches(&self, e: &EventEnvelope) -> bool {
+        (self.types.is_empty() || self.types.contains(&e.event_type))
+            && (self.streams.is_empty() || self.streams.contains(&e.stream))
+            && self
+                .request_id
+                .as_ref()
+                .is_none_or(|r| e.request_id.as_deref() == Some(r.as_str()))
+    }
+}
+
+/// A page of events, in seq order.
+#[derive(Debug, Clone, Default)]
+pub struct EventPage {
+    pub events: Vec<EventEnvelope>,
+    /// When `limit` cut the page: the seq to pass as `from_seq` for the next page.
+    pub next_seq: Option<u64>,
+    /// The last seq stored for the session (whether or not it matched the filters).
+    pub last_seq: u64,
+    /// The oldest seq still retained (older events were rotated out); 0 when the log is empty.
+    pub oldest_seq: u64,
+    /// An incomplete last line (a crash during a write). It is withheld, never parsed.
+    pub torn_tail: Option<TornTail>,
+    /// Damaged complete lines skipped in [`ReadMode::Lenient`].
+    pub damaged: Vec<DamagedLine>,
+}
+
+/// An incomplete final line found at the end of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TornTail {
+    pub location: String,
+    pub bytes: u64,
+}
+
+/// A complete line that is not a valid event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DamagedLine {
+    pub location: String,
+    pub line: u64,
+    pub reason: String,
+}
+
+/// Something a lock guard owns; dropping it releases the lock.
+pub trait LockGuard: Send + Sync + fmt::Debug {}
+
+/// An exclusive per-session writer lock, held until dropped (or until the process dies).
+#[derive(Debug)]
+pub struct SessionLock {
+    id: RecordId,
+    _guard: Box<dyn LockGuard>,
+}
+
+impl SessionLock {
+    pub fn new(id: RecordId, guard: Box<dyn LockGuard>) -> Self {
+        SessionLock { id, _guard: guard }
+    }
+
+    pub fn id(&self) -> &RecordId {
+        &self.id
+    }
+}
+
+/// The persistence interface of acpx sessions.
+///
+/// Every backend (memory, files, SQLite) passes the same conformance suite (`tests/`).
+/// Mutations of one session are serialized by its writer lock: a caller that holds the lock
+/// through [`Store::lock`] mutates without waiting; any other caller's mutation takes the lock
+/// for the duration of the call (waiting up to the backend's lock timeout).
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// A short backend name: `memory`, `fs`, `sqlite`.
+    fn backend_name(&self) -> &'static str;
+
+    /// Stores a new session. Fails with [`StoreError::AlreadyExists`] if the id is taken.
+    /// On success `record.revision` is 1.
+    async fn create(&self, record: &mut SessionRecord) -> StoreResult<()>;
+
+    /// Reads a session. [`StoreError::NotFound`] if absent, [`StoreError::Corrupt`] (naming
+    /// what is wrong) if the stored document does not validate.
+    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord>;
+
+    /// Replaces the snapshot atomically, if the stored revision still equals
+    /// `record.revision`; then increments `record.revision`. A stale revision gets
+    /// [`StoreError::Conflict`]; a session that no longer exists gets `NotFound`.
+    async fn save(&self, record: &mut SessionRecord) -> StoreResult<()>;
+
+    /// Marks a session closed (`closed`, `closedAt`, no `pid`). Idempotent: closing a closed
+    /// session returns it unchanged. The session stays listable and loadable.
+    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord>;
+
+    /// Removes the snapshot and every event-log segment. Returns whether anything existed.
+    async fn delete(&self, id: &RecordId) -> StoreResult<bool>;
+
+    /// Lists sessions without reading their conversations.
+    async fn list(&self, query: &ListQuery) -> StoreResult<ListPage>;
+
+    /// Appends a batch of events in one write. The seqs must continue the log exactly
+    /// (last + 1, last + 2, …) and every event must belong to `id`; otherwise nothing is
+    /// written and the call fails with [`StoreError::SeqMismatch`] or `InvalidArgument`.
+    /// Returns the log's state after the append, for `acpx.event_log`.
+    async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        durability: Durability,
+    ) -> StoreResult<EventLogState>;
+
+    /// Reads events in seq order.
+    async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage>;
+
+    /// The state of the session's log (last seq, segments, …) as stored.
+    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState>;
+
+    /// Pushes appends made with [`Durability::None`] to the operating system.
+    async fn flush(&self, id: &RecordId) -> StoreResult<()>;
+
+    /// Takes the exclusive writer lock of a session, waiting up to `timeout`, then failing
+    /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the
+    /// operating system when the process dies.
+    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock>;
+}
+
+/// Normalizes a `cwd` for comparison: must be absolute; trailing `/` removed (except `/`).
+pub fn normalize_cwd(cwd: &str) -> StoreResult<String> {
+    if !cwd.starts_with('/') {
+        return Err(StoreError::InvalidArgument(format!(
+            "cwd filter {cwd:?} is not an absolute path"
+        )));
+    }
+    let trimmed = cwd.trim_end_matches('/');
+    Ok(if trimmed.is_empty() {
+        "/".to_owned()
+    } else {
+        trimmed.to_owned()
+    })
+}
+
+/// The keyset position a list cursor encodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CursorBody {
+    v: u32,
+    /// `lastUsedAt` of the last session returned, in milliseconds.
+    t: i64,
+    /// Its record id.
+    id: String,
+    /// Fingerprint of the filters the cursor was made for.
+    f: String,
+}
+
+const CURSOR_VERSION: u32 = 1;
+
+impl ListQuery {
+    fn fingerprint(&self) -> String {
+        // FNV-1a over the filter fields: a cursor made for other filters is refused.
+        let mut h: u64 = 0xcbf29ce484222325;
+        let mut feed = |s: &str| {
+            for b in s.bytes().chain(std::iter::once(0xff)) {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x100000001b3);
+            }
+        };
+        let cwd = self
+            .cwd
+            .as_deref()
+            .map(|c| normalize_cwd(c).unwrap_or_else(|_| c.to_owned()));
+        feed(cwd.as_deref().unwrap_or("\u{0}"));
+        feed(self.agent_command.as_deref().unwrap_or("\u{0}"));
+        feed(self.name.as_deref().unwrap_or("\u{0}"));
+        feed(match self.closed {
+            ClosedFilter::Any => "any",
+            ClosedFilter::Open => "open",
+            ClosedFilter::Closed => "closed",
+        });
+        format!("{h:016x}")
+    }
+
+    /// Encodes the cursor that continues after `last` under this query's filters.
+    pub fn cursor_after(&self, last: &SessionSummary) -> String {
+        let body = CursorBody {
+            v: CURSOR_VERSION,
+            t: last.last_used_at.millis(),
+            id: last.acpx_record_id.as_str().to_owned(),
+            f: self.fingerprint(),
+        };
+        let json = serde_json::to_vec(&body).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    /// Decodes this query's cursor into the keyset position `(lastUsedAt millis, record id)`.
+    /// Malformed, tampered and foreign (other filters) cursors are refused.
+    pub fn decode_cursor(&self) -> StoreResult<Option<(i64, String)>> {
+        let Some(cursor) = &self.cursor else {
+            return Ok(None);
+        };
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(cursor.as_bytes())
+            .map_err(|_| {
+                StoreError::InvalidCursor(format!("{cursor:?} is not a cursor returned by list"))
+            })?;
+        let body: CursorBody = serde_json::from_slice(&bytes).map_err(|_| {
+            StoreError::InvalidCursor(format!("{cursor:?} is not a cursor returned by list"))
+        })?;
+        if body.v != CURSOR_VERSION {
+            return Err(StoreError::InvalidCursor(format!(
+                "cursor version {} is not supported",
+                body.v
+            )));
+        }
+        if body.f != self.fingerprint() {
+            return Err(StoreError::InvalidCursor(
+                "the cursor was made for different filters; start again without --cursor".into(),
+            ));
+        }
+        RecordId::parse(&body.id).map_err(|_| {
+            StoreError::InvalidCursor("the cursor names an invalid record id".into())
+        })?;
+        Ok(Some((body.t, body.id)))
+    }
+
+    /// Whether a summary passes the filters (not the cursor). `cwd` must be normalized.
+    pub fn matches(&self, s: &SessionSummary, cwd: Option<&str>) -> bool {
+        cwd.is_none_or(|c| normalize_cwd(&s.cwd).map(|sc| sc == c).unwrap_or(false))
+            && self
+                .agent_command
+                .as_ref()
+                .is_none_or(|a| *a == s.agent_command)
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| s.name.as_deref() == Some(n.as_str()))
+            && match self.closed {
+                ClosedFilter::Any => true,
+                ClosedFilter::Open => !s.closed,
+                ClosedFilter::Closed => s.closed,
+            }
+    }
+
+    /// Applies filters, order, cursor and limit to a full set of summaries. Backends that
+    /// cannot do this natively (memory, files) share this one implementation.
+    pub fn paginate(
+        &self,
+        summaries: impl IntoIterator<Item = SessionSummary>,
+        skipped: Vec<SkippedEntry>,
+    ) -> StoreResult<ListPage> {
+        let cwd = self.cwd.as_deref().map(normalize_cwd).transpose()?;
+        let after = self.decode_cursor()?;
+        if self.limit == Some(0) {
+            return Err(StoreError::InvalidArgument(
+                "limit must be at least 1".into(),
+            ));
+        }
+        let mut matching: Vec<SessionSummary> = summaries
+            .into_iter()
+            .filter(|s| self.matches(s, cwd.as_deref()))
+            .filter(|s| match &after {
+                None => true,
+                Some((t, id)) => list_order_key(s) > (std::cmp::Reverse(*t), id.as_str()),
+            })
+            .collect();
+        matching.sort_by(|a, b| list_order_key(a).cmp(&list_order_key(b)));
+        let mut next_cursor = None;
+        if let Some(limit) = self.limit {
+            if matching.len() > limit {
+                matching.truncate(limit);
+                next_cursor = matching.last().map(|s| self.cursor_after(s));
+            }
+        }
+        Ok(ListPage {
+            sessions: matching,
+            next_cursor,
+            skipped,
+        })
+    }
+}
+
+/// The total order of `list`: newest `lastUsedAt` first, then record id ascending.
+pub fn list_order_key(s: &SessionSummary) -> (std::cmp::Reverse<i64>, &str) {
+    (
+        std::cmp::Reverse(s.last_used_at.millis()),
+        s.acpx_record_id.as_str(),
+    )
+}
+
+/// Checks an append batch against the log's last seq and the session id. Shared by every
+/// backend so that they refuse exactly the same batches.
+pub fn check_append_batch(
+    id: &RecordId,
+    last_seq: u64,
+    events: &[EventEnvelope],
+) -> StoreResult<()> {
+    for (i, e) in events.iter().enumerate() {
+        if e.acpx_record_id != *id {
+            return Err(StoreError::InvalidArgument(format!(
+                "event seq {} belongs to session {}, not {id}",
+                e.seq, e.acpx_record_id
+            )));
+        }
+        let expected = last_seq + 1 + i as u64;
+        if e.seq != expected {
+            return Err(StoreError::SeqMismatch {
+                id: id.clone(),
+                last: expected - 1,
+                got: e.seq,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(id: &str, t: i64) -> SessionSummary {
+        SessionSummary {
+            acpx_record_id: RecordId::parse(id).unwrap(),
+            acp_session_id: id.into(),
+            agent_session_id: None,
+            agent_command: "agent".into(),
+            cwd: "/repo".into(),
+            name: None,
+            title: None,
+            created_at: Timestamp::from_millis(t).unwrap(),
+            last_used_at: Timestamp::from_millis(t).unwrap(),
+            closed: false,
+            closed_at: None,
+            last_prompt_at: None,
+            message_count: 0,
+            revision: 1,
+        }
+    }
+
+    #[test]
+    fn pages_walk_every_session_once_in_order() {
+        let all: Vec<_> = (0..25)
+            .map(|i| summary(&format!("s{i:02}"), 1000 + (i / 3)))
+            .collect();
+        let mut q = ListQuery {
+            limit: Some(4),
+            ..ListQuery::default()
+        };
+        let mut seen = Vec::new();
+        loop {
+            let page = q.paginate(all.clone(), vec![]).unwrap();
+            seen.extend(page.sessions.iter().map(|s| s.acpx_record_id.to_string()));
+            match page.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        let mut expected = all.clone();
+        expected.sort_by(|a, b| list_order_key(a).cmp(&list_order_key(b)));
+        let expected: Vec<_> = expected
+            .iter()
+            .map(|s| s.acpx_record_id.to_string())
+            .collect();
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn bad_cursors_are_refused() {
+        let q = ListQuery {
+            cursor: Some("not-a-cursor!".into()),
+            ..ListQuery::default()
+        };
+        assert!(matches!(
+            q.paginate(vec![], vec![]),
+            Err(StoreError::InvalidCursor(_))
+        ));
+        let made_for = ListQuery {
+            name: Some("a".into()),
+            ..ListQuery::default()
+        };
+        let foreign = ListQuery {
+            cursor: Some(made_for.cursor_after(&summary("x", 5))),
+            ..ListQuery::default()
+        };
+        assert!(matches!(
+            foreign.paginate(vec![], vec![]),
+            Err(StoreError::InvalidCursor(_))
+        ));
+    }
+
+    #[test]
+    fn cwd_filter_must_be_absolute_and_ignores_trailing_slash() {
+        let q = ListQuery {
+            cwd: Some("repo".into()),
+            ..ListQuery::default()
+        };
+        assert!(matches!(
+            q.paginate(vec![], vec![]),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        let q = ListQuery {
+            cwd: Some("/repo/".into()),
+            ..ListQuery::default()
+        };
+        assert_eq!(
+            q.paginate(vec![summary("a", 1)], vec![])
+                .unwrap()
+                .sessions
+                .len(),
+            1
+        );
+    }
+}

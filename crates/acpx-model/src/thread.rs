@@ -1,0 +1,492 @@
+//! The Zed-shaped conversation snapshot stored as `thread` in `session.json`.
+//!
+//! Shapes follow Zed's `DbThread` at `"version": "0.3.0"` (see `docs/format.md`): enums are
+//! externally tagged with PascalCase tags, struct fields are snake_case, optional values are
+//! written as `null`. Unknown keys are kept in `extra` maps so a read-modify-write by this
+//! version never drops what a newer writer added.
+
+use indexmap::IndexMap;
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::time::Timestamp;
+
+/// The only thread version this crate reads or writes.
+pub const THREAD_VERSION: &str = "0.3.0";
+
+/// The conversation snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thread {
+    pub version: ThreadVersion,
+    /// The title; `""` means "no title yet" (Zed's convention). `null` reads as `""`.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub title: String,
+    pub messages: Vec<Message>,
+    pub updated_at: Timestamp,
+    #[serde(default)]
+    pub detailed_summary: Option<String>,
+    #[serde(default)]
+    pub initial_project_snapshot: Option<Value>,
+    #[serde(default)]
+    pub cumulative_token_usage: TokenUsage,
+    /// Keyed by the id of the `User` message that started the turn.
+    #[serde(default)]
+    pub request_token_usage: IndexMap<String, TokenUsage>,
+    #[serde(default)]
+    pub model: Option<ThreadModel>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub imported: bool,
+    #[serde(default)]
+    pub subagent_context: Option<Value>,
+    #[serde(default)]
+    pub speed: Option<Speed>,
+    #[serde(default)]
+    pub thinking_enabled: bool,
+    #[serde(default)]
+    pub thinking_effort: Option<String>,
+    /// Keys this version does not know (Zed editor state such as `draft_prompt`, or fields of a
+    /// newer writer). Kept and written back unchanged.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Thread {
+    /// An empty thread, as written for a new session.
+    pub fn new(now: Timestamp) -> Self {
+        Thread {
+            version: ThreadVersion,
+            title: String::new(),
+            messages: Vec::new(),
+            updated_at: now,
+            detailed_summary: None,
+            initial_project_snapshot: None,
+            cumulative_token_usage: TokenUsage::default(),
+            request_token_usage: IndexMap::new(),
+            model: None,
+            profile: None,
+            imported: false,
+            subagent_context: None,
+            speed: None,
+            thinking_enabled: false,
+            thinking_effort: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The id of the last `User` message, the key of the turn in progress.
+    pub fn last_user_message_id(&self) -> Option<&str> {
+        self.messages.iter().rev().find_map(|m| match m {
+            Message::User(u) => Some(u.id.as_str()),
+            _ => None,
+        })
+    }
+}
+
+/// The `version` key: always `"0.3.0"`. Any other value is refused, never misread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThreadVersion;
+
+impl Serialize for ThreadVersion {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(THREAD_VERSION)
+    }
+}
+
+impl<'de> Deserialize<'de> for ThreadVersion {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        if s == THREAD_VERSION {
+            Ok(ThreadVersion)
+        } else {
+            Err(de::Error::custom(format!(
+                "unsupported thread version {s:?}; only {THREAD_VERSION:?} is supported"
+            )))
+        }
+    }
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// `{"provider": "...", "model": "..."}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadModel {
+    pub provider: String,
+    pub model: String,
+}
+
+/// `speed`: `"standard"`, `"fast"`, or `null` (the `Option`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Speed {
+    Standard,
+    Fast,
+}
+
+/// Token counts. All four fields are always written (the seed's shape); a missing field reads
+/// as 0; negative, fractional or non-numeric values are rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TokenUsage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn saturating_add(self, o: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens.saturating_add(o.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(o.output_tokens),
+            cache_creation_input_tokens: self
+                .cache_creation_input_tokens
+                .saturating_add(o.cache_creation_input_tokens),
+            cache_read_input_tokens: self
+                .cache_read_input_tokens
+                .saturating_add(o.cache_read_input_tokens),
+        }
+    }
+}
+
+/// One entry of `thread.messages`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    User(UserMessage),
+    Agent(AgentMessage),
+    /// A turn continued after an interruption; written as the bare string `"Resume"`.
+    Resume,
+}
+
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            Message::Resume => s.serialize_str("Resume"),
+            Message::User(m) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("User", m)?;
+                map.end()
+            }
+            Message::Agent(m) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("Agent", m)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    // Hand-written so that legacy role-based shapes (`{"kind": ...}`, `{"type": ...}`,
+    // `{"role": ...}`) fail with an error that says so, without buffering the message.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MessageVisitor;
+        impl<'de> Visitor<'de> for MessageVisitor {
+            type Value = Message;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(r#"a message tagged {"User": ..}, {"Agent": ..} or "Resume""#)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Message, E> {
+                match v {
+                    "Resume" => Ok(Message::Resume),
+                    other => Err(E::custom(format!(
+                        "unknown message {other:?}; expected {{\"User\": ..}}, {{\"Agent\": ..}} or \"Resume\""
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+                let Some(tag) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+                    return Err(de::Error::custom("empty message object"));
+                };
+                let msg = match tag.as_ref() {
+                    "User" => Message::User(map.next_value()?),
+                    "Agent" => Message::Agent(map.next_value()?),
+                    "kind" | "type" | "role" => {
+                        return Err(de::Error::custom(format!(
+                            "legacy message shape (`{tag}` key) is not supported; messages must be tagged User, Agent or \"Resume\""
+                        )))
+                    }
+                    other => {
+                        return Err(de::Error::custom(format!(
+                            "unknown message variant {other:?}; expected User, Agent or \"Resume\""
+                        )))
+                    }
+                };
+                if let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    return Err(de::Error::custom(format!(
+                        "a message object must have exactly one key; found {tag:?} and {k:?}"
+                    )));
+                }
+                Ok(msg)
+            }
+        }
+        d.deserialize_any(MessageVisitor)
+    }
+}
+
+/// A user turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// UUID; also the key into `request_token_usage`.
+    pub id: String,
+    pub content: Vec<UserContent>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// User content items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum UserContent {
+    Text(String),
+    Mention(Mention),
+    Image(Image),
+}
+
+/// `{"uri": <MentionUri>, "content": "..."}`; `uri` is Zed's externally tagged `MentionUri`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mention {
+    pub uri: Value,
+    #[serde(default)]
+    pub content: String,
+}
+
+/// `{"source": "<base64>", "size": {"width", "height"}}`. `size` is left out when unknown,
+/// never written as `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<ImageSize>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageSize {
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One model response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentMessage {
+    pub content: Vec<AgentContent>,
+    /// Always written, even empty: Zed fails to load an Agent message without it. Keyed by
+    /// tool-use id, in arrival order.
+    pub tool_results: IndexMap<String, ToolResult>,
+    #[serde(default)]
+    pub reasoning_details: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl AgentMessage {
+    pub fn new() -> Self {
+        AgentMessage {
+            content: Vec::new(),
+            tool_results: IndexMap::new(),
+            reasoning_details: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The `ToolUse` with this id, if this message holds it.
+    pub fn tool_use_mut(&mut self, id: &str) -> Option<&mut ToolUse> {
+        self.content.iter_mut().find_map(|c| match c {
+            AgentContent::ToolUse(t) if t.id == id => Some(t),
+            _ => None,
+        })
+    }
+}
+
+impl Default for AgentMessage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Agent content items.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AgentContent {
+    Text(String),
+    Thinking(Thinking),
+    RedactedThinking(String),
+    ToolUse(ToolUse),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thinking {
+    pub text: String,
+    #[serde(default)]
+    pub signature: Option<String>,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolUse {
+    /// The ACP `toolCallId`.
+    pub id: String,
+    pub name: String,
+    /// JSON text of `input`.
+    pub raw_input: String,
+    pub input: Value,
+    pub is_input_complete: bool,
+    #[serde(default)]
+    pub thought_signature: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A tool result, stored in `AgentMessage::tool_results`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub tool_use_id: String,
+    pub tool_name: String,
+    pub is_error: bool,
+    /// Always written as an array; a single legacy item is accepted on read.
+    #[serde(deserialize_with = "one_or_many")]
+    pub content: Vec<ResultContent>,
+    #[serde(default)]
+    pub output: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ResultContent {
+    Text(String),
+    Image(Image),
+}
+
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ResultContent>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        Many(Vec<ResultContent>),
+        One(ResultContent),
+    }
+    match OneOrMany::deserialize(d)? {
+        OneOrMany::Many(v) => Ok(v),
+        OneOrMany::One(c) => Ok(vec![c]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn message_shapes_match_the_seed() {
+        let user = Message::User(UserMessage {
+            id: "u1".into(),
+            content: vec![UserContent::Text("hello".into())],
+            extra: Map::new(),
+        });
+        assert_eq!(
+            serde_json::to_value(&user).unwrap(),
+            json!({"User": {"id": "u1", "content": [{"Text": "hello"}]}})
+        );
+        assert_eq!(
+            serde_json::to_value(Message::Resume).unwrap(),
+            json!("Resume")
+        );
+        let mut agent = AgentMessage::new();
+        agent.content.push(AgentContent::Thinking(Thinking {
+            text: "planning".into(),
+            signature: None,
+        }));
+        assert_eq!(
+            serde_json::to_value(Message::Agent(agent)).unwrap(),
+            json!({"Agent": {"content": [{"Thinking": {"text": "planning", "signature": null}}], "tool_results": {}, "reasoning_details": null}})
+        );
+    }
+
+    #[test]
+    fn legacy_shapes_are_rejected_with_a_clear_error() {
+        for legacy in [
+            json!({"kind": "user", "content": "hi"}),
+            json!({"type": "message", "role": "user"}),
+            json!({"role": "assistant", "content": "x"}),
+        ] {
+            let err = serde_json::from_value::<Message>(legacy)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("legacy message shape"), "{err}");
+        }
+        let err = serde_json::from_value::<Message>(json!("Paused"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown message"), "{err}");
+    }
+
+    #[test]
+    fn tool_result_reads_single_item_and_writes_array() {
+        let r: ToolResult = serde_json::from_value(json!({
+            "tool_use_id": "c", "tool_name": "t", "is_error": false,
+            "content": {"Text": "ok"}, "output": {"exitCode": 0}
+        }))
+        .unwrap();
+        assert_eq!(r.content, vec![ResultContent::Text("ok".into())]);
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["content"],
+            json!([{"Text": "ok"}])
+        );
+    }
+
+    #[test]
+    fn token_usage_rejects_negatives() {
+        assert!(serde_json::from_value::<TokenUsage>(json!({"input_tokens": -1})).is_err());
+        assert!(serde_json::from_value::<TokenUsage>(json!({"input_tokens": 1.5})).is_err());
+        let u: TokenUsage = serde_json::from_value(json!({"output_tokens": 3})).unwrap();
+        assert_eq!(u.output_tokens, 3);
+        assert_eq!(u.input_tokens, 0);
+    }
+
+    #[test]
+    fn speed_is_standard_fast_or_null() {
+        assert_eq!(
+            serde_json::from_value::<Option<Speed>>(json!("fast")).unwrap(),
+            Some(Speed::Fast)
+        );
+        assert_eq!(
+            serde_json::from_value::<Option<Speed>>(json!(null)).unwrap(),
+            None
+        );
+        assert!(serde_json::from_value::<Option<Speed>>(json!("turbo")).is_err());
+        assert!(serde_json::from_value::<Option<Speed>>(json!("Fast")).is_err());
+    }
+
+    #[test]
+    fn unknown_thread_keys_survive() {
+        let t: Thread = serde_json::from_value(json!({
+            "version": "0.3.0", "title": "t", "messages": [], "updated_at": "2026-01-01T00:00:00Z",
+            "draft_prompt": [{"type": "text", "text": "x"}]
+        }))
+        .unwrap();
+        let back = serde_json::to_value(&t).unwrap();
+        assert_eq!(back["draft_prompt"], json!([{"type": "text", "text": "x"}]));
+    }
+
+    #[test]
+    fn other_thread_versions_are_refused() {
+        let err = serde_json::from_value::<Thread>(json!({
+            "version": "0.2.0", "title": "", "messages": [], "updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("unsupported thread version"), "{err}");
+    }
+}
