@@ -41,6 +41,7 @@ pub mod error;
 pub mod event;
 pub mod id;
 pub mod memory;
+pub mod search;
 pub mod session;
 pub mod store;
 pub mod thread;
@@ -52,6 +53,7 @@ pub use event::{
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use memory::MemoryStore;
+pub use search::{search_record, SearchHit, SearchQuery};
 pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
     PlanState, SessionRecord, SessionSummary, TurnError, SESSION_SCHEMA,

@@ -10,10 +10,11 @@ use async_trait::async_trait;
 use crate::error::{StoreError, StoreResult};
 use crate::event::EventEnvelope;
 use crate::id::RecordId;
+use crate::search::{search_record, SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord};
 use crate::store::{
-    check_append_batch, Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard,
-    SessionLock, Store,
+    check_append_batch, list_order_key, normalize_cwd, Durability, EventPage, EventQuery, ListPage,
+    ListQuery, LockGuard, SessionLock, Store,
 };
 use crate::time::Timestamp;
 
@@ -223,6 +224,30 @@ impl Store for MemoryStore {
         } else {
             Err(StoreError::NotFound(id.clone()))
         }
+    }
+
+    async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
+        let mut records: Vec<SessionRecord> = self
+            .inner()
+            .sessions
+            .values()
+            .map(|s| s.record.clone())
+            .filter(|r| {
+                cwd.as_deref()
+                    .is_none_or(|c| normalize_cwd(&r.cwd).is_ok_and(|rc| rc == c))
+            })
+            .collect();
+        records.sort_by(|a, b| list_order_key(&a.summary()).cmp(&list_order_key(&b.summary())));
+        let mut hits = Vec::new();
+        for r in &records {
+            hits.extend(search_record(r, query));
+            if hits.len() >= query.effective_limit() {
+                break;
+            }
+        }
+        hits.truncate(query.effective_limit());
+        Ok(hits)
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{StoreError, StoreResult};
 use crate::event::{EventEnvelope, EventStream};
 use crate::id::RecordId;
+use crate::search::{SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord, SessionSummary};
 use crate::time::Timestamp;
 
@@ -224,6 +225,10 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Pushes appends made with [`Durability::None`] to the operating system.
     async fn flush(&self, id: &RecordId) -> StoreResult<()>;
+
+    /// Full-text search over conversation text (see [`crate::search`] for the matching rule).
+    /// Hits are ordered by session (`list` order) then message index.
+    async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>>;
 
     /// Takes the exclusive writer lock of a session, waiting up to `timeout`, then failing
     /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the

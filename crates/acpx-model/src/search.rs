@@ -1,0 +1,140 @@
+//! Full-text search over conversation text.
+//!
+//! [`crate::Store::search`] is answered natively by backends with an index (SQLite FTS5) and
+//! by scanning with [`search_record`] elsewhere. Matching rule shared by all backends: every
+//! whitespace-separated term of the query must occur in the message text, compared
+//! case-insensitively (ASCII); index-backed backends may match more loosely (tokenized), never
+//! more strictly.
+
+use serde::Serialize;
+
+use crate::id::RecordId;
+use crate::session::SessionRecord;
+use crate::thread::{AgentContent, Message, UserContent};
+
+/// What to search for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchQuery {
+    /// Terms, separated by whitespace; all must match.
+    pub text: String,
+    /// Only sessions in this absolute cwd.
+    pub cwd: Option<String>,
+    /// At most this many hits (default 50).
+    pub limit: Option<usize>,
+}
+
+impl SearchQuery {
+    pub fn terms(&self) -> Vec<String> {
+        self.text
+            .split_whitespace()
+            .map(|t| t.to_ascii_lowercase())
+            .collect()
+    }
+
+    pub fn effective_limit(&self) -> usize {
+        self.limit.unwrap_or(50).max(1)
+    }
+}
+
+/// One matching message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub acpx_record_id: RecordId,
+    /// The session's title, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Index of the message in `thread.messages`.
+    pub message_index: usize,
+    /// `user` or `agent`.
+    pub role: String,
+    /// The `User` message id (agent messages have none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Up to about 160 characters of text around the first match.
+    pub snippet: String,
+}
+
+/// The searchable text of one message: user text and mentions, agent text and thinking.
+pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, String)> {
+    match message {
+        Message::User(u) => {
+            let text = u
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    UserContent::Text(t) => Some(t.as_str()),
+                    UserContent::Mention(m) => Some(m.content.as_str()),
+                    UserContent::Image(_) => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            Some(("user", Some(u.id.as_str()), text))
+        }
+        Message::Agent(a) => {
+            let text = a
+                .content
+                .iter()
+                .filter_map(|c| match c {
+                    AgentContent::Text(t) => Some(t.as_str()),
+                    AgentContent::Thinking(t) => Some(t.text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            Some(("agent", None, text))
+        }
+        Message::Resume => None,
+    }
+}
+
+/// A snippet of `text` around byte offset `at`, on character boundaries.
+pub fn snippet(text: &str, at: usize, len: usize) -> String {
+    const BEFORE: usize = 60;
+    const WIDTH: usize = 160;
+    let mut start = at.saturating_sub(BEFORE);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = (at + len).max(start + WIDTH).min(text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    let mut s = String::new();
+    if start > 0 {
+        s.push('…');
+    }
+    s.push_str(&text[start..end].replace('\n', " "));
+    if end < text.len() {
+        s.push('…');
+    }
+    s
+}
+
+/// Scans one record for messages matching `query` (the scanning implementation of search).
+pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchHit> {
+    let terms = query.terms();
+    if terms.is_empty() {
+        return Vec::new();
+    }
+    let mut hits = Vec::new();
+    for (index, message) in record.thread.messages.iter().enumerate() {
+        let Some((role, id, text)) = message_text(message) else {
+            continue;
+        };
+        let lower = text.to_ascii_lowercase();
+        if !terms.iter().all(|t| lower.contains(t.as_str())) {
+            continue;
+        }
+        let at = lower.find(terms[0].as_str()).unwrap_or(0);
+        hits.push(SearchHit {
+            acpx_record_id: record.acpx_record_id.clone(),
+            title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
+            message_index: index,
+            role: role.to_owned(),
+            message_id: id.map(str::to_owned),
+            snippet: snippet(&text, at, terms[0].len()),
+        });
+    }
+    hits
+}
