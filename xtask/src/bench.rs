@@ -1,0 +1,425 @@
+//! `cargo xtask bench store`: the store benchmarks behind `docs/BENCHMARKS.md`.
+//!
+//! Method: every figure is measured in one process, on one machine, in one run, so the
+//! figures of one run can be compared as ratios. Throughput is events divided by the wall time
+//! of the appends alone (setup excluded). Each append holds the session's writer lock, as the
+//! runtime does during a turn.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use acpx_model::{
+    AgentContent, AgentMessage, Durability, EventContext, EventEnvelope, EventPayload, EventQuery,
+    EventSource, EventStream, ListQuery, MemoryStore, Message, NewSession, RecordId, SessionRecord,
+    Store, Timestamp, UserContent, UserMessage,
+};
+use serde_json::json;
+
+/// Parsed command-line options.
+pub struct Options {
+    backends: Vec<String>,
+    quick: bool,
+    dir: Option<PathBuf>,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Options, String> {
+        let mut it = args.iter();
+        match it.next().map(String::as_str) {
+            Some("store") => {}
+            Some(other) => return Err(format!("unknown benchmark {other:?}")),
+            None => return Err("name a benchmark".into()),
+        }
+        let mut opts = Options {
+            backends: all_backends(),
+            quick: false,
+            dir: None,
+        };
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--quick" => opts.quick = true,
+                "--backend" => {
+                    let b = it.next().ok_or("--backend needs a value")?;
+                    opts.backends = if b == "all" {
+                        all_backends()
+                    } else if all_backends().contains(b) {
+                        vec![b.clone()]
+                    } else {
+                        return Err(format!(
+                            "unknown backend {b:?}; known: {}",
+                            all_backends().join(", ")
+                        ));
+                    };
+                }
+                "--dir" => opts.dir = Some(PathBuf::from(it.next().ok_or("--dir needs a value")?)),
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+fn all_backends() -> Vec<String> {
+    vec!["memory".into()]
+}
+
+/// Opens a fresh store of `backend` under `dir`.
+fn open_backend(backend: &str, _dir: &Path) -> Result<Arc<dyn Store>, String> {
+    match backend {
+        "memory" => Ok(Arc::new(MemoryStore::new())),
+        other => Err(format!("unknown backend {other}")),
+    }
+}
+
+type BenchResult<T> = Result<T, String>;
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+pub fn run(opts: &Options) -> BenchResult<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    let base = match &opts.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(err)?;
+            tempfile::tempdir_in(d).map_err(err)?
+        }
+        None => tempfile::tempdir().map_err(err)?,
+    };
+    println!(
+        "# acpx store benchmarks ({} run), {} cores, data under {}",
+        if opts.quick { "quick" } else { "full" },
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        base.path().display()
+    );
+    for backend in &opts.backends {
+        let dir = base.path().join(backend);
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        rt.block_on(bench_backend(backend, &dir, opts.quick))?;
+    }
+    Ok(())
+}
+
+struct Scale {
+    append_events: u64,
+    fsync_events_batch1: u64,
+    fsync_events_batch64: u64,
+    flat_small: u64,
+    flat_large: u64,
+    flat_probe: u64,
+    list_sessions: usize,
+    tail_session_events: u64,
+    save_repeats: usize,
+}
+
+impl Scale {
+    fn new(quick: bool) -> Scale {
+        if quick {
+            Scale {
+                append_events: 20_000,
+                fsync_events_batch1: 200,
+                fsync_events_batch64: 6_400,
+                flat_small: 1_000,
+                flat_large: 10_000,
+                flat_probe: 2_000,
+                list_sessions: 1_000,
+                tail_session_events: 50_000,
+                save_repeats: 3,
+            }
+        } else {
+            Scale {
+                append_events: 256_000,
+                fsync_events_batch1: 1_000,
+                fsync_events_batch64: 32_000,
+                flat_small: 1_000,
+                flat_large: 100_000,
+                flat_probe: 20_000,
+                list_sessions: 10_000,
+                tail_session_events: 1_000_000,
+                save_repeats: 5,
+            }
+        }
+    }
+}
+
+async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()> {
+    let scale = Scale::new(quick);
+    println!("\n## backend: {backend}\n");
+
+    println!("### append throughput (~300-byte events, writer lock held)\n");
+    println!("| batch | durability | events | seconds | events/s |");
+    println!("|---:|---|---:|---:|---:|");
+    for (batch, durability, events) in [
+        (1, Durability::None, scale.append_events / 4),
+        (64, Durability::None, scale.append_events),
+        (1, Durability::Flush, scale.append_events / 4),
+        (64, Durability::Flush, scale.append_events),
+        (1, Durability::Fsync, scale.fsync_events_batch1),
+        (64, Durability::Fsync, scale.fsync_events_batch64),
+    ] {
+        let store = open_backend(backend, &dir.join(format!("append-{batch}-{durability:?}")))?;
+        let id = create_session(&store, 0).await?;
+        let secs = append_run(&store, &id, 0, events, batch, durability).await?;
+        println!(
+            "| {batch} | {} | {events} | {secs:.3} | {:.0} |",
+            format!("{durability:?}").to_lowercase(),
+            events as f64 / secs
+        );
+    }
+
+    println!(
+        "\n### snapshot save (median of {} saves)\n",
+        scale.save_repeats
+    );
+    println!("| messages | bytes | ms per save |");
+    println!("|---:|---:|---:|");
+    let store = open_backend(backend, &dir.join("save"))?;
+    for messages in [10usize, 1_000, 10_000] {
+        let mut record = sample_record(messages);
+        store.create(&mut record).await.map_err(err)?;
+        let bytes = record.to_json_vec().len();
+        let mut times = Vec::new();
+        for _ in 0..scale.save_repeats {
+            record.last_used_at = Timestamp::now();
+            let t = Instant::now();
+            store.save(&mut record).await.map_err(err)?;
+            times.push(t.elapsed());
+        }
+        println!("| {messages} | {bytes} | {:.2} |", ms(median(&mut times)));
+    }
+
+    println!("\n### per-event append cost vs events already stored (batch 1, flush)\n");
+    println!("| events already stored | events timed | µs per event |");
+    println!("|---:|---:|---:|");
+    let store = open_backend(backend, &dir.join("flat"))?;
+    let mut costs = Vec::new();
+    for (i, prefill) in [scale.flat_small, scale.flat_large].into_iter().enumerate() {
+        let id = create_session(&store, i as u64 + 1).await?;
+        append_run(&store, &id, 0, prefill, 64, Durability::None).await?;
+        let secs = append_run(&store, &id, prefill, scale.flat_probe, 1, Durability::Flush).await?;
+        let us = secs * 1e6 / scale.flat_probe as f64;
+        costs.push(us);
+        println!("| {prefill} | {} | {us:.2} |", scale.flat_probe);
+    }
+    println!(
+        "\nratio (large / small): {:.2} (flat means ≈ 1)",
+        costs[1] / costs[0]
+    );
+
+    println!("\n### list {} sessions\n", scale.list_sessions);
+    let store = open_backend(backend, &dir.join("list"))?;
+    for i in 0..scale.list_sessions {
+        create_session(&store, 1_000_000 + i as u64).await?;
+    }
+    // A fresh handle, as a new CLI process would have.
+    let store = reopen(backend, &dir.join("list"), store)?;
+    let t = Instant::now();
+    let page = store.list(&ListQuery::default()).await.map_err(err)?;
+    let first = t.elapsed();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let again = store.list(&ListQuery::default()).await.map_err(err)?;
+        times.push(t.elapsed());
+        if again.sessions.len() != page.sessions.len() {
+            return Err("list returned a different count on a repeated call".into());
+        }
+    }
+    println!("| call | sessions | ms |");
+    println!("|---|---:|---:|");
+    println!(
+        "| first (new handle) | {} | {:.1} |",
+        page.sessions.len(),
+        ms(first)
+    );
+    println!(
+        "| repeated (median of 5) | {} | {:.1} |",
+        page.sessions.len(),
+        ms(median(&mut times))
+    );
+
+    println!(
+        "\n### read the last 1,000 events of a {}-event session\n",
+        scale.tail_session_events
+    );
+    let store = open_backend(backend, &dir.join("tail"))?;
+    let id = create_session(&store, 2_000_000).await?;
+    append_run(
+        &store,
+        &id,
+        0,
+        scale.tail_session_events,
+        64,
+        Durability::None,
+    )
+    .await?;
+    let store = reopen(backend, &dir.join("tail"), store)?;
+    let from = scale.tail_session_events - 999;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let page = store
+            .read_events(&id, &EventQuery::from_seq(from))
+            .await
+            .map_err(err)?;
+        times.push(t.elapsed());
+        if page.events.len() != 1_000 {
+            return Err(format!("expected 1000 events, read {}", page.events.len()));
+        }
+    }
+    println!("median of 5: {:.2} ms", ms(median(&mut times)));
+    println!("\npeak resident memory so far: {}", peak_rss());
+    Ok(())
+}
+
+/// A new handle on the same data (memory: the same store, since it has nothing on disk).
+fn reopen(backend: &str, dir: &Path, current: Arc<dyn Store>) -> BenchResult<Arc<dyn Store>> {
+    match backend {
+        "memory" => Ok(current),
+        _ => {
+            drop(current);
+            open_backend(backend, dir)
+        }
+    }
+}
+
+async fn create_session(store: &Arc<dyn Store>, n: u64) -> BenchResult<RecordId> {
+    let id = RecordId::parse(&format!("bench-{n:08}")).map_err(err)?;
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: id.clone(),
+            acp_session_id: format!("acp-{n}"),
+            agent_session_id: None,
+            agent_command: "acpx-test-agent".into(),
+            cwd: "/work/bench".into(),
+            name: None,
+        },
+        Timestamp::now(),
+    );
+    store.create(&mut record).await.map_err(err)?;
+    Ok(id)
+}
+
+/// Appends `count` events after seq `start` in batches; returns the seconds spent appending.
+async fn append_run(
+    store: &Arc<dyn Store>,
+    id: &RecordId,
+    start: u64,
+    count: u64,
+    batch: u64,
+    durability: Durability,
+) -> BenchResult<f64> {
+    let lock = store.lock(id, Duration::from_secs(10)).await.map_err(err)?;
+    let template = sample_event(id, 1);
+    let mut seq = start;
+    let end = start + count;
+    let mut elapsed = Duration::ZERO;
+    while seq < end {
+        let n = batch.min(end - seq);
+        let events: Vec<EventEnvelope> = (1..=n)
+            .map(|i| {
+                let mut e = template.clone();
+                e.seq = seq + i;
+                e
+            })
+            .collect();
+        let t = Instant::now();
+        store.append(id, &events, durability).await.map_err(err)?;
+        elapsed += t.elapsed();
+        seq += n;
+    }
+    let t = Instant::now();
+    store.flush(id).await.map_err(err)?;
+    elapsed += t.elapsed();
+    drop(lock);
+    Ok(elapsed.as_secs_f64())
+}
+
+/// A `session_update` event whose NDJSON line is about 300 bytes.
+fn sample_event(id: &RecordId, seq: u64) -> EventEnvelope {
+    let ctx = EventContext {
+        acpx_record_id: id,
+        acp_session_id: "acp-bench-session",
+        request_id: Some("req-0001"),
+        stream: EventStream::Prompt,
+        source: EventSource::Acp,
+    };
+    let payload = json!({
+        "sessionId": "acp-bench-session",
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "The quick brown fox jumps over the lazy dog; streaming a chunk."}
+        }
+    });
+    EventEnvelope::new(
+        &ctx,
+        seq,
+        Timestamp::now(),
+        EventPayload::from_parts("session_update", &payload).unwrap_or(EventPayload::Unknown {
+            event_type: "session_update".into(),
+            payload,
+        }),
+    )
+}
+
+/// A record whose thread holds `messages` messages of realistic size.
+fn sample_record(messages: usize) -> SessionRecord {
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: RecordId::parse(&format!("save-{messages}"))
+                .unwrap_or_else(|_| RecordId::generate()),
+            acp_session_id: "acp-save".into(),
+            agent_session_id: None,
+            agent_command: "acpx-test-agent".into(),
+            cwd: "/work/bench".into(),
+            name: None,
+        },
+        Timestamp::now(),
+    );
+    let text = "Please look at src/main.rs and explain what the parser does with escaped quotes. "
+        .repeat(2);
+    for i in 0..messages {
+        if i % 2 == 0 {
+            record.thread.messages.push(Message::User(UserMessage {
+                id: uuid_like(i),
+                content: vec![UserContent::Text(text.clone())],
+                extra: Default::default(),
+            }));
+        } else {
+            let mut a = AgentMessage::new();
+            a.content.push(AgentContent::Text(text.clone()));
+            record.thread.messages.push(Message::Agent(a));
+        }
+    }
+    record
+}
+
+fn uuid_like(i: usize) -> String {
+    format!("00000000-0000-4000-8000-{i:012}")
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Peak resident set size of this process (Linux `VmHWM`).
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
