@@ -1,1 +1,2 @@
-//! Placeholder, filled by its own issue.
+//! # acpx-runtime
+pub mod mapping;
