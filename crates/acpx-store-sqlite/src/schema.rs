@@ -1,0 +1,119 @@
+//! The database schema and its forward migrations.
+//!
+//! The schema version lives in `PRAGMA user_version`. Each entry of [`MIGRATIONS`] moves the
+//! database from version `i` to `i + 1`; opening runs the missing ones in one transaction. A
+//! database whose version is newer than [`SCHEMA_VERSION`] is refused before anything is
+//! written to it.
+
+/// The schema version this crate writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
+/// (a text in `seq`, a NULL document): what remains possible is a value of the right type
+/// that does not validate, which `list` and `load` report.
+const V1: &str = r#"
+CREATE TABLE sessions (
+    acpx_record_id    TEXT PRIMARY KEY NOT NULL,
+    acp_session_id    TEXT NOT NULL,
+    agent_session_id  TEXT,
+    agent_command     TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    -- cwd normalized for the list filter (trailing '/' removed); NULL when not absolute.
+    cwd_key           TEXT,
+    name              TEXT,
+    title             TEXT,
+    created_at        TEXT NOT NULL,
+    last_used_at      TEXT NOT NULL,
+    -- lastUsedAt in Unix milliseconds: the list order key, exactly what list cursors encode.
+    last_used_ms      INTEGER NOT NULL,
+    closed            INTEGER NOT NULL CHECK (closed IN (0, 1)),
+    closed_at         TEXT,
+    last_prompt_at    TEXT,
+    message_count     INTEGER NOT NULL,
+    revision          INTEGER NOT NULL,
+    -- 1 when the columns above were derived from `document` by acpx in the same write;
+    -- 0 after the document was changed by anything else (see the trigger below).
+    document_checked  INTEGER NOT NULL DEFAULT 0,
+    -- session.json exactly as the file store writes it.
+    document          TEXT NOT NULL
+) STRICT;
+
+CREATE INDEX sessions_by_last_used ON sessions (last_used_ms DESC, acpx_record_id);
+CREATE INDEX sessions_by_cwd ON sessions (cwd_key, last_used_ms DESC, acpx_record_id);
+
+-- acpx changes `document` only together with `revision`. A change that keeps the revision
+-- was made by hand (or by another tool), so the columns may no longer match: list then reads
+-- that one document instead of trusting the columns.
+CREATE TRIGGER sessions_document_edited AFTER UPDATE OF document ON sessions
+FOR EACH ROW WHEN NEW.revision = OLD.revision
+BEGIN
+    UPDATE sessions SET document_checked = 0 WHERE acpx_record_id = NEW.acpx_record_id;
+END;
+
+CREATE TABLE events (
+    acpx_record_id  TEXT NOT NULL REFERENCES sessions (acpx_record_id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    event_version   INTEGER NOT NULL,
+    timestamp       TEXT NOT NULL,
+    acp_session_id  TEXT NOT NULL,
+    request_id      TEXT,
+    stream          TEXT NOT NULL,
+    source          TEXT NOT NULL,
+    type            TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    -- Envelope keys this version does not know, as a JSON object; NULL when there are none.
+    extra           TEXT,
+    -- Length of the NDJSON line, newline included: the unit of the retention budget.
+    bytes           INTEGER NOT NULL,
+    PRIMARY KEY (acpx_record_id, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE INDEX events_by_type ON events (acpx_record_id, type, seq);
+CREATE INDEX events_by_request ON events (acpx_record_id, request_id, seq)
+    WHERE request_id IS NOT NULL;
+CREATE INDEX events_by_time ON events (timestamp);
+
+CREATE TABLE event_logs (
+    acpx_record_id  TEXT PRIMARY KEY NOT NULL
+                    REFERENCES sessions (acpx_record_id) ON DELETE CASCADE,
+    -- The last seq ever appended (retention never lowers it).
+    last_seq        INTEGER NOT NULL DEFAULT 0,
+    -- Sum of `events.bytes` of the retained rows.
+    retained_bytes  INTEGER NOT NULL DEFAULT 0,
+    last_write_at   TEXT
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE messages (
+    acpx_record_id  TEXT NOT NULL REFERENCES sessions (acpx_record_id) ON DELETE CASCADE,
+    message_index   INTEGER NOT NULL,
+    role            TEXT NOT NULL,
+    message_id      TEXT,
+    text            TEXT NOT NULL,
+    -- FNV-1a of role, message id and text: a save re-indexes only the messages that changed.
+    text_hash       INTEGER NOT NULL,
+    PRIMARY KEY (acpx_record_id, message_index)
+) STRICT;
+
+-- Trigram tokens give substring matching, the rule every backend shares
+-- (acpx_model::search), with an index.
+CREATE VIRTUAL TABLE messages_fts USING fts5 (
+    text,
+    content = 'messages',
+    content_rowid = 'rowid',
+    tokenize = 'trigram'
+);
+
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
+    INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
+END;
+"#;
