@@ -1,0 +1,291 @@
+//! The suite tests itself: each check must fail against a store with the bug it exists to
+//! catch. Every mutant wraps `MemoryStore` and breaks exactly one rule of the `Store`
+//! contract; a check that passes against its mutant would be asserting nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::{
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
+    LockGuard, MemoryStore, RecordId, SearchHit, SearchQuery, SessionLock, SessionRecord, Store,
+    StoreError, StoreResult, Timestamp,
+};
+use acpx_tests::{conformance, Backend};
+use async_trait::async_trait;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bug {
+    /// No bug: the wrapper itself must pass.
+    None,
+    /// save ignores the revision: last writer wins.
+    LastWriterWins,
+    /// append renumbers a refused batch instead of refusing it.
+    RenumbersSeqs,
+    /// list ignores the cursor.
+    IgnoresCursor,
+    /// list orders by id only.
+    OrdersById,
+    /// read_events ignores the requestId filter.
+    IgnoresRequestIdFilter,
+    /// read_events ignores the limit.
+    IgnoresLimit,
+    /// close moves closedAt on every call.
+    CloseNotIdempotent,
+    /// lock never excludes anyone.
+    LockNeverBlocks,
+    /// search compares case-sensitively.
+    CaseSensitiveSearch,
+    /// delete leaves the events behind (a recreated session sees them).
+    DeleteKeepsEvents,
+}
+
+#[derive(Debug, Clone)]
+struct Mutant {
+    inner: MemoryStore,
+    bug: Bug,
+    /// Events set aside by `DeleteKeepsEvents`, replayed into a recreated session.
+    kept: Arc<std::sync::Mutex<Vec<EventEnvelope>>>,
+}
+
+#[derive(Debug)]
+struct NoGuard;
+impl LockGuard for NoGuard {}
+
+#[async_trait]
+impl Store for Mutant {
+    fn backend_name(&self) -> &'static str {
+        "mutant"
+    }
+    async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        self.inner.create(record).await?;
+        let kept: Vec<_> = std::mem::take(&mut *self.kept.lock().unwrap());
+        let mine: Vec<_> = kept
+            .into_iter()
+            .filter(|e| e.acpx_record_id == record.acpx_record_id)
+            .collect();
+        if !mine.is_empty() {
+            self.inner
+                .append(&record.acpx_record_id, &mine, Durability::Flush)
+                .await?;
+        }
+        Ok(())
+    }
+    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        if self.bug == Bug::LastWriterWins {
+            if let Ok(stored) = self.inner.load(&record.acpx_record_id).await {
+                record.revision = stored.revision;
+            }
+        }
+        self.inner.save(record).await
+    }
+    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        let mut r = self.inner.close(id, at).await?;
+        if self.bug == Bug::CloseNotIdempotent && r.closed_at != Some(at) {
+            r.closed_at = Some(at);
+            self.inner.save(&mut r).await?;
+        }
+        Ok(r)
+    }
+    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        if self.bug == Bug::DeleteKeepsEvents {
+            if let Ok(page) = self.inner.read_events(id, &EventQuery::default()).await {
+                self.kept.lock().unwrap().extend(page.events);
+            }
+        }
+        self.inner.delete(id).await
+    }
+    async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let mut q = query.clone();
+        if self.bug == Bug::IgnoresCursor && q.cursor.is_some() {
+            q.cursor = None;
+            // Still terminate: pretend the first page is the last.
+            let mut page = self.inner.list(&q).await?;
+            page.next_cursor = None;
+            return Ok(page);
+        }
+        let mut page = self.inner.list(&q).await?;
+        if self.bug == Bug::OrdersById {
+            page.sessions
+                .sort_by(|a, b| a.acpx_record_id.cmp(&b.acpx_record_id));
+        }
+        Ok(page)
+    }
+    async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        durability: Durability,
+    ) -> StoreResult<EventLogState> {
+        match self.inner.append(id, events, durability).await {
+            Err(StoreError::SeqMismatch { .. }) if self.bug == Bug::RenumbersSeqs => {
+                let last = self.inner.event_log_state(id).await?.last_seq;
+                let renumbered: Vec<_> = events
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| EventEnvelope {
+                        seq: last + 1 + i as u64,
+                        ..e.clone()
+                    })
+                    .collect();
+                self.inner.append(id, &renumbered, durability).await
+            }
+            other => other,
+        }
+    }
+    async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+        let mut q = query.clone();
+        match self.bug {
+            Bug::IgnoresRequestIdFilter => q.request_id = None,
+            Bug::IgnoresLimit => q.limit = None,
+            _ => {}
+        }
+        self.inner.read_events(id, &q).await
+    }
+    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        self.inner.event_log_state(id).await
+    }
+    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+        self.inner.flush(id).await
+    }
+    async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+        let hits = self.inner.search(query).await?;
+        if self.bug != Bug::CaseSensitiveSearch {
+            return Ok(hits);
+        }
+        let mut out = Vec::new();
+        for h in hits {
+            let r = self.inner.load(&h.acpx_record_id).await?;
+            let text = serde_json::to_string(&r.thread.messages[h.message_index]).unwrap();
+            if query.text.split_whitespace().all(|t| text.contains(t)) {
+                out.push(h);
+            }
+        }
+        Ok(out)
+    }
+    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
+        if self.bug == Bug::LockNeverBlocks {
+            return Ok(SessionLock::new(id.clone(), Box::new(NoGuard)));
+        }
+        self.inner.lock(id, timeout).await
+    }
+}
+
+struct MutantBackend(Mutant);
+
+#[async_trait]
+impl Backend for MutantBackend {
+    fn name(&self) -> &'static str {
+        "mutant"
+    }
+    async fn open(&self) -> Arc<dyn Store> {
+        Arc::new(self.0.clone())
+    }
+    fn worker_args(&self) -> Option<Vec<String>> {
+        None
+    }
+    async fn inject_snapshot(&self, _: &RecordId, _: &[u8]) -> Option<()> {
+        None
+    }
+    async fn inject_log_bytes(&self, _: &RecordId, _: &[u8]) -> Option<()> {
+        None
+    }
+    fn data_dir(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+}
+
+macro_rules! must_catch {
+    ($name:ident, $bug:expr, $check:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let backend = MutantBackend(Mutant {
+                inner: MemoryStore::new(),
+                bug: $bug,
+                kept: Default::default(),
+            });
+            let outcome = tokio::spawn(async move { conformance::$check(&backend).await }).await;
+            assert!(
+                outcome.as_ref().is_err_and(|e| e.is_panic()),
+                "{} passed against a store with bug {:?}",
+                stringify!($check),
+                $bug
+            );
+        }
+    };
+}
+
+must_catch!(
+    catches_last_writer_wins,
+    Bug::LastWriterWins,
+    save_stale_revision_conflicts
+);
+must_catch!(
+    catches_renumbered_seqs,
+    Bug::RenumbersSeqs,
+    append_seq_must_continue_exactly
+);
+must_catch!(
+    catches_ignored_cursor,
+    Bug::IgnoresCursor,
+    list_cursor_walk_exactly_once
+);
+must_catch!(
+    catches_wrong_order,
+    Bug::OrdersById,
+    list_order_newest_first_with_id_tie_break
+);
+must_catch!(
+    catches_ignored_request_id,
+    Bug::IgnoresRequestIdFilter,
+    read_filters_by_type_stream_and_request_id
+);
+must_catch!(
+    catches_ignored_limit,
+    Bug::IgnoresLimit,
+    append_batches_and_page_back
+);
+must_catch!(
+    catches_close_not_idempotent,
+    Bug::CloseNotIdempotent,
+    close_is_idempotent_and_keeps_session
+);
+must_catch!(
+    catches_lock_never_blocks,
+    Bug::LockNeverBlocks,
+    lock_waits_times_out_and_releases_on_drop
+);
+must_catch!(
+    catches_case_sensitive_search,
+    Bug::CaseSensitiveSearch,
+    search_finds_conversation_text
+);
+must_catch!(
+    catches_events_surviving_delete,
+    Bug::DeleteKeepsEvents,
+    delete_removes_everything_idempotently
+);
+
+/// The wrapper without a bug passes the same checks, so a caught mutant is caught for its bug.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unbroken_wrapper_passes() {
+    let fresh = || {
+        MutantBackend(Mutant {
+            inner: MemoryStore::new(),
+            bug: Bug::None,
+            kept: Default::default(),
+        })
+    };
+    conformance::save_stale_revision_conflicts(&fresh()).await;
+    conformance::append_seq_must_continue_exactly(&fresh()).await;
+    conformance::list_cursor_walk_exactly_once(&fresh()).await;
+    conformance::list_order_newest_first_with_id_tie_break(&fresh()).await;
+    conformance::read_filters_by_type_stream_and_request_id(&fresh()).await;
+    conformance::append_batches_and_page_back(&fresh()).await;
+    conformance::close_is_idempotent_and_keeps_session(&fresh()).await;
+    conformance::lock_waits_times_out_and_releases_on_drop(&fresh()).await;
+    conformance::search_finds_conversation_text(&fresh()).await;
+    conformance::delete_removes_everything_idempotently(&fresh()).await;
+}
