@@ -1,1 +1,416 @@
-//! Placeholder, filled by its own issue.
+//! # acpx-store-fs
+//!
+//! The file-system backend of the acpx session store: one pretty-printed `session.json`
+//! snapshot and one NDJSON event log per session, implementing [`acpx_model::Store`].
+//!
+//! ```
+//! use acpx_model::{
+//!     Durability, EventContext, EventEnvelope, EventPayload, EventQuery, EventSource,
+//!     EventStream, ListQuery, NewSession, RecordId, SessionRecord, Store, Timestamp,
+//! };
+//! use acpx_store_fs::FsStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let store = FsStore::open(dir.path())?;
+//! let id = RecordId::generate();
+//! let mut record = SessionRecord::new(
+//!     NewSession {
+//!         acpx_record_id: id.clone(),
+//!         acp_session_id: "acp-1".into(),
+//!         agent_session_id: None,
+//!         agent_command: "my-agent --acp".into(),
+//!         cwd: "/repo".into(),
+//!         name: None,
+//!     },
+//!     Timestamp::now(),
+//! );
+//! store.create(&mut record).await?;
+//!
+//! let ctx = EventContext {
+//!     acpx_record_id: &id,
+//!     acp_session_id: "acp-1",
+//!     request_id: None,
+//!     stream: EventStream::Lifecycle,
+//!     source: EventSource::Runtime,
+//! };
+//! let payload = EventPayload::Unknown { event_type: "note".into(), payload: "hello".into() };
+//! let event = EventEnvelope::new(&ctx, 1, Timestamp::now(), payload);
+//! let state = store.append(&id, &[event], Durability::Fsync).await?;
+//! record.note_append_result(&Ok::<_, acpx_model::StoreError>(state));
+//! store.save(&mut record).await?;
+//!
+//! assert_eq!(store.list(&ListQuery::default()).await?.sessions.len(), 1);
+//! assert_eq!(store.read_events(&id, &EventQuery::from_seq(1)).await?.events.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Layout
+//!
+//! ```text
+//! <root>/sessions/<id>.json               snapshot (authoritative)
+//! <root>/sessions/<id>.events.ndjson      active event segment
+//! <root>/sessions/<id>.events.1.ndjson    older segments, 1 = newest
+//! <root>/sessions/<id>.events.torn-<ms>   incomplete last lines set aside (see below)
+//! <root>/sessions/<id>.lock               the session's writer lock (flock)
+//! <root>/sessions/.index.json             listing cache (see below)
+//! <root>/sessions/.index.lock             serializes writers of the listing cache
+//! ```
+//!
+//! Directories the store creates get mode 0700 and files 0600, set with `chmod` after creation
+//! so that the umask cannot change them (an existing root directory is left as it is). Record
+//! ids are validated [`RecordId`]s, so every name stays inside the directory; every name the
+//! store uses for itself starts with a dot or has a suffix a snapshot cannot have. Files whose
+//! names do not have these shapes are ignored by `list` and never deleted.
+//!
+//! ## Writes and locking
+//!
+//! Every mutation (create, save, close, delete, append, and the write-out of buffered events)
+//! of a session runs under its writer lock: an exclusive `flock` on `<id>.lock`, held across
+//! processes and released by the kernel when the holder dies. [`Store::lock`] takes it for as
+//! long as the returned guard lives. While a guard of this store (or of a clone) is alive,
+//! this store's mutations of that session proceed without taking it again; otherwise each
+//! mutation takes it for the duration of the call, waiting up to
+//! [`FsStoreOptions::lock_timeout`] and then failing with [`acpx_model::StoreError::Locked`].
+//! Separately opened stores (even in one process) are independent lockers. A lock file is
+//! unlinked by its holder when the session no longer exists; every locker checks, after
+//! acquiring, that it locked the file that is still at the path, so an unlink can never let
+//! two writers in.
+//!
+//! Other processes may change a session's files whenever this store does not hold the lock,
+//! so after each acquisition the first operation compares the active segment's identity
+//! (device, inode, length, times) with what this store last saw, and reopens the log and
+//! re-reads its last seq from the tail if anything changed. While a guard is held, nothing
+//! is re-checked.
+//!
+//! **Snapshot saves** serialize the record with its new revision, then under the lock: read
+//! the stored revision ([`StoreError::Conflict`] on mismatch; from a cache when the file's
+//! identity is the one this process last wrote, else by parsing only the `revision` key),
+//! write `.<id>.json.tmp.<pid>.<random>`, fsync it, rename it over `<id>.json`, fsync the
+//! directory. A crash at any point leaves the old or the new snapshot. A failure is returned
+//! to the caller (seed: a `session.json` write failure is fatal for the operation).
+//!
+//! **Appends** keep the session's active segment open between calls (up to 256 sessions
+//! without a held lock; beyond that the least useful are closed). Each batch is checked with
+//! [`acpx_model::check_append_batch`] against the true last seq, serialized into one buffer
+//! and written with one `write` call, so a batch is never split across segments and never
+//! interleaved with another writer's. Appending to a session without a snapshot is
+//! [`StoreError::NotFound`]: an operation still running cannot recreate a deleted session.
+//! A failed write is returned as an error, and also kept as `last_write_error` in
+//! [`Store::event_log_state`] (seed failure policy: never silent).
+//!
+//! ## Durability
+//!
+//! | level | what `append` has done when it returns | survives a crash of the process | survives a crash of the machine |
+//! |---|---|---|---|
+//! | `None` | if this store holds the session's lock guard: the batch is in an in-process buffer, written out when the buffer exceeds 64 KiB, on [`Store::flush`], before any `read_events` of that session through this store, when the guard is dropped (the lock is released), and when the store is dropped. Without a held guard it is written before the call returns (the lock is released at the end of the call), exactly like `Flush`. | no (buffered events are lost; a write error at guard drop is only logged: call `flush` first to see it) | no |
+//! | `Flush` | one `write(2)` of the buffer and the batch | yes | no |
+//! | `Fsync` | `write(2)`, then `fdatasync` | yes | yes |
+//!
+//! The first append to a session creates the active segment and fsyncs the directory;
+//! rotations fsync the directory too.
+//!
+//! ## Rotation and retention
+//!
+//! After a write, if the active segment is larger than
+//! [`FsStoreOptions::max_segment_bytes`], it rotates: segments beyond retention are deleted
+//! (oldest first), the older segments move up one index (`.1` → `.2`, …), the active file
+//! becomes `.1`, a new empty active file is created, and the directory is fsynced. At most
+//! [`FsStoreOptions::max_segments`] files exist afterwards, the active one included, and
+//! `segment_count` in [`EventLogState`](acpx_model::EventLogState) counts the files that
+//! really exist. At every step the files, ordered by index, are ordered by age, so a crash
+//! mid-rotation leaves a readable log; it may leave a gap in the numbering, which readers
+//! tolerate (seq continuity is what matters) and the next rotation closes. A rotation failure
+//! after a successful write does not fail the append: the events are stored, and the failure
+//! is reported in `last_write_error` of the returned state.
+//!
+//! ## Torn tails and damaged lines
+//!
+//! A crash during a write can leave an incomplete last line (no trailing `\n`) in the active
+//! segment. Readers withhold it and report it in [`EventPage::torn_tail`](acpx_model::EventPage),
+//! in both read modes. The next append never glues onto it: before writing, the writer copies
+//! the partial bytes to `<id>.events.torn-<unix-ms>` (0600, fsynced), truncates the segment
+//! and fsyncs it ([`FsStore::set_aside_torn_tail`] does the same on demand, for
+//! `fsck --repair`). A torn line was never acknowledged, so nothing acknowledged is lost.
+//!
+//! A complete line that is not a valid event of the session (bad JSON, another session's id)
+//! or whose seq does not continue the previous one is damage. [`ReadMode::Strict`] fails with
+//! [`StoreError::Corrupt`] naming the segment file and the line number; [`ReadMode::Lenient`]
+//! skips it and reports it in `EventPage::damaged`. For seq breaks, lenient mode skips a line
+//! whose seq repeats or goes back, and keeps (but reports) the first line after a jump, so one
+//! hole does not hide the rest of the log. The writer refuses to append after a damaged last
+//! line (the next seq could not be derived) with a `Corrupt` error.
+//!
+//! ## Reading events
+//!
+//! `read_events` opens every segment first (the active one, then `.1`, `.2`, … so that a
+//! concurrent rotation can only show a file twice, which is dropped by inode, never hide
+//! one) and reads up to the length each had then. It peeks at the first line of each segment
+//! and starts in the last segment whose first seq is at most `from_seq`; inside it, it bisects
+//! on byte offsets (jump to an offset, skip to the next line start, parse only that line's
+//! seq) until the window is under 64 KiB, then scans and parses. Reading the last events of a
+//! large log therefore costs a few small reads, not a parse of the whole segment. Line
+//! numbers in errors are counted only when an error is reported. `last_seq` comes from the
+//! tail of the newest segment, `oldest_seq` from the first line of the oldest.
+//!
+//! ## Listing
+//!
+//! `list` does one `readdir` and one `stat` per `<id>.json`. The cache `.index.json` maps each
+//! snapshot file name to the file's identity (device, inode, length, modification and change
+//! times in nanoseconds) and its [`SessionSummary`](acpx_model::SessionSummary) (or why it is
+//! malformed); only files whose identity changed are parsed again. Since every entry is
+//! checked against the file itself, the cache can be stale, missing, corrupt or shared with
+//! other processes without ever changing an answer. It is kept in memory after the first
+//! list and rewritten (temp file and rename, no fsync, best effort: a read-only directory just
+//! means no cache) only when something changed.
+//!
+//! Malformed snapshots (bad JSON, empty, not UTF-8, an array, a wrong schema, wrong types,
+//! negative token counts, timestamps without a zone, or a file name that differs from the
+//! `acpxRecordId` inside) are skipped with a `tracing` warning and reported in
+//! [`ListPage::skipped`](acpx_model::ListPage) with the file and the reason, never failing the
+//! list. `load` of such a file returns [`StoreError::Corrupt`] naming the file and the field.
+//! Search scans conversations of the listed sessions (filtered by `cwd` through the cache) in
+//! list order with [`acpx_model::search_record`].
+//!
+//! ## Delete and close
+//!
+//! `delete` removes, under the lock, the snapshot first (so that a crash part-way never
+//! leaves a loadable session), then every segment, set-aside torn tail and temp file of the
+//! session, fsyncs the directory, and unlinks the lock file before releasing it (unless a
+//! lock guard of this store is holding it: the guard's owner may recreate the session; the
+//! file goes when the guard is dropped). `create` removes log files left behind by an
+//! interrupted delete, so they never become the history of a new session with the same id.
+//! `close` is idempotent and goes through the normal save path (revision + 1).
+//!
+//! ## Stale temp files
+//!
+//! Saves happen under the session lock, so a temp file `.<id>.json.tmp.*` whose session lock
+//! can be taken (without waiting) belongs to a writer that died, and is removed; if the lock
+//! is busy the file is left alone, whatever its age. Index temp files
+//! (`.index.json.tmp.*`) are written under `.index.lock` and cleaned by the same rule.
+//! [`FsStore::open`] runs this cleanup once; [`FsStore::cleanup_stale_temp_files`] runs it on
+//! demand.
+//!
+//! ## Failpoints
+//!
+//! With the cargo feature `failpoints`, the store aborts the process (`std::process::abort`)
+//! at a named step when the environment variable `ACPX_FAILPOINT` equals its name, to test
+//! crash recovery with real processes. Without the feature the checks compile to nothing.
+//!
+//! | step | where |
+//! |---|---|
+//! | `save.after_temp_fsync` | the temp snapshot is written and fsynced, not yet renamed |
+//! | `save.after_rename` | the snapshot is renamed into place, the directory not yet fsynced |
+//! | `append.after_partial_write` | only the first half of the batch's bytes is written (a torn tail) |
+//! | `rotate.after_shift` | older segments are shifted, the active one not yet moved to `.1` |
+//! | `delete.after_snapshot_unlink` | the snapshot is unlinked, the log segments not yet |
+
+mod core;
+mod failpoint;
+mod flock;
+mod fsutil;
+mod index;
+mod layout;
+mod log;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::{
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
+    SearchHit, SearchQuery, SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+    TornTail,
+};
+use async_trait::async_trait;
+
+pub use crate::core::{FsCore, FsLockGuard, FsStoreOptions, PENDING_LIMIT};
+pub use crate::failpoint::{FAILPOINTS, FAILPOINT_ENV};
+
+/// The file-system [`Store`]. Cloning is cheap and gives another handle to the same store
+/// (same locks, caches and buffers).
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    core: Arc<FsCore>,
+}
+
+impl FsStore {
+    /// Opens the store rooted at `root` (for example `~/.acpx`; sessions live in
+    /// `<root>/sessions`), creating the directories with mode 0700 if needed and removing
+    /// stale temp files. Blocking.
+    pub fn open(root: impl Into<PathBuf>) -> StoreResult<Self> {
+        Self::open_with(root, FsStoreOptions::default())
+    }
+
+    /// [`FsStore::open`] with explicit options.
+    pub fn open_with(root: impl Into<PathBuf>, opts: FsStoreOptions) -> StoreResult<Self> {
+        Ok(FsStore {
+            core: Arc::new(FsCore::open(root, opts)?),
+        })
+    }
+
+    /// `$HOME/.acpx`, or `None` when `HOME` is not set.
+    pub fn default_root() -> Option<PathBuf> {
+        std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".acpx"))
+    }
+
+    /// The blocking implementation, for callers outside an async runtime (a CLI's `fsck`, a
+    /// benchmark). Its methods may sleep and fsync: do not call them on an async worker.
+    pub fn blocking(&self) -> &Arc<FsCore> {
+        &self.core
+    }
+
+    /// The root directory (made absolute).
+    pub fn root(&self) -> &Path {
+        self.core.root()
+    }
+
+    pub fn options(&self) -> &FsStoreOptions {
+        self.core.options()
+    }
+
+    /// `<root>/sessions`.
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.core.sessions_dir().to_owned()
+    }
+
+    /// `<root>/sessions/<id>.json`.
+    pub fn snapshot_path(&self, id: &RecordId) -> PathBuf {
+        self.core.snapshot_path(id)
+    }
+
+    /// `<root>/sessions/<id>.events.ndjson`.
+    pub fn active_log_path(&self, id: &RecordId) -> PathBuf {
+        self.core.segment_path(id, 0)
+    }
+
+    /// `<root>/sessions/<id>.events.<n>.ndjson` (`n = 0` is the active segment).
+    pub fn segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
+        self.core.segment_path(id, n)
+    }
+
+    /// `<root>/sessions/<id>.lock`.
+    pub fn lock_path(&self, id: &RecordId) -> PathBuf {
+        self.core.lock_path(id)
+    }
+
+    /// Removes temp files of interrupted saves whose session lock is free (see the crate
+    /// docs); returns how many. Blocking.
+    pub fn cleanup_stale_temp_files(&self) -> StoreResult<usize> {
+        self.core.cleanup_stale_temp_files()
+    }
+
+    /// Moves an incomplete last line of the active log aside (into
+    /// `<id>.events.torn-<unix-ms>`) and truncates it; returns what was moved (`location` is
+    /// the new file). Used by `fsck --repair`; appends do it by themselves. Takes the session
+    /// lock like a mutation. Blocking.
+    pub fn set_aside_torn_tail(&self, id: &RecordId) -> StoreResult<Option<TornTail>> {
+        self.core.set_aside_torn_tail(id)
+    }
+
+    /// Runs `f` on the blocking pool: these calls sleep on locks and fsync.
+    async fn run<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Arc<FsCore>) -> StoreResult<T> + Send + 'static,
+    {
+        let core = self.core.clone();
+        match tokio::task::spawn_blocking(move || f(&core)).await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(StoreError::Backend {
+                backend: "fs",
+                message: format!("the blocking task was cancelled: {e}"),
+            }),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for FsStore {
+    fn backend_name(&self) -> &'static str {
+        "fs"
+    }
+
+    async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        let bytes = self.core.prepare_snapshot(record, 1)?;
+        let id = record.acpx_record_id.clone();
+        self.run(move |c| c.create_bytes(&id, &bytes)).await?;
+        record.revision = 1;
+        Ok(())
+    }
+
+    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        let id = id.clone();
+        self.run(move |c| c.load(&id)).await
+    }
+
+    async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        let expected = record.revision;
+        let bytes = self.core.prepare_snapshot(record, expected + 1)?;
+        let id = record.acpx_record_id.clone();
+        self.run(move |c| c.save_bytes(&id, expected, &bytes))
+            .await?;
+        record.revision = expected + 1;
+        Ok(())
+    }
+
+    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        let id = id.clone();
+        self.run(move |c| c.close(&id, at)).await
+    }
+
+    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        let id = id.clone();
+        self.run(move |c| c.delete(&id)).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let query = query.clone();
+        self.run(move |c| c.list(&query)).await
+    }
+
+    async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        durability: Durability,
+    ) -> StoreResult<EventLogState> {
+        // Serialized here, so that the events need not be cloned into the blocking task.
+        let batch = core::PreparedBatch::new(id, events);
+        let id = id.clone();
+        self.run(move |c| c.append_prepared(&id, batch, durability))
+            .await
+    }
+
+    async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+        let id = id.clone();
+        let query = query.clone();
+        self.run(move |c| c.read_events(&id, &query)).await
+    }
+
+    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        let id = id.clone();
+        self.run(move |c| c.event_log_state(&id)).await
+    }
+
+    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+        let id = id.clone();
+        self.run(move |c| c.flush(&id)).await
+    }
+
+    async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+        let query = query.clone();
+        self.run(move |c| c.search(&query)).await
+    }
+
+    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
+        let lock_id = id.clone();
+        let guard = self.run(move |c| c.lock(&lock_id, timeout)).await?;
+        Ok(SessionLock::new(id.clone(), Box::new(guard)))
+    }
+}

@@ -1,0 +1,231 @@
+//! The listing cache `<root>/sessions/.index.json`.
+//!
+//! It maps each snapshot file name to the file's identity (device, inode, length, modification
+//! and change times) and what parsing it gave: its [`SessionSummary`], or why it is malformed.
+//! An entry is used only while the file's identity is unchanged, so the cache can be stale,
+//! missing, corrupt or written by another process without ever giving a wrong answer: at
+//! worst a file is parsed again. Listing is therefore one `readdir` plus one `stat` per
+//! snapshot, and only new or changed snapshots are parsed.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use acpx_model::{RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreError, StoreResult};
+use serde::{Deserialize, Serialize};
+
+use crate::flock::Flock;
+use crate::fsutil::{create_new_file, io_err, random_suffix, FileIdent};
+use crate::layout::{classify, Entry, Layout};
+
+const INDEX_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct IndexEntry {
+    ident: FileIdent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    summary: Option<SessionSummary>,
+    /// Why the file is malformed (when `summary` is absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct IndexFile {
+    version: u32,
+    entries: HashMap<String, IndexEntry>,
+}
+
+#[derive(Serialize)]
+struct IndexFileRef<'a> {
+    version: u32,
+    entries: &'a HashMap<String, IndexEntry>,
+}
+
+/// The in-process copy of the index, loaded from disk on first use.
+#[derive(Debug, Default)]
+pub(crate) struct IndexCache {
+    loaded: bool,
+    entries: HashMap<String, IndexEntry>,
+}
+
+/// What one `list_all` found.
+pub(crate) struct Listing {
+    pub summaries: Vec<SessionSummary>,
+    pub skipped: Vec<SkippedEntry>,
+    /// How many snapshot files had to be parsed (the rest came from the cache).
+    pub parsed: usize,
+}
+
+/// Parses and validates a snapshot the way `load` does: the document must validate and the
+/// record id inside must equal the file name's.
+pub(crate) fn parse_snapshot(
+    id: &RecordId,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<SessionRecord, (String, String)> {
+    let origin = path.display().to_string();
+    let record =
+        SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
+    if record.acpx_record_id != *id {
+        return Err((
+            "acpxRecordId".to_owned(),
+            format!(
+                "is {:?}, but the file name says {:?}; a snapshot must be named after the id it \
+                 holds (was it copied or renamed by hand?)",
+                record.acpx_record_id.as_str(),
+                id.as_str()
+            ),
+        ));
+    }
+    Ok(record)
+}
+
+/// `field `x`: message`, the reason text of a malformed snapshot.
+pub(crate) fn reason(field: &str, message: &str) -> String {
+    format!("field `{field}`: {message}")
+}
+
+impl IndexCache {
+    fn load(&mut self, layout: &Layout) {
+        if self.loaded {
+            return;
+        }
+        self.loaded = true;
+        let path = layout.index();
+        let parsed = fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<IndexFile>(&b).ok());
+        match parsed {
+            Some(f) if f.version == INDEX_VERSION => self.entries = f.entries,
+            Some(_) | None => {
+                tracing::debug!(index = %path.display(), "no usable listing cache; rebuilding it");
+            }
+        }
+    }
+
+    /// Lists every snapshot in the directory (summaries in no particular order).
+    pub fn list_all(&mut self, layout: &Layout) -> StoreResult<Listing> {
+        self.load(layout);
+        let dir = layout.dir();
+        let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
+        let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(self.entries.len());
+        let mut out = Listing {
+            summaries: Vec::new(),
+            skipped: Vec::new(),
+            parsed: 0,
+        };
+        let mut changed = false;
+        for entry in rd {
+            let entry = entry.map_err(|e| io_err(dir, e))?;
+            let os_name = entry.file_name();
+            // A name that is not UTF-8 cannot be `<record id>.json`.
+            let Some(name) = os_name.to_str() else {
+                continue;
+            };
+            let Some(Entry::Snapshot(id)) = classify(name) else {
+                continue;
+            };
+            let path = entry.path();
+            let meta = match fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    skip(&mut out, &path, format!("cannot stat the file: {e}"));
+                    continue;
+                }
+            };
+            if !meta.is_file() {
+                skip(
+                    &mut out,
+                    &path,
+                    "not a regular file (symlinks and directories are not followed)".into(),
+                );
+                continue;
+            }
+            let ident = FileIdent::of(&meta);
+            // Taken out of the old map: whatever is left in it at the end was deleted.
+            let cached = self.entries.remove(name).filter(|e| e.ident == ident);
+            let e = match cached {
+                Some(e) => e,
+                None => {
+                    let bytes = match fs::read(&path) {
+                        Ok(b) => b,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => {
+                            skip(&mut out, &path, format!("cannot read the file: {e}"));
+                            continue;
+                        }
+                    };
+                    out.parsed += 1;
+                    changed = true;
+                    match parse_snapshot(&id, &path, &bytes) {
+                        Ok(r) => IndexEntry {
+                            ident,
+                            summary: Some(r.summary()),
+                            error: None,
+                        },
+                        Err((field, message)) => IndexEntry {
+                            ident,
+                            summary: None,
+                            error: Some(reason(&field, &message)),
+                        },
+                    }
+                }
+            };
+            match (&e.summary, &e.error) {
+                (Some(s), _) => out.summaries.push(s.clone()),
+                (None, err) => skip(
+                    &mut out,
+                    &path,
+                    err.clone().unwrap_or_else(|| "malformed snapshot".into()),
+                ),
+            }
+            fresh.insert(name.to_owned(), e);
+        }
+        let gone = !self.entries.is_empty();
+        self.entries = fresh;
+        if changed || gone {
+            write_index(layout, &self.entries);
+        }
+        Ok(out)
+    }
+}
+
+fn skip(out: &mut Listing, path: &Path, reason: String) {
+    let location = path.display().to_string();
+    tracing::warn!(file = %location, %reason, "skipping a malformed session snapshot");
+    out.skipped.push(SkippedEntry { location, reason });
+}
+
+/// Writes the cache (temp file, then rename; no fsync: losing it only costs a re-parse).
+/// Best effort: a read-only directory or a concurrent writer just means no cache this time.
+fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>) {
+    let result = (|| -> StoreResult<()> {
+        let lock_path = layout.index_lock();
+        let Some(_lock) = Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))? else {
+            return Ok(());
+        };
+        let body = IndexFileRef {
+            version: INDEX_VERSION,
+            entries,
+        };
+        let bytes = serde_json::to_vec(&body).map_err(|e| StoreError::Backend {
+            backend: "fs",
+            message: format!("cannot serialize the listing cache: {e}"),
+        })?;
+        let tmp = layout.index_temp(&random_suffix());
+        let written = create_new_file(&tmp)
+            .and_then(|mut f| f.write_all(&bytes))
+            .and_then(|()| fs::rename(&tmp, layout.index()));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&tmp, e));
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "could not write the listing cache");
+    }
+}

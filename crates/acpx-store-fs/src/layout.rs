@@ -1,0 +1,186 @@
+//! File names inside `<root>/sessions`, and the parsing of names found there.
+//!
+//! Every name is derived from a validated [`RecordId`], which cannot contain a separator or start
+//! with a dot, so no name can escape the directory or collide with the store's own hidden files
+//! (`.index.json`, temp files), which all start with a dot.
+
+use std::path::{Path, PathBuf};
+
+use acpx_model::RecordId;
+
+/// The store's own listing cache.
+pub(crate) const INDEX_FILE: &str = ".index.json";
+/// The lock that serializes writers of [`INDEX_FILE`].
+pub(crate) const INDEX_LOCK_FILE: &str = ".index.lock";
+/// Prefix of temp files of the index (`.index.json.tmp.<pid>.<random>`).
+pub(crate) const INDEX_TEMP_PREFIX: &str = ".index.json.tmp.";
+
+/// Paths of one store directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub sessions: PathBuf,
+}
+
+/// What a file name in the sessions directory is, when it belongs to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// `<id>.json`
+    Snapshot(RecordId),
+    /// `.<id>.json.tmp.<anything>`
+    SnapshotTemp(RecordId),
+    /// `.index.json.tmp.<anything>`
+    IndexTemp,
+}
+
+impl Layout {
+    pub fn snapshot(&self, id: &RecordId) -> PathBuf {
+        self.sessions.join(format!("{id}.json"))
+    }
+
+    pub fn snapshot_temp(&self, id: &RecordId, suffix: &str) -> PathBuf {
+        self.sessions
+            .join(format!(".{id}.json.tmp.{}.{suffix}", std::process::id()))
+    }
+
+    pub fn lock(&self, id: &RecordId) -> PathBuf {
+        self.sessions.join(format!("{id}.lock"))
+    }
+
+    /// Segment 0 is the active one (`<id>.events.ndjson`); `n >= 1` are older (`1` newest).
+    pub fn segment(&self, id: &RecordId, n: u32) -> PathBuf {
+        if n == 0 {
+            self.sessions.join(format!("{id}.events.ndjson"))
+        } else {
+            self.sessions.join(format!("{id}.events.{n}.ndjson"))
+        }
+    }
+
+    /// `<id>.events.torn-<unix-ms>`, with `-<k>` appended when `k > 0` (two set-asides in one
+    /// millisecond).
+    pub fn torn(&self, id: &RecordId, unix_ms: u128, k: u32) -> PathBuf {
+        if k == 0 {
+            self.sessions.join(format!("{id}.events.torn-{unix_ms}"))
+        } else {
+            self.sessions
+                .join(format!("{id}.events.torn-{unix_ms}-{k}"))
+        }
+    }
+
+    pub fn index(&self) -> PathBuf {
+        self.sessions.join(INDEX_FILE)
+    }
+
+    pub fn index_lock(&self) -> PathBuf {
+        self.sessions.join(INDEX_LOCK_FILE)
+    }
+
+    pub fn index_temp(&self, suffix: &str) -> PathBuf {
+        self.sessions.join(format!(
+            "{INDEX_TEMP_PREFIX}{}.{suffix}",
+            std::process::id()
+        ))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.sessions
+    }
+}
+
+/// Classifies a directory entry name. Names that are not the store's return `None` and are
+/// never touched.
+pub(crate) fn classify(name: &str) -> Option<Entry> {
+    if let Some(rest) = name.strip_prefix('.') {
+        if rest.starts_with("index.json.tmp.") {
+            return Some(Entry::IndexTemp);
+        }
+        let (id, _) = rest.split_once(".json.tmp.")?;
+        return RecordId::parse(id).ok().map(Entry::SnapshotTemp);
+    }
+    let id = name.strip_suffix(".json")?;
+    RecordId::parse(id).ok().map(Entry::Snapshot)
+}
+
+/// Whether `name` is one of `id`'s event-log files other than the active segment: an older
+/// segment (`<id>.events.<n>.ndjson`) or a set-aside torn tail (`<id>.events.torn-<digits>` or
+/// `<id>.events.torn-<digits>-<digits>`).
+pub(crate) fn is_log_file_of(name: &str, id: &RecordId) -> bool {
+    let Some(rest) = name
+        .strip_prefix(id.as_str())
+        .and_then(|r| r.strip_prefix(".events."))
+    else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(n) = rest.strip_suffix(".ndjson") {
+        return digits(n);
+    }
+    if let Some(t) = rest.strip_prefix("torn-") {
+        return match t.split_once('-') {
+            Some((ms, k)) => digits(ms) && digits(k),
+            None => digits(t),
+        };
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> RecordId {
+        RecordId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn classifies_store_names_only() {
+        assert_eq!(classify("abc.json"), Some(Entry::Snapshot(id("abc"))));
+        assert_eq!(
+            classify("a.events.1.json"),
+            Some(Entry::Snapshot(id("a.events.1")))
+        );
+        assert_eq!(
+            classify(".abc.json.tmp.12.ff"),
+            Some(Entry::SnapshotTemp(id("abc")))
+        );
+        assert_eq!(classify(".index.json.tmp.1.2"), Some(Entry::IndexTemp));
+        for other in [
+            ".index.json",
+            ".index.lock",
+            "abc.lock",
+            "abc.events.ndjson",
+            "abc.events.2.ndjson",
+            "abc.events.torn-17",
+            "notes.txt",
+            ".json",
+            "a b.json",
+            "..json.tmp.x",
+        ] {
+            assert_eq!(classify(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn log_files_of_one_session_are_recognized_exactly() {
+        let a = id("a");
+        for yes in [
+            "a.events.1.ndjson",
+            "a.events.12.ndjson",
+            "a.events.torn-1700000000000",
+            "a.events.torn-1700000000000-2",
+        ] {
+            assert!(is_log_file_of(yes, &a), "{yes}");
+        }
+        for no in [
+            "a.events.ndjson.json",
+            "a.events.1.events.ndjson",
+            "a.events.x.ndjson",
+            "a.events.torn-",
+            "a.events.torn-1-",
+            "a.json",
+            "ab.events.1.ndjson",
+            "a.events.1.json",
+        ] {
+            assert!(!is_log_file_of(no, &a), "{no}");
+        }
+    }
+}
