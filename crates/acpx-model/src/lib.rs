@@ -41,6 +41,7 @@ pub mod error;
 pub mod event;
 pub mod id;
 pub mod memory;
+pub mod migrate;
 pub mod search;
 pub mod session;
 pub mod store;

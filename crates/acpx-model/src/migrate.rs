@@ -1,0 +1,570 @@
+//! Copying every session from one [`Store`] to another, verified (what `acpx migrate` calls).
+//!
+//! [`copy_store`] copies each session's snapshot and its whole retained event log, then reads
+//! both sides back and compares, per session, the number of events, the last seq and two
+//! SHA-256 digests: one over the NDJSON lines of the log, one over the snapshot document.
+//! Two fields of the snapshot are the target store's own and are left out of the snapshot
+//! digest: `revision` (the target numbers its own saves) and `acpx.event_log` (where the log
+//! lives, which the copy updates to the target's log).
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{StoreError, StoreResult};
+use crate::event::EventEnvelope;
+use crate::id::RecordId;
+use crate::session::SessionRecord;
+use crate::store::{
+    ClosedFilter, Durability, EventQuery, ListQuery, ReadMode, SkippedEntry, Store,
+};
+
+/// Events read (and appended) per call while copying.
+const EVENT_PAGE: usize = 1_000;
+/// Sessions listed per page.
+const LIST_PAGE: usize = 500;
+/// How long to wait for a source session's writer lock (a live agent may be writing it).
+const SOURCE_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// What [`copy_store`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopyReport {
+    /// Every copied session, verified, in the source's list order.
+    pub sessions: Vec<SessionCopy>,
+    /// Source entries that could not be read (malformed snapshots) and were not copied.
+    pub skipped: Vec<SkippedEntry>,
+}
+
+/// The verified copy of one session. Every figure was computed on the source and, reading
+/// the copy back, on the target, and they agreed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCopy {
+    pub acpx_record_id: RecordId,
+    /// Events copied (the source's retained log).
+    pub events: u64,
+    /// Oldest and last seq of the copied log (0 and the log's last seq when empty).
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// SHA-256 (hex) over the log's NDJSON lines, each with its `\n`.
+    pub events_sha256: String,
+    /// SHA-256 (hex) over the snapshot without `revision` and `acpx.event_log`.
+    pub snapshot_sha256: String,
+}
+
+/// Copies every session of `from` (open and closed, every page of `list`) with its whole
+/// event log into `to`, then verifies each copy.
+///
+/// Refuses with [`StoreError::AlreadyExists`], before copying anything, when `to` already has
+/// a session with one of the ids. Each source session is copied under its writer lock, so a
+/// live writer cannot change it half-way. A session whose copy fails (or does not verify) is
+/// removed from the target again and the error is returned; sessions copied before it stay.
+/// A source log whose oldest events were removed by retention (it does not start at seq 1)
+/// cannot be recreated through [`Store::append`] and is refused with `InvalidArgument`.
+pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyReport> {
+    let mut report = CopyReport::default();
+    let mut ids = Vec::new();
+    let mut query = ListQuery {
+        closed: ClosedFilter::Any,
+        limit: Some(LIST_PAGE),
+        ..ListQuery::default()
+    };
+    loop {
+        let page = from.list(&query).await?;
+        ids.extend(page.sessions.into_iter().map(|s| s.acpx_record_id));
+        report.skipped.extend(page.skipped);
+        match page.next_cursor {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    for id in &ids {
+        match to.load(id).await {
+            Err(StoreError::NotFound(_)) => {}
+            // Present but unreadable is still present: never overwrite it.
+            Ok(_) | Err(StoreError::Corrupt { .. }) | Err(StoreError::Invalid(_)) => {
+                return Err(StoreError::AlreadyExists(id.clone()))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    for id in &ids {
+        let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
+        let mut created = false;
+        let checked = match copy_session(from, to, id, &mut created).await {
+            Ok(source) => match verify_side(to, id).await {
+                Ok(target) => match source.difference(&target) {
+                    None => Ok(source),
+                    Some(what) => Err(StoreError::Corrupt {
+                        location: format!(
+                            "the copy of session {id} in the {} store",
+                            to.backend_name()
+                        ),
+                        line: None,
+                        reason: format!(
+                            "{what} differs from the {} source; the copy was removed again",
+                            from.backend_name()
+                        ),
+                    }),
+                },
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let source = match checked {
+            Ok(source) => source,
+            Err(e) => {
+                // Only what this call created is removed: a session that appeared in the
+                // target meanwhile belongs to someone else.
+                if created {
+                    if let Err(cleanup) = to.delete(id).await {
+                        report_cleanup_failure(id, &cleanup);
+                    }
+                }
+                return Err(e);
+            }
+        };
+        report.sessions.push(SessionCopy {
+            acpx_record_id: id.clone(),
+            events: source.events,
+            first_seq: source.first_seq,
+            last_seq: source.last_seq,
+            events_sha256: hex(&source.events_digest),
+            snapshot_sha256: hex(&source.snapshot_digest),
+        });
+    }
+    Ok(report)
+}
+
+/// Figures of one side of a copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Side {
+    events: u64,
+    first_seq: u64,
+    last_seq: u64,
+    events_digest: [u8; 32],
+    snapshot_digest: [u8; 32],
+}
+
+impl Side {
+    fn difference(&self, other: &Side) -> Option<String> {
+        if self.events != other.events {
+            return Some(format!(
+                "the event count ({} copied, {} in the source)",
+                other.events, self.events
+            ));
+        }
+        if (self.first_seq, self.last_seq) != (other.first_seq, other.last_seq) {
+            return Some(format!(
+                "the seq range ({}..={} copied, {}..={} in the source)",
+                other.first_seq, other.last_seq, self.first_seq, self.last_seq
+            ));
+        }
+        if self.events_digest != other.events_digest {
+            return Some("the SHA-256 of the event log".into());
+        }
+        if self.snapshot_digest != other.snapshot_digest {
+            return Some("the SHA-256 of the snapshot".into());
+        }
+        None
+    }
+}
+
+/// Copies one session, computing the source side's figures from what it read.
+/// Sets `created` once the target session exists.
+async fn copy_session(
+    from: &dyn Store,
+    to: &dyn Store,
+    id: &RecordId,
+    created: &mut bool,
+) -> StoreResult<Side> {
+    let record = from.load(id).await?;
+    let snapshot_digest = snapshot_digest(&record);
+    let mut query = page_query(1);
+    let mut page = from.read_events(id, &query).await?;
+    if page.oldest_seq > 1 {
+        return Err(StoreError::InvalidArgument(format!(
+            "session {id}: the {} store kept its event log from seq {} on (older events were \
+             removed by retention), and a log can only be recreated from seq 1",
+            from.backend_name(),
+            page.oldest_seq
+        )));
+    }
+    let mut copy = record.clone();
+    to.create(&mut copy).await?;
+    *created = true;
+    let mut hasher = Sha256::new();
+    let mut events = 0u64;
+    let first_seq = page.events.first().map_or(0, |e| e.seq);
+    let mut last_seq = page.last_seq;
+    loop {
+        hash_events(&mut hasher, &page.events);
+        events += page.events.len() as u64;
+        if let Some(e) = page.events.last() {
+            last_seq = e.seq;
+        }
+        if !page.events.is_empty() {
+            to.append(id, &page.events, Durability::Flush).await?;
+        }
+        match page.next_seq {
+            Some(next) => {
+                query.from_seq = next;
+                page = from.read_events(id, &query).await?;
+            }
+            None => break,
+        }
+    }
+    to.flush(id).await?;
+    // The snapshot's log bookkeeping now describes the target's log.
+    copy.acpx.event_log = to.event_log_state(id).await?;
+    to.save(&mut copy).await?;
+    Ok(Side {
+        events,
+        first_seq,
+        last_seq,
+        events_digest: hasher.finalize().into(),
+        snapshot_digest,
+    })
+}
+
+/// Reads one side back and computes its figures.
+async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
+    let record = store.load(id).await?;
+    let mut hasher = Sha256::new();
+    let mut events = 0u64;
+    let mut first_seq = None;
+    let mut query = page_query(1);
+    let last_seq = loop {
+        let page = store.read_events(id, &query).await?;
+        hash_events(&mut hasher, &page.events);
+        events += page.events.len() as u64;
+        if first_seq.is_none() {
+            first_seq = page.events.first().map(|e| e.seq);
+        }
+        match page.next_seq {
+            Some(next) => query.from_seq = next,
+            None => break page.last_seq,
+        }
+    };
+    Ok(Side {
+        events,
+        first_seq: first_seq.unwrap_or(0),
+        last_seq,
+        events_digest: hasher.finalize().into(),
+        snapshot_digest: snapshot_digest(&record),
+    })
+}
+
+fn page_query(from_seq: u64) -> EventQuery {
+    EventQuery {
+        from_seq,
+        limit: Some(EVENT_PAGE),
+        mode: ReadMode::Strict,
+        ..EventQuery::default()
+    }
+}
+
+fn hash_events(hasher: &mut Sha256, events: &[EventEnvelope]) {
+    let mut line = Vec::new();
+    for e in events {
+        line.clear();
+        e.write_ndjson_line(&mut line);
+        hasher.update(&line);
+    }
+}
+
+/// SHA-256 of the snapshot with the store-owned fields (`revision`, `acpx.event_log`) left out.
+fn snapshot_digest(record: &SessionRecord) -> [u8; 32] {
+    let mut value = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
+    if let Some(doc) = value.as_object_mut() {
+        doc.remove("revision");
+        if let Some(acpx) = doc.get_mut("acpx").and_then(|a| a.as_object_mut()) {
+            acpx.remove("event_log");
+        }
+    }
+    let bytes = serde_json::to_vec(&value).unwrap_or_default();
+    Sha256::digest(&bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// This crate does no logging; a failed cleanup is reported on stderr so it is not lost.
+fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
+    eprintln!("acpx: could not remove the partial copy of session {id}: {e}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventContext, EventPayload, EventSource, EventStream};
+    use crate::memory::MemoryStore;
+    use crate::search::{SearchHit, SearchQuery};
+    use crate::session::{EventLogState, NewSession};
+    use crate::store::{EventPage, ListPage, SessionLock};
+    use crate::time::Timestamp;
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    fn record(id: &str, t: i64) -> SessionRecord {
+        let mut r = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse(id).unwrap(),
+                acp_session_id: format!("acp-{id}"),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/repo".into(),
+                name: None,
+            },
+            Timestamp::from_millis(t).unwrap(),
+        );
+        r.extra.insert("futureKey".into(), json!({"kept": [1, 2]}));
+        r
+    }
+
+    fn events(id: &RecordId, from: u64, n: u64) -> Vec<EventEnvelope> {
+        (from..from + n)
+            .map(|seq| {
+                let ctx = EventContext {
+                    acpx_record_id: id,
+                    acp_session_id: "acp",
+                    request_id: None,
+                    stream: EventStream::Prompt,
+                    source: EventSource::Acp,
+                };
+                let payload = EventPayload::Unknown {
+                    event_type: "x.test".into(),
+                    payload: json!({"n": seq, "f": 0.1}),
+                };
+                EventEnvelope::new(
+                    &ctx,
+                    seq,
+                    Timestamp::from_millis(seq as i64).unwrap(),
+                    payload,
+                )
+            })
+            .collect()
+    }
+
+    async fn fill(store: &MemoryStore, sessions: usize, per_session: u64) -> Vec<RecordId> {
+        let mut ids = Vec::new();
+        for i in 0..sessions {
+            let mut r = record(&format!("s{i:03}"), 1_000 + i as i64);
+            store.create(&mut r).await.unwrap();
+            let id = r.acpx_record_id.clone();
+            let n = per_session * (i as u64 % 3);
+            for chunk in events(&id, 1, n).chunks(700) {
+                store.append(&id, chunk, Durability::Flush).await.unwrap();
+            }
+            if i % 4 == 0 {
+                store
+                    .close(&id, Timestamp::from_millis(5).unwrap())
+                    .await
+                    .unwrap();
+            }
+            ids.push(id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn copies_everything_and_verifies() {
+        let from = MemoryStore::new();
+        let ids = fill(&from, 7, 1_300).await;
+        let to = MemoryStore::new();
+        let report = copy_store(&from, &to).await.unwrap();
+        assert_eq!(report.sessions.len(), 7);
+        assert!(report.skipped.is_empty());
+        for id in &ids {
+            let a = from.load(id).await.unwrap();
+            let mut b = to.load(id).await.unwrap();
+            assert_eq!(b.revision, 2);
+            assert_eq!(b.acpx.event_log, to.event_log_state(id).await.unwrap());
+            b.revision = a.revision;
+            b.acpx.event_log = a.acpx.event_log.clone();
+            assert_eq!(a, b);
+            let ea = from.read_events(id, &EventQuery::default()).await.unwrap();
+            let eb = to.read_events(id, &EventQuery::default()).await.unwrap();
+            assert_eq!(ea.events, eb.events);
+            let entry = report
+                .sessions
+                .iter()
+                .find(|s| &s.acpx_record_id == id)
+                .unwrap();
+            assert_eq!(entry.events, ea.events.len() as u64);
+            assert_eq!(entry.last_seq, ea.last_seq);
+            assert_eq!(entry.events_sha256.len(), 64);
+        }
+        // The closed ones stay closed.
+        assert!(to.load(&ids[0]).await.unwrap().closed);
+    }
+
+    #[tokio::test]
+    async fn refuses_to_overwrite_and_copies_nothing() {
+        let from = MemoryStore::new();
+        fill(&from, 3, 2).await;
+        let to = MemoryStore::new();
+        let mut existing = record("s002", 1);
+        to.create(&mut existing).await.unwrap();
+        match copy_store(&from, &to).await {
+            Err(StoreError::AlreadyExists(id)) => assert_eq!(id.as_str(), "s002"),
+            other => panic!("{other:?}"),
+        }
+        let page = to.list(&ListQuery::default()).await.unwrap();
+        assert_eq!(page.sessions.len(), 1);
+        assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
+    }
+
+    /// A target that silently changes the payload of one event it stores.
+    #[derive(Debug)]
+    struct Lossy(MemoryStore);
+
+    #[async_trait]
+    impl Store for Lossy {
+        fn backend_name(&self) -> &'static str {
+            "lossy"
+        }
+        async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
+            self.0.create(r).await
+        }
+        async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+            self.0.load(id).await
+        }
+        async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
+            self.0.save(r).await
+        }
+        async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+            self.0.close(id, at).await
+        }
+        async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+            self.0.delete(id).await
+        }
+        async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
+            self.0.list(q).await
+        }
+        async fn append(
+            &self,
+            id: &RecordId,
+            events: &[EventEnvelope],
+            d: Durability,
+        ) -> StoreResult<EventLogState> {
+            let mut events = events.to_vec();
+            if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
+                e.payload = json!({"n": 3, "f": 0.1000001});
+            }
+            self.0.append(id, &events, d).await
+        }
+        async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
+            self.0.read_events(id, q).await
+        }
+        async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+            self.0.event_log_state(id).await
+        }
+        async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+            self.0.flush(id).await
+        }
+        async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+            self.0.search(q).await
+        }
+        async fn lock(&self, id: &RecordId, t: Duration) -> StoreResult<SessionLock> {
+            self.0.lock(id, t).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_copy_that_differs_fails_clearly_and_is_removed() {
+        let from = MemoryStore::new();
+        fill(&from, 3, 5).await;
+        let to = Lossy(MemoryStore::new());
+        let err = copy_store(&from, &to).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
+        assert!(msg.contains("SHA-256 of the event log"), "{msg}");
+        // s002 is first in list order and the first with a seq 3.
+        assert!(msg.contains("s002"), "{msg}");
+        // Its partial copy is gone again.
+        assert!(to
+            .list(&ListQuery::default())
+            .await
+            .unwrap()
+            .sessions
+            .is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_trimmed_source_log_is_refused_without_a_partial_copy() {
+        /// A source whose log starts at seq 5, as after retention.
+        #[derive(Debug)]
+        struct Trimmed(MemoryStore);
+        #[async_trait]
+        impl Store for Trimmed {
+            fn backend_name(&self) -> &'static str {
+                "trimmed"
+            }
+            async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
+                self.0.create(r).await
+            }
+            async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+                self.0.load(id).await
+            }
+            async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
+                self.0.save(r).await
+            }
+            async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+                self.0.close(id, at).await
+            }
+            async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+                self.0.delete(id).await
+            }
+            async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
+                self.0.list(q).await
+            }
+            async fn append(
+                &self,
+                id: &RecordId,
+                e: &[EventEnvelope],
+                d: Durability,
+            ) -> StoreResult<EventLogState> {
+                self.0.append(id, e, d).await
+            }
+            async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
+                let mut page = self.0.read_events(id, q).await?;
+                page.events.retain(|e| e.seq >= 5);
+                page.oldest_seq = 5;
+                Ok(page)
+            }
+            async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+                self.0.event_log_state(id).await
+            }
+            async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+                self.0.flush(id).await
+            }
+            async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+                self.0.search(q).await
+            }
+            async fn lock(&self, id: &RecordId, t: Duration) -> StoreResult<SessionLock> {
+                self.0.lock(id, t).await
+            }
+        }
+        let inner = MemoryStore::new();
+        fill(&inner, 1, 0).await;
+        let id = RecordId::parse("s000").unwrap();
+        inner
+            .append(&id, &events(&id, 1, 9), Durability::Flush)
+            .await
+            .unwrap();
+        let to = MemoryStore::new();
+        let err = copy_store(&Trimmed(inner), &to).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("seq 5"), "{err}");
+        assert!(to
+            .list(&ListQuery::default())
+            .await
+            .unwrap()
+            .sessions
+            .is_empty());
+    }
+}
