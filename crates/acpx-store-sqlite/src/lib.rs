@@ -85,7 +85,7 @@ use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
 };
 
-use crate::lock::FileLock;
+use crate::lock::{FileLock, HeldLocks};
 use crate::rows::{
     event_from_row, message_rows, parse_document, summary_difference, summary_from_row, ts_text,
     EventColumns, MessageRow, SessionColumns, EVENT_COLUMNS, SUMMARY_COLUMNS,
@@ -120,7 +120,15 @@ impl Default for SqliteStoreOptions {
 }
 
 /// The SQLite implementation of [`Store`]. Cloning gives another handle to the same
-/// connection.
+/// connection, sharing its held locks.
+///
+/// Locking: every mutation of a session (create, save, close, delete, append) runs under the
+/// session's writer lock, an exclusive `flock` on `<db>.locks/<id>.lock`, held across
+/// processes and released by the kernel when the holder dies. While a [`Store::lock`] guard of
+/// this store (or a clone) is alive, this store's mutations of that session go ahead without
+/// taking the lock again; any other mutation takes it for the duration of the call, waiting up
+/// to [`SqliteStoreOptions::lock_timeout`], then fails with [`StoreError::Locked`]. Separately
+/// opened stores, even in one process, are independent lockers (as in the file store).
 ///
 /// Durability (the database runs in WAL mode with `synchronous=NORMAL`):
 /// - [`Durability::None`] and [`Durability::Flush`]: the call's transaction is committed to
@@ -141,6 +149,7 @@ struct Inner {
     locks_dir: PathBuf,
     options: SqliteStoreOptions,
     conn: Mutex<Connection>,
+    held: HeldLocks,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -208,6 +217,7 @@ impl SqliteStore {
                 locks_dir,
                 options,
                 conn: Mutex::new(conn),
+                held: HeldLocks::default(),
             }),
         })
     }
@@ -451,10 +461,10 @@ impl Inner {
         }
     }
 
-    /// The per-call writer lock, unless this process holds the session's lock already.
+    /// The per-call writer lock, unless this store holds the session's lock already.
     fn call_lock(&self, id: &RecordId) -> StoreResult<Option<FileLock>> {
         let path = self.lock_path(id);
-        if lock::held_by_this_process(&path) {
+        if self.held.contains(&path) {
             return Ok(None);
         }
         self.ensure_locks_dir()?;
@@ -1305,7 +1315,10 @@ impl Store for SqliteStore {
         self.run(move |inner| {
             inner.ensure_locks_dir()?;
             let lock = FileLock::acquire(&inner.lock_path(&id), &id, timeout)?;
-            Ok(SessionLock::new(id, Box::new(lock.into_session_guard())))
+            Ok(SessionLock::new(
+                id,
+                Box::new(lock.into_session_guard(&inner.held)),
+            ))
         })
         .await
     }

@@ -2,30 +2,34 @@
 //!
 //! `flock` locks are released by the kernel when the process dies, so a crashed writer never
 //! leaves a session locked. Locks taken through [`acpx_model::Store::lock`] are also recorded
-//! in a process-wide registry: a mutation made by this process while the lock is held goes
-//! ahead without locking again (the holder is the caller, see the `Store` trait), while any
-//! other mutation takes the lock for the duration of the call.
+//! in the store's [`HeldLocks`] (shared by its clones): a mutation made through that store while
+//! the lock is held goes ahead without locking again (the holder is the caller, see the
+//! `Store` trait), while any other mutation, including one through a separately opened store
+//! in the same process, takes the lock for the duration of the call.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use acpx_model::{LockGuard, RecordId, StoreError, StoreResult};
 
-/// Lock files held through `Store::lock` by this process.
-static HELD: LazyLock<Mutex<HashSet<PathBuf>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+/// Lock files held through `Store::lock` by one store and its clones.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HeldLocks(Arc<Mutex<HashSet<PathBuf>>>);
 
-fn held() -> MutexGuard<'static, HashSet<PathBuf>> {
-    // The set stays consistent even if a holder panicked.
-    HELD.lock().unwrap_or_else(|p| p.into_inner())
-}
+impl HeldLocks {
+    fn set(&self) -> MutexGuard<'_, HashSet<PathBuf>> {
+        // The set stays consistent even if a holder panicked.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 
-/// Whether this process holds the lock file at `path` through `Store::lock`.
-pub(crate) fn held_by_this_process(path: &Path) -> bool {
-    held().contains(path)
+    /// Whether this store holds the lock file at `path` through `Store::lock`.
+    pub(crate) fn contains(&self, path: &Path) -> bool {
+        self.set().contains(path)
+    }
 }
 
 /// An acquired `flock` on a lock file; dropping it closes the file, which releases the lock.
@@ -80,10 +84,13 @@ impl FileLock {
         }
     }
 
-    /// Turns this lock into a `Store::lock` guard, recorded in the process registry.
-    pub(crate) fn into_session_guard(self) -> SqliteLockGuard {
-        held().insert(self.path.clone());
-        SqliteLockGuard { lock: Some(self) }
+    /// Turns this lock into a `Store::lock` guard, recorded in the store's held locks.
+    pub(crate) fn into_session_guard(self, held: &HeldLocks) -> SqliteLockGuard {
+        held.set().insert(self.path.clone());
+        SqliteLockGuard {
+            lock: Some(self),
+            held: held.clone(),
+        }
     }
 }
 
@@ -113,6 +120,7 @@ fn same_file(file: &File, path: &Path) -> StoreResult<bool> {
 #[derive(Debug)]
 pub(crate) struct SqliteLockGuard {
     lock: Option<FileLock>,
+    held: HeldLocks,
 }
 
 impl LockGuard for SqliteLockGuard {}
@@ -122,7 +130,7 @@ impl Drop for SqliteLockGuard {
         if let Some(lock) = self.lock.take() {
             // Unregister first: a mutation that starts now must take the file lock itself,
             // and it will get it as soon as the file is closed just below.
-            held().remove(&lock.path);
+            self.held.set().remove(&lock.path);
             drop(lock);
         }
     }

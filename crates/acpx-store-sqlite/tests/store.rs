@@ -839,7 +839,14 @@ async fn search_text_can_never_inject_fts_syntax() {
 async fn locks_exclude_other_holders_and_release_on_drop() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    let other = open(&dir);
+    let other = SqliteStore::open_with(
+        dir.path().join("acpx.db"),
+        SqliteStoreOptions {
+            lock_timeout: Duration::from_millis(100),
+            ..SqliteStoreOptions::default()
+        },
+    )
+    .unwrap();
     let id = rid("s1");
     store.create(&mut record("s1", "/r", 1)).await.unwrap();
     let guard = store.lock(&id, Duration::from_secs(1)).await.unwrap();
@@ -850,14 +857,30 @@ async fn locks_exclude_other_holders_and_release_on_drop() {
         }
         other => panic!("{other:?}"),
     }
-    // Same process: the holder mutates without waiting (whichever handle it uses).
+    // The holder (this store and its clones) mutates without waiting; a separately opened
+    // store is another locker and waits, then gives up.
     let mut r = store.load(&id).await.unwrap();
-    store.save(&mut r).await.unwrap();
-    other
+    store.clone().save(&mut r).await.unwrap();
+    store
         .append(&id, &events(&id, 1, 2), Durability::Flush)
         .await
         .unwrap();
+    assert!(matches!(
+        other
+            .append(&id, &events(&id, 3, 1), Durability::Flush)
+            .await,
+        Err(StoreError::Locked { .. })
+    ));
+    let mut stale = r.clone();
+    assert!(matches!(
+        other.save(&mut stale).await,
+        Err(StoreError::Locked { .. })
+    ));
     drop(guard);
+    other
+        .append(&id, &events(&id, 3, 1), Durability::Flush)
+        .await
+        .unwrap();
     let g2 = other.lock(&id, Duration::from_millis(50)).await.unwrap();
     assert_eq!(g2.id(), &id);
     drop(g2);
