@@ -1,0 +1,82 @@
+//! Helpers shared by the integration tests of the file store.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use acpx_model::{
+    EventContext, EventEnvelope, EventPayload, EventSource, EventStream, NewSession, RecordId,
+    SessionRecord, Timestamp,
+};
+use acpx_store_fs::{FsStore, FsStoreOptions};
+
+pub fn id(s: &str) -> RecordId {
+    RecordId::parse(s).unwrap()
+}
+
+pub fn record(id: &RecordId, cwd: &str) -> SessionRecord {
+    SessionRecord::new(
+        NewSession {
+            acpx_record_id: id.clone(),
+            acp_session_id: format!("acp-{id}"),
+            agent_session_id: None,
+            agent_command: "test-agent --acp".into(),
+            cwd: cwd.into(),
+            name: None,
+        },
+        Timestamp::now(),
+    )
+}
+
+/// A store in a fresh temp dir (the dir must outlive the store).
+pub fn store(dir: &Path) -> FsStore {
+    FsStore::open(dir).unwrap()
+}
+
+pub fn store_with(dir: &Path, max_segment_bytes: u64, max_segments: u32) -> FsStore {
+    FsStore::open_with(
+        dir,
+        FsStoreOptions {
+            max_segment_bytes,
+            max_segments,
+            ..FsStoreOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Event `seq` of session `id`, type `t`, about `pad` bytes of payload.
+pub fn event(id: &RecordId, seq: u64, t: &str, pad: usize) -> EventEnvelope {
+    let ctx = EventContext {
+        acpx_record_id: id,
+        acp_session_id: "acp-1",
+        request_id: Some(if seq % 2 == 0 { "req_even" } else { "req_odd" }),
+        stream: if t == "lifecycle_event" {
+            EventStream::Lifecycle
+        } else {
+            EventStream::Prompt
+        },
+        source: EventSource::Runtime,
+    };
+    EventEnvelope::new(
+        &ctx,
+        seq,
+        Timestamp::now(),
+        EventPayload::Unknown {
+            event_type: t.into(),
+            payload: serde_json::json!({ "n": seq, "pad": "x".repeat(pad) }),
+        },
+    )
+}
+
+pub fn events(id: &RecordId, seqs: std::ops::RangeInclusive<u64>, pad: usize) -> Vec<EventEnvelope> {
+    seqs.map(|s| event(id, s, "note", pad)).collect()
+}
+
+pub fn seqs(events: &[EventEnvelope]) -> Vec<u64> {
+    events.iter().map(|e| e.seq).collect()
+}
+
+pub fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
