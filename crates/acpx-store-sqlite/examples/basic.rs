@@ -1,0 +1,122 @@
+//! A session's life in the SQLite store: create, append events, save the conversation, list,
+//! search, read the log back as NDJSON, close.
+//!
+//! ```text
+//! cargo run -p acpx-store-sqlite --example basic [-- /path/to/acpx.db]
+//! ```
+//!
+//! Without an argument it uses a database in a fresh temporary directory. Afterwards the
+//! database can be queried by hand, e.g. `sqlite3 -readonly PATH 'SELECT * FROM sessions'`.
+
+use std::error::Error;
+
+use acpx_model::thread::{AgentContent, AgentMessage, Message, UserContent, UserMessage};
+use acpx_model::{
+    Durability, EventContext, EventEnvelope, EventPayload, EventQuery, EventSource, EventStream,
+    ListQuery, NewSession, RecordId, SearchQuery, SessionRecord, Store, Timestamp,
+};
+use acpx_store_sqlite::SqliteStore;
+use serde_json::{json, Map};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn Error>> {
+    let temp = tempfile::tempdir()?;
+    let path = match std::env::args_os().nth(1) {
+        Some(p) => p.into(),
+        None => temp.path().join("acpx.db"),
+    };
+    let store = SqliteStore::open(&path)?;
+    println!("database: {}", store.path().display());
+
+    let id = RecordId::generate();
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: id.clone(),
+            acp_session_id: "acp-example".into(),
+            agent_session_id: None,
+            agent_command: "my-agent --acp".into(),
+            cwd: "/home/me/project".into(),
+            name: Some("example".into()),
+        },
+        Timestamp::now(),
+    );
+    store.create(&mut record).await?;
+
+    // One prompt turn: the events go to the log in one batch...
+    let ctx = EventContext {
+        acpx_record_id: &id,
+        acp_session_id: "acp-example",
+        request_id: Some("req_1"),
+        stream: EventStream::Prompt,
+        source: EventSource::Acp,
+    };
+    let chunk = |seq, text: &str| {
+        EventEnvelope::new(
+            &ctx,
+            seq,
+            Timestamp::now(),
+            EventPayload::Unknown {
+                event_type: "session_update".into(),
+                payload: json!({
+                    "sessionId": "acp-example",
+                    "update": {"sessionUpdate": "agent_message_chunk",
+                               "content": {"type": "text", "text": text}}
+                }),
+            },
+        )
+    };
+    let state = store
+        .append(
+            &id,
+            &[chunk(1, "The flaky test "), chunk(2, "waits on a timer.")],
+            Durability::Flush,
+        )
+        .await?;
+    record.note_append_result(&Ok::<_, acpx_model::StoreError>(state));
+
+    // ...and the conversation snapshot is saved (which also updates the search index).
+    record.thread.title = "Why is the test flaky?".into();
+    record.thread.messages.push(Message::User(UserMessage {
+        id: RecordId::generate().to_string(),
+        content: vec![UserContent::Text(
+            "Why is the integration test flaky?".into(),
+        )],
+        extra: Map::new(),
+    }));
+    let mut reply = AgentMessage::new();
+    reply.content.push(AgentContent::Text(
+        "The flaky test waits on a timer.".into(),
+    ));
+    record.thread.messages.push(Message::Agent(reply));
+    store.save(&mut record).await?;
+
+    for s in store.list(&ListQuery::default()).await?.sessions {
+        println!(
+            "session {} in {} ({} messages, revision {})",
+            s.acpx_record_id, s.cwd, s.message_count, s.revision
+        );
+    }
+    for hit in store
+        .search(&SearchQuery {
+            text: "flaky timer".into(),
+            ..SearchQuery::default()
+        })
+        .await?
+    {
+        println!(
+            "hit: message {} ({}): {}",
+            hit.message_index, hit.role, hit.snippet
+        );
+    }
+    println!("the event log, as the file store would have written it:");
+    for e in store
+        .read_events(&id, &EventQuery::from_seq(1))
+        .await?
+        .events
+    {
+        println!("{}", e.to_ndjson());
+    }
+    let closed = store.close(&id, Timestamp::now()).await?;
+    println!("closed at {:?}", closed.closed_at.map(|t| t.to_string()));
+    Ok(())
+}
