@@ -39,7 +39,8 @@ const MAX_OPEN_WRITERS: usize = 256;
 pub struct FsStoreOptions {
     /// The active event segment rotates once it is larger than this (default 64 MiB).
     pub max_segment_bytes: u64,
-    /// Event segments kept, the active one included (default 5; at least 1).
+    /// Event segments kept, the active one included (default 5; at least 2, because after a
+    /// rotation the last seq is read from the previous segment).
     pub max_segments: u32,
     /// How long a mutation by a caller that does not hold the session's writer lock waits for
     /// that lock before failing with [`StoreError::Locked`] (default 10 s).
@@ -199,10 +200,14 @@ impl FsCore {
     /// Opens (creating if needed, mode 0700) `<root>` and `<root>/sessions`, then removes
     /// stale temp files (see [`FsCore::cleanup_stale_temp_files`]).
     pub fn open(root: impl Into<PathBuf>, opts: FsStoreOptions) -> StoreResult<Self> {
-        if opts.max_segments == 0 {
-            return Err(StoreError::InvalidArgument(
-                "max_segments must be at least 1 (the active segment)".into(),
-            ));
+        if opts.max_segments < 2 {
+            // After a rotation the active segment is empty and the last seq is read from `.1`;
+            // with one segment it would be gone, and the next writer would reuse seqs.
+            return Err(StoreError::InvalidArgument(format!(
+                "max_segments is {}; it must be at least 2 (the active segment and the one the \
+                 last seq is read from after a rotation)",
+                opts.max_segments
+            )));
         }
         if opts.max_segment_bytes == 0 {
             return Err(StoreError::InvalidArgument(
@@ -1000,4 +1005,112 @@ impl Drop for FsCore {
 fn timestamp_of(t: std::time::SystemTime) -> Option<Timestamp> {
     let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
     Timestamp::from_millis(i64::try_from(d.as_millis()).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acpx_model::{EventContext, EventPayload, EventSource, EventStream, NewSession};
+
+    fn ev(id: &RecordId, seq: u64) -> EventEnvelope {
+        let ctx = EventContext {
+            acpx_record_id: id,
+            acp_session_id: "acp",
+            request_id: None,
+            stream: EventStream::Prompt,
+            source: EventSource::Runtime,
+        };
+        let payload = EventPayload::Unknown {
+            event_type: "t".into(),
+            payload: serde_json::Value::Null,
+        };
+        EventEnvelope::new(&ctx, seq, Timestamp::now(), payload)
+    }
+
+    #[test]
+    fn prepared_batch_check_equals_check_append_batch() {
+        let a = RecordId::parse("a").unwrap();
+        let b = RecordId::parse("b").unwrap();
+        let batches: Vec<Vec<EventEnvelope>> = vec![
+            vec![],
+            vec![ev(&a, 1)],
+            vec![ev(&a, 0)],
+            vec![ev(&b, 0)],
+            vec![ev(&a, 5), ev(&a, 6)],
+            vec![ev(&a, 5), ev(&a, 7)],
+            vec![ev(&a, 5), ev(&b, 6)],
+            vec![ev(&b, 5), ev(&a, 6)],
+            vec![ev(&a, 4), ev(&b, 9)],
+            vec![ev(&a, 0), ev(&a, 1)],
+            vec![ev(&a, 1), ev(&a, 1)],
+        ];
+        for batch in &batches {
+            for last in [0u64, 3, 4, 5, 6] {
+                let want = check_append_batch(&a, last, batch).map_err(|e| e.to_string());
+                let got = PreparedBatch::new(&a, batch)
+                    .check(&a, last)
+                    .map_err(|e| e.to_string());
+                let seqs: Vec<u64> = batch.iter().map(|e| e.seq).collect();
+                assert_eq!(got, want, "batch {seqs:?}, last {last}");
+            }
+        }
+    }
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse(id).unwrap(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: None,
+            },
+            Timestamp::now(),
+        )
+    }
+
+    #[test]
+    fn list_parses_only_new_or_changed_snapshots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        for i in 0..5 {
+            core.create(&mut record(&format!("s{i}"))).unwrap();
+        }
+        let parses = || core.snapshot_parses.load(Ordering::Relaxed);
+        assert_eq!(core.list(&ListQuery::default()).unwrap().sessions.len(), 5);
+        assert_eq!(parses(), 5);
+        core.list(&ListQuery::default()).unwrap();
+        assert_eq!(parses(), 5, "unchanged snapshots come from the cache");
+        let mut r = core.load(&RecordId::parse("s1").unwrap()).unwrap();
+        assert_eq!(parses(), 6);
+        r.name = Some("n".into());
+        core.save(&mut r).unwrap();
+        let page = core.list(&ListQuery::default()).unwrap();
+        assert_eq!(parses(), 7, "only the saved snapshot is parsed again");
+        assert!(page.sessions.iter().any(|s| s.name.as_deref() == Some("n")));
+        // A new process (fresh core) reuses the cache file.
+        let other = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        other.list(&ListQuery::default()).unwrap();
+        assert_eq!(other.snapshot_parses.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn saves_read_the_revision_from_the_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        let mut r = record("a");
+        core.create(&mut r).unwrap();
+        // Back-to-back saves take the stored revision from the cache, which must describe
+        // the file exactly as it is on disk.
+        for _ in 0..3 {
+            core.save(&mut r).unwrap();
+        }
+        let slot = core.slot(&r.acpx_record_id);
+        let st = lock_slot(&slot);
+        let (ident, rev) = st.snap.expect("cached");
+        assert_eq!(rev, 4);
+        let m = fs::metadata(core.snapshot_path(&r.acpx_record_id)).unwrap();
+        assert_eq!(ident, FileIdent::of(&m));
+    }
 }

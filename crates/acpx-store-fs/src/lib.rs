@@ -140,7 +140,8 @@
 //! [`StoreError::Corrupt`] naming the segment file and the line number; [`ReadMode::Lenient`]
 //! skips it and reports it in `EventPage::damaged`. For seq breaks, lenient mode skips a line
 //! whose seq repeats or goes back, and keeps (but reports) the first line after a jump, so one
-//! hole does not hide the rest of the log. The writer refuses to append after a damaged last
+//! hole does not hide the rest of the log; a jump right after skipped damaged lines is not
+//! reported again (the damaged lines are the likely missing events). The writer refuses to append after a damaged last
 //! line (the next seq could not be derived) with a `Corrupt` error.
 //!
 //! ## Reading events

@@ -497,10 +497,6 @@ pub(crate) fn rotate(
     rename(0, 1)?;
     let active = layout.segment(id, 0);
     let (file, _) = open_append_create(&active).map_err(|e| io_err(&active, e))?;
-    if max_segments <= 1 {
-        let one = layout.segment(id, 1);
-        remove_if_exists(&one).map_err(|e| io_err(&one, e))?;
-    }
     fsync_dir(dir).map_err(|e| io_err(dir, e))?;
     let older = probe_older(layout, id, max_segments).map_err(|e| io_err(dir, e))?;
     w.ident = FileIdent::of(&file.metadata().map_err(|e| io_err(&active, e))?);
@@ -595,13 +591,14 @@ pub(crate) fn read_events(
         .rposition(|f| f.is_some_and(|s| s <= query.from_seq))
         .unwrap_or(0);
     let mut prev: Option<u64> = None;
+    let mut after_damage = false;
     for (i, s) in segs.iter().enumerate().skip(start_seg) {
         let start = if i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq) {
             seek_from_seq(&s.file, s.end, query.from_seq).map_err(|e| io_err(&s.path, e))?
         } else {
             0
         };
-        if scan_segment(s, start, id, query, &mut prev, &mut page)? {
+        if scan_segment(s, start, id, query, &mut prev, &mut after_damage, &mut page)? {
             break;
         }
     }
@@ -615,6 +612,7 @@ fn scan_segment(
     id: &RecordId,
     query: &EventQuery,
     prev: &mut Option<u64>,
+    after_damage: &mut bool,
     page: &mut EventPage,
 ) -> StoreResult<bool> {
     let io = |e| io_err(&s.path, e);
@@ -665,8 +663,9 @@ fn scan_segment(
                         )?;
                         continue;
                     }
-                    Some(p) if e.seq != p + 1 => {
-                        // The event itself is sound: keep it, and report the hole.
+                    // The event itself is sound: keep it, and report the hole, unless the
+                    // damaged lines just skipped (already reported) explain it.
+                    Some(p) if e.seq != p + 1 && !*after_damage => {
                         damaged(
                             query.mode,
                             page,
@@ -683,9 +682,11 @@ fn scan_segment(
                     _ => {}
                 }
                 *prev = Some(e.seq);
+                *after_damage = false;
                 e
             }
             Err(reason) => {
+                *after_damage = true;
                 damaged(
                     query.mode,
                     page,

@@ -40,7 +40,11 @@ async fn layout_and_permissions() {
         store.segment_path(&a, 2),
         root.join("sessions/sess-a.events.2.ndjson")
     );
-    for f in [snapshot.clone(), store.active_log_path(&a), store.lock_path(&a)] {
+    for f in [
+        snapshot.clone(),
+        store.active_log_path(&a),
+        store.lock_path(&a),
+    ] {
         assert!(f.exists(), "{}", f.display());
         assert_eq!(mode(&f), 0o600, "{}", f.display());
     }
@@ -181,7 +185,10 @@ async fn stale_revision_conflicts_across_handles_and_instances() {
         }) => assert_eq!((expected, actual), (1, 2)),
         other => panic!("expected a conflict, got {other:?}"),
     }
-    assert_eq!(copy2.revision, 1, "a refused save leaves the revision alone");
+    assert_eq!(
+        copy2.revision, 1,
+        "a refused save leaves the revision alone"
+    );
     assert_eq!(
         s2.load(&a).await.unwrap().name.as_deref(),
         Some("first"),
@@ -243,10 +250,7 @@ async fn malformed_snapshots_are_skipped_by_list_and_corrupt_for_load() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store(tmp.path());
     for good in ["good-1", "good-2"] {
-        store
-            .create(&mut record(&id(good), "/repo"))
-            .await
-            .unwrap();
+        store.create(&mut record(&id(good), "/repo")).await.unwrap();
     }
     let dir = store.sessions_dir();
     let with = |f: &dyn Fn(&mut Value)| {
@@ -256,7 +260,11 @@ async fn malformed_snapshots_are_skipped_by_list_and_corrupt_for_load() {
     };
     // (id, bytes, a word the reason must contain)
     let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("bad-json", b"{\"schema\": \"acpx.session.v1\",".to_vec(), "EOF"),
+        (
+            "bad-json",
+            b"{\"schema\": \"acpx.session.v1\",".to_vec(),
+            "EOF",
+        ),
         ("empty", Vec::new(), "EOF"),
         ("not-utf8", vec![0xff, 0xfe, 0x00, 0x41], ""),
         ("array", b"[1, 2, 3]".to_vec(), ""),
@@ -322,7 +330,12 @@ async fn malformed_snapshots_are_skipped_by_list_and_corrupt_for_load() {
             .collect();
         listed.sort();
         assert_eq!(listed, ["good-1", "good-2"], "round {round}");
-        assert_eq!(page.skipped.len(), cases.len(), "round {round}: {:?}", page.skipped);
+        assert_eq!(
+            page.skipped.len(),
+            cases.len(),
+            "round {round}: {:?}",
+            page.skipped
+        );
         for (name, _, word) in &cases {
             let file = dir.join(format!("{name}.json"));
             let skipped = page
@@ -342,7 +355,10 @@ async fn malformed_snapshots_are_skipped_by_list_and_corrupt_for_load() {
             Err(StoreError::Corrupt {
                 location, reason, ..
             }) => {
-                assert_eq!(location, dir.join(format!("{name}.json")).display().to_string());
+                assert_eq!(
+                    location,
+                    dir.join(format!("{name}.json")).display().to_string()
+                );
                 assert!(reason.contains("field `"), "{name}: {reason}");
                 assert!(reason.contains(word), "{name}: {reason} lacks {word:?}");
             }
@@ -351,7 +367,10 @@ async fn malformed_snapshots_are_skipped_by_list_and_corrupt_for_load() {
     }
     assert!(dir.join("notes.txt").exists() && dir.join("a b.json").exists());
     // A renamed copy never surfaces under the other id.
-    assert_eq!(store.load(&id("good-1")).await.unwrap().acpx_record_id, id("good-1"));
+    assert_eq!(
+        store.load(&id("good-1")).await.unwrap().acpx_record_id,
+        id("good-1")
+    );
 }
 
 #[tokio::test]
@@ -410,7 +429,10 @@ async fn list_filters_and_pages() {
     let tmp = tempfile::tempdir().unwrap();
     let store = store(tmp.path());
     for i in 0..7 {
-        let mut r = record(&id(&format!("s{i}")), if i % 2 == 0 { "/even" } else { "/odd" });
+        let mut r = record(
+            &id(&format!("s{i}")),
+            if i % 2 == 0 { "/even" } else { "/odd" },
+        );
         r.last_used_at = Timestamp::from_millis(1_000 + i / 2).unwrap();
         store.create(&mut r).await.unwrap();
     }
@@ -514,7 +536,10 @@ async fn delete_removes_every_file_and_is_idempotent() {
 
     assert!(store.delete(&a).await.unwrap());
     assert_eq!(files_of("a"), Vec::<String>::new(), "lock file included");
-    assert!(!store.delete(&a).await.unwrap(), "second delete finds nothing");
+    assert!(
+        !store.delete(&a).await.unwrap(),
+        "second delete finds nothing"
+    );
     assert!(matches!(store.load(&a).await, Err(StoreError::NotFound(_))));
     assert!(matches!(
         store.read_events(&a, &Default::default()).await,
@@ -529,7 +554,15 @@ async fn delete_removes_every_file_and_is_idempotent() {
     ));
     assert_eq!(files_of("a"), Vec::<String>::new());
     // The other session, whose id shares the prefix, is untouched.
-    assert_eq!(store.read_events(&keep, &Default::default()).await.unwrap().events.len(), 2);
+    assert_eq!(
+        store
+            .read_events(&keep, &Default::default())
+            .await
+            .unwrap()
+            .events
+            .len(),
+        2
+    );
     let page = store.list(&ListQuery::default()).await.unwrap();
     assert_eq!(page.sessions.len(), 1);
     // A new session with the deleted id starts a fresh log.
