@@ -49,7 +49,11 @@ pub fn event(id: &RecordId, seq: u64, t: &str, pad: usize) -> EventEnvelope {
     let ctx = EventContext {
         acpx_record_id: id,
         acp_session_id: "acp-1",
-        request_id: Some(if seq.is_multiple_of(2) { "req_even" } else { "req_odd" }),
+        request_id: Some(if seq.is_multiple_of(2) {
+            "req_even"
+        } else {
+            "req_odd"
+        }),
         stream: if t == "lifecycle_event" {
             EventStream::Lifecycle
         } else {

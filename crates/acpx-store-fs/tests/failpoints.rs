@@ -1,0 +1,328 @@
+//! Crash recovery with real processes: each test re-runs this test binary as a child that
+//! aborts at a failpoint (or is killed with SIGKILL), then checks what a fresh store finds.
+//!
+//! Run with `cargo test -p acpx-store-fs --features failpoints`.
+#![cfg(feature = "failpoints")]
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use acpx_model::{Durability, EventQuery, ListQuery, StoreError};
+use acpx_store_fs::{FsStore, FsStoreOptions, FAILPOINTS, FAILPOINT_ENV};
+use common::*;
+
+const CHILD_DIR: &str = "ACPX_FS_TEST_CHILD_DIR";
+
+/// In the child: the store directory to work in.
+fn child_dir() -> Option<PathBuf> {
+    std::env::var_os(CHILD_DIR).map(PathBuf::from)
+}
+
+/// Runs test `name` of this binary as a child process in `dir` with `ACPX_FAILPOINT=fp`.
+fn run_child(name: &str, dir: &Path, fp: Option<&str>) -> ExitStatus {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD_DIR, dir)
+        .env_remove(FAILPOINT_ENV);
+    if let Some(fp) = fp {
+        cmd.env(FAILPOINT_ENV, fp);
+    }
+    cmd.status().unwrap()
+}
+
+fn assert_aborted(status: ExitStatus) {
+    assert_eq!(
+        status.signal(),
+        Some(libc_sigabrt()),
+        "the child must die at the failpoint, got {status:?}"
+    );
+}
+
+fn libc_sigabrt() -> i32 {
+    6
+}
+
+fn small(dir: &Path) -> FsStore {
+    FsStore::open_with(
+        dir,
+        FsStoreOptions {
+            max_segment_bytes: 1_000,
+            max_segments: 4,
+            ..FsStoreOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn temp_files(store: &FsStore) -> Vec<String> {
+    std::fs::read_dir(store.sessions_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp."))
+        .collect()
+}
+
+#[test]
+fn every_failpoint_name_is_documented() {
+    let docs = include_str!("../src/lib.rs");
+    for fp in FAILPOINTS {
+        assert!(
+            docs.contains(&format!("`{fp}`")),
+            "{fp} is not in the crate docs"
+        );
+    }
+}
+
+#[test]
+fn crash_after_temp_fsync_keeps_the_old_snapshot() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let core = store(&dir);
+        let mut r = core.blocking().load(&a).unwrap();
+        r.name = Some("v2".into());
+        core.blocking().save(&mut r).unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    let mut r = record(&a, "/r");
+    r.name = Some("v1".into());
+    s.blocking().create(&mut r).unwrap();
+    assert_aborted(run_child(
+        "crash_after_temp_fsync_keeps_the_old_snapshot",
+        tmp.path(),
+        Some("save.after_temp_fsync"),
+    ));
+    assert_eq!(
+        temp_files(&s).len(),
+        1,
+        "the dead writer's temp file is there"
+    );
+    let reopened = store(tmp.path());
+    let loaded = reopened.blocking().load(&a).unwrap();
+    assert_eq!((loaded.name.as_deref(), loaded.revision), (Some("v1"), 1));
+    assert!(temp_files(&reopened).is_empty(), "open() removed it");
+    let mut again = loaded;
+    again.name = Some("v2".into());
+    reopened.blocking().save(&mut again).unwrap();
+}
+
+#[test]
+fn crash_after_rename_keeps_the_new_snapshot() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let core = store(&dir);
+        let mut r = core.blocking().load(&a).unwrap();
+        r.name = Some("v2".into());
+        core.blocking().save(&mut r).unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    assert_aborted(run_child(
+        "crash_after_rename_keeps_the_new_snapshot",
+        tmp.path(),
+        Some("save.after_rename"),
+    ));
+    let loaded = store(tmp.path()).blocking().load(&a).unwrap();
+    assert_eq!((loaded.name.as_deref(), loaded.revision), (Some("v2"), 2));
+}
+
+#[test]
+fn crash_mid_append_leaves_a_torn_tail_that_is_set_aside() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let s = store(&dir);
+        s.blocking()
+            .append(&a, &events(&a, 4..=5, 50), Durability::Flush)
+            .unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    s.blocking()
+        .append(&a, &events(&a, 1..=3, 50), Durability::Flush)
+        .unwrap();
+    assert_aborted(run_child(
+        "crash_mid_append_leaves_a_torn_tail_that_is_set_aside",
+        tmp.path(),
+        Some("append.after_partial_write"),
+    ));
+    let page = s
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(
+        seqs(&page.events),
+        [1, 2, 3],
+        "nothing acknowledged is lost"
+    );
+    assert!(page.torn_tail.is_some());
+    // This store's cached writer is stale (the child wrote): it must notice.
+    let st = s
+        .blocking()
+        .append(&a, &events(&a, 4..=4, 50), Durability::Flush)
+        .unwrap();
+    assert_eq!(st.last_seq, 4);
+    let page = s
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(seqs(&page.events), [1, 2, 3, 4]);
+    assert!(page.torn_tail.is_none() && page.damaged.is_empty());
+}
+
+#[test]
+fn crash_mid_rotation_loses_nothing() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let s = small(&dir);
+        let last = s.blocking().event_log_state(&a).unwrap().last_seq;
+        // Enough bytes to push the active segment over the limit.
+        s.blocking()
+            .append(&a, &events(&a, last + 1..=last + 4, 200), Durability::Flush)
+            .unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = small(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let mut next = 1;
+    while !s.segment_path(&a, 2).exists() {
+        s.blocking()
+            .append(&a, &[event(&a, next, "note", 200)], Durability::Flush)
+            .unwrap();
+        next += 1;
+    }
+    // Leave the active segment non-empty so the child's batch rotates it.
+    s.blocking()
+        .append(&a, &[event(&a, next, "note", 10)], Durability::Flush)
+        .unwrap();
+    assert_aborted(run_child(
+        "crash_mid_rotation_loses_nothing",
+        tmp.path(),
+        Some("rotate.after_shift"),
+    ));
+    assert!(
+        !s.segment_path(&a, 1).exists(),
+        "the crash left a gap at .1"
+    );
+    let written = next + 4;
+    let fresh = small(tmp.path());
+    let page = fresh
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(page.last_seq, written);
+    assert_eq!(
+        seqs(&page.events),
+        (page.oldest_seq..=written).collect::<Vec<_>>()
+    );
+    for seq in written + 1..=written + 10 {
+        let st = s
+            .blocking()
+            .append(&a, &[event(&a, seq, "note", 200)], Durability::Flush)
+            .unwrap();
+        assert!(st.segment_count <= 4);
+    }
+    let page = fresh
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(
+        seqs(&page.events),
+        (page.oldest_seq..=written + 10).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn crash_mid_delete_never_brings_the_session_back() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        store(&dir).blocking().delete(&a).unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    s.blocking()
+        .append(&a, &events(&a, 1..=3, 10), Durability::Flush)
+        .unwrap();
+    assert_aborted(run_child(
+        "crash_mid_delete_never_brings_the_session_back",
+        tmp.path(),
+        Some("delete.after_snapshot_unlink"),
+    ));
+    let fresh = store(tmp.path());
+    assert!(matches!(
+        fresh.blocking().load(&a),
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(fresh
+        .blocking()
+        .list(&ListQuery::default())
+        .unwrap()
+        .sessions
+        .is_empty());
+    assert!(matches!(
+        fresh
+            .blocking()
+            .append(&a, &events(&a, 4..=4, 1), Durability::Flush),
+        Err(StoreError::NotFound(_))
+    ));
+    // Deleting again finishes the job; a new session with the id starts from seq 1.
+    assert!(
+        fresh.blocking().delete(&a).unwrap(),
+        "the orphaned log was still there"
+    );
+    fresh.blocking().create(&mut record(&a, "/r")).unwrap();
+    fresh
+        .blocking()
+        .append(&a, &events(&a, 1..=1, 1), Durability::Flush)
+        .unwrap();
+}
+
+#[test]
+fn lock_of_a_killed_holder_is_released() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let s = store(&dir);
+        let _g = s.blocking().lock(&a, Duration::from_secs(5)).unwrap();
+        std::fs::write(dir.join("locked"), b"").unwrap();
+        std::thread::sleep(Duration::from_secs(60));
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_of_a_killed_holder_is_released",
+            "--nocapture",
+        ])
+        .env(CHILD_DIR, tmp.path())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !tmp.path().join("locked").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "child never locked"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(matches!(
+        s.blocking().lock(&a, Duration::from_millis(100)),
+        Err(StoreError::Locked { .. })
+    ));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    s.blocking().lock(&a, Duration::from_secs(5)).unwrap();
+}
