@@ -1,8 +1,9 @@
 //! The [`Backend`] trait: what a conformance check needs from a store implementation beyond
 //! the [`Store`] trait itself (reopening, raw damage, a worker process).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use acpx_model::{MemoryStore, RecordId, Store};
 use async_trait::async_trait;
@@ -77,5 +78,106 @@ impl Backend for MemoryBackend {
 
     fn data_dir(&self) -> Option<PathBuf> {
         None
+    }
+}
+
+/// [`acpx_store_fs::FsStore`] in a private temporary directory: `<tmp>/store` is the store
+/// root, so `<tmp>` must stay otherwise empty.
+#[derive(Debug)]
+pub struct FsBackend {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    options: acpx_store_fs::FsStoreOptions,
+}
+
+impl FsBackend {
+    /// Default segment sizes; a lock timeout long enough for the cross-process checks.
+    pub fn new() -> Self {
+        Self::with_options(acpx_store_fs::FsStoreOptions {
+            lock_timeout: Duration::from_secs(60),
+            ..acpx_store_fs::FsStoreOptions::default()
+        })
+    }
+
+    /// A store with these options (for example tiny segments for the retention checks).
+    pub fn with_options(options: acpx_store_fs::FsStoreOptions) -> Self {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let root = tmp.path().join("store");
+        FsBackend {
+            _tmp: tmp,
+            root,
+            options,
+        }
+    }
+
+    /// The store root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A concrete handle, for fs-specific checks (paths, segments).
+    pub fn open_fs(&self) -> acpx_store_fs::FsStore {
+        acpx_store_fs::FsStore::open_with(&self.root, self.options.clone())
+            .unwrap_or_else(|e| panic!("open fs store at {}: {e}", self.root.display()))
+    }
+}
+
+impl Default for FsBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[async_trait]
+impl Backend for FsBackend {
+    fn name(&self) -> &'static str {
+        "fs"
+    }
+
+    async fn open(&self) -> Arc<dyn Store> {
+        Arc::new(self.open_fs())
+    }
+
+    fn worker_args(&self) -> Option<Vec<String>> {
+        Some(vec![
+            "--backend".into(),
+            "fs".into(),
+            "--root".into(),
+            self.root.display().to_string(),
+            "--max-segment-bytes".into(),
+            self.options.max_segment_bytes.to_string(),
+            "--max-segments".into(),
+            self.options.max_segments.to_string(),
+            "--lock-timeout-ms".into(),
+            self.options.lock_timeout.as_millis().to_string(),
+        ])
+    }
+
+    async fn inject_snapshot(&self, id: &RecordId, bytes: &[u8]) -> Option<()> {
+        let path = self.open_fs().snapshot_path(id);
+        std::fs::write(&path, bytes)
+            .unwrap_or_else(|e| panic!("inject snapshot {}: {e}", path.display()));
+        Some(())
+    }
+
+    async fn inject_log_bytes(&self, id: &RecordId, bytes: &[u8]) -> Option<()> {
+        use std::io::Write;
+        let path = self.open_fs().active_log_path(id);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("open log {}: {e}", path.display()));
+        f.write_all(bytes)
+            .unwrap_or_else(|e| panic!("inject log bytes {}: {e}", path.display()));
+        Some(())
+    }
+
+    fn data_dir(&self) -> Option<PathBuf> {
+        Some(self.root.clone())
+    }
+
+    fn failpoints(&self) -> Vec<&'static str> {
+        acpx_store_fs::FAILPOINTS.to_vec()
     }
 }
