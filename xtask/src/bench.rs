@@ -61,13 +61,17 @@ impl Options {
 }
 
 fn all_backends() -> Vec<String> {
-    vec!["memory".into()]
+    vec!["fs".into(), "sqlite".into(), "memory".into()]
 }
 
-/// Opens a fresh store of `backend` under `dir`.
-fn open_backend(backend: &str, _dir: &Path) -> Result<Arc<dyn Store>, String> {
+/// Opens a store of `backend` under `dir` (a new handle on what is already there, if anything).
+fn open_backend(backend: &str, dir: &Path) -> Result<Arc<dyn Store>, String> {
     match backend {
         "memory" => Ok(Arc::new(MemoryStore::new())),
+        "fs" => Ok(Arc::new(acpx_store_fs::FsStore::open(dir).map_err(err)?)),
+        "sqlite" => Ok(Arc::new(
+            acpx_store_sqlite::SqliteStore::open(dir.join("acpx.db")).map_err(err)?,
+        )),
         other => Err(format!("unknown backend {other}")),
     }
 }
