@@ -6,7 +6,7 @@
 //! [`conformance_tests!`] (and, for backends with bounded event retention,
 //! [`retention_tests!`]) into one `#[tokio::test]` per check:
 //!
-//! ```ignore
+//! ```text
 //! acpx_tests::conformance_tests!(acpx_tests::MemoryBackend::new());
 //! ```
 //!
