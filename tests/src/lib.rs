@@ -19,7 +19,7 @@ pub mod fixtures;
 pub mod ops;
 pub mod worker;
 
-pub use backend::{Backend, FsBackend, MemoryBackend};
+pub use backend::{argv, Backend, DirBackend, FsBackend, MemoryBackend};
 
 /// Expands to one `#[tokio::test]` per conformance check, each on a fresh backend made by
 /// evaluating `$make` (an expression of a type implementing [`Backend`]).

@@ -340,3 +340,37 @@ mod files {
         assert_eq!(s.name.as_deref(), Some("zz"));
     }
 }
+
+/// `DirBackend` (the few-lines template for new backends) assembled over `FsStore`: each of
+/// its hooks drives the checks that need it.
+mod assembled {
+    use std::io::Write;
+    use std::sync::Arc;
+
+    use acpx_store_fs::FsStore;
+    use acpx_tests::{argv, conformance, worker, DirBackend};
+
+    fn fs_dir_backend() -> DirBackend {
+        DirBackend::new("fs-assembled", |dir| Arc::new(FsStore::open(dir).unwrap()))
+            .worker(|dir| argv(["--backend", "fs", "--root", dir.to_str().unwrap()]))
+            .snapshot_injector(|dir, id, bytes| {
+                std::fs::write(FsStore::open(dir).unwrap().snapshot_path(id), bytes).unwrap()
+            })
+            .log_injector(|dir, id, bytes| {
+                let path = FsStore::open(dir).unwrap().active_log_path(id);
+                let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+                f.write_all(bytes).unwrap();
+            })
+            .failpoints(acpx_store_fs::FAILPOINTS)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hooks_drive_the_checks() {
+        worker::set_binary(env!("CARGO_BIN_EXE_acpx-store-worker"));
+        conformance::malformed_snapshots_reported_not_fatal(&fs_dir_backend()).await;
+        conformance::torn_tail_withheld_and_next_append_is_clean(&fs_dir_backend()).await;
+        conformance::two_processes_append_one_session_retry(&fs_dir_backend()).await;
+        conformance::failpoint_save_after_rename(&fs_dir_backend()).await;
+        conformance::nothing_created_outside_the_store(&fs_dir_backend()).await;
+    }
+}
