@@ -21,8 +21,8 @@ use acpx_model::{
 use crate::failpoint::{self, failpoint};
 use crate::flock::Flock;
 use crate::fsutil::{
-    create_new_file, ensure_dir, fsync_dir, io_err, random_suffix, remove_if_exists, stat_opt,
-    FileIdent,
+    create_new_file, ensure_dir, fsync_dir, io_err, random_suffix, read_file, remove_if_exists,
+    stat_opt, FileIdent,
 };
 use crate::index::{parse_snapshot, reason, IndexCache, Listing};
 use crate::layout::{classify, is_log_file_of, Entry, Layout};
@@ -494,7 +494,7 @@ impl FsCore {
             #[serde(default)]
             revision: u64,
         }
-        let bytes = match fs::read(&path) {
+        let bytes = match read_file(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StoreError::NotFound(id.clone()))
@@ -558,7 +558,7 @@ impl FsCore {
     /// Reads and validates a session snapshot.
     pub fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let path = self.layout.snapshot(id);
-        let bytes = match fs::read(&path) {
+        let bytes = match read_file(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(StoreError::NotFound(id.clone()))

@@ -6,12 +6,12 @@
 //! every acquisition checks that the locked descriptor is still the file at the path, and
 //! starts over otherwise.
 
-use std::fs::{self, File, OpenOptions, Permissions};
+use std::fs::{self, File, Permissions};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::fsutil::FILE_MODE;
+use crate::fsutil::{nofollow, FILE_MODE};
 
 /// A held exclusive lock; released when dropped (and by the kernel when the process dies).
 #[derive(Debug)]
@@ -61,10 +61,10 @@ impl Flock {
 }
 
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    match OpenOptions::new().read(true).open(path) {
+    match nofollow().read(true).open(path) {
         Ok(f) => Ok(f),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            match OpenOptions::new()
+            match nofollow()
                 .read(true)
                 .write(true)
                 .create_new(true)
@@ -76,7 +76,7 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
                     Ok(f)
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    OpenOptions::new().read(true).open(path)
+                    nofollow().read(true).open(path)
                 }
                 Err(e) => Err(e),
             }

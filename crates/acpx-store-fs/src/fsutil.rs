@@ -3,7 +3,7 @@
 use std::collections::hash_map::RandomState;
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::hash::{BuildHasher, Hasher};
-use std::io;
+use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,8 +15,16 @@ pub(crate) const DIR_MODE: u32 = 0o700;
 /// Mode of every file the store creates.
 pub(crate) const FILE_MODE: u32 = 0o600;
 
-/// Wraps an I/O error with the path it happened on.
+/// Wraps an I/O error with the path it happened on. `ELOOP` comes from opening a symlink
+/// with `O_NOFOLLOW`: that is a foreign object in the store's directory, reported as such.
 pub(crate) fn io_err(path: &Path, e: io::Error) -> StoreError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return StoreError::corrupt(
+            path.display().to_string(),
+            None,
+            "is a symbolic link; the store never follows links in its directory (remove it)",
+        );
+    }
     StoreError::io(path.display(), e)
 }
 
@@ -40,9 +48,30 @@ pub(crate) fn ensure_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// `OpenOptions` that refuse to open a symlink (`O_NOFOLLOW`, `ELOOP`): a link planted in
+/// the store's directory must never make the store read or write a file elsewhere.
+pub(crate) fn nofollow() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.custom_flags(libc::O_NOFOLLOW);
+    o
+}
+
+/// Opens an existing file for reading without following a symlink.
+pub(crate) fn open_read(path: &Path) -> io::Result<File> {
+    nofollow().read(true).open(path)
+}
+
+/// Reads a whole file without following a symlink.
+pub(crate) fn read_file(path: &Path) -> io::Result<Vec<u8>> {
+    let mut f = open_read(path)?;
+    let mut buf = Vec::with_capacity(f.metadata().map(|m| m.len() as usize + 1).unwrap_or(0));
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Creates a new file (failing if it exists) with mode 0600, opened for writing.
 pub(crate) fn create_new_file(path: &Path) -> io::Result<File> {
-    let f = OpenOptions::new()
+    let f = nofollow()
         .write(true)
         .create_new(true)
         .mode(FILE_MODE)
@@ -54,10 +83,10 @@ pub(crate) fn create_new_file(path: &Path) -> io::Result<File> {
 /// Opens `path` for appending, creating it with mode 0600 if missing. Returns whether the
 /// file was created (so that the caller can make the new directory entry durable).
 pub(crate) fn open_append_create(path: &Path) -> io::Result<(File, bool)> {
-    match OpenOptions::new().read(true).append(true).open(path) {
+    match nofollow().read(true).append(true).open(path) {
         Ok(f) => Ok((f, false)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            match OpenOptions::new()
+            match nofollow()
                 .read(true)
                 .append(true)
                 .create_new(true)
@@ -69,7 +98,7 @@ pub(crate) fn open_append_create(path: &Path) -> io::Result<(File, bool)> {
                     Ok((f, true))
                 }
                 // Someone else created it between our two opens: use theirs.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => nofollow()
                     .read(true)
                     .append(true)
                     .open(path)

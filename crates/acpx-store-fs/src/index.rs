@@ -16,7 +16,7 @@ use acpx_model::{RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreErr
 use serde::{Deserialize, Serialize};
 
 use crate::flock::Flock;
-use crate::fsutil::{create_new_file, io_err, random_suffix, FileIdent};
+use crate::fsutil::{create_new_file, io_err, random_suffix, read_file, FileIdent};
 use crate::layout::{classify, Entry, Layout};
 
 const INDEX_VERSION: u32 = 1;
@@ -94,7 +94,7 @@ impl IndexCache {
         }
         self.loaded = true;
         let path = layout.index();
-        let parsed = fs::read(&path)
+        let parsed = read_file(&path)
             .ok()
             .and_then(|b| serde_json::from_slice::<IndexFile>(&b).ok());
         match parsed {
@@ -150,7 +150,7 @@ impl IndexCache {
             let e = match cached {
                 Some(e) => e,
                 None => {
-                    let bytes = match fs::read(&path) {
+                    let bytes = match read_file(&path) {
                         Ok(b) => b,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                         Err(e) => {

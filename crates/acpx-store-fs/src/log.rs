@@ -5,7 +5,7 @@
 //! take no lock and work on descriptors opened up front, bounded by the length they saw.
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -256,8 +256,8 @@ struct Segment {
     end: u64,
 }
 
-fn open_read(path: &Path) -> io::Result<Option<File>> {
-    match File::open(path) {
+fn open_existing(path: &Path) -> io::Result<Option<File>> {
+    match crate::fsutil::open_read(path) {
         Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -271,7 +271,7 @@ fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResu
     let mut seen = HashSet::new();
     let mut segs = Vec::new();
     let mut add = |index: u32, path: PathBuf| -> StoreResult<bool> {
-        let Some(file) = open_read(&path).map_err(|e| io_err(&path, e))? else {
+        let Some(file) = open_existing(&path).map_err(|e| io_err(&path, e))? else {
             return Ok(false);
         };
         let m = file.metadata().map_err(|e| io_err(&path, e))?;
@@ -374,7 +374,7 @@ pub(crate) fn open_writer(
         let mut last = 0;
         for &n in &older {
             let p = layout.segment(id, n);
-            let Some(f) = open_read(&p).map_err(|e| io_err(&p, e))? else {
+            let Some(f) = open_existing(&p).map_err(|e| io_err(&p, e))? else {
                 continue;
             };
             let flen = f.metadata().map_err(|e| io_err(&p, e))?.len();
@@ -446,7 +446,7 @@ pub(crate) fn set_aside_if_torn(
 /// Opens the active segment (if any) and sets a torn tail aside. For `FsStore::set_aside_torn_tail`.
 pub(crate) fn set_aside_active(layout: &Layout, id: &RecordId) -> StoreResult<Option<TornTail>> {
     let path = layout.segment(id, 0);
-    let file = match OpenOptions::new().read(true).write(true).open(&path) {
+    let file = match crate::fsutil::nofollow().read(true).write(true).open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(&path, e)),

@@ -700,3 +700,53 @@ async fn store_is_usable_as_a_trait_object_and_cheap_to_clone() {
     assert_eq!(store.load(&a).await.unwrap().revision, 1);
     assert!(format!("{store:?}").contains("FsStore"));
 }
+
+#[tokio::test]
+async fn symlinks_planted_in_the_store_are_never_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let store = store(tmp.path());
+    let a = id("a");
+    let mut r = record(&a, "/r");
+    store.create(&mut r).await.unwrap();
+    store
+        .append(&a, &events(&a, 1..=1, 1), Durability::Flush)
+        .await
+        .unwrap();
+    let plant = |inside: &std::path::Path, name: &str| {
+        let target = outside.path().join(name);
+        fs::write(&target, b"outside\n").unwrap();
+        fs::remove_file(inside).unwrap();
+        std::os::unix::fs::symlink(&target, inside).unwrap();
+        target
+    };
+    let log_target = plant(&store.active_log_path(&a), "log");
+    let fresh = FsStore::open(tmp.path()).unwrap();
+    let e = fresh
+        .append(&a, &events(&a, 2..=2, 1), Durability::Flush)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(matches!(
+        fresh.read_events(&a, &Default::default()).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert_eq!(fs::read(&log_target).unwrap(), b"outside\n");
+
+    let doc_target = plant(&store.snapshot_path(&a), "doc");
+    match fresh.load(&a).await {
+        Err(StoreError::Corrupt { reason, .. }) => assert!(reason.contains("symbolic link")),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    let page = fresh.list(&ListQuery::default()).await.unwrap();
+    assert!(page.sessions.is_empty());
+    assert_eq!(page.skipped.len(), 1);
+    // A save replaces the link itself (rename), never writes through it.
+    let _ = fresh.save(&mut r).await;
+    assert_eq!(fs::read(&doc_target).unwrap(), b"outside\n");
+
+    let lock_target = plant(&store.lock_path(&a), "lock");
+    assert!(fresh.lock(&a, Duration::from_millis(50)).await.is_err());
+    assert_eq!(fs::read(&lock_target).unwrap(), b"outside\n");
+    assert!(outside.path().join("log").exists() && outside.path().join("doc").exists());
+}
