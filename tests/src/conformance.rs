@@ -1075,6 +1075,16 @@ pub async fn lock_waits_times_out_and_releases_on_drop(b: &dyn Backend) {
         .expect("waiter woke after the drop")
         .unwrap()
         .expect("waiter gets the lock once it is released");
+    // A holder that panics releases the lock while unwinding.
+    let panicker = {
+        let s = store.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            let _guard = s.lock(&id, Duration::from_secs(5)).await.unwrap();
+            panic!("holder panics while holding the lock (expected by the check)");
+        })
+    };
+    assert!(panicker.await.unwrap_err().is_panic());
     let again = store
         .lock(&id, Duration::from_millis(500))
         .await
@@ -2040,6 +2050,80 @@ pub async fn two_processes_append_one_session_locked(b: &dyn Backend) {
 /// Two processes append to one session optimistically, retrying on `SeqMismatch`.
 pub async fn two_processes_append_one_session_retry(b: &dyn Backend) {
     two_processes_append(b, "two_processes_append_one_session_retry", "retry").await;
+}
+
+/// Eight writers save the same loaded revision at once, through separate handles: exactly
+/// one wins, every other gets `Conflict` naming the winner's revision.
+pub async fn concurrent_saves_exactly_one_wins(b: &dyn Backend) {
+    let store = b.open().await;
+    let base = create(&*store, rich_session("race", 10)).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = b.open().await;
+        let mut r = base.clone();
+        r.thread.title = format!("writer {i}");
+        tasks.push(tokio::spawn(
+            async move { s.save(&mut r).await.map(|()| r) },
+        ));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(r) => winners.push(r),
+            Err(StoreError::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            }) => {}
+            Err(e) => panic!("unexpected save error: {e:?}"),
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one save of revision 1 may succeed"
+    );
+    let stored = b.open().await.load(&base.acpx_record_id).await.unwrap();
+    assert_eq!(stored, winners[0]);
+}
+
+/// Two processes run load-modify-save loops on one session: no update is lost (the final
+/// revision counts every acknowledged save of both).
+pub async fn two_processes_save_one_session(b: &dyn Backend) {
+    let store = b.open().await;
+    let id = create(&*store, rich_session("shared-doc", 30))
+        .await
+        .acpx_record_id;
+    let op = |tag: &'static str| {
+        [
+            "save-loop",
+            "--id",
+            "shared-doc",
+            "--count",
+            "40",
+            "--tag",
+            tag,
+        ]
+    };
+    let Some(mut w1) = Worker::spawn(b, &op("s1"), &[]) else {
+        return skip(b, "two_processes_save_one_session", "backend has no worker");
+    };
+    let mut w2 = Worker::spawn(b, &op("s2"), &[]).unwrap();
+    let (l1, l2) = tokio::join!(w1.finish(), w2.finish());
+    let revs: BTreeSet<u64> = l1
+        .iter()
+        .chain(&l2)
+        .filter(|l| l.starts_with("ack "))
+        .filter_map(|l| crate::worker::field(l, "revision"))
+        .collect();
+    assert_eq!(
+        revs,
+        (2..=81).collect(),
+        "each revision acknowledged exactly once"
+    );
+    let r = b.open().await.load(&id).await.unwrap();
+    assert_eq!(r.revision, 81);
+    assert_eq!(r.extra["workerCounter"], json!(81));
 }
 
 /// Six processes write six different sessions at once (appends, save loops, creates):

@@ -65,6 +65,8 @@ macro_rules! conformance_tests {
             two_processes_append_one_session_locked,
             two_processes_append_one_session_retry,
             processes_write_different_sessions,
+            concurrent_saves_exactly_one_wins,
+            two_processes_save_one_session,
             tasks_append_concurrently_in_process,
             search_finds_conversation_text,
         );

@@ -306,6 +306,40 @@ mod files {
         );
     }
 
+    /// A snapshot this version cannot read (a newer schema, damage) is reported but never
+    /// rewritten, moved or deleted by reading it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unreadable_snapshots_are_left_untouched() {
+        let b = FsBackend::new();
+        let store = b.open_fs();
+        let mut r = session("newer", 0);
+        store.create(&mut r).await.unwrap();
+        store.create(&mut session("garbled", 0)).await.unwrap();
+        let newer = String::from_utf8(r.to_json_vec())
+            .unwrap()
+            .replace("acpx.session.v1", "acpx.session.v2")
+            .into_bytes();
+        let garbled = b"{\"schema\": \"acpx.sess".to_vec();
+        b.inject_snapshot(&rid("newer"), &newer).await.unwrap();
+        b.inject_snapshot(&rid("garbled"), &garbled).await.unwrap();
+        let store = b.open_fs();
+        for _ in 0..2 {
+            let page = store.list(&ListQuery::default()).await.unwrap();
+            assert_eq!(page.skipped.len(), 2);
+            assert!(store.load(&rid("newer")).await.is_err());
+            assert!(store.load(&rid("garbled")).await.is_err());
+        }
+        drop(b.open_fs());
+        assert_eq!(
+            std::fs::read(store.snapshot_path(&rid("newer"))).unwrap(),
+            newer
+        );
+        assert_eq!(
+            std::fs::read(store.snapshot_path(&rid("garbled"))).unwrap(),
+            garbled
+        );
+    }
+
     /// A damaged, stale or foreign listing cache never changes what `list` answers.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn listing_cache_cannot_change_answers() {

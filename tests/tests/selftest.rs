@@ -218,6 +218,11 @@ macro_rules! must_catch {
 }
 
 must_catch!(
+    catches_last_writer_wins_in_a_race,
+    Bug::LastWriterWins,
+    concurrent_saves_exactly_one_wins
+);
+must_catch!(
     catches_last_writer_wins,
     Bug::LastWriterWins,
     save_stale_revision_conflicts
