@@ -98,7 +98,9 @@ pub mod lifecycle {
     pub const AGENT_STARTED: &str = "agent_started";
     /// `initialize` answered: `protocolVersion`, `agentCapabilities`, `agentInfo`.
     pub const INITIALIZED: &str = "initialized";
-    /// `session/new` answered: `acpSessionId`, `agentSessionId`.
+    /// `session/new` answered: `acpSessionId`, `agentSessionId`, `modes`, `configOptions`
+    /// (the same keys on the next two phases set the ACP session id, the agent session id
+    /// when non-empty, the current mode and the config options).
     pub const SESSION_CREATED: &str = "session_created";
     /// `session/load` or `session/resume` succeeded: `method`, `acpSessionId`,
     /// `agentSessionId`, `replayedUpdates`.
@@ -1112,6 +1114,16 @@ fn apply_lifecycle(record: &mut SessionRecord, p: &LifecycleEventPayload, at: Ti
             // Seed 004: replaced only by a new non-empty value, never invented.
             if let Some(id) = non_empty("agentSessionId") {
                 record.agent_session_id = Some(id);
+            }
+            if let Some(mode) = extra
+                .get("modes")
+                .and_then(|m| m.get("currentModeId"))
+                .and_then(Value::as_str)
+            {
+                record.acpx.current_mode_id = Some(mode.to_owned());
+            }
+            if let Some(options) = extra.get("configOptions").and_then(Value::as_array) {
+                record.acpx.config_options = options.clone();
             }
         }
         lifecycle::AGENT_EXIT => {

@@ -1,0 +1,672 @@
+//! The client side of ACP: what the agent may ask of acpx.
+//!
+//! - `fs/read_text_file`, `fs/write_text_file`: confined to the session's cwd. Paths must be
+//!   absolute; any `..` component is refused; symlinks are resolved and the resolved path must
+//!   stay inside the (resolved) cwd. Reads support the 1-based `line` and `limit` window.
+//! - `terminal/create|output|wait_for_exit|kill|release`: commands run in their own process
+//!   group (so a kill reaches everything they started), their combined stdout and stderr are
+//!   kept up to `outputByteLimit` bytes (default [`DEFAULT_TERMINAL_OUTPUT_LIMIT`], never
+//!   more than the configured ceiling), dropping the oldest output first. A kill sends
+//!   `SIGTERM` to the group, then `SIGKILL` after [`TERMINAL_KILL_GRACE`].
+//! - `session/request_permission`: decided by the [`PermissionMode`] (see [`decide`]).
+//!
+//! Writes and terminals are gated by the same policy as permission requests: allowed under
+//! `approve-all`, refused under `deny-all`, asked through the [`PermissionPrompter`] under
+//! `approve-reads` (refused when there is none). Reads are refused only under `deny-all`.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::Error as SdkError;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+/// Output kept per terminal when the agent gives no `outputByteLimit`.
+pub const DEFAULT_TERMINAL_OUTPUT_LIMIT: usize = 64 * 1024;
+/// The most output kept per terminal, whatever the agent asks for.
+pub const DEFAULT_TERMINAL_OUTPUT_CEILING: usize = 1024 * 1024;
+/// Time between `SIGTERM` and `SIGKILL` when a terminal command is killed.
+pub const TERMINAL_KILL_GRACE: Duration = Duration::from_millis(1500);
+
+/// How permission requests (and writes and terminals) are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PermissionMode {
+    /// Allow everything.
+    ApproveAll,
+    /// Allow reads and searches; ask about everything else (deny without a prompter).
+    #[default]
+    ApproveReads,
+    /// Refuse everything.
+    DenyAll,
+}
+
+impl PermissionMode {
+    /// The CLI spelling: `approve-all`, `approve-reads`, `deny-all`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::ApproveAll => "approve-all",
+            PermissionMode::ApproveReads => "approve-reads",
+            PermissionMode::DenyAll => "deny-all",
+        }
+    }
+}
+
+impl std::str::FromStr for PermissionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "approve-all" => Ok(PermissionMode::ApproveAll),
+            "approve-reads" => Ok(PermissionMode::ApproveReads),
+            "deny-all" => Ok(PermissionMode::DenyAll),
+            other => Err(format!(
+                "unknown permission mode {other:?}; use approve-all, approve-reads or deny-all"
+            )),
+        }
+    }
+}
+
+/// What a [`PermissionPrompter`] is asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionQuestion {
+    /// The ACP method that needs the decision (`session/request_permission`,
+    /// `fs/write_text_file`, `terminal/create`).
+    pub method: String,
+    /// A human-readable line, for example the tool call's title or `Write /repo/a.rs`.
+    pub title: String,
+    /// The tool kind (`read`, `edit`, `execute`, …) when known.
+    pub kind: Option<String>,
+    /// The request's params as the agent sent them.
+    pub details: Value,
+}
+
+/// Asks a human. The CLI supplies one when it runs on a TTY.
+#[async_trait]
+pub trait PermissionPrompter: Send + Sync {
+    /// `true` to allow, `false` to refuse.
+    async fn ask(&self, question: &PermissionQuestion) -> bool;
+}
+
+/// The answer to a `session/request_permission`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionDecision {
+    /// An option of an `allow_*` kind (or the first option) was selected.
+    Approved(String),
+    /// An option of a `reject_*` kind was selected.
+    Denied(String),
+    /// Answered `cancelled` (no options, no reject option, or the turn was cancelled).
+    Cancelled,
+}
+
+impl PermissionDecision {
+    /// The `outcome` object of the response.
+    pub fn outcome(&self) -> Value {
+        match self {
+            PermissionDecision::Approved(id) | PermissionDecision::Denied(id) => {
+                json!({"outcome": "selected", "optionId": id})
+            }
+            PermissionDecision::Cancelled => json!({"outcome": "cancelled"}),
+        }
+    }
+}
+
+/// The kind of a tool call: `toolCall.kind`, else inferred from the title's first word
+/// (read/cat → read; search/find/grep → search).
+pub fn tool_kind(tool_call: &Value) -> Option<String> {
+    if let Some(k) = tool_call.get("kind").and_then(Value::as_str) {
+        return Some(k.to_owned());
+    }
+    let title = tool_call.get("title").and_then(Value::as_str)?;
+    let first = title.split_whitespace().next()?.to_ascii_lowercase();
+    match first.as_str() {
+        "read" | "cat" => Some("read".into()),
+        "search" | "find" | "grep" => Some("search".into()),
+        _ => None,
+    }
+}
+
+/// Decides a `session/request_permission` (params as sent by the agent).
+///
+/// The allow option is the first `allow_once`, else `allow_always`; the reject option the
+/// first `reject_once`, else `reject_always`. With no options the answer is `cancelled`.
+/// `approve-all` allows (or takes the first option when none is an allow option);
+/// `deny-all` rejects (or cancels when no reject option exists); `approve-reads` allows
+/// `read` and `search` kinds and asks the prompter about the rest, rejecting when there is
+/// no prompter.
+pub async fn decide(
+    mode: PermissionMode,
+    prompter: Option<&dyn PermissionPrompter>,
+    params: &Value,
+) -> PermissionDecision {
+    let options: Vec<&Value> = params
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|o| o.iter().collect())
+        .unwrap_or_default();
+    if options.is_empty() {
+        return PermissionDecision::Cancelled;
+    }
+    let id_of = |o: &Value| {
+        o.get("optionId")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let find = |kinds: &[&str]| {
+        kinds.iter().find_map(|k| {
+            options
+                .iter()
+                .find(|o| o.get("kind").and_then(Value::as_str) == Some(k))
+                .map(|o| id_of(o))
+        })
+    };
+    let allow = find(&["allow_once", "allow_always"]);
+    let reject = find(&["reject_once", "reject_always"]);
+    let approve =
+        || PermissionDecision::Approved(allow.clone().unwrap_or_else(|| id_of(options[0])));
+    let refuse = || match &reject {
+        Some(id) => PermissionDecision::Denied(id.clone()),
+        None => PermissionDecision::Cancelled,
+    };
+    let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+    let kind = tool_kind(&tool_call);
+    match mode {
+        PermissionMode::ApproveAll => approve(),
+        PermissionMode::DenyAll => refuse(),
+        PermissionMode::ApproveReads => {
+            if matches!(kind.as_deref(), Some("read" | "search")) {
+                return approve();
+            }
+            let Some(prompter) = prompter else {
+                return refuse();
+            };
+            let question = PermissionQuestion {
+                method: "session/request_permission".into(),
+                title: tool_call
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(untitled tool call)")
+                    .to_owned(),
+                kind,
+                details: params.clone(),
+            };
+            if prompter.ask(&question).await {
+                approve()
+            } else {
+                refuse()
+            }
+        }
+    }
+}
+
+/// Whether a write or terminal may proceed under `mode` (asking when the mode says so).
+pub(crate) async fn gate(
+    mode: PermissionMode,
+    prompter: Option<&dyn PermissionPrompter>,
+    question: PermissionQuestion,
+) -> bool {
+    match mode {
+        PermissionMode::ApproveAll => true,
+        PermissionMode::DenyAll => false,
+        PermissionMode::ApproveReads => match prompter {
+            Some(p) => p.ask(&question).await,
+            None => false,
+        },
+    }
+}
+
+/// A JSON-RPC error for a refused operation.
+pub(crate) fn permission_denied(what: &str, mode: PermissionMode) -> SdkError {
+    SdkError::new(
+        -32603,
+        format!(
+            "acpx refused {what}: not allowed by the permission mode {}",
+            mode.as_str()
+        ),
+    )
+    .data(json!({"acpxCode": "PERMISSION_DENIED"}))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Filesystem
+// ---------------------------------------------------------------------------------------------
+
+/// Why a path was refused or could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FsError {
+    /// The path is relative, contains `..`, or resolves outside the session's cwd.
+    Refused(String),
+    /// The file does not exist.
+    NotFound(String),
+    /// Any other I/O error.
+    Io(String),
+}
+
+impl FsError {
+    pub(crate) fn to_sdk(&self) -> SdkError {
+        match self {
+            FsError::Refused(m) => SdkError::invalid_params().data(json!({"reason": m})),
+            FsError::NotFound(m) => SdkError::new(-32002, format!("Resource not found: {m}")),
+            FsError::Io(m) => SdkError::new(-32603, m.clone()),
+        }
+    }
+
+    /// The message, for logs.
+    pub fn message(&self) -> &str {
+        match self {
+            FsError::Refused(m) | FsError::NotFound(m) | FsError::Io(m) => m,
+        }
+    }
+}
+
+/// A session's cwd, resolved once, that agent paths are confined to.
+#[derive(Debug, Clone)]
+pub struct FsRoot {
+    root: PathBuf,
+}
+
+impl FsRoot {
+    /// Resolves `cwd` (which must exist).
+    pub fn new(cwd: &Path) -> std::io::Result<Self> {
+        Ok(FsRoot {
+            root: std::fs::canonicalize(cwd)?,
+        })
+    }
+
+    /// The resolved root.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    fn check_syntax(&self, raw: &str) -> Result<PathBuf, FsError> {
+        let p = Path::new(raw);
+        if !p.is_absolute() {
+            return Err(FsError::Refused(format!(
+                "{raw:?} is not an absolute path; ACP paths must be absolute"
+            )));
+        }
+        if p.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(FsError::Refused(format!(
+                "{raw:?} contains `..`; paths must not climb out of the session directory"
+            )));
+        }
+        Ok(p.to_path_buf())
+    }
+
+    fn check_inside(&self, raw: &str, resolved: &Path) -> Result<(), FsError> {
+        if resolved.starts_with(&self.root) {
+            Ok(())
+        } else {
+            Err(FsError::Refused(format!(
+                "{raw:?} resolves to {} which is outside the session directory {}",
+                resolved.display(),
+                self.root.display()
+            )))
+        }
+    }
+
+    /// The real path to read for `raw`.
+    pub fn resolve_existing(&self, raw: &str) -> Result<PathBuf, FsError> {
+        let p = self.check_syntax(raw)?;
+        let resolved = std::fs::canonicalize(&p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => FsError::NotFound(raw.to_owned()),
+            _ => FsError::Io(format!("cannot resolve {raw:?}: {e}")),
+        })?;
+        self.check_inside(raw, &resolved)?;
+        Ok(resolved)
+    }
+
+    /// The real path to write for `raw`: an existing file is resolved through its symlinks; a
+    /// new file's nearest existing ancestor is resolved and must be inside the root (missing
+    /// directories below it are created by the write).
+    pub fn resolve_for_write(&self, raw: &str) -> Result<PathBuf, FsError> {
+        let p = self.check_syntax(raw)?;
+        if std::fs::symlink_metadata(&p).is_ok() {
+            let resolved = std::fs::canonicalize(&p).map_err(|e| {
+                FsError::Refused(format!(
+                    "{raw:?} is a link that cannot be resolved ({e}); refusing to write through it"
+                ))
+            })?;
+            self.check_inside(raw, &resolved)?;
+            return Ok(resolved);
+        }
+        let mut ancestor = p.as_path();
+        let mut rest = Vec::new();
+        loop {
+            if std::fs::symlink_metadata(ancestor).is_ok() {
+                break;
+            }
+            let (Some(parent), Some(name)) = (ancestor.parent(), ancestor.file_name()) else {
+                return Err(FsError::Refused(format!(
+                    "{raw:?} has no existing ancestor"
+                )));
+            };
+            rest.push(name.to_owned());
+            ancestor = parent;
+        }
+        let mut resolved = std::fs::canonicalize(ancestor)
+            .map_err(|e| FsError::Io(format!("cannot resolve {}: {e}", ancestor.display())))?;
+        self.check_inside(raw, &resolved)?;
+        for name in rest.into_iter().rev() {
+            resolved.push(name);
+        }
+        Ok(resolved)
+    }
+
+    /// `fs/read_text_file`: the file's text, or the `limit` lines starting at 1-based `line`.
+    pub async fn read(
+        &self,
+        raw: &str,
+        line: Option<u64>,
+        limit: Option<u64>,
+    ) -> Result<String, FsError> {
+        let path = self.resolve_existing(raw)?;
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|e| FsError::Io(format!("cannot read {raw:?}: {e}")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| FsError::Io(format!("{raw:?} is not UTF-8 text")))?;
+        if line.is_none() && limit.is_none() {
+            return Ok(text);
+        }
+        let start = usize::try_from(line.unwrap_or(1).max(1) - 1).unwrap_or(usize::MAX);
+        let take = limit
+            .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
+            .unwrap_or(usize::MAX);
+        Ok(text.split_inclusive('\n').skip(start).take(take).collect())
+    }
+
+    /// `fs/write_text_file`: creates or replaces the file (and missing parent directories).
+    pub async fn write(&self, raw: &str, content: &str) -> Result<PathBuf, FsError> {
+        let path = self.resolve_for_write(raw)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| FsError::Io(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|e| FsError::Io(format!("cannot write {raw:?}: {e}")))?;
+        Ok(path)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminals
+// ---------------------------------------------------------------------------------------------
+
+/// How a terminal command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+impl ExitStatus {
+    /// From a process status, naming the signal (`SIGKILL`, …).
+    pub fn from_std(status: std::process::ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        ExitStatus {
+            exit_code: status.code(),
+            signal: status.signal().map(signal_name),
+        }
+    }
+
+    /// `{exitCode, signal}` as ACP writes it.
+    pub fn to_json(&self) -> Value {
+        json!({"exitCode": self.exit_code, "signal": self.signal})
+    }
+}
+
+/// The conventional name of a signal number.
+pub fn signal_name(n: i32) -> String {
+    match n {
+        libc::SIGHUP => "SIGHUP".into(),
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGQUIT => "SIGQUIT".into(),
+        libc::SIGILL => "SIGILL".into(),
+        libc::SIGABRT => "SIGABRT".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGFPE => "SIGFPE".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGSEGV => "SIGSEGV".into(),
+        libc::SIGPIPE => "SIGPIPE".into(),
+        libc::SIGALRM => "SIGALRM".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        other => format!("SIG{other}"),
+    }
+}
+
+/// Sends `signal` to the process group led by `pgid`. An error means the group is gone.
+pub(crate) fn signal_group(pgid: u32, signal: i32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg has no memory-safety preconditions; a stale group id only yields ESRCH.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+#[derive(Debug)]
+struct OutputBuf {
+    bytes: VecDeque<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl OutputBuf {
+    fn push(&mut self, data: &[u8]) {
+        self.bytes.extend(data);
+        if self.bytes.len() > self.limit {
+            let excess = self.bytes.len() - self.limit;
+            self.bytes.drain(..excess);
+            self.truncated = true;
+        }
+    }
+
+    fn text(&mut self) -> String {
+        let bytes = self.bytes.make_contiguous();
+        // Dropping the oldest bytes can split a character: skip leading continuation bytes.
+        let start = if self.truncated {
+            bytes
+                .iter()
+                .position(|b| (b & 0xC0) != 0x80)
+                .unwrap_or(bytes.len())
+        } else {
+            0
+        };
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+}
+
+/// A command started by `terminal/create`.
+#[derive(Debug)]
+pub struct Terminal {
+    pgid: u32,
+    output: Arc<Mutex<OutputBuf>>,
+    exit: watch::Receiver<Option<ExitStatus>>,
+}
+
+impl Terminal {
+    /// `terminal/output`: `{output, truncated, exitStatus?}`.
+    pub fn output(&self) -> Value {
+        let (text, truncated) = {
+            let mut o = self.output.lock().unwrap_or_else(|p| p.into_inner());
+            (o.text(), o.truncated)
+        };
+        let mut v = json!({"output": text, "truncated": truncated});
+        if let Some(exit) = self.exit.borrow().clone() {
+            v["exitStatus"] = exit.to_json();
+        }
+        v
+    }
+
+    /// Waits until the command has exited.
+    pub async fn wait(&self) -> ExitStatus {
+        let mut rx = self.exit.clone();
+        loop {
+            if let Some(s) = rx.borrow().clone() {
+                return s;
+            }
+            if rx.changed().await.is_err() {
+                return rx.borrow().clone().unwrap_or(ExitStatus {
+                    exit_code: None,
+                    signal: None,
+                });
+            }
+        }
+    }
+
+    /// Whether the command is still running.
+    pub fn is_running(&self) -> bool {
+        self.exit.borrow().is_none()
+    }
+
+    /// Stops the command and everything it started: `SIGTERM` to its process group, then
+    /// `SIGKILL` if it is still running after [`TERMINAL_KILL_GRACE`].
+    pub async fn kill(&self) {
+        if !self.is_running() {
+            return;
+        }
+        signal_group(self.pgid, libc::SIGTERM);
+        if tokio::time::timeout(TERMINAL_KILL_GRACE, self.wait())
+            .await
+            .is_err()
+        {
+            signal_group(self.pgid, libc::SIGKILL);
+            self.wait().await;
+        }
+    }
+}
+
+/// The terminals of one session.
+#[derive(Debug, Default)]
+pub struct Terminals {
+    map: Mutex<HashMap<String, Arc<Terminal>>>,
+}
+
+/// What `terminal/create` asks for.
+#[derive(Debug, Clone)]
+pub struct TerminalSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub output_limit: usize,
+}
+
+impl Terminals {
+    /// Starts a command; returns its terminal id.
+    pub fn create(&self, spec: TerminalSpec) -> std::io::Result<(String, Arc<Terminal>)> {
+        let mut cmd = tokio::process::Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let pgid = child.id().unwrap_or(0);
+        let output = Arc::new(Mutex::new(OutputBuf {
+            bytes: VecDeque::new(),
+            limit: spec.output_limit,
+            truncated: false,
+        }));
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(tokio::spawn(pump(out, output.clone())));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(tokio::spawn(pump(err, output.clone())));
+        }
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let status = match child.wait().await {
+                Ok(s) => ExitStatus::from_std(s),
+                Err(_) => ExitStatus {
+                    exit_code: None,
+                    signal: None,
+                },
+            };
+            // Output written just before exit is still in the pipes; a descendant that keeps
+            // them open must not hold the exit status back for long.
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                for r in readers {
+                    let _ = r.await;
+                }
+            })
+            .await;
+            let _ = tx.send(Some(status));
+        });
+        let id = format!("term_{}", uuid::Uuid::new_v4().simple());
+        let terminal = Arc::new(Terminal {
+            pgid,
+            output,
+            exit: rx,
+        });
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), terminal.clone());
+        Ok((id, terminal))
+    }
+
+    /// The terminal with this id.
+    pub fn get(&self, id: &str) -> Option<Arc<Terminal>> {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Removes a terminal (the caller kills it).
+    pub fn remove(&self, id: &str) -> Option<Arc<Terminal>> {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+    }
+
+    /// Kills and forgets every terminal (session shutdown).
+    pub async fn release_all(&self) {
+        let all: Vec<_> = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, t)| t)
+            .collect();
+        for t in all {
+            t.kill().await;
+        }
+    }
+}
+
+async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, out: Arc<Mutex<OutputBuf>>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(&buf[..n]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

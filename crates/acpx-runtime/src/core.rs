@@ -1,0 +1,689 @@
+//! State shared by a session's API calls and its connection handlers, and the handlers
+//! themselves: `session/update` notifications and the agent's requests to the client.
+//!
+//! Handlers run on the SDK's dispatch loop, which waits for each one; anything that may take
+//! long (asking a human, waiting for a terminal) runs in a task spawned on the connection, so
+//! the loop keeps going (and a cancel can still reach a pending permission request).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use acpx_model::event::ClientOperationPayload;
+use acpx_model::{
+    EventEnvelope, EventPayload, EventSource, EventStream, PermissionStats, Timestamp,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Error as SdkError, Handled, UntypedMessage};
+use serde_json::{json, Map, Value};
+use tokio::sync::{watch, Notify};
+
+use crate::client_ops::{
+    decide, gate, permission_denied, FsRoot, PermissionDecision, PermissionMode,
+    PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
+};
+use crate::error::RuntimeResult;
+use crate::recorder::{EventDraft, Recorder};
+
+/// Where incoming `session/update`s go.
+#[derive(Debug)]
+pub(crate) enum Phase {
+    /// Kept until the session's identity is recorded (during setup), then recorded in order.
+    Buffering(Vec<Value>),
+    /// History replayed by `session/load`: counted, not recorded (the thread already has it).
+    Replaying(u64),
+    /// Recorded as they come.
+    Live,
+}
+
+/// The turn in progress.
+#[derive(Debug)]
+pub(crate) struct TurnCtx {
+    pub request_id: String,
+    pub stats: PermissionStats,
+    pub cancel: watch::Sender<bool>,
+}
+
+/// The client capabilities and policies a session serves the agent with.
+#[derive(Clone)]
+pub(crate) struct ClientPolicy {
+    pub fs: bool,
+    pub terminal: bool,
+    pub permission_mode: PermissionMode,
+    pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    pub terminal_output_limit: usize,
+    pub terminal_output_ceiling: usize,
+}
+
+/// Shared by a [`crate::Session`] and its connection handlers.
+pub(crate) struct SessionCore {
+    pub recorder: tokio::sync::Mutex<Option<Recorder>>,
+    pub phase: Mutex<Phase>,
+    pub turn: Mutex<Option<TurnCtx>>,
+    pub fs_root: FsRoot,
+    pub cwd: PathBuf,
+    pub policy: ClientPolicy,
+    pub terminals: Terminals,
+    /// Set when recording failed fatally; the turn in progress stops.
+    pub fatal: Mutex<Option<String>>,
+    pub fatal_notify: Notify,
+    /// Signalled when the snapshot has unsaved changes (wakes the flusher).
+    pub dirty_notify: Arc<Notify>,
+}
+
+impl SessionCore {
+    pub fn new(cwd: PathBuf, fs_root: FsRoot, policy: ClientPolicy) -> Self {
+        SessionCore {
+            recorder: tokio::sync::Mutex::new(None),
+            phase: Mutex::new(Phase::Buffering(Vec::new())),
+            turn: Mutex::new(None),
+            fs_root,
+            cwd,
+            policy,
+            terminals: Terminals::default(),
+            fatal: Mutex::new(None),
+            fatal_notify: Notify::new(),
+            dirty_notify: Arc::new(Notify::new()),
+        }
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_phase(&self, phase: Phase) -> Phase {
+        std::mem::replace(&mut *Self::lock(&self.phase), phase)
+    }
+
+    pub fn fatal(&self) -> Option<String> {
+        Self::lock(&self.fatal).clone()
+    }
+
+    fn set_fatal(&self, msg: String) {
+        tracing::error!("{msg}");
+        *Self::lock(&self.fatal) = Some(msg);
+        self.fatal_notify.notify_waiters();
+    }
+
+    pub fn turn_request_id(&self) -> Option<String> {
+        Self::lock(&self.turn)
+            .as_ref()
+            .map(|t| t.request_id.clone())
+    }
+
+    pub fn begin_turn(&self, request_id: &str) -> watch::Receiver<bool> {
+        let (tx, rx) = watch::channel(false);
+        *Self::lock(&self.turn) = Some(TurnCtx {
+            request_id: request_id.to_owned(),
+            stats: PermissionStats::default(),
+            cancel: tx,
+        });
+        rx
+    }
+
+    /// Ends the turn (called when its response is dispatched); returns its permission stats.
+    pub fn end_turn(&self) -> PermissionStats {
+        Self::lock(&self.turn)
+            .take()
+            .map(|t| t.stats)
+            .unwrap_or_default()
+    }
+
+    /// Cancels the turn's pending permission requests. Returns whether a turn was running.
+    pub fn cancel_turn(&self) -> bool {
+        match Self::lock(&self.turn).as_ref() {
+            Some(t) => {
+                let _ = t.cancel.send(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records an event; a failure stops the turn in progress (see [`SessionCore::fatal`]).
+    pub async fn record(&self, draft: EventDraft) -> Option<EventEnvelope> {
+        match self.try_record(draft).await {
+            Ok(e) => e,
+            Err(e) => {
+                self.set_fatal(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Records an event, returning a failure to the caller. `Ok(None)` before the session's
+    /// record exists.
+    pub async fn try_record(&self, draft: EventDraft) -> RuntimeResult<Option<EventEnvelope>> {
+        let mut guard = self.recorder.lock().await;
+        let Some(rec) = guard.as_mut() else {
+            tracing::debug!(
+                "event before the session record exists: {:?}",
+                draft.payload
+            );
+            return Ok(None);
+        };
+        let e = rec.record(draft).await?;
+        if rec.is_dirty() {
+            self.dirty_notify.notify_one();
+        }
+        Ok(Some(e))
+    }
+
+    /// Records the updates buffered during setup, then lets later ones through live. The
+    /// recorder lock is held across the switch so that no live update overtakes them.
+    pub async fn go_live(&self) -> RuntimeResult<()> {
+        let mut guard = self.recorder.lock().await;
+        let buffered = match self.set_phase(Phase::Live) {
+            Phase::Buffering(b) => b,
+            _ => Vec::new(),
+        };
+        if let Some(rec) = guard.as_mut() {
+            for params in buffered {
+                rec.record(update_draft(None, params)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Handlers
+    // -----------------------------------------------------------------------------------------
+
+    /// A `session/update` notification.
+    pub async fn on_session_update(&self, params: Value) {
+        {
+            let mut phase = Self::lock(&self.phase);
+            match &mut *phase {
+                Phase::Buffering(buf) => {
+                    buf.push(params);
+                    return;
+                }
+                Phase::Replaying(n) => {
+                    *n += 1;
+                    return;
+                }
+                Phase::Live => {}
+            }
+        }
+        let request_id = self.turn_request_id();
+        self.record(update_draft(request_id.as_deref(), params))
+            .await;
+    }
+
+    async fn log_operation(
+        &self,
+        method: &str,
+        ok: bool,
+        summary: String,
+        details: Option<String>,
+        extra: Map<String, Value>,
+    ) {
+        let request_id = self.turn_request_id();
+        let payload = ClientOperationPayload {
+            method: method.to_owned(),
+            status: if ok { "completed" } else { "failed" }.into(),
+            summary,
+            details,
+            timestamp: Timestamp::now(),
+            extra,
+        };
+        let Ok(value) = serde_json::to_value(&payload) else {
+            return;
+        };
+        let Ok(payload) = EventPayload::from_parts("client_operation", &value) else {
+            return;
+        };
+        let stream = if request_id.is_some() {
+            EventStream::Prompt
+        } else {
+            EventStream::Lifecycle
+        };
+        self.record(EventDraft::new(
+            request_id.as_deref(),
+            stream,
+            EventSource::Client,
+            payload,
+        ))
+        .await;
+    }
+
+    /// One request from the agent. Returns the response (or error) to send.
+    pub async fn on_request(&self, method: &str, params: &Value) -> Result<Value, SdkError> {
+        let str_param = |k: &str| params.get(k).and_then(Value::as_str);
+        match method {
+            "session/request_permission" => Ok(self.request_permission(params).await),
+            "fs/read_text_file" if self.policy.fs => {
+                let path = str_param("path").unwrap_or("");
+                if self.policy.permission_mode == PermissionMode::DenyAll {
+                    let e = permission_denied(&format!("reading {path}"), PermissionMode::DenyAll);
+                    self.log_operation(
+                        method,
+                        false,
+                        format!("Refused read of {path}"),
+                        Some(e.message.clone()),
+                        path_extra(path),
+                    )
+                    .await;
+                    return Err(e);
+                }
+                let line = params.get("line").and_then(Value::as_u64);
+                let limit = params.get("limit").and_then(Value::as_u64);
+                match self.fs_root.read(path, line, limit).await {
+                    Ok(content) => {
+                        let mut extra = path_extra(path);
+                        extra.insert("bytes".into(), json!(content.len()));
+                        self.log_operation(
+                            method,
+                            true,
+                            format!("Read {path} ({} bytes)", content.len()),
+                            None,
+                            extra,
+                        )
+                        .await;
+                        Ok(json!({"content": content}))
+                    }
+                    Err(e) => {
+                        self.log_operation(
+                            method,
+                            false,
+                            format!("Could not read {path}"),
+                            Some(e.message().to_owned()),
+                            path_extra(path),
+                        )
+                        .await;
+                        Err(e.to_sdk())
+                    }
+                }
+            }
+            "fs/write_text_file" if self.policy.fs => {
+                let path = str_param("path").unwrap_or("");
+                let content = str_param("content").unwrap_or("");
+                let question = PermissionQuestion {
+                    method: method.into(),
+                    title: format!("Write {path}"),
+                    kind: Some("edit".into()),
+                    details: json!({"path": path, "bytes": content.len()}),
+                };
+                if !self.gate(question).await {
+                    let e =
+                        permission_denied(&format!("writing {path}"), self.policy.permission_mode);
+                    self.log_operation(
+                        method,
+                        false,
+                        format!("Refused write of {path}"),
+                        Some(e.message.clone()),
+                        path_extra(path),
+                    )
+                    .await;
+                    return Err(e);
+                }
+                match self.fs_root.write(path, content).await {
+                    Ok(_) => {
+                        let mut extra = path_extra(path);
+                        extra.insert("bytes".into(), json!(content.len()));
+                        self.log_operation(
+                            method,
+                            true,
+                            format!("Wrote {path} ({} bytes)", content.len()),
+                            None,
+                            extra,
+                        )
+                        .await;
+                        Ok(json!({}))
+                    }
+                    Err(e) => {
+                        self.log_operation(
+                            method,
+                            false,
+                            format!("Could not write {path}"),
+                            Some(e.message().to_owned()),
+                            path_extra(path),
+                        )
+                        .await;
+                        Err(e.to_sdk())
+                    }
+                }
+            }
+            m if m.starts_with("terminal/") && self.policy.terminal => {
+                self.terminal(m, params).await
+            }
+            _ => Err(SdkError::method_not_found()),
+        }
+    }
+
+    async fn gate(&self, question: PermissionQuestion) -> bool {
+        let cancel = Self::lock(&self.turn)
+            .as_ref()
+            .map(|t| t.cancel.subscribe());
+        let ask = gate(
+            self.policy.permission_mode,
+            self.policy.prompter.as_deref(),
+            question,
+        );
+        match cancel {
+            Some(mut c) => tokio::select! {
+                ok = ask => ok,
+                _ = c.wait_for(|v| *v) => false,
+            },
+            None => ask.await,
+        }
+    }
+
+    async fn request_permission(&self, params: &Value) -> Value {
+        let cancel = Self::lock(&self.turn)
+            .as_ref()
+            .map(|t| t.cancel.subscribe());
+        let already_cancelled = cancel.as_ref().is_some_and(|c| *c.borrow());
+        let decision = if already_cancelled {
+            PermissionDecision::Cancelled
+        } else {
+            let ask = decide(
+                self.policy.permission_mode,
+                self.policy.prompter.as_deref(),
+                params,
+            );
+            match cancel {
+                Some(mut c) => tokio::select! {
+                    d = ask => d,
+                    _ = c.wait_for(|v| *v) => PermissionDecision::Cancelled,
+                },
+                None => ask.await,
+            }
+        };
+        if let Some(t) = Self::lock(&self.turn).as_mut() {
+            t.stats.requested += 1;
+            match decision {
+                PermissionDecision::Approved(_) => t.stats.approved += 1,
+                PermissionDecision::Denied(_) => t.stats.denied += 1,
+                PermissionDecision::Cancelled => t.stats.cancelled += 1,
+            }
+        }
+        let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        let title = tool_call
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or("(untitled)");
+        let (word, option) = match &decision {
+            PermissionDecision::Approved(id) => ("approved", Some(id.clone())),
+            PermissionDecision::Denied(id) => ("denied", Some(id.clone())),
+            PermissionDecision::Cancelled => ("cancelled", None),
+        };
+        let mut extra = Map::new();
+        extra.insert("decision".into(), json!(word));
+        extra.insert("optionId".into(), json!(option));
+        extra.insert(
+            "toolCallId".into(),
+            tool_call.get("toolCallId").cloned().unwrap_or(Value::Null),
+        );
+        extra.insert(
+            "kind".into(),
+            json!(crate::client_ops::tool_kind(&tool_call)),
+        );
+        extra.insert("policy".into(), json!(self.policy.permission_mode.as_str()));
+        self.log_operation(
+            "session/request_permission",
+            true,
+            format!("Permission {word}: {title}"),
+            None,
+            extra,
+        )
+        .await;
+        json!({"outcome": decision.outcome()})
+    }
+
+    async fn terminal(&self, method: &str, params: &Value) -> Result<Value, SdkError> {
+        let id = params
+            .get("terminalId")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let unknown = || {
+            SdkError::invalid_params()
+                .data(json!({"reason": format!("unknown terminal id {id:?}")}))
+        };
+        let mut extra = Map::new();
+        extra.insert("terminalId".into(), json!(id));
+        match method {
+            "terminal/create" => {
+                let command = params
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let args: Vec<String> = params
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let shown = std::iter::once(command.clone())
+                    .chain(args.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let mut extra = Map::new();
+                extra.insert("command".into(), json!(command));
+                extra.insert("args".into(), json!(args));
+                if command.is_empty() {
+                    let e = SdkError::invalid_params().data(json!({"reason": "command is empty"}));
+                    self.log_operation(
+                        method,
+                        false,
+                        "Refused an empty command".into(),
+                        None,
+                        extra,
+                    )
+                    .await;
+                    return Err(e);
+                }
+                let question = PermissionQuestion {
+                    method: method.into(),
+                    title: format!("Run {shown}"),
+                    kind: Some("execute".into()),
+                    details: params.clone(),
+                };
+                if !self.gate(question).await {
+                    let e = permission_denied(
+                        &format!("running `{shown}`"),
+                        self.policy.permission_mode,
+                    );
+                    self.log_operation(
+                        method,
+                        false,
+                        format!("Refused to run `{shown}`"),
+                        Some(e.message.clone()),
+                        extra,
+                    )
+                    .await;
+                    return Err(e);
+                }
+                let cwd = match params.get("cwd").and_then(Value::as_str) {
+                    Some(c) => match self.fs_root.resolve_existing(c) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.log_operation(
+                                method,
+                                false,
+                                format!("Refused cwd {c}"),
+                                Some(e.message().to_owned()),
+                                extra,
+                            )
+                            .await;
+                            return Err(e.to_sdk());
+                        }
+                    },
+                    None => self.cwd.clone(),
+                };
+                let env = params
+                    .get("env")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|e| {
+                                Some((
+                                    e.get("name")?.as_str()?.to_owned(),
+                                    e.get("value")?.as_str()?.to_owned(),
+                                ))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let requested = params
+                    .get("outputByteLimit")
+                    .and_then(Value::as_u64)
+                    .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
+                    .unwrap_or(self.policy.terminal_output_limit);
+                let limit = requested.min(self.policy.terminal_output_ceiling);
+                extra.insert("outputByteLimit".into(), json!(limit));
+                match self.terminals.create(TerminalSpec {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                    output_limit: limit,
+                }) {
+                    Ok((tid, _)) => {
+                        extra.insert("terminalId".into(), json!(tid));
+                        self.log_operation(method, true, format!("Started `{shown}`"), None, extra)
+                            .await;
+                        Ok(json!({"terminalId": tid}))
+                    }
+                    Err(e) => {
+                        self.log_operation(
+                            method,
+                            false,
+                            format!("Could not start `{shown}`"),
+                            Some(e.to_string()),
+                            extra,
+                        )
+                        .await;
+                        Err(SdkError::new(
+                            -32603,
+                            format!("cannot start `{shown}`: {e}"),
+                        ))
+                    }
+                }
+            }
+            "terminal/output" => {
+                let t = self.terminals.get(id).ok_or_else(unknown)?;
+                let out = t.output();
+                extra.insert("truncated".into(), out["truncated"].clone());
+                let bytes = out["output"].as_str().map_or(0, str::len);
+                self.log_operation(
+                    method,
+                    true,
+                    format!("Output of {id} ({bytes} bytes)"),
+                    None,
+                    extra,
+                )
+                .await;
+                Ok(out)
+            }
+            "terminal/wait_for_exit" => {
+                let t = self.terminals.get(id).ok_or_else(unknown)?;
+                let status = t.wait().await;
+                extra.insert("exitStatus".into(), status.to_json());
+                self.log_operation(
+                    method,
+                    true,
+                    format!("{id} exited ({:?}, {:?})", status.exit_code, status.signal),
+                    None,
+                    extra,
+                )
+                .await;
+                Ok(status.to_json())
+            }
+            "terminal/kill" => {
+                let t = self.terminals.get(id).ok_or_else(unknown)?;
+                t.kill().await;
+                self.log_operation(method, true, format!("Killed {id}"), None, extra)
+                    .await;
+                Ok(json!({}))
+            }
+            "terminal/release" => {
+                let t = self.terminals.remove(id).ok_or_else(unknown)?;
+                t.kill().await;
+                self.log_operation(method, true, format!("Released {id}"), None, extra)
+                    .await;
+                Ok(json!({}))
+            }
+            _ => Err(SdkError::method_not_found()),
+        }
+    }
+}
+
+fn path_extra(path: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("path".into(), json!(path));
+    m
+}
+
+/// A `session_update` event holding the notification params exactly as received. Params that
+/// do not even have the notification's shape are still logged as they are.
+pub(crate) fn update_draft(request_id: Option<&str>, params: Value) -> EventDraft {
+    let payload =
+        EventPayload::from_parts("session_update", &params).unwrap_or(EventPayload::Unknown {
+            event_type: "session_update".into(),
+            payload: params,
+        });
+    EventDraft::new(request_id, EventStream::Prompt, EventSource::Acp, payload)
+}
+
+/// Builds the SDK client with acpx's handlers bound to `core`.
+pub(crate) fn client_builder(
+    core: Arc<SessionCore>,
+) -> agent_client_protocol::v1::Builder<
+    agent_client_protocol::Client,
+    impl agent_client_protocol::HandleDispatchFrom<Agent> + 'static,
+> {
+    let for_notifications = core.clone();
+    let for_requests = core;
+    agent_client_protocol::Client
+        .v1()
+        .name("acpx")
+        .on_receive_notification(
+            async move |n: UntypedMessage, cx: ConnectionTo<Agent>| {
+                if n.method == "session/update" {
+                    for_notifications.on_session_update(n.params).await;
+                    return Ok(Handled::Yes);
+                }
+                Ok(Handled::No {
+                    message: (n, cx),
+                    retry: false,
+                })
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: UntypedMessage, responder: Responder, cx: ConnectionTo<Agent>| {
+                let handled = matches!(
+                    req.method.as_str(),
+                    "session/request_permission" | "fs/read_text_file" | "fs/write_text_file"
+                ) || req.method.starts_with("terminal/");
+                if !handled {
+                    return Ok(Handled::No {
+                        message: (req, responder),
+                        retry: false,
+                    });
+                }
+                let core = for_requests.clone();
+                // Off the dispatch loop: permissions may wait for a human, terminals for
+                // their command. A failed response only means the agent is gone.
+                cx.spawn(async move {
+                    let result = core.on_request(&req.method, &req.params).await;
+                    if let Err(e) = responder.respond_with_result(result) {
+                        tracing::debug!("could not answer {}: {e}", req.method);
+                    }
+                    Ok(())
+                })?;
+                Ok(Handled::Yes)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+}
+
+/// A short id with a prefix, for requests and controls (`req_…`, `ctl_…`).
+pub(crate) fn new_request_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}

@@ -1,0 +1,150 @@
+//! Errors of the runtime.
+
+use acpx_model::{RecordId, StoreError};
+use serde_json::Value;
+
+/// A JSON-RPC error object received from (or sent to) the agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcpError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl AcpError {
+    pub(crate) fn from_sdk(e: &agent_client_protocol::Error) -> Self {
+        AcpError {
+            code: i64::from(i32::from(e.code)),
+            message: e.message.clone(),
+            data: e.data.clone(),
+        }
+    }
+
+    /// The error as the JSON object logged in events (`{code, message, data?}`).
+    pub fn to_json(&self) -> Value {
+        let mut o = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            o["data"] = d.clone();
+        }
+        o
+    }
+
+    /// Whether the agent said the session does not exist: codes -32001/-32002, or a message
+    /// or data naming a missing session (`acp-protocol-notes.md` §12).
+    pub fn is_not_found(&self) -> bool {
+        if matches!(self.code, -32001 | -32002) {
+            return true;
+        }
+        let mut text = self.message.to_ascii_lowercase();
+        if let Some(d) = &self.data {
+            text.push(' ');
+            text.push_str(&d.to_string().to_ascii_lowercase());
+        }
+        [
+            "resource_not_found",
+            "resource not found",
+            "session not found",
+            "unknown session",
+            "invalid session identifier",
+        ]
+        .iter()
+        .any(|needle| text.contains(needle))
+            || (text.contains("session ") && text.contains(" not found"))
+    }
+
+    /// Whether the agent does not implement the method (-32601), or rejected its parameters
+    /// (-32602, which several agents use for an unknown session).
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self.code, -32601 | -32602)
+    }
+}
+
+impl std::fmt::Display for AcpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (JSON-RPC {})", self.message, self.code)?;
+        if let Some(d) = &self.data {
+            write!(f, ": {d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Errors returned by [`crate::Runtime`] and [`crate::Session`].
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The store failed. A failed `session.json` write ends the operation that needed it.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+
+    /// The agent command could not be started.
+    #[error("could not start the agent `{command}`: {reason}; check the command and that it is installed")]
+    Spawn { command: String, reason: String },
+
+    /// The agent answered a request with a JSON-RPC error.
+    #[error("the agent failed `{method}`: {error}")]
+    Agent {
+        method: String,
+        error: Box<AcpError>,
+    },
+
+    /// The agent process went away (exited, or closed its stdout) before answering.
+    #[error("the agent disconnected during `{method}`: {detail}")]
+    Disconnected { method: String, detail: String },
+
+    /// The agent sent something that is not valid ACP.
+    #[error("the agent sent an invalid `{method}` response: {detail}")]
+    Protocol { method: String, detail: String },
+
+    /// The agent did not answer in time.
+    #[error("the agent did not answer `{method}` within {seconds} s")]
+    Timeout { method: String, seconds: u64 },
+
+    /// The caller passed something unusable.
+    #[error("{0}")]
+    InvalidInput(String),
+
+    /// The event log could not be written for too long; the turn was stopped rather than
+    /// continue without an audit trail.
+    #[error("session {id}: the event log cannot be written ({detail}); the session was stopped")]
+    LogUnwritable { id: RecordId, detail: String },
+
+    /// The session is not usable any more (closed, or its agent is gone).
+    #[error("session {id} is not connected to an agent any more: {detail}")]
+    NotConnected { id: RecordId, detail: String },
+}
+
+/// Result type of this crate.
+pub type RuntimeResult<T> = Result<T, RuntimeError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(code: i64, message: &str, data: Option<Value>) -> AcpError {
+        AcpError {
+            code,
+            message: message.into(),
+            data,
+        }
+    }
+
+    #[test]
+    fn not_found_matches_codes_and_texts() {
+        assert!(err(-32002, "x", None).is_not_found());
+        assert!(err(-32001, "x", None).is_not_found());
+        assert!(err(-32603, "Session not found", None).is_not_found());
+        assert!(err(
+            -32603,
+            "boom",
+            Some(json!({"reason": "unknown session abc"}))
+        )
+        .is_not_found());
+        assert!(err(-32603, "session abc not found", None).is_not_found());
+        assert!(err(-32603, "Invalid session identifier", None).is_not_found());
+        assert!(!err(-32603, "Query closed before response received", None).is_not_found());
+        assert!(!err(-32603, "file not found", None).is_not_found());
+        assert!(err(-32601, "Method not found", None).is_unsupported());
+        assert!(!err(-32603, "x", None).is_unsupported());
+    }
+}

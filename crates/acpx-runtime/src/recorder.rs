@@ -1,0 +1,259 @@
+//! The write path of every event, in the seed's order.
+//!
+//! For each event [`Recorder::record`]:
+//!
+//! 1. takes `seq = acpx.audit_seq + 1`;
+//! 2. builds the [`EventEnvelope`];
+//! 3. appends it with [`Store::append`] (together with earlier events whose append failed, so
+//!    the log never gets a gap);
+//! 4. updates `acpx.event_log` from the store's answer ([`SessionRecord::note_append_result`]:
+//!    on failure `last_write_error` says why);
+//! 5. folds the event into the snapshot with [`crate::mapping::apply_event`] (thread, `acpx`,
+//!    audit ring);
+//! 6. persists `session.json` when the event ends or starts something (`prompt_*`,
+//!    `control_*`, `lifecycle_event`), when an append has just failed (the failure must reach
+//!    disk), and otherwise at most every [`DEFAULT_SNAPSHOT_INTERVAL`] (300 ms) while events
+//!    stream. Saving after every chunk would rewrite the whole thread per chunk; the log is
+//!    the source of truth in between, and [`crate::mapping::roll_forward`] catches a snapshot
+//!    up with it on the next open. A background flusher saves a dirty snapshot once the
+//!    stream pauses, so readers in other processes see it at most one interval late.
+//!
+//! A failed `session.json` write is returned as an error (it is fatal for the operation that
+//! needed it); a failed append is not fatal at once: it is recorded, logged, retried with the
+//! next event, and becomes fatal ([`RuntimeError::LogUnwritable`]) after
+//! [`MAX_UNWRITTEN_EVENTS`] events could not be written.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use acpx_model::{
+    Durability, EventContext, EventEnvelope, EventPayload, EventSource, EventStream, SessionRecord,
+    Store, Timestamp,
+};
+
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::mapping;
+
+/// How often, at most, `session.json` is rewritten while events stream.
+pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(300);
+
+/// Events that may wait in memory for a failing event log before the session is stopped.
+pub const MAX_UNWRITTEN_EVENTS: usize = 1000;
+
+/// A callback that sees every event once it is recorded (appended and applied).
+pub type Observer = Arc<dyn Fn(&EventEnvelope) + Send + Sync>;
+
+/// An event before it gets its seq and timestamp.
+#[derive(Debug, Clone)]
+pub struct EventDraft {
+    pub request_id: Option<String>,
+    pub stream: EventStream,
+    pub source: EventSource,
+    pub payload: EventPayload,
+}
+
+impl EventDraft {
+    /// A draft with the given routing and payload.
+    pub fn new(
+        request_id: Option<&str>,
+        stream: EventStream,
+        source: EventSource,
+        payload: EventPayload,
+    ) -> Self {
+        EventDraft {
+            request_id: request_id.map(str::to_owned),
+            stream,
+            source,
+            payload,
+        }
+    }
+}
+
+/// Owns a session's in-memory snapshot and writes every event through a [`Store`].
+pub struct Recorder {
+    store: Arc<dyn Store>,
+    record: SessionRecord,
+    durability: Durability,
+    snapshot_interval: Duration,
+    last_save: Instant,
+    dirty: bool,
+    unwritten: Vec<EventEnvelope>,
+    observers: Vec<Observer>,
+    turn_observer: Option<Observer>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("id", &self.record.acpx_record_id)
+            .field("audit_seq", &self.record.acpx.audit_seq)
+            .field("dirty", &self.dirty)
+            .field("unwritten", &self.unwritten.len())
+            .finish()
+    }
+}
+
+fn forces_save(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        "prompt_started"
+            | "prompt_done"
+            | "prompt_error"
+            | "control_started"
+            | "control_done"
+            | "control_error"
+            | "lifecycle_event"
+    )
+}
+
+impl Recorder {
+    /// A recorder for a record that already exists in `store` (created or loaded).
+    pub fn new(
+        store: Arc<dyn Store>,
+        record: SessionRecord,
+        durability: Durability,
+        snapshot_interval: Duration,
+    ) -> Self {
+        Recorder {
+            store,
+            record,
+            durability,
+            snapshot_interval,
+            last_save: Instant::now(),
+            dirty: false,
+            unwritten: Vec::new(),
+            observers: Vec::new(),
+            turn_observer: None,
+        }
+    }
+
+    /// The current snapshot (possibly newer than what is on disk).
+    pub fn snapshot(&self) -> &SessionRecord {
+        &self.record
+    }
+
+    /// Adds an observer for every later event.
+    pub fn add_observer(&mut self, o: Observer) {
+        self.observers.push(o);
+    }
+
+    /// Sets (or clears) the observer of the current turn.
+    pub fn set_turn_observer(&mut self, o: Option<Observer>) {
+        self.turn_observer = o;
+    }
+
+    /// Whether the snapshot has changes that are not on disk yet.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// Events recorded in the snapshot whose append has not succeeded yet.
+    pub fn unwritten(&self) -> usize {
+        self.unwritten.len()
+    }
+
+    /// Records one event (see the module docs for the exact order).
+    pub async fn record(&mut self, draft: EventDraft) -> RuntimeResult<EventEnvelope> {
+        let seq = self.record.acpx.audit_seq + 1;
+        let ctx = EventContext {
+            acpx_record_id: &self.record.acpx_record_id,
+            acp_session_id: &self.record.acp_session_id,
+            request_id: draft.request_id.as_deref(),
+            stream: draft.stream,
+            source: draft.source,
+        };
+        let event = EventEnvelope::new(&ctx, seq, Timestamp::now(), draft.payload);
+        self.unwritten.push(event.clone());
+        let result = self
+            .store
+            .append(
+                &self.record.acpx_record_id,
+                &self.unwritten,
+                self.durability,
+            )
+            .await;
+        self.record.note_append_result(&result);
+        let first_failure = match &result {
+            Ok(_) => {
+                self.unwritten.clear();
+                false
+            }
+            Err(e) => {
+                tracing::error!(
+                    session = %self.record.acpx_record_id,
+                    seq,
+                    pending = self.unwritten.len(),
+                    "event log append failed: {e}"
+                );
+                self.unwritten.len() == 1
+            }
+        };
+        mapping::apply_event(&mut self.record, &event);
+        self.dirty = true;
+        if first_failure
+            || forces_save(&event.event_type)
+            || self.last_save.elapsed() >= self.snapshot_interval
+        {
+            self.save().await?;
+        }
+        for o in self.observers.iter().chain(self.turn_observer.iter()) {
+            o(&event);
+        }
+        if self.unwritten.len() > MAX_UNWRITTEN_EVENTS {
+            return Err(RuntimeError::LogUnwritable {
+                id: self.record.acpx_record_id.clone(),
+                detail: self
+                    .record
+                    .acpx
+                    .event_log
+                    .last_write_error
+                    .clone()
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(event)
+    }
+
+    /// Writes `session.json` now (atomic replace, conditional on the revision).
+    pub async fn save(&mut self) -> RuntimeResult<()> {
+        self.store.save(&mut self.record).await?;
+        self.dirty = false;
+        self.last_save = Instant::now();
+        Ok(())
+    }
+
+    /// Saves if there are unsaved changes.
+    pub async fn save_if_dirty(&mut self) -> RuntimeResult<()> {
+        if self.dirty {
+            self.save().await?;
+        }
+        Ok(())
+    }
+
+    /// Retries the append of events that could not be written yet.
+    pub async fn retry_unwritten(&mut self) -> RuntimeResult<()> {
+        if self.unwritten.is_empty() {
+            return Ok(());
+        }
+        let result = self
+            .store
+            .append(
+                &self.record.acpx_record_id,
+                &self.unwritten,
+                self.durability,
+            )
+            .await;
+        self.record.note_append_result(&result);
+        self.dirty = true;
+        if result.is_ok() {
+            self.unwritten.clear();
+        }
+        Ok(())
+    }
+
+    /// Pushes appends made with [`Durability::None`] to the operating system.
+    pub async fn flush_log(&mut self) -> RuntimeResult<()> {
+        self.store.flush(&self.record.acpx_record_id).await?;
+        Ok(())
+    }
+}

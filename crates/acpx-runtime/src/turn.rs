@@ -1,0 +1,398 @@
+//! One prompt turn.
+//!
+//! 1. `prompt_started` is recorded (its payload carries the user message id and the prompt
+//!    blocks, so the `User` message can be rebuilt from the log) and the snapshot is saved.
+//! 2. `session/prompt` is sent. Every `session/update` the agent streams meanwhile is recorded
+//!    as a `session_update` event under the turn's request id (by the connection handler).
+//! 3. The turn waits for the answer, a cancel, the prompt timeout, the agent's exit, or a
+//!    recording failure. A cancel sends `session/cancel`, answers pending permission
+//!    requests with `cancelled` and keeps waiting (up to `cancel_grace`) for the agent's
+//!    answer, which normally carries `stopReason: "cancelled"`.
+//! 4. `prompt_done` (stop reason, permission stats, usage) or `prompt_error` (code,
+//!    detailCode, message, retryable, the ACP error, and `outcome`: `failed`, `timeout` or
+//!    `cancelled`) closes the turn; the reducer gives every tool use still open an error
+//!    result, so the thread is well-formed whatever happened.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use acpx_model::event::PromptErrorPayload;
+use acpx_model::{EventPayload, EventSource, EventStream, PermissionStats};
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use crate::agent::CallError;
+use crate::core::new_request_id;
+use crate::error::{AcpError, RuntimeResult};
+use crate::mapping;
+use crate::recorder::{EventDraft, Observer};
+use crate::session::{
+    acp_error_object, agent_text_after, prompt_done, prompt_started, Session, TurnOutcome,
+    TurnParts,
+};
+
+const PREVIEW_CHARS: usize = 200;
+
+/// How the wait for the prompt's answer ended.
+enum End {
+    Answer(Value),
+    Rpc(AcpError),
+    Disconnected(String),
+    CancelUnanswered,
+    Fatal(String),
+}
+
+fn preview_of(prompt: &[Value]) -> String {
+    let text: Vec<&str> = prompt
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    let joined = if text.is_empty() {
+        "[non-text prompt]".to_owned()
+    } else {
+        text.join(" ")
+    };
+    joined.chars().take(PREVIEW_CHARS).collect()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+pub(crate) async fn run(
+    session: &mut Session,
+    prompt: Vec<Value>,
+    observer: Option<Observer>,
+) -> RuntimeResult<TurnOutcome> {
+    let acp = session.acp_session_id().await;
+    let p = session.parts();
+    let request_id = new_request_id("req");
+    let user_id = uuid::Uuid::new_v4().to_string();
+    set_turn_observer(&p, observer).await;
+    let started = p
+        .core
+        .try_record(EventDraft::new(
+            Some(&request_id),
+            EventStream::Prompt,
+            EventSource::Runtime,
+            prompt_started(preview_of(&prompt), p.resumed, &user_id, &prompt),
+        ))
+        .await;
+    if let Err(e) = started {
+        set_turn_observer(&p, None).await;
+        return Err(e);
+    }
+    let result = drive(&p, &acp, &request_id, &user_id, prompt).await;
+    p.cancel.stop();
+    set_turn_observer(&p, None).await;
+    result
+}
+
+async fn set_turn_observer(p: &TurnParts<'_>, observer: Option<Observer>) {
+    if let Some(r) = p.core.recorder.lock().await.as_mut() {
+        r.set_turn_observer(observer);
+    }
+}
+
+async fn drive(
+    p: &TurnParts<'_>,
+    acp: &str,
+    request_id: &str,
+    user_id: &str,
+    prompt: Vec<Value>,
+) -> RuntimeResult<TurnOutcome> {
+    let mut cancel_rx = p.cancel.start();
+    p.core.begin_turn(request_id);
+    let finished: Arc<Mutex<Option<PermissionStats>>> = Arc::new(Mutex::new(None));
+    let mut pending = {
+        let core = p.core.clone();
+        let finished = finished.clone();
+        // Runs on the dispatch loop with the answer: updates after it are late, not the turn's.
+        p.conn.call(
+            "session/prompt",
+            json!({"sessionId": acp, "prompt": prompt}),
+            move |_| {
+                let stats = core.end_turn();
+                *finished.lock().unwrap_or_else(|e| e.into_inner()) = Some(stats);
+            },
+        )
+    };
+    let mut exit = p.agent.exit_watch();
+    let mut cancel_deadline: Option<Instant> = None;
+    let prompt_deadline = p.options.prompt_timeout.map(|d| Instant::now() + d);
+    let mut timed_out = false;
+    let end = loop {
+        tokio::select! {
+            r = &mut pending => break match r {
+                Ok(Ok(v)) => End::Answer(v),
+                Ok(Err(CallError::Rpc(e))) => End::Rpc(e),
+                Ok(Err(CallError::Disconnected(d))) => End::Disconnected(d),
+                Err(_) => End::Disconnected("the connection ended".into()),
+            },
+            _ = cancel_rx.wait_for(|c| *c), if cancel_deadline.is_none() => {
+                send_cancel(p, acp, request_id, "requested").await;
+                cancel_deadline = Some(Instant::now() + p.options.cancel_grace);
+            }
+            _ = sleep_until(prompt_deadline), if !timed_out && cancel_deadline.is_none() => {
+                timed_out = true;
+                send_cancel(p, acp, request_id, "timeout").await;
+                cancel_deadline = Some(Instant::now() + p.options.cancel_grace);
+            }
+            _ = sleep_until(cancel_deadline), if cancel_deadline.is_some() => break End::CancelUnanswered,
+            _ = exit.wait_for(Option::is_some) => {
+                // The EOF error usually follows at once; do not wait long for it.
+                break match tokio::time::timeout(Duration::from_millis(500), &mut pending).await {
+                    Ok(Ok(Ok(v))) => End::Answer(v),
+                    Ok(Ok(Err(CallError::Rpc(e)))) => End::Rpc(e),
+                    _ => End::Disconnected("the agent process ended".into()),
+                };
+            }
+            _ = p.core.fatal_notify.notified() => {
+                let msg = p.core.fatal().unwrap_or_default();
+                send_cancel(p, acp, request_id, "recording failed").await;
+                break End::Fatal(msg);
+            }
+        }
+    };
+    let stats = finished
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .unwrap_or_else(|| p.core.end_turn());
+    let cancelled = cancel_deadline.is_some();
+    let (payload, acp_error, usage_value) = match end {
+        End::Answer(resp) => {
+            let usage = resp.get("usage").filter(|u| u.is_object()).cloned();
+            match resp.get("stopReason").and_then(Value::as_str) {
+                Some(stop) if timed_out => (
+                    error_payload(
+                        "TIMEOUT",
+                        "PROMPT_TIMEOUT",
+                        format!(
+                            "the turn did not finish within {} s and was cancelled",
+                            p.options.prompt_timeout.unwrap_or_default().as_secs()
+                        ),
+                        true,
+                        None,
+                        "timeout",
+                        stats,
+                        Some(stop),
+                    ),
+                    None,
+                    usage,
+                ),
+                Some(stop) => (prompt_done(stop, stats, usage.as_ref()), None, usage),
+                None => (
+                    error_payload(
+                        "RUNTIME",
+                        "INVALID_PROMPT_RESPONSE",
+                        format!("the agent's session/prompt answer has no stopReason: {resp}"),
+                        false,
+                        None,
+                        "failed",
+                        stats,
+                        None,
+                    ),
+                    None,
+                    None,
+                ),
+            }
+        }
+        End::Rpc(e) => {
+            let code = if e.is_not_found() {
+                "NO_SESSION"
+            } else {
+                "RUNTIME"
+            };
+            let retryable = matches!(e.code, -32700 | -32603 | -32800);
+            let outcome = if timed_out {
+                "timeout"
+            } else if cancelled {
+                "cancelled"
+            } else {
+                "failed"
+            };
+            (
+                error_payload(
+                    code,
+                    "AGENT_PROMPT_FAILED",
+                    e.message.clone(),
+                    retryable,
+                    Some(&e),
+                    outcome,
+                    stats,
+                    None,
+                ),
+                Some(e),
+                None,
+            )
+        }
+        End::Disconnected(why) => {
+            let exit = tokio::time::timeout(Duration::from_secs(2), p.agent.wait())
+                .await
+                .ok()
+                .flatten();
+            let mut detail = match &exit {
+                Some(e) => format!("the agent process {e} during the turn"),
+                None => format!("the agent closed its connection during the turn ({why})"),
+            };
+            let tail = p.agent.stderr_tail();
+            if let Some(last) = tail.lines().last() {
+                detail.push_str(&format!(" (its last stderr line: {last})"));
+            }
+            let mut payload = error_payload(
+                "RUNTIME",
+                "AGENT_DISCONNECTED",
+                detail,
+                true,
+                None,
+                "failed",
+                stats,
+                None,
+            );
+            if let (EventPayload::PromptError(pe), Some(e)) = (&mut payload, &exit) {
+                pe.extra.insert(
+                    "agentExit".into(),
+                    json!({"exitCode": e.code, "signal": e.signal}),
+                );
+            }
+            (payload, None, None)
+        }
+        End::CancelUnanswered => (
+            error_payload(
+                "RUNTIME",
+                "CANCEL_UNANSWERED",
+                format!(
+                    "the agent did not answer within {} s after session/cancel",
+                    p.options.cancel_grace.as_secs()
+                ),
+                true,
+                None,
+                if timed_out { "timeout" } else { "cancelled" },
+                stats,
+                None,
+            ),
+            None,
+            None,
+        ),
+        End::Fatal(msg) => (
+            error_payload(
+                "STORE",
+                "RECORDING_FAILED",
+                msg,
+                false,
+                None,
+                "failed",
+                stats,
+                None,
+            ),
+            None,
+            None,
+        ),
+    };
+    p.core
+        .try_record(EventDraft::new(
+            Some(request_id),
+            EventStream::Prompt,
+            EventSource::Runtime,
+            payload,
+        ))
+        .await?;
+    let record = {
+        let guard = p.core.recorder.lock().await;
+        guard
+            .as_ref()
+            .map(|r| r.snapshot().clone())
+            .unwrap_or_else(|| unreachable!("a Session always has its recorder"))
+    };
+    let turn = record.acpx.last_turn.clone();
+    Ok(TurnOutcome {
+        request_id: request_id.to_owned(),
+        user_message_id: user_id.to_owned(),
+        outcome: turn.as_ref().map(|t| t.outcome.clone()).unwrap_or_default(),
+        stop_reason: turn.as_ref().and_then(|t| t.stop_reason.clone()),
+        error: turn.as_ref().and_then(|t| t.error.clone()),
+        acp_error,
+        permission_stats: turn.map(|t| t.permission_stats).unwrap_or_default(),
+        usage: usage_value.as_ref().and_then(mapping::token_usage_from),
+        agent_text: agent_text_after(&record, user_id),
+        log_write_error: record.acpx.event_log.last_write_error.clone(),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn error_payload(
+    code: &str,
+    detail_code: &str,
+    message: String,
+    retryable: bool,
+    acp: Option<&AcpError>,
+    outcome: &str,
+    stats: PermissionStats,
+    stop_reason: Option<&str>,
+) -> EventPayload {
+    let mut extra = Map::new();
+    extra.insert("outcome".into(), json!(outcome));
+    extra.insert("permissionStats".into(), json!(stats));
+    if let Some(s) = stop_reason {
+        extra.insert("stopReason".into(), json!(s));
+    }
+    EventPayload::PromptError(PromptErrorPayload {
+        code: code.to_owned(),
+        detail_code: Some(detail_code.to_owned()),
+        message,
+        retryable,
+        acp: acp.map(acp_error_object),
+        extra,
+    })
+}
+
+/// Sends `session/cancel`, answers the turn's pending permission requests with `cancelled`,
+/// and records the cancel as a control (`last_control_update`).
+async fn send_cancel(p: &TurnParts<'_>, acp: &str, request_id: &str, reason: &str) {
+    use acpx_model::event::{
+        ControlDonePayload, ControlErrorDetail, ControlErrorPayload, ControlStartedPayload,
+    };
+    p.core.cancel_turn();
+    let input = json!({"requestId": request_id, "reason": reason});
+    let draft = |payload| {
+        EventDraft::new(
+            Some(request_id),
+            EventStream::Control,
+            EventSource::Runtime,
+            payload,
+        )
+    };
+    p.core
+        .record(draft(EventPayload::ControlStarted(ControlStartedPayload {
+            action: "cancel".into(),
+            input: input.clone(),
+            extra: Map::new(),
+        })))
+        .await;
+    let mut extra = Map::new();
+    extra.insert("input".into(), input);
+    let payload = match p.conn.notify("session/cancel", json!({"sessionId": acp})) {
+        Ok(()) => EventPayload::ControlDone(ControlDonePayload {
+            action: "cancel".into(),
+            ok: true,
+            result: json!({}),
+            extra,
+        }),
+        Err(e) => EventPayload::ControlError(ControlErrorPayload {
+            action: "cancel".into(),
+            ok: false,
+            error: ControlErrorDetail {
+                code: "RUNTIME".into(),
+                detail_code: Some("AGENT_DISCONNECTED".into()),
+                message: format!("{e:?}"),
+                extra: Map::new(),
+            },
+            extra,
+        }),
+    };
+    p.core.record(draft(payload)).await;
+}

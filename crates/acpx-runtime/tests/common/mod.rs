@@ -1,0 +1,212 @@
+//! Shared test harness: a store per backend, the scripted agent, event helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use acpx_model::{EventEnvelope, EventQuery, MemoryStore, RecordId, SessionRecord, Store};
+use acpx_runtime::{Observer, Runtime, RuntimeOptions};
+use acpx_store_fs::FsStore;
+use acpx_store_sqlite::SqliteStore;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Fs,
+    Sqlite,
+}
+
+pub struct Env {
+    pub backend: Backend,
+    pub dir: tempfile::TempDir,
+    pub store: Arc<dyn Store>,
+    pub cwd: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl Env {
+    pub fn new(backend: Backend) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("work");
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::write(cwd.join("README.md"), "# README\nline two\nline three\n").unwrap();
+        let state_dir = dir.path().join("agent-state");
+        let store = open_store(backend, dir.path());
+        Env {
+            backend,
+            dir,
+            store,
+            cwd,
+            state_dir,
+        }
+    }
+
+    /// A fresh store instance over the same data (what another process would see). For the
+    /// memory backend, the same store.
+    pub fn reopen_store(&self) -> Arc<dyn Store> {
+        match self.backend {
+            Backend::Memory => self.store.clone(),
+            b => open_store(b, self.dir.path()),
+        }
+    }
+
+    pub fn runtime(&self, options: RuntimeOptions) -> Runtime {
+        Runtime::new(self.store.clone(), options)
+    }
+
+    pub fn spec(&self, agent: String) -> acpx_runtime::NewSessionSpec {
+        acpx_runtime::NewSessionSpec {
+            agent_command: agent,
+            cwd: self.cwd.clone(),
+            name: None,
+        }
+    }
+
+    /// The test agent, keeping its history in this env's state dir.
+    pub fn loading_agent(&self, extra: &str) -> String {
+        agent(&format!(
+            "--load --state-dir {} {extra}",
+            self.state_dir.display()
+        ))
+    }
+
+    pub async fn events(&self, id: &RecordId) -> Vec<EventEnvelope> {
+        events(&*self.reopen_store(), id).await
+    }
+
+    pub async fn stored(&self, id: &RecordId) -> SessionRecord {
+        self.reopen_store().load(id).await.unwrap()
+    }
+}
+
+pub fn open_store(backend: Backend, root: &Path) -> Arc<dyn Store> {
+    match backend {
+        Backend::Memory => Arc::new(MemoryStore::new()),
+        Backend::Fs => Arc::new(FsStore::open(root.join("acpx-home")).unwrap()),
+        Backend::Sqlite => Arc::new(SqliteStore::open(root.join("acpx.sqlite")).unwrap()),
+    }
+}
+
+pub fn agent_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_acpx-test-agent")
+}
+
+pub fn agent(flags: &str) -> String {
+    format!("'{}' {flags}", agent_bin())
+}
+
+pub async fn events(store: &dyn Store, id: &RecordId) -> Vec<EventEnvelope> {
+    store
+        .read_events(id, &EventQuery::from_seq(1))
+        .await
+        .unwrap()
+        .events
+}
+
+pub fn types(events: &[EventEnvelope]) -> Vec<String> {
+    events.iter().map(|e| e.event_type.clone()).collect()
+}
+
+pub fn updates<'a>(events: &'a [EventEnvelope], kind: &str) -> Vec<&'a EventEnvelope> {
+    events
+        .iter()
+        .filter(|e| {
+            e.event_type == "session_update" && e.payload["update"]["sessionUpdate"] == kind
+        })
+        .collect()
+}
+
+pub fn lifecycle<'a>(events: &'a [EventEnvelope], phase: &str) -> Vec<&'a EventEnvelope> {
+    events
+        .iter()
+        .filter(|e| e.event_type == "lifecycle_event" && e.payload["phase"] == phase)
+        .collect()
+}
+
+pub fn client_ops<'a>(events: &'a [EventEnvelope], method: &str) -> Vec<&'a EventEnvelope> {
+    events
+        .iter()
+        .filter(|e| e.event_type == "client_operation" && e.payload["method"] == method)
+        .collect()
+}
+
+/// The seqs are 1..=n without gaps.
+pub fn assert_gap_free(events: &[EventEnvelope]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            e.seq,
+            i as u64 + 1,
+            "seq gap at index {i}: {:?}",
+            types(events)
+        );
+    }
+}
+
+/// An observer that collects events, and a way to read them.
+pub fn collector() -> (Observer, Arc<Mutex<Vec<EventEnvelope>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    (
+        Arc::new(move |e: &EventEnvelope| s.lock().unwrap().push(e.clone())),
+        seen,
+    )
+}
+
+/// An observer that forwards events into a channel.
+pub fn channel() -> (
+    Observer,
+    tokio::sync::mpsc::UnboundedReceiver<EventEnvelope>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    (
+        Arc::new(move |e: &EventEnvelope| {
+            let _ = tx.send(e.clone());
+        }),
+        rx,
+    )
+}
+
+pub fn approve_all() -> RuntimeOptions {
+    RuntimeOptions {
+        permission_mode: acpx_runtime::PermissionMode::ApproveAll,
+        ..RuntimeOptions::default()
+    }
+}
+
+pub fn with_agent_flags(mut o: RuntimeOptions, flags: &str) -> RuntimeOptions {
+    o.agent_env
+        .push(("ACPX_TEST_AGENT_FLAGS".into(), flags.into()));
+    o
+}
+
+/// The thread as JSON (easier to assert shapes on).
+pub fn thread_json(r: &SessionRecord) -> Value {
+    serde_json::to_value(&r.thread).unwrap()
+}
+
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One test per backend, each under a timeout so that a hang fails instead of blocking.
+#[macro_export]
+macro_rules! backend_tests {
+    ($($name:ident => $body:path;)+) => {
+        $(
+            mod $name {
+                use super::*;
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn memory() { run(common::Backend::Memory).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn fs() { run(common::Backend::Fs).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() { run(common::Backend::Sqlite).await }
+                async fn run(b: common::Backend) {
+                    tokio::time::timeout(common::TEST_TIMEOUT, $body(common::Env::new(b)))
+                        .await
+                        .expect("the test timed out (a hang)");
+                }
+            }
+        )+
+    };
+}
