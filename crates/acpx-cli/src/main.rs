@@ -1,1 +1,151 @@
-fn main() {}
+//! `acpx`: run ACP coding agents from the command line, with persistent, auditable sessions.
+//!
+//! See `acpx --help` and the crate README. The flow of one invocation: read `--home`, `--cwd`
+//! and `--format` early (the config and so the agent names depend on them), load the config,
+//! take the positional agent out of argv ([`grammar`]), parse the rest with clap ([`cli`]),
+//! resolve the settings ([`context`]), and run the command ([`commands`]). Every failure is a
+//! [`error::CliError`] whose kind sets the exit code.
+
+mod agents;
+mod backends;
+mod cli;
+mod commands;
+mod config;
+mod context;
+mod error;
+mod grammar;
+mod lookup;
+mod node;
+mod output;
+mod render;
+mod runs;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::agents::AgentRegistry;
+use crate::cli::Cli;
+use crate::config::{Config, Format};
+use crate::context::{resolve_cwd, resolve_home, Ctx};
+use crate::error::{CliError, ErrorKind};
+use crate::output::Out;
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    std::process::exit(run(args));
+}
+
+/// The format to report early errors in, before the settings are resolved.
+fn early_format(pre: &grammar::Prescan, config: Option<&Config>) -> Format {
+    match pre.format.as_deref() {
+        Some("json") => Format::Json,
+        Some("quiet") => Format::Quiet,
+        Some(_) => Format::Text,
+        None => config.and_then(|c| c.format).unwrap_or(Format::Text),
+    }
+}
+
+fn fail(format: Format, e: &CliError) -> i32 {
+    if !e.already_reported {
+        Out::new(format, false).error(e);
+    }
+    e.kind.exit_code()
+}
+
+fn run(args: Vec<OsString>) -> i32 {
+    let pre = grammar::prescan(&args);
+    let home_flag = pre
+        .home
+        .clone()
+        .or_else(|| std::env::var_os("ACPX_HOME").filter(|h| !h.is_empty()))
+        .map(PathBuf::from);
+    let setup = (|| -> Result<_, CliError> {
+        let home = resolve_home(home_flag.as_deref())?;
+        let cwd = resolve_cwd(pre.cwd.as_deref().map(std::path::Path::new))?;
+        let config = Config::load(&home, &cwd)?;
+        Ok((home, cwd, config))
+    })();
+    let (home, cwd, config) = match setup {
+        Ok(s) => s,
+        Err(e) => return fail(early_format(&pre, None), &e),
+    };
+    let format = early_format(&pre, Some(&config));
+    let registry = AgentRegistry::new(&config.agents);
+
+    // `acpx` alone on a terminal: show the help rather than wait for a prompt on stdin.
+    if args.len() <= 1 {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            let _ = <Cli as clap::CommandFactory>::command().print_help();
+            return ErrorKind::Usage.exit_code();
+        }
+    }
+
+    let split = match grammar::split_agent(args, |w| registry.contains(w)) {
+        Ok(s) => s,
+        Err(e) => return fail(format, &e),
+    };
+    let cli = match Cli::try_parse_from(&split.args) {
+        Ok(c) => c,
+        Err(e) => return clap_error(format, e),
+    };
+    let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
+        Ok(c) => c,
+        Err(e) => return fail(format, &e),
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(
+                format,
+                &CliError::runtime(format!("cannot start the async runtime: {e}")),
+            )
+        }
+    };
+    let result = rt.block_on(commands::run(&ctx, cli.command));
+    // Do not wait for blocking tasks (a stdin reader, a lock waiter) that no one needs any more.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(()) => 0,
+        Err(e) => fail(ctx.out.format, &e),
+    }
+}
+
+/// Reports a clap error: help and version print normally (exit 0); usage errors exit 2, as a
+/// JSON error line in JSON format.
+fn clap_error(format: Format, e: clap::Error) -> i32 {
+    use clap::error::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+            2
+        } else {
+            0
+        };
+    }
+    if format == Format::Json {
+        let text = e.to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("invalid arguments")
+            .trim_start_matches("error: ")
+            .to_owned();
+        let err = CliError::usage(first)
+            .with_hint("see `acpx --help`, or `acpx <command> --help`")
+            .with_data("usage", serde_json::json!(text.trim()));
+        Out::new(format, false).error(&err);
+        return 2;
+    }
+    let _ = e.print();
+    2
+}

@@ -1,0 +1,484 @@
+//! The command-line grammar (clap derive).
+//!
+//! `acpx [global options] [<agent>] [command] [args]`. The positional `<agent>` is not part of
+//! the clap grammar: [`crate::grammar::split_agent`] takes it out of argv first (see there for
+//! how a first word is told apart as agent, command or prompt text).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Backend, Format};
+
+const ABOUT: &str =
+    "Run ACP coding agents from the command line, with persistent, auditable sessions.";
+
+const LONG_ABOUT: &str = "\
+Run ACP coding agents from the command line, with persistent, auditable sessions.
+
+Every prompt is a turn in a session that acpx stores (a session.json snapshot and an append-only
+NDJSON event log). A session belongs to (agent command, directory, optional name); `prompt`
+finds it by walking from the working directory up to the git root.";
+
+const AFTER_HELP: &str = "\
+Usage forms:
+  acpx [options] <agent> [command] [args]     e.g. acpx claude sessions new
+  acpx [options] <agent> <prompt text…>       same as `acpx <agent> prompt <text…>`
+  acpx [options] <command> [args]             uses the default agent (config `defaultAgent`, else codex)
+
+The first word that is not an option is a command if it names one, otherwise it must name an
+agent. To send prompt text with the default agent, say `acpx prompt \"…\"`.
+
+Agents: acpx config show lists them; --agent <command> runs any ACP agent command line.
+
+Examples:
+  acpx sessions new                           start a session for codex in this directory
+  acpx codex 'fix the failing test'           one turn in that session
+  acpx --format json prompt -s api 'hi'       every recorded event as JSON, one per line
+  acpx sessions events --follow               watch a session's event log as it grows
+  echo 'summarize' | acpx exec                one-shot, nothing stored
+
+Files: <home>/config.json and .acpxrc.json (project) configure defaults; sessions live under
+<home> (--home, ACPX_HOME, default ~/.acpx).
+
+Exit codes: 0 ok (a cancelled turn included), 1 runtime error, 2 usage, 3 timeout,
+4 no session, 5 permission denied, 130 interrupted.";
+
+/// The root of the grammar.
+#[derive(Debug, Parser)]
+#[command(
+    name = "acpx",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    propagate_version = true,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options accepted anywhere on the command line.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Run this agent command line instead of a named agent (e.g. "./my-agent --acp")
+    #[arg(long, global = true, value_name = "COMMAND")]
+    pub agent: Option<String>,
+
+    /// Work in this directory instead of the current one
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Output format [default: text, or `format` from the config]
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub format: Option<Format>,
+
+    /// Storage backend [default: fs, or `store` from the config]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "ACPX_STORE",
+        value_name = "BACKEND"
+    )]
+    pub store: Option<Backend>,
+
+    /// Where acpx keeps its config and sessions [default: ~/.acpx]
+    #[arg(long, global = true, env = "ACPX_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    /// Approve every permission request of the agent
+    #[arg(long, global = true, conflicts_with_all = ["approve_reads", "deny_all"])]
+    pub approve_all: bool,
+
+    /// Approve reads and searches, ask for anything else (deny without a terminal) [default]
+    #[arg(long, global = true, conflicts_with = "deny_all")]
+    pub approve_reads: bool,
+
+    /// Deny every permission request of the agent
+    #[arg(long, global = true)]
+    pub deny_all: bool,
+
+    /// Give up on a turn after this many seconds (exit 3)
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub timeout: Option<f64>,
+
+    /// Print more about what acpx is doing (on stderr)
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Send a prompt to the session of this agent and directory (the default command)
+    #[command(
+        after_help = "The session is the one of (agent, directory, --session name), found by walking from the\n\
+working directory up to the git root. Create one first with `acpx sessions new`.\n\
+With no text and no --file, the prompt is read from stdin.\n\
+Ctrl-C cancels the turn (it ends with stopReason cancelled); a second Ctrl-C stops the agent."
+    )]
+    Prompt(PromptArgs),
+
+    /// Run one prompt in a fresh session that is not stored
+    Exec(ExecArgs),
+
+    /// Cancel the prompt running in a session (from another terminal)
+    Cancel(SessionSelect),
+
+    /// Set the session's ACP mode (e.g. ask, code); the mode ids come from the agent
+    #[command(name = "set-mode")]
+    SetMode(SetModeArgs),
+
+    /// Set one of the session's ACP config options (e.g. model)
+    Set(SetArgs),
+
+    /// Show whether the session is running, idle or dead, with its ids
+    Status(SessionSelect),
+
+    /// Create, list, inspect, export and maintain sessions
+    #[command(subcommand_required = false, args_conflicts_with_subcommands = true)]
+    Sessions(SessionsArgs),
+
+    /// Check every stored session for damage; --repair fixes what can be fixed
+    Fsck(FsckArgs),
+
+    /// Copy every session to the other storage backend and verify the copy
+    Migrate(MigrateArgs),
+
+    /// Show the resolved configuration and the known agents
+    Config(ConfigArgs),
+}
+
+/// The names clap knows as commands (for telling a command from an agent name).
+pub const COMMAND_NAMES: &[&str] = &[
+    "prompt", "exec", "cancel", "set-mode", "set", "status", "sessions", "fsck", "migrate",
+    "config", "help",
+];
+
+/// `-s/--session <name>`: the named session of this agent and directory.
+#[derive(Debug, Clone, Args)]
+pub struct SessionSelect {
+    /// The session's name (sessions without a name are used when absent)
+    #[arg(short = 's', long = "session", value_name = "NAME")]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The session's name (sessions without a name are used when absent)
+    #[arg(short = 's', long = "session", value_name = "NAME")]
+    pub session: Option<String>,
+
+    /// Read the prompt from this file ("-" for stdin)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<String>,
+
+    /// The prompt text (words are joined with spaces)
+    #[arg(
+        value_name = "TEXT",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub text: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Read the prompt from this file ("-" for stdin)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<String>,
+
+    /// The prompt text (words are joined with spaces)
+    #[arg(
+        value_name = "TEXT",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub text: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SetModeArgs {
+    #[command(flatten)]
+    pub select: SessionSelect,
+    /// The mode id, as the agent names it
+    pub mode: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    #[command(flatten)]
+    pub select: SessionSelect,
+    /// The config option id (e.g. model)
+    pub key: String,
+    /// Its new value
+    pub value: String,
+}
+
+#[derive(Debug, Args)]
+pub struct FsckArgs {
+    /// Roll snapshots forward from their logs and set torn tails aside
+    #[arg(long)]
+    pub repair: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The backend to copy to (the source is --store)
+    #[arg(long, value_enum, value_name = "BACKEND")]
+    pub to: Backend,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub command: Option<ConfigCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Show the resolved configuration and the known agents (the default)
+    Show,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: Option<SessionsCommand>,
+    #[command(flatten)]
+    pub list: ListArgs,
+}
+
+/// Picks one stored session: by id, or by name in this agent's scope.
+#[derive(Debug, Clone, Args)]
+pub struct Target {
+    /// Record id, ACP session id, or a unique suffix of either; a session name also works
+    #[arg(value_name = "SESSION")]
+    pub id: Option<String>,
+    /// The session's name in this agent's scope (the unnamed session when absent)
+    #[arg(
+        short = 's',
+        long = "session",
+        value_name = "NAME",
+        conflicts_with = "id"
+    )]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Create a session (closing the open one with the same agent, directory and name)
+    New(NewArgs),
+    /// Return the session of this agent, directory and name, creating it if there is none
+    Ensure(EnsureArgs),
+    /// List stored sessions, newest first
+    List(ListArgs),
+    /// Show a session's record (identity, lifecycle, last turn)
+    Show(Target),
+    /// Close a session: it stays stored and listable, but prompts no longer find it
+    Close(Target),
+    /// Delete a session and its whole event log
+    Delete(DeleteArgs),
+    /// Fork a session into a new one that starts from the same conversation
+    Fork(ForkArgs),
+    /// Show the conversation
+    History(HistoryArgs),
+    /// Show the session's event log
+    Events(EventsArgs),
+    /// Write a session out as Markdown, session JSON, NDJSON log, or an importable archive
+    Export(ExportArgs),
+    /// Import an exported session, or sessions written by the Node acpx
+    Import(ImportArgs),
+    /// Delete closed sessions older than a cutoff
+    Prune(PruneArgs),
+    /// Search the conversations of every session
+    Search(SearchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Name the session (several sessions can then share a directory)
+    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME")]
+    pub name: Option<String>,
+    /// Attach to an existing ACP session of the agent instead of creating one
+    #[arg(long, value_name = "ACP_SESSION_ID")]
+    pub resume_session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EnsureArgs {
+    /// The session's name
+    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct ListArgs {
+    /// Only sessions whose directory is DIR
+    #[arg(long, value_name = "DIR")]
+    pub filter_cwd: Option<PathBuf>,
+    /// Only sessions with this name
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Only open sessions
+    #[arg(long, conflicts_with = "closed")]
+    pub open: bool,
+    /// Only closed sessions
+    #[arg(long)]
+    pub closed: bool,
+    /// At most this many sessions per page
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Continue after the page that printed this cursor
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Also delete an open session (close it first otherwise)
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Name of the new session
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Only the last N messages
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Show thinking and tool calls in full
+    #[arg(long)]
+    pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Only events of this type (repeatable), e.g. session_update, prompt_done
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// Only events of this stream (repeatable): prompt, control, lifecycle, queue
+    #[arg(long = "stream", value_name = "STREAM")]
+    pub streams: Vec<String>,
+    /// Only events of this prompt or control request
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
+    /// Start at this seq
+    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    pub from_seq: u64,
+    /// At most this many events
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Keep printing new events as they are written, until the session is closed or Ctrl-C
+    #[arg(long, short = 'F')]
+    pub follow: bool,
+    /// Skip damaged lines (reporting them) instead of failing
+    #[arg(long)]
+    pub lenient: bool,
+}
+
+/// What `sessions export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportKind {
+    /// The session JSON and its event log in one NDJSON file, for `sessions import`
+    Archive,
+    /// A readable Markdown transcript
+    Markdown,
+    /// The session.json document
+    Json,
+    /// The NDJSON event log
+    Ndjson,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// What to write
+    #[arg(
+        long = "as",
+        value_enum,
+        default_value = "archive",
+        value_name = "KIND"
+    )]
+    pub kind: ExportKind,
+    /// Write to this file instead of stdout
+    #[arg(long, short = 'o', value_name = "PATH")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// An archive, or a session.json (with --events for its log)
+    #[arg(
+        value_name = "FILE",
+        required_unless_present = "from_node_acpx",
+        conflicts_with = "from_node_acpx"
+    )]
+    pub file: Option<PathBuf>,
+    /// The NDJSON event log that goes with a session.json
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Import under a fresh record id (when the original id is taken)
+    #[arg(long)]
+    pub new_id: bool,
+    /// Import every session of a Node acpx 0.19 home (or its sessions directory)
+    #[arg(long, value_name = "DIR")]
+    pub from_node_acpx: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Only sessions closed before this date (RFC 3339 or YYYY-MM-DD)
+    #[arg(long, value_name = "DATE", conflicts_with = "older_than")]
+    pub before: Option<String>,
+    /// Only sessions closed more than this many days ago
+    #[arg(long, value_name = "DAYS")]
+    pub older_than: Option<f64>,
+    /// Show what would be pruned without deleting anything
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete the event logs too (otherwise each log is kept in <home>/pruned/)
+    #[arg(long)]
+    pub include_history: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Words that must all occur in a message (case-insensitive)
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Only sessions whose directory is DIR
+    #[arg(long, value_name = "DIR")]
+    pub filter_cwd: Option<PathBuf>,
+    /// At most this many hits
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: usize,
+}

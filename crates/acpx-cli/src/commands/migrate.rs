@@ -1,0 +1,90 @@
+//! `migrate --to sqlite|fs`: copies every session and its whole log from the `--store` backend
+//! to the other one with [`acpx_model::migrate::copy_store`], which verifies each copy (event
+//! count, last seq, and SHA-256 digests of the log lines and of the snapshot).
+//!
+//! The source is left as it is; after a successful migration, pass `--store <to>` (or set
+//! `store` in the config) to use the copy.
+
+use acpx_model::migrate::copy_store;
+use serde_json::{json, Map};
+
+use crate::backends::OpenStore;
+use crate::cli::MigrateArgs;
+use crate::context::Ctx;
+use crate::error::{CliError, CliResult};
+use crate::render::action;
+
+/// `migrate`.
+pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
+    if a.to == ctx.backend {
+        return Err(CliError::usage(format!(
+            "--to {} is the backend already in use (--store {})",
+            a.to.as_str(),
+            ctx.backend.as_str()
+        ))
+        .with_hint("pick the other backend, or change --store to the source backend"));
+    }
+    let from = ctx.opened().await?;
+    let to = OpenStore::open(a.to, &ctx.home)?;
+    let report = copy_store(&*from.as_dyn(), &*to.as_dyn())
+        .await
+        .map_err(|e| {
+            let detail = e.kind();
+            let mut err = CliError::from(e);
+            if detail == "already_exists" {
+                err = err.with_hint(format!(
+                    "the {} store already holds that session; nothing was copied",
+                    a.to.as_str()
+                ));
+            }
+            err
+        })?;
+    let events: u64 = report.sessions.iter().map(|s| s.events).sum();
+    for s in &report.skipped {
+        ctx.out.warn(&format!(
+            "not copied: {}: {} (run `acpx fsck`)",
+            s.location, s.reason
+        ));
+    }
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("from".into(), json!(ctx.backend.as_str()));
+        m.insert("to".into(), json!(a.to.as_str()));
+        m.insert(
+            "location".into(),
+            json!(to.location(&ctx.home).to_string_lossy()),
+        );
+        m.insert("verified".into(), json!(true));
+        m.insert("sessionCount".into(), json!(report.sessions.len()));
+        m.insert("eventCount".into(), json!(events));
+        m.insert("sessions".into(), json!(report.sessions));
+        m.insert("skipped".into(), json!(report.skipped));
+        ctx.out.json(&action("migrated", m));
+    } else if ctx.out.is_text() {
+        for s in &report.sessions {
+            ctx.out.line(&format!(
+                "copied {} ({} events, seq {}..{}), verified",
+                s.acpx_record_id, s.events, s.first_seq, s.last_seq
+            ));
+        }
+        ctx.out.line(&format!(
+            "migrated {} session(s), {events} event(s) from {} to {} ({}); use --store {} to work with the copy",
+            report.sessions.len(),
+            ctx.backend.as_str(),
+            a.to.as_str(),
+            to.location(&ctx.home).display(),
+            a.to.as_str()
+        ));
+    } else {
+        ctx.out.line(&report.sessions.len().to_string());
+    }
+    if !report.skipped.is_empty() {
+        return Err(CliError::runtime(format!(
+            "{} stored session(s) could not be read and were not copied",
+            report.skipped.len()
+        ))
+        .with_hint("run `acpx fsck` on the source store")
+        .reported());
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The commands, and what they share: picking the session a command acts on.
+
+pub mod config_cmd;
+pub mod fsck;
+pub mod migrate;
+pub mod node_import;
+pub mod runtime_cmds;
+pub mod sessions;
+pub mod transfer;
+
+use acpx_model::SessionRecord;
+
+use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
+use crate::context::Ctx;
+use crate::error::{CliError, CliResult};
+use crate::lookup::{find_in_scope, no_session_error, resolve_id};
+
+/// Runs one command.
+pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
+    match command {
+        Command::Prompt(a) => runtime_cmds::prompt(ctx, a).await,
+        Command::Exec(a) => runtime_cmds::exec(ctx, a).await,
+        Command::Cancel(a) => runtime_cmds::cancel(ctx, a).await,
+        Command::SetMode(a) => runtime_cmds::set_mode(ctx, a).await,
+        Command::Set(a) => runtime_cmds::set_option(ctx, a).await,
+        Command::Status(a) => runtime_cmds::status(ctx, a).await,
+        Command::Fsck(a) => fsck::run(ctx, a).await,
+        Command::Migrate(a) => migrate::run(ctx, a).await,
+        Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {
+            ConfigCommand::Show => config_cmd::show(ctx),
+        },
+        Command::Sessions(s) => match s.command {
+            None => sessions::list(ctx, s.list).await,
+            Some(SessionsCommand::List(a)) => sessions::list(ctx, a).await,
+            Some(SessionsCommand::New(a)) => runtime_cmds::new_session(ctx, a).await,
+            Some(SessionsCommand::Ensure(a)) => runtime_cmds::ensure(ctx, a).await,
+            Some(SessionsCommand::Fork(a)) => runtime_cmds::fork(ctx, a).await,
+            Some(SessionsCommand::Show(a)) => sessions::show(ctx, a).await,
+            Some(SessionsCommand::Close(a)) => sessions::close(ctx, a).await,
+            Some(SessionsCommand::Delete(a)) => sessions::delete(ctx, a).await,
+            Some(SessionsCommand::History(a)) => sessions::history(ctx, a).await,
+            Some(SessionsCommand::Events(a)) => sessions::events(ctx, a).await,
+            Some(SessionsCommand::Export(a)) => transfer::export(ctx, a).await,
+            Some(SessionsCommand::Import(a)) => transfer::import(ctx, a).await,
+            Some(SessionsCommand::Prune(a)) => sessions::prune(ctx, a).await,
+            Some(SessionsCommand::Search(a)) => sessions::search(ctx, a).await,
+        },
+    }
+}
+
+/// The open session of this agent, directory (walking up to the git root) and name.
+pub async fn select_in_scope(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord> {
+    let store = ctx.store().await?;
+    match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
+        Some(s) => Ok(store.load(&s.acpx_record_id).await?),
+        None => Err(no_session_error(&ctx.agent.label(), &ctx.cwd, name)),
+    }
+}
+
+/// The session a `[SESSION] [-s NAME]` pair designates: an id (record id, ACP id, unique
+/// suffix; failing that, a session name in this scope), or the scope's session.
+pub async fn select(ctx: &Ctx, target: &Target) -> CliResult<SessionRecord> {
+    let Some(text) = &target.id else {
+        return select_in_scope(ctx, target.session.as_deref()).await;
+    };
+    let store = ctx.store().await?;
+    if let Some(r) = resolve_id(&*store, text).await? {
+        return Ok(r);
+    }
+    if let Some(s) = find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, Some(text)).await? {
+        return Ok(store.load(&s.acpx_record_id).await?);
+    }
+    Err(CliError::no_session(format!(
+        "no stored session has the id {text:?}, and no open session of agent {} in {} is named {text:?}",
+        ctx.agent.label(),
+        ctx.cwd.display()
+    ))
+    .with_hint("`acpx sessions list` shows the stored sessions and their ids"))
+}

@@ -1,0 +1,386 @@
+//! Configuration files: `<home>/config.json` (global) and `.acpxrc.json` (project).
+//!
+//! The project file is the nearest `.acpxrc.json` found walking from the working directory up
+//! to the git root (the first directory holding a `.git` directory or file); without a git root
+//! only the working directory itself is checked. Project keys win over global keys; `agents`
+//! are merged name by name.
+//!
+//! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
+//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
+//! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
+//! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean). Keys Node acpx also reads (`ttl`,
+//! `queueMaxDepth`, `nonInteractivePermissions`, `authPolicy`, `auth`, `mcpServers`) are
+//! accepted and ignored; any other key is reported with `--verbose`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{CliError, CliResult};
+
+/// The output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    // Human-readable: the reply on stdout, everything else on stderr.
+    Text,
+    // One JSON object per line on stdout.
+    Json,
+    // Only the final reply text.
+    Quiet,
+}
+
+/// The storage backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    // Files under `<home>/sessions/`: `<id>.json` and `<id>.events*.ndjson`.
+    Fs,
+    // One SQLite database, `<home>/acpx.db`.
+    Sqlite,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Fs => "fs",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// How permission requests of the agent are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionMode {
+    ApproveAll,
+    ApproveReads,
+    DenyAll,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::ApproveAll => "approve-all",
+            PermissionMode::ApproveReads => "approve-reads",
+            PermissionMode::DenyAll => "deny-all",
+        }
+    }
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub default_agent: Option<String>,
+    pub default_permissions: Option<PermissionMode>,
+    pub format: Option<Format>,
+    pub store: Option<Backend>,
+    pub timeout: Option<f64>,
+    /// name → agent command.
+    pub agents: BTreeMap<String, String>,
+    pub disable_exec: bool,
+    /// The files that were read, global first.
+    pub files: Vec<PathBuf>,
+    /// Unknown keys, as `file: key`, reported with `--verbose`.
+    pub unknown_keys: Vec<String>,
+}
+
+/// Keys of Node acpx's config that this version accepts without acting on them.
+const IGNORED_NODE_KEYS: &[&str] = &[
+    "ttl",
+    "queueMaxDepth",
+    "nonInteractivePermissions",
+    "authPolicy",
+    "auth",
+    "mcpServers",
+    "$schema",
+];
+
+impl Config {
+    /// Reads the global file under `home` and the project file found from `cwd`.
+    pub fn load(home: &Path, cwd: &Path) -> CliResult<Config> {
+        let mut config = Config::default();
+        let global = home.join("config.json");
+        if global.is_file() {
+            config.merge_file(&global)?;
+        }
+        if let Some(project) = find_project_config(cwd) {
+            // A project file that is also the global file (home inside the project) counts once.
+            if project != global {
+                config.merge_file(&project)?;
+            }
+        }
+        Ok(config)
+    }
+
+    fn merge_file(&mut self, path: &Path) -> CliResult<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::usage(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            CliError::usage(format!("config file {}: invalid JSON: {e}", path.display()))
+                .with_hint("fix the file or remove it")
+                .with_detail("CONFIG_INVALID")
+        })?;
+        let Value::Object(map) = value else {
+            return Err(config_error(path, ".", "the file must hold a JSON object"));
+        };
+        self.merge(path, &map)?;
+        self.files.push(path.to_owned());
+        Ok(())
+    }
+
+    fn merge(&mut self, path: &Path, map: &Map<String, Value>) -> CliResult<()> {
+        for (key, value) in map {
+            match key.as_str() {
+                "defaultAgent" => {
+                    let s = expect_string(path, key, value)?;
+                    if s.trim().is_empty() {
+                        return Err(config_error(path, key, "must not be empty"));
+                    }
+                    self.default_agent = Some(s);
+                }
+                "defaultPermissions" => {
+                    self.default_permissions = Some(match expect_string(path, key, value)?.as_str() {
+                        "approve-all" => PermissionMode::ApproveAll,
+                        "approve-reads" => PermissionMode::ApproveReads,
+                        "deny-all" => PermissionMode::DenyAll,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"approve-all\", \"approve-reads\" or \"deny-all\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "format" => {
+                    self.format = Some(match expect_string(path, key, value)?.as_str() {
+                        "text" => Format::Text,
+                        "json" => Format::Json,
+                        "quiet" => Format::Quiet,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"text\", \"json\" or \"quiet\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "store" => {
+                    self.store = Some(match expect_string(path, key, value)?.as_str() {
+                        "fs" => Backend::Fs,
+                        "sqlite" => Backend::Sqlite,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"fs\" or \"sqlite\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "timeout" => {
+                    let n = value.as_f64().filter(|n| n.is_finite() && *n > 0.0);
+                    match n {
+                        Some(n) => self.timeout = Some(n),
+                        None => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected a positive number of seconds, got {value}"),
+                            ))
+                        }
+                    }
+                }
+                "disableExec" => match value {
+                    Value::Bool(b) => self.disable_exec = *b,
+                    other => {
+                        return Err(config_error(
+                            path,
+                            key,
+                            &format!("expected true or false, got {other}"),
+                        ))
+                    }
+                },
+                "agents" => {
+                    let Value::Object(agents) = value else {
+                        return Err(config_error(
+                            path,
+                            key,
+                            "expected an object of {\"<name>\": {\"command\": \"...\"}}",
+                        ));
+                    };
+                    for (name, def) in agents {
+                        let field = format!("agents.{name}");
+                        if name.trim().is_empty() || name.starts_with('-') {
+                            return Err(config_error(
+                                path,
+                                &field,
+                                "an agent name must be a non-empty word not starting with '-'",
+                            ));
+                        }
+                        let command = agent_command(path, &field, def)?;
+                        self.agents.insert(name.trim().to_lowercase(), command);
+                    }
+                }
+                k if IGNORED_NODE_KEYS.contains(&k) => {}
+                other => self.unknown_keys.push(format!(
+                    "{}: unknown key `{other}` (ignored)",
+                    path.display()
+                )),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn agent_command(path: &Path, field: &str, def: &Value) -> CliResult<String> {
+    match def {
+        Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+        Value::Object(o) => {
+            if let Some(c) = o.get("command") {
+                match c {
+                    Value::String(s) if !s.trim().is_empty() => return Ok(s.clone()),
+                    _ => {
+                        return Err(config_error(
+                            path,
+                            &format!("{field}.command"),
+                            "expected a non-empty command line string",
+                        ))
+                    }
+                }
+            }
+            if let Some(a) = o.get("argv") {
+                let argv: Option<Vec<&str>> = a
+                    .as_array()
+                    .map(|items| items.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+                    .unwrap_or(None);
+                match argv {
+                    Some(argv) if !argv.is_empty() && !argv[0].is_empty() => {
+                        return Ok(shell_words::join(argv))
+                    }
+                    _ => {
+                        return Err(config_error(
+                            path,
+                            &format!("{field}.argv"),
+                            "expected a non-empty array of strings",
+                        ))
+                    }
+                }
+            }
+            Err(config_error(
+                path,
+                field,
+                "expected {\"command\": \"...\"} or {\"argv\": [\"...\"]}",
+            ))
+        }
+        _ => Err(config_error(
+            path,
+            field,
+            "expected {\"command\": \"...\"} or {\"argv\": [\"...\"]}",
+        )),
+    }
+}
+
+fn expect_string(path: &Path, key: &str, value: &Value) -> CliResult<String> {
+    value
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| config_error(path, key, &format!("expected a string, got {value}")))
+}
+
+fn config_error(path: &Path, key: &str, message: &str) -> CliError {
+    CliError::usage(format!(
+        "config file {}: key `{key}`: {message}",
+        path.display()
+    ))
+    .with_hint("fix the value in that file (see `acpx --help` for the accepted keys)")
+    .with_detail("CONFIG_INVALID")
+}
+
+/// The nearest ancestor of `dir` (itself included) that holds a `.git` directory or file.
+pub fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// The directories a lookup walks: `dir`, then its parents up to the git root (inclusive);
+/// only `dir` when there is no git root.
+pub fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
+    match git_root(dir) {
+        Some(root) => dir
+            .ancestors()
+            .take_while(|d| d.starts_with(&root))
+            .map(Path::to_path_buf)
+            .collect(),
+        None => vec![dir.to_path_buf()],
+    }
+}
+
+fn find_project_config(cwd: &Path) -> Option<PathBuf> {
+    walk_dirs(cwd)
+        .into_iter()
+        .map(|d| d.join(".acpxrc.json"))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_wins_and_agents_merge() {
+        let home = tempfile::tempdir().unwrap();
+        let proj = tempfile::tempdir().unwrap();
+        std::fs::create_dir(proj.path().join(".git")).unwrap();
+        let sub = proj.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(
+            home.path().join("config.json"),
+            r#"{"format":"json","timeout":5,"agents":{"x":{"command":"x-agent"},"y":"y-agent"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            proj.path().join(".acpxrc.json"),
+            r#"{"format":"quiet","agents":{"x":{"argv":["x agent","--acp"]}},"ttl":0}"#,
+        )
+        .unwrap();
+        let c = Config::load(home.path(), &sub).unwrap();
+        assert_eq!(c.format, Some(Format::Quiet));
+        assert_eq!(c.timeout, Some(5.0));
+        assert_eq!(c.agents["x"], "'x agent' --acp");
+        assert_eq!(c.agents["y"], "y-agent");
+        assert_eq!(c.files.len(), 2);
+        assert!(c.unknown_keys.is_empty());
+    }
+
+    #[test]
+    fn invalid_values_name_file_and_key() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        for (doc, key) in [
+            (r#"{"timeout":-1}"#, "timeout"),
+            (r#"{"store":"mongo"}"#, "store"),
+            (r#"{"defaultPermissions":"yes"}"#, "defaultPermissions"),
+            (r#"{"agents":{"a":{"argv":[]}}}"#, "agents.a.argv"),
+            (r#"[1]"#, "."),
+        ] {
+            std::fs::write(home.path().join("config.json"), doc).unwrap();
+            let e = Config::load(home.path(), cwd.path()).unwrap_err();
+            assert!(e.message.contains("config.json"), "{e}");
+            assert!(e.message.contains(&format!("`{key}`")), "{e}");
+        }
+    }
+
+    #[test]
+    fn walk_stops_at_git_root() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join(".git"), "gitdir: elsewhere").unwrap();
+        let deep = root.path().join("a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        let dirs = walk_dirs(&deep);
+        assert_eq!(dirs.len(), 3);
+        assert_eq!(dirs.last().unwrap(), root.path());
+    }
+}

@@ -1,0 +1,205 @@
+//! The resolved settings of one invocation: flags over environment over config over defaults.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::Store;
+use tokio::sync::OnceCell;
+
+use crate::agents::{AgentRegistry, DEFAULT_AGENT};
+use crate::backends::OpenStore;
+use crate::cli::GlobalArgs;
+use crate::config::{Backend, Config, Format, PermissionMode};
+use crate::error::{CliError, CliResult};
+use crate::output::Out;
+
+/// The agent this invocation talks to or filters by.
+#[derive(Debug, Clone)]
+pub struct AgentChoice {
+    /// The command line that starts it (the session scope's `agentCommand`).
+    pub command: String,
+    /// The registry name, when it came from one.
+    pub name: Option<String>,
+    /// Whether the user named it (positional or `--agent`) rather than falling back to the
+    /// default. Listing commands filter by agent only when it was named.
+    pub explicit: bool,
+}
+
+impl AgentChoice {
+    /// How to name this agent in a command the user can copy: `codex` or
+    /// `--agent '<command>'`.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => format!("--agent {}", shell_words::quote(&self.command)),
+        }
+    }
+}
+
+/// Everything a command needs.
+#[derive(Debug)]
+pub struct Ctx {
+    pub out: Out,
+    pub home: PathBuf,
+    pub cwd: PathBuf,
+    pub backend: Backend,
+    pub permission: PermissionMode,
+    pub timeout: Option<Duration>,
+    pub config: Config,
+    pub registry: AgentRegistry,
+    pub agent: AgentChoice,
+    store: OnceCell<OpenStore>,
+}
+
+/// `~/.acpx`, from `$HOME`.
+pub fn default_home() -> CliResult<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".acpx")),
+        _ => Err(
+            CliError::usage("cannot find the home directory: $HOME is not set")
+                .with_hint("pass --home <dir> or set ACPX_HOME"),
+        ),
+    }
+}
+
+/// The working directory: `--cwd` (made absolute, symlinks resolved like the process cwd)
+/// or the process's own.
+pub fn resolve_cwd(flag: Option<&Path>) -> CliResult<PathBuf> {
+    let raw = match flag {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::runtime(format!("cannot read the current directory: {e}")))?,
+    };
+    let abs = std::fs::canonicalize(&raw).map_err(|e| {
+        CliError::usage(format!("--cwd {}: {e}", raw.display()))
+            .with_hint("pass an existing directory")
+    })?;
+    if !abs.is_dir() {
+        return Err(CliError::usage(format!(
+            "--cwd {}: not a directory",
+            raw.display()
+        )));
+    }
+    Ok(abs)
+}
+
+/// `--home`/`ACPX_HOME` made absolute (it need not exist yet).
+pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
+    let home = match flag {
+        Some(h) => h.to_path_buf(),
+        None => default_home()?,
+    };
+    std::path::absolute(&home)
+        .map_err(|e| CliError::usage(format!("--home {}: {e}", home.display())))
+}
+
+impl Ctx {
+    /// Resolves the globals. `agent_word` is the positional agent taken out of argv.
+    pub fn new(
+        global: GlobalArgs,
+        agent_word: Option<String>,
+        home: PathBuf,
+        cwd: PathBuf,
+        config: Config,
+        registry: AgentRegistry,
+    ) -> CliResult<Ctx> {
+        let format = global.format.or(config.format).unwrap_or(Format::Text);
+        let out = Out::new(format, global.verbose);
+        let backend = global.store.or(config.store).unwrap_or(Backend::Fs);
+        let permission = if global.approve_all {
+            PermissionMode::ApproveAll
+        } else if global.deny_all {
+            PermissionMode::DenyAll
+        } else if global.approve_reads {
+            PermissionMode::ApproveReads
+        } else {
+            config
+                .default_permissions
+                .unwrap_or(PermissionMode::ApproveReads)
+        };
+        let timeout = global
+            .timeout
+            .or(config.timeout)
+            .map(Duration::from_secs_f64);
+        let agent = match (agent_word, global.agent) {
+            (Some(word), Some(raw)) => return Err(CliError::usage(format!(
+                "both an agent name ({word}) and --agent {raw:?} were given"
+            ))
+            .with_hint(
+                "use one of them: a name from `acpx config show`, or --agent with a command line",
+            )),
+            (Some(word), None) => {
+                let command = registry.command(&word).unwrap_or(&word).to_owned();
+                AgentChoice {
+                    command,
+                    name: Some(word.trim().to_lowercase()),
+                    explicit: true,
+                }
+            }
+            (None, Some(raw)) => {
+                if raw.trim().is_empty() {
+                    return Err(CliError::usage("--agent needs a command line")
+                        .with_hint("for example --agent \"./my-agent --acp\""));
+                }
+                AgentChoice {
+                    name: registry.name_of(&raw).map(str::to_owned),
+                    command: raw,
+                    explicit: true,
+                }
+            }
+            (None, None) => {
+                let name = config
+                    .default_agent
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+                let Some(command) = registry.command(&name) else {
+                    return Err(CliError::usage(format!(
+                        "the configured defaultAgent {name:?} is not a known agent (config: {})",
+                        config
+                            .files
+                            .iter()
+                            .map(|f| f.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .with_hint(
+                        "name a built-in agent, or define it under `agents` in the config",
+                    ));
+                };
+                AgentChoice {
+                    command: command.to_owned(),
+                    name: Some(name.trim().to_lowercase()),
+                    explicit: false,
+                }
+            }
+        };
+        for unknown in &config.unknown_keys {
+            out.verbose(unknown);
+        }
+        Ok(Ctx {
+            out,
+            home,
+            cwd,
+            backend,
+            permission,
+            timeout,
+            config,
+            registry,
+            agent,
+            store: OnceCell::new(),
+        })
+    }
+
+    /// The store of `--store`, opened on first use.
+    pub async fn opened(&self) -> CliResult<&OpenStore> {
+        self.store
+            .get_or_try_init(|| async { OpenStore::open(self.backend, &self.home) })
+            .await
+    }
+
+    /// The store as a trait object.
+    pub async fn store(&self) -> CliResult<Arc<dyn Store>> {
+        Ok(self.opened().await?.as_dyn())
+    }
+}

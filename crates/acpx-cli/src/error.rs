@@ -1,0 +1,236 @@
+//! CLI errors: what went wrong, what to do about it, and the exit code that says which kind.
+
+use std::fmt;
+
+use acpx_model::StoreError;
+use serde_json::{json, Map, Value};
+
+/// The kinds of failure, each with its exit code (Node acpx's codes, §6 of the behaviour notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Exit 1: an agent error, an I/O error, corrupt data, anything at run time.
+    Runtime,
+    /// Exit 2: bad flags, arguments or configuration.
+    Usage,
+    /// Exit 3: `--timeout` was exceeded.
+    Timeout,
+    /// Exit 4: no session matched.
+    NoSession,
+    /// Exit 5: a permission was denied.
+    PermissionDenied,
+    /// Exit 130: interrupted (a second Ctrl-C).
+    Interrupted,
+}
+
+impl ErrorKind {
+    /// The process exit code.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            ErrorKind::Runtime => 1,
+            ErrorKind::Usage => 2,
+            ErrorKind::Timeout => 3,
+            ErrorKind::NoSession => 4,
+            ErrorKind::PermissionDenied => 5,
+            ErrorKind::Interrupted => 130,
+        }
+    }
+
+    /// The `acpxCode` of JSON errors.
+    pub fn acpx_code(self) -> &'static str {
+        match self {
+            ErrorKind::Runtime => "RUNTIME",
+            ErrorKind::Usage => "USAGE",
+            ErrorKind::Timeout => "TIMEOUT",
+            ErrorKind::NoSession => "NO_SESSION",
+            ErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            ErrorKind::Interrupted => "INTERRUPTED",
+        }
+    }
+
+    /// The JSON-RPC `code` of JSON errors.
+    pub fn rpc_code(self) -> i64 {
+        match self {
+            ErrorKind::Runtime => -32603,
+            ErrorKind::Usage => -32602,
+            ErrorKind::Timeout => -32070,
+            ErrorKind::NoSession => -32002,
+            ErrorKind::PermissionDenied => -32071,
+            ErrorKind::Interrupted => -32603,
+        }
+    }
+}
+
+/// An error the CLI reports to the user.
+#[derive(Debug, Clone)]
+pub struct CliError {
+    pub kind: ErrorKind,
+    /// What went wrong (one sentence, naming the file, id or value).
+    pub message: String,
+    /// What to do about it, when there is something useful to say.
+    pub hint: Option<String>,
+    /// A finer machine-readable code (`STORE_CORRUPT`, `AMBIGUOUS_ID`, …).
+    pub detail_code: Option<String>,
+    /// Extra JSON fields for `error.data` in JSON mode (boxed: errors travel in every
+    /// `Result`, so they are kept small).
+    pub data: Option<Box<Map<String, Value>>>,
+    /// Set when the error was already shown to the user (for example as a `prompt_error`
+    /// event in JSON mode), so main only sets the exit code.
+    pub already_reported: bool,
+}
+
+impl CliError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        CliError {
+            kind,
+            message: message.into(),
+            hint: None,
+            detail_code: None,
+            data: None,
+            already_reported: false,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Usage, message)
+    }
+
+    pub fn runtime(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Runtime, message)
+    }
+
+    pub fn no_session(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NoSession, message)
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_detail(mut self, code: &str) -> Self {
+        self.detail_code = Some(code.to_owned());
+        self
+    }
+
+    pub fn with_data(mut self, key: &str, value: Value) -> Self {
+        self.data
+            .get_or_insert_with(Default::default)
+            .insert(key.to_owned(), value);
+        self
+    }
+
+    pub fn reported(mut self) -> Self {
+        self.already_reported = true;
+        self
+    }
+
+    /// The synthetic JSON-RPC error line printed in `--format json` (Node acpx's shape).
+    pub fn to_json(&self) -> Value {
+        let mut data = Map::new();
+        data.insert("acpxCode".into(), json!(self.kind.acpx_code()));
+        if let Some(d) = &self.detail_code {
+            data.insert("detailCode".into(), json!(d));
+        }
+        data.insert("origin".into(), json!("cli"));
+        if let Some(h) = &self.hint {
+            data.insert("hint".into(), json!(h));
+        }
+        for (k, v) in self.data.iter().flat_map(|d| d.iter()) {
+            data.insert(k.clone(), v.clone());
+        }
+        json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": self.kind.rpc_code(),
+                "message": self.message,
+                "data": Value::Object(data),
+            }
+        })
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, "\n  hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> Self {
+        let (kind, hint) = match &e {
+            StoreError::NotFound(_) => (
+                ErrorKind::NoSession,
+                Some("list the stored sessions with `acpx sessions list`".to_owned()),
+            ),
+            StoreError::Locked { .. } => (
+                ErrorKind::Runtime,
+                Some(
+                    "another acpx process is writing this session; wait for it to finish (see `acpx status`)"
+                        .to_owned(),
+                ),
+            ),
+            StoreError::Corrupt { .. } | StoreError::Invalid(_) => (
+                ErrorKind::Runtime,
+                Some("run `acpx fsck` to check the store, and `acpx fsck --repair` to fix what can be fixed".to_owned()),
+            ),
+            StoreError::InvalidCursor(_) => (
+                ErrorKind::Usage,
+                Some("pass a cursor exactly as printed by the previous page, or start again without --cursor".to_owned()),
+            ),
+            StoreError::InvalidArgument(_) | StoreError::InvalidId(_) => (ErrorKind::Usage, None),
+            StoreError::TooNew(_) => (ErrorKind::Runtime, None),
+            StoreError::Conflict { .. } => (
+                ErrorKind::Runtime,
+                Some("another process changed the session at the same time; run the command again".to_owned()),
+            ),
+            _ => (ErrorKind::Runtime, None),
+        };
+        let mut err = CliError::new(kind, e.to_string())
+            .with_detail(&format!("STORE_{}", e.kind().to_ascii_uppercase()));
+        err.hint = hint;
+        err
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError::runtime(format!("I/O error: {e}"))
+    }
+}
+
+/// The result type of every command.
+pub type CliResult<T> = Result<T, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_errors_have_the_node_shape() {
+        let e = CliError::no_session("No acpx session found (searched up to /repo).")
+            .with_hint("create one with `acpx sessions new`");
+        let v = e.to_json();
+        assert_eq!(v["error"]["code"], -32002);
+        assert_eq!(v["error"]["data"]["acpxCode"], "NO_SESSION");
+        assert_eq!(v["error"]["data"]["origin"], "cli");
+        assert!(v["id"].is_null());
+        assert!(v["error"]["data"].get("detailCode").is_none());
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(ErrorKind::Runtime.exit_code(), 1);
+        assert_eq!(ErrorKind::Usage.exit_code(), 2);
+        assert_eq!(ErrorKind::Timeout.exit_code(), 3);
+        assert_eq!(ErrorKind::NoSession.exit_code(), 4);
+        assert_eq!(ErrorKind::PermissionDenied.exit_code(), 5);
+        assert_eq!(ErrorKind::Interrupted.exit_code(), 130);
+    }
+}

@@ -1,0 +1,265 @@
+//! Telling the positional `<agent>` apart from a command and from prompt text.
+//!
+//! `acpx [global options] [<agent>] [command] [args]`. clap cannot express an optional
+//! positional before a subcommand, so argv is rewritten before clap sees it:
+//!
+//! 1. Global options (and their values) are skipped; they may appear anywhere.
+//! 2. The first remaining word is a **command** if it names one (`prompt`, `sessions`, …).
+//! 3. Otherwise it must name an **agent** (built-in or from the config). It is taken out of
+//!    argv. The next word is then a command if it names one; anything else (words, `-s`, `-f`,
+//!    `--`) is the start of a `prompt`, so `acpx claude fix the bug` is
+//!    `acpx claude prompt fix the bug`.
+//! 4. A first word that is neither is a usage error that lists the known agents and says to use
+//!    `acpx prompt "…"` for prompt text. (Node acpx ran unknown words as agent commands; a typo
+//!    then started a random program, so acpx asks for `--agent "<command>"` instead.)
+//! 5. An option first (`acpx -s api hi`) starts a `prompt`; nothing but global options runs
+//!    `prompt` reading stdin; no arguments at all, `--help` or `--version` go to clap unchanged.
+//!
+//! So prompt text that equals a command name needs the explicit form: `acpx codex prompt status`.
+
+use std::ffi::OsString;
+
+use crate::cli::COMMAND_NAMES;
+use crate::error::{CliError, CliResult};
+
+/// Global options that take a value.
+const GLOBAL_VALUE_OPTIONS: &[&str] = &[
+    "--agent",
+    "--cwd",
+    "--format",
+    "--store",
+    "--home",
+    "--timeout",
+];
+/// Global options without a value (help and version included).
+const GLOBAL_FLAGS: &[&str] = &[
+    "--approve-all",
+    "--approve-reads",
+    "--deny-all",
+    "--verbose",
+    "-v",
+    "--help",
+    "-h",
+    "--version",
+    "-V",
+];
+const HELP_FLAGS: &[&str] = &["--help", "-h", "--version", "-V"];
+
+/// argv with the positional agent taken out, and that agent's word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    pub args: Vec<OsString>,
+    pub agent: Option<String>,
+}
+
+/// Index of the first token at or after `start` that is not a global option or its value,
+/// and whether a help or version flag was skipped.
+fn next_token(args: &[OsString], start: usize) -> (usize, bool) {
+    let mut i = start;
+    let mut help = false;
+    while i < args.len() {
+        let Some(a) = args[i].to_str() else {
+            return (i, help);
+        };
+        if a == "--" || !a.starts_with('-') || a == "-" {
+            return (i, help);
+        }
+        let name = a.split_once('=').map_or(a, |(n, _)| n);
+        if GLOBAL_VALUE_OPTIONS.contains(&name) {
+            i += if a.contains('=') { 1 } else { 2 };
+        } else if GLOBAL_FLAGS.contains(&a) {
+            help |= HELP_FLAGS.contains(&a);
+            i += 1;
+        } else {
+            return (i, help);
+        }
+    }
+    (args.len(), help)
+}
+
+/// Rewrites argv (program name first) as described in the module docs.
+pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> CliResult<Split> {
+    if args.len() <= 1 {
+        return Ok(Split { args, agent: None });
+    }
+    let (j, help) = next_token(&args, 1);
+    if j == args.len() {
+        if !help {
+            args.push("prompt".into());
+        }
+        return Ok(Split { args, agent: None });
+    }
+    let word = args[j].to_string_lossy().into_owned();
+    if COMMAND_NAMES.contains(&word.as_str()) {
+        return Ok(Split { args, agent: None });
+    }
+    if word.starts_with('-') {
+        args.insert(j, "prompt".into());
+        return Ok(Split { args, agent: None });
+    }
+    if !is_agent(&word) {
+        return Err(unknown_word(&word));
+    }
+    args.remove(j);
+    let (k, help2) = next_token(&args, j);
+    if k == args.len() {
+        if !(help || help2) {
+            args.push("prompt".into());
+        }
+    } else {
+        let next = args[k].to_string_lossy();
+        if !COMMAND_NAMES.contains(&next.as_ref()) {
+            args.insert(k, "prompt".into());
+        }
+    }
+    Ok(Split {
+        args,
+        agent: Some(word),
+    })
+}
+
+fn unknown_word(word: &str) -> CliError {
+    CliError::usage(format!("{word:?} is neither a command nor a known agent"))
+        .with_hint(format!(
+            "to send prompt text, use `acpx prompt \"{word} …\"` (or `acpx <agent> \"{word} …\"`); \
+             to run an agent that is not registered, use `--agent \"<command line>\"`; \
+             `acpx config show` lists the known agents"
+        ))
+        .with_detail("UNKNOWN_AGENT")
+}
+
+/// The values of `--home`, `--cwd` and `--format` wherever they appear before `--`, read
+/// before clap parses argv because the config (and so the agent names) depends on them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prescan {
+    pub home: Option<OsString>,
+    pub cwd: Option<OsString>,
+    pub format: Option<String>,
+}
+
+/// Scans argv for the options of [`Prescan`]. The last occurrence wins, as in clap.
+pub fn prescan(args: &[OsString]) -> Prescan {
+    let mut p = Prescan::default();
+    let mut i = 1;
+    while i < args.len() {
+        let Some(a) = args[i].to_str() else {
+            i += 1;
+            continue;
+        };
+        if a == "--" {
+            break;
+        }
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) => (n, Some(OsString::from(v))),
+            None => (a, None),
+        };
+        if matches!(name, "--home" | "--cwd" | "--format") {
+            let value = match inline {
+                Some(v) => Some(v),
+                None => {
+                    i += 1;
+                    args.get(i).cloned()
+                }
+            };
+            match name {
+                "--home" => p.home = value,
+                "--cwd" => p.cwd = value,
+                _ => p.format = value.map(|v| v.to_string_lossy().into_owned()),
+            }
+        }
+        i += 1;
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(line: &[&str]) -> CliResult<(Vec<String>, Option<String>)> {
+        let mut args: Vec<OsString> = vec!["acpx".into()];
+        args.extend(line.iter().map(OsString::from));
+        let s = split_agent(args, |w| ["codex", "claude"].contains(&w))?;
+        Ok((
+            s.args[1..]
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            s.agent,
+        ))
+    }
+
+    #[test]
+    fn agent_then_text_is_a_prompt() {
+        let (args, agent) = split(&["--format", "json", "claude", "fix", "it"]).unwrap();
+        assert_eq!(args, ["--format", "json", "prompt", "fix", "it"]);
+        assert_eq!(agent.as_deref(), Some("claude"));
+    }
+
+    #[test]
+    fn agent_then_command() {
+        let (args, agent) = split(&["codex", "--verbose", "sessions", "list"]).unwrap();
+        assert_eq!(args, ["--verbose", "sessions", "list"]);
+        assert_eq!(agent.as_deref(), Some("codex"));
+        let (args, _) = split(&["codex", "prompt", "status"]).unwrap();
+        assert_eq!(args, ["prompt", "status"]);
+    }
+
+    #[test]
+    fn agent_then_options_is_a_prompt() {
+        let (args, _) = split(&["codex", "-s", "api", "hi"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "api", "hi"]);
+        let (args, _) = split(&["codex"]).unwrap();
+        assert_eq!(args, ["prompt"]);
+        let (args, _) = split(&["codex", "--", "status"]).unwrap();
+        assert_eq!(args, ["prompt", "--", "status"]);
+    }
+
+    #[test]
+    fn command_first() {
+        let (args, agent) = split(&["--cwd", "codex", "sessions"]).unwrap();
+        assert_eq!(args, ["--cwd", "codex", "sessions"]);
+        assert_eq!(agent, None);
+        let (args, _) = split(&["--home=/x", "status"]).unwrap();
+        assert_eq!(args, ["--home=/x", "status"]);
+    }
+
+    #[test]
+    fn unknown_word_is_a_usage_error() {
+        let e = split(&["hello", "world"]).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::Usage);
+        assert!(e.hint.unwrap().contains("acpx prompt"));
+    }
+
+    #[test]
+    fn help_and_bare_options() {
+        let (args, _) = split(&["--help"]).unwrap();
+        assert_eq!(args, ["--help"]);
+        let (args, _) = split(&["--verbose"]).unwrap();
+        assert_eq!(args, ["--verbose", "prompt"]);
+        let (args, _) = split(&["-s", "x", "hi"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "x", "hi"]);
+    }
+
+    #[test]
+    fn prescan_finds_values_anywhere() {
+        let args: Vec<OsString> = [
+            "acpx",
+            "sessions",
+            "--home=/h",
+            "list",
+            "--format",
+            "json",
+            "--",
+            "--cwd",
+            "x",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let p = prescan(&args);
+        assert_eq!(p.home.as_deref(), Some(std::ffi::OsStr::new("/h")));
+        assert_eq!(p.format.as_deref(), Some("json"));
+        assert_eq!(p.cwd, None);
+    }
+}

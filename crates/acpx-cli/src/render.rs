@@ -1,0 +1,380 @@
+//! Turning records, summaries and events into JSON objects and readable text.
+
+use acpx_model::{
+    AgentContent, EventEnvelope, Message, ResultContent, SessionRecord, SessionSummary, UserContent,
+};
+use serde_json::{json, Map, Value};
+
+/// `{"action": <action>}` followed by `fields`, as one object (action first).
+pub fn action(action: &str, fields: Map<String, Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("action".into(), json!(action));
+    m.extend(fields);
+    Value::Object(m)
+}
+
+/// The identity triple of seed 004: `acpxRecordId`, `acpxSessionId` (the ACP session id), and
+/// `agentSessionId` only when known.
+pub fn identity(
+    record_id: &str,
+    acp_session_id: &str,
+    agent_session_id: Option<&str>,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("acpxRecordId".into(), json!(record_id));
+    m.insert("acpxSessionId".into(), json!(acp_session_id));
+    if let Some(a) = agent_session_id.filter(|a| !a.is_empty()) {
+        m.insert("agentSessionId".into(), json!(a));
+    }
+    m
+}
+
+/// The identity of a record.
+pub fn record_identity(r: &SessionRecord) -> Map<String, Value> {
+    identity(
+        r.acpx_record_id.as_str(),
+        &r.acp_session_id,
+        r.agent_session_id.as_deref(),
+    )
+}
+
+fn put_opt<T: serde::Serialize>(m: &mut Map<String, Value>, key: &str, v: Option<T>) {
+    if let Some(v) = v {
+        m.insert(key.into(), json!(v));
+    }
+}
+
+/// A listed session, with the canonical identity names and no null placeholders.
+pub fn summary_json(s: &SessionSummary) -> Value {
+    let mut m = identity(
+        s.acpx_record_id.as_str(),
+        &s.acp_session_id,
+        s.agent_session_id.as_deref(),
+    );
+    m.insert("agentCommand".into(), json!(s.agent_command));
+    m.insert("cwd".into(), json!(s.cwd));
+    put_opt(&mut m, "name", s.name.as_ref());
+    put_opt(&mut m, "title", s.title.as_ref());
+    m.insert("createdAt".into(), json!(s.created_at));
+    m.insert("lastUsedAt".into(), json!(s.last_used_at));
+    m.insert("closed".into(), json!(s.closed));
+    put_opt(&mut m, "closedAt", s.closed_at);
+    put_opt(&mut m, "lastPromptAt", s.last_prompt_at);
+    m.insert("messageCount".into(), json!(s.message_count));
+    Value::Object(m)
+}
+
+/// A record for `sessions show`: the stored document with the canonical identity names, the
+/// conversation replaced by its size (use `sessions history` or `export` for it).
+pub fn record_show_json(r: &SessionRecord) -> Value {
+    let mut m = record_identity(r);
+    let Ok(Value::Object(doc)) = serde_json::to_value(r) else {
+        return Value::Object(m);
+    };
+    for (k, v) in doc {
+        match k.as_str() {
+            "acpxRecordId" | "acpSessionId" | "agentSessionId" => {}
+            "thread" => {
+                let mut t = Map::new();
+                t.insert(
+                    "title".into(),
+                    v.get("title").cloned().unwrap_or(Value::Null),
+                );
+                t.insert("messageCount".into(), json!(r.thread.messages.len()));
+                t.insert(
+                    "updated_at".into(),
+                    v.get("updated_at").cloned().unwrap_or(Value::Null),
+                );
+                t.insert(
+                    "cumulative_token_usage".into(),
+                    v.get("cumulative_token_usage")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                );
+                m.insert("thread".into(), Value::Object(t));
+            }
+            _ => {
+                m.insert(k, v);
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// The text of a user message.
+pub fn user_text(content: &[UserContent]) -> String {
+    content
+        .iter()
+        .map(|c| match c {
+            UserContent::Text(t) => t.clone(),
+            UserContent::Mention(m) => {
+                if m.content.is_empty() {
+                    format!("@{}", mention_label(&m.uri))
+                } else {
+                    format!("@{}\n{}", mention_label(&m.uri), m.content)
+                }
+            }
+            UserContent::Image(_) => "[image]".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn mention_label(uri: &Value) -> String {
+    // Zed's MentionUri is externally tagged: {"File": {"abs_path": ...}} and the like.
+    if let Some(obj) = uri.as_object() {
+        if let Some((tag, inner)) = obj.iter().next() {
+            let path = inner
+                .get("abs_path")
+                .or_else(|| inner.get("path"))
+                .or_else(|| inner.get("url"))
+                .and_then(Value::as_str);
+            return match path {
+                Some(p) => p.to_owned(),
+                None => tag.clone(),
+            };
+        }
+    }
+    uri.as_str().map_or_else(|| uri.to_string(), str::to_owned)
+}
+
+fn result_text(content: &[ResultContent]) -> String {
+    content
+        .iter()
+        .map(|c| match c {
+            ResultContent::Text(t) => t.clone(),
+            ResultContent::Image(_) => "[image]".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `s` cut to `max` characters, with `…` when cut, on one line.
+pub fn clip(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut t: String = one_line.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The conversation as readable text. `full` shows thinking and tool calls in full.
+pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
+    let msgs = &r.thread.messages;
+    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
+    let mut s = String::new();
+    if skip > 0 {
+        s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
+    }
+    for m in &msgs[skip..] {
+        match m {
+            Message::User(u) => {
+                s.push_str("## user\n");
+                s.push_str(&user_text(&u.content));
+                s.push_str("\n\n");
+            }
+            Message::Agent(a) => {
+                s.push_str("## agent\n");
+                for c in &a.content {
+                    match c {
+                        AgentContent::Text(t) => {
+                            s.push_str(t);
+                            if !t.ends_with('\n') {
+                                s.push('\n');
+                            }
+                        }
+                        AgentContent::Thinking(t) => {
+                            let text = if full {
+                                t.text.clone()
+                            } else {
+                                clip(&t.text, 100)
+                            };
+                            s.push_str(&format!("[thinking] {text}\n"));
+                        }
+                        AgentContent::RedactedThinking(_) => s.push_str("[thinking redacted]\n"),
+                        AgentContent::ToolUse(t) => {
+                            let status = match a.tool_results.get(&t.id) {
+                                Some(r) if r.is_error => "failed",
+                                Some(_) => "completed",
+                                None => "no result",
+                            };
+                            s.push_str(&format!("[tool] {} ({status})\n", t.name));
+                            if full {
+                                s.push_str(&format!("  input: {}\n", t.raw_input));
+                                if let Some(res) = a.tool_results.get(&t.id) {
+                                    s.push_str(&format!(
+                                        "  output: {}\n",
+                                        result_text(&res.content)
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                s.push('\n');
+            }
+            Message::Resume => s.push_str("[resumed]\n\n"),
+        }
+    }
+    s
+}
+
+/// A Markdown transcript.
+pub fn markdown(r: &SessionRecord) -> String {
+    let mut s = String::new();
+    let title = if r.thread.title.is_empty() {
+        format!("Session {}", r.acpx_record_id)
+    } else {
+        r.thread.title.clone()
+    };
+    s.push_str(&format!("# {title}\n\n"));
+    s.push_str(&format!("- record id: `{}`\n", r.acpx_record_id));
+    s.push_str(&format!("- ACP session id: `{}`\n", r.acp_session_id));
+    if let Some(a) = &r.agent_session_id {
+        s.push_str(&format!("- agent session id: `{a}`\n"));
+    }
+    s.push_str(&format!("- agent: `{}`\n", r.agent_command));
+    s.push_str(&format!("- directory: `{}`\n", r.cwd));
+    if let Some(n) = &r.name {
+        s.push_str(&format!("- name: {n}\n"));
+    }
+    s.push_str(&format!("- created: {}\n\n", r.created_at));
+    for m in &r.thread.messages {
+        match m {
+            Message::User(u) => {
+                s.push_str("## User\n\n");
+                s.push_str(&user_text(&u.content));
+                s.push_str("\n\n");
+            }
+            Message::Agent(a) => {
+                s.push_str("## Agent\n\n");
+                for c in &a.content {
+                    match c {
+                        AgentContent::Text(t) => {
+                            s.push_str(t);
+                            s.push_str("\n\n");
+                        }
+                        AgentContent::Thinking(t) => {
+                            for line in t.text.lines() {
+                                s.push_str(&format!("> {line}\n"));
+                            }
+                            s.push('\n');
+                        }
+                        AgentContent::RedactedThinking(_) => {
+                            s.push_str("> (thinking redacted)\n\n")
+                        }
+                        AgentContent::ToolUse(t) => {
+                            s.push_str(&format!(
+                                "**Tool: {}**\n\n```json\n{}\n```\n\n",
+                                t.name, t.raw_input
+                            ));
+                            if let Some(res) = a.tool_results.get(&t.id) {
+                                let label = if res.is_error { "Error" } else { "Result" };
+                                s.push_str(&format!(
+                                    "{label}:\n\n```\n{}\n```\n\n",
+                                    result_text(&res.content)
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Message::Resume => s.push_str("*(resumed)*\n\n"),
+        }
+    }
+    s
+}
+
+/// One short line describing an event (the `sessions events` text format).
+pub fn event_line(e: &EventEnvelope) -> String {
+    let ts = e.timestamp.to_rfc3339();
+    let req = e
+        .request_id
+        .as_deref()
+        .map(|r| format!(" [{}]", clip(r, 12)))
+        .unwrap_or_default();
+    format!(
+        "#{} {ts} {}/{} {}{req} {}",
+        e.seq,
+        e.stream,
+        e.source,
+        e.event_type,
+        event_detail(e)
+    )
+}
+
+/// The interesting part of an event's payload, short.
+pub fn event_detail(e: &EventEnvelope) -> String {
+    let p = &e.payload;
+    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    match e.event_type.as_str() {
+        "session_update" => {
+            let u = p.get("update").cloned().unwrap_or(Value::Null);
+            let kind = u
+                .get("sessionUpdate")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            let text = u
+                .get("content")
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let title = u
+                .get("title")
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let status = u
+                .get("status")
+                .and_then(Value::as_str)
+                .map(|t| format!(" ({t})"));
+            format!(
+                "{kind}{}{}",
+                text.or(title).unwrap_or_default(),
+                status.unwrap_or_default()
+            )
+        }
+        "prompt_started" => format!("{:?}", clip(&s("message_preview"), 60)),
+        "prompt_done" => format!("stopReason={}", s("stopReason")),
+        "prompt_error" => format!("{}: {}", s("code"), clip(&s("message"), 80)),
+        "client_operation" => format!(
+            "{} {} {}",
+            s("method"),
+            s("status"),
+            clip(&s("summary"), 60)
+        ),
+        "control_started" | "control_done" | "control_error" => s("action"),
+        "lifecycle_event" | "queue_event" => {
+            let reason = s("reason");
+            if reason.is_empty() {
+                s("phase")
+            } else {
+                format!("{} ({})", s("phase"), clip(&reason, 60))
+            }
+        }
+        _ => clip(&p.to_string(), 80),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_leaves_out_unknown_agent_session_id() {
+        let m = identity("r", "a", None);
+        assert_eq!(m.len(), 2);
+        let m = identity("r", "a", Some(""));
+        assert!(m.get("agentSessionId").is_none());
+        let m = identity("r", "a", Some("n"));
+        assert_eq!(m["agentSessionId"], "n");
+    }
+
+    #[test]
+    fn clip_cuts_on_characters() {
+        assert_eq!(clip("héllo wörld", 5), "héllo…");
+        assert_eq!(clip("a\nb", 5), "a b");
+    }
+}

@@ -1,0 +1,368 @@
+//! Run files: how `cancel` and `status` in one terminal find the prompt running in another.
+//!
+//! While a turn runs, the prompting process holds an exclusive `flock` on
+//! `<home>/runs/<record id>.lock` and listens on a Unix socket named in
+//! `<home>/runs/<record id>.json` (`{pid, requestId, startedAt, socket}`).
+//!
+//! - A prompt is **running** exactly when that lock is held. The kernel releases it when the
+//!   process dies, however it dies, so a stale run file is recognised as such.
+//! - `cancel` connects to the socket and writes `cancel`. It never signals a pid: a run file
+//!   left by a killed process has a free lock and nobody listening on its socket, so it can
+//!   never reach an unrelated process that happens to reuse the pid.
+//! - A run file whose lock is free was left by a process that died mid-turn: `status` reports
+//!   the session as **dead**; the next prompt replaces the file.
+//! - A second prompt in the same session waits for the lock, so turns of one session run one
+//!   at a time, in the order they asked.
+//!
+//! Socket paths are limited to about 100 bytes; when `<home>/runs/<id>.sock` is longer, the
+//! socket lives in `/tmp/acpx-<uid>/` (a private directory) under a hash of home and id.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use acpx_model::{RecordId, Timestamp};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::error::{CliError, CliResult};
+
+/// What the run file says about the running prompt.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub pid: u32,
+    pub request_id: String,
+    pub started_at: Timestamp,
+    pub socket: PathBuf,
+}
+
+/// The state of a session's run file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// No prompt is running and none died mid-turn.
+    Idle,
+    /// A live process holds the run lock.
+    Running(Option<RunInfo>),
+    /// A run file is present but nobody holds the lock: its process died mid-turn.
+    Dead(Option<RunInfo>),
+}
+
+fn runs_dir(home: &Path) -> PathBuf {
+    home.join("runs")
+}
+
+fn lock_path(home: &Path, id: &RecordId) -> PathBuf {
+    runs_dir(home).join(format!("{id}.lock"))
+}
+
+fn info_path(home: &Path, id: &RecordId) -> PathBuf {
+    runs_dir(home).join(format!("{id}.json"))
+}
+
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.iter().chain(std::iter::once(&0xffu8)) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
+/// Longest socket path used (`sun_path` is 104 bytes on macOS, 108 on Linux).
+const MAX_SOCKET_PATH: usize = 100;
+
+fn socket_path(home: &Path, id: &RecordId) -> CliResult<PathBuf> {
+    let direct = runs_dir(home).join(format!("{id}.sock"));
+    if direct.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok(direct);
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = PathBuf::from(format!("/tmp/acpx-{uid}"));
+    ensure_private_dir(&dir)?;
+    let h = fnv(&[home.as_os_str().as_encoded_bytes(), id.as_str().as_bytes()]);
+    Ok(dir.join(format!("{h:016x}.sock")))
+}
+
+fn ensure_private_dir(dir: &Path) -> CliResult<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(CliError::runtime(format!(
+                "cannot create {}: {e}",
+                dir.display()
+            )))
+        }
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| CliError::runtime(format!("cannot inspect {}: {e}", dir.display())))?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(CliError::runtime(format!(
+            "{} is not a private directory owned by you; refusing to put a control socket there",
+            dir.display()
+        ))
+        .with_hint("remove it, or use a shorter --home so the socket fits under <home>/runs/"));
+    }
+    Ok(())
+}
+
+fn open_lock_file(home: &Path, id: &RecordId) -> CliResult<File> {
+    let dir = runs_dir(home);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    let path = lock_path(home, id);
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| CliError::runtime(format!("cannot open {}: {e}", path.display())))
+}
+
+/// `flock` without blocking; `Ok(false)` when someone else holds it.
+fn try_flock(file: &File, op: libc::c_int) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: the fd is owned by `file` and stays open for the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
+    }
+}
+
+fn read_info(home: &Path, id: &RecordId) -> Option<RunInfo> {
+    let bytes = std::fs::read(info_path(home, id)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Whether a prompt is running in session `id`, and what its run file says.
+pub fn probe(home: &Path, id: &RecordId) -> CliResult<Probe> {
+    let path = lock_path(home, id);
+    if !path.exists() {
+        return Ok(Probe::Idle);
+    }
+    let file = open_lock_file(home, id)?;
+    let free = try_flock(&file, libc::LOCK_SH)
+        .map_err(|e| CliError::runtime(format!("cannot lock {}: {e}", path.display())))?;
+    let info = read_info(home, id);
+    drop(file);
+    Ok(match (free, info) {
+        (false, info) => Probe::Running(info),
+        (true, None) => Probe::Idle,
+        (true, Some(info)) => Probe::Dead(Some(info)),
+    })
+}
+
+/// Held by the prompting process for the duration of a turn.
+#[derive(Debug)]
+pub struct RunGuard {
+    _lock: File,
+    info: PathBuf,
+    socket: PathBuf,
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            l.abort();
+        }
+        // Remove the files while the lock is still held, so no one sees a half-gone run.
+        let _ = std::fs::remove_file(&self.info);
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Takes the run lock of session `id` (waiting for a running prompt of the same session to
+/// finish, with `on_wait` called once if it has to wait), opens the control socket and writes
+/// the run file. Cancel requests arrive on the returned receiver.
+pub async fn acquire(
+    home: &Path,
+    id: &RecordId,
+    request_id: &str,
+    on_wait: impl FnOnce(Option<RunInfo>),
+) -> CliResult<(RunGuard, mpsc::UnboundedReceiver<()>)> {
+    let file = open_lock_file(home, id)?;
+    let got = try_flock(&file, libc::LOCK_EX)
+        .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?;
+    let file = if got {
+        file
+    } else {
+        on_wait(read_info(home, id));
+        tokio::task::spawn_blocking(move || {
+            // SAFETY: the fd is owned by `file`, which moves into and out of this closure.
+            let rc = loop {
+                let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+                if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break rc;
+                }
+            };
+            if rc == 0 {
+                Ok(file)
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+        .await
+        .map_err(|e| CliError::runtime(format!("waiting for the run lock failed: {e}")))?
+        .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?
+    };
+
+    let socket = socket_path(home, id)?;
+    // We hold the lock, so whatever socket file is there belongs to a dead run.
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket)
+        .map_err(|e| CliError::runtime(format!("cannot listen on {}: {e}", socket.display())))?;
+    let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(serve(listener, tx));
+
+    let info = RunInfo {
+        pid: std::process::id(),
+        request_id: request_id.to_owned(),
+        started_at: Timestamp::now(),
+        socket: socket.clone(),
+    };
+    let info_file = info_path(home, id);
+    let tmp = info_file.with_extension(format!("json.tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&serde_json::to_vec(&info).unwrap_or_default())?;
+        std::fs::rename(&tmp, &info_file)
+    };
+    write().map_err(|e| CliError::runtime(format!("cannot write {}: {e}", info_file.display())))?;
+    Ok((
+        RunGuard {
+            _lock: file,
+            info: info_file,
+            socket,
+            listener: Some(task),
+        },
+        rx,
+    ))
+}
+
+async fn serve(listener: tokio::net::UnixListener, tx: mpsc::UnboundedSender<()>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    while let Ok((stream, _)) = listener.accept().await {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut line = String::new();
+            let mut reader = tokio::io::BufReader::new(read);
+            let read =
+                tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
+            let reply: &[u8] = match read {
+                Ok(Ok(_)) if line.trim() == "cancel" => {
+                    let _ = tx.send(());
+                    b"ok\n"
+                }
+                _ => b"error unknown request\n",
+            };
+            let _ = write.write_all(reply).await;
+        });
+    }
+}
+
+/// Asks the prompt running in session `id` to cancel its turn. `Ok(None)` when nothing was
+/// running; `Ok(Some(info))` when the running process accepted the request.
+pub fn request_cancel(home: &Path, id: &RecordId) -> CliResult<Option<RunInfo>> {
+    let info = match probe(home, id)? {
+        Probe::Running(Some(info)) => info,
+        // Running but the run file is not written yet: the turn has not started sending.
+        Probe::Running(None) => return Ok(None),
+        Probe::Idle | Probe::Dead(_) => return Ok(None),
+    };
+    let mut stream = match UnixStream::connect(&info.socket) {
+        Ok(s) => s,
+        // The prompt finished between the probe and the connect.
+        Err(_) => return Ok(None),
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    stream
+        .write_all(b"cancel\n")
+        .map_err(|e| CliError::runtime(format!("cannot send the cancel request: {e}")))?;
+    let mut reply = String::new();
+    let _ = BufReader::new(&stream).read_line(&mut reply);
+    if reply.trim() == "ok" {
+        Ok(Some(info))
+    } else {
+        Err(CliError::runtime(format!(
+            "the running prompt (pid {}) did not accept the cancel request",
+            info.pid
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn probe_cancel_and_stale_files() {
+        let home = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("rec-1").unwrap();
+        assert_eq!(probe(home.path(), &id).unwrap(), Probe::Idle);
+        let (guard, mut rx) = acquire(home.path(), &id, "req", |_| {}).await.unwrap();
+        assert!(matches!(
+            probe(home.path(), &id).unwrap(),
+            Probe::Running(Some(_))
+        ));
+        let h = home.path().to_owned();
+        let id2 = id.clone();
+        let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.unwrap().request_id, "req");
+        assert!(rx.recv().await.is_some());
+        drop(guard);
+        assert_eq!(probe(home.path(), &id).unwrap(), Probe::Idle);
+        assert_eq!(request_cancel(home.path(), &id).unwrap(), None);
+
+        // A run file left behind by a dead process: the lock is free, so it is "dead" and a
+        // cancel reaches no one.
+        let info = RunInfo {
+            pid: 1,
+            request_id: "old".into(),
+            started_at: Timestamp::now(),
+            socket: home.path().join("runs/rec-1.sock"),
+        };
+        std::fs::write(
+            info_path(home.path(), &id),
+            serde_json::to_vec(&info).unwrap(),
+        )
+        .unwrap();
+        assert!(matches!(
+            probe(home.path(), &id).unwrap(),
+            Probe::Dead(Some(_))
+        ));
+        assert_eq!(request_cancel(home.path(), &id).unwrap(), None);
+    }
+}
