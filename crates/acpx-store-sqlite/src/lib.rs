@@ -799,28 +799,8 @@ impl Inner {
                 let Some(last) = cols.last() else {
                     return Ok((last_seq, retained, last_write_at));
                 };
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO events (acpx_record_id, seq, event_version, timestamp, \
-                     acp_session_id, request_id, stream, source, type, payload, extra, bytes) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )?;
-                for c in &cols {
-                    insert.execute(params![
-                        id.as_str(),
-                        c.seq,
-                        c.event_version,
-                        c.timestamp,
-                        c.acp_session_id,
-                        c.request_id,
-                        c.stream,
-                        c.source,
-                        c.event_type,
-                        c.payload,
-                        c.extra,
-                        c.bytes
-                    ])?;
-                    retained += c.bytes;
-                }
+                insert_events(tx, id, &cols)?;
+                retained += cols.iter().map(|c| c.bytes).sum::<i64>();
                 let last_seq = last.seq;
                 if retained > budget {
                     retained -= trim(tx, id, last_seq, retained - budget)?;
@@ -1055,6 +1035,50 @@ fn fts_query(terms: &[&String]) -> String {
         q.push('"');
     }
     q
+}
+
+/// Row counts of the multi-row `INSERT` statements a batch is split into. Few distinct
+/// statements keep the statement cache small; many rows per statement save most of the
+/// per-statement cost of a batch.
+const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+fn insert_events(tx: &Transaction<'_>, id: &RecordId, cols: &[EventColumns]) -> TxResult<()> {
+    let id = id.as_str();
+    let mut rest = cols;
+    while !rest.is_empty() {
+        let size = INSERT_CHUNKS
+            .into_iter()
+            .find(|&n| n <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        let sql = format!(
+            "INSERT INTO events (acpx_record_id, seq, event_version, timestamp, acp_session_id, \
+             request_id, stream, source, type, payload, extra, bytes) VALUES {}",
+            vec![row; size].join(", ")
+        );
+        let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(size * 12);
+        for c in chunk {
+            args.extend_from_slice(&[
+                &id as &dyn rusqlite::ToSql,
+                &c.seq,
+                &c.event_version,
+                &c.timestamp,
+                &c.acp_session_id,
+                &c.request_id,
+                &c.stream,
+                &c.source,
+                &c.event_type,
+                &c.payload,
+                &c.extra,
+                &c.bytes,
+            ]);
+        }
+        tx.prepare_cached(&sql)?
+            .execute(rusqlite::params_from_iter(args))?;
+        rest = tail;
+    }
+    Ok(())
 }
 
 /// `(last_seq, retained_bytes, last_write_at)` of a session's log; `NotFound` without a

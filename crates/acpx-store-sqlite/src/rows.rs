@@ -226,6 +226,11 @@ impl EventColumns {
         let json_err = |err: serde_json::Error| {
             StoreError::InvalidArgument(format!("event seq {}: {err}", e.seq))
         };
+        let line = e.to_ndjson();
+        let payload = match payload_of_line(&line, e) {
+            Some(p) => p.to_owned(),
+            None => serde_json::to_string(&e.payload).map_err(json_err)?,
+        };
         Ok(EventColumns {
             seq: to_i64(e.seq, "event seq")?,
             event_version: i64::from(e.event_version),
@@ -235,15 +240,29 @@ impl EventColumns {
             stream: e.stream.as_str().to_owned(),
             source: e.source.as_str().to_owned(),
             event_type: e.event_type.clone(),
-            payload: serde_json::to_string(&e.payload).map_err(json_err)?,
+            payload,
             extra: if e.extra.is_empty() {
                 None
             } else {
                 Some(serde_json::to_string(&e.extra).map_err(json_err)?)
             },
-            bytes: to_i64(e.to_ndjson().len() as u64 + 1, "event line length")?,
+            bytes: to_i64(line.len() as u64 + 1, "event line length")?,
         })
     }
+}
+
+/// The payload's JSON text inside the event's own NDJSON line, which saves serializing it a
+/// second time. Only for envelopes without unknown keys, whose line ends with the payload:
+/// `…,"payload":<payload>}`. The first `"payload":` is the envelope's key: inside a JSON
+/// string every `"` is escaped, so the earlier (string) fields cannot contain it.
+fn payload_of_line<'a>(line: &'a str, e: &EventEnvelope) -> Option<&'a str> {
+    if !e.extra.is_empty() {
+        return None;
+    }
+    const KEY: &str = "\"payload\":";
+    let start = line.find(KEY)? + KEY.len();
+    line.get(start..line.len().checked_sub(1)?)
+        .filter(|_| line.ends_with('}'))
 }
 
 /// The columns `read_events` selects, in this order.
@@ -331,4 +350,59 @@ fn fnv1a(parts: &[&[u8]]) -> i64 {
         }
     }
     h as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acpx_model::{EventContext, EventPayload, EventSource, EventStream};
+    use serde_json::json;
+
+    #[test]
+    fn payload_taken_from_the_line_is_the_payloads_own_serialization() {
+        let id = RecordId::parse("rec").unwrap();
+        let tricky = r#"x","payload":{"fake":1},"y":""#;
+        for (acp, req, ty, payload) in [
+            ("a", None, "t", json!({"k": "v"})),
+            (tricky, Some(tricky), tricky, json!("\"payload\":")),
+            (
+                "a",
+                Some("r"),
+                "payload",
+                json!([{"payload": {"payload": 1}}, 0.1, null]),
+            ),
+            ("\u{1F600}\n\\", None, "x", json!(null)),
+            ("a", None, "t", json!({})),
+        ] {
+            let ctx = EventContext {
+                acpx_record_id: &id,
+                acp_session_id: acp,
+                request_id: req,
+                stream: EventStream::Other(tricky.into()),
+                source: EventSource::Acp,
+            };
+            let mut e = EventEnvelope::new(
+                &ctx,
+                1,
+                Timestamp::now(),
+                EventPayload::Unknown {
+                    event_type: ty.into(),
+                    payload: payload.clone(),
+                },
+            );
+            let line = e.to_ndjson();
+            assert_eq!(
+                payload_of_line(&line, &e),
+                Some(serde_json::to_string(&payload).unwrap().as_str()),
+                "{line}"
+            );
+            let cols = EventColumns::from_event(&e).unwrap();
+            assert_eq!(cols.payload, serde_json::to_string(&payload).unwrap());
+            e.extra.insert("later".into(), json!(1));
+            assert_eq!(payload_of_line(&e.to_ndjson(), &e), None);
+            let cols = EventColumns::from_event(&e).unwrap();
+            assert_eq!(cols.payload, serde_json::to_string(&payload).unwrap());
+            assert_eq!(cols.extra.as_deref(), Some(r#"{"later":1}"#));
+        }
+    }
 }

@@ -35,7 +35,7 @@ fn crash_writer() {
         let mut last = store.event_log_state(&id).await.unwrap().last_seq;
         let mut n = 0u64;
         loop {
-            let durability = if n % 5 == 0 {
+            let durability = if n.is_multiple_of(5) {
                 Durability::Fsync
             } else {
                 Durability::Flush
