@@ -191,7 +191,6 @@ mod files {
     /// A symlink planted as a session's log is not followed for appends: the file it points
     /// to, outside the store, is never changed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "known FsStore gap: appends follow a symlinked <id>.events.ndjson (no O_NOFOLLOW); run with --ignored"]
     async fn symlinked_log_is_not_followed_for_appends() {
         let b = FsBackend::new();
         let outside = tempfile::tempdir().unwrap();
