@@ -696,6 +696,34 @@ impl FsCore {
         self.append_prepared(id, PreparedBatch::new(id, events), durability)
     }
 
+    /// The non-blocking part of a [`Durability::None`] append: when this store holds the
+    /// session's lock, its writer is open and validated, and the batch fits in the buffer, the
+    /// append is a copy into memory and needs no I/O, so it can run on an async worker.
+    /// `None` means the blocking path must do it.
+    pub(crate) fn try_append_buffered(
+        &self,
+        id: &RecordId,
+        batch: &mut PreparedBatch,
+    ) -> Option<StoreResult<EventLogState>> {
+        let slot = self.existing_slot(id)?;
+        // Never wait here: another thread may be in the middle of an fsync for this session.
+        let mut st = slot.try_lock().ok()?;
+        let ready = st.held > 0 && st.validated && st.snapshot_present == Some(true);
+        let w = st.writer.as_mut().filter(|_| ready)?;
+        if w.pending.len() + batch.bytes.len() > PENDING_LIMIT {
+            return None;
+        }
+        if let Err(e) = batch.check(id, w.last_seq) {
+            return Some(Err(e));
+        }
+        if batch.count > 0 {
+            w.pending.extend_from_slice(&batch.bytes);
+            w.last_seq = batch.last_seq;
+            st.last_write_at = Some(Timestamp::now());
+        }
+        Some(Ok(self.log_state(id, &st)))
+    }
+
     pub(crate) fn append_prepared(
         &self,
         id: &RecordId,

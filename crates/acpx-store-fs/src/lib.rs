@@ -110,7 +110,12 @@
 //! | `Fsync` | `write(2)`, then `fdatasync` | yes | yes |
 //!
 //! The first append to a session creates the active segment and fsyncs the directory;
-//! rotations fsync the directory too.
+//! rotations fsync the directory too. Every call runs on tokio's blocking pool (a lock wait
+//! or an fsync never blocks an async worker), except a `None` append that only copies the
+//! batch into the buffer of a held lock: that needs no I/O and runs inline.
+//!
+//! The blocking implementation is public as [`FsCore`] ([`FsStore::blocking`]) for callers
+//! without an async runtime.
 //!
 //! ## Rotation and retention
 //!
@@ -118,7 +123,8 @@
 //! [`FsStoreOptions::max_segment_bytes`], it rotates: segments beyond retention are deleted
 //! (oldest first), the older segments move up one index (`.1` → `.2`, …), the active file
 //! becomes `.1`, a new empty active file is created, and the directory is fsynced. At most
-//! [`FsStoreOptions::max_segments`] files exist afterwards, the active one included, and
+//! [`FsStoreOptions::max_segments`] files (at least 2: after a rotation the last seq is read
+//! from `.1`) exist afterwards, the active one included, and
 //! `segment_count` in [`EventLogState`](acpx_model::EventLogState) counts the files that
 //! really exist. At every step the files, ordered by index, are ordered by age, so a crash
 //! mid-rotation leaves a readable log; it may leave a gap in the numbering, which readers
@@ -382,7 +388,12 @@ impl Store for FsStore {
         durability: Durability,
     ) -> StoreResult<EventLogState> {
         // Serialized here, so that the events need not be cloned into the blocking task.
-        let batch = core::PreparedBatch::new(id, events);
+        let mut batch = core::PreparedBatch::new(id, events);
+        if durability == Durability::None {
+            if let Some(result) = self.core.try_append_buffered(id, &mut batch) {
+                return result;
+            }
+        }
         let id = id.clone();
         self.run(move |c| c.append_prepared(&id, batch, durability))
             .await

@@ -648,6 +648,17 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
         .await
         .unwrap();
     assert_eq!(st.last_seq, 4, "the returned state counts buffered events");
+    // Buffered appends are checked like any other.
+    assert!(matches!(
+        store
+            .append(&a, &events(&a, 4..=4, 10), Durability::None)
+            .await,
+        Err(StoreError::SeqMismatch {
+            last: 4,
+            got: 4,
+            ..
+        })
+    ));
     assert_eq!(on_disk().await, 2, "buffered, not yet written");
     assert_eq!(store.event_log_state(&a).await.unwrap().last_seq, 4);
     // A read through the buffering store writes the buffer out first.
