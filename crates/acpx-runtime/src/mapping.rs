@@ -897,9 +897,15 @@ fn apply_prompt_error(
             permission_stats: PermissionStats::default(),
         });
     }
+    let stop_reason = p
+        .extra
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     end_turn(record, at, |t| {
         t.outcome = outcome;
         t.error = Some(error);
+        t.stop_reason = stop_reason;
         if let Some(s) = stats {
             t.permission_stats = s;
         }

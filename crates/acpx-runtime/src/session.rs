@@ -846,13 +846,24 @@ async fn call_with_deadline(
 ) -> RuntimeResult<Value> {
     let mut pending = pending;
     tokio::select! {
-        r = &mut pending => r
-            .unwrap_or_else(|_| Err(CallError::Disconnected("the connection ended".into())))
-            .map_err(|e| disconnect_detail(e, agent).into_runtime(method)),
+        r = &mut pending => match r.unwrap_or_else(|_| Err(CallError::Disconnected("the connection ended".into()))) {
+            Ok(v) => Ok(v),
+            Err(CallError::Disconnected(_)) => {
+                // The exit status usually follows the closed output by a moment.
+                let exit = tokio::time::timeout(Duration::from_secs(1), agent.wait()).await.ok().flatten();
+                Err(RuntimeError::Disconnected {
+                    method: method.to_owned(),
+                    detail: exit_detail(exit.as_ref(), agent),
+                })
+            }
+            Err(e) => Err(e.into_runtime(method)),
+        },
         exit = agent.wait() => {
             // The answer may still be in flight: give it a moment.
-            if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_millis(500), &mut pending).await {
-                return r.map_err(|e| e.into_runtime(method));
+            match tokio::time::timeout(Duration::from_millis(500), &mut pending).await {
+                Ok(Ok(Ok(v))) => return Ok(v),
+                Ok(Ok(Err(e @ CallError::Rpc(_)))) => return Err(e.into_runtime(method)),
+                _ => {}
             }
             Err(RuntimeError::Disconnected {
                 method: method.to_owned(),
@@ -878,15 +889,6 @@ fn exit_detail(exit: Option<&AgentExit>, agent: &AgentProcess) -> String {
         s.push_str(&format!("; its stderr ends with: {}", last.join(" | ")));
     }
     s
-}
-
-fn disconnect_detail(e: CallError, agent: &AgentProcess) -> CallError {
-    match e {
-        CallError::Disconnected(_) => {
-            CallError::Disconnected(exit_detail(agent.exit().as_ref(), agent))
-        }
-        other => other,
-    }
 }
 
 async fn record_exit(

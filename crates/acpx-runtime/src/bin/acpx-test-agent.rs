@@ -11,7 +11,7 @@
 //! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
 //! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |
 //! | `terminal [--limit N] [--kill-after MS] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*` |
-//! | `permission <kind>` | asks permission for a tool of that kind and reports the decision |
+//! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
 //! | `usage` | a `usage_update` and token usage in the prompt response |
@@ -28,7 +28,8 @@
 //! `--load` (advertise `loadSession`; keep history in `--state-dir` and replay it on load),
 //! `--resume` (advertise `sessionCapabilities.resume`), `--load-not-found` (load and resume
 //! fail with -32002), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
-//! responses), `--empty-agent-session-id` (the same key, empty), `--fork` (advertise and serve
+//! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
+//! overriding earlier flags), `--fork` (advertise and serve
 //! `session/fork`), `--close` (advertise `session/close`), `--state-dir <dir>`.
 
 use std::collections::HashMap;
@@ -65,6 +66,10 @@ impl Flags {
                 "--load-not-found" => f.load_not_found = true,
                 "--agent-session-id" => f.agent_session_id = true,
                 "--empty-agent-session-id" => f.empty_agent_session_id = true,
+                "--no-agent-session-id" => {
+                    f.agent_session_id = false;
+                    f.empty_agent_session_id = false;
+                }
                 "--fork" => f.fork = true,
                 "--close" => f.close = true,
                 "--state-dir" => {
@@ -458,7 +463,8 @@ async fn request(cx: &ConnectionTo<Client>, method: &str, params: Value) -> Resu
         .await
 }
 
-/// Asks for permission; returns the selected option id, or `None` when cancelled.
+/// Asks for permission; returns the selected option id, or `None` when cancelled. A kind of
+/// `-` leaves `kind` out (the client then infers it from the title).
 async fn ask_permission(
     cx: &ConnectionTo<Client>,
     session: &str,
@@ -466,12 +472,16 @@ async fn ask_permission(
     title: &str,
     kind: &str,
 ) -> Result<Option<String>, Error> {
+    let mut tool_call = json!({"toolCallId": call_id, "title": title});
+    if kind != "-" {
+        tool_call["kind"] = json!(kind);
+    }
     let resp = request(
         cx,
         "session/request_permission",
         json!({
             "sessionId": session,
-            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind},
+            "toolCall": tool_call,
             "options": [
                 {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
                 {"optionId": "always", "name": "Always allow", "kind": "allow_always"},

@@ -1,0 +1,423 @@
+//! The client side of ACP (permissions, fs, terminals) against the scripted agent, on every
+//! backend.
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use acpx_runtime::{
+    text_prompt, PermissionMode, PermissionPrompter, PermissionQuestion, RuntimeOptions,
+};
+use async_trait::async_trait;
+use common::*;
+use serde_json::json;
+
+struct Prompter {
+    answer: Option<bool>,
+    asked: AtomicUsize,
+}
+
+#[async_trait]
+impl PermissionPrompter for Prompter {
+    async fn ask(&self, _q: &PermissionQuestion) -> bool {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        match self.answer {
+            Some(a) => a,
+            // A human who never answers.
+            None => std::future::pending().await,
+        }
+    }
+}
+
+fn prompter(answer: Option<bool>) -> Arc<Prompter> {
+    Arc::new(Prompter {
+        answer,
+        asked: AtomicUsize::new(0),
+    })
+}
+
+fn opts(mode: PermissionMode, p: Option<Arc<Prompter>>) -> RuntimeOptions {
+    RuntimeOptions {
+        permission_mode: mode,
+        prompter: p.map(|p| p as Arc<dyn PermissionPrompter>),
+        ..RuntimeOptions::default()
+    }
+}
+
+backend_tests! {
+    permission_policies_decide_and_are_counted => permission_policies;
+    pending_permission_requests_are_cancelled_with_the_turn => permission_cancel;
+    fs_reads_and_writes_stay_inside_the_session_directory => fs_confinement;
+    writes_follow_the_permission_policy => fs_write_policy;
+    terminals_run_cap_output_and_kill => terminals;
+    terminals_are_refused_under_deny_all => terminal_denied;
+}
+
+async fn run_one(
+    env: &Env,
+    o: RuntimeOptions,
+    prompt: &str,
+) -> (
+    acpx_runtime::TurnOutcome,
+    acpx_model::SessionRecord,
+    Vec<acpx_model::EventEnvelope>,
+) {
+    let rt = env.runtime(o);
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let out = s.prompt(text_prompt(prompt)).await.unwrap();
+    let r = s.shutdown().await.unwrap();
+    let ev = env.events(&id).await;
+    (out, r, ev)
+}
+
+async fn permission_policies(env: Env) {
+    let cases: Vec<(PermissionMode, Option<Arc<Prompter>>, &str, &str, [u64; 4])> = vec![
+        (
+            PermissionMode::ApproveAll,
+            None,
+            "permission edit",
+            "selected allow",
+            [1, 1, 0, 0],
+        ),
+        (
+            PermissionMode::DenyAll,
+            None,
+            "permission edit",
+            "selected reject",
+            [1, 0, 1, 0],
+        ),
+        (
+            PermissionMode::ApproveReads,
+            None,
+            "permission edit",
+            "selected reject",
+            [1, 0, 1, 0],
+        ),
+        (
+            PermissionMode::ApproveReads,
+            Some(prompter(Some(true))),
+            "permission execute",
+            "selected allow",
+            [1, 1, 0, 0],
+        ),
+        (
+            PermissionMode::ApproveReads,
+            Some(prompter(Some(false))),
+            "permission execute",
+            "selected reject",
+            [1, 0, 1, 0],
+        ),
+        (
+            PermissionMode::ApproveReads,
+            Some(prompter(Some(false))),
+            "permission read",
+            "selected allow",
+            [1, 1, 0, 0],
+        ),
+        (
+            PermissionMode::ApproveReads,
+            None,
+            "permission - grep for TODO",
+            "selected allow",
+            [1, 1, 0, 0],
+        ),
+    ];
+    for (mode, p, prompt, expected, stats) in cases {
+        let (out, r, ev) = run_one(&env, opts(mode, p.clone()), prompt).await;
+        assert_eq!(out.agent_text, expected, "{mode:?} {prompt}");
+        let s = out.permission_stats;
+        assert_eq!(
+            [s.requested, s.approved, s.denied, s.cancelled],
+            stats,
+            "{mode:?} {prompt}"
+        );
+        assert_eq!(r.acpx.last_turn.unwrap().permission_stats, s);
+        let done = ev.iter().find(|e| e.event_type == "prompt_done").unwrap();
+        assert_eq!(done.payload["permissionStats"]["requested"], 1);
+        let op = client_ops(&ev, "session/request_permission");
+        assert_eq!(op.len(), 1);
+        assert_eq!(op[0].payload["policy"], mode.as_str());
+        assert_eq!(op[0].request_id, done.request_id);
+        if let Some(p) = p {
+            let asked = p.asked.load(Ordering::SeqCst);
+            assert_eq!(
+                asked,
+                usize::from(!prompt.contains("read")),
+                "{prompt}: reads are not asked about"
+            );
+        }
+    }
+}
+
+async fn permission_cancel(env: Env) {
+    let (obs, mut rx) = channel();
+    let p = prompter(None);
+    let rt = env.runtime(RuntimeOptions {
+        observer: Some(obs),
+        ..opts(PermissionMode::ApproveReads, Some(p.clone()))
+    });
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let handle = s.cancel_handle();
+    let prompter_seen = p.clone();
+    let canceller = tokio::spawn(async move {
+        // Wait until the tool call is announced and the human is being asked.
+        while let Some(e) = rx.recv().await {
+            if e.payload["update"]["sessionUpdate"] == "tool_call" {
+                break;
+            }
+        }
+        while prompter_seen.asked.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        handle.cancel()
+    });
+    let out = s.prompt(text_prompt("wait-permission")).await.unwrap();
+    assert!(canceller.await.unwrap());
+    assert_eq!(out.outcome, "cancelled");
+    assert_eq!(out.stop_reason.as_deref(), Some("cancelled"));
+    assert_eq!(
+        (
+            out.permission_stats.requested,
+            out.permission_stats.cancelled
+        ),
+        (1, 1)
+    );
+    let r = s.record().await;
+    let t = thread_json(&r);
+    assert_eq!(
+        t["messages"][1]["Agent"]["tool_results"]["call_wait"]["content"],
+        json!([{"Text": "Tool canceled by user"}])
+    );
+    assert_eq!(
+        s.prompt(text_prompt("echo next")).await.unwrap().outcome,
+        "completed"
+    );
+    let id = s.id().clone();
+    s.shutdown().await.unwrap();
+    let ev = env.events(&id).await;
+    assert_eq!(
+        client_ops(&ev, "session/request_permission")[0].payload["decision"],
+        "cancelled"
+    );
+}
+
+async fn fs_confinement(env: Env) {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s3cret").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), env.cwd.join("leak")).unwrap();
+    let rt = env.runtime(approve_all());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let cwd = env.cwd.display().to_string();
+    let target = format!("{cwd}/out/new.txt");
+    let out = s
+        .prompt(text_prompt(&format!("write-file {target} hello world")))
+        .await
+        .unwrap();
+    assert_eq!(out.agent_text, format!("Wrote {target}."));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello world");
+    let out = s
+        .prompt(text_prompt(&format!("read-file {cwd}/README.md 2 1")))
+        .await
+        .unwrap();
+    assert_eq!(out.agent_text, "Content: line two\n");
+    for (path, code) in [
+        ("README.md".to_owned(), -32602),
+        (format!("{cwd}/../work/README.md"), -32602),
+        (format!("{cwd}/leak"), -32602),
+        (format!("{}/secret.txt", outside.path().display()), -32602),
+        (format!("{cwd}/missing.txt"), -32002),
+    ] {
+        let out = s
+            .prompt(text_prompt(&format!("read-file {path}")))
+            .await
+            .unwrap();
+        assert!(
+            out.agent_text.starts_with(&format!("Read failed ({code})")),
+            "{path}: {}",
+            out.agent_text
+        );
+        assert!(!out.agent_text.contains("s3cret"));
+    }
+    let escape = format!("{cwd}/leak");
+    let out = s
+        .prompt(text_prompt(&format!("write-file {escape} pwned")))
+        .await
+        .unwrap();
+    assert!(
+        out.agent_text.starts_with("Write failed"),
+        "{}",
+        out.agent_text
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "s3cret"
+    );
+    s.shutdown().await.unwrap();
+    let ev = env.events(&id).await;
+    let reads = client_ops(&ev, "fs/read_text_file");
+    assert_eq!(reads.len(), 6);
+    assert_eq!(reads[0].payload["status"], "completed");
+    assert!(reads[1..].iter().all(|e| e.payload["status"] == "failed"));
+    let writes = client_ops(&ev, "fs/write_text_file");
+    assert_eq!(
+        writes
+            .iter()
+            .map(|e| e.payload["status"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["completed", "failed"]
+    );
+    assert_eq!(writes[0].payload["bytes"], 11);
+}
+
+async fn fs_write_policy(env: Env) {
+    let target = env.cwd.join("policy.txt").display().to_string();
+    let p = prompter(Some(true));
+    // approve-reads: the tool's permission request and the write itself are both asked about.
+    let (out, _, _) = run_one(
+        &env,
+        opts(PermissionMode::ApproveReads, Some(p.clone())),
+        &format!("write-file {target} ok"),
+    )
+    .await;
+    assert_eq!(out.agent_text, format!("Wrote {target}."));
+    assert_eq!(p.asked.load(Ordering::SeqCst), 2);
+    std::fs::remove_file(&target).unwrap();
+    // A human who approves the tool call but refuses the write itself.
+    struct Split;
+    #[async_trait]
+    impl PermissionPrompter for Split {
+        async fn ask(&self, q: &PermissionQuestion) -> bool {
+            q.method == "session/request_permission"
+        }
+    }
+    let o = RuntimeOptions {
+        permission_mode: PermissionMode::ApproveReads,
+        prompter: Some(Arc::new(Split)),
+        ..RuntimeOptions::default()
+    };
+    let (out, _, ev) = run_one(&env, o, &format!("write-file {target} no")).await;
+    assert!(
+        out.agent_text.contains("refused writing"),
+        "{}",
+        out.agent_text
+    );
+    assert!(!std::path::Path::new(&target).exists());
+    let w = client_ops(&ev, "fs/write_text_file");
+    assert_eq!(w[0].payload["status"], "failed");
+    // deny-all refuses reads too.
+    let readme = env.cwd.join("README.md").display().to_string();
+    let (out, _, _) = run_one(
+        &env,
+        opts(PermissionMode::DenyAll, None),
+        &format!("read-file {readme}"),
+    )
+    .await;
+    assert!(
+        out.agent_text.starts_with("Read failed (-32603)"),
+        "{}",
+        out.agent_text
+    );
+}
+
+async fn terminals(env: Env) {
+    let rt = env.runtime(approve_all());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let out = s
+        .prompt(text_prompt("terminal echo hi; pwd; exit 4"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.agent_text,
+        format!(
+            "exit=Some(4) signal=None truncated=false output=hi\n{}\n",
+            std::fs::canonicalize(&env.cwd).unwrap().display()
+        )
+    );
+    let out = s
+        .prompt(text_prompt("terminal --limit 16 seq 1 1000"))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.agent_text,
+        "exit=Some(0) signal=None truncated=true output=97\n998\n999\n1000\n"
+    );
+    let started = std::time::Instant::now();
+    let out = s
+        .prompt(text_prompt(
+            "terminal --kill-after 200 sleep 30; echo never",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        out.agent_text
+            .starts_with("exit=None signal=Some(\"SIGTERM\")"),
+        "{}",
+        out.agent_text
+    );
+    assert!(!out.agent_text.contains("never"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let r = s.shutdown().await.unwrap();
+    let t = thread_json(&r);
+    assert_eq!(
+        t["messages"][1]["Agent"]["tool_results"]["call_term"]["output"]["exitCode"],
+        4
+    );
+    let ev = env.events(&id).await;
+    for m in [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+        "terminal/kill",
+    ] {
+        assert!(!client_ops(&ev, m).is_empty(), "{m} logged");
+    }
+    assert_eq!(
+        client_ops(&ev, "terminal/create")[1].payload["outputByteLimit"],
+        16
+    );
+}
+
+async fn terminal_denied(env: Env) {
+    let marker = env.cwd.join("ran");
+    let (out, _, ev) = run_one(
+        &env,
+        opts(PermissionMode::DenyAll, None),
+        &format!("terminal touch {}", marker.display()),
+    )
+    .await;
+    assert_eq!(out.agent_text, "Permission denied.");
+    assert!(!marker.exists());
+    assert!(
+        client_ops(&ev, "terminal/create").is_empty(),
+        "the agent never got that far"
+    );
+    // The terminal gate holds even when the tool call itself was approved.
+    struct Split;
+    #[async_trait]
+    impl PermissionPrompter for Split {
+        async fn ask(&self, q: &PermissionQuestion) -> bool {
+            q.method == "session/request_permission"
+        }
+    }
+    let o = RuntimeOptions {
+        permission_mode: PermissionMode::ApproveReads,
+        prompter: Some(Arc::new(Split)),
+        ..RuntimeOptions::default()
+    };
+    let (out, _, ev) = run_one(&env, o, &format!("terminal touch {}", marker.display())).await;
+    assert!(
+        out.agent_text
+            .starts_with("terminal/create failed: acpx refused running"),
+        "{}",
+        out.agent_text
+    );
+    assert!(!marker.exists());
+    assert_eq!(
+        client_ops(&ev, "terminal/create")[0].payload["status"],
+        "failed"
+    );
+}
