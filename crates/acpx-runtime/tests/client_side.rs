@@ -72,7 +72,14 @@ async fn run_one(
 }
 
 async fn permission_policies(env: Env) {
-    let cases: Vec<(PermissionMode, Option<Arc<Prompter>>, &str, &str, [u64; 4])> = vec![
+    type Case = (
+        PermissionMode,
+        Option<Arc<Prompter>>,
+        &'static str,
+        &'static str,
+        [u64; 4],
+    );
+    let cases: Vec<Case> = vec![
         (
             PermissionMode::ApproveAll,
             None,
