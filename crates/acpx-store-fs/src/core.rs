@@ -237,26 +237,32 @@ impl FsCore {
         Ok(core)
     }
 
+    /// The root directory (absolute).
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// The options the store was opened with.
     pub fn options(&self) -> &FsStoreOptions {
         &self.opts
     }
 
+    /// `<root>/sessions`.
     pub fn sessions_dir(&self) -> &Path {
         self.layout.dir()
     }
 
+    /// `<root>/sessions/<id>.json`.
     pub fn snapshot_path(&self, id: &RecordId) -> PathBuf {
         self.layout.snapshot(id)
     }
 
+    /// `<root>/sessions/<id>.events.<n>.ndjson` (`n = 0`: the active `<id>.events.ndjson`).
     pub fn segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
         self.layout.segment(id, n)
     }
 
+    /// `<root>/sessions/<id>.lock`.
     pub fn lock_path(&self, id: &RecordId) -> PathBuf {
         self.layout.lock(id)
     }

@@ -28,24 +28,26 @@ pub(crate) fn io_err(path: &Path, e: io::Error) -> StoreError {
     StoreError::io(path.display(), e)
 }
 
-/// Creates `dir` (not its parents) with mode 0700 if it does not exist. The mode is set with
-/// `chmod` after creation so that the umask cannot widen or narrow it. An existing directory
-/// is left as it is: it may be the user's own choice.
+/// Creates `dir` (and missing parents) with mode 0700 if it does not exist. The mode of `dir`
+/// is set with `chmod` after creation so that the umask cannot change it. An existing
+/// directory is left as it is: it may be the user's own choice.
 pub(crate) fn ensure_dir(dir: &Path) -> io::Result<()> {
-    match DirBuilder::new().mode(DIR_MODE).create(dir) {
-        Ok(()) => fs::set_permissions(dir, Permissions::from_mode(DIR_MODE)),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            if fs::metadata(dir)?.is_dir() {
-                Ok(())
-            } else {
-                Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    "exists and is not a directory",
-                ))
-            }
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a directory",
+            ))
         }
-        Err(e) => Err(e),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)?;
+    fs::set_permissions(dir, Permissions::from_mode(DIR_MODE))
 }
 
 /// `OpenOptions` that refuse to open a symlink (`O_NOFOLLOW`, `ELOOP`): a link planted in

@@ -125,7 +125,7 @@
 //! becomes `.1`, a new empty active file is created, and the directory is fsynced. At most
 //! [`FsStoreOptions::max_segments`] files (at least 2: after a rotation the last seq is read
 //! from `.1`) exist afterwards, the active one included, and
-//! `segment_count` in [`EventLogState`](acpx_model::EventLogState) counts the files that
+//! `segment_count` in [`EventLogState`] counts the files that
 //! really exist. At every step the files, ordered by index, are ordered by age, so a crash
 //! mid-rotation leaves a readable log; it may leave a gap in the numbering, which readers
 //! tolerate (seq continuity is what matters) and the next rotation closes. A rotation failure
@@ -142,8 +142,8 @@
 //! `fsck --repair`). A torn line was never acknowledged, so nothing acknowledged is lost.
 //!
 //! A complete line that is not a valid event of the session (bad JSON, another session's id)
-//! or whose seq does not continue the previous one is damage. [`ReadMode::Strict`] fails with
-//! [`StoreError::Corrupt`] naming the segment file and the line number; [`ReadMode::Lenient`]
+//! or whose seq does not continue the previous one is damage. [`ReadMode::Strict`](acpx_model::ReadMode::Strict) fails with
+//! [`StoreError::Corrupt`] naming the segment file and the line number; [`ReadMode::Lenient`](acpx_model::ReadMode::Lenient)
 //! skips it and reports it in `EventPage::damaged`. For seq breaks, lenient mode skips a line
 //! whose seq repeats or goes back, and keeps (but reports) the first line after a jump, so one
 //! hole does not hide the rest of the log; a jump right after skipped damaged lines is not
@@ -214,6 +214,8 @@
 //! | `rotate.after_shift` | older segments are shifted, the active one not yet moved to `.1` |
 //! | `delete.after_snapshot_unlink` | the snapshot is unlinked, the log segments not yet |
 
+#![warn(missing_docs)]
+
 mod core;
 mod failpoint;
 mod flock;
@@ -276,6 +278,7 @@ impl FsStore {
         self.core.root()
     }
 
+    /// The options the store was opened with.
     pub fn options(&self) -> &FsStoreOptions {
         self.core.options()
     }

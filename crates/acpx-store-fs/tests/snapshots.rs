@@ -17,11 +17,22 @@ use serde_json::{json, Value};
 async fn layout_and_permissions() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("home/.acpx");
-    fs::create_dir_all(tmp.path().join("home")).unwrap();
     let store = FsStore::open(&root).unwrap();
     assert_eq!(store.sessions_dir(), root.join("sessions"));
     assert_eq!(mode(&root), 0o700);
     assert_eq!(mode(&store.sessions_dir()), 0o700);
+    // An existing root keeps the mode its owner gave it.
+    let shared = tmp.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+    let other = FsStore::open(&shared).unwrap();
+    assert_eq!(mode(&shared), 0o750);
+    assert_eq!(mode(&other.sessions_dir()), 0o700);
+    fs::write(tmp.path().join("file"), b"").unwrap();
+    assert!(matches!(
+        FsStore::open(tmp.path().join("file")),
+        Err(StoreError::Io { .. })
+    ));
 
     let a = id("sess-a");
     let mut r = record(&a, "/repo");
