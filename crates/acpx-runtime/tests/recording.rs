@@ -1,0 +1,244 @@
+//! The write path: failing appends, snapshots behind their log, on every backend.
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::{
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
+    SearchHit, SearchQuery, SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+};
+use acpx_runtime::{text_prompt, Runtime, RuntimeOptions};
+use async_trait::async_trait;
+use common::*;
+
+/// A real backend whose appends can be made to fail (a full or read-only disk).
+#[derive(Debug)]
+struct FlakyLog {
+    inner: Arc<dyn Store>,
+    fail: AtomicBool,
+}
+
+#[async_trait]
+impl Store for FlakyLog {
+    fn backend_name(&self) -> &'static str {
+        self.inner.backend_name()
+    }
+    async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
+        self.inner.create(r).await
+    }
+    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
+        self.inner.save(r).await
+    }
+    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        self.inner.close(id, at).await
+    }
+    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        self.inner.delete(id).await
+    }
+    async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
+        self.inner.list(q).await
+    }
+    async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        d: Durability,
+    ) -> StoreResult<EventLogState> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::io(
+                "events.ndjson",
+                std::io::Error::other("No space left on device"),
+            ));
+        }
+        self.inner.append(id, events, d).await
+    }
+    async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
+        self.inner.read_events(id, q).await
+    }
+    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        self.inner.event_log_state(id).await
+    }
+    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
+        self.inner.flush(id).await
+    }
+    async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+        self.inner.search(q).await
+    }
+    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
+        self.inner.lock(id, timeout).await
+    }
+}
+
+backend_tests! {
+    a_failing_append_is_recorded_surfaced_and_retried => append_failure;
+    events_lost_with_their_append_are_reported_as_a_log_gap => log_gap;
+    a_snapshot_behind_its_log_is_rolled_forward_on_open => roll_forward;
+}
+
+async fn append_failure(env: Env) {
+    let flaky = Arc::new(FlakyLog {
+        inner: env.store.clone(),
+        fail: AtomicBool::new(false),
+    });
+    let rt = Runtime::new(flaky.clone(), RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let before = env.events(&id).await.len();
+    flaky.fail.store(true, Ordering::SeqCst);
+    let out = s
+        .prompt(text_prompt("echo during the outage"))
+        .await
+        .unwrap();
+    assert_eq!(out.outcome, "completed", "the turn itself is not lost");
+    let err = out.log_write_error.expect("the failure reaches the caller");
+    assert!(err.contains("No space left on device"), "{err}");
+    // The failure reached session.json, with the turn.
+    let on_disk = env.stored(&id).await;
+    assert!(on_disk
+        .acpx
+        .event_log
+        .last_write_error
+        .as_deref()
+        .unwrap()
+        .contains("No space left"));
+    assert_eq!(on_disk.thread.messages.len(), 2);
+    assert_eq!(env.events(&id).await.len(), before, "nothing was appended");
+    // The disk recovers: the held-back events go out first, in order, without a gap.
+    flaky.fail.store(false, Ordering::SeqCst);
+    let out = s.prompt(text_prompt("echo after")).await.unwrap();
+    assert_eq!(out.log_write_error, None);
+    let r = s.shutdown().await.unwrap();
+    let ev = env.events(&id).await;
+    assert_gap_free(&ev);
+    assert_eq!(r.acpx.audit_seq, ev.len() as u64);
+    assert_eq!(r.acpx.event_log.last_seq, ev.len() as u64);
+    assert_eq!(r.acpx.event_log.last_write_error, None);
+    let texts: Vec<_> = updates(&ev, "agent_message_chunk")
+        .iter()
+        .map(|e| {
+            e.payload["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["during the outage", "after"]);
+}
+
+async fn log_gap(env: Env) {
+    let flaky = Arc::new(FlakyLog {
+        inner: env.store.clone(),
+        fail: AtomicBool::new(false),
+    });
+    let rt = Runtime::new(flaky.clone(), RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent("--resume"))).await.unwrap();
+    let id = s.id().clone();
+    flaky.fail.store(true, Ordering::SeqCst);
+    s.prompt(text_prompt("echo unlogged")).await.unwrap();
+    // The process goes away with events that never reached the log.
+    drop(s);
+    let logged = env.events(&id).await.len() as u64;
+    assert!(env.stored(&id).await.acpx.audit_seq > logged);
+    flaky.fail.store(false, Ordering::SeqCst);
+    let s = rt.open_existing(&id).await.unwrap();
+    let (from, to) = s.recovery().log_gap.expect("the gap is reported");
+    assert_eq!(from, logged + 1);
+    assert!(to >= from);
+    let r = s.shutdown().await.unwrap();
+    assert_eq!(
+        r.thread.messages.len(),
+        2,
+        "the snapshot keeps what it had folded in"
+    );
+    let ev = env.events(&id).await;
+    assert_gap_free(&ev);
+    let gap = lifecycle(&ev, "log_gap");
+    assert_eq!(gap.len(), 1);
+    assert_eq!(gap[0].seq, logged + 1, "numbering continues from the log");
+    assert_eq!(gap[0].payload["fromSeq"], from);
+}
+
+async fn roll_forward(env: Env) {
+    // Snapshots are only written at boundaries here, so the streamed chunks exist only in the
+    // log when the process disappears mid-turn.
+    let rt = env.runtime(RuntimeOptions {
+        snapshot_interval: Duration::from_secs(3600),
+        ..RuntimeOptions::default()
+    });
+    let mut s = rt.open_new(env.spec(agent("--resume"))).await.unwrap();
+    let id = s.id().clone();
+    let (obs, mut rx) = channel();
+    {
+        let turn = s.prompt_with(text_prompt("slow 400"), Some(obs));
+        tokio::pin!(turn);
+        let mut chunks = 0;
+        loop {
+            tokio::select! {
+                _ = &mut turn => panic!("the turn should still be running"),
+                e = rx.recv() => {
+                    if e.unwrap().payload["update"]["sessionUpdate"] == "agent_message_chunk" {
+                        chunks += 1;
+                        if chunks == 5 { break; }
+                    }
+                }
+            }
+        }
+    }
+    drop(s);
+    let stale = env.stored(&id).await;
+    let logged = env.events(&id).await;
+    assert!(
+        stale.acpx.audit_seq < logged.len() as u64,
+        "the snapshot is behind its log"
+    );
+    let chunk_text: String = updates(&logged, "agent_message_chunk")
+        .iter()
+        .map(|e| e.payload["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    let (record, recovery) = rt.recover(&id).await.unwrap();
+    assert_eq!(
+        recovery.rolled_forward.applied,
+        logged.len() as u64 - stale.acpx.audit_seq
+    );
+    assert!(recovery.interrupted_turn.is_some());
+    assert!(recovery.stale_agent_pid.is_some());
+    let t = thread_json(&record);
+    assert_eq!(
+        t["messages"][1]["Agent"]["content"][1]["Text"], chunk_text,
+        "every logged chunk is in the thread"
+    );
+    assert_eq!(
+        t["messages"][1]["Agent"]["tool_results"]["call_slow"]["is_error"],
+        true
+    );
+    let turn = record.acpx.last_turn.clone().unwrap();
+    assert_eq!(
+        (
+            turn.outcome.as_str(),
+            turn.error.unwrap().detail_code.as_deref()
+        ),
+        ("interrupted", Some("TURN_INTERRUPTED"))
+    );
+    assert_eq!(record.pid, None);
+    assert_eq!(
+        env.stored(&id).await.acpx.audit_seq,
+        record.acpx.audit_seq,
+        "the repair was saved"
+    );
+    // Recovery is idempotent, and the session is usable again.
+    let (again, second) = rt.recover(&id).await.unwrap();
+    assert_eq!(second, acpx_runtime::Recovery::default());
+    assert_eq!(again.acpx.audit_seq, record.acpx.audit_seq);
+    let mut s = rt.open_existing(&id).await.unwrap();
+    assert_eq!(
+        s.prompt(text_prompt("echo back")).await.unwrap().outcome,
+        "completed"
+    );
+    s.shutdown().await.unwrap();
+    assert_gap_free(&env.events(&id).await);
+}
