@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,10 +21,10 @@ use acpx_model::{
 use crate::failpoint::{self, failpoint};
 use crate::flock::Flock;
 use crate::fsutil::{
-    create_new_file, ensure_dir, fsync_dir, io_err, random_suffix, read_file, remove_if_exists,
-    stat_opt, FileIdent,
+    create_new_file, ensure_dir, fsync_dir, io_err, open_read, random_suffix, read_file,
+    remove_if_exists, stat_opt, FileIdent,
 };
-use crate::index::{parse_snapshot, reason, IndexCache, Listing};
+use crate::index::{parse_snapshot, read_revision_prefix, reason, IndexCache, Listing};
 use crate::layout::{classify, is_log_file_of, Entry, Layout};
 use crate::log::{self, LogWriter};
 
@@ -363,12 +363,21 @@ impl FsCore {
         if let Some(w) = &st.writer {
             let path = self.layout.segment(id, 0);
             let now = stat_opt(&path).map_err(|e| io_err(&path, e))?;
-            if now.map(|m| FileIdent::of(&m)) != Some(w.ident) {
+            // Identities can repeat (inode reuse within one timestamp tick), so the last line
+            // must also still be the one this store wrote: one small read.
+            let unchanged = now.map(|m| FileIdent::of(&m)) == Some(w.ident)
+                && (w.len == 0
+                    || log::last_seq_lenient(&w.file, w.len).map_err(|e| io_err(&path, e))?
+                        == Some(w.last_seq));
+            if !unchanged {
                 tracing::debug!(session = %id, "event log changed by another writer; reopening it");
                 st.writer = None;
             }
         }
         st.snapshot_present = None;
+        // File identities can repeat (a freed inode reused within one timestamp tick), so the
+        // cached revision is only trusted while the lock is held without a break.
+        st.snap = None;
         st.validated = true;
         Ok(())
     }
@@ -480,33 +489,40 @@ impl FsCore {
         })
     }
 
-    /// The revision of the stored snapshot, from the cache when the file is the one this
-    /// process last saw, else by parsing only the `revision` key.
+    /// The revision of the stored snapshot: from the cache while this store has held the lock
+    /// continuously since it wrote the file, else from the first bytes of the file (the layout
+    /// this store writes), else by parsing the document.
     fn stored_revision(&self, id: &RecordId, st: &mut SlotState) -> StoreResult<u64> {
         let path = self.layout.snapshot(id);
-        let Some(meta) = stat_opt(&path).map_err(|e| io_err(&path, e))? else {
+        let not_found = |st: &mut SlotState| {
             st.snapshot_present = Some(false);
-            return Err(StoreError::NotFound(id.clone()));
+            StoreError::NotFound(id.clone())
+        };
+        if let Some((cached, rev)) = st.snap {
+            match stat_opt(&path).map_err(|e| io_err(&path, e))? {
+                None => return Err(not_found(st)),
+                Some(m) if FileIdent::of(&m) == cached => return Ok(rev),
+                Some(_) => st.snap = None,
+            }
+        }
+        let file = match open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found(st)),
+            Err(e) => return Err(io_err(&path, e)),
         };
         st.snapshot_present = Some(true);
-        let ident = FileIdent::of(&meta);
-        if let Some((cached, rev)) = st.snap {
-            if cached == ident {
-                return Ok(rev);
-            }
+        if let Some(rev) = read_revision_prefix(&file).map_err(|e| io_err(&path, e))? {
+            return Ok(rev);
         }
         #[derive(serde::Deserialize)]
         struct RevisionProbe {
             #[serde(default)]
             revision: u64,
         }
-        let bytes = match read_file(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound(id.clone()))
-            }
-            Err(e) => return Err(io_err(&path, e)),
-        };
+        let mut bytes = Vec::new();
+        (&file)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_err(&path, e))?;
         let probe: RevisionProbe = serde_json::from_slice(&bytes).map_err(|e| {
             StoreError::corrupt(
                 path.display().to_string(),
@@ -517,7 +533,6 @@ impl FsCore {
                 ),
             )
         })?;
-        st.snap = Some((ident, probe.revision));
         Ok(probe.revision)
     }
 

@@ -8,15 +8,18 @@
 //! snapshot, and only new or changed snapshots are parsed.
 
 use std::collections::HashMap;
-use std::fs;
+use std::fs::{self, File};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use acpx_model::{RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreError, StoreResult};
+use acpx_model::{
+    RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreError, StoreResult, SESSION_SCHEMA,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::flock::Flock;
-use crate::fsutil::{create_new_file, io_err, random_suffix, read_file, FileIdent};
+use crate::fsutil::{create_new_file, io_err, open_read, random_suffix, read_file, FileIdent};
 use crate::layout::{classify, Entry, Layout};
 
 const INDEX_VERSION: u32 = 1;
@@ -80,6 +83,34 @@ pub(crate) fn parse_snapshot(
         ));
     }
     Ok(record)
+}
+
+/// The revision of a snapshot as this store writes it, read from its first bytes: the
+/// document starts `{"schema": ..., "revision": N,` (pretty-printed, in this key order). `None`
+/// when the file does not start that way (written by something else): parse it instead.
+pub(crate) fn revision_from_prefix(prefix: &[u8]) -> Option<u64> {
+    let head = format!("{{\n  \"schema\": \"{SESSION_SCHEMA}\",\n  \"revision\": ");
+    let rest = prefix.strip_prefix(head.as_bytes())?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 20 || rest.get(digits) != Some(&b',') {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// [`revision_from_prefix`] of an open snapshot file (one small read).
+pub(crate) fn read_revision_prefix(file: &File) -> io::Result<Option<u64>> {
+    let mut buf = [0u8; 96];
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(revision_from_prefix(&buf[..n]))
 }
 
 /// `field `x`: message`, the reason text of a malformed snapshot.
@@ -146,7 +177,10 @@ impl IndexCache {
             }
             let ident = FileIdent::of(&meta);
             // Taken out of the old map: whatever is left in it at the end was deleted.
-            let cached = self.entries.remove(name).filter(|e| e.ident == ident);
+            let cached = self
+                .entries
+                .remove(name)
+                .filter(|e| e.ident == ident && revision_agrees(&path, e));
             let e = match cached {
                 Some(e) => e,
                 None => {
@@ -193,6 +227,20 @@ impl IndexCache {
     }
 }
 
+/// A file identity can repeat (a freed inode reused within one timestamp tick, same length),
+/// so a cached entry is also checked against the revision at the start of the file, which
+/// every save of this store increments. Files in another layout are judged by identity.
+fn revision_agrees(path: &Path, e: &IndexEntry) -> bool {
+    let Ok(file) = open_read(path) else {
+        return false;
+    };
+    match read_revision_prefix(&file) {
+        Ok(Some(rev)) => e.summary.as_ref().is_some_and(|s| s.revision == rev),
+        Ok(None) => true,
+        Err(_) => false,
+    }
+}
+
 fn skip(out: &mut Listing, path: &Path, reason: String) {
     let location = path.display().to_string();
     tracing::warn!(file = %location, %reason, "skipping a malformed session snapshot");
@@ -227,5 +275,43 @@ fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>) {
     })();
     if let Err(e) = result {
         tracing::debug!(error = %e, "could not write the listing cache");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acpx_model::{NewSession, Timestamp};
+
+    #[test]
+    fn revision_prefix_matches_what_the_store_writes() {
+        let mut r = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse("a").unwrap(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: None,
+            },
+            Timestamp::now(),
+        );
+        for rev in [0u64, 1, 9, 10, 12_345, u64::MAX] {
+            r.revision = rev;
+            let bytes = r.to_json_vec();
+            assert_eq!(
+                revision_from_prefix(&bytes[..96.min(bytes.len())]),
+                Some(rev)
+            );
+        }
+        for other in [
+            &b"{\"schema\":\"acpx.session.v1\",\"revision\":3,"[..],
+            b"{\n  \"schema\": \"acpx.session.v1\",\n  \"revision\": -3,",
+            b"{\n  \"schema\": \"acpx.session.v1\",\n  \"revision\": 3",
+            b"{\n  \"schema\": \"acpx.session.v1\",\n  \"revision\": ,",
+            b"",
+        ] {
+            assert_eq!(revision_from_prefix(other), None);
+        }
     }
 }

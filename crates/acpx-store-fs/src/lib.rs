@@ -81,13 +81,15 @@
 //!
 //! Other processes may change a session's files whenever this store does not hold the lock,
 //! so after each acquisition the first operation compares the active segment's identity
-//! (device, inode, length, times) with what this store last saw, and reopens the log and
-//! re-reads its last seq from the tail if anything changed. While a guard is held, nothing
-//! is re-checked.
+//! (device, inode, length, times) and its last line's seq with what this store last wrote,
+//! and reopens the log and re-reads its last seq from the tail if anything changed. (An
+//! identity alone can repeat: a freed inode may be reused within one timestamp tick.) While
+//! a guard is held, nothing is re-checked.
 //!
 //! **Snapshot saves** serialize the record with its new revision, then under the lock: read
-//! the stored revision ([`StoreError::Conflict`] on mismatch; from a cache when the file's
-//! identity is the one this process last wrote, else by parsing only the `revision` key),
+//! the stored revision ([`StoreError::Conflict`] on mismatch; from memory while this store
+//! has held the lock without a break since it wrote the file, else from the first bytes of
+//! the file, where this store always writes `"revision"`, else by parsing the document),
 //! write `.<id>.json.tmp.<pid>.<random>`, fsync it, rename it over `<id>.json`, fsync the
 //! directory. A crash at any point leaves the old or the new snapshot. A failure is returned
 //! to the caller (seed: a `session.json` write failure is fatal for the operation).
@@ -164,11 +166,13 @@
 //!
 //! ## Listing
 //!
-//! `list` does one `readdir` and one `stat` per `<id>.json`. The cache `.index.json` maps each
-//! snapshot file name to the file's identity (device, inode, length, modification and change
-//! times in nanoseconds) and its [`SessionSummary`](acpx_model::SessionSummary) (or why it is
-//! malformed); only files whose identity changed are parsed again. Since every entry is
-//! checked against the file itself, the cache can be stale, missing, corrupt or shared with
+//! `list` does one `readdir`, and one `stat` and one small read (the first 96 bytes) per
+//! `<id>.json`. The cache `.index.json` maps each snapshot file name to the file's identity
+//! (device, inode, length, modification and change times in nanoseconds) and its
+//! [`SessionSummary`](acpx_model::SessionSummary) (or why it is malformed); only files whose
+//! identity or leading `"revision"` (which every save increments) changed are parsed again.
+//! Since every entry is checked against the file itself, the cache can be stale, missing,
+//! corrupt or shared with
 //! other processes without ever changing an answer. It is kept in memory after the first
 //! list and rewritten (temp file and rename, no fsync, best effort: a read-only directory just
 //! means no cache) only when something changed.

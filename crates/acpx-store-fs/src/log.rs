@@ -162,7 +162,7 @@ fn line_start_before(file: &File, end: u64) -> io::Result<u64> {
 }
 
 /// The last seq of a segment whose complete lines end at `end`, skipping damaged lines.
-fn last_seq_lenient(file: &File, end: u64) -> io::Result<Option<u64>> {
+pub(crate) fn last_seq_lenient(file: &File, end: u64) -> io::Result<Option<u64>> {
     let mut end = end;
     while end > 0 {
         let start = line_start_before(file, end)?;

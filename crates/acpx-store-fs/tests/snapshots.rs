@@ -412,6 +412,18 @@ async fn list_uses_the_index_while_files_are_unchanged() {
     let page = fresh.list(&ListQuery::default()).await.unwrap();
     assert_eq!(names(&page).as_deref(), Some("from-cache"));
 
+    // An entry whose revision disagrees with the start of the file is not trusted even when
+    // the identity matches (identities can repeat after inode reuse).
+    let mut index: Value = serde_json::from_slice(&fs::read(&index_path).unwrap()).unwrap();
+    index["entries"]["a.json"]["summary"]["revision"] = json!(99);
+    fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+    let page = FsStore::open(tmp.path())
+        .unwrap()
+        .list(&ListQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(names(&page).as_deref(), Some("real"));
+
     // Any change to the file invalidates its entry.
     r.name = Some("renamed".into());
     fresh.save(&mut r).await.unwrap();
