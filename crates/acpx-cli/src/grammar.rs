@@ -12,6 +12,8 @@
 //! 4. A first word that is neither is a usage error that lists the known agents and says to use
 //!    `acpx prompt "…"` for prompt text. (Node acpx ran unknown words as agent commands; a typo
 //!    then started a random program, so acpx asks for `--agent "<command>"` instead.)
+//!    With `--agent <command>` there is no positional agent: the first word that is not a
+//!    command starts the prompt text (`acpx --agent ./my-agent fix the bug`).
 //! 5. An option first (`acpx -s api hi`) starts a `prompt`; nothing but global options runs
 //!    `prompt` reading stdin; no arguments at all, `--help` or `--version` go to clap unchanged.
 //!
@@ -93,7 +95,8 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
     if COMMAND_NAMES.contains(&word.as_str()) {
         return Ok(Split { args, agent: None });
     }
-    if word.starts_with('-') {
+    // With `--agent <command>` there is no positional agent, so a word is prompt text.
+    if word.starts_with('-') || has_raw_agent(&args) {
         args.insert(j, "prompt".into());
         return Ok(Split { args, agent: None });
     }
@@ -116,6 +119,14 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
         args,
         agent: Some(word),
     })
+}
+
+/// Whether `--agent` appears among the options (before `--`).
+fn has_raw_agent(args: &[OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .map_while(|a| a.to_str().filter(|a| *a != "--"))
+        .any(|a| a == "--agent" || a.starts_with("--agent="))
 }
 
 fn unknown_word(word: &str) -> CliError {
@@ -229,6 +240,15 @@ mod tests {
         let e = split(&["hello", "world"]).unwrap_err();
         assert_eq!(e.kind, crate::error::ErrorKind::Usage);
         assert!(e.hint.unwrap().contains("acpx prompt"));
+    }
+
+    #[test]
+    fn raw_agent_makes_words_prompt_text() {
+        let (args, agent) = split(&["--agent", "./a --acp", "fix", "it"]).unwrap();
+        assert_eq!(args, ["--agent", "./a --acp", "prompt", "fix", "it"]);
+        assert_eq!(agent, None);
+        let (args, _) = split(&["--agent=./a", "status"]).unwrap();
+        assert_eq!(args, ["--agent=./a", "status"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod config;
 mod context;
 mod error;
 mod grammar;
+mod live;
 mod lookup;
 mod node;
 mod output;

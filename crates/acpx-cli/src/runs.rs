@@ -204,8 +204,16 @@ pub async fn acquire(
     on_wait: impl FnOnce(Option<RunInfo>),
 ) -> CliResult<(RunGuard, mpsc::UnboundedReceiver<()>)> {
     let file = open_lock_file(home, id)?;
-    let got = try_flock(&file, libc::LOCK_EX)
-        .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?;
+    let mut got = false;
+    for _ in 0..5 {
+        got = try_flock(&file, libc::LOCK_EX)
+            .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?;
+        if got {
+            break;
+        }
+        // `probe` holds a shared lock for an instant; do not report that as a running prompt.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let file = if got {
         file
     } else {
@@ -317,6 +325,72 @@ pub fn request_cancel(home: &Path, id: &RecordId) -> CliResult<Option<RunInfo>> 
             "the running prompt (pid {}) did not accept the cancel request",
             info.pid
         )))
+    }
+}
+
+/// An exclusive lock on the scope `(agent command, cwd, name)`, held while `sessions new` or
+/// `sessions ensure` looks for the scope's session and creates one, so that two of them
+/// running at once create one session, not two. Released when dropped.
+#[derive(Debug)]
+pub struct ScopeLock {
+    _file: File,
+}
+
+/// Takes the scope lock (waiting for another holder).
+pub async fn lock_scope(
+    home: &Path,
+    agent_command: &str,
+    cwd: &str,
+    name: Option<&str>,
+) -> CliResult<ScopeLock> {
+    let dir = runs_dir(home);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    let h = fnv(&[
+        agent_command.as_bytes(),
+        cwd.as_bytes(),
+        name.unwrap_or("\u{0}").as_bytes(),
+    ]);
+    let path = dir.join(format!("scope-{h:016x}.lock"));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| CliError::runtime(format!("cannot open {}: {e}", path.display())))?;
+    let file = tokio::task::spawn_blocking(move || loop {
+        // SAFETY: the fd is owned by `file`, which stays alive for the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(file);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    })
+    .await
+    .map_err(|e| CliError::runtime(format!("waiting for the scope lock failed: {e}")))?
+    .map_err(|e| CliError::runtime(format!("cannot lock {}: {e}", path.display())))?;
+    Ok(ScopeLock { _file: file })
+}
+
+/// Waits up to `max` for the prompt running in session `id` to end; returns whether it did.
+pub async fn wait_idle(home: &Path, id: &RecordId, max: Duration) -> CliResult<bool> {
+    let deadline = tokio::time::Instant::now() + max;
+    loop {
+        if !matches!(probe(home, id)?, Probe::Running(_)) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

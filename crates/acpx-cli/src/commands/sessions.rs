@@ -414,7 +414,7 @@ async fn follow(ctx: &Ctx, r: &SessionRecord, query: &EventQuery) -> CliResult<(
         } else {
             idle_polls += 1;
             // Check for close now and then, not on every poll.
-            if idle_polls % 5 == 0 {
+            if idle_polls.is_multiple_of(5) {
                 match store.load(id).await {
                     Ok(rec) if rec.closed => {
                         // One more read so nothing written before the close is missed.
