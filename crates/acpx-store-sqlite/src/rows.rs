@@ -231,10 +231,14 @@ impl EventColumns {
             Some(p) => p.to_owned(),
             None => serde_json::to_string(&e.payload).map_err(json_err)?,
         };
+        let timestamp = match timestamp_of_line(&line) {
+            Some(t) => t.to_owned(),
+            None => ts_text(&e.timestamp),
+        };
         Ok(EventColumns {
             seq: to_i64(e.seq, "event seq")?,
             event_version: i64::from(e.event_version),
-            timestamp: ts_text(&e.timestamp),
+            timestamp,
             acp_session_id: e.acp_session_id.clone(),
             request_id: e.request_id.clone(),
             stream: e.stream.as_str().to_owned(),
@@ -249,6 +253,16 @@ impl EventColumns {
             bytes: to_i64(line.len() as u64 + 1, "event line length")?,
         })
     }
+}
+
+/// The timestamp text inside the event's own NDJSON line (formatting it again costs more than
+/// the rest of the row). It follows two numbers, `{"eventVersion":1,"seq":7,"timestamp":"…"`,
+/// so the first `"timestamp":"` is the key.
+fn timestamp_of_line(line: &str) -> Option<&str> {
+    const KEY: &str = "\"timestamp\":\"";
+    let start = line.find(KEY)? + KEY.len();
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
 }
 
 /// The payload's JSON text inside the event's own NDJSON line, which saves serializing it a
@@ -398,6 +412,8 @@ mod tests {
             );
             let cols = EventColumns::from_event(&e).unwrap();
             assert_eq!(cols.payload, serde_json::to_string(&payload).unwrap());
+            assert_eq!(cols.timestamp, ts_text(&e.timestamp));
+            assert_eq!(cols.timestamp.len(), 24);
             e.extra.insert("later".into(), json!(1));
             assert_eq!(payload_of_line(&e.to_ndjson(), &e), None);
             let cols = EventColumns::from_event(&e).unwrap();
