@@ -13,7 +13,8 @@
 //!   with every snapshot save ([`acpx_model::Store::search`]).
 //!
 //! The schema, with queries to run by hand, is documented in `docs/format.md`
-//! ("SQLite backend").
+//! ("SQLite backend"). To move existing sessions from the file store (or any other store)
+//! into a database, use [`acpx_model::migrate::copy_store`], which also verifies the copy.
 //!
 //! ```
 //! use acpx_model::{

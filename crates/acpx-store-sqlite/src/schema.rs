@@ -1,6 +1,6 @@
 //! The database schema and its forward migrations.
 //!
-//! The schema version lives in `PRAGMA user_version`. Each entry of [`MIGRATIONS`] moves the
+//! The schema version lives in `PRAGMA user_version`. Each entry of `MIGRATIONS` moves the
 //! database from version `i` to `i + 1`; opening runs the missing ones in one transaction. A
 //! database whose version is newer than [`SCHEMA_VERSION`] is refused before anything is
 //! written to it.
