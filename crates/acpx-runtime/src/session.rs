@@ -1233,6 +1233,15 @@ impl Session {
             .await
     }
 
+    /// Sends one ACP request this crate does not wrap (for example `session/fork`) to the
+    /// agent and returns its result, with the request timeout. Nothing is recorded: the caller
+    /// records what the answer means.
+    pub async fn agent_request(&self, method: &str, params: Value) -> RuntimeResult<Value> {
+        self.ensure_connected()?;
+        let pending = self.conn.call(method, params, |_| {});
+        call_with_deadline(&self.agent, pending, method, self.options.request_timeout).await
+    }
+
     /// Runs one prompt turn (ACP ContentBlocks, e.g. from [`text_prompt`]).
     pub async fn prompt(&mut self, prompt: Vec<Value>) -> RuntimeResult<TurnOutcome> {
         self.prompt_with(prompt, None).await
