@@ -44,10 +44,13 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_by_last_used ON sessions (last_used_ms DESC, acpx_record_id);
 CREATE INDEX sessions_by_cwd ON sessions (cwd_key, last_used_ms DESC, acpx_record_id);
 
--- acpx changes `document` only together with `revision`. A change that keeps the revision
--- was made by hand (or by another tool), so the columns may no longer match: list then reads
--- that one document instead of trusting the columns.
-CREATE TRIGGER sessions_document_edited AFTER UPDATE OF document ON sessions
+-- acpx changes `document` and the columns derived from it only together with `revision`. A
+-- change that keeps the revision was made by hand (or by another tool), so the columns may no
+-- longer match the document: list then reads that one document instead of trusting them.
+CREATE TRIGGER sessions_document_edited
+AFTER UPDATE OF acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name, title,
+    created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, message_count,
+    document ON sessions
 FOR EACH ROW WHEN NEW.revision = OLD.revision
 BEGIN
     UPDATE sessions SET document_checked = 0 WHERE acpx_record_id = NEW.acpx_record_id;

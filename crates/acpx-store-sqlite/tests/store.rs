@@ -434,7 +434,7 @@ async fn list_filters_orders_and_pages() {
 async fn hand_edited_rows_are_reported_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    for i in 0..6 {
+    for i in 0..7 {
         store
             .create(&mut record(&format!("s{i}"), "/r", 100 - i))
             .await
@@ -483,6 +483,12 @@ async fn hand_edited_rows_are_reported_not_fatal() {
         [],
     )
     .unwrap();
+    // A column edited without the document: the two disagree.
+    conn.execute(
+        "UPDATE sessions SET name = 'column only' WHERE acpx_record_id = 's6'",
+        [],
+    )
+    .unwrap();
 
     let page = store.list(&ListQuery::default()).await.unwrap();
     let listed: Vec<_> = page
@@ -496,7 +502,7 @@ async fn hand_edited_rows_are_reported_not_fatal() {
         .iter()
         .map(|s| format!("{} {}", s.location, s.reason))
         .collect();
-    assert_eq!(page.skipped.len(), 5, "{reasons:#?}");
+    assert_eq!(page.skipped.len(), 6, "{reasons:#?}");
     let find = |key: &str| {
         reasons
             .iter()
@@ -508,6 +514,7 @@ async fn hand_edited_rows_are_reported_not_fatal() {
     assert!(find("s2").contains("document"), "{}", find("s2"));
     assert!(find("s3").contains("`name`"), "{}", find("s3"));
     assert!(find("s5").contains("created_at"), "{}", find("s5"));
+    assert!(find("s6").contains("`name`"), "{}", find("s6"));
     assert!(
         find("../../etc/passwd").contains("acpx_record_id"),
         "{reasons:#?}"
@@ -529,7 +536,7 @@ async fn hand_edited_rows_are_reported_not_fatal() {
         }
     }
     assert_eq!(seen, vec!["s0", "s4"]);
-    assert_eq!(skipped, 5);
+    assert_eq!(skipped, 6);
 
     match store.load(&rid("s1")).await {
         Err(StoreError::Corrupt {
