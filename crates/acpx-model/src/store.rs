@@ -411,11 +411,13 @@ pub fn check_append_batch(
                 e.seq, e.acpx_record_id
             )));
         }
-        let expected = last_seq + 1 + i as u64;
-        if e.seq != expected {
+        // Checked: a log ending at u64::MAX (or a hostile seq) must be refused, not overflow.
+        let previous = last_seq.checked_add(i as u64);
+        let expected = previous.and_then(|p| p.checked_add(1));
+        if expected != Some(e.seq) {
             return Err(StoreError::SeqMismatch {
                 id: id.clone(),
-                last: expected - 1,
+                last: previous.unwrap_or(u64::MAX),
                 got: e.seq,
             });
         }
@@ -471,6 +473,38 @@ mod tests {
             .map(|s| s.acpx_record_id.to_string())
             .collect();
         assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn append_batch_near_u64_max_is_refused_not_overflowed() {
+        let id = RecordId::parse("x").unwrap();
+        let ctx = crate::event::EventContext {
+            acpx_record_id: &id,
+            acp_session_id: "a",
+            request_id: None,
+            stream: crate::event::EventStream::Lifecycle,
+            source: crate::event::EventSource::Runtime,
+        };
+        let e = |seq| {
+            EventEnvelope::new(
+                &ctx,
+                seq,
+                Timestamp::now(),
+                crate::event::EventPayload::Unknown {
+                    event_type: "x".into(),
+                    payload: serde_json::Value::Null,
+                },
+            )
+        };
+        assert!(check_append_batch(&id, u64::MAX - 1, &[e(u64::MAX)]).is_ok());
+        assert!(matches!(
+            check_append_batch(&id, u64::MAX, &[e(0)]),
+            Err(StoreError::SeqMismatch { .. })
+        ));
+        assert!(matches!(
+            check_append_batch(&id, u64::MAX - 1, &[e(u64::MAX), e(0)]),
+            Err(StoreError::SeqMismatch { .. })
+        ));
     }
 
     #[test]
