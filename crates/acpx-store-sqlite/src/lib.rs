@@ -468,16 +468,7 @@ impl Inner {
         if self.held.contains(&path) {
             return Ok(None);
         }
-        self.ensure_locks_dir()?;
         FileLock::acquire(&path, id, self.options.lock_timeout).map(Some)
-    }
-
-    fn ensure_locks_dir(&self) -> StoreResult<()> {
-        if self.locks_dir.is_dir() {
-            Ok(())
-        } else {
-            create_private_dir(&self.locks_dir)
-        }
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; `fsync` commits it with
@@ -1338,7 +1329,6 @@ impl Store for SqliteStore {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let id = id.clone();
         self.run(move |inner| {
-            inner.ensure_locks_dir()?;
             let lock = FileLock::acquire(&inner.lock_path(&id), &id, timeout)?;
             Ok(SessionLock::new(
                 id,

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -95,14 +95,30 @@ impl FileLock {
 }
 
 fn open_lock_file(path: &Path) -> StoreResult<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| StoreError::io(path.display(), e))
+    let open = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+    };
+    match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // The lock directory was removed while the store was open: make it again.
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| StoreError::io(dir.display(), e))?;
+            }
+            open()
+        }
+        other => other,
+    }
+    .map_err(|e| StoreError::io(path.display(), e))
 }
 
 fn same_file(file: &File, path: &Path) -> StoreResult<bool> {

@@ -935,3 +935,21 @@ async fn two_handles_append_concurrently_without_loss() {
         .enumerate()
         .all(|(i, e)| e.seq == i as u64 + 1));
 }
+
+#[tokio::test]
+async fn a_removed_lock_directory_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let id = rid("s1");
+    store.create(&mut record("s1", "/r", 1)).await.unwrap();
+    let mut locks = store.path().as_os_str().to_owned();
+    locks.push(".locks");
+    std::fs::remove_dir_all(&locks).unwrap();
+    store
+        .append(&id, &events(&id, 1, 1), Durability::Flush)
+        .await
+        .unwrap();
+    drop(store.lock(&id, Duration::from_secs(1)).await.unwrap());
+    let mode = std::fs::metadata(&locks).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
