@@ -70,6 +70,7 @@ pub(crate) struct AgentProcess {
     pub command: String,
     exit: watch::Receiver<Option<AgentExit>>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    stderr_closed: watch::Receiver<bool>,
 }
 
 impl AgentProcess {
@@ -96,15 +97,24 @@ impl AgentProcess {
         self.exit.clone()
     }
 
-    /// The last lines the agent wrote on stderr (bounded).
-    pub fn stderr_tail(&self) -> String {
-        tail_text(&self.stderr_tail)
+    /// The stderr tail once the agent's stderr is closed (waiting at most `max` for that:
+    /// a descendant may keep it open).
+    pub async fn final_stderr_tail(&self, max: Duration) -> String {
+        final_tail(&self.stderr_tail, self.stderr_closed.clone(), max).await
     }
 
-    /// A function that reads the stderr tail later, from another task.
-    pub fn stderr_tail_handle(&self) -> impl Fn() -> String + Send + Sync + 'static {
+    /// [`AgentProcess::final_stderr_tail`] for another task.
+    pub fn stderr_tail_handle(
+        &self,
+    ) -> impl Fn(Duration) -> futures::future::BoxFuture<'static, String> + Send + Sync + 'static
+    {
         let tail = self.stderr_tail.clone();
-        move || tail_text(&tail)
+        let closed = self.stderr_closed.clone();
+        move |max| {
+            let tail = tail.clone();
+            let closed = closed.clone();
+            Box::pin(async move { final_tail(&tail, closed, max).await })
+        }
     }
 
     /// Stops the agent: waits for it to exit after its stdin was closed, then `SIGTERM`s its
@@ -127,6 +137,15 @@ impl AgentProcess {
             signal_group(self.pid, libc::SIGKILL);
         }
     }
+}
+
+async fn final_tail(
+    tail: &Mutex<VecDeque<u8>>,
+    mut closed: watch::Receiver<bool>,
+    max: Duration,
+) -> String {
+    let _ = tokio::time::timeout(max, closed.wait_for(|c| *c)).await;
+    tail_text(tail)
 }
 
 fn tail_text(tail: &Mutex<VecDeque<u8>>) -> String {
@@ -201,6 +220,7 @@ pub(crate) fn spawn(
     });
 
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let (closed_tx, closed_rx) = watch::channel(false);
     tokio::spawn({
         let tail = stderr_tail.clone();
         let wire = wire.clone();
@@ -225,6 +245,7 @@ pub(crate) fn spawn(
                     }
                 }
             }
+            let _ = closed_tx.send(true);
         }
     });
 
@@ -269,6 +290,7 @@ pub(crate) fn spawn(
             command: command_line.to_owned(),
             exit: exit_rx,
             stderr_tail,
+            stderr_closed: closed_rx,
         },
         Lines::new(outgoing, incoming),
     ))

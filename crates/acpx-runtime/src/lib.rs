@@ -1,8 +1,86 @@
 //! # acpx-runtime
 //!
-//! Drives a real ACP agent process and records everything it does through an
-//! [`acpx_model::Store`]: every `session/update` becomes an event in the append-only log and
-//! is folded into the session's Zed-shaped thread by one pure reducer ([`mapping`]).
+//! Drives a real ACP agent process over stdio (with the `agent-client-protocol` 5.0.0 SDK) and
+//! records everything it does through an [`acpx_model::Store`]: every `session/update`, client
+//! operation, prompt and control becomes an event in the session's append-only log, and one
+//! pure reducer ([`mapping`]) folds each event into the session's Zed-shaped `thread` and its
+//! `acpx` namespace.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, RuntimeOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Arc::new(acpx_model::MemoryStore::new()); // or a file / SQLite store
+//! let runtime = Runtime::new(store, RuntimeOptions::default());
+//! let mut session = runtime
+//!     .open_new(NewSessionSpec {
+//!         agent_command: "npx @zed-industries/codex-acp".into(),
+//!         cwd: "/repo".into(),
+//!         name: None,
+//!     })
+//!     .await?;
+//! let outcome = session.prompt(text_prompt("fix the build")).await?;
+//! println!("{}: {}", outcome.outcome, outcome.agent_text);
+//! let id = session.id().clone();
+//! session.shutdown().await?; // the record stays open; reopen it later:
+//! let mut again = runtime.open_existing(&id).await?;
+//! again.prompt(text_prompt("and now the tests")).await?;
+//! again.close().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! `cargo run -p acpx-runtime --example quickstart -- "hello"` runs one real prompt against
+//! the scripted test agent into a file store and prints where it was stored.
+//!
+//! ## The pieces
+//!
+//! | module | job |
+//! |---|---|
+//! | [`mapping`] | the pure reducer: [`mapping::apply_event`], [`mapping::roll_forward`] |
+//! | [`recorder`] | the write path of every event, in the seed's order |
+//! | [`agent`] | the agent process (pid, exit, process group) and the ACP connection |
+//! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
+//! | [`client_ops`] | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies |
+//!
+//! ## What a session records
+//!
+//! - Opening: `lifecycle_event`s `agent_started` (pid), `initialized` (protocol version,
+//!   capabilities), then `session_created`, `session_attached` (load/resume) or
+//!   `session_fallback` (see [`mapping::lifecycle`]). While a session is being set up, the
+//!   agent's updates are held back and recorded right after, so they carry the right ACP
+//!   session id.
+//! - A turn: `prompt_started` (its payload also carries `userMessageId` and the `prompt`
+//!   blocks, so the log alone rebuilds the `User` message), one `session_update` per
+//!   notification with the params exactly as received (unknown kinds and fields included),
+//!   `client_operation`s, then `prompt_done` (`stopReason`, `permissionStats`, `usage`) or
+//!   `prompt_error` (`code`, `detailCode`, `message`, `retryable`, `acp`, plus `outcome` and
+//!   `permissionStats`). A cancel is recorded as a `cancel` control.
+//! - Controls: `control_started` and `control_done` / `control_error` (with the `input`).
+//! - The end: `agent_exit` (exit code or signal, `reason`: `process_exit` or
+//!   `acpx_shutdown`), and `session_closed` for [`Session::close`].
+//!
+//! ## Decisions
+//!
+//! - **Replay during `session/load` is not logged.** The thread is canonical and already holds
+//!   that history; the replayed updates are counted (`replayedUpdates` of `session_attached`)
+//!   and dropped. Updates after the load answer are live again (the switch happens on the
+//!   SDK's dispatch loop together with the answer).
+//! - **Snapshots** are saved at turn boundaries, on controls and lifecycle events, and at
+//!   most every 300 ms while events stream ([`recorder::DEFAULT_SNAPSHOT_INTERVAL`]); opening
+//!   rolls a snapshot that is behind forward from the log. With [`acpx_model::Durability::Flush`]
+//!   (the default) every recorded event survives a `kill -9`; an unfinished turn is recorded
+//!   as `interrupted` when the session is next opened (or by [`Runtime::recover`]).
+//! - **The agent is spawned by acpx**, not by the SDK's `AcpAgent`, because the record needs
+//!   the pid and exit status; it runs in its own process group so stopping it reaches
+//!   everything a wrapper launcher started.
+//! - **Fallback** to `session/new` happens when load/resume is unsupported, answers
+//!   not-found (codes -32001/-32002 or a not-found message), -32601/-32602, or -32603 on a
+//!   record without agent messages. The record id stays; the saved mode and the config
+//!   values the user set are re-applied. Anything else (a timeout, a crash) is an error.
+//! - **Permission stats** count `session/request_permission` decisions only; the write and
+//!   terminal gates are logged as client operations.
+
 pub mod agent;
 pub mod client_ops;
 mod core;

@@ -853,7 +853,7 @@ async fn call_with_deadline(
                 let exit = tokio::time::timeout(Duration::from_secs(1), agent.wait()).await.ok().flatten();
                 Err(RuntimeError::Disconnected {
                     method: method.to_owned(),
-                    detail: exit_detail(exit.as_ref(), agent),
+                    detail: exit_detail(exit.as_ref(), agent).await,
                 })
             }
             Err(e) => Err(e.into_runtime(method)),
@@ -867,7 +867,7 @@ async fn call_with_deadline(
             }
             Err(RuntimeError::Disconnected {
                 method: method.to_owned(),
-                detail: exit_detail(exit.as_ref(), agent),
+                detail: exit_detail(exit.as_ref(), agent).await,
             })
         }
         _ = tokio::time::sleep(timeout) => Err(RuntimeError::Timeout {
@@ -877,12 +877,12 @@ async fn call_with_deadline(
     }
 }
 
-fn exit_detail(exit: Option<&AgentExit>, agent: &AgentProcess) -> String {
+async fn exit_detail(exit: Option<&AgentExit>, agent: &AgentProcess) -> String {
     let mut s = match exit {
         Some(e) => format!("the agent process {e}"),
         None => "the agent closed its output".to_owned(),
     };
-    let tail = agent.stderr_tail();
+    let tail = agent.final_stderr_tail(Duration::from_millis(500)).await;
     if !tail.is_empty() {
         let last: Vec<&str> = tail.lines().rev().take(5).collect();
         let last: Vec<&str> = last.into_iter().rev().collect();
@@ -1105,7 +1105,7 @@ impl Session {
                 let (reason, stderr) = if shutting.load(Ordering::SeqCst) {
                     ("acpx_shutdown", None)
                 } else {
-                    ("process_exit", Some(tail()))
+                    ("process_exit", Some(tail(Duration::from_millis(500)).await))
                 };
                 record_exit(&core, e, reason, stderr).await;
             })
@@ -1298,7 +1298,11 @@ impl Session {
             }
         }
         self.core.terminals.release_all().await;
-        self.shutting_down.store(true, Ordering::SeqCst);
+        // An agent that already ended on its own keeps `process_exit` as its reason, however
+        // late the exit logger gets to run.
+        if self.agent.exit().is_none() {
+            self.shutting_down.store(true, Ordering::SeqCst);
+        }
         self.conn.shutdown().await;
         self.agent.stop().await;
         if let Some(logger) = self.exit_logger.take() {

@@ -239,7 +239,7 @@ async fn drive(
                 Some(e) => format!("the agent process {e} during the turn"),
                 None => format!("the agent closed its connection during the turn ({why})"),
             };
-            let tail = p.agent.stderr_tail();
+            let tail = p.agent.final_stderr_tail(Duration::from_millis(500)).await;
             if let Some(last) = tail.lines().last() {
                 detail.push_str(&format!(" (its last stderr line: {last})"));
             }

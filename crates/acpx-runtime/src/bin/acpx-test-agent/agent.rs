@@ -1,5 +1,5 @@
-//! `acpx-test-agent`: a scripted ACP agent speaking on its stdio, used by the tests and by the
-//! README quickstart (no API key needed).
+//! The scripted ACP agent behind `acpx-test-agent`: it speaks ACP on its stdio and is used by
+//! the tests and by the quickstart example (no API key needed).
 //!
 //! The first word of the prompt text picks a script:
 //!
@@ -180,9 +180,9 @@ fn parse<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, Error> {
     serde_json::from_value(params.clone()).map_err(|e| invalid_params(e.to_string()))
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
+/// Serves one client on stdio until it closes stdin. `args` are the flags above; more are
+/// read from `ACPX_TEST_AGENT_FLAGS`.
+pub async fn serve(mut args: Vec<String>) {
     if let Ok(extra) = std::env::var("ACPX_TEST_AGENT_FLAGS") {
         args.extend(extra.split_whitespace().map(str::to_owned));
     }
