@@ -54,7 +54,8 @@ Exit codes: 0 ok (a cancelled turn included), 1 runtime error, 2 usage, 3 timeou
     after_help = AFTER_HELP,
     propagate_version = true,
     subcommand_required = true,
-    arg_required_else_help = true
+    arg_required_else_help = true,
+    args_override_self = true
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -13,7 +13,8 @@
 //!    `acpx prompt "…"` for prompt text. (Node acpx ran unknown words as agent commands; a typo
 //!    then started a random program, so acpx asks for `--agent "<command>"` instead.)
 //!    With `--agent <command>` there is no positional agent: the first word that is not a
-//!    command starts the prompt text (`acpx --agent ./my-agent fix the bug`).
+//!    command starts the prompt text (`acpx --agent ./my-agent fix the bug`), and a word that
+//!    names an agent is an error (both an agent and `--agent`).
 //! 5. An option first (`acpx -s api hi`) starts a `prompt`; nothing but global options runs
 //!    `prompt` reading stdin; no arguments at all, `--help` or `--version` go to clap unchanged.
 //!
@@ -95,7 +96,14 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
     if COMMAND_NAMES.contains(&word.as_str()) {
         return Ok(Split { args, agent: None });
     }
-    // With `--agent <command>` there is no positional agent, so a word is prompt text.
+    // With `--agent <command>` there is no positional agent, so a word is prompt text; a
+    // word that names an agent is a mistake (`--agent x codex …`), as in Node acpx.
+    if has_raw_agent(&args) && !word.starts_with('-') && is_agent(&word) {
+        return Err(CliError::usage(format!(
+            "both an agent name ({word}) and --agent were given"
+        ))
+        .with_hint("use one of them; to send prompt text that starts with an agent's name, say `acpx --agent … prompt \"…\"`"));
+    }
     if word.starts_with('-') || has_raw_agent(&args) {
         args.insert(j, "prompt".into());
         return Ok(Split { args, agent: None });

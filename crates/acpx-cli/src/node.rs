@@ -586,6 +586,35 @@ pub fn convert_journal(
     }
 }
 
+/// A valid record id derived from a Node id that is not one: the same id every time (so a
+/// second import finds the first), readable, and distinct for distinct originals (a hash of
+/// the original is appended).
+pub fn safe_id(original: &str) -> RecordId {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in original.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    let cleaned: String = original
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.');
+    let stem: String = cleaned.chars().take(100).collect();
+    let candidate = if stem.is_empty() {
+        format!("node-{h:016x}")
+    } else {
+        format!("{stem}-{:08x}", h as u32)
+    };
+    RecordId::parse(&candidate).unwrap_or_else(|_| RecordId::generate())
+}
+
 fn user_turns(messages: &[Message]) -> usize {
     messages
         .iter()
@@ -607,7 +636,7 @@ pub fn convert_session(
     let new_id = match RecordId::parse(&original_id) {
         Ok(id) => id,
         Err(e) => {
-            let id = RecordId::generate();
+            let id = safe_id(&original_id);
             notes.push(format!(
                 "the Node record id {original_id:?} cannot be a file name here ({e}); imported as {id}"
             ));
@@ -821,12 +850,16 @@ mod tests {
     }
 
     #[test]
-    fn invalid_ids_get_a_fresh_one() {
+    fn invalid_ids_get_a_stable_safe_one() {
         let mut n = node_record();
         n["acpx_record_id"] = json!("a/b");
         let c = convert_session(&n, &[], "x.json", Timestamp::now()).unwrap();
-        assert_ne!(c.record.acpx_record_id.as_str(), "a/b");
+        assert!(c.record.acpx_record_id.as_str().starts_with("a_b-"));
         assert_eq!(c.original_id, "a/b");
         assert!(!c.notes.is_empty());
+        let again = convert_session(&n, &[], "x.json", Timestamp::now()).unwrap();
+        assert_eq!(again.record.acpx_record_id, c.record.acpx_record_id);
+        assert_ne!(safe_id("a:b"), safe_id("a/b"));
+        assert!(safe_id("..").as_str().starts_with("node-"));
     }
 }

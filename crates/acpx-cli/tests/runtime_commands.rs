@@ -719,3 +719,137 @@ fn follow_prints_each_event_once_across_rotation() {
         }
     }
 }
+
+#[test]
+fn fork_with_session_fork_and_with_a_copy() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let state = env.home().join("agent-state");
+        let agent = env.agent_cmd(&format!("--fork --load --state-dir {}", state.display()));
+        let parent = new_session(&env, &agent, &[]);
+        let pid = parent["acpxRecordId"].as_str().unwrap().to_owned();
+        env.run(&["--agent", &agent, "echo", "before", "the", "fork"])
+            .ok();
+        let before = env
+            .run(&["--format", "json", "sessions", "show", &pid])
+            .ok()
+            .json();
+
+        let f = env
+            .run(&[
+                "--format", "json", "--agent", &agent, "sessions", "fork", "--name", "branch",
+            ])
+            .ok()
+            .json();
+        assert_eq!(f["action"], "session_forked");
+        assert_eq!(f["method"], "session/fork");
+        assert_eq!(f["parentAcpxRecordId"], pid.as_str());
+        assert_eq!(f["name"], "branch");
+        assert_ne!(f["acpxRecordId"], pid.as_str());
+        assert_ne!(f["acpxSessionId"], before["acpxSessionId"]);
+        assert_eq!(f["forkMessageCount"], 2);
+        let child = f["acpxRecordId"].as_str().unwrap().to_owned();
+        let show = env
+            .run(&["--format", "json", "sessions", "show", &child])
+            .ok()
+            .json();
+        assert_eq!(show["acpx"]["forked_from"]["acpxRecordId"], pid.as_str());
+        assert!(show["acpx"]["forked_from"]["seq"].as_u64().unwrap() > 0);
+        let hist = env.run(&["sessions", "history", &child]).ok().stdout;
+        assert!(hist.contains("echo before the fork"), "{hist}");
+        let ev = env
+            .run(&["--format", "json", "sessions", "events", &child])
+            .ok()
+            .json_lines();
+        assert_eq!(ev[0]["payload"]["phase"], "session_forked");
+        // The fork is a session of its own; the parent is unchanged.
+        let r = env
+            .run(&[
+                "--format", "quiet", "--agent", &agent, "-s", "branch", "echo", "on", "the",
+                "branch",
+            ])
+            .ok();
+        assert_eq!(r.stdout, "on the branch\n");
+        let after = env
+            .run(&["--format", "json", "sessions", "show", &pid])
+            .ok()
+            .json();
+        assert_eq!(
+            after["thread"]["messageCount"],
+            before["thread"]["messageCount"]
+        );
+        assert_eq!(after["acpxRecordId"], before["acpxRecordId"]);
+
+        // An agent without session/fork: a copy of the conversation, said plainly.
+        let plain = env.agent_cmd("");
+        new_session(&env, &plain, &[]);
+        env.run(&["--agent", &plain, "echo", "copied"]).ok();
+        let r = env
+            .run(&["--format", "json", "--agent", &plain, "sessions", "fork"])
+            .ok();
+        assert!(
+            r.stderr.contains("does not support session/fork"),
+            "{}",
+            r.stderr
+        );
+        let f = r.json();
+        assert_eq!(f["method"], "copy");
+        let hist = env
+            .run(&["sessions", "history", f["acpxRecordId"].as_str().unwrap()])
+            .ok()
+            .stdout;
+        assert!(hist.contains("echo copied"), "{hist}");
+    }
+}
+
+#[test]
+fn resume_session_attaches_a_new_record_to_an_existing_acp_session() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let state = env.home().join("agent-state");
+        let agent = env.agent_cmd(&format!("--load --state-dir {}", state.display()));
+        let first = new_session(&env, &agent, &[]);
+        env.run(&["--agent", &agent, "echo", "remember", "me"]).ok();
+        let show = env
+            .run(&[
+                "--format",
+                "json",
+                "sessions",
+                "show",
+                first["acpxRecordId"].as_str().unwrap(),
+            ])
+            .ok()
+            .json();
+        let acp = show["acpxSessionId"].as_str().unwrap().to_owned();
+        let r = new_session(&env, &agent, &["--name", "again", "--resume-session", &acp]);
+        assert_eq!(r["created"], true);
+        assert_eq!(r["acpxSessionId"], acp.as_str());
+        assert_eq!(
+            r["acpxRecordId"],
+            acp.as_str(),
+            "the record id is the resumed id when free"
+        );
+        // An id the agent does not know: exit 4, nothing created.
+        let bad = env.run(&[
+            "--agent",
+            &agent,
+            "sessions",
+            "new",
+            "--name",
+            "x",
+            "--resume-session",
+            "sess-unknown",
+        ]);
+        assert_eq!(bad.code, 4, "{bad:?}");
+        assert!(
+            bad.stderr.contains("no session was created"),
+            "{}",
+            bad.stderr
+        );
+        let list = env
+            .run(&["--format", "json", "sessions", "list", "--name", "x"])
+            .ok()
+            .json();
+        assert!(list["sessions"].as_array().unwrap().is_empty());
+    }
+}

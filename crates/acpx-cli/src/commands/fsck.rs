@@ -299,6 +299,10 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
             "checked {checked} session(s): {} problem(s), {repaired} repaired",
             problems.len()
         ));
+        if repairable_left {
+            ctx.out
+                .note("run `acpx fsck --repair` to fix the problems marked repairable");
+        }
     }
     if remaining > 0 {
         let mut e = CliError::runtime(format!("fsck: {remaining} problem(s) remain")).reported();

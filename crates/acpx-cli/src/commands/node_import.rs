@@ -112,7 +112,7 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool) -> CliResult<()> {
             }
         };
         if !is_node_record(&doc) {
-            skipped.push(json!({"path": origin, "reason": "not a Node acpx session record (no acpx_record_id)"}));
+            skipped.push(json!({"path": origin, "ignored": true, "reason": "not a Node acpx session record (no acpx_record_id)"}));
             continue;
         }
         let journal = read_journal(&journal_files(file))?;
@@ -206,10 +206,11 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool) -> CliResult<()> {
         ))
         .with_hint("pass the Node acpx home (usually ~/.acpx) or its sessions/ directory"));
     }
-    // Sessions already present (an earlier import) are not failures: re-running is safe.
+    // Sessions already present (an earlier import) and files that are not sessions are not
+    // failures: re-running an import is safe.
     let failed = skipped
         .iter()
-        .filter(|s| s.get("alreadyPresent").is_none())
+        .filter(|s| s.get("alreadyPresent").is_none() && s.get("ignored").is_none())
         .count();
     if failed > 0 {
         return Err(

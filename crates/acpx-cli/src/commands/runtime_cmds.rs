@@ -10,8 +10,12 @@ use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_model::{ClosedFilter, ListQuery, RecordId, SessionRecord, Store};
-use acpx_runtime::mapping::turn_is_running;
+use acpx_model::event::LifecycleEventPayload;
+use acpx_model::{
+    ClosedFilter, Durability, EventContext, EventEnvelope, EventPayload, EventSource, EventStream,
+    ListQuery, NewSession, RecordId, SessionRecord, Store, Timestamp,
+};
+use acpx_runtime::mapping::{apply_event, turn_is_running, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
 use acpx_runtime::{
     text_prompt, Attachment, CancelHandle, NewSessionSpec, Observer, PermissionMode, Runtime,
     RuntimeError, RuntimeOptions, Session, TurnOutcome,
@@ -740,14 +744,10 @@ fn print_ensured(
     }
 }
 
-/// `sessions new`: closes the open session of the same scope, then creates one.
+/// `sessions new`: creates a session (or, with `--resume-session`, attaches a new record to
+/// an ACP session the agent already has), then closes the other open sessions of the same
+/// scope. Creating first means a failure leaves the old session usable.
 pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
-    if a.resume_session.is_some() {
-        return Err(CliError::runtime(
-            "--resume-session needs a runtime API to attach a new record to an existing ACP session, which this build does not have yet",
-        )
-        .with_detail("NOT_SUPPORTED"));
-    }
     let name = a.name.as_deref();
     let _scope = runs::lock_scope(
         &ctx.home,
@@ -757,8 +757,13 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
     )
     .await?;
     let store = ctx.store().await?;
+    let previous = open_in_exact_scope(ctx, name).await?;
+    let record = match &a.resume_session {
+        Some(acp_id) => resume_session(ctx, acp_id, name).await?,
+        None => create_session(ctx, name).await?,
+    };
     let mut replaced = None;
-    for old in open_in_exact_scope(ctx, name).await? {
+    for old in previous {
         if runs::request_cancel(&ctx.home, &old.acpx_record_id)?.is_some() {
             ctx.out.note(&format!(
                 "[acpx] cancelled the prompt running in {}",
@@ -769,9 +774,64 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
         let closed = crate::commands::sessions::close_with_retry(&*store, &old).await?;
         replaced = Some(closed);
     }
-    let record = create_session(ctx, name).await?;
     print_ensured(ctx, &record, true, replaced.as_ref());
     Ok(())
+}
+
+/// A new record for the ACP session `acp_id` that the agent already has: the record id is
+/// that id when it is usable and free (as Node acpx does), else a fresh one. The agent must
+/// resume or load it; if it cannot (it would start a fresh session instead), the record is
+/// removed again and nothing is created.
+async fn resume_session(ctx: &Ctx, acp_id: &str, name: Option<&str>) -> CliResult<SessionRecord> {
+    if acp_id.trim().is_empty() {
+        return Err(CliError::usage("--resume-session needs an ACP session id"));
+    }
+    let store = ctx.store().await?;
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: RecordId::from_untrusted_or_generate(acp_id),
+            acp_session_id: acp_id.to_owned(),
+            agent_session_id: None,
+            agent_command: ctx.agent.command.clone(),
+            cwd: ctx.cwd.to_string_lossy().into_owned(),
+            name: name.map(str::to_owned),
+        },
+        Timestamp::now(),
+    );
+    if let Err(acpx_model::StoreError::AlreadyExists(_)) = store.create(&mut record).await {
+        record.acpx_record_id = RecordId::generate();
+        store.create(&mut record).await?;
+    }
+    let id = record.acpx_record_id.clone();
+    let runtime = Runtime::new(store.clone(), runtime_options(ctx, None));
+    let interrupts = Interrupts::start(None, None, &ctx.out);
+    let attached = match open_existing(ctx, &runtime, &id, &interrupts).await {
+        Ok(session) => {
+            let attachment = session.attachment().clone();
+            let shut = session.shutdown().await.map_err(|e| runtime_error(ctx, e));
+            match (attachment, shut) {
+                (Attachment::Reattached { .. }, Ok(r)) => Ok(r),
+                (Attachment::Reattached { .. }, Err(e)) => Err(e),
+                (Attachment::Fallback { reason, .. }, _) => Err(CliError::new(
+                    ErrorKind::NoSession,
+                    format!("the agent could not resume ACP session {acp_id:?} ({reason}); no session was created"),
+                )),
+                (Attachment::Created, _) => Err(CliError::runtime(format!(
+                    "the agent did not attach ACP session {acp_id:?}; no session was created"
+                ))),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    match attached {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            let _ = store.delete(&id).await;
+            Err(e.with_hint(
+                "check the id (the agent's own session list), and that the agent supports session/resume or session/load",
+            ))
+        }
+    }
 }
 
 /// `sessions ensure`: the scope's session (directory walk), created when there is none.
@@ -796,16 +856,227 @@ pub async fn ensure(ctx: &Ctx, a: EnsureArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// `sessions fork`.
-pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
-    let parent = select(ctx, &a.target).await?;
-    let _ = (&parent, &a.name, store_of(ctx).await?);
-    Err(CliError::runtime(
-        "sessions fork needs the runtime's session/fork support, which this build does not have yet",
-    )
-    .with_detail("NOT_SUPPORTED"))
+/// Appends a `session_forked` lifecycle event to the child's log and records the fork in
+/// its snapshot (`acpx.forked_from`), copying the parent's conversation and session state.
+async fn record_fork(
+    store: &dyn Store,
+    child: &RecordId,
+    parent: &SessionRecord,
+    forked_from: Value,
+) -> CliResult<SessionRecord> {
+    let _lock = store.lock(child, Duration::from_secs(10)).await?;
+    let mut r = store.load(child).await?;
+    r.thread = parent.thread.clone();
+    r.acpx.current_mode_id = parent.acpx.current_mode_id.clone();
+    r.acpx.available_commands = parent.acpx.available_commands.clone();
+    if r.acpx.config_options.is_empty() {
+        r.acpx.config_options = parent.acpx.config_options.clone();
+    }
+    for key in [DESIRED_MODE_KEY, DESIRED_CONFIG_KEY] {
+        if let Some(v) = parent.acpx.extra.get(key) {
+            r.acpx.extra.insert(key.to_owned(), v.clone());
+        }
+    }
+    r.acpx
+        .extra
+        .insert(FORKED_FROM_KEY.to_owned(), forked_from.clone());
+    let state = store.event_log_state(child).await?;
+    let ctx = EventContext {
+        acpx_record_id: child,
+        acp_session_id: &r.acp_session_id,
+        request_id: None,
+        stream: EventStream::Lifecycle,
+        source: EventSource::Runtime,
+    };
+    let extra = match forked_from {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let event = EventEnvelope::new(
+        &ctx,
+        state.last_seq + 1,
+        Timestamp::now(),
+        EventPayload::LifecycleEvent(LifecycleEventPayload {
+            phase: "session_forked".into(),
+            exit_code: None,
+            signal: None,
+            reason: None,
+            extra,
+        }),
+    );
+    let appended = store
+        .append(child, std::slice::from_ref(&event), Durability::Fsync)
+        .await;
+    r.note_append_result(&appended);
+    appended?;
+    apply_event(&mut r, &event);
+    store.save(&mut r).await?;
+    Ok(r)
 }
 
-async fn store_of(ctx: &Ctx) -> CliResult<Arc<dyn Store>> {
-    ctx.store().await
+/// `acpx` key of a forked session: `{acpxRecordId, acpSessionId, seq, messageCount, method,
+/// forkedAt}` of the parent at the fork point.
+pub const FORKED_FROM_KEY: &str = "forked_from";
+
+/// `sessions fork`: a new session that starts from the parent's conversation. With an agent
+/// that advertises `session/fork`, the agent forks its own session (it keeps the context);
+/// otherwise the new session gets a fresh ACP session and a copy of the stored conversation
+/// (the agent starts without the context, which is said). The parent is never changed, and
+/// the new session gets a new record id.
+pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
+    let parent = select(ctx, &a.target).await?;
+    if parent.closed {
+        return Err(CliError::usage(format!(
+            "session {} is closed; fork an open session",
+            parent.acpx_record_id
+        ))
+        .with_hint("`acpx sessions export` and `sessions import --new-id` copy a closed session"));
+    }
+    let store = ctx.store().await?;
+    let out = ctx.out.clone();
+    let (_run, _remote) = runs::acquire(&ctx.home, &parent.acpx_record_id, "fork", |_| {
+        out.note("[acpx] a prompt is running in this session; waiting for it to finish");
+    })
+    .await?;
+    let runtime = Runtime::new(store.clone(), runtime_options(ctx, None));
+    let interrupts = Interrupts::start(None, None, &ctx.out);
+    let session = open_existing(ctx, &runtime, &parent.acpx_record_id, &interrupts).await?;
+    let parent_now = session.record().await;
+    let can_fork = session
+        .initialize_response()
+        .get("agentCapabilities")
+        .and_then(|c| c.get("sessionCapabilities"))
+        .and_then(|s| s.get("fork"))
+        .is_some_and(Value::is_object);
+    let forked_from = |method: &str| {
+        json!({
+            "acpxRecordId": parent_now.acpx_record_id,
+            "acpSessionId": parent_now.acp_session_id,
+            "seq": parent_now.acpx.audit_seq,
+            "messageCount": parent_now.thread.messages.len(),
+            "method": method,
+            "forkedAt": Timestamp::now(),
+        })
+    };
+    let child = if can_fork {
+        let params = json!({"sessionId": parent_now.acp_session_id, "cwd": parent_now.cwd, "mcpServers": []});
+        let answer = or_interrupt(session.agent_request("session/fork", params), &interrupts).await;
+        let shutdown = stop_or_shutdown(session, answer.is_none()).await;
+        let answer = match answer {
+            None => return Err(interrupted_error()),
+            Some(a) => a.map_err(|e| runtime_error(ctx, e))?,
+        };
+        shutdown.map_err(|e| runtime_error(ctx, e))?;
+        let Some(new_acp) = answer
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        else {
+            return Err(CliError::runtime(format!(
+                "the agent answered session/fork without a sessionId: {answer}"
+            )));
+        };
+        let agent_session_id = answer
+            .get("_meta")
+            .and_then(|m| m.get("agentSessionId"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        let mut record = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::generate(),
+                acp_session_id: new_acp.to_owned(),
+                agent_session_id,
+                agent_command: parent_now.agent_command.clone(),
+                cwd: parent_now.cwd.clone(),
+                name: a.name.clone(),
+            },
+            Timestamp::now(),
+        );
+        record.protocol_version = parent_now.protocol_version;
+        record.agent_capabilities = parent_now.agent_capabilities.clone();
+        if let Some(opts) = answer.get("configOptions").and_then(Value::as_array) {
+            record.acpx.config_options = opts.clone();
+        }
+        store.create(&mut record).await?;
+        record_fork(
+            &*store,
+            &record.acpx_record_id,
+            &parent_now,
+            forked_from("session/fork"),
+        )
+        .await?
+    } else {
+        session
+            .shutdown()
+            .await
+            .map_err(|e| runtime_error(ctx, e))?;
+        ctx.out.warn(
+            "the agent does not support session/fork: the new session has a copy of the conversation, \
+             but the agent starts it without that context",
+        );
+        let open = runtime.open_new(NewSessionSpec {
+            agent_command: parent_now.agent_command.clone(),
+            cwd: std::path::PathBuf::from(&parent_now.cwd),
+            name: a.name.clone(),
+        });
+        let fresh = match or_interrupt(open, &interrupts).await {
+            None => return Err(interrupted_error()),
+            Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
+        };
+        let fresh = fresh.shutdown().await.map_err(|e| runtime_error(ctx, e))?;
+        record_fork(
+            &*store,
+            &fresh.acpx_record_id,
+            &parent_now,
+            forked_from("copy"),
+        )
+        .await?
+    };
+    let method = child.acpx.extra[FORKED_FROM_KEY]["method"].clone();
+    if ctx.out.is_json() {
+        let mut m = record_identity(&child);
+        if let Some(n) = &child.name {
+            m.insert("name".into(), json!(n));
+        }
+        m.insert(
+            "parentAcpxRecordId".into(),
+            json!(parent_now.acpx_record_id),
+        );
+        m.insert(
+            "parentAcpxSessionId".into(),
+            json!(parent_now.acp_session_id),
+        );
+        m.insert("forkSeq".into(), json!(parent_now.acpx.audit_seq));
+        m.insert(
+            "forkMessageCount".into(),
+            json!(parent_now.thread.messages.len()),
+        );
+        m.insert("method".into(), method);
+        ctx.out.json(&action("session_forked", m));
+    } else if ctx.out.is_text() {
+        ctx.out.line(&format!(
+            "forked {} into {} ({} messages, {})",
+            parent_now.acpx_record_id,
+            child.acpx_record_id,
+            child.thread.messages.len(),
+            method.as_str().unwrap_or_default()
+        ));
+    } else {
+        ctx.out.line(child.acpx_record_id.as_str());
+    }
+    Ok(())
+}
+
+/// Shuts a session down, or stops it at once after an interrupt.
+async fn stop_or_shutdown(
+    session: Session,
+    interrupted: bool,
+) -> Result<SessionRecord, RuntimeError> {
+    if interrupted {
+        stop_now(session).await;
+        Err(RuntimeError::InvalidInput("interrupted".into()))
+    } else {
+        session.shutdown().await
+    }
 }

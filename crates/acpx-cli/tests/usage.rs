@@ -1,0 +1,281 @@
+//! The grammar, configuration, help and usage errors of the real binary.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{acpx_bin, Env, Run};
+use serde_json::Value;
+
+fn run_plain(
+    args: &[&str],
+    home: &std::path::Path,
+    cwd: &std::path::Path,
+    env: &[(&str, &str)],
+) -> Run {
+    let mut c = Command::new(acpx_bin());
+    c.args(args)
+        .current_dir(cwd)
+        .env_remove("ACPX_HOME")
+        .env_remove("ACPX_STORE")
+        .env("HOME", home)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn unknown_words_and_bad_flags_are_usage_errors() {
+    let env = Env::new("fs");
+    let r = env.run(&["frobnicate", "the", "code"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("\"frobnicate\" is neither a command nor a known agent"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("acpx prompt \"frobnicate"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("--agent"), "{}", r.stderr);
+
+    let r = env.run(&["--format", "json", "frobnicate"]);
+    assert_eq!(r.code, 2);
+    let e = r.json();
+    assert_eq!(e["jsonrpc"], "2.0");
+    assert_eq!(e["error"]["code"], -32602);
+    assert_eq!(e["error"]["data"]["acpxCode"], "USAGE");
+    assert_eq!(e["error"]["data"]["detailCode"], "UNKNOWN_AGENT");
+
+    for args in [
+        vec!["sessions", "list", "--bogus"],
+        vec!["--format", "yaml", "sessions"],
+        vec!["--store", "mongo", "sessions"],
+        vec!["--timeout", "-3", "status"],
+        vec!["--timeout", "soon", "status"],
+        vec!["--approve-all", "--deny-all", "status"],
+        vec!["set-mode"],
+        vec!["sessions", "search"],
+        vec!["migrate"],
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(!r.stderr.is_empty(), "{args:?}");
+        let mut j = vec!["--format", "json"];
+        j.extend(args.iter());
+        let r = env.run(&j);
+        assert_eq!(r.code, 2, "{j:?}");
+        // `--format yaml` is itself the error, so that one is reported as text.
+        if !args.contains(&"yaml") {
+            assert_eq!(r.json()["error"]["data"]["acpxCode"], "USAGE", "{j:?}");
+        }
+    }
+
+    // A positional agent and --agent together.
+    let r = env.run(&["--agent", "x", "codex", "sessions"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    // Command options belong after their command, but global options go anywhere.
+    let r = env.run(&["sessions", "list", "--format", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["action"], "sessions_list");
+}
+
+#[test]
+fn help_reads_for_every_command() {
+    let env = Env::new("fs");
+    let top = env.run(&["--help"]).ok();
+    for word in [
+        "Usage:",
+        "prompt",
+        "sessions",
+        "--agent",
+        "--format",
+        "Exit codes",
+        "acpx prompt \"",
+    ] {
+        assert!(top.stdout.contains(word), "{word} missing from --help");
+    }
+    let short = env.run(&["-h"]).ok();
+    assert!(short.stdout.len() < top.stdout.len());
+    for cmd in [
+        vec!["prompt"],
+        vec!["exec"],
+        vec!["cancel"],
+        vec!["set-mode"],
+        vec!["set"],
+        vec!["status"],
+        vec!["fsck"],
+        vec!["migrate"],
+        vec!["config"],
+        vec!["sessions"],
+        vec!["sessions", "new"],
+        vec!["sessions", "ensure"],
+        vec!["sessions", "list"],
+        vec!["sessions", "show"],
+        vec!["sessions", "close"],
+        vec!["sessions", "delete"],
+        vec!["sessions", "fork"],
+        vec!["sessions", "history"],
+        vec!["sessions", "events"],
+        vec!["sessions", "export"],
+        vec!["sessions", "import"],
+        vec!["sessions", "prune"],
+        vec!["sessions", "search"],
+    ] {
+        let mut args = cmd.clone();
+        args.push("--help");
+        let r = env.run(&args).ok();
+        assert!(r.stdout.contains("Usage: acpx"), "{cmd:?}: {}", r.stdout);
+        assert!(r.stdout.lines().count() > 3, "{cmd:?}");
+    }
+    let v = env.run(&["--version"]).ok();
+    assert!(v.stdout.starts_with("acpx "), "{}", v.stdout);
+}
+
+#[test]
+fn config_files_set_defaults_and_bad_values_name_file_and_key() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    // A project file defines an agent and makes it the default; the format comes from the
+    // global file.
+    std::fs::write(
+        env.project.path().join(".acpxrc.json"),
+        serde_json::json!({"agents": {"mine": {"command": agent}}, "defaultAgent": "mine"})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        env.home().join("config.json"),
+        r#"{"format": "json", "timeout": 60}"#,
+    )
+    .unwrap();
+    let created = env.run(&["sessions", "new"]).ok().json();
+    assert_eq!(created["action"], "session_ensured");
+    let r = env
+        .run(&["--format", "quiet", "mine", "echo", "via", "alias"])
+        .ok();
+    assert_eq!(r.stdout, "via alias\n");
+    let r = env.run(&["--format", "quiet", "echo", "needs", "prompt"]);
+    assert_eq!(r.code, 2, "a bare word is not prompt text: {r:?}");
+    let r = env
+        .run(&["--format", "quiet", "prompt", "echo", "default", "agent"])
+        .ok();
+    assert_eq!(r.stdout, "default agent\n");
+    let cfg = env.run(&["config", "show"]).ok().json();
+    assert_eq!(cfg["agents"]["mine"], agent.as_str());
+    assert_eq!(cfg["timeout"], 60.0);
+    assert_eq!(cfg["configFiles"].as_array().unwrap().len(), 2);
+
+    // Invalid values: exit 2, naming the file and the key.
+    std::fs::write(env.home().join("config.json"), r#"{"timeout": "soon"}"#).unwrap();
+    let r = env.run(&["sessions", "list"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("config.json") && r.stderr.contains("`timeout`"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(env.home().join("config.json"), "{}").unwrap();
+    std::fs::write(
+        env.project.path().join(".acpxrc.json"),
+        r#"{"defaultPermissions": "sure"}"#,
+    )
+    .unwrap();
+    let r = env.run(&["--format", "json", "sessions", "list"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains(".acpxrc.json") && msg.contains("`defaultPermissions`"),
+        "{msg}"
+    );
+    std::fs::write(env.project.path().join(".acpxrc.json"), "{not json").unwrap();
+    let r = env.run(&["sessions", "list"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains(".acpxrc.json"), "{}", r.stderr);
+    std::fs::write(
+        env.project.path().join(".acpxrc.json"),
+        r#"{"defaultAgent": "nobody"}"#,
+    )
+    .unwrap();
+    let r = env.run(&["sessions", "list"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("nobody"), "{}", r.stderr);
+}
+
+#[test]
+fn home_and_store_come_from_flags_environment_or_config() {
+    let home = tempfile::tempdir().unwrap();
+    let fake_home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let agent = common::test_agent();
+    let agent = agent.to_str().unwrap();
+    // ACPX_HOME and ACPX_STORE.
+    let h = home.path().to_str().unwrap();
+    let r = run_plain(
+        &["--format", "json", "--agent", agent, "sessions", "new"],
+        fake_home.path(),
+        cwd.path(),
+        &[("ACPX_HOME", h), ("ACPX_STORE", "sqlite")],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(home.path().join("acpx.db").exists());
+    // Without anything: ~/.acpx under $HOME, fs store.
+    let r = run_plain(
+        &["--format", "json", "--agent", agent, "sessions", "new"],
+        fake_home.path(),
+        cwd.path(),
+        &[],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.json()["acpxRecordId"].as_str().unwrap().to_owned();
+    assert!(fake_home
+        .path()
+        .join(format!(".acpx/sessions/{id}.json"))
+        .exists());
+    // `store` in the config.
+    std::fs::write(
+        fake_home.path().join(".acpx/config.json"),
+        r#"{"store": "sqlite"}"#,
+    )
+    .unwrap();
+    let r = run_plain(
+        &["--format", "json", "sessions", "list"],
+        fake_home.path(),
+        cwd.path(),
+        &[],
+    );
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert!(
+        v["sessions"].as_array().unwrap().is_empty(),
+        "the sqlite store of ~/.acpx is empty"
+    );
+    // The flag beats the environment and the config.
+    let r = run_plain(
+        &["--format", "json", "--store", "fs", "sessions", "list"],
+        fake_home.path(),
+        cwd.path(),
+        &[("ACPX_STORE", "sqlite")],
+    );
+    let v: Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["sessions"].as_array().unwrap().len(), 1);
+    // Bad retention environment values are reported.
+    let r = run_plain(
+        &["sessions", "list"],
+        fake_home.path(),
+        cwd.path(),
+        &[("ACPX_MAX_SEGMENT_BYTES", "lots")],
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("ACPX_MAX_SEGMENT_BYTES"), "{}", r.stderr);
+}
