@@ -43,8 +43,11 @@ pub type WireObserver = Arc<dyn Fn(WireDirection, &str) + Send + Sync>;
 /// How the agent process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentExit {
+    /// The exit code, when it exited normally.
     pub code: Option<i32>,
+    /// The signal that ended it, when it was killed.
     pub signal: Option<String>,
+    /// When acpx saw it end.
     pub at: Timestamp,
 }
 
@@ -153,6 +156,13 @@ fn tail_text(tail: &Mutex<VecDeque<u8>>) -> String {
     String::from_utf8_lossy(t.make_contiguous())
         .trim()
         .to_owned()
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        // An agent whose session failed half-way must not outlive it.
+        self.kill_now();
+    }
 }
 
 type OutgoingLines = std::pin::Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;

@@ -402,7 +402,9 @@ impl FsRoot {
 /// How a terminal command ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExitStatus {
+    /// The exit code, when the command exited normally.
     pub exit_code: Option<i32>,
+    /// The signal that ended it (`SIGTERM`, …), when it was killed.
     pub signal: Option<String>,
 }
 
@@ -558,10 +560,15 @@ pub struct Terminals {
 /// What `terminal/create` asks for.
 #[derive(Debug, Clone)]
 pub struct TerminalSpec {
+    /// The program (run directly, not through a shell).
     pub command: String,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Its working directory (already confined to the session's cwd).
     pub cwd: PathBuf,
+    /// How many bytes of output are kept (the newest).
     pub output_limit: usize,
 }
 

@@ -6,8 +6,11 @@ use serde_json::Value;
 /// A JSON-RPC error object received from (or sent to) the agent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcpError {
+    /// The JSON-RPC error code (-32603, -32002, …).
     pub code: i64,
+    /// The error message.
     pub message: String,
+    /// Free-form details, often holding the real reason.
     pub data: Option<Value>,
 }
 
@@ -78,26 +81,48 @@ pub enum RuntimeError {
 
     /// The agent command could not be started.
     #[error("could not start the agent `{command}`: {reason}; check the command and that it is installed")]
-    Spawn { command: String, reason: String },
+    Spawn {
+        /// The command line as configured.
+        command: String,
+        /// What the operating system said.
+        reason: String,
+    },
 
     /// The agent answered a request with a JSON-RPC error.
     #[error("the agent failed `{method}`: {error}")]
     Agent {
+        /// The ACP method that failed.
         method: String,
+        /// The agent's error object.
         error: Box<AcpError>,
     },
 
     /// The agent process went away (exited, or closed its stdout) before answering.
     #[error("the agent disconnected during `{method}`: {detail}")]
-    Disconnected { method: String, detail: String },
+    Disconnected {
+        /// The ACP method that was waiting.
+        method: String,
+        /// How the agent ended, and the end of its stderr.
+        detail: String,
+    },
 
     /// The agent sent something that is not valid ACP.
     #[error("the agent sent an invalid `{method}` response: {detail}")]
-    Protocol { method: String, detail: String },
+    Protocol {
+        /// The ACP method whose answer was wrong.
+        method: String,
+        /// What was wrong.
+        detail: String,
+    },
 
     /// The agent did not answer in time.
     #[error("the agent did not answer `{method}` within {seconds} s")]
-    Timeout { method: String, seconds: u64 },
+    Timeout {
+        /// The ACP method that timed out.
+        method: String,
+        /// The limit.
+        seconds: u64,
+    },
 
     /// The caller passed something unusable.
     #[error("{0}")]
@@ -106,11 +131,21 @@ pub enum RuntimeError {
     /// The event log could not be written for too long; the turn was stopped rather than
     /// continue without an audit trail.
     #[error("session {id}: the event log cannot be written ({detail}); the session was stopped")]
-    LogUnwritable { id: RecordId, detail: String },
+    LogUnwritable {
+        /// The session.
+        id: RecordId,
+        /// The last append error.
+        detail: String,
+    },
 
     /// The session is not usable any more (closed, or its agent is gone).
     #[error("session {id} is not connected to an agent any more: {detail}")]
-    NotConnected { id: RecordId, detail: String },
+    NotConnected {
+        /// The session.
+        id: RecordId,
+        /// Why it is not usable.
+        detail: String,
+    },
 }
 
 /// Result type of this crate.

@@ -81,6 +81,8 @@
 //! - **Permission stats** count `session/request_permission` decisions only; the write and
 //!   terminal gates are logged as client operations.
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod client_ops;
 mod core;

@@ -40,15 +40,21 @@ pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(300);
 /// Events that may wait in memory for a failing event log before the session is stopped.
 pub const MAX_UNWRITTEN_EVENTS: usize = 1000;
 
-/// A callback that sees every event once it is recorded (appended and applied).
+/// A callback that sees every event once it is recorded (appended and applied). It runs
+/// while the session's recorder is busy: it must return quickly and must not call back into
+/// the session (hand the event to a channel instead).
 pub type Observer = Arc<dyn Fn(&EventEnvelope) + Send + Sync>;
 
 /// An event before it gets its seq and timestamp.
 #[derive(Debug, Clone)]
 pub struct EventDraft {
+    /// `requestId`: the turn or control the event belongs to.
     pub request_id: Option<String>,
+    /// `stream`: prompt, control, lifecycle, queue.
     pub stream: EventStream,
+    /// `source`: acp, runtime, client, queue.
     pub source: EventSource,
+    /// The typed payload (its type gives the event `type`).
     pub payload: EventPayload,
 }
 

@@ -123,12 +123,16 @@ pub enum Attachment {
     Created,
     /// `session/resume` or `session/load` of the record's ACP session.
     Reattached {
+        /// `session/resume` or `session/load`.
         method: String,
+        /// History updates the agent replayed during the load (counted, not recorded).
         replayed_updates: u64,
     },
     /// Load/resume was impossible, so a fresh ACP session replaced the old one.
     Fallback {
+        /// `not_found`, `unsupported` or `failed_without_history`.
         reason: String,
+        /// The ACP session id that could not be restored.
         previous_acp_session_id: String,
     },
 }
@@ -151,6 +155,7 @@ pub struct Recovery {
 /// The result of one prompt turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnOutcome {
+    /// The turn's `requestId` in the event log.
     pub request_id: String,
     /// The id of the `User` message this turn added.
     pub user_message_id: String,
@@ -158,9 +163,11 @@ pub struct TurnOutcome {
     pub outcome: String,
     /// The agent's `stopReason`, when it answered.
     pub stop_reason: Option<String>,
+    /// Why the turn did not complete (`code`, `detailCode`, `message`, `retryable`).
     pub error: Option<TurnError>,
     /// The JSON-RPC error the agent answered with, if any.
     pub acp_error: Option<AcpError>,
+    /// Permission requests of the turn and how they were decided.
     pub permission_stats: PermissionStats,
     /// Token usage from the prompt response, when the agent reported it.
     pub usage: Option<TokenUsage>,

@@ -339,3 +339,44 @@ async fn bad_agent(env: Env) {
         "no record for a failed open"
     );
 }
+
+backend_tests! {
+    an_internal_error_on_load_falls_back_only_without_history => load_internal_error;
+}
+
+async fn load_internal_error(env: Env) {
+    // A record with no agent message yet: the -32603 some adapters give for an empty session
+    // falls back to a fresh ACP session.
+    let rt = env.runtime(RuntimeOptions::default());
+    let s = rt.open_new(env.spec(env.loading_agent(""))).await.unwrap();
+    let empty = s.id().clone();
+    s.shutdown().await.unwrap();
+    let flaky = env.runtime(with_agent_flags(
+        RuntimeOptions::default(),
+        "--load-internal-error",
+    ));
+    let s = flaky.open_existing(&empty).await.unwrap();
+    assert!(
+        matches!(s.attachment(), Attachment::Fallback { reason, .. } if reason == "failed_without_history")
+    );
+    s.shutdown().await.unwrap();
+    // With history, the same error is not a reason to start over: the open fails, the record
+    // stays consistent and can be opened again later.
+    let (id, acp) = first_session(&env, env.loading_agent("")).await;
+    let e = flaky.open_existing(&id).await.unwrap_err();
+    assert!(
+        matches!(&e, RuntimeError::Agent { error, .. } if error.code == -32603),
+        "{e}"
+    );
+    let stored = env.stored(&id).await;
+    assert_eq!(stored.acp_session_id, acp);
+    assert!(
+        stored.pid.is_none(),
+        "the agent was stopped and its exit recorded"
+    );
+    assert_eq!(stored.thread.messages.len(), 2);
+    let s = rt.open_existing(&id).await.unwrap();
+    assert!(matches!(s.attachment(), Attachment::Reattached { .. }));
+    s.shutdown().await.unwrap();
+    assert_gap_free(&env.events(&id).await);
+}

@@ -461,3 +461,135 @@ async fn prompt_timeout(env: Env) {
     let r = s.shutdown().await.unwrap();
     assert_eq!(r.acpx.last_turn.unwrap().outcome, "timeout");
 }
+
+backend_tests! {
+    the_snapshot_follows_a_stream_before_the_turn_ends => snapshot_follows_stream;
+    raw_wire_lines_reach_the_wire_observer => wire_observer;
+    capabilities_that_are_off_are_not_advertised_or_served => capabilities_off;
+}
+
+async fn snapshot_follows_stream(env: Env) {
+    let (obs, mut rx) = channel();
+    let rt = env.runtime(RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let store = env.reopen_store();
+    let watcher = tokio::spawn(async move {
+        // Once chunks stream, another reader sees them in session.json before the turn ends.
+        let mut started_seq = 0;
+        while let Some(e) = rx.recv().await {
+            if e.event_type == "prompt_started" {
+                started_seq = e.seq;
+            }
+            if e.payload["update"]["sessionUpdate"] == "agent_message_chunk" {
+                break;
+            }
+        }
+        loop {
+            let r = store.load(&id).await.unwrap();
+            if r.acpx.audit_seq > started_seq + 1 && r.thread.messages.len() == 2 {
+                assert!(acpx_runtime::mapping::turn_is_running(&r));
+                return r.acpx.audit_seq;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    let out = s
+        .prompt_with(text_prompt("slow 30"), Some(obs))
+        .await
+        .unwrap();
+    let seen = watcher.await.unwrap();
+    assert!(seen < s.record().await.acpx.audit_seq);
+    assert_eq!(out.outcome, "completed");
+    s.shutdown().await.unwrap();
+}
+
+async fn wire_observer(env: Env) {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = lines.clone();
+    let rt = env.runtime(RuntimeOptions {
+        wire_observer: Some(std::sync::Arc::new(move |d, line: &str| {
+            l.lock().unwrap().push((d, line.to_owned()))
+        })),
+        ..RuntimeOptions::default()
+    });
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    s.prompt(text_prompt("echo wire")).await.unwrap();
+    s.shutdown().await.unwrap();
+    let lines = lines.lock().unwrap();
+    use acpx_runtime::WireDirection::*;
+    let init: serde_json::Value =
+        serde_json::from_str(&lines.iter().find(|(d, _)| *d == ToAgent).unwrap().1).unwrap();
+    assert_eq!(init["method"], "initialize");
+    assert_eq!(
+        init["params"]["clientCapabilities"],
+        json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true})
+    );
+    assert_eq!(init["params"]["clientInfo"]["name"], "acpx");
+    assert!(lines
+        .iter()
+        .any(|(d, l)| *d == FromAgent && l.contains("\"agent_message_chunk\"")));
+    assert!(lines
+        .iter()
+        .any(|(d, l)| *d == Stderr && l.contains("initialize from")));
+}
+
+async fn capabilities_off(env: Env) {
+    let rt = env.runtime(RuntimeOptions {
+        fs: false,
+        terminal: false,
+        ..approve_all()
+    });
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let readme = env.cwd.join("README.md").display().to_string();
+    let out = s
+        .prompt(text_prompt(&format!("read-file {readme}")))
+        .await
+        .unwrap();
+    assert!(
+        out.agent_text.starts_with("Read failed (-32601)"),
+        "{}",
+        out.agent_text
+    );
+    let out = s.prompt(text_prompt("terminal echo no")).await.unwrap();
+    assert!(
+        out.agent_text.starts_with("terminal/create failed"),
+        "{}",
+        out.agent_text
+    );
+    s.shutdown().await.unwrap();
+    let ev = env.events(&id).await;
+    assert_eq!(lifecycle(&ev, "initialized").len(), 1);
+    assert!(
+        client_ops(&ev, "fs/read_text_file").is_empty()
+            && client_ops(&ev, "terminal/create").is_empty()
+    );
+}
+
+#[tokio::test]
+async fn exec_runs_one_prompt_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, record) = acpx_runtime::Runtime::exec(
+        acpx_runtime::NewSessionSpec {
+            agent_command: agent(""),
+            cwd: dir.path().into(),
+            name: None,
+        },
+        text_prompt("echo one shot"),
+        RuntimeOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (out.outcome.as_str(), out.agent_text.as_str()),
+        ("completed", "one shot")
+    );
+    assert_eq!(record.thread.messages.len(), 2);
+    assert!(record.pid.is_none());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written to disk"
+    );
+}

@@ -27,7 +27,8 @@
 //! Flags (also read, whitespace-separated, from `ACPX_TEST_AGENT_FLAGS`):
 //! `--load` (advertise `loadSession`; keep history in `--state-dir` and replay it on load),
 //! `--resume` (advertise `sessionCapabilities.resume`), `--load-not-found` (load and resume
-//! fail with -32002), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
+//! fail with -32002), `--load-internal-error` (load fails with -32603 "Query closed before
+//! response received"), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
 //! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
 //! overriding earlier flags), `--fork` (advertise and serve
 //! `session/fork`), `--close` (advertise `session/close`), `--state-dir <dir>`.
@@ -48,6 +49,7 @@ struct Flags {
     load: bool,
     resume: bool,
     load_not_found: bool,
+    load_internal_error: bool,
     agent_session_id: bool,
     empty_agent_session_id: bool,
     fork: bool,
@@ -64,6 +66,7 @@ impl Flags {
                 "--load" => f.load = true,
                 "--resume" => f.resume = true,
                 "--load-not-found" => f.load_not_found = true,
+                "--load-internal-error" => f.load_internal_error = true,
                 "--agent-session-id" => f.agent_session_id = true,
                 "--empty-agent-session-id" => f.empty_agent_session_id = true,
                 "--no-agent-session-id" => {
@@ -289,7 +292,7 @@ fn initialize(state: &AgentState, params: &Value) -> Result<Value, Error> {
     Ok(json!({
         "protocolVersion": 1,
         "agentCapabilities": {
-            "loadSession": state.flags.load || state.flags.load_not_found,
+            "loadSession": state.flags.load || state.flags.load_not_found || state.flags.load_internal_error,
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "sessionCapabilities": session_caps,
         },
@@ -347,6 +350,9 @@ fn load_session(
 ) -> Result<Value, Error> {
     let req: acp::LoadSessionRequest = parse(params)?;
     let id = req.session_id.to_string();
+    if state.flags.load_internal_error {
+        return Err(Error::new(-32603, "Query closed before response received"));
+    }
     if !state.flags.load || state.flags.load_not_found {
         return Err(not_found(&id));
     }
