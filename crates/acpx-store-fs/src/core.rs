@@ -835,8 +835,9 @@ impl FsCore {
         self.open_writers.store(open + 1, Ordering::Relaxed);
     }
 
-    /// Writes `buf` with one write call; on failure the writer is dropped (the file may now end
-    /// with part of `buf`, which the next open sets aside) and the error is remembered.
+    /// Writes `buf` with one write call, all or nothing: on failure the file is cut back to
+    /// its length before the write (see [`undo_partial_write`]), the writer is dropped (the
+    /// next append re-derives the last seq from the file) and the error is remembered.
     fn write_out(
         &self,
         id: &RecordId,
@@ -852,12 +853,25 @@ impl FsCore {
             let _ = w.file.write_all(&buf[..buf.len() / 2]);
             std::process::abort();
         }
+        let old_len = w.len;
         let result =
             w.file
                 .write_all(buf)
                 .and_then(|()| if fsync { w.file.sync_data() } else { Ok(()) });
         if let Err(e) = result {
-            let err = io_err(&path, e);
+            // A full disk (ENOSPC), a file-size limit (EFBIG) or EIO can stop the write
+            // part-way, and the part written may end exactly on a line boundary: whole events
+            // the caller is about to be told failed. They must not stay in the log.
+            let note = match undo_partial_write(&w.file, old_len, buf.len() as u64) {
+                Ok(()) => "the write was undone: the log holds none of these events".to_owned(),
+                Err(undo) => format!(
+                    "undoing the partial write also failed ({undo}): whole events of this \
+                     append may remain in the log (an incomplete last line is set aside when \
+                     the log is next opened)"
+                ),
+            };
+            tracing::error!(session = %id, file = %path.display(), error = %e, "event log append failed; {note}");
+            let err = io_err(&path, io::Error::new(e.kind(), format!("{e}; {note}")));
             st.writer = None;
             st.last_write_error = Some(err.to_string());
             return Err(err);
@@ -1049,6 +1063,29 @@ impl Drop for FsCore {
             }
         }
     }
+}
+
+/// Cuts the active segment back to `old_len` after a failed write of `attempted` bytes that
+/// started there, then makes that durable (best effort: the same disk may fail the sync, and
+/// the bytes cut were never acknowledged, so a failed sync only leaves them to a machine
+/// crash). The file must be `old_len..=old_len + attempted` bytes long: anything else means
+/// the writer's view is stale, and cutting could destroy another writer's events.
+fn undo_partial_write(file: &fs::File, old_len: u64, attempted: u64) -> io::Result<()> {
+    let now = file.metadata()?.len();
+    if now == old_len {
+        return Ok(());
+    }
+    if now < old_len || now - old_len > attempted {
+        return Err(io::Error::other(format!(
+            "the file is {now} bytes long, not between {old_len} and {}; left as it is",
+            old_len + attempted
+        )));
+    }
+    file.set_len(old_len)?;
+    if let Err(e) = file.sync_data() {
+        tracing::warn!(error = %e, "could not sync the event log after undoing a partial write");
+    }
+    Ok(())
 }
 
 fn timestamp_of(t: std::time::SystemTime) -> Option<Timestamp> {
