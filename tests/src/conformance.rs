@@ -20,7 +20,7 @@ use crate::fixtures::{
     BASE_MILLIS,
 };
 use crate::ops::{append_tagged, save_loop, AppendMode, AppendPlan};
-use crate::worker::{last_ack, Worker};
+use crate::worker::{field, last_ack, Worker};
 
 /// Reports that a check does not apply to this backend, and why.
 pub fn skip(b: &dyn Backend, check: &str, why: &str) {
@@ -1975,6 +1975,112 @@ pub async fn failpoint_delete_after_snapshot_unlink(b: &dyn Backend) {
         .append(&id, &events(&id, 1, 1), Durability::Flush)
         .await
         .expect("fresh log starts at 1");
+}
+
+/// The size limit of every file the worker of [`append_failure_is_reported_and_undone`] may
+/// write: room for a few thousand events, far less than the 100,000 it tries to append.
+const FULL_DISK_BYTES: u64 = 1024 * 1024;
+
+/// Append failure is not silent (store lessons 5.1 item 9; seed failure policy): a worker
+/// appends batches until its files hit a size limit, the way they hit a full disk. The
+/// failing append returns a typed error (any kind: `EFBIG`, `SQLITE_FULL`, …), and it is all
+/// or nothing: afterwards, without the limit, the log holds exactly the acknowledged events
+/// (seqs 1..=last ack, none of the failed batch, nothing torn), and the next append continues
+/// at last ack + 1. `last_write_error` of `event_log_state` is reported where the backend
+/// fills it. Assumes one file of the backend grows past 1 MiB within 100,000 events (true
+/// unless event segments are smaller than that).
+pub async fn append_failure_is_reported_and_undone(b: &dyn Backend) {
+    let check = "append_failure_is_reported_and_undone";
+    if b.worker_args().is_none() {
+        return skip(b, check, "backend has no worker");
+    }
+    // Created here, without the limit: only appends are to meet it.
+    let store = b.open().await;
+    let id = create(&*store, session("disk-full", 0))
+        .await
+        .acpx_record_id;
+    store
+        .append(&id, &events(&id, 1, 3), Durability::Flush)
+        .await
+        .unwrap();
+    // Batches of 25 events: a write stopped part-way likely ends after whole events of it.
+    let op = [
+        "append-until-error",
+        "--id",
+        "disk-full",
+        "--batch",
+        "25",
+        "--tag",
+        "full",
+    ];
+    let mut w = Worker::spawn_with_file_limit(b, &op, FULL_DISK_BYTES).unwrap();
+    let lines = w.finish().await;
+    assert!(
+        !lines.iter().any(|l| l == "no-error"),
+        "100,000 events were appended under a 1 MiB file-size limit without any error: \
+         a failed write went unreported"
+    );
+    let error = lines
+        .iter()
+        .find(|l| l.starts_with("error "))
+        .unwrap_or_else(|| panic!("the worker reported no failed append: {lines:?}"));
+    let acked = last_ack(&lines, "seq").unwrap_or_else(|| {
+        panic!("no append succeeded under the limit (it is too low for this backend): {error}")
+    });
+    let state = lines
+        .iter()
+        .find(|l| l.starts_with("state "))
+        .unwrap_or_else(|| panic!("no state line: {lines:?}"));
+    assert_eq!(
+        field(state, "last_seq"),
+        Some(acked),
+        "after `{error}`, event_log_state in the failing process disagrees with the last \
+         acknowledged seq {acked}: {state}"
+    );
+    // The `Store` contract leaves `last_write_error` of `event_log_state` to the backend (the
+    // seed's record of it is the caller's `note_append_result` on the session); say so when
+    // a backend does not fill it, rather than pass over it silently.
+    let recorded = state
+        .split_once("last_write_error=")
+        .map_or("none", |(_, r)| r);
+    if recorded == "none" {
+        skip(
+            b,
+            check,
+            &format!(
+                "(only this part) event_log_state does not report `{error}` in last_write_error"
+            ),
+        );
+    }
+
+    let store = b.open().await;
+    let page = read_all(&*store, &id).await;
+    assert_eq!(page.last_seq, acked, "after `{error}`");
+    assert_contiguous(&page.events, 1, acked, "after a failed append");
+    assert_eq!(
+        page.events[..3],
+        events(&id, 1, 3)[..],
+        "stored events lost"
+    );
+    for e in &page.events[3..] {
+        assert_eq!(e.payload["worker"], json!("full"));
+        assert_eq!(e.payload["n"], json!(e.seq - 4));
+    }
+    assert!(
+        page.torn_tail.is_none() && page.damaged.is_empty(),
+        "the failed append left bytes behind: {:?} {:?}",
+        page.torn_tail,
+        page.damaged
+    );
+    assert_eq!(store.event_log_state(&id).await.unwrap().last_seq, acked);
+    let state = store
+        .append(&id, &events(&id, acked + 1, 2), Durability::Flush)
+        .await
+        .expect("append after the failure, without the limit");
+    assert_eq!(state.last_seq, acked + 2);
+    assert_eq!(state.last_write_error, None);
+    let page = read_all(&*b.open().await, &id).await;
+    assert_contiguous(&page.events, 1, acked + 2, "after the next append");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             failpoint_save_after_rename,
             failpoint_append_after_partial_write,
             failpoint_delete_after_snapshot_unlink,
+            append_failure_is_reported_and_undone,
             two_processes_append_one_session_locked,
             two_processes_append_one_session_retry,
             processes_write_different_sessions,

@@ -48,9 +48,39 @@ impl Worker {
     /// Starts the worker on `backend`'s data running `op` (e.g. `["append", "--id", "x"]`),
     /// with extra environment variables. `None` when the backend has no worker support.
     pub fn spawn(backend: &dyn Backend, op: &[&str], env: &[(&str, &str)]) -> Option<Worker> {
+        Self::start(backend, op, env, None)
+    }
+
+    /// Like [`Worker::spawn`], but every file the worker writes is limited to `bytes`
+    /// (rounded down to 512-byte blocks), the way a full disk limits it. The worker runs under
+    /// `sh -c 'trap "" XFSZ; ulimit -f <blocks>; exec "$0" "$@"'`: an ignored `SIGXFSZ` stays
+    /// ignored across `exec`, so a write past the limit fails with `EFBIG` (after writing what
+    /// fits) instead of killing the process. `ulimit -f` counts 512-byte blocks in a POSIX
+    /// `sh` (bash invoked as `sh` included). Pipes are not files: stdout and stderr still work.
+    pub fn spawn_with_file_limit(backend: &dyn Backend, op: &[&str], bytes: u64) -> Option<Worker> {
+        Self::start(backend, op, &[], Some(bytes / 512))
+    }
+
+    fn start(
+        backend: &dyn Backend,
+        op: &[&str],
+        env: &[(&str, &str)],
+        file_blocks: Option<u64>,
+    ) -> Option<Worker> {
         let mut args = backend.worker_args()?;
         args.extend(op.iter().map(|s| s.to_string()));
-        let mut cmd = Command::new(binary());
+        let mut cmd = match file_blocks {
+            None => Command::new(binary()),
+            Some(blocks) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!(
+                        "trap '' XFSZ; ulimit -f {blocks} || exit 97; exec \"$0\" \"$@\""
+                    ))
+                    .arg(binary());
+                sh
+            }
+        };
         cmd.args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

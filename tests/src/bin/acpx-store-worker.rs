@@ -13,6 +13,10 @@
 //! save-loop   --id X --count N [--tag T]                          prints `ack revision=<r>`
 //! create-many --prefix P --count N                                prints `ack id=<id>`
 //! delete      --id X                                              prints `ack deleted=<0|1>`
+//! append-until-error --id X [--batch B] [--max-events N] [--tag T]  appends (flush) until an
+//!             append fails: prints `ack seq=<last>` per batch, then `error <kind> <message>`
+//!             and `state last_seq=<s> last_write_error=<text|none>` (from `event_log_state`),
+//!             or `no-error` after N events (default 100000)
 //! hold-lock   --id X [--seconds S]                                prints `locked`, then obeys
 //!             stdin lines: `save` (-> `saved revision=R`), `append` (-> `appended seq=S`),
 //!             `release` (-> `released`, exit). EOF or S seconds also release.
@@ -175,10 +179,58 @@ async fn run(args: &[String]) -> Result<(), String> {
             let existed = store.delete(&id(&flags)?).await.map_err(err)?;
             say(&format!("ack deleted={}", u8::from(existed)));
         }
+        "append-until-error" => {
+            let tag = flags.get("tag").map_or("w", String::as_str);
+            let batch = num(&flags, "batch", Some(1))?;
+            let max_events = num(&flags, "max-events", Some(100_000))?;
+            append_until_error(store, &id(&flags)?, batch, max_events, tag).await?
+        }
         "hold-lock" => hold_lock(store, &id(&flags)?, num(&flags, "seconds", Some(60))?).await?,
         other => return Err(format!("unknown operation {other:?}")),
     }
     say("done");
+    Ok(())
+}
+
+/// Appends batches of [`tagged_event`]s until one fails (the parent limits the size of the
+/// files this process may write), then reports the failure and what `event_log_state` says
+/// afterwards. A failed append is an outcome here, not an error of the worker.
+async fn append_until_error(
+    store: &dyn Store,
+    id: &RecordId,
+    batch: u64,
+    max_events: u64,
+    tag: &str,
+) -> Result<(), String> {
+    let one_line = |s: &str| s.replace(['\n', '\r'], " ");
+    let err = |e: acpx_model::StoreError| e.to_string();
+    let first = store.event_log_state(id).await.map_err(err)?.last_seq;
+    let mut last = first;
+    while last - first < max_events {
+        let events: Vec<_> = (1..=batch.max(1))
+            .map(|k| tagged_event(id, last + k, tag, last + k - first - 1))
+            .collect();
+        match store.append(id, &events, Durability::Flush).await {
+            Ok(state) => {
+                last = state.last_seq;
+                say(&format!("ack seq={last}"));
+            }
+            Err(e) => {
+                say(&format!("error {} {}", e.kind(), one_line(&e.to_string())));
+                let state = store.event_log_state(id).await.map_err(err)?;
+                let recorded = state
+                    .last_write_error
+                    .as_deref()
+                    .map_or_else(|| "none".to_owned(), one_line);
+                say(&format!(
+                    "state last_seq={} last_write_error={recorded}",
+                    state.last_seq
+                ));
+                return Ok(());
+            }
+        }
+    }
+    say("no-error");
     Ok(())
 }
 
