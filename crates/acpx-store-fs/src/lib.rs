@@ -111,6 +111,11 @@
 //! | `Flush` | one `write(2)` of the buffer and the batch | yes | no |
 //! | `Fsync` | `write(2)`, then `fdatasync` | yes | yes |
 //!
+//! An append is all or nothing: when the write (or the `fdatasync`) of a batch fails partway
+//! (disk full, file-size limit, I/O error), the active segment is truncated back to its length
+//! before the write, the error is returned, and it is kept as `last_write_error` in the state
+//! [`Store::event_log_state`] reports. No event of a failed append is ever left in the log.
+//!
 //! The first append to a session creates the active segment and fsyncs the directory;
 //! rotations fsync the directory too. Every call runs on tokio's blocking pool (a lock wait
 //! or an fsync never blocks an async worker), except a `None` append that only copies the
