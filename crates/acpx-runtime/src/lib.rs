@@ -60,6 +60,27 @@
 //! - The end: `agent_exit` (exit code or signal, `reason`: `process_exit` or
 //!   `acpx_shutdown`), and `session_closed` for [`Session::close`].
 //!
+//! ## Keys this crate adds to the seed's shapes
+//!
+//! All are optional for readers; unknown keys are kept by every acpx version.
+//!
+//! | where | key | meaning |
+//! |---|---|---|
+//! | `prompt_started` payload | `userMessageId`, `prompt` | the `User` message's id and the ACP blocks sent |
+//! | `prompt_done` payload | `usage` | the prompt response's `usage`, as sent |
+//! | `prompt_error` payload | `outcome`, `permissionStats`, `stopReason`, `agentExit` | `failed` / `timeout` / `cancelled` / `interrupted`; the turn's stats; the agent's stop reason if it answered; how the agent ended |
+//! | `control_done` / `control_error` payload | `input` | what was asked (`{modeId}`, `{configId, value}`, `{requestId, reason}` for `cancel`) |
+//! | `client_operation` payload | `path`, `bytes`, `terminalId`, `command`, `args`, `outputByteLimit`, `exitStatus`, `decision`, `optionId`, `toolCallId`, `kind`, `policy` | details of the operation |
+//! | `lifecycle_event` payload | see [`mapping::lifecycle`] | per phase |
+//! | `acpx` | `open_tool_calls`, `context_usage`, `desired_mode_id`, `desired_config_options` | see [`mapping`] |
+//! | Agent message | `acp_message_id` | the ACP `messageId` its chunks carried |
+//! | ToolUse / ToolResult | `input_truncated`, `input_bytes` / `truncated`, `content_bytes`, `output_bytes` | the 10 KB caps of [`mapping`] |
+//!
+//! Turn error codes (`prompt_error.code` and [`TurnOutcome::error`]): `RUNTIME` (detail
+//! `AGENT_PROMPT_FAILED`, `AGENT_DISCONNECTED`, `CANCEL_UNANSWERED`, `TURN_INTERRUPTED`,
+//! `INVALID_PROMPT_RESPONSE`), `NO_SESSION` (the agent said the session is unknown),
+//! `TIMEOUT` (`PROMPT_TIMEOUT`), `STORE` (`RECORDING_FAILED`).
+//!
 //! ## Decisions
 //!
 //! - **Replay during `session/load` is not logged.** The thread is canonical and already holds

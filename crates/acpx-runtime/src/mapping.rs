@@ -94,7 +94,8 @@ pub const MESSAGE_ID_KEY: &str = "acp_message_id";
 
 /// Lifecycle phases this crate writes, and what each does to the record.
 pub mod lifecycle {
-    /// The agent process was spawned: `pid`, `command`. Sets `pid`, `agentStartedAt`.
+    /// The agent process was spawned: `pid`, `command`, `startedAt`. Sets `pid` and
+    /// `agentStartedAt` (from `startedAt`, else the event's time).
     pub const AGENT_STARTED: &str = "agent_started";
     /// `initialize` answered: `protocolVersion`, `agentCapabilities`, `agentInfo`.
     pub const INITIALIZED: &str = "initialized";
@@ -1099,7 +1100,13 @@ fn apply_lifecycle(record: &mut SessionRecord, p: &LifecycleEventPayload, at: Ti
                 .get("pid")
                 .and_then(Value::as_u64)
                 .and_then(|p| u32::try_from(p).ok());
-            record.agent_started_at = Some(at);
+            record.agent_started_at = Some(
+                extra
+                    .get("startedAt")
+                    .and_then(Value::as_str)
+                    .and_then(|s| Timestamp::parse(s).ok())
+                    .unwrap_or(at),
+            );
         }
         lifecycle::INITIALIZED => {
             if let Some(v) = extra

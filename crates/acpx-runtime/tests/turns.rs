@@ -65,6 +65,10 @@ async fn basic_prompt(env: Env) {
     assert_eq!(stored.acpx.audit_events.len(), ev.len());
     assert!(stored.pid.is_none());
     assert!(live.pid.is_some());
+    assert!(
+        stored.agent_started_at.is_some()
+            && stored.agent_started_at <= Some(stored.acpx.audit_events[0].timestamp)
+    );
     assert_eq!(stored.protocol_version, Some(1));
     assert_eq!(stored.acpx.current_mode_id.as_deref(), Some("default"));
     assert_eq!(stored.acpx.config_options[0]["currentValue"], "small");
