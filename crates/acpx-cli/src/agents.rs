@@ -73,6 +73,11 @@ impl AgentRegistry {
         self.command(word).is_some()
     }
 
+    /// The known names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.agents.keys().map(String::as_str).collect()
+    }
+
     /// The name an agent command is known by, if any (for display).
     pub fn name_of(&self, command: &str) -> Option<&str> {
         self.agents

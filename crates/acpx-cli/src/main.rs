@@ -86,7 +86,14 @@ fn run(args: Vec<OsString>) -> i32 {
 
     let split = match grammar::split_agent(args, |w| registry.contains(w)) {
         Ok(s) => s,
-        Err(e) => return fail(format, &e),
+        Err(mut e) => {
+            if e.detail_code.as_deref() == Some("UNKNOWN_AGENT") {
+                let names = registry.names();
+                e.message = format!("{}; known agents: {}", e.message, names.join(", "));
+                e = e.with_data("knownAgents", serde_json::json!(names));
+            }
+            return fail(format, &e);
+        }
     };
     let cli = match Cli::try_parse_from(&split.args) {
         Ok(c) => c,

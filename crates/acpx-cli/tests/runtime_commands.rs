@@ -853,3 +853,35 @@ fn resume_session_attaches_a_new_record_to_an_existing_acp_session() {
         assert!(list["sessions"].as_array().unwrap().is_empty());
     }
 }
+
+#[test]
+fn close_cancels_a_running_prompt_first() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let s = new_session(&env, &agent, &[]);
+        let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+        let run = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "400"],
+            STARTED,
+        );
+        let show = env.run(&["sessions", "show", &id]).ok().stdout;
+        assert!(show.contains("prompt running"), "{show}");
+        let closed = env
+            .run(&["--format", "json", "sessions", "close", &id])
+            .ok()
+            .json();
+        assert_eq!(closed["action"], "session_closed");
+        let (code, lines, stderr) = run.finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(lines.last().unwrap()["payload"]["stopReason"], "cancelled");
+        let show = env
+            .run(&["--format", "json", "sessions", "show", &id])
+            .ok()
+            .json();
+        assert_eq!(show["closed"], true);
+        let r = env.run(&["--agent", &agent, "echo", "x"]);
+        assert_eq!(r.code, 4, "a closed session is not found by prompt: {r:?}");
+    }
+}

@@ -49,6 +49,11 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
         r.stderr
     );
     assert!(r.stderr.contains("--agent"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("known agents: ") && r.stderr.contains("claude, codex"),
+        "{}",
+        r.stderr
+    );
 
     let r = env.run(&["--format", "json", "frobnicate"]);
     assert_eq!(r.code, 2);
@@ -57,6 +62,10 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
     assert_eq!(e["error"]["code"], -32602);
     assert_eq!(e["error"]["data"]["acpxCode"], "USAGE");
     assert_eq!(e["error"]["data"]["detailCode"], "UNKNOWN_AGENT");
+    assert!(e["error"]["data"]["knownAgents"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("gemini")));
 
     for args in [
         vec!["sessions", "list", "--bogus"],

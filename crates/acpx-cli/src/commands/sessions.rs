@@ -196,9 +196,16 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     let store = ctx.store().await?;
     if let Some(info) = runs::request_cancel(&ctx.home, &r.acpx_record_id)? {
         ctx.out.note(&format!(
-            "cancelled the prompt running in this session (pid {})",
+            "cancelled the prompt running in this session (pid {}); waiting for it to end",
             info.pid
         ));
+        if !runs::wait_idle(&ctx.home, &r.acpx_record_id, Duration::from_secs(30)).await? {
+            return Err(CliError::runtime(format!(
+                "the prompt running in session {} did not end within 30 s of the cancel",
+                r.acpx_record_id
+            ))
+            .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"));
+        }
     }
     let closed = close_with_retry(&*store, &r).await?;
     if ctx.out.is_json() {

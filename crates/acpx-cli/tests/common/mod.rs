@@ -3,8 +3,8 @@
 //!
 //! The scripted ACP agent `acpx-test-agent` is a binary of the `acpx-runtime` package, so cargo
 //! does not build it for this package's tests. [`test_agent`] finds it next to the `acpx`
-//! binary (`<target>/debug/`), and builds it there with `cargo build -p acpx-runtime --bin
-//! acpx-test-agent` (same target directory, same profile) when it is missing.
+//! binary (`<target>/debug/`), after running `cargo build -p acpx-runtime --bin
+//! acpx-test-agent` for the same target directory and profile (a no-op when it is up to date).
 
 #![allow(dead_code)]
 
