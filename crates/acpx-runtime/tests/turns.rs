@@ -345,7 +345,20 @@ async fn late_updates(env: Env) {
     let id = s.id().clone();
     let out = s.prompt(text_prompt("late")).await.unwrap();
     assert_eq!(out.agent_text, "Early.");
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // The late chunk arrives after the answer; wait for it to be recorded.
+    for _ in 0..250 {
+        let r = s.record().await;
+        if r.acpx
+            .audit_events
+            .iter()
+            .filter(|a| a.summary.starts_with("agent_message_chunk"))
+            .count()
+            == 2
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let r = s.shutdown().await.unwrap();
     let ev = env.events(&id).await;
     let chunks = updates(&ev, "agent_message_chunk");
@@ -499,7 +512,7 @@ async fn snapshot_follows_stream(env: Env) {
         }
     });
     let out = s
-        .prompt_with(text_prompt("slow 30"), Some(obs))
+        .prompt_with(text_prompt("slow 60"), Some(obs))
         .await
         .unwrap();
     let seen = watcher.await.unwrap();
