@@ -512,7 +512,9 @@ impl Runtime {
             recovery.interrupted_turn = Some(request_id);
         }
         if rolled_any {
-            recorder.save_if_dirty().await?;
+            // A fresh recorder is not dirty: the rolled-forward snapshot must be saved
+            // explicitly, or `recover` alone would leave the stale snapshot on disk.
+            recorder.save().await?;
         }
         Ok((recorder, recovery))
     }
