@@ -303,7 +303,7 @@ pub enum SessionsCommand {
     Export(ExportArgs),
     /// Import an exported session, or sessions written by the Node acpx
     Import(ImportArgs),
-    /// Delete closed sessions older than a cutoff
+    /// Delete closed sessions older than a cutoff (every closed session when none is given)
     Prune(PruneArgs),
     /// Search the conversations of every session
     Search(SearchArgs),

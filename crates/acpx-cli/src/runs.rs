@@ -287,10 +287,11 @@ async fn serve(listener: tokio::net::UnixListener, tx: mpsc::UnboundedSender<()>
             let read =
                 tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
             let reply: &[u8] = match read {
-                Ok(Ok(_)) if line.trim() == "cancel" => {
-                    let _ = tx.send(());
-                    b"ok\n"
-                }
+                // A holder that does not listen for cancels (a control command) says so.
+                Ok(Ok(_)) if line.trim() == "cancel" => match tx.send(()) {
+                    Ok(()) => b"ok\n",
+                    Err(_) => b"idle\n",
+                },
                 _ => b"error unknown request\n",
             };
             let _ = write.write_all(reply).await;
@@ -318,13 +319,13 @@ pub fn request_cancel(home: &Path, id: &RecordId) -> CliResult<Option<RunInfo>> 
         .map_err(|e| CliError::runtime(format!("cannot send the cancel request: {e}")))?;
     let mut reply = String::new();
     let _ = BufReader::new(&stream).read_line(&mut reply);
-    if reply.trim() == "ok" {
-        Ok(Some(info))
-    } else {
-        Err(CliError::runtime(format!(
+    match reply.trim() {
+        "ok" => Ok(Some(info)),
+        "idle" => Ok(None),
+        _ => Err(CliError::runtime(format!(
             "the running prompt (pid {}) did not accept the cancel request",
             info.pid
-        )))
+        ))),
     }
 }
 
@@ -438,5 +439,17 @@ mod tests {
             Probe::Dead(Some(_))
         ));
         assert_eq!(request_cancel(home.path(), &id).unwrap(), None);
+
+        // A holder that does not take cancels (a control command) answers "idle".
+        let (guard, rx) = acquire(home.path(), &id, "control", |_| {}).await.unwrap();
+        drop(rx);
+        let h = home.path().to_owned();
+        let id2 = id.clone();
+        let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, None);
+        drop(guard);
     }
 }

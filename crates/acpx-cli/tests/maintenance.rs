@@ -101,6 +101,44 @@ fn fsck_rolls_a_snapshot_behind_its_log_forward() {
 }
 
 #[test]
+fn fsck_records_events_a_snapshot_claims_but_the_log_lacks() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let cwd = env.cwd_str();
+        let mut seed = Seed::new("rec-ahead", &cwd, AGENT);
+        seed.events = 3;
+        seed.audit_seq = 5;
+        env.import_archive(&seed.archive());
+        let (code, report) = fsck(&env, false);
+        assert_eq!(code, 1, "{report}");
+        assert_eq!(kinds(&report), ["snapshot_ahead"]);
+        let (code, report) = fsck(&env, true);
+        assert_eq!(code, 0, "{report}");
+        assert!(
+            report["problems"][0]["action"]
+                .as_str()
+                .unwrap()
+                .contains("4..5"),
+            "{report}"
+        );
+        let ev = env
+            .run(&[
+                "--format",
+                "json",
+                "sessions",
+                "events",
+                "rec-ahead",
+                "--type",
+                "lifecycle_event",
+            ])
+            .ok()
+            .json_lines();
+        assert_eq!(ev[0]["payload"]["phase"], "log_gap");
+        assert_eq!(fsck(&env, false).0, 0);
+    }
+}
+
+#[test]
 fn fsck_sets_a_torn_tail_aside_and_reports_damage() {
     let env = Env::new("fs");
     let cwd = env.cwd_str();

@@ -885,3 +885,55 @@ fn close_cancels_a_running_prompt_first() {
         assert_eq!(r.code, 4, "a closed session is not found by prompt: {r:?}");
     }
 }
+
+#[test]
+fn fsck_repairs_a_turn_left_running_by_a_killed_process() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        let run = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "400"],
+            "chunk 3",
+        );
+        kill(&run.child, libc::SIGKILL);
+        let _ = run.finish();
+        let r = env.run(&["--format", "json", "fsck"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        let report = r.json();
+        let kinds: Vec<&str> = report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["kind"].as_str().unwrap())
+            .collect();
+        assert!(kinds.contains(&"turn_interrupted"), "{report}");
+        assert!(kinds.contains(&"stale_agent_pid"), "{report}");
+        let fixed = env
+            .run(&["--format", "json", "fsck", "--repair"])
+            .ok()
+            .json();
+        assert!(
+            fixed["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["repaired"] == true),
+            "{fixed}"
+        );
+        env.run(&["fsck"]).ok();
+        let show = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        assert_eq!(show["acpx"]["last_turn"]["outcome"], "interrupted");
+        assert!(show.get("pid").is_none_or(Value::is_null), "{show}");
+        // Everything the killed turn streamed before it died is in the thread.
+        let hist = env
+            .run(&["--agent", &agent, "sessions", "history"])
+            .ok()
+            .stdout;
+        assert!(hist.contains("chunk 3."), "{hist}");
+    }
+}

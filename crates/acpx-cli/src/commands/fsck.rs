@@ -2,20 +2,25 @@
 //!
 //! Checks: the snapshot validates; the log reads strictly (no damaged complete line); seqs are
 //! continuous; no torn tail; the snapshot has folded in every logged event (`acpx.audit_seq`
-//! equals the log's last seq) and does not claim events the log lacks.
+//! equals the log's last seq) and claims no event the log lacks; and, with the log folded in,
+//! no turn was left running and no agent pid of a dead process is recorded.
 //!
-//! `--repair` rolls snapshots that are behind their log forward with the runtime's reducer
-//! (under the session's writer lock) and, on the fs backend, sets torn tails aside into
-//! `<id>.events.torn-<ms>` so the next append starts on a fresh line. Damaged lines, gaps,
-//! invalid snapshots and snapshots ahead of their log are reported, not guessed at.
-//! Sessions with a prompt running are skipped: their snapshot is legitimately behind.
+//! `--repair`, under the session's writer lock: on the fs backend, torn tails are set aside
+//! into `<id>.events.torn-<ms>` (so the next append starts on a fresh line, and the bytes are
+//! kept); then the runtime's recovery ([`acpx_runtime::Runtime::recover`], the same code that
+//! runs when a session is reopened) rolls the snapshot forward with the reducer, records an
+//! unfinished turn as interrupted, a stale agent pid as gone, and a snapshot ahead of its log
+//! as a log gap, each as a logged lifecycle or prompt event, and saves. Damaged lines, seq gaps
+//! and invalid snapshots are reported, not guessed at. Sessions with a prompt running are
+//! skipped: their snapshot is legitimately behind.
 
 use std::time::Duration;
 
 use acpx_model::{
     ClosedFilter, EventQuery, ListQuery, ReadMode, RecordId, SessionRecord, Store, StoreError,
 };
-use acpx_runtime::mapping::roll_forward;
+use acpx_runtime::mapping::turn_is_running;
+use acpx_runtime::{load_rolled_forward, Runtime, RuntimeOptions};
 use serde::Serialize;
 use serde_json::{json, Map};
 
@@ -34,7 +39,7 @@ struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     acpx_record_id: Option<String>,
     /// `snapshot_invalid`, `log_damaged`, `seq_gap`, `torn_tail`, `snapshot_behind`,
-    /// `snapshot_ahead`, `last_write_error`.
+    /// `snapshot_ahead`, `turn_interrupted`, `stale_agent_pid`, `last_write_error`.
     kind: &'static str,
     message: String,
     repairable: bool,
@@ -177,7 +182,7 @@ fn check_snapshot(r: &SessionRecord, scan: &LogScan, problems: &mut Vec<Problem>
                 scan.last_seq,
                 scan.last_seq + 1
             ),
-            false,
+            true,
         ));
     }
     if let Some(e) = &r.acpx.event_log.last_write_error {
@@ -190,24 +195,32 @@ fn check_snapshot(r: &SessionRecord, scan: &LogScan, problems: &mut Vec<Problem>
     }
 }
 
-/// Rolls the snapshot forward under the writer lock; returns how many events were applied.
-async fn roll_snapshot_forward(store: &dyn Store, id: &RecordId) -> CliResult<u64> {
-    let _lock = store.lock(id, Duration::from_secs(10)).await?;
-    let mut r = store.load(id).await?;
-    let events = store
-        .read_events(
-            id,
-            &EventQuery {
-                from_seq: r.acpx.audit_seq + 1,
-                mode: ReadMode::Lenient,
-                ..EventQuery::default()
-            },
-        )
-        .await?;
-    let report = roll_forward(&mut r, events.events.iter());
-    r.acpx.event_log = store.event_log_state(id).await?;
-    store.save(&mut r).await?;
-    Ok(report.applied)
+/// Checks what only the rolled-forward state shows: a turn left running, a stale agent pid.
+async fn check_rolled(store: &dyn Store, id: &RecordId, problems: &mut Vec<Problem>) {
+    let Ok((rolled, _, _, _)) = load_rolled_forward(store, id).await else {
+        return;
+    };
+    if turn_is_running(&rolled) {
+        let t = rolled.acpx.last_turn.as_ref();
+        problems.push(Problem::new(
+            Some(id),
+            "turn_interrupted",
+            format!(
+                "turn {} started at {} never ended (the process running it stopped)",
+                t.map(|t| t.request_id.as_str()).unwrap_or("?"),
+                t.map(|t| t.started_at.to_string()).unwrap_or_default()
+            ),
+            true,
+        ));
+    }
+    if let Some(pid) = rolled.pid {
+        problems.push(Problem::new(
+            Some(id),
+            "stale_agent_pid",
+            format!("the record names agent process {pid}, which no acpx process runs any more"),
+            true,
+        ));
+    }
 }
 
 /// `fsck`.
@@ -256,9 +269,10 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         let scan = scan_log(&*store, id, &mut found).await?;
         if let Some(r) = &record {
             check_snapshot(r, &scan, &mut found);
+            check_rolled(&*store, id, &mut found).await;
         }
         if a.repair {
-            repair(opened, &*store, id, &mut found).await;
+            repair(opened, id, &mut found).await;
         }
         problems.extend(found);
     }
@@ -314,8 +328,16 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
     Ok(())
 }
 
-async fn repair(opened: &OpenStore, store: &dyn Store, id: &RecordId, found: &mut [Problem]) {
-    // Torn tails first: the roll-forward then reads a clean log.
+/// What the runtime's recovery repairs.
+const RECOVERED: &[&str] = &[
+    "snapshot_behind",
+    "snapshot_ahead",
+    "turn_interrupted",
+    "stale_agent_pid",
+];
+
+async fn repair(opened: &OpenStore, id: &RecordId, found: &mut [Problem]) {
+    // Torn tails first: the recovery then reads a clean log.
     for p in found.iter_mut().filter(|p| p.kind == "torn_tail") {
         match opened.set_aside_torn_tail(id) {
             Ok(Some(t)) => {
@@ -329,13 +351,37 @@ async fn repair(opened: &OpenStore, store: &dyn Store, id: &RecordId, found: &mu
             Err(e) => p.action = Some(format!("could not set the tail aside: {e}")),
         }
     }
-    if let Some(p) = found.iter_mut().find(|p| p.kind == "snapshot_behind") {
-        match roll_snapshot_forward(store, id).await {
-            Ok(n) => {
+    if !found.iter().any(|p| RECOVERED.contains(&p.kind)) {
+        return;
+    }
+    let runtime = Runtime::new(
+        opened.as_dyn(),
+        RuntimeOptions {
+            lock_timeout: Duration::from_secs(10),
+            ..RuntimeOptions::default()
+        },
+    );
+    let result = runtime.recover(id).await;
+    for p in found.iter_mut().filter(|p| RECOVERED.contains(&p.kind)) {
+        match &result {
+            Ok((_, rec)) => {
                 p.repaired = true;
-                p.action = Some(format!("rolled the snapshot forward by {n} event(s)"));
+                p.action = Some(match p.kind {
+                    "snapshot_behind" => format!(
+                        "rolled the snapshot forward by {} event(s)",
+                        rec.rolled_forward.applied
+                    ),
+                    "snapshot_ahead" => match rec.log_gap {
+                        Some((from, to)) => format!(
+                            "recorded events {from}..{to} as lost (a log_gap lifecycle event); the snapshot now follows the log"
+                        ),
+                        None => "the snapshot now follows the log".into(),
+                    },
+                    "turn_interrupted" => "recorded the turn as interrupted (a prompt_error event)".into(),
+                    _ => "recorded the agent process as gone (a stale_agent lifecycle event)".into(),
+                });
             }
-            Err(e) => p.action = Some(format!("could not roll the snapshot forward: {e}")),
+            Err(e) => p.action = Some(format!("could not recover the session: {e}")),
         }
     }
 }
