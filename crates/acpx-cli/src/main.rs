@@ -51,6 +51,11 @@ fn early_format(pre: &grammar::Prescan, config: Option<&Config>) -> Format {
 fn fail(format: Format, e: &CliError) -> i32 {
     if !e.already_reported {
         Out::new(format, false).error(e);
+    } else if format == Format::Text {
+        // The message was shown (for example as the turn's `[error]` line); the advice not.
+        if let Some(h) = &e.hint {
+            eprintln!("  hint: {h}");
+        }
     }
     e.kind.exit_code()
 }

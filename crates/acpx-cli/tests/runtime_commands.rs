@@ -636,9 +636,34 @@ fn timeout_permission_and_agent_errors_map_to_exit_codes() {
         assert_eq!(last["type"], "prompt_error");
         assert_eq!(last["payload"]["outcome"], "timeout");
 
+        let r = env.run(&["--timeout", "0.5", "--agent", &agent, "slow", "400"]);
+        assert_eq!(r.code, 3, "{r:?}");
+        assert!(
+            r.stderr.contains("[error]") && r.stderr.contains("hint: raise --timeout"),
+            "{}",
+            r.stderr
+        );
+
         let r = env.run(&["--deny-all", "--agent", &agent, "permission", "edit"]);
         assert_eq!(r.code, 5, "{r:?}");
         assert!(r.stderr.contains("[permission]"), "{}", r.stderr);
+        assert!(r.stderr.contains("refused"), "{}", r.stderr);
+        let r = env.run(&[
+            "--format",
+            "json",
+            "--deny-all",
+            "--agent",
+            &agent,
+            "permission",
+            "edit",
+        ]);
+        assert_eq!(r.code, 5, "{r:?}");
+        let last = r.json_lines().pop().unwrap();
+        assert_eq!(
+            last["type"], "prompt_done",
+            "no error line after the turn's last event"
+        );
+        assert_eq!(last["payload"]["permissionStats"]["denied"], 1);
         let r = env.run(&["--agent", &agent, "permission", "edit"]);
         assert_eq!(
             r.code, 5,

@@ -256,14 +256,17 @@ async fn open_existing(
     Ok(session)
 }
 
-/// The exit status a finished turn maps to.
+/// The exit status a finished turn maps to. `shown` says the turn's terminal event was
+/// printed: in JSON mode that line is the last one and carries the outcome, so no error line
+/// follows it; in text mode its `[error]` line said what went wrong.
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     let reported = |e: CliError| if shown { e.reported() } else { e };
     match outcome.outcome.as_str() {
         "completed" => {
             let s = outcome.permission_stats;
             if s.requested > 0 && s.approved == 0 && s.denied + s.cancelled > 0 {
-                return Err(CliError::new(
+                let json_shown = shown && ctx.out.is_json();
+                let e = CliError::new(
                     ErrorKind::PermissionDenied,
                     format!(
                         "the agent asked for permission {} time(s) and was refused",
@@ -274,7 +277,8 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
                     "answer on a terminal, or re-run with --approve-all"
                 } else {
                     "re-run with --approve-all or --approve-reads"
-                }));
+                });
+                return Err(if json_shown { e.reported() } else { e });
             }
             Ok(())
         }
