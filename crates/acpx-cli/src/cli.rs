@@ -52,7 +52,6 @@ Exit codes: 0 ok (a cancelled turn included), 1 runtime error, 2 usage, 3 timeou
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = AFTER_HELP,
-    propagate_version = true,
     subcommand_required = true,
     arg_required_else_help = true,
     args_override_self = true
@@ -66,6 +65,7 @@ pub struct Cli {
 
 /// Options accepted anywhere on the command line.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Run this agent command line instead of a named agent (e.g. "./my-agent --acp")
     #[arg(long, global = true, value_name = "COMMAND")]
@@ -85,12 +85,19 @@ pub struct GlobalArgs {
         global = true,
         value_enum,
         env = "ACPX_STORE",
+        hide_env_values = true,
         value_name = "BACKEND"
     )]
     pub store: Option<Backend>,
 
     /// Where acpx keeps its config and sessions [default: ~/.acpx]
-    #[arg(long, global = true, env = "ACPX_HOME", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "ACPX_HOME",
+        hide_env_values = true,
+        value_name = "DIR"
+    )]
     pub home: Option<PathBuf>,
 
     /// Approve every permission request of the agent
