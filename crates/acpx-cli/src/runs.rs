@@ -452,4 +452,30 @@ mod tests {
         assert_eq!(got, None);
         drop(guard);
     }
+
+    #[tokio::test]
+    async fn long_homes_put_the_socket_in_a_private_tmp_dir() {
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().join("h".repeat(120));
+        let id = RecordId::parse("rec-long").unwrap();
+        let (guard, mut rx) = acquire(&home, &id, "req", |_| {}).await.unwrap();
+        let info = read_info(&home, &id).unwrap();
+        assert!(
+            info.socket.to_string_lossy().starts_with("/tmp/acpx-"),
+            "{}",
+            info.socket.display()
+        );
+        assert!(info.socket.as_os_str().len() <= MAX_SOCKET_PATH);
+        let h = home.clone();
+        let id2 = id.clone();
+        let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(got.is_some());
+        assert!(rx.recv().await.is_some());
+        let socket = info.socket.clone();
+        drop(guard);
+        assert!(!socket.exists(), "the socket is removed with the run");
+    }
 }
