@@ -12,9 +12,7 @@
 //! The first word of the prompt picks the agent's script (`think`, `tools`, `plan`, `usage`,
 //! `title <t>`, …; anything else gets a greeting).
 
-#[path = "../src/bin/acpx-test-agent/agent.rs"]
-#[allow(dead_code)]
-mod agent;
+use acpx_runtime::test_agent as agent;
 
 use std::path::PathBuf;
 use std::sync::Arc;

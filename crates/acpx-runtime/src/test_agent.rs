@@ -1,5 +1,6 @@
-//! The scripted ACP agent behind `acpx-test-agent`: it speaks ACP on its stdio and is used by
-//! the tests and by the quickstart example (no API key needed).
+//! A scripted ACP agent that speaks ACP on its stdio: the `acpx-test-agent` binary, the
+//! quickstart example and the `acpx` command's built-in `demo` agent all run [`serve`]. It lets
+//! the tests, and a new user, drive a real agent process without any API key.
 //!
 //! The first word of the prompt text picks a script:
 //!
@@ -245,6 +246,13 @@ pub async fn serve(mut args: Vec<String>) {
                         answer(responder, set_config(&state, &req.params))
                     }
                     "session/prompt" => {
+                        // A new turn starts uncancelled. This runs on the dispatch loop, which
+                        // handles messages in arrival order, so a `session/cancel` sent after
+                        // this prompt always wins, even if it is handled before the turn's
+                        // task below gets to run.
+                        if let Some(sid) = req.params.get("sessionId").and_then(Value::as_str) {
+                            state.cancel_flag(sid).store(false, Ordering::SeqCst);
+                        }
                         // Scripts call back into the client and wait for answers, which must
                         // not happen on the dispatch loop.
                         cx.spawn({
@@ -524,8 +532,9 @@ async fn prompt(
     let Some(session) = state.session(&sid) else {
         return Err(invalid_params(format!("unknown session {sid}")));
     };
+    // Reset by the dispatch loop before this task was spawned (see `serve`), so a cancel that
+    // arrives before this task runs is not lost.
     let cancel = state.cancel_flag(&sid);
-    cancel.store(false, Ordering::SeqCst);
     let text = prompt_text(&req);
     let mut words = text.split_whitespace();
     let first = words.next().unwrap_or("");
