@@ -6,6 +6,11 @@
 
 use std::collections::BTreeMap;
 
+/// The built-in agent that runs the scripted test agent inside this executable.
+pub const DEMO_AGENT: &str = "demo";
+/// The hidden first argument that makes `acpx` serve the scripted agent on its stdio.
+pub const TEST_AGENT_COMMAND: &str = "__test-agent";
+
 /// The agent used when none is named and the config sets no `defaultAgent`.
 pub const DEFAULT_AGENT: &str = "codex";
 
@@ -61,6 +66,30 @@ impl AgentRegistry {
             agents.insert(normalize(name), command.clone());
         }
         AgentRegistry { agents }
+    }
+
+    /// Adds the built-in `demo` agent: this very executable serving the scripted ACP agent of
+    /// `acpx_runtime::test_agent` (hidden command `__test-agent`), with its history kept under
+    /// `<home>/demo-agent` so that later prompts reattach with `session/load`. It needs no API
+    /// key and no network, which makes it the agent of the quickstart. A config entry named
+    /// `demo` still wins.
+    pub fn with_demo(mut self, home: &std::path::Path) -> Self {
+        if self.agents.contains_key(DEMO_AGENT) {
+            return self;
+        }
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "acpx".to_owned());
+        let state = home.join("demo-agent").display().to_string();
+        let command = shell_words::join([
+            exe.as_str(),
+            TEST_AGENT_COMMAND,
+            "--load",
+            "--state-dir",
+            state.as_str(),
+        ]);
+        self.agents.insert(DEMO_AGENT.to_owned(), command);
+        self
     }
 
     /// The command of an agent name (trimmed and lower-cased first, as Node acpx does).

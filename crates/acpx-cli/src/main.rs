@@ -35,6 +35,28 @@ use crate::output::Out;
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // `acpx __test-agent …` is the `demo` agent's process: serve ACP on stdio, nothing else.
+    if args.get(1).and_then(|a| a.to_str()) == Some(agents::TEST_AGENT_COMMAND) {
+        let flags = args[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(acpx_runtime::test_agent::serve(flags)),
+            Err(e) => {
+                eprintln!(
+                    "acpx {}: cannot start a runtime: {e}",
+                    agents::TEST_AGENT_COMMAND
+                );
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     std::process::exit(run(args));
 }
 
@@ -78,7 +100,7 @@ fn run(args: Vec<OsString>) -> i32 {
         Err(e) => return fail(early_format(&pre, None), &e),
     };
     let format = early_format(&pre, Some(&config));
-    let registry = AgentRegistry::new(&config.agents);
+    let registry = AgentRegistry::new(&config.agents).with_demo(&home);
 
     // `acpx` alone on a terminal: show the help rather than wait for a prompt on stdin.
     if args.len() <= 1 {

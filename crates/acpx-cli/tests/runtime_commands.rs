@@ -471,7 +471,11 @@ fn ctrl_c_cancels_then_interrupts() {
         kill(&run.child, libc::SIGINT);
         let (code, lines, stderr) = run.finish();
         assert_eq!(code, 0, "{stderr}");
-        assert_eq!(lines.last().unwrap()["payload"]["stopReason"], "cancelled");
+        let last = lines.last().unwrap();
+        assert_eq!(
+            last["payload"]["stopReason"], "cancelled",
+            "{last}\n{stderr}"
+        );
 
         // A turn that does not end on cancel (the agent waits for a terminal command): the
         // second Ctrl-C stops the agent and exits 130.
@@ -961,4 +965,59 @@ fn fsck_repairs_a_turn_left_running_by_a_killed_process() {
             .stdout;
         assert!(hist.contains("chunk 3."), "{hist}");
     }
+}
+
+/// The README's quickstart: the built-in `demo` agent needs no path, no API key and no other
+/// binary; the session is stored on the default backend and a second prompt reattaches to it.
+#[test]
+fn demo_agent_quickstart_records_a_real_prompt() {
+    let env = Env::new("fs");
+    let ensure = env.run(&["demo", "sessions", "ensure"]);
+    assert_eq!(ensure.code, 0, "{ensure:?}");
+    assert!(ensure.stdout.contains("stored in"), "{ensure:?}");
+    let first = env.run(&["demo", "hello from the readme"]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(first.stdout.contains("hello from the readme"), "{first:?}");
+    let second = env.run(&["demo", "echo again"]);
+    assert_eq!(second.code, 0, "{second:?}");
+    let events = env.run(&[
+        "demo",
+        "--format",
+        "json",
+        "sessions",
+        "events",
+        "--type",
+        "lifecycle_event",
+    ]);
+    assert_eq!(events.code, 0, "{events:?}");
+    let phases: Vec<String> = events
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| e["payload"]["phase"].as_str().map(str::to_owned))
+        .collect();
+    assert!(phases.contains(&"session_created".to_owned()), "{phases:?}");
+    assert!(
+        phases.contains(&"session_attached".to_owned()),
+        "the second prompt must reattach with session/load, not fall back: {phases:?}"
+    );
+    assert!(
+        !phases.contains(&"session_fallback".to_owned()),
+        "{phases:?}"
+    );
+    let sessions = env.home.path().join("sessions");
+    let snapshots: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name().to_string_lossy().ends_with(".json")
+                && !e.file_name().to_string_lossy().starts_with('.')
+        })
+        .collect();
+    assert_eq!(
+        snapshots.len(),
+        1,
+        "one session stored under {}",
+        sessions.display()
+    );
 }

@@ -228,7 +228,7 @@ fn home_and_store_come_from_flags_environment_or_config() {
     let fake_home = tempfile::tempdir().unwrap();
     let cwd = tempfile::tempdir().unwrap();
     let agent = common::test_agent();
-    let agent = agent.to_str().unwrap();
+    let agent = agent.as_str();
     // ACPX_HOME and ACPX_STORE.
     let h = home.path().to_str().unwrap();
     let r = run_plain(

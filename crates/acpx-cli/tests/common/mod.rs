@@ -1,16 +1,13 @@
 //! Shared helpers of the end-to-end tests: they run the real `acpx` binary against a temporary
 //! `--home`, on the backend under test.
 //!
-//! The scripted ACP agent `acpx-test-agent` is a binary of the `acpx-runtime` package, so cargo
-//! does not build it for this package's tests. [`test_agent`] finds it next to the `acpx`
-//! binary (`<target>/debug/`), after running `cargo build -p acpx-runtime --bin
-//! acpx-test-agent` for the same target directory and profile (a no-op when it is up to date).
+//! The scripted ACP agent runs as `acpx __test-agent` (see [`test_agent`]): the binary under
+//! test serves it, so these tests need nothing else built.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
@@ -21,39 +18,11 @@ pub fn acpx_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_acpx"))
 }
 
-/// The scripted test agent, built on first use if needed.
-pub fn test_agent() -> PathBuf {
-    static AGENT: OnceLock<PathBuf> = OnceLock::new();
-    AGENT
-        .get_or_init(|| {
-            let bin = acpx_bin();
-            let dir = bin.parent().expect("acpx binary has a directory");
-            let agent = dir.join("acpx-test-agent");
-            // Rebuild every run: cargo is quick when it is up to date, and a stale agent
-            // would test old behaviour.
-            let target_dir = dir.parent().expect("profile dir has a parent");
-            let profile = dir.file_name().and_then(|p| p.to_str()).unwrap_or("debug");
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-q",
-                "-p",
-                "acpx-runtime",
-                "--bin",
-                "acpx-test-agent",
-            ])
-            .env("CARGO_TARGET_DIR", target_dir)
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-            if profile == "release" {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build for acpx-test-agent");
-            assert!(status.success(), "building acpx-test-agent failed");
-            assert!(agent.is_file(), "{} was not built", agent.display());
-            agent
-        })
-        .clone()
+/// The scripted test agent's command line: the `acpx` binary under test serving it through
+/// the hidden `__test-agent` command (the same agent as `acpx-test-agent` and the built-in
+/// `demo` agent), so no other binary has to be built.
+pub fn test_agent() -> String {
+    format!("{} __test-agent", acpx_bin().display())
 }
 
 /// A temporary home and project directory (a git root) for one backend.
@@ -184,9 +153,9 @@ impl Env {
     pub fn agent_cmd(&self, flags: &str) -> String {
         let a = test_agent();
         if flags.is_empty() {
-            a.to_string_lossy().into_owned()
+            a
         } else {
-            format!("{} {flags}", a.display())
+            format!("{a} {flags}")
         }
     }
 
