@@ -57,9 +57,45 @@ impl fmt::Debug for Timestamp {
     }
 }
 
+impl Timestamp {
+    /// The canonical form (`%Y-%m-%dT%H:%M:%S%.3fZ`) written digit by digit into `buf`, for
+    /// years 0 to 9999 (`None` outside them, or for a leap second). Every event line carries
+    /// a timestamp, and chrono's formatter, which interprets the format string on every call,
+    /// cost as much as the rest of the line.
+    fn write_canonical<'a>(&self, buf: &'a mut [u8; 24]) -> Option<&'a str> {
+        use chrono::{Datelike, Timelike};
+        let t = self.0;
+        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        let nanos = t.nanosecond();
+        if nanos >= 1_000_000_000 {
+            return None;
+        }
+        *buf = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, value: u32, digits: usize| {
+            let mut v = value;
+            for i in (at..at + digits).rev() {
+                buf[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, year, 4);
+        put(5, t.month(), 2);
+        put(8, t.day(), 2);
+        put(11, t.hour(), 2);
+        put(14, t.minute(), 2);
+        put(17, t.second(), 2);
+        put(20, nanos / 1_000_000, 3);
+        std::str::from_utf8(buf).ok()
+    }
+}
+
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&format_args!("{}", self.0.format("%Y-%m-%dT%H:%M:%S%.3fZ")))
+        let mut buf = [0u8; 24];
+        match self.write_canonical(&mut buf) {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_str(&format_args!("{}", self.0.format("%Y-%m-%dT%H:%M:%S%.3fZ"))),
+        }
     }
 }
 
@@ -83,6 +119,40 @@ mod tests {
         );
         let t = Timestamp::parse("2026-02-27T14:00:00.123456+02:00").unwrap();
         assert_eq!(t.to_string(), "2026-02-27T12:00:00.123Z");
+    }
+
+    /// The hand-written form is exactly chrono's, wherever it applies, and chrono's is used
+    /// beyond it.
+    #[test]
+    fn canonical_form_matches_chrono() {
+        let chrono_form = |t: &Timestamp| format!("\"{}\"", t.0.format("%Y-%m-%dT%H:%M:%S%.3fZ"));
+        let mut millis: Vec<i64> = vec![
+            0,
+            -1,
+            1,
+            999,
+            1_772_193_600_000,
+            951_782_400_000,     // 2000-02-29
+            4_107_542_399_999,   // 2100-02-28T23:59:59.999
+            253_402_300_799_999, // 9999-12-31T23:59:59.999
+            253_402_300_800_000, // 10000-01-01
+            -62_167_219_200_000, // 0000-01-01
+            -62_167_219_200_001, // -0001-12-31
+            -62_135_596_800_000, // 0001-01-01
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            millis.push((x % 400_000_000_000_000) as i64 - 100_000_000_000_000);
+        }
+        for m in millis {
+            let Some(t) = Timestamp::from_millis(m) else {
+                continue;
+            };
+            assert_eq!(serde_json::to_string(&t).unwrap(), chrono_form(&t), "{m}");
+        }
     }
 
     #[test]
