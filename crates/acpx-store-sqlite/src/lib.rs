@@ -7,8 +7,9 @@
 //!
 //! - `sessions`: one row per session, identity and lifecycle fields as columns, plus the
 //!   `session.json` document byte-for-byte as the file store writes it.
-//! - `events`: one row per event of the NDJSON audit log. Read back and serialized, the rows
-//!   are exactly the lines the file store writes for the same operations.
+//! - `events`: one row per event of the NDJSON audit log (a view over `event_rows`, which is
+//!   keyed by an integer session key). Read back and serialized, the rows are exactly the
+//!   lines the file store writes for the same operations.
 //! - `messages` + `messages_fts`: the conversation text, indexed with FTS5 and kept in step
 //!   with every snapshot save ([`acpx_model::Store::search`]).
 //!
@@ -66,6 +67,7 @@ mod lock;
 mod rows;
 pub mod schema;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -345,16 +347,63 @@ impl From<rusqlite::Error> for MigrateError {
 }
 
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), MigrateError> {
+    if user_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // A rebuilt table is dropped and replaced; with foreign keys on, dropping a parent table
+    // would delete its children first. The pragma is a no-op inside a transaction, so it is
+    // switched around it (and back on whatever happens).
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let result = migrate_steps(conn, path);
+    let restored = conn.pragma_update(None, "foreign_keys", "ON");
+    result?;
+    restored?;
+    Ok(())
+}
+
+fn migrate_steps(conn: &mut Connection, path: &Path) -> Result<(), MigrateError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     // Read again under the write lock: another process may have migrated meanwhile.
     let version = user_version(&tx)?;
     check_version(path, version).map_err(MigrateError::Store)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // The steps run without foreign key enforcement: they must not break a reference. Rows
+    // that were already orphaned (a hand delete in a shell without `foreign_keys`) are not
+    // this migration's doing and do not stop it.
+    let before = foreign_key_violations(&tx)?;
     for (from, step) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(step)?;
         tx.pragma_update(None, "user_version", from as i64 + 1)?;
     }
+    let after = foreign_key_violations(&tx)?;
+    let grown = after
+        .iter()
+        .find(|(table, n)| before.get(*table).copied().unwrap_or(0) < **n);
+    if let Some((table, _)) = grown {
+        return Err(MigrateError::Store(StoreError::corrupt(
+            path.display().to_string(),
+            None,
+            format!(
+                "migrating the schema from version {version} to {SCHEMA_VERSION} would leave \
+                 rows of table `{table}` without their parent; the file was left unchanged"
+            ),
+        )));
+    }
     tx.commit()?;
     Ok(())
+}
+
+/// How many rows `PRAGMA foreign_key_check` reports, per table.
+fn foreign_key_violations(conn: &Connection) -> rusqlite::Result<BTreeMap<String, usize>> {
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
+    let mut rows = stmt.query([])?;
+    let mut counts = BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        *counts.entry(row.get::<_, String>(0)?).or_insert(0) += 1;
+    }
+    Ok(counts)
 }
 
 fn sql_error(path: &Path, context: &str, busy: &Duration, e: rusqlite::Error) -> StoreError {
@@ -528,8 +577,8 @@ impl Inner {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1)"
             ))?
             .execute(session_params!(id.as_str(), cols))?;
-            tx.prepare_cached("INSERT INTO event_logs (acpx_record_id) VALUES (?1)")?
-                .execute([id.as_str()])?;
+            tx.prepare_cached("INSERT INTO event_logs (session_key) VALUES (?1)")?
+                .execute([tx.last_insert_rowid()])?;
             sync_messages(tx, id, &msgs)?;
             Ok(())
         })
@@ -628,17 +677,19 @@ impl Inner {
     fn delete(&self, id: &RecordId) -> StoreResult<bool> {
         let lock = self.call_lock(id)?;
         let existed = self.transaction("delete the session", false, |tx| {
-            for sql in [
-                "DELETE FROM messages WHERE acpx_record_id = ?1",
-                "DELETE FROM events WHERE acpx_record_id = ?1",
-                "DELETE FROM event_logs WHERE acpx_record_id = ?1",
-            ] {
-                tx.prepare_cached(sql)?.execute([id.as_str()])?;
-            }
-            let n = tx
-                .prepare_cached("DELETE FROM sessions WHERE acpx_record_id = ?1")?
+            let Some(key) = session_key(tx, id)? else {
+                return Ok(false);
+            };
+            tx.prepare_cached("DELETE FROM messages WHERE acpx_record_id = ?1")?
                 .execute([id.as_str()])?;
-            Ok(n > 0)
+            for sql in [
+                "DELETE FROM event_rows WHERE session_key = ?1",
+                "DELETE FROM event_logs WHERE session_key = ?1",
+                "DELETE FROM sessions WHERE session_key = ?1",
+            ] {
+                tx.prepare_cached(sql)?.execute([key])?;
+            }
+            Ok(true)
         })?;
         // Only a lock this call took is removed; a caller's held lock stays valid.
         if let Some(lock) = &lock {
@@ -784,40 +835,39 @@ impl Inner {
                 .saturating_mul(u64::from(self.options.max_segments)),
         )
         .unwrap_or(i64::MAX);
-        let (last_seq, retained, last_write_at) =
-            self.mutate(id, "append events", fsync, |tx| {
-                let (last_seq, mut retained, mut last_write_at) = log_row(tx, id)?;
-                precheck.check(id, u64::try_from(last_seq).unwrap_or(0))?;
-                let Some(last) = cols.last() else {
-                    return Ok((last_seq, retained, last_write_at));
-                };
-                insert_events(tx, id, &cols)?;
-                retained += cols.iter().map(|c| c.bytes).sum::<i64>();
-                let last_seq = last.seq;
-                if retained > budget {
-                    retained -= trim(tx, id, last_seq, retained - budget)?;
-                }
-                let now = ts_text(&Timestamp::now());
-                tx.prepare_cached(
-                    "UPDATE event_logs SET last_seq = ?2, retained_bytes = ?3, last_write_at = ?4 \
-                     WHERE acpx_record_id = ?1",
-                )?
-                .execute(params![id.as_str(), last_seq, retained, now])?;
-                last_write_at = Some(now);
-                Ok((last_seq, retained, last_write_at))
-            })?;
-        self.log_state(id, last_seq, retained, last_write_at)
+        let log = self.mutate(id, "append events", fsync, |tx| {
+            let mut log = log_row(tx, id)?;
+            precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
+            let Some(last) = cols.last() else {
+                return Ok(log);
+            };
+            insert_events(tx, log.key, &cols)?;
+            log.retained += cols.iter().map(|c| c.bytes).sum::<i64>();
+            log.last_seq = last.seq;
+            if log.retained > budget {
+                log.retained -= trim(tx, log.key, log.last_seq, log.retained - budget)?;
+            }
+            let now = ts_text(&Timestamp::now());
+            // The log's bookkeeping is one row update per batch, whatever its size.
+            tx.prepare_cached(
+                "UPDATE event_logs SET last_seq = ?2, retained_bytes = ?3, last_write_at = ?4 \
+                 WHERE session_key = ?1",
+            )?
+            .execute(params![log.key, log.last_seq, log.retained, now])?;
+            log.last_write_at = Some(now);
+            Ok(log)
+        })?;
+        self.log_state(id, log, None)
     }
 
     fn log_state(
         &self,
         id: &RecordId,
-        last_seq: i64,
-        retained: i64,
-        last_write_at: Option<String>,
+        log: LogRow,
+        last_write_error: Option<String>,
     ) -> StoreResult<EventLogState> {
         let max = self.options.max_segment_bytes;
-        let retained = u64::try_from(retained).unwrap_or(0);
+        let retained = u64::try_from(log.retained).unwrap_or(0);
         Ok(EventLogState {
             format_version: 1,
             active_path: format!("sqlite:{}#{id}", self.db()),
@@ -828,8 +878,9 @@ impl Inner {
                 .min(self.options.max_segments),
             max_segment_bytes: max,
             max_segments: self.options.max_segments,
-            last_seq: u64::try_from(last_seq).unwrap_or(0),
-            last_write_at: last_write_at
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
+            last_write_at: log
+                .last_write_at
                 .map(|t| {
                     Timestamp::parse(&t).map_err(|e| {
                         StoreError::corrupt(
@@ -840,69 +891,33 @@ impl Inner {
                     })
                 })
                 .transpose()?,
-            last_write_error: None,
+            last_write_error,
         })
     }
 
     fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-        let (last_seq, retained, last_write_at) = {
+        let log = {
             let conn = self.conn();
             log_row(&conn, id).map_err(|e| self.tx_error("read the event log state", e))?
         };
-        self.log_state(id, last_seq, retained, last_write_at)
+        self.log_state(id, log, None)
     }
 
     fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
         let ctx = "read events";
         let conn = self.conn();
-        let (last_seq, _, _) = log_row(&conn, id).map_err(|e| self.tx_error(ctx, e))?;
+        let log = log_row(&conn, id).map_err(|e| self.tx_error(ctx, e))?;
         let oldest: Option<i64> = conn
-            .prepare_cached("SELECT MIN(seq) FROM events WHERE acpx_record_id = ?1")
-            .and_then(|mut s| s.query_row([id.as_str()], |r| r.get(0)))
+            .prepare_cached("SELECT MIN(seq) FROM event_rows WHERE session_key = ?1")
+            .and_then(|mut s| s.query_row([log.key], |r| r.get(0)))
             .map_err(self.sql(ctx))?;
-        let mut sql =
-            format!("SELECT {EVENT_COLUMNS} FROM events WHERE acpx_record_id = ?1 AND seq >= ?2");
-        let mut args: Vec<SqlValue> = vec![
-            SqlValue::Text(id.as_str().to_owned()),
-            SqlValue::Integer(i64::try_from(query.from_seq).unwrap_or(i64::MAX)),
-        ];
-        let json_list = |items: Vec<&str>| SqlValue::Text(serde_json::json!(items).to_string());
-        if !query.types.is_empty() {
-            args.push(json_list(query.types.iter().map(String::as_str).collect()));
-            sql.push_str(&format!(
-                " AND type IN (SELECT value FROM json_each(?{}))",
-                args.len()
-            ));
-        }
-        if !query.streams.is_empty() {
-            args.push(json_list(
-                query.streams.iter().map(|s| s.as_str()).collect(),
-            ));
-            sql.push_str(&format!(
-                " AND stream IN (SELECT value FROM json_each(?{}))",
-                args.len()
-            ));
-        }
-        if let Some(r) = &query.request_id {
-            args.push(SqlValue::Text(r.clone()));
-            sql.push_str(&format!(" AND request_id = ?{}", args.len()));
-        }
-        sql.push_str(" ORDER BY seq");
-        if let Some(limit) = query.limit {
-            // One more than asked: its seq is where the next page starts.
-            args.push(SqlValue::Integer(
-                i64::try_from(limit)
-                    .unwrap_or(i64::MAX - 1)
-                    .saturating_add(1),
-            ));
-            sql.push_str(&format!(" LIMIT ?{}", args.len()));
-        }
+        let (sql, args) = events_query(log.key, query);
         let mut stmt = conn.prepare_cached(&sql).map_err(self.sql(ctx))?;
         let mut rows = stmt
             .query(rusqlite::params_from_iter(args))
             .map_err(self.sql(ctx))?;
         let mut page = EventPage {
-            last_seq: u64::try_from(last_seq).unwrap_or(0),
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
             oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
             ..EventPage::default()
         };
@@ -1014,6 +1029,71 @@ impl Inner {
     }
 }
 
+/// The `read_events` statement and its arguments.
+///
+/// Without statistics SQLite reads every filtered query along the primary key, from
+/// `from_seq` on, testing each row: fine for a common type, a scan of the whole rest of a
+/// long log for a rare one. A request id or a single type names the index whose entries are
+/// exactly the matching rows, already in seq order, so it is used explicitly: at worst (a
+/// type that almost every event has) each row costs one more lookup, and a page still stops
+/// after `limit` rows. Several types keep the primary key order (an index would return each
+/// type's rows separately and need a sort of all of them before the first page).
+fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValue>) {
+    let index = if query.request_id.is_some() {
+        " INDEXED BY events_by_request"
+    } else if query.types.len() == 1 {
+        " INDEXED BY events_by_type"
+    } else {
+        ""
+    };
+    let mut sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM event_rows{index} WHERE session_key = ?1 AND seq >= ?2"
+    );
+    let mut args: Vec<SqlValue> = vec![
+        SqlValue::Integer(key),
+        SqlValue::Integer(i64::try_from(query.from_seq).unwrap_or(i64::MAX)),
+    ];
+    let json_list = |items: Vec<&str>| SqlValue::Text(serde_json::json!(items).to_string());
+    match query.types.as_slice() {
+        [] => {}
+        [one] => {
+            args.push(SqlValue::Text(one.clone()));
+            sql.push_str(&format!(" AND type = ?{}", args.len()));
+        }
+        many => {
+            args.push(json_list(many.iter().map(String::as_str).collect()));
+            sql.push_str(&format!(
+                " AND type IN (SELECT value FROM json_each(?{}))",
+                args.len()
+            ));
+        }
+    }
+    if !query.streams.is_empty() {
+        args.push(json_list(
+            query.streams.iter().map(|s| s.as_str()).collect(),
+        ));
+        sql.push_str(&format!(
+            " AND stream IN (SELECT value FROM json_each(?{}))",
+            args.len()
+        ));
+    }
+    if let Some(r) = &query.request_id {
+        args.push(SqlValue::Text(r.clone()));
+        sql.push_str(&format!(" AND request_id = ?{}", args.len()));
+    }
+    sql.push_str(" ORDER BY seq");
+    if let Some(limit) = query.limit {
+        // One more than asked: its seq is where the next page starts.
+        args.push(SqlValue::Integer(
+            i64::try_from(limit)
+                .unwrap_or(i64::MAX - 1)
+                .saturating_add(1),
+        ));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    (sql, args)
+}
+
 /// An FTS5 query in which every term is one quoted string (an embedded `"` doubled), so no
 /// user text is ever read as FTS syntax. Strings side by side are ANDed.
 fn fts_query(terms: &[&String]) -> String {
@@ -1034,8 +1114,7 @@ fn fts_query(terms: &[&String]) -> String {
 /// per-statement cost of a batch.
 const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
-fn insert_events(tx: &Transaction<'_>, id: &RecordId, cols: &[EventColumns]) -> TxResult<()> {
-    let id = id.as_str();
+fn insert_events(tx: &Transaction<'_>, key: i64, cols: &[EventColumns]) -> TxResult<()> {
     let mut rest = cols;
     while !rest.is_empty() {
         let size = INSERT_CHUNKS
@@ -1045,14 +1124,14 @@ fn insert_events(tx: &Transaction<'_>, id: &RecordId, cols: &[EventColumns]) -> 
         let (chunk, tail) = rest.split_at(size);
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
         let sql = format!(
-            "INSERT INTO events (acpx_record_id, seq, event_version, timestamp, acp_session_id, \
+            "INSERT INTO event_rows (session_key, seq, event_version, timestamp, acp_session_id, \
              request_id, stream, source, type, payload, extra, bytes) VALUES {}",
             vec![row; size].join(", ")
         );
         let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(size * 12);
         for c in chunk {
             args.extend_from_slice(&[
-                &id as &dyn rusqlite::ToSql,
+                &key as &dyn rusqlite::ToSql,
                 &c.seq,
                 &c.event_version,
                 &c.timestamp,
@@ -1073,47 +1152,78 @@ fn insert_events(tx: &Transaction<'_>, id: &RecordId, cols: &[EventColumns]) -> 
     Ok(())
 }
 
-/// `(last_seq, retained_bytes, last_write_at)` of a session's log; `NotFound` without a
-/// session. A session row without a log row (made by hand) has an empty log.
-fn log_row(conn: &Connection, id: &RecordId) -> TxResult<(i64, i64, Option<String>)> {
+/// A session's key and its `event_logs` row.
+struct LogRow {
+    key: i64,
+    last_seq: i64,
+    retained: i64,
+    last_write_at: Option<String>,
+}
+
+/// The `session_key` of a session, if it exists.
+fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT session_key FROM sessions WHERE acpx_record_id = ?1")?
+        .query_row([id.as_str()], |r| r.get(0))
+        .optional()
+}
+
+/// A session's key and log row; `NotFound` without a session. A session row without a log
+/// row (made by hand) gets one, computed from its events.
+fn log_row(conn: &Connection, id: &RecordId) -> TxResult<LogRow> {
     let row = conn
         .prepare_cached(
-            "SELECT last_seq, retained_bytes, last_write_at FROM event_logs \
-             WHERE acpx_record_id = ?1",
+            "SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at \
+             FROM sessions s LEFT JOIN event_logs l ON l.session_key = s.session_key \
+             WHERE s.acpx_record_id = ?1",
         )?
-        .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row([id.as_str()], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })
         .optional()?;
-    if let Some(row) = row {
-        return Ok(row);
-    }
-    let exists = conn
-        .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")?
-        .exists([id.as_str()])?;
-    if !exists {
+    let Some((key, last_seq, retained, last_write_at)) = row else {
         return Err(StoreError::NotFound(id.clone()).into());
+    };
+    if let (Some(last_seq), Some(retained)) = (last_seq, retained) {
+        return Ok(LogRow {
+            key,
+            last_seq,
+            retained,
+            last_write_at,
+        });
     }
     let (last, bytes): (Option<i64>, Option<i64>) = conn
-        .prepare_cached("SELECT MAX(seq), SUM(bytes) FROM events WHERE acpx_record_id = ?1")?
-        .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        .prepare_cached("SELECT MAX(seq), SUM(bytes) FROM event_rows WHERE session_key = ?1")?
+        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (last_seq, retained) = (last.unwrap_or(0), bytes.unwrap_or(0));
     conn.prepare_cached(
-        "INSERT OR IGNORE INTO event_logs (acpx_record_id, last_seq, retained_bytes) \
+        "INSERT OR IGNORE INTO event_logs (session_key, last_seq, retained_bytes) \
          VALUES (?1, ?2, ?3)",
     )?
-    .execute(params![id.as_str(), last.unwrap_or(0), bytes.unwrap_or(0)])?;
-    Ok((last.unwrap_or(0), bytes.unwrap_or(0), None))
+    .execute(params![key, last_seq, retained])?;
+    Ok(LogRow {
+        key,
+        last_seq,
+        retained,
+        last_write_at: None,
+    })
 }
 
 /// Deletes the oldest events until at least `excess` bytes are freed, never the newest event
 /// (a single line larger than the budget stays, like the file store's active segment).
 /// Returns the bytes freed.
-fn trim(tx: &Transaction<'_>, id: &RecordId, newest: i64, excess: i64) -> TxResult<i64> {
+fn trim(tx: &Transaction<'_>, key: i64, newest: i64, excess: i64) -> TxResult<i64> {
     let mut freed = 0;
     let mut cut = None;
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT seq, bytes FROM events WHERE acpx_record_id = ?1 AND seq < ?2 ORDER BY seq",
+            "SELECT seq, bytes FROM event_rows WHERE session_key = ?1 AND seq < ?2 ORDER BY seq",
         )?;
-        let mut rows = stmt.query(params![id.as_str(), newest])?;
+        let mut rows = stmt.query(params![key, newest])?;
         while let Some(row) = rows.next()? {
             freed += row.get::<_, i64>(1)?;
             cut = Some(row.get::<_, i64>(0)?);
@@ -1123,8 +1233,8 @@ fn trim(tx: &Transaction<'_>, id: &RecordId, newest: i64, excess: i64) -> TxResu
         }
     }
     if let Some(cut) = cut {
-        tx.prepare_cached("DELETE FROM events WHERE acpx_record_id = ?1 AND seq <= ?2")?
-            .execute(params![id.as_str(), cut])?;
+        tx.prepare_cached("DELETE FROM event_rows WHERE session_key = ?1 AND seq <= ?2")?
+            .execute(params![key, cut])?;
     }
     Ok(freed)
 }
@@ -1403,6 +1513,61 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The plan SQLite picks for each shape of `read_events` query (no statistics, as in a
+    /// fresh database): always in seq order without a sort, through the index that holds
+    /// exactly the rows asked for when there is one.
+    #[test]
+    fn read_events_queries_use_the_narrowest_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, Path::new(":memory:")).unwrap_or_else(|_| panic!("migrate"));
+        let plan = |query: &EventQuery| -> String {
+            let (sql, args) = events_query(1, query);
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+                .unwrap();
+            rows.collect::<Result<Vec<_>, _>>().unwrap().join("; ")
+        };
+        let with = |f: &dyn Fn(&mut EventQuery)| {
+            let mut q = EventQuery {
+                limit: Some(10),
+                ..EventQuery::from_seq(5)
+            };
+            f(&mut q);
+            q
+        };
+        let cases: [(EventQuery, &str); 5] = [
+            (with(&|_| {}), "USING PRIMARY KEY (session_key=? AND seq>?)"),
+            (
+                with(&|q| q.types = vec!["prompt_error".into()]),
+                "USING INDEX events_by_type (session_key=? AND type=? AND seq>?)",
+            ),
+            (
+                with(&|q| {
+                    q.types = vec!["a".into(), "b".into()];
+                    q.streams = vec![EventStream::Prompt];
+                }),
+                "USING PRIMARY KEY (session_key=? AND seq>?)",
+            ),
+            (
+                with(&|q| q.request_id = Some("req_1".into())),
+                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+            ),
+            (
+                with(&|q| {
+                    q.request_id = Some("req_1".into());
+                    q.types = vec!["a".into()];
+                }),
+                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+            ),
+        ];
+        for (query, expected) in cases {
+            let plan = plan(&query);
+            assert!(plan.contains(expected), "{query:?}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{query:?}: {plan}");
         }
     }
 

@@ -6,10 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
-/// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+/// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
+/// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
+/// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -119,4 +121,120 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
     INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
 END;
+"#;
+
+/// Version 2: events keyed by an integer session key instead of the 36-byte record id.
+///
+/// Appending is the hot path. Version 1 repeated the text id in every event row and in every
+/// secondary index entry; an integer key takes one or two bytes there, which makes the rows
+/// and the indexes smaller and every insert cheaper. `sessions` is rebuilt with
+/// `session_key INTEGER PRIMARY KEY AUTOINCREMENT` (AUTOINCREMENT: a key is never reused, so
+/// rows left behind by a hand delete without `foreign_keys` can never attach to a new
+/// session); the events move to `event_rows (session_key, seq, ...)`, and the `events` view
+/// shows them with the record id, so hand-written queries read as before.
+///
+/// Indexes on `event_rows` (every index costs a b-tree insert per appended event):
+/// - the primary key `(session_key, seq)`, clustered (WITHOUT ROWID): `read_events` by seq,
+///   the oldest retained seq, retention trimming, deletes;
+/// - `(session_key, type, seq)`: `read_events` by type;
+/// - `(session_key, request_id, seq)` for rows with a request id: `read_events` by request;
+/// - `(timestamp)`: queries by time across sessions ("failed turns this week").
+///
+/// A secondary index of a WITHOUT ROWID table carries the primary key, so `seq` in the first
+/// two costs nothing extra; it says that the entries of one type come in seq order.
+const V2: &str = r#"
+CREATE TABLE sessions_v2 (
+    session_key       INTEGER PRIMARY KEY AUTOINCREMENT,
+    acpx_record_id    TEXT NOT NULL UNIQUE,
+    acp_session_id    TEXT NOT NULL,
+    agent_session_id  TEXT,
+    agent_command     TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    cwd_key           TEXT,
+    name              TEXT,
+    title             TEXT,
+    created_at        TEXT NOT NULL,
+    last_used_at      TEXT NOT NULL,
+    last_used_ms      INTEGER NOT NULL,
+    closed            INTEGER NOT NULL CHECK (closed IN (0, 1)),
+    closed_at         TEXT,
+    last_prompt_at    TEXT,
+    message_count     INTEGER NOT NULL,
+    revision          INTEGER NOT NULL,
+    document_checked  INTEGER NOT NULL DEFAULT 0,
+    document          TEXT NOT NULL
+) STRICT;
+
+INSERT INTO sessions_v2 (acpx_record_id, acp_session_id, agent_session_id, agent_command, cwd,
+    cwd_key, name, title, created_at, last_used_at, last_used_ms, closed, closed_at,
+    last_prompt_at, message_count, revision, document_checked, document)
+SELECT acpx_record_id, acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name,
+    title, created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at,
+    message_count, revision, document_checked, document
+FROM sessions ORDER BY rowid;
+
+CREATE TABLE event_rows (
+    session_key     INTEGER NOT NULL REFERENCES sessions (session_key) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    event_version   INTEGER NOT NULL,
+    timestamp       TEXT NOT NULL,
+    acp_session_id  TEXT NOT NULL,
+    request_id      TEXT,
+    stream          TEXT NOT NULL,
+    source          TEXT NOT NULL,
+    type            TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    extra           TEXT,
+    bytes           INTEGER NOT NULL,
+    PRIMARY KEY (session_key, seq)
+) STRICT, WITHOUT ROWID;
+
+INSERT INTO event_rows (session_key, seq, event_version, timestamp, acp_session_id, request_id,
+    stream, source, type, payload, extra, bytes)
+SELECT s.session_key, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
+    e.stream, e.source, e.type, e.payload, e.extra, e.bytes
+FROM events e JOIN sessions_v2 s USING (acpx_record_id)
+ORDER BY s.session_key, e.seq;
+
+CREATE TABLE event_logs_v2 (
+    session_key     INTEGER PRIMARY KEY REFERENCES sessions (session_key) ON DELETE CASCADE,
+    last_seq        INTEGER NOT NULL DEFAULT 0,
+    retained_bytes  INTEGER NOT NULL DEFAULT 0,
+    last_write_at   TEXT
+) STRICT;
+
+INSERT INTO event_logs_v2 (session_key, last_seq, retained_bytes, last_write_at)
+SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at
+FROM event_logs l JOIN sessions_v2 s USING (acpx_record_id);
+
+-- Parents last. With foreign_keys off nothing cascades; `messages` keeps referring to
+-- `sessions (acpx_record_id)`, which is the rebuilt table once it is renamed.
+DROP TABLE events;
+DROP TABLE event_logs;
+DROP TABLE sessions;
+ALTER TABLE sessions_v2 RENAME TO sessions;
+ALTER TABLE event_logs_v2 RENAME TO event_logs;
+
+CREATE INDEX sessions_by_last_used ON sessions (last_used_ms DESC, acpx_record_id);
+CREATE INDEX sessions_by_cwd ON sessions (cwd_key, last_used_ms DESC, acpx_record_id);
+
+CREATE TRIGGER sessions_document_edited
+AFTER UPDATE OF acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name, title,
+    created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, message_count,
+    document ON sessions
+FOR EACH ROW WHEN NEW.revision = OLD.revision
+BEGIN
+    UPDATE sessions SET document_checked = 0 WHERE session_key = NEW.session_key;
+END;
+
+CREATE INDEX events_by_type ON event_rows (session_key, type, seq);
+CREATE INDEX events_by_request ON event_rows (session_key, request_id, seq)
+    WHERE request_id IS NOT NULL;
+CREATE INDEX events_by_time ON event_rows (timestamp);
+
+-- The events with their record id, column for column the version 1 `events` table.
+CREATE VIEW events AS
+SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
+    e.stream, e.source, e.type, e.payload, e.extra, e.bytes
+FROM event_rows e JOIN sessions s USING (session_key);
 "#;

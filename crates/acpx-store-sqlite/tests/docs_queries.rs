@@ -66,7 +66,7 @@ fn tool_call(name: Option<&str>, title: &str) -> serde_json::Value {
 #[tokio::test]
 async fn documented_queries_run_and_answer() {
     let queries = doc_queries();
-    assert_eq!(queries.len(), 6, "update this test when adding queries");
+    assert_eq!(queries.len(), 7, "update this test when adding queries");
 
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("acpx.db")).unwrap();
@@ -194,4 +194,19 @@ async fn documented_queries_run_and_answer() {
     assert_eq!(rows.len(), 1);
     assert_eq!(text(&rows[0][0]), "in-project");
     assert!(text(&rows[0][3]).contains("flaky test"), "{:?}", rows[0][3]);
+
+    let rows = run(&queries[6]);
+    let turn: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (text(&r[0]), text(&r[2]), text(&r[3])))
+        .collect();
+    assert_eq!(
+        turn,
+        vec![
+            ("1".into(), "session_update".into(), "tool_call".into()),
+            ("2".into(), "session_update".into(), "tool_call".into()),
+            ("3".into(), "session_update".into(), "tool_call".into()),
+            ("4".into(), "prompt_error".into(), "Null".into()),
+        ]
+    );
 }

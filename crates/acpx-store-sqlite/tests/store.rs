@@ -579,7 +579,8 @@ async fn damaged_event_rows_strict_and_lenient() {
         .unwrap();
     raw(&store)
         .execute(
-            "UPDATE events SET payload = '{broken' WHERE acpx_record_id = 's1' AND seq = 4",
+            "UPDATE event_rows SET payload = '{broken' WHERE seq = 4 \
+             AND session_key = (SELECT session_key FROM sessions WHERE acpx_record_id = 's1')",
             [],
         )
         .unwrap();

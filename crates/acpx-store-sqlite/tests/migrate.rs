@@ -1,0 +1,289 @@
+//! A database written at schema version 1 (`tests/fixtures/schema-v1.db`, made by the crate
+//! as it was at that version with `tests/fixtures/make_schema_v1.rs`) migrates forward on
+//! open and keeps every session, event and message.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use acpx_model::{Durability, EventQuery, ListQuery, SearchQuery, Store};
+use acpx_store_sqlite::{SqliteStore, SCHEMA_VERSION};
+use common::*;
+use rusqlite::Connection;
+
+fn fixture_copy(dir: &Path) -> PathBuf {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-v1.db");
+    let path = dir.join("acpx.db");
+    std::fs::copy(fixture, &path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1, "the fixture is a version 1 database");
+    path
+}
+
+fn raw(path: &Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    conn
+}
+
+async fn event_lines(store: &SqliteStore, id: &str) -> Vec<String> {
+    let page = store
+        .read_events(&rid(id), &EventQuery::default())
+        .await
+        .unwrap();
+    page.events.iter().map(|e| e.to_ndjson()).collect()
+}
+
+fn expected_lines(id: &str, first: u64, last: u64) -> Vec<String> {
+    events(&rid(id), first, last - first + 1)
+        .iter()
+        .map(|e| e.to_ndjson())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_version_1_database_migrates_forward_with_everything_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path());
+    let store = SqliteStore::open(&path).unwrap();
+
+    let conn = raw(&path);
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    let orphans: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(orphans, 0);
+
+    // Sessions: all four, in list order, with their columns and documents.
+    let page = store.list(&ListQuery::default()).await.unwrap();
+    assert!(page.skipped.is_empty(), "{:?}", page.skipped);
+    let ids: Vec<String> = page
+        .sessions
+        .iter()
+        .map(|s| s.acpx_record_id.to_string())
+        .collect();
+    assert_eq!(ids, ["old-a", "old-b", "old-c", "old-d"]);
+    let a = store.load(&rid("old-a")).await.unwrap();
+    assert_eq!(a.revision, 2);
+    assert_eq!(a.thread.title, "Migration");
+    assert_eq!(a.name.as_deref(), Some("backend"));
+    assert_eq!(page.sessions[0], a.summary());
+    assert!(store.load(&rid("old-b")).await.unwrap().closed);
+    let cwd = store
+        .list(&ListQuery {
+            cwd: Some("/work/a".into()),
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(cwd.sessions.len(), 1);
+
+    // Events: byte for byte what was appended, retention's trimming included.
+    assert_eq!(
+        event_lines(&store, "old-a").await,
+        expected_lines("old-a", 1, 150)
+    );
+    assert_eq!(
+        event_lines(&store, "old-b").await,
+        expected_lines("old-b", 1, 10)
+    );
+    assert!(event_lines(&store, "old-c").await.is_empty());
+    let d = store
+        .read_events(&rid("old-d"), &EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!((d.oldest_seq, d.last_seq), (77, 100));
+    assert_eq!(
+        d.events.iter().map(|e| e.to_ndjson()).collect::<Vec<_>>(),
+        expected_lines("old-d", 77, 100)
+    );
+    let state = store.event_log_state(&rid("old-a")).await.unwrap();
+    assert_eq!(state.last_seq, 150);
+    assert!(state.last_write_at.is_some());
+    let retained: i64 = conn
+        .query_row(
+            "SELECT l.retained_bytes - (SELECT sum(bytes) FROM events WHERE acpx_record_id = 'old-d') \
+             FROM event_logs l JOIN sessions USING (session_key) WHERE acpx_record_id = 'old-d'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(retained, 0, "retained_bytes still sums the rows");
+
+    // The view shows the events with their record id; nothing of the deleted session.
+    let per_session: Vec<(String, i64)> = conn
+        .prepare("SELECT acpx_record_id, count(*) FROM events GROUP BY 1 ORDER BY 1")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        per_session,
+        [
+            ("old-a".to_owned(), 150),
+            ("old-b".to_owned(), 10),
+            ("old-d".to_owned(), 24)
+        ]
+    );
+
+    // Search still finds the migrated messages.
+    let hits = store
+        .search(&SearchQuery {
+            text: "migration keep".into(),
+            ..SearchQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].acpx_record_id.as_str(), "old-a");
+
+    // Writing continues where version 1 stopped.
+    let state = store
+        .append(
+            &rid("old-a"),
+            &events(&rid("old-a"), 151, 2),
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
+    assert_eq!(state.last_seq, 152);
+    store
+        .append(
+            &rid("old-c"),
+            &events(&rid("old-c"), 1, 3),
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
+    let mut a = a;
+    a.thread.messages.push(user("and after the migration?"));
+    store.save(&mut a).await.unwrap();
+    assert_eq!(a.revision, 3);
+
+    // A new session gets a key no old row ever had, and an empty log.
+    let mut e = record("old-gone", "/work/e", 9_000);
+    store.create(&mut e).await.unwrap();
+    assert!(event_lines(&store, "old-gone").await.is_empty());
+    let keys: (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT session_key FROM sessions WHERE acpx_record_id = 'old-gone'), \
+             (SELECT max(session_key) FROM sessions WHERE acpx_record_id <> 'old-gone')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(keys.0 > keys.1, "{keys:?}");
+
+    assert!(store.delete(&rid("old-a")).await.unwrap());
+    let left: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE acpx_record_id = 'old-a'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+
+    // Opening again finds the current version and changes nothing.
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        event_lines(&store, "old-b").await,
+        expected_lines("old-b", 1, 10)
+    );
+}
+
+/// Rows already orphaned before the migration (a session row deleted in a shell, where
+/// `foreign_keys` is off by default) do not stop it; its events, which no call could reach
+/// anymore, are not carried over.
+#[tokio::test]
+async fn rows_orphaned_by_a_hand_delete_do_not_block_the_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path());
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "foreign_keys", "OFF").unwrap();
+        let n = conn
+            .execute("DELETE FROM sessions WHERE acpx_record_id = 'old-a'", [])
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    let ids: Vec<String> = store
+        .list(&ListQuery::default())
+        .await
+        .unwrap()
+        .sessions
+        .iter()
+        .map(|s| s.acpx_record_id.to_string())
+        .collect();
+    assert_eq!(ids, ["old-b", "old-c", "old-d"]);
+    let conn = raw(&path);
+    let events: i64 = conn
+        .query_row("SELECT count(*) FROM event_rows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(events, 10 + 24);
+    // The orphaned messages rows were there before and are still reported, not hidden.
+    let orphans: Vec<String> = conn
+        .prepare("SELECT \"table\" FROM pragma_foreign_key_check")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(orphans, ["messages", "messages"]);
+    assert_eq!(
+        event_lines(&store, "old-b").await,
+        expected_lines("old-b", 1, 10)
+    );
+}
+
+/// A migration that fails part-way is rolled back whole: the file stays at version 1 with
+/// all its rows, and the error says what failed.
+#[tokio::test]
+async fn a_failed_migration_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path());
+    {
+        // A table in the way of the rebuild.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE sessions_v2 (x INTEGER) STRICT")
+            .unwrap();
+    }
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(err.to_string().contains("sessions_v2"), "{err}");
+    assert!(err.to_string().contains("migrate"), "{err}");
+    let conn = Connection::open(&path).unwrap();
+    let (version, events): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM events)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, events), (1, 184));
+    drop(conn);
+    // Out of the way, the same file migrates.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE sessions_v2")
+        .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        event_lines(&store, "old-b").await,
+        expected_lines("old-b", 1, 10)
+    );
+}
