@@ -91,7 +91,7 @@ use rusqlite::{
 use crate::lock::{FileLock, HeldLocks};
 use crate::rows::{
     event_from_row, message_rows, parse_document, summary_difference, summary_from_row, ts_text,
-    EventColumns, MessageRow, SessionColumns, EVENT_COLUMNS, SUMMARY_COLUMNS,
+    EventBatch, MessageRow, SessionColumns, EVENT_COLUMNS, INSERT_COLUMNS, SUMMARY_COLUMNS,
 };
 pub use crate::schema::SCHEMA_VERSION;
 
@@ -826,7 +826,7 @@ impl Inner {
         &self,
         id: &RecordId,
         precheck: SeqPrecheck,
-        cols: Vec<EventColumns>,
+        batch: EventBatch,
         fsync: bool,
     ) -> StoreResult<EventLogState> {
         let budget = i64::try_from(
@@ -838,11 +838,11 @@ impl Inner {
         let log = self.mutate(id, "append events", fsync, |tx| {
             let mut log = log_row(tx, id)?;
             precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
-            let Some(last) = cols.last() else {
+            let Some(last) = batch.rows().last() else {
                 return Ok(log);
             };
-            insert_events(tx, log.key, &cols)?;
-            log.retained += cols.iter().map(|c| c.bytes).sum::<i64>();
+            insert_events(tx, log.key, &batch)?;
+            log.retained += batch.rows().iter().map(|r| r.bytes).sum::<i64>();
             log.last_seq = last.seq;
             if log.retained > budget {
                 log.retained -= trim(tx, log.key, log.last_seq, log.retained - budget)?;
@@ -1114,8 +1114,8 @@ fn fts_query(terms: &[&String]) -> String {
 /// per-statement cost of a batch.
 const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 
-fn insert_events(tx: &Transaction<'_>, key: i64, cols: &[EventColumns]) -> TxResult<()> {
-    let mut rest = cols;
+fn insert_events(tx: &Transaction<'_>, key: i64, batch: &EventBatch) -> TxResult<()> {
+    let mut rest = batch.rows();
     while !rest.is_empty() {
         let size = INSERT_CHUNKS
             .into_iter()
@@ -1124,29 +1124,15 @@ fn insert_events(tx: &Transaction<'_>, key: i64, cols: &[EventColumns]) -> TxRes
         let (chunk, tail) = rest.split_at(size);
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
         let sql = format!(
-            "INSERT INTO event_rows (session_key, seq, event_version, timestamp, acp_session_id, \
-             request_id, stream, source, type, payload, extra, bytes) VALUES {}",
+            "INSERT INTO event_rows ({INSERT_COLUMNS}) VALUES {}",
             vec![row; size].join(", ")
         );
-        let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(size * 12);
-        for c in chunk {
-            args.extend_from_slice(&[
-                &key as &dyn rusqlite::ToSql,
-                &c.seq,
-                &c.event_version,
-                &c.timestamp,
-                &c.acp_session_id,
-                &c.request_id,
-                &c.stream,
-                &c.source,
-                &c.event_type,
-                &c.payload,
-                &c.extra,
-                &c.bytes,
-            ]);
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let values = chunk.iter().flat_map(|r| batch.values(key, r));
+        for (i, value) in values.enumerate() {
+            stmt.raw_bind_parameter(i + 1, value)?;
         }
-        tx.prepare_cached(&sql)?
-            .execute(rusqlite::params_from_iter(args))?;
+        stmt.raw_execute()?;
         rest = tail;
     }
     Ok(())
@@ -1397,13 +1383,10 @@ impl Store for SqliteStore {
         durability: Durability,
     ) -> StoreResult<EventLogState> {
         let precheck = SeqPrecheck::new(id, events);
-        let cols = events
-            .iter()
-            .map(EventColumns::from_event)
-            .collect::<StoreResult<Vec<_>>>()?;
+        let batch = EventBatch::new(events)?;
         let id = id.clone();
         let fsync = durability == Durability::Fsync;
-        self.run(move |inner| inner.append(&id, precheck, cols, fsync))
+        self.run(move |inner| inner.append(&id, precheck, batch, fsync))
             .await
     }
 
