@@ -67,7 +67,7 @@ mod lock;
 mod rows;
 pub mod schema;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -153,6 +153,10 @@ struct Inner {
     options: SqliteStoreOptions,
     conn: Mutex<Connection>,
     held: HeldLocks,
+    /// The error of the last append per session, while that session's last append through
+    /// this handle (or a clone) failed; reported as `last_write_error` (seed failure policy:
+    /// never silent). Only failing sessions have an entry.
+    write_errors: Mutex<HashMap<RecordId, String>>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -221,6 +225,7 @@ impl SqliteStore {
                 options,
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
+                write_errors: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -691,6 +696,7 @@ impl Inner {
             }
             Ok(true)
         })?;
+        self.write_errors().remove(id);
         // Only a lock this call took is removed; a caller's held lock stays valid.
         if let Some(lock) = &lock {
             lock.remove_file();
@@ -835,7 +841,7 @@ impl Inner {
                 .saturating_mul(u64::from(self.options.max_segments)),
         )
         .unwrap_or(i64::MAX);
-        let log = self.mutate(id, "append events", fsync, |tx| {
+        let result = self.mutate(id, "append events", fsync, |tx| {
             let mut log = log_row(tx, id)?;
             precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
             let Some(last) = batch.rows().last() else {
@@ -856,8 +862,43 @@ impl Inner {
             .execute(params![log.key, log.last_seq, log.retained, now])?;
             log.last_write_at = Some(now);
             Ok(log)
-        })?;
-        self.log_state(id, log, None)
+        });
+        match result {
+            Ok(log) => {
+                self.note_write_error(id, None);
+                self.log_state(id, log, None)
+            }
+            Err(e) => {
+                // A failed transaction (disk full, I/O error, a busy database) is a failed
+                // write and stays reported until the next append succeeds. A refused call
+                // (wrong seq, unknown session, lock held elsewhere) wrote nothing and is only
+                // the caller's error.
+                if matches!(e, StoreError::Backend { .. } | StoreError::Io { .. }) {
+                    self.note_write_error(id, Some(e.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
+        // The map stays consistent even if a holder panicked.
+        self.write_errors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn note_write_error(&self, id: &RecordId, error: Option<String>) {
+        let mut errors = self.write_errors();
+        match error {
+            Some(e) => {
+                errors.insert(id.clone(), e);
+            }
+            None => {
+                // Most appends succeed: look before cloning the id.
+                if !errors.is_empty() {
+                    errors.remove(id);
+                }
+            }
+        }
     }
 
     fn log_state(
@@ -900,7 +941,8 @@ impl Inner {
             let conn = self.conn();
             log_row(&conn, id).map_err(|e| self.tx_error("read the event log state", e))?
         };
-        self.log_state(id, log, None)
+        let error = self.write_errors().get(id).cloned();
+        self.log_state(id, log, error)
     }
 
     fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {

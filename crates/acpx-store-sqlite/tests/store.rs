@@ -954,3 +954,91 @@ async fn a_removed_lock_directory_is_made_again() {
     let mode = std::fs::metadata(&locks).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
 }
+
+/// A failed append transaction (here an error raised inside it by a trigger, as a full disk
+/// or an I/O error would) is undone whole, returned, and kept as `last_write_error` by the
+/// handle that saw it until an append succeeds. A refused call (wrong seq) is only the
+/// caller's error and reports nothing.
+#[tokio::test]
+async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let other = open(&dir);
+    let id = rid("s1");
+    store.create(&mut record("s1", "/r", 1)).await.unwrap();
+    store
+        .append(&id, &events(&id, 1, 3), Durability::Flush)
+        .await
+        .unwrap();
+    let conn = raw(&store);
+    conn.execute_batch(
+        "CREATE TRIGGER fail_seq_6 BEFORE INSERT ON event_rows WHEN NEW.seq = 6 \
+         BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END;",
+    )
+    .unwrap();
+
+    // seq 6 is the third row of the batch: the rows before it must not stay.
+    let err = store
+        .append(&id, &events(&id, 4, 5), Durability::Flush)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+    assert!(err.to_string().contains("simulated write failure"), "{err}");
+    let state = store.event_log_state(&id).await.unwrap();
+    assert_eq!(state.last_seq, 3);
+    assert_eq!(
+        state.last_write_error.as_deref(),
+        Some(err.to_string().as_str())
+    );
+    let page = store
+        .read_events(&id, &EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 3);
+    // Per handle: another handle saw no failure.
+    assert_eq!(
+        other.event_log_state(&id).await.unwrap().last_write_error,
+        None
+    );
+    // A refused call does not replace or clear it.
+    assert!(matches!(
+        store
+            .append(&id, &events(&id, 9, 1), Durability::Flush)
+            .await,
+        Err(StoreError::SeqMismatch { .. })
+    ));
+    assert!(store
+        .event_log_state(&id)
+        .await
+        .unwrap()
+        .last_write_error
+        .is_some());
+
+    conn.execute_batch("DROP TRIGGER fail_seq_6").unwrap();
+    let state = store
+        .append(&id, &events(&id, 4, 5), Durability::Flush)
+        .await
+        .unwrap();
+    assert_eq!((state.last_seq, state.last_write_error), (8, None));
+    assert_eq!(
+        store.event_log_state(&id).await.unwrap().last_write_error,
+        None
+    );
+
+    // Deleting the session forgets its error too.
+    conn.execute_batch(
+        "CREATE TRIGGER fail_all BEFORE INSERT ON event_rows \
+         BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END;",
+    )
+    .unwrap();
+    assert!(store
+        .append(&id, &events(&id, 9, 1), Durability::Flush)
+        .await
+        .is_err());
+    assert!(store.delete(&id).await.unwrap());
+    store.create(&mut record("s1", "/r", 1)).await.unwrap();
+    assert_eq!(
+        store.event_log_state(&id).await.unwrap().last_write_error,
+        None
+    );
+}
