@@ -63,6 +63,7 @@
 //! # });
 //! ```
 
+mod checkpoint;
 mod lock;
 mod rows;
 pub mod schema;
@@ -88,6 +89,7 @@ use rusqlite::{
     params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
 };
 
+use crate::checkpoint::Checkpointer;
 use crate::lock::{FileLock, HeldLocks};
 use crate::rows::{
     event_from_row, message_rows, parse_document, summary_difference, summary_from_row, ts_text,
@@ -142,6 +144,10 @@ impl Default for SqliteStoreOptions {
 ///   fsynced before the call returns, so the call survives a power loss too.
 ///
 /// Snapshot saves, creates, closes and deletes use the `NORMAL` level.
+///
+/// Each opened store runs one thread, with its own connection, that copies the write-ahead
+/// log back into the database file (checkpoints) off the path of the calls. Dropping the last
+/// clone of the store stops and joins it, which may wait for a checkpoint in progress.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -157,6 +163,8 @@ struct Inner {
     /// this handle (or a clone) failed; reported as `last_write_error` (seed failure policy:
     /// never silent). Only failing sessions have an entry.
     write_errors: Mutex<HashMap<RecordId, String>>,
+    /// Last, so that it is dropped (and its thread joined) after the store's connection.
+    checkpointer: Checkpointer,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -218,6 +226,7 @@ impl SqliteStore {
         locks_dir.push(".locks");
         let locks_dir = PathBuf::from(locks_dir);
         create_private_dir(&locks_dir)?;
+        let checkpointer = Checkpointer::start(&path);
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
@@ -226,6 +235,7 @@ impl SqliteStore {
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
                 write_errors: Mutex::new(HashMap::new()),
+                checkpointer,
             }),
         })
     }
@@ -310,6 +320,9 @@ fn open_connection(path: &Path, options: &SqliteStoreOptions) -> StoreResult<Con
          PRAGMA temp_store = MEMORY;",
     )
     .map_err(err("set pragmas"))?;
+    // Checkpoints normally run on the store's checkpoint thread (see `checkpoint`).
+    conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)
+        .map_err(err("set pragmas"))?;
     conn.set_prepared_statement_cache_capacity(64);
     migrate(&mut conn, path).map_err(|e| match e {
         MigrateError::Sql(e) => err("migrate the schema")(e),
@@ -542,6 +555,7 @@ impl Inner {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let value = f(&tx)?;
             tx.commit()?;
+            self.checkpointer.committed();
             Ok(value)
         })();
         if fsync {

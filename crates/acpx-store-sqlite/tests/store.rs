@@ -1042,3 +1042,47 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
         None
     );
 }
+
+/// The WAL is copied into the database file by the store's checkpoint thread, long before the
+/// store's own connection would do it (at 10,000 pages), and dropping the store stops that
+/// thread: the last connection is closed when the drop returns, which removes the `-wal` file.
+#[tokio::test]
+async fn checkpoints_run_in_the_background_and_stop_with_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let id = rid("s1");
+    store.create(&mut record("s1", "/r", 1)).await.unwrap();
+    let db_len = || std::fs::metadata(store.path()).unwrap().len();
+    let before = db_len();
+    // About 25 WAL pages per batch: ~1,000 pages in all, a tenth of the fallback threshold.
+    for k in 0..40 {
+        store
+            .append(&id, &events(&id, k * 64 + 1, 64), Durability::Flush)
+            .await
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while db_len() <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint copied the WAL into {}",
+            store.path().display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut wal = store.path().as_os_str().to_owned();
+    wal.push("-wal");
+    assert!(std::path::Path::new(&wal).exists());
+    let path = store.path().to_owned();
+    drop(store);
+    assert!(
+        !std::path::Path::new(&wal).exists(),
+        "a connection of the dropped store is still open"
+    );
+    // Everything is in the database file.
+    let conn = Connection::open(&path).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 40 * 64);
+}
