@@ -145,9 +145,13 @@ impl Default for SqliteStoreOptions {
 ///
 /// Snapshot saves, creates, closes and deletes use the `NORMAL` level.
 ///
-/// Each opened store runs one thread, with its own connection, that copies the write-ahead
-/// log back into the database file (checkpoints) off the path of the calls. Dropping the last
-/// clone of the store stops and joins it, which may wait for a checkpoint in progress.
+/// Threads: every call runs on tokio's blocking pool, except a save, close or append by the
+/// holder of the session's lock on a multi-threaded runtime, which runs in place with
+/// `tokio::task::block_in_place` (no thread hand-off; other futures of the calling task wait
+/// for it, other tasks do not). Each opened store also runs one thread, with its own
+/// connection, that copies the write-ahead log back into the database file (checkpoints) off
+/// the path of the calls; dropping the last clone of the store stops and joins it, which may
+/// wait for a checkpoint in progress.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -250,6 +254,8 @@ impl SqliteStore {
         &self.inner.options
     }
 
+    /// Runs a database call on tokio's blocking pool, so that waiting (for a lock, for
+    /// SQLite's write lock, for the disk) never holds up an async worker.
     async fn run<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -266,6 +272,26 @@ impl SqliteStore {
                 ),
             }),
         }
+    }
+
+    /// A mutation of session `id`: when this store holds the session's lock (no lock wait
+    /// ahead) and the caller runs on tokio's multi-threaded runtime, it runs right here with
+    /// `block_in_place`, which first hands this worker's other tasks to another thread;
+    /// otherwise as [`Self::run`]. Handing each call to a pool thread and waking the caller
+    /// afterwards costs two thread wake-ups: under load, measured at a quarter of the time of
+    /// an append of 64 events. The cost of running in place: other futures polled by the
+    /// calling task itself (`join!`, `select!` branches) wait until the call returns.
+    async fn run_held<T, F>(&self, id: &RecordId, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
+    {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread && self.inner.held.contains(&self.inner.lock_path(id)) {
+            return tokio::task::block_in_place(|| f(&self.inner));
+        }
+        self.run(f).await
     }
 }
 
@@ -1411,15 +1437,17 @@ impl Store for SqliteStore {
         let msgs = message_rows(record);
         record.revision = expected;
         let cols = cols?;
-        self.run(move |inner| inner.save(&id, expected, cols, msgs))
+        let owned = id.clone();
+        self.run_held(&id, move |inner| inner.save(&owned, expected, cols, msgs))
             .await?;
         record.revision = expected + 1;
         Ok(())
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let id = id.clone();
-        self.run(move |inner| inner.close(&id, at)).await
+        let owned = id.clone();
+        self.run_held(id, move |inner| inner.close(&owned, at))
+            .await
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -1440,10 +1468,12 @@ impl Store for SqliteStore {
     ) -> StoreResult<EventLogState> {
         let precheck = SeqPrecheck::new(id, events);
         let batch = EventBatch::new(events)?;
-        let id = id.clone();
+        let owned = id.clone();
         let fsync = durability == Durability::Fsync;
-        self.run(move |inner| inner.append(&id, precheck, batch, fsync))
-            .await
+        self.run_held(id, move |inner| {
+            inner.append(&owned, precheck, batch, fsync)
+        })
+        .await
     }
 
     async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {

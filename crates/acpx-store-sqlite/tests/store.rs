@@ -1086,3 +1086,64 @@ async fn checkpoints_run_in_the_background_and_stop_with_the_store() {
         .unwrap();
     assert_eq!(n, 40 * 64);
 }
+
+/// On a multi-threaded runtime, mutations by the holder of a session's lock run in place
+/// (`block_in_place`) instead of on the blocking pool: same results, also from several
+/// tasks at once, and the other paths (no lock held) still work beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holder_mutations_in_place_on_a_multi_threaded_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let id = rid("s1");
+    let mut r = record("s1", "/r", 1);
+    store.create(&mut r).await.unwrap();
+    let guard = store.lock(&id, Duration::from_secs(5)).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let store = store.clone();
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut written = 0;
+            while written < 20 {
+                let last = store.event_log_state(&id).await.unwrap().last_seq;
+                match store
+                    .append(&id, &events(&id, last + 1, 8), Durability::Flush)
+                    .await
+                {
+                    Ok(_) => written += 1,
+                    Err(StoreError::SeqMismatch { .. }) => tokio::task::yield_now().await,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }));
+    }
+    // Meanwhile, a session whose lock nobody holds goes through the blocking pool.
+    let other = rid("s2");
+    store.create(&mut record("s2", "/r", 2)).await.unwrap();
+    store
+        .append(&other, &events(&other, 1, 5), Durability::Flush)
+        .await
+        .unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    r.thread.messages.push(user("in place"));
+    store.save(&mut r).await.unwrap();
+    assert_eq!(r.revision, 2);
+    let closed = store.close(&id, ts(9)).await.unwrap();
+    assert!(closed.closed);
+    drop(guard);
+
+    let page = store
+        .read_events(&id, &EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 3 * 20 * 8);
+    assert!(page
+        .events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.seq == i as u64 + 1));
+    assert_eq!(store.load(&id).await.unwrap().revision, 3);
+    assert_eq!(store.event_log_state(&other).await.unwrap().last_seq, 5);
+}
