@@ -717,6 +717,14 @@ impl FsCore {
         self.append_prepared(id, PreparedBatch::new(id, events), durability)
     }
 
+    /// Whether this store (or a clone) holds the writer lock of `id` right now. Never waits: a
+    /// session busy in another thread answers `false`.
+    pub(crate) fn holds_lock(&self, id: &RecordId) -> bool {
+        self.existing_slot(id)
+            .and_then(|slot| slot.try_lock().ok().map(|st| st.held > 0))
+            .unwrap_or(false)
+    }
+
     /// The non-blocking part of a [`Durability::None`] append: when this store holds the
     /// session's lock, its writer is open and validated, and the batch fits in the buffer, the
     /// append is a copy into memory and needs no I/O, so it can run on an async worker.
