@@ -72,6 +72,11 @@ pub(crate) async fn run(
     let request_id = new_request_id("req");
     let user_id = uuid::Uuid::new_v4().to_string();
     set_turn_observer(&p, observer).await;
+    // The turn counts as running (cancellable) before `prompt_started` is recorded: callers
+    // react to that event (the CLI prints it), and a cancel that arrives before the prompt
+    // request is sent must not be answered "nothing running" and lost. `drive` sends
+    // `session/cancel` after `session/prompt`, so the agent sees them in that order.
+    let cancel_rx = p.cancel.start();
     let started = p
         .core
         .try_record(EventDraft::new(
@@ -82,10 +87,11 @@ pub(crate) async fn run(
         ))
         .await;
     if let Err(e) = started {
+        p.cancel.stop();
         set_turn_observer(&p, None).await;
         return Err(e);
     }
-    let result = drive(&p, &acp, &request_id, &user_id, prompt).await;
+    let result = drive(&p, cancel_rx, &acp, &request_id, &user_id, prompt).await;
     p.cancel.stop();
     set_turn_observer(&p, None).await;
     result
@@ -99,12 +105,12 @@ async fn set_turn_observer(p: &TurnParts<'_>, observer: Option<Observer>) {
 
 async fn drive(
     p: &TurnParts<'_>,
+    mut cancel_rx: tokio::sync::watch::Receiver<bool>,
     acp: &str,
     request_id: &str,
     user_id: &str,
     prompt: Vec<Value>,
 ) -> RuntimeResult<TurnOutcome> {
-    let mut cancel_rx = p.cancel.start();
     p.core.begin_turn(request_id);
     let finished: Arc<Mutex<Option<PermissionStats>>> = Arc::new(Mutex::new(None));
     let mut pending = {

@@ -1,6 +1,8 @@
 //! Prompt turns against the scripted agent, on every backend.
 mod common;
 
+use std::sync::Arc;
+
 use acpx_runtime::{text_prompt, RuntimeOptions};
 use common::*;
 use serde_json::json;
@@ -86,6 +88,7 @@ backend_tests! {
     unknown_update_kinds_are_logged_raw_and_not_mapped => unknown_update;
     cancel_ends_the_turn_cleanly_and_the_next_turn_works => cancel;
     cancel_with_nothing_running_is_a_no_op => cancel_idle;
+    cancel_right_after_prompt_started_is_not_lost => cancel_at_prompt_started;
     a_json_rpc_error_fails_the_turn_and_the_session_goes_on => rpc_error;
     an_agent_that_dies_mid_turn_ends_the_turn_with_a_clear_error => agent_dies;
     late_updates_are_logged_but_do_not_reopen_the_turn => late_updates;
@@ -244,6 +247,36 @@ async fn cancel(env: Env) {
     let started = ty.iter().position(|t| t == "control_started").unwrap();
     assert_eq!(ty[started + 1], "control_done");
     assert!(ty[started..].contains(&"prompt_done".to_owned()));
+}
+
+/// A cancel issued the moment `prompt_started` is recorded (what a user reacting to the
+/// printed event does), before the prompt request reaches the agent, must still cancel the turn.
+async fn cancel_at_prompt_started(env: Env) {
+    let rt = env.runtime(RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let handle = s.cancel_handle();
+    let accepted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = accepted.clone();
+    // The observer runs synchronously as the event is recorded: no scheduling can hide the
+    // window between `prompt_started` and the prompt request.
+    let obs: acpx_runtime::recorder::Observer = Arc::new(move |e: &acpx_model::EventEnvelope| {
+        if e.event_type == "prompt_started" {
+            seen.store(handle.cancel(), std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let out = s
+        .prompt_with(text_prompt("slow 400"), Some(obs))
+        .await
+        .unwrap();
+    assert!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        "the turn must count as running once prompt_started is recorded"
+    );
+    assert_eq!(out.outcome, "cancelled");
+    assert_eq!(out.stop_reason.as_deref(), Some("cancelled"));
+    let next = s.prompt(text_prompt("echo again")).await.unwrap();
+    assert_eq!(next.outcome, "completed");
+    s.shutdown().await.unwrap();
 }
 
 async fn cancel_idle(env: Env) {
