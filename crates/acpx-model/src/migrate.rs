@@ -418,32 +418,64 @@ mod tests {
         assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
     }
 
-    /// A target that silently changes the payload of one event it stores.
+    /// A `MemoryStore` whose appends or reads are altered by a hook: a lossy target, or a
+    /// source whose log was trimmed.
     #[derive(Debug)]
-    struct Lossy(MemoryStore);
+    struct Tampered {
+        inner: MemoryStore,
+        on_append: fn(&mut Vec<EventEnvelope>),
+        on_read: fn(&mut EventPage),
+    }
+
+    impl Tampered {
+        /// A target that silently changes the payload of the event with seq 3 it stores.
+        fn lossy() -> Self {
+            Tampered {
+                inner: MemoryStore::new(),
+                on_append: |events| {
+                    if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
+                        e.payload = json!({"n": 3, "f": 0.1000001});
+                    }
+                },
+                on_read: |_| {},
+            }
+        }
+
+        /// A source whose log starts at seq 5, as after retention.
+        fn trimmed(inner: MemoryStore) -> Self {
+            Tampered {
+                inner,
+                on_append: |_| {},
+                on_read: |page| {
+                    page.events.retain(|e| e.seq >= 5);
+                    page.oldest_seq = 5;
+                },
+            }
+        }
+    }
 
     #[async_trait]
-    impl Store for Lossy {
+    impl Store for Tampered {
         fn backend_name(&self) -> &'static str {
-            "lossy"
+            "tampered"
         }
         async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
-            self.0.create(r).await
+            self.inner.create(r).await
         }
         async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-            self.0.load(id).await
+            self.inner.load(id).await
         }
         async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
-            self.0.save(r).await
+            self.inner.save(r).await
         }
         async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-            self.0.close(id, at).await
+            self.inner.close(id, at).await
         }
         async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
-            self.0.delete(id).await
+            self.inner.delete(id).await
         }
         async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
-            self.0.list(q).await
+            self.inner.list(q).await
         }
         async fn append(
             &self,
@@ -452,25 +484,25 @@ mod tests {
             d: Durability,
         ) -> StoreResult<EventLogState> {
             let mut events = events.to_vec();
-            if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
-                e.payload = json!({"n": 3, "f": 0.1000001});
-            }
-            self.0.append(id, &events, d).await
+            (self.on_append)(&mut events);
+            self.inner.append(id, &events, d).await
         }
         async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
-            self.0.read_events(id, q).await
+            let mut page = self.inner.read_events(id, q).await?;
+            (self.on_read)(&mut page);
+            Ok(page)
         }
         async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-            self.0.event_log_state(id).await
+            self.inner.event_log_state(id).await
         }
         async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-            self.0.flush(id).await
+            self.inner.flush(id).await
         }
         async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-            self.0.search(q).await
+            self.inner.search(q).await
         }
         async fn lock(&self, id: &RecordId, t: Duration) -> StoreResult<SessionLock> {
-            self.0.lock(id, t).await
+            self.inner.lock(id, t).await
         }
     }
 
@@ -478,7 +510,7 @@ mod tests {
     async fn a_copy_that_differs_fails_clearly_and_is_removed() {
         let from = MemoryStore::new();
         fill(&from, 3, 5).await;
-        let to = Lossy(MemoryStore::new());
+        let to = Tampered::lossy();
         let err = copy_store(&from, &to).await.unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
@@ -496,59 +528,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_trimmed_source_log_is_refused_without_a_partial_copy() {
-        /// A source whose log starts at seq 5, as after retention.
-        #[derive(Debug)]
-        struct Trimmed(MemoryStore);
-        #[async_trait]
-        impl Store for Trimmed {
-            fn backend_name(&self) -> &'static str {
-                "trimmed"
-            }
-            async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
-                self.0.create(r).await
-            }
-            async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-                self.0.load(id).await
-            }
-            async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
-                self.0.save(r).await
-            }
-            async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-                self.0.close(id, at).await
-            }
-            async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
-                self.0.delete(id).await
-            }
-            async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
-                self.0.list(q).await
-            }
-            async fn append(
-                &self,
-                id: &RecordId,
-                e: &[EventEnvelope],
-                d: Durability,
-            ) -> StoreResult<EventLogState> {
-                self.0.append(id, e, d).await
-            }
-            async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
-                let mut page = self.0.read_events(id, q).await?;
-                page.events.retain(|e| e.seq >= 5);
-                page.oldest_seq = 5;
-                Ok(page)
-            }
-            async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-                self.0.event_log_state(id).await
-            }
-            async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-                self.0.flush(id).await
-            }
-            async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-                self.0.search(q).await
-            }
-            async fn lock(&self, id: &RecordId, t: Duration) -> StoreResult<SessionLock> {
-                self.0.lock(id, t).await
-            }
-        }
         let inner = MemoryStore::new();
         fill(&inner, 1, 0).await;
         let id = RecordId::parse("s000").unwrap();
@@ -557,7 +536,9 @@ mod tests {
             .await
             .unwrap();
         let to = MemoryStore::new();
-        let err = copy_store(&Trimmed(inner), &to).await.unwrap_err();
+        let err = copy_store(&Tampered::trimmed(inner), &to)
+            .await
+            .unwrap_err();
         assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
         assert!(err.to_string().contains("seq 5"), "{err}");
         assert!(to
