@@ -1,0 +1,74 @@
+"""A real third-party ACP agent for acpx's interoperability tests: pydantic-acp serving a
+pydantic-ai agent whose model is a scripted `FunctionModel` (no LLM, no API key, no network).
+
+The reply of every turn tells what the agent remembers, so a test can check that a later
+`acpx` command continued the same conversation in the mode the user chose:
+
+    mode=<current mode>; turns=<user turns the model saw>; heard=<each user text, joined by ' | '>
+
+Sessions persist in `$PYD_PEER_SESSIONS` (default `<cwd>/.pyd-peer-sessions`) with
+pydantic-acp's own `FileSessionStore`, so `session/load` works across agent processes. The mode
+lives only in this process's memory, as real agents keep it: a new agent process starts in
+`ask` unless the client sets the mode again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic_acp import AdapterConfig, FileSessionStore, ModeState, run_acp
+from acp.schema import SessionMode
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+MODES = [
+    SessionMode(id="ask", name="Ask", description="asks before every change"),
+    SessionMode(id="code", name="Code", description="edits files"),
+    SessionMode(id="read-only", name="Read only", description="never writes"),
+]
+_current_mode: dict[str, str] = {}
+_last_mode = {"id": "ask"}
+
+
+class InMemoryModes:
+    """Modes kept only in this process (lost when the agent restarts)."""
+
+    def get_mode_state(self, session, agent):
+        return ModeState(modes=MODES, current_mode_id=_current_mode.get(session.session_id, "ask"))
+
+    def set_mode(self, session, agent, mode_id):
+        if mode_id not in {m.id for m in MODES}:
+            return None
+        _current_mode[session.session_id] = mode_id
+        _last_mode["id"] = mode_id
+        return ModeState(modes=MODES, current_mode_id=mode_id)
+
+
+def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    heard: list[str] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    heard.append(part.content)
+    text = f"mode={_last_mode['id']}; turns={len(heard)}; heard={' | '.join(heard)}"
+    return ModelResponse(parts=[TextPart(text)])
+
+
+def main() -> None:
+    root = Path(os.environ.get("PYD_PEER_SESSIONS", Path.cwd() / ".pyd-peer-sessions"))
+    agent = Agent(FunctionModel(_reply), name="pydantic-peer")
+    run_acp(
+        agent=agent,
+        config=AdapterConfig(
+            session_store=FileSessionStore(root=root),
+            modes_provider=InMemoryModes(),
+            replay_history_on_load=True,
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()
