@@ -109,6 +109,7 @@ pub mod client_ops;
 mod core;
 pub mod error;
 pub mod mapping;
+pub mod ops;
 pub mod recorder;
 pub mod session;
 pub mod test_agent;
