@@ -63,7 +63,7 @@ async fn session_with_a_turn(store: &Arc<dyn Store>, id: &str) -> SessionRecord 
             "prompt_started",
             "r1",
             EventStream::Prompt,
-            json!({"messagePreview": "hello", "resumed": false, "userMessageId": "u1",
+            json!({"message_preview": "hello", "resumed": false, "userMessageId": "u1",
                    "prompt": [{"type": "text", "text": "hello"}]}),
         ),
         draft(
@@ -77,7 +77,8 @@ async fn session_with_a_turn(store: &Arc<dyn Store>, id: &str) -> SessionRecord 
             "prompt_done",
             "r1",
             EventStream::Prompt,
-            json!({"stopReason": "end_turn", "permissionStats": {}}),
+            json!({"stopReason": "end_turn", "permissionStats":
+                   {"requested": 0, "approved": 0, "denied": 0, "cancelled": 0}}),
         ),
     ] {
         rec.record(d).await.unwrap();
