@@ -164,7 +164,7 @@ impl<'s> NewSessionWriter<'s> {
         &self.record.acpx_record_id
     }
 
-    /// Appends `events` (in calls of at most [`EVENT_PAGE`] events) with
+    /// Appends `events` (in calls of at most 1,000 events) with
     /// [`Durability::Flush`]; [`NewSessionWriter::finish`] makes them durable.
     pub async fn append(&mut self, events: &[EventEnvelope]) -> StoreResult<()> {
         for chunk in events.chunks(EVENT_PAGE) {

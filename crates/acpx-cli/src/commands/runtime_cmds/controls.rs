@@ -4,7 +4,10 @@ use acpx_model::SessionRecord;
 use acpx_runtime::{Runtime, RuntimeError, Session};
 use serde_json::{json, Map, Value};
 
-use super::*;
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
+    Interrupts,
+};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};

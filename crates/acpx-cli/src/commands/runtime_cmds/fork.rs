@@ -3,7 +3,10 @@
 use acpx_runtime::{NewSessionSpec, Runtime};
 use serde_json::json;
 
-use super::*;
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options,
+    stop_or_shutdown, Interrupts,
+};
 use crate::cli::ForkArgs;
 use crate::commands::select;
 use crate::context::Ctx;

@@ -6,7 +6,9 @@ use acpx_model::SessionRecord;
 use acpx_runtime::{Attachment, NewSessionSpec, Runtime};
 use serde_json::{json, Map};
 
-use super::*;
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, Interrupts,
+};
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};

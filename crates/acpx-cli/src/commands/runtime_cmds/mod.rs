@@ -9,11 +9,11 @@
 //!
 //! | module | commands |
 //! |---|---|
-//! | [`prompt`] | `prompt`, `exec` |
+//! | [`prompt`](mod@prompt) | `prompt`, `exec` |
 //! | [`controls`] | `cancel`, `set-mode`, `set` |
-//! | [`status`] | `status` |
+//! | [`status`](mod@status) | `status` |
 //! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` |
-//! | [`fork`] | `sessions fork` |
+//! | [`fork`](mod@fork) | `sessions fork` |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
 //! Ctrl-C handling and opening a stored session.

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use acpx_model::SessionRecord;
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
 
-use super::*;
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
+    Interrupts,
+};
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
