@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acpx_model::{RecordId, Store, TornTail};
+use acpx_model::{RecordId, Store, StoreResult, TornTail};
 use acpx_store_fs::{FsStore, FsStoreOptions};
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
 
@@ -106,9 +106,9 @@ impl OpenStore {
 
     /// Moves an incomplete last log line aside (fs only; SQLite commits whole batches, so it
     /// never has one).
-    pub fn set_aside_torn_tail(&self, id: &RecordId) -> CliResult<Option<TornTail>> {
+    pub fn set_aside_torn_tail(&self, id: &RecordId) -> StoreResult<Option<TornTail>> {
         match self {
-            OpenStore::Fs(s) => Ok(s.set_aside_torn_tail(id)?),
+            OpenStore::Fs(s) => s.set_aside_torn_tail(id),
             OpenStore::Sqlite(_) => Ok(None),
         }
     }

@@ -3,6 +3,8 @@
 use std::fmt;
 
 use acpx_model::StoreError;
+use acpx_runtime::ops::OpsError;
+use acpx_runtime::RuntimeError;
 use serde_json::{json, Map, Value};
 
 /// The kinds of failure, each with its exit code (Node acpx's codes, §6 of the behaviour notes).
@@ -196,6 +198,17 @@ impl From<StoreError> for CliError {
             .with_detail(&format!("STORE_{}", e.kind().to_ascii_uppercase()));
         err.hint = hint;
         err
+    }
+}
+
+impl From<OpsError> for CliError {
+    fn from(e: OpsError) -> Self {
+        match e {
+            OpsError::Store(s) => s.into(),
+            OpsError::Runtime(RuntimeError::Store(s)) => s.into(),
+            OpsError::Invalid(m) => CliError::usage(m),
+            other => CliError::runtime(other.to_string()),
+        }
     }
 }
 

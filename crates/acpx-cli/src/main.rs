@@ -16,7 +16,6 @@ mod error;
 mod grammar;
 mod live;
 mod lookup;
-mod node;
 mod output;
 mod render;
 mod runs;

@@ -138,6 +138,54 @@ pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyRep
     Ok(report)
 }
 
+/// Writes one new session into a store: the one way acpx fills a store with a session that
+/// comes from elsewhere (another store, an export archive, a converted Node acpx session).
+///
+/// [`NewSessionWriter::create`] creates the snapshot, [`NewSessionWriter::append`] adds the
+/// log in order (seqs as given; a store refuses a gap), and [`NewSessionWriter::finish`]
+/// flushes the log and saves the snapshot with the target's own `acpx.event_log`, so the
+/// snapshot describes the log it now sits next to.
+#[derive(Debug)]
+pub struct NewSessionWriter<'s> {
+    store: &'s dyn Store,
+    record: SessionRecord,
+}
+
+impl<'s> NewSessionWriter<'s> {
+    /// Creates `record` in `store` ([`Store::create`]: fails with `AlreadyExists` when the id
+    /// is taken).
+    pub async fn create(store: &'s dyn Store, mut record: SessionRecord) -> StoreResult<Self> {
+        store.create(&mut record).await?;
+        Ok(NewSessionWriter { store, record })
+    }
+
+    /// The id of the session being written.
+    pub fn id(&self) -> &RecordId {
+        &self.record.acpx_record_id
+    }
+
+    /// Appends `events` (in calls of at most 1,000 events) with
+    /// [`Durability::Flush`]; [`NewSessionWriter::finish`] makes them durable.
+    pub async fn append(&mut self, events: &[EventEnvelope]) -> StoreResult<()> {
+        for chunk in events.chunks(EVENT_PAGE) {
+            self.store
+                .append(&self.record.acpx_record_id, chunk, Durability::Flush)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the log, records its state in the snapshot and saves it; returns the snapshot
+    /// as saved.
+    pub async fn finish(mut self) -> StoreResult<SessionRecord> {
+        let id = self.record.acpx_record_id.clone();
+        self.store.flush(&id).await?;
+        self.record.acpx.event_log = self.store.event_log_state(&id).await?;
+        self.store.save(&mut self.record).await?;
+        Ok(self.record)
+    }
+}
+
 /// Figures of one side of a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Side {
@@ -192,8 +240,7 @@ async fn copy_session(
             page.oldest_seq
         )));
     }
-    let mut copy = record.clone();
-    to.create(&mut copy).await?;
+    let mut writer = NewSessionWriter::create(to, record).await?;
     *created = true;
     let mut hasher = Sha256::new();
     let mut events = 0u64;
@@ -205,9 +252,7 @@ async fn copy_session(
         if let Some(e) = page.events.last() {
             last_seq = e.seq;
         }
-        if !page.events.is_empty() {
-            to.append(id, &page.events, Durability::Flush).await?;
-        }
+        writer.append(&page.events).await?;
         match page.next_seq {
             Some(next) => {
                 query.from_seq = next;
@@ -216,10 +261,7 @@ async fn copy_session(
             None => break,
         }
     }
-    to.flush(id).await?;
-    // The snapshot's log bookkeeping now describes the target's log.
-    copy.acpx.event_log = to.event_log_state(id).await?;
-    to.save(&mut copy).await?;
+    writer.finish().await?;
     Ok(Side {
         events,
         first_seq,

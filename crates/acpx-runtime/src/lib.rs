@@ -42,6 +42,7 @@
 //! | [`agent`] | the agent process (pid, exit, process group) and the ACP connection |
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | [`client_ops`] | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies |
+//! | [`ops`] | session operations without a UI: [`ops::fork`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`] |
 //!
 //! ## What a session records
 //!
@@ -110,6 +111,7 @@ mod core;
 pub mod error;
 pub mod mapping;
 pub mod mcp_servers;
+pub mod ops;
 pub mod recorder;
 pub mod session;
 pub mod test_agent;

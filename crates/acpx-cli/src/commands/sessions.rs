@@ -224,17 +224,7 @@ pub async fn close_with_retry(
     store: &dyn acpx_model::Store,
     r: &SessionRecord,
 ) -> CliResult<SessionRecord> {
-    let mut attempts = 0;
-    loop {
-        match store.close(&r.acpx_record_id, Timestamp::now()).await {
-            Ok(c) => return Ok(c),
-            Err(StoreError::Locked { .. } | StoreError::Conflict { .. }) if attempts < 10 => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    Ok(acpx_runtime::ops::scope::close_with_retry(store, r).await?)
 }
 
 /// `sessions delete`.

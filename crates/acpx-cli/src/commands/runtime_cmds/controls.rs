@@ -1,0 +1,129 @@
+//! `cancel`, `set-mode` and `set`: controls of the scope's (or a chosen) session.
+
+use acpx_model::SessionRecord;
+use acpx_runtime::{Runtime, RuntimeError, Session};
+use serde_json::{json, Map, Value};
+
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
+    Interrupts,
+};
+use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
+use crate::context::Ctx;
+use crate::error::{CliError, CliResult};
+use crate::lookup::{find_in_scope, no_session_error};
+use crate::render::{action, record_identity};
+use crate::runs::{self};
+
+/// The session of `-s <name>` in this scope, or the no-session error.
+async fn scope_session(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord> {
+    let store = ctx.store().await?;
+    match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
+        Some(s) => Ok(store.load(&s.acpx_record_id).await?),
+        None => Err(no_session_error(&ctx.agent.label(), &ctx.cwd, name)),
+    }
+}
+
+/// `cancel`.
+pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
+    let r = scope_session(ctx, a.session.as_deref()).await?;
+    let home = ctx.home.clone();
+    let id = r.acpx_record_id.clone();
+    let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&home, &id))
+        .await
+        .map_err(|e| CliError::runtime(format!("cancel failed: {e}")))??;
+    if ctx.out.is_json() {
+        let mut m = record_identity(&r);
+        m.insert("cancelled".into(), json!(sent.is_some()));
+        if let Some(i) = &sent {
+            m.insert("requestId".into(), json!(i.request_id));
+            m.insert("pid".into(), json!(i.pid));
+        }
+        ctx.out.json(&action("cancel_result", m));
+    } else if ctx.out.is_text() {
+        match &sent {
+            Some(i) => ctx.out.line(&format!(
+                "cancel requested (prompt of pid {}; it ends with stopReason cancelled)",
+                i.pid
+            )),
+            None => ctx.out.line("nothing to cancel"),
+        }
+    }
+    Ok(())
+}
+
+/// Opens the scope's session for a control command, runs `f` on it, shuts it down.
+async fn with_session<T>(
+    ctx: &Ctx,
+    name: Option<&str>,
+    f: impl AsyncFnOnce(&mut Session) -> Result<T, RuntimeError>,
+) -> CliResult<(T, bool, SessionRecord)> {
+    let r = scope_session(ctx, name).await?;
+    let id = r.acpx_record_id.clone();
+    let out = ctx.out.clone();
+    let (_run, _remote) = runs::acquire(&ctx.home, &id, "control", |_| {
+        out.note("[acpx] a prompt is running in this session; waiting for it to finish");
+    })
+    .await?;
+    let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
+    let interrupts = Interrupts::start(None, None, &ctx.out);
+    let mut session = open_existing(ctx, &runtime, &id, &interrupts).await?;
+    let resumed = session.resumed();
+    let result = match or_interrupt(f(&mut session), &interrupts).await {
+        None => {
+            stop_now(session).await;
+            return Err(interrupted_error());
+        }
+        Some(r) => r,
+    };
+    let record = session.shutdown().await.map_err(|e| runtime_error(ctx, e));
+    let value = result.map_err(|e| runtime_error(ctx, e))?;
+    Ok((value, resumed, record?))
+}
+
+/// `set-mode`.
+pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
+    let mode = a.mode.clone();
+    let ((), resumed, record) =
+        with_session(ctx, a.select.session.as_deref(), async |s: &mut Session| {
+            s.set_mode(&mode).await
+        })
+        .await?;
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("modeId".into(), json!(a.mode));
+        m.insert("resumed".into(), json!(resumed));
+        m.extend(record_identity(&record));
+        ctx.out.json(&action("mode_set", m));
+    } else if ctx.out.is_text() {
+        ctx.out.line(&format!("mode set to {}", a.mode));
+    }
+    Ok(())
+}
+
+/// `set <key> <value>`: `true` / `false` are sent as booleans, anything else as a string.
+pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
+    let value = match a.value.as_str() {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        v => Value::String(v.to_owned()),
+    };
+    let (key, v) = (a.key.clone(), value.clone());
+    let (options, resumed, record) =
+        with_session(ctx, a.select.session.as_deref(), async |s: &mut Session| {
+            s.set_config_option(&key, v).await
+        })
+        .await?;
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("configId".into(), json!(a.key));
+        m.insert("value".into(), value);
+        m.insert("resumed".into(), json!(resumed));
+        m.insert("configOptions".into(), Value::Array(options));
+        m.extend(record_identity(&record));
+        ctx.out.json(&action("config_set", m));
+    } else if ctx.out.is_text() {
+        ctx.out.line(&format!("{} set to {}", a.key, a.value));
+    }
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! `prompt` and `exec`: one turn with live output, Ctrl-C and remote cancel.
+
+use std::io::{IsTerminal, Read};
+use std::sync::Arc;
+
+use acpx_model::SessionRecord;
+use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
+
+use super::{
+    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
+    Interrupts,
+};
+use crate::cli::{ExecArgs, PromptArgs};
+use crate::config::{Format, PermissionMode as CliPermission};
+use crate::context::Ctx;
+use crate::error::{CliError, CliResult, ErrorKind};
+use crate::live::LiveOutput;
+use crate::lookup::{find_in_scope, no_session_error};
+use crate::runs::{self};
+
+/// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
+fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
+    let text = match (file, words.is_empty()) {
+        (Some(_), false) => {
+            return Err(CliError::usage(
+                "give the prompt as text or with --file, not both",
+            ))
+        }
+        (Some("-"), true) | (None, true) => {
+            if std::io::stdin().is_terminal() {
+                ctx.out
+                    .note("reading the prompt from stdin; finish with Ctrl-D (or pass it as text)");
+            }
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?;
+            s
+        }
+        (Some(path), true) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::usage(format!("cannot read the prompt file {path}: {e}")))?,
+        (None, false) => words.join(" "),
+    };
+    if text.trim().is_empty() {
+        return Err(CliError::usage("the prompt is empty")
+            .with_hint("pass the prompt as text, with --file <path>, or on stdin"));
+    }
+    Ok(text)
+}
+
+/// The exit status a finished turn maps to. `shown` says the turn's terminal event was
+/// printed: in JSON mode that line is the last one and carries the outcome, so no error line
+/// follows it; in text mode its `[error]` line said what went wrong.
+fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
+    let reported = |e: CliError| if shown { e.reported() } else { e };
+    match outcome.outcome.as_str() {
+        "completed" => {
+            let s = outcome.permission_stats;
+            if s.requested > 0 && s.approved == 0 && s.denied + s.cancelled > 0 {
+                let json_shown = shown && ctx.out.is_json();
+                let e = CliError::new(
+                    ErrorKind::PermissionDenied,
+                    format!(
+                        "the agent asked for permission {} time(s) and was refused",
+                        s.requested
+                    ),
+                )
+                .with_hint(if ctx.permission == CliPermission::ApproveReads {
+                    "answer on a terminal, or re-run with --approve-all"
+                } else {
+                    "re-run with --approve-all or --approve-reads"
+                });
+                return Err(if json_shown { e.reported() } else { e });
+            }
+            Ok(())
+        }
+        "cancelled" => Ok(()),
+        "timeout" => Err(reported(
+            CliError::new(
+                ErrorKind::Timeout,
+                outcome
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_else(|| "the turn timed out".into()),
+            )
+            .with_hint("raise --timeout, or leave it out"),
+        )),
+        _ => {
+            let (code, msg) = match &outcome.error {
+                Some(e) => (e.code.as_str(), e.message.clone()),
+                None => ("RUNTIME", "the turn failed".to_owned()),
+            };
+            let kind = if code == "NO_SESSION" {
+                ErrorKind::NoSession
+            } else {
+                ErrorKind::Runtime
+            };
+            let mut err = CliError::new(kind, msg);
+            if let Some(d) = outcome.error.as_ref().and_then(|e| e.detail_code.clone()) {
+                err = err.with_detail(&d);
+            }
+            if let Some(a) = &outcome.acp_error {
+                err = err.with_data("acp", a.to_json());
+            }
+            Err(reported(err))
+        }
+    }
+}
+
+/// Runs one turn in `session` with live output, Ctrl-C and remote cancel. Shuts the session
+/// down afterwards (or drops it, killing the agent, when interrupted).
+async fn run_turn(
+    ctx: &Ctx,
+    mut session: Session,
+    text: &str,
+    live: &LiveOutput,
+    interrupts: Interrupts,
+) -> CliResult<(TurnOutcome, SessionRecord)> {
+    let prompt = session.prompt(text_prompt(text));
+    let result = or_interrupt(prompt, &interrupts).await;
+    drop(interrupts);
+    let Some(result) = result else {
+        live.finish();
+        stop_now(session).await;
+        return Err(interrupted_error());
+    };
+    live.finish();
+    let outcome = match result {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = session.shutdown().await;
+            return Err(runtime_error(ctx, e));
+        }
+    };
+    let record = session
+        .shutdown()
+        .await
+        .map_err(|e| runtime_error(ctx, e))?;
+    if let Some(e) = &outcome.log_write_error {
+        ctx.out.warn(&format!(
+            "the event log could not be written during the turn: {e}"
+        ));
+    }
+    Ok((outcome, record))
+}
+
+fn print_quiet(ctx: &Ctx, outcome: &TurnOutcome) {
+    if ctx.out.format == Format::Quiet && !outcome.agent_text.is_empty() {
+        let mut t = outcome.agent_text.clone();
+        if !t.ends_with('\n') {
+            t.push('\n');
+        }
+        ctx.out.raw(&t);
+    }
+}
+
+/// `prompt`.
+pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
+    let store = ctx.store().await?;
+    let Some(found) =
+        find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, a.session.as_deref()).await?
+    else {
+        return Err(no_session_error(
+            &ctx.agent.label(),
+            &ctx.cwd,
+            a.session.as_deref(),
+        ));
+    };
+    let id = found.acpx_record_id;
+    let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let out = ctx.out.clone();
+    let (_run, remote) = runs::acquire(&ctx.home, &id, &request_id, |info| {
+        out.note(&format!(
+            "[acpx] another prompt is running in this session{}; waiting for it to finish",
+            info.map(|i| format!(" (pid {})", i.pid))
+                .unwrap_or_default()
+        ));
+    })
+    .await?;
+    let live = LiveOutput::new(ctx.out.clone());
+    let runtime = Runtime::new(store, runtime_options(ctx, Some(live.observer())));
+    // Ctrl-C during startup interrupts; once the session is open it cancels the turn.
+    let startup = Interrupts::start(None, None, &ctx.out);
+    let session = open_existing(ctx, &runtime, &id, &startup).await?;
+    drop(startup);
+    let interrupts = Interrupts::start(Some(session.cancel_handle()), Some(remote), &ctx.out);
+    let (outcome, _record) = run_turn(ctx, session, &text, &live, interrupts).await?;
+    print_quiet(ctx, &outcome);
+    turn_result(
+        ctx,
+        &outcome,
+        live.saw_end() && ctx.out.format != Format::Quiet,
+    )
+}
+
+/// `exec`: a fresh session in memory, one prompt, nothing stored.
+pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
+    if ctx.config.disable_exec {
+        return Err(
+            CliError::usage("exec is disabled by the config (`disableExec`)")
+                .with_detail("EXEC_DISABLED")
+                .with_hint("use a stored session: `acpx sessions new`, then `acpx prompt`"),
+        );
+    }
+    let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
+    let live = LiveOutput::new(ctx.out.clone());
+    let runtime = Runtime::new(
+        Arc::new(acpx_model::MemoryStore::new()),
+        runtime_options(ctx, Some(live.observer())),
+    );
+    let startup = Interrupts::start(None, None, &ctx.out);
+    let open = runtime.open_new(NewSessionSpec {
+        agent_command: ctx.agent.command.clone(),
+        cwd: ctx.cwd.clone(),
+        name: None,
+    });
+    let session = match or_interrupt(open, &startup).await {
+        None => return Err(interrupted_error()),
+        Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
+    };
+    drop(startup);
+    let interrupts = Interrupts::start(Some(session.cancel_handle()), None, &ctx.out);
+    let (outcome, _) = run_turn(ctx, session, &text, &live, interrupts).await?;
+    print_quiet(ctx, &outcome);
+    turn_result(
+        ctx,
+        &outcome,
+        live.saw_end() && ctx.out.format != Format::Quiet,
+    )
+}

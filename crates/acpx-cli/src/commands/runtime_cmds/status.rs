@@ -1,0 +1,95 @@
+//! `status`: local health of a session, no ACP call.
+
+use acpx_runtime::mapping::turn_is_running;
+use serde_json::{json, Map};
+
+use crate::cli::SessionSelect;
+use crate::context::Ctx;
+use crate::error::CliResult;
+use crate::lookup::find_in_scope;
+use crate::render::{action, record_identity};
+use crate::runs::{self, Probe};
+
+/// `status`: local health, no ACP call. Exit 0 whatever the state (it is the answer).
+pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
+    let store = ctx.store().await?;
+    let found = find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, a.session.as_deref()).await?;
+    let Some(found) = found else {
+        let summary = format!(
+            "no open session for agent {} in {}",
+            ctx.agent.label(),
+            ctx.cwd.display()
+        );
+        if ctx.out.is_json() {
+            let mut m = Map::new();
+            m.insert("status".into(), json!("no-session"));
+            m.insert("summary".into(), json!(summary));
+            ctx.out.json(&action("status_snapshot", m));
+        } else {
+            ctx.out.line(&format!("no-session: {summary}"));
+        }
+        return Ok(());
+    };
+    let record = store.load(&found.acpx_record_id).await?;
+    let probe = runs::probe(&ctx.home, &record.acpx_record_id)?;
+    let (status, summary, run) = match &probe {
+        Probe::Running(info) => (
+            "running",
+            "a prompt is running".to_owned(),
+            info.clone(),
+        ),
+        Probe::Dead(info) => (
+            "dead",
+            "the process running its last prompt died mid-turn; the next prompt records the turn as interrupted".to_owned(),
+            info.clone(),
+        ),
+        Probe::Idle if turn_is_running(&record) => (
+            "dead",
+            "its last turn never finished (acpx was stopped); the next prompt records it as interrupted".to_owned(),
+            None,
+        ),
+        Probe::Idle => ("idle", "no prompt is running".to_owned(), None),
+    };
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("status".into(), json!(status));
+        m.insert("summary".into(), json!(summary));
+        m.extend(record_identity(&record));
+        if let (Some(i), "running") = (&run, status) {
+            m.insert("pid".into(), json!(i.pid));
+            m.insert("requestId".into(), json!(i.request_id));
+            m.insert("runningSince".into(), json!(i.started_at));
+            if let Some(p) = record.pid {
+                m.insert("agentPid".into(), json!(p));
+            }
+        }
+        if let Some(mode) = &record.acpx.current_mode_id {
+            m.insert("mode".into(), json!(mode));
+        }
+        if let Some(t) = record.last_prompt_at {
+            m.insert("lastPromptTime".into(), json!(t));
+        }
+        ctx.out.json(&action("status_snapshot", m));
+        return Ok(());
+    }
+    let o = &ctx.out;
+    o.line(&format!("{status}: {summary}"));
+    o.line(&format!("  record id:        {}", record.acpx_record_id));
+    o.line(&format!("  ACP session id:   {}", record.acp_session_id));
+    if let Some(a) = &record.agent_session_id {
+        o.line(&format!("  agent session id: {a}"));
+    }
+    if let (Some(i), "running") = (&run, status) {
+        o.line(&format!(
+            "  pid:              {} (since {})",
+            i.pid, i.started_at
+        ));
+    }
+    if let Some(mode) = &record.acpx.current_mode_id {
+        o.line(&format!("  mode:             {mode}"));
+    }
+    if let Some(t) = record.last_prompt_at {
+        o.line(&format!("  last prompt:      {t}"));
+    }
+    Ok(())
+}

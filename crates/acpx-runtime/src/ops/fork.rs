@@ -1,0 +1,198 @@
+//! Record-level fork: a new record that starts from a parent's conversation and state.
+//!
+//! Two ways to make the child record, one way to fill it:
+//!
+//! - the agent forked its own ACP session (`session/fork`): [`create_agent_fork_record`]
+//!   creates the child record for the ACP session id it answered;
+//! - otherwise the caller opens a fresh session ([`crate::Runtime::open_new`]) and shuts it
+//!   down; that record is the child.
+//!
+//! Then [`record_fork`] copies the parent's conversation and session state (thread, current
+//! and desired mode, desired config values, config options, commands) into the child and
+//! records a `session_forked` lifecycle event through the [`Recorder`], which takes the seq,
+//! appends, notes the log's state and folds the event in with the reducer, like every live
+//! event. The parent is never changed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::event::LifecycleEventPayload;
+use acpx_model::{
+    Durability, EventPayload, EventSource, EventStream, NewSession, RecordId, SessionRecord, Store,
+    Timestamp,
+};
+use serde_json::{json, Map, Value};
+
+use super::OpsResult;
+use crate::error::RuntimeError;
+use crate::mapping::{DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use crate::recorder::{EventDraft, Recorder, DEFAULT_SNAPSHOT_INTERVAL};
+use crate::session::load_rolled_forward;
+
+/// `acpx` key of a forked session: `{acpxRecordId, acpSessionId, seq, messageCount, method,
+/// forkedAt}` of the parent at the fork point (also the `session_forked` event's payload).
+pub const FORKED_FROM_KEY: &str = "forked_from";
+
+/// The lifecycle phase that records a fork in the child's log.
+pub const SESSION_FORKED: &str = "session_forked";
+
+/// How long [`record_fork`] waits for the child's writer lock.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// How the child got its ACP session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkMethod {
+    /// The agent forked its ACP session (`session/fork`): it keeps the context.
+    AgentFork,
+    /// A fresh ACP session with a copy of the stored conversation: the agent starts without
+    /// the context.
+    Copy,
+}
+
+impl ForkMethod {
+    /// The `method` recorded in `forked_from`: `session/fork` or `copy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForkMethod::AgentFork => "session/fork",
+            ForkMethod::Copy => "copy",
+        }
+    }
+}
+
+/// Whether an agent's `initialize` answer advertises `session/fork`
+/// (`agentCapabilities.sessionCapabilities.fork`).
+pub fn agent_can_fork(initialize_response: &Value) -> bool {
+    initialize_response
+        .get("agentCapabilities")
+        .and_then(|c| c.get("sessionCapabilities"))
+        .and_then(|s| s.get("fork"))
+        .is_some_and(Value::is_object)
+}
+
+/// The `forked_from` document of a fork of `parent` (as it is now) made with `method` at `at`.
+pub fn forked_from(parent: &SessionRecord, method: ForkMethod, at: Timestamp) -> Value {
+    json!({
+        "acpxRecordId": parent.acpx_record_id,
+        "acpSessionId": parent.acp_session_id,
+        "seq": parent.acpx.audit_seq,
+        "messageCount": parent.thread.messages.len(),
+        "method": method.as_str(),
+        "forkedAt": at,
+    })
+}
+
+/// Creates the child record of an agent-side fork: a new record id for the ACP session the
+/// agent's `session/fork` `answer` names (`sessionId`, `_meta.agentSessionId`,
+/// `configOptions`), with the parent's agent, directory, protocol version and capabilities.
+/// An answer without a `sessionId` is [`RuntimeError::Protocol`].
+pub async fn create_agent_fork_record(
+    store: &dyn Store,
+    parent: &SessionRecord,
+    answer: &Value,
+    name: Option<String>,
+) -> OpsResult<SessionRecord> {
+    let Some(acp_session_id) = answer
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    else {
+        return Err(RuntimeError::Protocol {
+            method: "session/fork".into(),
+            detail: format!("the answer has no sessionId: {answer}"),
+        }
+        .into());
+    };
+    let agent_session_id = answer
+        .get("_meta")
+        .and_then(|m| m.get("agentSessionId"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: RecordId::generate(),
+            acp_session_id: acp_session_id.to_owned(),
+            agent_session_id,
+            agent_command: parent.agent_command.clone(),
+            cwd: parent.cwd.clone(),
+            name,
+        },
+        Timestamp::now(),
+    );
+    record.protocol_version = parent.protocol_version;
+    record.agent_capabilities = parent.agent_capabilities.clone();
+    if let Some(opts) = answer.get("configOptions").and_then(Value::as_array) {
+        record.acpx.config_options = opts.clone();
+    }
+    store.create(&mut record).await?;
+    Ok(record)
+}
+
+/// Makes the stored record `child` a fork of `parent`: copies the parent's conversation and
+/// session state into it, then records the `session_forked` lifecycle event (payload:
+/// [`forked_from`]) through a [`Recorder`] with [`Durability::Fsync`], under the child's
+/// writer lock. Config options the child already has (from the agent) are kept. Returns the
+/// child's snapshot as saved. An append that fails is an error
+/// ([`RuntimeError::LogUnwritable`]), as is any store failure.
+pub async fn record_fork(
+    store: Arc<dyn Store>,
+    child: &RecordId,
+    parent: &SessionRecord,
+    method: ForkMethod,
+) -> OpsResult<SessionRecord> {
+    let _lock = store.lock(child, LOCK_WAIT).await?;
+    let (mut r, _, _, _) = load_rolled_forward(&*store, child).await?;
+    r.thread = parent.thread.clone();
+    r.acpx.current_mode_id = parent.acpx.current_mode_id.clone();
+    r.acpx.available_commands = parent.acpx.available_commands.clone();
+    if r.acpx.config_options.is_empty() {
+        r.acpx.config_options = parent.acpx.config_options.clone();
+    }
+    for key in [DESIRED_MODE_KEY, DESIRED_CONFIG_KEY] {
+        if let Some(v) = parent.acpx.extra.get(key) {
+            r.acpx.extra.insert(key.to_owned(), v.clone());
+        }
+    }
+    let origin = forked_from(parent, method, Timestamp::now());
+    r.acpx
+        .extra
+        .insert(FORKED_FROM_KEY.to_owned(), origin.clone());
+    let extra = match origin {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let mut recorder = Recorder::new(
+        store.clone(),
+        r,
+        Durability::Fsync,
+        DEFAULT_SNAPSHOT_INTERVAL,
+    );
+    recorder
+        .record(EventDraft::new(
+            None,
+            EventStream::Lifecycle,
+            EventSource::Runtime,
+            EventPayload::LifecycleEvent(LifecycleEventPayload {
+                phase: SESSION_FORKED.into(),
+                exit_code: None,
+                signal: None,
+                reason: None,
+                extra,
+            }),
+        ))
+        .await?;
+    if recorder.unwritten() > 0 {
+        return Err(RuntimeError::LogUnwritable {
+            id: child.clone(),
+            detail: recorder
+                .snapshot()
+                .acpx
+                .event_log
+                .last_write_error
+                .clone()
+                .unwrap_or_default(),
+        }
+        .into());
+    }
+    Ok(recorder.snapshot().clone())
+}

@@ -1,0 +1,56 @@
+//! Session operations below any user interface: what a program that depends on this crate
+//! needs to fork, check and repair, export and import sessions, and to bring in sessions of
+//! the Node acpx. The `acpx` binary only parses arguments, renders these results and maps
+//! [`OpsError`] to exit codes.
+//!
+//! Every operation that writes a record goes through the same paths as live sessions: new
+//! events through the [`crate::Recorder`] (so seqs, `acpx.event_log` and the snapshot come
+//! from one place, and the reducer [`crate::mapping::apply_event`] folds them in), whole
+//! sessions from elsewhere through [`acpx_model::migrate::NewSessionWriter`] (the
+//! create → append → flush → save that `acpx migrate` also uses).
+//!
+//! | module | job |
+//! |---|---|
+//! | [`fork`] | record-level fork: a new record that starts from a parent's conversation and state |
+//! | [`repair`] | `fsck`: the checks of every stored session, and their repair, as a typed report |
+//! | [`transfer`] | export archives, reading them back, storing an imported session |
+//! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
+//! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
+
+pub mod fork;
+pub mod node_import;
+pub mod repair;
+pub mod scope;
+pub mod transfer;
+
+use std::path::PathBuf;
+
+use acpx_model::StoreError;
+
+use crate::error::RuntimeError;
+
+/// Errors of the session operations.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The runtime (an agent process, a recording) failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The input is not what the operation needs (a malformed archive, a log with gaps, a
+    /// directory that cannot be read); the message says what and where.
+    #[error("{0}")]
+    Invalid(String),
+    /// A file the operation needed could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The result of a session operation.
+pub type OpsResult<T> = Result<T, OpsError>;

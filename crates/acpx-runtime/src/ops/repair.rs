@@ -1,0 +1,444 @@
+//! `fsck`: checking every stored session, and repairing what can be repaired.
+//!
+//! Checks: the snapshot validates; the log reads strictly (no damaged complete line); seqs are
+//! continuous; no torn tail; the snapshot has folded in every logged event (`acpx.audit_seq`
+//! equals the log's last seq) and claims no event the log lacks; and, with the log folded in,
+//! no turn was left running and no agent pid of a dead process is recorded.
+//!
+//! Repair, under the session's writer lock: torn tails are set aside by the backend (the file
+//! store moves them into `<id>.events.torn-<ms>`, so the next append starts on a fresh line and
+//! the bytes are kept); then the runtime's recovery ([`crate::Runtime::recover`], the same code
+//! that runs when a session is reopened) rolls the snapshot forward with the reducer, records
+//! an unfinished turn as interrupted, a stale agent pid as gone, and a snapshot ahead of its
+//! log as a log gap, each as a logged lifecycle or prompt event, and saves. Damaged lines, seq
+//! gaps and invalid snapshots are reported, not guessed at. Sessions with a prompt running are
+//! skipped: their snapshot is legitimately behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::{
+    ClosedFilter, EventQuery, ListQuery, ReadMode, RecordId, SessionRecord, Store, StoreError,
+    StoreResult, TornTail,
+};
+use serde::Serialize;
+
+use super::OpsError;
+use crate::mapping::turn_is_running;
+use crate::session::{load_rolled_forward, Runtime, RuntimeOptions};
+
+/// What kind of problem a session has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// The snapshot does not parse or validate (not repairable).
+    SnapshotInvalid,
+    /// A complete log line is not a valid event (not repairable).
+    LogDamaged,
+    /// The log's seqs jump (not repairable).
+    SeqGap,
+    /// The log's last line is incomplete (repairable: set aside).
+    TornTail,
+    /// The snapshot has not folded in every logged event (repairable: roll forward).
+    SnapshotBehind,
+    /// The snapshot claims events the log lacks (repairable: a `log_gap` event).
+    SnapshotAhead,
+    /// A turn was left running (repairable: recorded as interrupted).
+    TurnInterrupted,
+    /// The record names an agent process no acpx process runs (repairable: `stale_agent`).
+    StaleAgentPid,
+    /// The last append to the log failed (reported).
+    LastWriteError,
+}
+
+impl ProblemKind {
+    /// The kind's name in reports (`snapshot_behind`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemKind::SnapshotInvalid => "snapshot_invalid",
+            ProblemKind::LogDamaged => "log_damaged",
+            ProblemKind::SeqGap => "seq_gap",
+            ProblemKind::TornTail => "torn_tail",
+            ProblemKind::SnapshotBehind => "snapshot_behind",
+            ProblemKind::SnapshotAhead => "snapshot_ahead",
+            ProblemKind::TurnInterrupted => "turn_interrupted",
+            ProblemKind::StaleAgentPid => "stale_agent_pid",
+            ProblemKind::LastWriteError => "last_write_error",
+        }
+    }
+
+    /// Whether the runtime's recovery repairs it.
+    fn recovered(self) -> bool {
+        matches!(
+            self,
+            ProblemKind::SnapshotBehind
+                | ProblemKind::SnapshotAhead
+                | ProblemKind::TurnInterrupted
+                | ProblemKind::StaleAgentPid
+        )
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// The session (none for a store entry that could not even be listed as one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acpx_record_id: Option<String>,
+    /// What is wrong.
+    pub kind: ProblemKind,
+    /// What is wrong, for people.
+    pub message: String,
+    /// Whether a repair can fix it.
+    pub repairable: bool,
+    /// Whether the repair fixed it.
+    pub repaired: bool,
+    /// What the repair did (or why it could not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+}
+
+impl Problem {
+    fn new(id: Option<&RecordId>, kind: ProblemKind, message: String, repairable: bool) -> Self {
+        Problem {
+            acpx_record_id: id.map(|i| i.to_string()),
+            kind,
+            message,
+            repairable,
+            repaired: false,
+            action: None,
+        }
+    }
+}
+
+/// What [`fsck`] found (and repaired).
+#[derive(Debug, Clone, Default)]
+pub struct FsckReport {
+    /// Sessions checked.
+    pub checked: u64,
+    /// Every problem, in the store's list order.
+    pub problems: Vec<Problem>,
+    /// Sessions skipped because a prompt runs in them.
+    pub skipped_busy: Vec<RecordId>,
+}
+
+impl FsckReport {
+    /// Problems the repair did not fix (or that were not repaired).
+    pub fn remaining(&self) -> usize {
+        self.problems.iter().filter(|p| !p.repaired).count()
+    }
+
+    /// Problems repaired.
+    pub fn repaired(&self) -> usize {
+        self.problems.len() - self.remaining()
+    }
+
+    /// Whether a repair could fix some of what remains.
+    pub fn repairable_left(&self) -> bool {
+        self.problems.iter().any(|p| p.repairable && !p.repaired)
+    }
+}
+
+/// Sets a session's incomplete last log line aside (what the file store's
+/// `set_aside_torn_tail` does); `Ok(None)` when the tail was complete.
+pub type SetAsideTornTail<'a> = &'a (dyn Fn(&RecordId) -> StoreResult<Option<TornTail>> + Sync);
+
+/// How [`fsck`] runs.
+pub struct FsckOptions<'a> {
+    /// Repair what can be repaired.
+    pub repair: bool,
+    /// The backend's torn-tail repair; `None` for a backend that never leaves a torn tail
+    /// (SQLite commits whole batches), where a torn tail cannot occur.
+    pub set_aside_torn_tail: Option<SetAsideTornTail<'a>>,
+}
+
+impl std::fmt::Debug for FsckOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FsckOptions")
+            .field("repair", &self.repair)
+            .field("set_aside_torn_tail", &self.set_aside_torn_tail.is_some())
+            .finish()
+    }
+}
+
+/// Checks (and with `options.repair`, repairs) every session of `store`, open and closed.
+/// `is_busy` says whether a prompt runs in a session now (its snapshot is then legitimately
+/// behind, so it is skipped); its error ends the check. A store failure other than a
+/// malformed or vanished session also ends it.
+pub async fn fsck<E: From<OpsError>>(
+    store: Arc<dyn Store>,
+    options: FsckOptions<'_>,
+    mut is_busy: impl FnMut(&RecordId) -> Result<bool, E>,
+) -> Result<FsckReport, E> {
+    let store_err = |e: StoreError| E::from(OpsError::Store(e));
+    let page = store
+        .list(&ListQuery {
+            closed: ClosedFilter::Any,
+            ..ListQuery::default()
+        })
+        .await
+        .map_err(store_err)?;
+    let mut report = FsckReport::default();
+    for s in &page.skipped {
+        report.problems.push(Problem::new(
+            None,
+            ProblemKind::SnapshotInvalid,
+            format!("{}: {}", s.location, s.reason),
+            false,
+        ));
+    }
+    for s in &page.sessions {
+        let id = &s.acpx_record_id;
+        if is_busy(id)? {
+            report.skipped_busy.push(id.clone());
+            continue;
+        }
+        report.checked += 1;
+        let mut found = Vec::new();
+        let record = match store.load(id).await {
+            Ok(r) => Some(r),
+            Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
+                found.push(Problem::new(
+                    Some(id),
+                    ProblemKind::SnapshotInvalid,
+                    e.to_string(),
+                    false,
+                ));
+                None
+            }
+            Err(StoreError::NotFound(_)) => continue,
+            Err(e) => return Err(store_err(e)),
+        };
+        let scan = scan_log(&*store, id, &mut found).await.map_err(store_err)?;
+        if let Some(r) = &record {
+            check_snapshot(r, &scan, &mut found);
+            check_rolled(&*store, id, &mut found).await;
+        }
+        if options.repair {
+            repair(&store, options.set_aside_torn_tail, id, &mut found).await;
+        }
+        report.problems.extend(found);
+    }
+    Ok(report)
+}
+
+/// What the strict read of a log found.
+#[derive(Debug, Default)]
+struct LogScan {
+    last_seq: u64,
+    events: u64,
+}
+
+async fn scan_log(
+    store: &dyn Store,
+    id: &RecordId,
+    problems: &mut Vec<Problem>,
+) -> StoreResult<LogScan> {
+    let mut scan = LogScan::default();
+    let mut mode = ReadMode::Strict;
+    let mut from = 0;
+    let mut prev: Option<u64> = None;
+    loop {
+        let q = EventQuery {
+            from_seq: from,
+            limit: Some(5000),
+            mode,
+            ..EventQuery::default()
+        };
+        let page = match store.read_events(id, &q).await {
+            Ok(p) => p,
+            Err(StoreError::Corrupt {
+                location,
+                line,
+                reason,
+            }) if mode == ReadMode::Strict => {
+                problems.push(Problem::new(
+                    Some(id),
+                    ProblemKind::LogDamaged,
+                    format!(
+                        "{location}{}: {reason}",
+                        line.map(|l| format!(" line {l}")).unwrap_or_default()
+                    ),
+                    false,
+                ));
+                // Read the rest leniently so the other checks still run.
+                mode = ReadMode::Lenient;
+                from = 0;
+                prev = None;
+                scan = LogScan::default();
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for d in &page.damaged {
+            if !problems.iter().any(|p| {
+                p.kind == ProblemKind::LogDamaged
+                    && p.message.contains(&d.location)
+                    && p.message.contains(&format!("line {}", d.line))
+            }) {
+                problems.push(Problem::new(
+                    Some(id),
+                    ProblemKind::LogDamaged,
+                    format!("{} line {}: {}", d.location, d.line, d.reason),
+                    false,
+                ));
+            }
+        }
+        for e in &page.events {
+            if let Some(p) = prev {
+                if e.seq != p + 1 {
+                    problems.push(Problem::new(
+                        Some(id),
+                        ProblemKind::SeqGap,
+                        format!("the log jumps from seq {p} to seq {}", e.seq),
+                        false,
+                    ));
+                }
+            }
+            prev = Some(e.seq);
+            scan.events += 1;
+            scan.last_seq = e.seq;
+        }
+        scan.last_seq = scan.last_seq.max(page.last_seq);
+        if let Some(t) = &page.torn_tail {
+            if page.next_seq.is_none() && !problems.iter().any(|p| p.kind == ProblemKind::TornTail)
+            {
+                problems.push(Problem::new(
+                    Some(id),
+                    ProblemKind::TornTail,
+                    format!(
+                        "{}: the last line is incomplete ({} bytes; a write was cut short)",
+                        t.location, t.bytes
+                    ),
+                    true,
+                ));
+            }
+        }
+        match page.next_seq {
+            Some(n) => from = n,
+            None => return Ok(scan),
+        }
+    }
+}
+
+fn check_snapshot(r: &SessionRecord, scan: &LogScan, problems: &mut Vec<Problem>) {
+    let id = &r.acpx_record_id;
+    let folded = r.acpx.audit_seq;
+    if folded < scan.last_seq {
+        problems.push(Problem::new(
+            Some(id),
+            ProblemKind::SnapshotBehind,
+            format!(
+                "the snapshot has folded in events up to seq {folded}, the log goes to seq {}",
+                scan.last_seq
+            ),
+            true,
+        ));
+    } else if folded > scan.last_seq {
+        problems.push(Problem::new(
+            Some(id),
+            ProblemKind::SnapshotAhead,
+            format!(
+                "the snapshot has folded in events up to seq {folded}, but the log ends at seq {} \
+                 (events {}..{folded} never reached the log)",
+                scan.last_seq,
+                scan.last_seq + 1
+            ),
+            true,
+        ));
+    }
+    if let Some(e) = &r.acpx.event_log.last_write_error {
+        problems.push(Problem::new(
+            Some(id),
+            ProblemKind::LastWriteError,
+            format!("the last append to the log failed: {e}"),
+            false,
+        ));
+    }
+}
+
+/// Checks what only the rolled-forward state shows: a turn left running, a stale agent pid.
+async fn check_rolled(store: &dyn Store, id: &RecordId, problems: &mut Vec<Problem>) {
+    let Ok((rolled, _, _, _)) = load_rolled_forward(store, id).await else {
+        return;
+    };
+    if turn_is_running(&rolled) {
+        let t = rolled.acpx.last_turn.as_ref();
+        problems.push(Problem::new(
+            Some(id),
+            ProblemKind::TurnInterrupted,
+            format!(
+                "turn {} started at {} never ended (the process running it stopped)",
+                t.map(|t| t.request_id.as_str()).unwrap_or("?"),
+                t.map(|t| t.started_at.to_string()).unwrap_or_default()
+            ),
+            true,
+        ));
+    }
+    if let Some(pid) = rolled.pid {
+        problems.push(Problem::new(
+            Some(id),
+            ProblemKind::StaleAgentPid,
+            format!("the record names agent process {pid}, which no acpx process runs any more"),
+            true,
+        ));
+    }
+}
+
+async fn repair(
+    store: &Arc<dyn Store>,
+    set_aside_torn_tail: Option<SetAsideTornTail<'_>>,
+    id: &RecordId,
+    found: &mut [Problem],
+) {
+    // Torn tails first: the recovery then reads a clean log.
+    for p in found.iter_mut().filter(|p| p.kind == ProblemKind::TornTail) {
+        match set_aside_torn_tail.map_or(Ok(None), |f| f(id)) {
+            Ok(Some(t)) => {
+                p.repaired = true;
+                p.action = Some(format!("set {} bytes aside from {}", t.bytes, t.location));
+            }
+            Ok(None) => {
+                p.repaired = true;
+                p.action = Some("the tail was already complete".into());
+            }
+            Err(e) => p.action = Some(format!("could not set the tail aside: {e}")),
+        }
+    }
+    if !found.iter().any(|p| p.kind.recovered()) {
+        return;
+    }
+    let runtime = Runtime::new(
+        store.clone(),
+        RuntimeOptions {
+            lock_timeout: Duration::from_secs(10),
+            ..RuntimeOptions::default()
+        },
+    );
+    let result = runtime.recover(id).await;
+    for p in found.iter_mut().filter(|p| p.kind.recovered()) {
+        match &result {
+            Ok((_, rec)) => {
+                p.repaired = true;
+                p.action = Some(match p.kind {
+                    ProblemKind::SnapshotBehind => format!(
+                        "rolled the snapshot forward by {} event(s)",
+                        rec.rolled_forward.applied
+                    ),
+                    ProblemKind::SnapshotAhead => match rec.log_gap {
+                        Some((from, to)) => format!(
+                            "recorded events {from}..{to} as lost (a log_gap lifecycle event); the snapshot now follows the log"
+                        ),
+                        None => "the snapshot now follows the log".into(),
+                    },
+                    ProblemKind::TurnInterrupted => {
+                        "recorded the turn as interrupted (a prompt_error event)".into()
+                    }
+                    _ => "recorded the agent process as gone (a stale_agent lifecycle event)".into(),
+                });
+            }
+            Err(e) => p.action = Some(format!("could not recover the session: {e}")),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Moving sessions in and out of a store: the export archive, reading it (or a
+//! `session.json` with its log) back, and storing an imported session.
+//!
+//! The archive (`acpx sessions export --as archive`) is NDJSON: the first line is
+//! `{"schema":"acpx.export.v1","exportedAt":…,"session":<session.json>}`, every following line
+//! is one event envelope exactly as in the session's log (`docs/format.md`).
+//!
+//! Storing goes through [`NewSessionWriter`], the same create → append → flush → save that
+//! [`acpx_model::migrate::copy_store`] uses between stores.
+
+use std::time::Duration;
+
+use acpx_model::migrate::NewSessionWriter;
+use acpx_model::{
+    EventEnvelope, EventQuery, RecordId, SessionRecord, Store, StoreError, Timestamp,
+};
+use serde_json::{json, Value};
+
+use super::{OpsError, OpsResult};
+
+/// The `schema` of an archive's first line.
+pub const ARCHIVE_SCHEMA: &str = "acpx.export.v1";
+
+/// Events read per page when walking a whole log.
+const PAGE: usize = 5000;
+
+/// How long [`store_new_session`] waits for the new session's writer lock.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Calls `f` with every event of the session's log, oldest first, page by page; returns the
+/// number of events.
+pub async fn for_each_event<E: From<StoreError>>(
+    store: &dyn Store,
+    id: &RecordId,
+    mut f: impl FnMut(&EventEnvelope) -> Result<(), E>,
+) -> Result<u64, E> {
+    let mut from = 0;
+    let mut n = 0;
+    loop {
+        let page = store
+            .read_events(
+                id,
+                &EventQuery {
+                    from_seq: from,
+                    limit: Some(PAGE),
+                    ..EventQuery::default()
+                },
+            )
+            .await?;
+        for e in &page.events {
+            f(e)?;
+            n += 1;
+        }
+        match page.next_seq {
+            Some(s) => from = s,
+            None => return Ok(n),
+        }
+    }
+}
+
+/// The first line of an archive of `record` (with its `\n`).
+pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> Vec<u8> {
+    let head = json!({
+        "schema": ARCHIVE_SCHEMA,
+        "exportedAt": exported_at,
+        "session": record,
+    });
+    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// A session read from an archive or a `session.json`, not stored yet.
+#[derive(Debug, Clone)]
+pub struct ImportedSession {
+    /// The snapshot.
+    pub record: SessionRecord,
+    /// Its log, as read.
+    pub events: Vec<EventEnvelope>,
+}
+
+/// Parses NDJSON event lines; `first_line` numbers the first line in messages.
+pub fn parse_events(text: &str, origin: &str, first_line: usize) -> OpsResult<Vec<EventEnvelope>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e = EventEnvelope::from_ndjson_line(line.as_bytes()).map_err(|err| {
+            OpsError::Invalid(format!(
+                "{origin} line {}: not an event envelope: {err}",
+                first_line + i
+            ))
+        })?;
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// What an import file is.
+#[derive(Debug, Clone)]
+pub enum ImportFile {
+    /// An archive: it carries its own events.
+    Archive(ImportedSession),
+    /// A `session.json` (its log, if any, comes from a separate file).
+    Snapshot(SessionRecord),
+    /// A session record written by the Node acpx (import it with
+    /// [`crate::ops::node_import`]).
+    NodeRecord,
+}
+
+/// Reads an import file's text: an archive, a `session.json`, or a Node acpx record.
+/// Anything else is [`OpsError::Invalid`].
+pub fn parse_import_file(text: &str, origin: &str) -> OpsResult<ImportFile> {
+    let first = text.lines().next().unwrap_or("");
+    if let Ok(Value::Object(head)) = serde_json::from_str::<Value>(first) {
+        if head.get("schema").and_then(Value::as_str) == Some(ARCHIVE_SCHEMA) {
+            let session = head.get("session").cloned().unwrap_or(Value::Null);
+            let bytes = serde_json::to_vec(&session).unwrap_or_default();
+            let record =
+                SessionRecord::from_json_slice(&bytes, &format!("{origin} (line 1, session)"))
+                    .map_err(|e| OpsError::Invalid(e.to_string()))?;
+            let rest = text.split_once('\n').map_or("", |(_, r)| r);
+            return Ok(ImportFile::Archive(ImportedSession {
+                record,
+                events: parse_events(rest, origin, 2)?,
+            }));
+        }
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        OpsError::Invalid(format!(
+            "{origin}: neither an acpx archive nor a session.json: {e}"
+        ))
+    })?;
+    if value.get("acpx_record_id").is_some() {
+        return Ok(ImportFile::NodeRecord);
+    }
+    let record = SessionRecord::from_json_slice(text.as_bytes(), origin)
+        .map_err(|e| OpsError::Invalid(e.to_string()))?;
+    Ok(ImportFile::Snapshot(record))
+}
+
+/// Gives `session` a fresh record id (the snapshot and every event); returns the old one.
+pub fn assign_new_id(session: &mut ImportedSession) -> RecordId {
+    let id = RecordId::generate();
+    for e in &mut session.events {
+        e.acpx_record_id = id.clone();
+    }
+    std::mem::replace(&mut session.record.acpx_record_id, id)
+}
+
+/// Stores `record` with `events` as a new session, under its writer lock: create, append,
+/// flush, then save the snapshot with the log's state. The events' seqs must start at 1 and
+/// have no gaps ([`OpsError::Invalid`] otherwise); the imported `revision` and `pid` are
+/// dropped (the store numbers its own saves, and no process of this machine runs it). A
+/// taken id is [`StoreError::AlreadyExists`].
+pub async fn store_new_session(
+    store: &dyn Store,
+    mut record: SessionRecord,
+    events: &[EventEnvelope],
+) -> OpsResult<SessionRecord> {
+    let id = record.acpx_record_id.clone();
+    for (i, e) in events.iter().enumerate() {
+        if e.seq != i as u64 + 1 {
+            return Err(OpsError::Invalid(format!(
+                "session {id}: event {} has seq {}, expected {}: the log must start at seq 1 without gaps \
+                 (a log whose oldest events were rotated out cannot be imported as is)",
+                i + 1,
+                e.seq,
+                i + 1
+            )));
+        }
+    }
+    record.revision = 0;
+    record.pid = None;
+    let mut writer = NewSessionWriter::create(store, record).await?;
+    let _lock = store.lock(&id, LOCK_WAIT).await?;
+    writer.append(events).await?;
+    Ok(writer.finish().await?)
+}
+
+/// Imports an [`ImportedSession`]: under a fresh id with `new_id`, else under its own (every
+/// event must belong to it; `origin` names the file in that error). Returns the stored
+/// snapshot.
+pub async fn import_session(
+    store: &dyn Store,
+    mut session: ImportedSession,
+    new_id: bool,
+    origin: &str,
+) -> OpsResult<SessionRecord> {
+    if new_id {
+        assign_new_id(&mut session);
+    } else {
+        let id = &session.record.acpx_record_id;
+        if session.events.iter().any(|e| &e.acpx_record_id != id) {
+            return Err(OpsError::Invalid(format!(
+                "{origin}: the events belong to another session than {id}"
+            )));
+        }
+    }
+    store_new_session(store, session.record, &session.events).await
+}
