@@ -172,6 +172,10 @@ impl Side {
     }
 }
 
+/// How long a copy waits for the target session's writer lock (a fresh session: normally
+/// free at once).
+const TARGET_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Copies one session, computing the source side's figures from what it read.
 /// Sets `created` once the target session exists.
 async fn copy_session(
@@ -192,6 +196,9 @@ async fn copy_session(
             page.oldest_seq
         )));
     }
+    // The copy is written under the target session's writer lock, held until the snapshot is
+    // saved: appends require it, and nobody else can write to the half-copied session.
+    let writer = to.lock(id, TARGET_LOCK_TIMEOUT).await?;
     let mut copy = record.clone();
     to.create(&mut copy).await?;
     *created = true;
@@ -206,7 +213,7 @@ async fn copy_session(
             last_seq = e.seq;
         }
         if !page.events.is_empty() {
-            to.append(id, &page.events, Durability::Flush).await?;
+            to.append(&writer, &page.events, Durability::Flush).await?;
         }
         match page.next_seq {
             Some(next) => {
@@ -220,6 +227,7 @@ async fn copy_session(
     // The snapshot's log bookkeeping now describes the target's log.
     copy.acpx.event_log = to.event_log_state(id).await?;
     to.save(&mut copy).await?;
+    drop(writer);
     Ok(Side {
         events,
         first_seq,
@@ -356,9 +364,14 @@ mod tests {
             store.create(&mut r).await.unwrap();
             let id = r.acpx_record_id.clone();
             let n = per_session * (i as u64 % 3);
+            let writer = store.lock(&id, Duration::from_secs(1)).await.unwrap();
             for chunk in events(&id, 1, n).chunks(700) {
-                store.append(&id, chunk, Durability::Flush).await.unwrap();
+                store
+                    .append(&writer, chunk, Durability::Flush)
+                    .await
+                    .unwrap();
             }
+            drop(writer);
             if i % 4 == 0 {
                 store
                     .close(&id, Timestamp::from_millis(5).unwrap())
@@ -479,13 +492,13 @@ mod tests {
         }
         async fn append(
             &self,
-            id: &RecordId,
+            writer: &SessionLock,
             events: &[EventEnvelope],
             d: Durability,
         ) -> StoreResult<EventLogState> {
             let mut events = events.to_vec();
             (self.on_append)(&mut events);
-            self.inner.append(id, &events, d).await
+            self.inner.append(writer, &events, d).await
         }
         async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
             let mut page = self.inner.read_events(id, q).await?;
@@ -531,10 +544,12 @@ mod tests {
         let inner = MemoryStore::new();
         fill(&inner, 1, 0).await;
         let id = RecordId::parse("s000").unwrap();
+        let writer = inner.lock(&id, Duration::from_secs(1)).await.unwrap();
         inner
-            .append(&id, &events(&id, 1, 9), Durability::Flush)
+            .append(&writer, &events(&id, 1, 9), Durability::Flush)
             .await
             .unwrap();
+        drop(writer);
         let to = MemoryStore::new();
         let err = copy_store(&Tampered::trimmed(inner), &to)
             .await

@@ -868,7 +868,7 @@ async fn record_fork(
     parent: &SessionRecord,
     forked_from: Value,
 ) -> CliResult<SessionRecord> {
-    let _lock = store.lock(child, Duration::from_secs(10)).await?;
+    let writer = store.lock(child, Duration::from_secs(10)).await?;
     let mut r = store.load(child).await?;
     r.thread = parent.thread.clone();
     r.acpx.current_mode_id = parent.acpx.current_mode_id.clone();
@@ -909,7 +909,7 @@ async fn record_fork(
         }),
     );
     let appended = store
-        .append(child, std::slice::from_ref(&event), Durability::Fsync)
+        .append(&writer, std::slice::from_ref(&event), Durability::Fsync)
         .await;
     r.note_append_result(&appended);
     appended?;

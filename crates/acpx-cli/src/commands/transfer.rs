@@ -244,7 +244,7 @@ pub async fn store_new_session(
     let lock = store.lock(&id, std::time::Duration::from_secs(30)).await?;
     let mut state = None;
     for chunk in events.chunks(1000) {
-        state = Some(store.append(&id, chunk, Durability::Flush).await?);
+        state = Some(store.append(&lock, chunk, Durability::Flush).await?);
     }
     store.flush(&id).await?;
     let state = match state {
