@@ -333,7 +333,10 @@ async fn append_run(
             })
             .collect();
         let t = Instant::now();
-        store.append(id, &events, durability).await.map_err(err)?;
+        store
+            .append(&lock, &events, durability)
+            .await
+            .map_err(err)?;
         elapsed += t.elapsed();
         seq += n;
     }

@@ -17,14 +17,14 @@
 //! Socket paths are limited to about 100 bytes; when `<home>/runs/<id>.sock` is longer, the
 //! socket lives in `/tmp/acpx-<uid>/` (a private directory) under a hash of home and id.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use acpx_lock::FileLock;
 use acpx_model::{RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -83,8 +83,7 @@ fn socket_path(home: &Path, id: &RecordId) -> CliResult<PathBuf> {
     if direct.as_os_str().len() <= MAX_SOCKET_PATH {
         return Ok(direct);
     }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = acpx_lock::current_uid();
     let dir = PathBuf::from(format!("/tmp/acpx-{uid}"));
     ensure_private_dir(&dir)?;
     let h = fnv(&[home.as_os_str().as_encoded_bytes(), id.as_str().as_bytes()]);
@@ -104,8 +103,7 @@ fn ensure_private_dir(dir: &Path) -> CliResult<()> {
     }
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| CliError::runtime(format!("cannot inspect {}: {e}", dir.display())))?;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = acpx_lock::current_uid();
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
         return Err(CliError::runtime(format!(
             "{} is not a private directory owned by you; refusing to put a control socket there",
@@ -116,39 +114,15 @@ fn ensure_private_dir(dir: &Path) -> CliResult<()> {
     Ok(())
 }
 
-fn open_lock_file(home: &Path, id: &RecordId) -> CliResult<File> {
+/// Creates `<home>/runs` (mode 0700) if missing.
+fn ensure_runs_dir(home: &Path) -> CliResult<PathBuf> {
     let dir = runs_dir(home);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
         .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
-    let path = lock_path(home, id);
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| CliError::runtime(format!("cannot open {}: {e}", path.display())))
-}
-
-/// `flock` without blocking; `Ok(false)` when someone else holds it.
-fn try_flock(file: &File, op: libc::c_int) -> std::io::Result<bool> {
-    loop {
-        // SAFETY: the fd is owned by `file` and stays open for the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) => continue,
-            _ => return Err(err),
-        }
-    }
+    Ok(dir)
 }
 
 fn read_info(home: &Path, id: &RecordId) -> Option<RunInfo> {
@@ -162,11 +136,12 @@ pub fn probe(home: &Path, id: &RecordId) -> CliResult<Probe> {
     if !path.exists() {
         return Ok(Probe::Idle);
     }
-    let file = open_lock_file(home, id)?;
-    let free = try_flock(&file, libc::LOCK_SH)
+    // A shared lock succeeds exactly when no prompt holds the exclusive one.
+    let shared = FileLock::try_shared(&path)
         .map_err(|e| CliError::runtime(format!("cannot lock {}: {e}", path.display())))?;
     let info = read_info(home, id);
-    drop(file);
+    let free = shared.is_some();
+    drop(shared);
     Ok(match (free, info) {
         (false, info) => Probe::Running(info),
         (true, None) => Probe::Idle,
@@ -177,7 +152,7 @@ pub fn probe(home: &Path, id: &RecordId) -> CliResult<Probe> {
 /// Held by the prompting process for the duration of a turn.
 #[derive(Debug)]
 pub struct RunGuard {
-    _lock: File,
+    _lock: FileLock,
     info: PathBuf,
     socket: PathBuf,
     listener: Option<tokio::task::JoinHandle<()>>,
@@ -203,38 +178,27 @@ pub async fn acquire(
     request_id: &str,
     on_wait: impl FnOnce(Option<RunInfo>),
 ) -> CliResult<(RunGuard, mpsc::UnboundedReceiver<()>)> {
-    let file = open_lock_file(home, id)?;
-    let mut got = false;
+    ensure_runs_dir(home)?;
+    let path = lock_path(home, id);
+    let mut got = None;
     for _ in 0..5 {
-        got = try_flock(&file, libc::LOCK_EX)
+        got = FileLock::try_exclusive(&path)
             .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?;
-        if got {
+        if got.is_some() {
             break;
         }
         // `probe` holds a shared lock for an instant; do not report that as a running prompt.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let file = if got {
-        file
-    } else {
-        on_wait(read_info(home, id));
-        tokio::task::spawn_blocking(move || {
-            // SAFETY: the fd is owned by `file`, which moves into and out of this closure.
-            let rc = loop {
-                let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-                if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    break rc;
-                }
-            };
-            if rc == 0 {
-                Ok(file)
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        })
-        .await
-        .map_err(|e| CliError::runtime(format!("waiting for the run lock failed: {e}")))?
-        .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?
+    let file = match got {
+        Some(lock) => lock,
+        None => {
+            on_wait(read_info(home, id));
+            tokio::task::spawn_blocking(move || FileLock::exclusive_blocking(&path))
+                .await
+                .map_err(|e| CliError::runtime(format!("waiting for the run lock failed: {e}")))?
+                .map_err(|e| CliError::runtime(format!("cannot lock the run file: {e}")))?
+        }
     };
 
     let socket = socket_path(home, id)?;
@@ -334,7 +298,7 @@ pub fn request_cancel(home: &Path, id: &RecordId) -> CliResult<Option<RunInfo>> 
 /// running at once create one session, not two. Released when dropped.
 #[derive(Debug)]
 pub struct ScopeLock {
-    _file: File,
+    _lock: FileLock,
 }
 
 /// Takes the scope lock (waiting for another holder).
@@ -344,41 +308,19 @@ pub async fn lock_scope(
     cwd: &str,
     name: Option<&str>,
 ) -> CliResult<ScopeLock> {
-    let dir = runs_dir(home);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    let dir = ensure_runs_dir(home)?;
     let h = fnv(&[
         agent_command.as_bytes(),
         cwd.as_bytes(),
         name.unwrap_or("\u{0}").as_bytes(),
     ]);
     let path = dir.join(format!("scope-{h:016x}.lock"));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| CliError::runtime(format!("cannot open {}: {e}", path.display())))?;
-    let file = tokio::task::spawn_blocking(move || loop {
-        // SAFETY: the fd is owned by `file`, which stays alive for the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 {
-            return Ok(file);
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
-        }
-    })
-    .await
-    .map_err(|e| CliError::runtime(format!("waiting for the scope lock failed: {e}")))?
-    .map_err(|e| CliError::runtime(format!("cannot lock {}: {e}", path.display())))?;
-    Ok(ScopeLock { _file: file })
+    let shown = path.display().to_string();
+    let lock = tokio::task::spawn_blocking(move || FileLock::exclusive_blocking(&path))
+        .await
+        .map_err(|e| CliError::runtime(format!("waiting for the scope lock failed: {e}")))?
+        .map_err(|e| CliError::runtime(format!("cannot lock {shown}: {e}")))?;
+    Ok(ScopeLock { _lock: lock })
 }
 
 /// Waits up to `max` for the prompt running in session `id` to end; returns whether it did.

@@ -49,7 +49,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Timestamp::now(),
         EventPayload::from_parts("session_update", &update)?,
     );
-    let state = store.append(&id, &[event], Durability::Flush).await?;
+    // Appending requires the session's writer lock, taken through the same store.
+    let writer = store.lock(&id, std::time::Duration::from_secs(1)).await?;
+    let state = store.append(&writer, &[event], Durability::Flush).await?;
+    drop(writer);
     record.note_append_result::<acpx_model::StoreError>(&Ok(state));
     println!(
         "log line: {}",

@@ -61,8 +61,8 @@ pub use session::{
 };
 pub use store::{
     check_append_batch, list_order_key, normalize_cwd, ClosedFilter, DamagedLine, Durability,
-    EventPage, EventQuery, ListPage, ListQuery, LockGuard, ReadMode, SessionLock, SkippedEntry,
-    Store, TornTail,
+    EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ReadMode, SessionLock,
+    SkippedEntry, Store, TornTail,
 };
 pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,

@@ -14,7 +14,7 @@ use crate::search::{search_record, SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord};
 use crate::store::{
     check_append_batch, list_order_key, normalize_cwd, Durability, EventPage, EventQuery, ListPage,
-    ListQuery, LockGuard, SessionLock, Store,
+    ListQuery, LockGuard, LockIssuer, SessionLock, Store,
 };
 use crate::time::Timestamp;
 
@@ -34,12 +34,24 @@ struct MemSession {
 }
 
 /// An in-memory store. Cloning gives another handle to the same sessions.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemoryStore {
     inner: Arc<Mutex<Inner>>,
+    /// The token of the session locks this store (and its clones) issue.
+    issuer: LockIssuer,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Arc::default(),
+            issuer: LockIssuer::unique(),
+        }
+    }
 }
 
 impl MemoryStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
@@ -166,10 +178,12 @@ impl Store for MemoryStore {
 
     async fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         _durability: Durability,
     ) -> StoreResult<EventLogState> {
+        writer.check_issuer(self.issuer, "memory")?;
+        let id = writer.id();
         let mut inner = self.inner();
         let s = inner
             .sessions
@@ -262,6 +276,7 @@ impl Store for MemoryStore {
                     inner.locks.insert(id.clone(), token);
                     return Ok(SessionLock::new(
                         id.clone(),
+                        self.issuer,
                         Box::new(MemoryLockGuard {
                             inner: self.inner.clone(),
                             id: id.clone(),
@@ -280,5 +295,42 @@ impl Store for MemoryStore {
             futures_timer::Delay::new(backoff.min(timeout - waited)).await;
             backoff = (backoff * 2).min(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::NewSession;
+
+    #[tokio::test]
+    async fn append_requires_a_lock_of_this_store_and_lock_waits_then_times_out() {
+        let store = MemoryStore::new();
+        let id = RecordId::parse("a").unwrap();
+        let mut r = SessionRecord::new(
+            NewSession {
+                acpx_record_id: id.clone(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: None,
+            },
+            Timestamp::now(),
+        );
+        store.create(&mut r).await.unwrap();
+        let foreign = MemoryStore::new().lock(&id, Duration::ZERO).await.unwrap();
+        match store.append(&foreign, &[], Durability::Flush).await {
+            Err(StoreError::InvalidArgument(m)) => assert!(m.contains("not issued"), "{m}"),
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        let held = store.clone().lock(&id, Duration::ZERO).await.unwrap();
+        store.append(&held, &[], Durability::Flush).await.unwrap();
+        assert!(matches!(
+            store.lock(&id, Duration::from_millis(20)).await,
+            Err(StoreError::Locked { .. })
+        ));
+        drop(held);
+        store.lock(&id, Duration::ZERO).await.unwrap();
     }
 }

@@ -17,7 +17,7 @@ use crate::event::EventEnvelope;
 use crate::id::RecordId;
 use crate::session::SessionRecord;
 use crate::store::{
-    ClosedFilter, Durability, EventQuery, ListQuery, ReadMode, SkippedEntry, Store,
+    ClosedFilter, Durability, EventQuery, ListQuery, ReadMode, SessionLock, SkippedEntry, Store,
 };
 
 /// Events read (and appended) per call while copying.
@@ -149,14 +149,27 @@ pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyRep
 pub struct NewSessionWriter<'s> {
     store: &'s dyn Store,
     record: SessionRecord,
+    /// The new session's writer lock, held until the snapshot is saved: appends require it,
+    /// and nobody else can write to the half-written session.
+    writer: SessionLock,
 }
+
+/// How long a new session's writer waits for its lock (a fresh id: normally free at once).
+const NEW_SESSION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl<'s> NewSessionWriter<'s> {
     /// Creates `record` in `store` ([`Store::create`]: fails with `AlreadyExists` when the id
     /// is taken).
     pub async fn create(store: &'s dyn Store, mut record: SessionRecord) -> StoreResult<Self> {
+        let writer = store
+            .lock(&record.acpx_record_id, NEW_SESSION_LOCK_TIMEOUT)
+            .await?;
         store.create(&mut record).await?;
-        Ok(NewSessionWriter { store, record })
+        Ok(NewSessionWriter {
+            store,
+            record,
+            writer,
+        })
     }
 
     /// The id of the session being written.
@@ -169,7 +182,7 @@ impl<'s> NewSessionWriter<'s> {
     pub async fn append(&mut self, events: &[EventEnvelope]) -> StoreResult<()> {
         for chunk in events.chunks(EVENT_PAGE) {
             self.store
-                .append(&self.record.acpx_record_id, chunk, Durability::Flush)
+                .append(&self.writer, chunk, Durability::Flush)
                 .await?;
         }
         Ok(())
@@ -398,9 +411,14 @@ mod tests {
             store.create(&mut r).await.unwrap();
             let id = r.acpx_record_id.clone();
             let n = per_session * (i as u64 % 3);
+            let writer = store.lock(&id, Duration::from_secs(1)).await.unwrap();
             for chunk in events(&id, 1, n).chunks(700) {
-                store.append(&id, chunk, Durability::Flush).await.unwrap();
+                store
+                    .append(&writer, chunk, Durability::Flush)
+                    .await
+                    .unwrap();
             }
+            drop(writer);
             if i % 4 == 0 {
                 store
                     .close(&id, Timestamp::from_millis(5).unwrap())
@@ -521,13 +539,13 @@ mod tests {
         }
         async fn append(
             &self,
-            id: &RecordId,
+            writer: &SessionLock,
             events: &[EventEnvelope],
             d: Durability,
         ) -> StoreResult<EventLogState> {
             let mut events = events.to_vec();
             (self.on_append)(&mut events);
-            self.inner.append(id, &events, d).await
+            self.inner.append(writer, &events, d).await
         }
         async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
             let mut page = self.inner.read_events(id, q).await?;
@@ -573,10 +591,12 @@ mod tests {
         let inner = MemoryStore::new();
         fill(&inner, 1, 0).await;
         let id = RecordId::parse("s000").unwrap();
+        let writer = inner.lock(&id, Duration::from_secs(1)).await.unwrap();
         inner
-            .append(&id, &events(&id, 1, 9), Durability::Flush)
+            .append(&writer, &events(&id, 1, 9), Durability::Flush)
             .await
             .unwrap();
+        drop(writer);
         let to = MemoryStore::new();
         let err = copy_store(&Tampered::trimmed(inner), &to)
             .await

@@ -1,6 +1,7 @@
 //! The [`Store`] trait every backend implements, and the query types it takes.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -155,29 +156,74 @@ pub struct DamagedLine {
 /// Something a lock guard owns; dropping it releases the lock.
 pub trait LockGuard: Send + Sync + fmt::Debug {}
 
+/// Identifies the store instance (shared by its clones) that issued a [`SessionLock`], so
+/// that a backend can refuse a lock it did not issue: the lock of another store, even on the
+/// same files, is not this store's writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LockIssuer(u64);
+
+impl LockIssuer {
+    /// A token no other call in this process returns.
+    pub fn unique() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        LockIssuer(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
 /// An exclusive per-session writer lock, held until dropped (or until the process dies).
+///
+/// Holding it is the only way to append to the session's event log: [`Store::append`] takes
+/// it as its first argument.
 #[derive(Debug)]
 pub struct SessionLock {
     id: RecordId,
+    issuer: LockIssuer,
     _guard: Box<dyn LockGuard>,
 }
 
 impl SessionLock {
-    pub fn new(id: RecordId, guard: Box<dyn LockGuard>) -> Self {
-        SessionLock { id, _guard: guard }
+    /// Wraps a backend's held lock of session `id`; `issuer` is the issuing store's token.
+    pub fn new(id: RecordId, issuer: LockIssuer, guard: Box<dyn LockGuard>) -> Self {
+        SessionLock {
+            id,
+            issuer,
+            _guard: guard,
+        }
     }
 
+    /// The session this lock is for.
     pub fn id(&self) -> &RecordId {
         &self.id
+    }
+
+    /// The token of the store that issued this lock.
+    pub fn issuer(&self) -> LockIssuer {
+        self.issuer
+    }
+
+    /// `Ok` when this lock was issued by the store whose token is `issuer`; otherwise
+    /// [`StoreError::InvalidArgument`] naming the problem (`backend` names the refusing store).
+    pub fn check_issuer(&self, issuer: LockIssuer, backend: &str) -> StoreResult<()> {
+        if self.issuer == issuer {
+            Ok(())
+        } else {
+            Err(StoreError::InvalidArgument(format!(
+                "the writer lock of session {} was not issued by this {backend} store; append \
+                 with a lock taken through the same store (Store::lock)",
+                self.id
+            )))
+        }
     }
 }
 
 /// The persistence interface of acpx sessions.
 ///
 /// Every backend (memory, files, SQLite) passes the same conformance suite (`tests/`).
-/// Mutations of one session are serialized by its writer lock: a caller that holds the lock
-/// through [`Store::lock`] mutates without waiting; any other caller's mutation takes the lock
-/// for the duration of the call (waiting up to the backend's lock timeout).
+/// Mutations of one session are serialized by its writer lock ([`Store::lock`]). Appending
+/// requires holding it: [`Store::append`] takes the [`SessionLock`] as its first argument, and
+/// a backend refuses one it did not issue. The other mutations (create, save, close, delete)
+/// proceed without waiting when the caller holds the lock through this store; otherwise they
+/// take it for the duration of the call (waiting up to the backend's lock timeout).
 #[async_trait]
 pub trait Store: Send + Sync + fmt::Debug {
     /// A short backend name: `memory`, `fs`, `sqlite`.
@@ -206,13 +252,15 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Lists sessions without reading their conversations.
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage>;
 
-    /// Appends a batch of events in one write. The seqs must continue the log exactly
-    /// (last + 1, last + 2, …) and every event must belong to `id`; otherwise nothing is
-    /// written and the call fails with [`StoreError::SeqMismatch`] or `InvalidArgument`.
+    /// Appends a batch of events to the log of session `writer.id()` in one write, under the
+    /// writer lock the caller holds. A lock this store did not issue (see [`LockIssuer`]) is
+    /// refused with [`StoreError::InvalidArgument`]. The seqs must continue the log exactly
+    /// (last + 1, last + 2, …) and every event must belong to the session; otherwise nothing
+    /// is written and the call fails with [`StoreError::SeqMismatch`] or `InvalidArgument`.
     /// Returns the log's state after the append, for `acpx.event_log`.
     async fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState>;

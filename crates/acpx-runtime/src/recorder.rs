@@ -4,8 +4,8 @@
 //!
 //! 1. takes `seq = acpx.audit_seq + 1`;
 //! 2. builds the [`EventEnvelope`];
-//! 3. appends it with [`Store::append`] (together with earlier events whose append failed, so
-//!    the log never gets a gap);
+//! 3. appends it with [`Store::append`] under the session's writer lock (together with earlier
+//!    events whose append failed, so the log never gets a gap);
 //! 4. updates `acpx.event_log` from the store's answer ([`SessionRecord::note_append_result`]:
 //!    on failure `last_write_error` says why);
 //! 5. folds the event into the snapshot with [`crate::mapping::apply_event`] (thread, `acpx`,
@@ -23,12 +23,12 @@
 //! next event, and becomes fatal ([`RuntimeError::LogUnwritable`]) after
 //! [`MAX_UNWRITTEN_EVENTS`] events could not be written.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use acpx_model::{
-    Durability, EventContext, EventEnvelope, EventPayload, EventSource, EventStream, SessionRecord,
-    Store, Timestamp,
+    Durability, EventContext, EventEnvelope, EventLogState, EventPayload, EventSource, EventStream,
+    SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
 };
 
 use crate::error::{RuntimeError, RuntimeResult};
@@ -78,6 +78,9 @@ impl EventDraft {
 /// Owns a session's in-memory snapshot and writes every event through a [`Store`].
 pub struct Recorder {
     store: Arc<dyn Store>,
+    /// The writer lock every append is made with. The session owns it (dropping the session
+    /// releases the lock at once); the recorder only borrows it for each append.
+    writer: Weak<SessionLock>,
     record: SessionRecord,
     durability: Durability,
     snapshot_interval: Duration,
@@ -113,15 +116,19 @@ fn forces_save(event_type: &str) -> bool {
 }
 
 impl Recorder {
-    /// A recorder for a record that already exists in `store` (created or loaded).
+    /// A recorder for a record that already exists in `store` (created or loaded), appending
+    /// under `writer`, the session's writer lock taken through `store` and held by the caller
+    /// for as long as it records.
     pub fn new(
         store: Arc<dyn Store>,
+        writer: &Arc<SessionLock>,
         record: SessionRecord,
         durability: Durability,
         snapshot_interval: Duration,
     ) -> Self {
         Recorder {
             store,
+            writer: Arc::downgrade(writer),
             record,
             durability,
             snapshot_interval,
@@ -170,14 +177,7 @@ impl Recorder {
         };
         let event = EventEnvelope::new(&ctx, seq, Timestamp::now(), draft.payload);
         self.unwritten.push(event.clone());
-        let result = self
-            .store
-            .append(
-                &self.record.acpx_record_id,
-                &self.unwritten,
-                self.durability,
-            )
-            .await;
+        let result = self.append_unwritten().await;
         self.record.note_append_result(&result);
         let first_failure = match &result {
             Ok(_) => {
@@ -220,6 +220,19 @@ impl Recorder {
         Ok(event)
     }
 
+    /// Appends the events not written yet under the writer lock.
+    async fn append_unwritten(&self) -> StoreResult<EventLogState> {
+        let Some(writer) = self.writer.upgrade() else {
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of session {} was released; nothing more can be appended",
+                self.record.acpx_record_id
+            )));
+        };
+        self.store
+            .append(&writer, &self.unwritten, self.durability)
+            .await
+    }
+
     /// Writes `session.json` now (atomic replace, conditional on the revision).
     pub async fn save(&mut self) -> RuntimeResult<()> {
         self.store.save(&mut self.record).await?;
@@ -241,14 +254,7 @@ impl Recorder {
         if self.unwritten.is_empty() {
             return Ok(());
         }
-        let result = self
-            .store
-            .append(
-                &self.record.acpx_record_id,
-                &self.unwritten,
-                self.durability,
-            )
-            .await;
+        let result = self.append_unwritten().await;
         self.record.note_append_result(&result);
         self.dirty = true;
         if result.is_ok() {

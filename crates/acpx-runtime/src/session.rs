@@ -308,9 +308,10 @@ impl Runtime {
         }
     }
 
-    fn new_recorder(&self, record: SessionRecord) -> Recorder {
+    fn new_recorder(&self, writer: &Arc<SessionLock>, record: SessionRecord) -> Recorder {
         let mut r = Recorder::new(
             self.store.clone(),
+            writer,
             record,
             self.options.durability,
             self.options.snapshot_interval,
@@ -356,8 +357,8 @@ impl Runtime {
         );
         self.store.create(&mut record).await?;
         let id = record.acpx_record_id.clone();
-        let lock = self.store.lock(&id, self.options.lock_timeout).await?;
-        *core.recorder.lock().await = Some(self.new_recorder(record));
+        let lock = Arc::new(self.store.lock(&id, self.options.lock_timeout).await?);
+        *core.recorder.lock().await = Some(self.new_recorder(&lock, record));
         setup.record_started(&init).await?;
         let mut facts = session_facts(&response);
         facts.insert("acpSessionId".into(), json!(acp_session_id));
@@ -385,8 +386,8 @@ impl Runtime {
     /// else — when the agent lost the session or cannot restore it — a fresh `session/new`
     /// under the same record id).
     pub async fn open_existing(&self, id: &RecordId) -> RuntimeResult<Session> {
-        let lock = self.store.lock(id, self.options.lock_timeout).await?;
-        let (recorder, recovery) = self.recover_locked(id).await?;
+        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let (recorder, recovery) = self.recover_locked(&lock).await?;
         let record = recorder.snapshot().clone();
         if record.closed {
             return Err(RuntimeError::InvalidInput(format!(
@@ -443,13 +444,18 @@ impl Runtime {
     /// forward from the log, records an unfinished turn as interrupted, and saves. Takes the
     /// writer lock for the duration (fails with `Locked` while another process uses it).
     pub async fn recover(&self, id: &RecordId) -> RuntimeResult<(SessionRecord, Recovery)> {
-        let _lock = self.store.lock(id, self.options.lock_timeout).await?;
-        let (mut recorder, recovery) = self.recover_locked(id).await?;
+        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let (mut recorder, recovery) = self.recover_locked(&lock).await?;
         recorder.save_if_dirty().await?;
         Ok((recorder.snapshot().clone(), recovery))
     }
 
-    async fn recover_locked(&self, id: &RecordId) -> RuntimeResult<(Recorder, Recovery)> {
+    /// [`Runtime::recover`] under the held writer lock `writer`.
+    async fn recover_locked(
+        &self,
+        writer: &Arc<SessionLock>,
+    ) -> RuntimeResult<(Recorder, Recovery)> {
+        let id = writer.id();
         let (mut record, rolled, damaged, state) = load_rolled_forward(&*self.store, id).await?;
         let mut recovery = Recovery {
             rolled_forward: rolled,
@@ -462,7 +468,7 @@ impl Runtime {
         }
         let rolled_any = recovery.rolled_forward.applied > 0;
         record.acpx.event_log = state;
-        let mut recorder = self.new_recorder(record);
+        let mut recorder = self.new_recorder(writer, record);
         if let Some((from, to)) = recovery.log_gap {
             recorder
                 .record(lifecycle_draft(lifecycle_payload(
@@ -1042,7 +1048,9 @@ pub struct Session {
     store: Arc<dyn Store>,
     options: Arc<RuntimeOptions>,
     id: RecordId,
-    lock: Option<SessionLock>,
+    /// The writer lock: the only strong reference, so dropping the session releases it (the
+    /// recorder appends through a weak one).
+    lock: Option<Arc<SessionLock>>,
     agent: AgentProcess,
     conn: Connection,
     init: Value,
@@ -1071,7 +1079,7 @@ impl Session {
         runtime: &Runtime,
         core: Arc<SessionCore>,
         id: RecordId,
-        lock: SessionLock,
+        lock: Arc<SessionLock>,
         agent: AgentProcess,
         conn: Connection,
         init: Value,

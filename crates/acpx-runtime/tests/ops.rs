@@ -51,8 +51,15 @@ async fn session_with_a_turn(store: &Arc<dyn Store>, id: &str) -> SessionRecord 
         .extra
         .insert(DESIRED_MODE_KEY.into(), json!("plan"));
     store.create(&mut record).await.unwrap();
+    let writer = Arc::new(
+        store
+            .lock(&record.acpx_record_id, std::time::Duration::from_secs(5))
+            .await
+            .unwrap(),
+    );
     let mut rec = Recorder::new(
         store.clone(),
+        &writer,
         record,
         acpx_model::Durability::Flush,
         std::time::Duration::from_millis(0),

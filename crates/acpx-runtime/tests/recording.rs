@@ -45,7 +45,7 @@ impl Store for FlakyLog {
     }
     async fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         d: Durability,
     ) -> StoreResult<EventLogState> {
@@ -55,7 +55,7 @@ impl Store for FlakyLog {
                 std::io::Error::other("No space left on device"),
             ));
         }
-        self.inner.append(id, events, d).await
+        self.inner.append(writer, events, d).await
     }
     async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
         self.inner.read_events(id, q).await

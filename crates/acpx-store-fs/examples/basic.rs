@@ -75,7 +75,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enumerate()
         .map(|(i, p)| EventEnvelope::new(&ctx, i as u64 + 1, Timestamp::now(), p))
         .collect();
-    let result = store.append(&id, &batch, Durability::Fsync).await;
+    // Appending requires that lock (a `SessionLock` of this store).
+    let result = store.append(&lock, &batch, Durability::Fsync).await;
     record.note_append_result(&result);
     let state = result?;
     println!(

@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 
 use acpx_model::{
     check_append_batch, list_order_key, normalize_cwd, Durability, EventEnvelope, EventLogState,
-    EventPage, EventQuery, ListPage, ListQuery, LockGuard, RecordId, SearchHit, SearchQuery,
-    SessionRecord, StoreError, StoreResult, Timestamp, TornTail,
+    EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, RecordId, SearchHit,
+    SearchQuery, SessionLock, SessionRecord, StoreError, StoreResult, Timestamp, TornTail,
 };
 
 use crate::failpoint::{self, failpoint};
-use crate::flock::Flock;
 use crate::fsutil::{
     create_new_file, ensure_dir, fsync_dir, io_err, open_read, random_suffix, read_file,
     remove_if_exists, stat_opt, FileIdent,
@@ -27,6 +26,7 @@ use crate::fsutil::{
 use crate::index::{parse_snapshot, read_revision_prefix, reason, IndexCache, Listing};
 use crate::layout::{classify, is_log_file_of, Entry, Layout};
 use crate::log::{self, LogWriter};
+use acpx_lock::FileLock;
 
 /// Events appended with [`Durability::None`] are written out once this many bytes are pending.
 pub const PENDING_LIMIT: usize = 64 * 1024;
@@ -91,6 +91,8 @@ pub struct FsCore {
     slots: Mutex<HashMap<RecordId, Arc<Slot>>>,
     index: Mutex<IndexCache>,
     open_writers: AtomicUsize,
+    /// The token of the session locks this store (and its clones) issue.
+    issuer: LockIssuer,
     #[cfg(test)]
     pub(crate) snapshot_parses: AtomicUsize,
 }
@@ -167,7 +169,7 @@ pub struct FsLockGuard {
     core: Arc<FsCore>,
     id: RecordId,
     slot: Arc<Slot>,
-    flock: Option<Flock>,
+    flock: Option<FileLock>,
 }
 
 impl fmt::Debug for FsLockGuard {
@@ -227,6 +229,7 @@ impl FsCore {
             slots: Mutex::new(HashMap::new()),
             index: Mutex::new(IndexCache::default()),
             open_writers: AtomicUsize::new(0),
+            issuer: LockIssuer::unique(),
             #[cfg(test)]
             snapshot_parses: AtomicUsize::new(0),
         };
@@ -299,7 +302,9 @@ impl FsCore {
             if st.held > 0 {
                 break None;
             }
-            if let Some(fl) = Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))? {
+            if let Some(fl) =
+                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            {
                 st.validated = false;
                 break Some(fl);
             }
@@ -326,7 +331,7 @@ impl FsCore {
     /// Bookkeeping before the flock of `id` is released: write out pending events, remember
     /// the active file's identity (to detect changes by others at the next acquisition), and
     /// unlink the lock file if the session does not exist (nothing is left to guard).
-    fn release(&self, id: &RecordId, st: &mut SlotState, flock: &Flock) {
+    fn release(&self, id: &RecordId, st: &mut SlotState, flock: &FileLock) {
         if let Err(e) = self.write_pending(id, st) {
             tracing::error!(
                 session = %id,
@@ -392,8 +397,8 @@ impl FsCore {
         Ok(b)
     }
 
-    /// Takes the exclusive writer lock of `id`, waiting up to `timeout`.
-    pub fn lock(self: &Arc<Self>, id: &RecordId, timeout: Duration) -> StoreResult<FsLockGuard> {
+    /// Takes the exclusive writer lock of `id`, waiting up to `timeout` (see `Store::lock`).
+    pub fn lock(self: &Arc<Self>, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let slot = self.slot(id);
         let lock_path = self.layout.lock(id);
         let started = Instant::now();
@@ -402,16 +407,17 @@ impl FsCore {
             {
                 let mut st = lock_slot(&slot);
                 if let Some(fl) =
-                    Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))?
+                    FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
                 {
                     st.held += 1;
                     st.validated = false;
-                    return Ok(FsLockGuard {
+                    let guard = FsLockGuard {
                         core: self.clone(),
                         id: id.clone(),
                         slot: slot.clone(),
                         flock: Some(fl),
-                    });
+                    };
+                    return Ok(SessionLock::new(id.clone(), self.issuer, Box::new(guard)));
                 }
             }
             let waited = started.elapsed();
@@ -707,14 +713,21 @@ impl FsCore {
 
     // ----- event log -----------------------------------------------------------------------
 
-    /// Appends a batch (see `Store::append`).
+    /// Appends a batch under the held writer lock `writer` (see `Store::append`).
     pub fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
+        self.check_writer(writer)?;
+        let id = writer.id();
         self.append_prepared(id, PreparedBatch::new(id, events), durability)
+    }
+
+    /// Refuses a writer lock this store (or a clone) did not issue.
+    pub(crate) fn check_writer(&self, writer: &SessionLock) -> StoreResult<()> {
+        writer.check_issuer(self.issuer, "fs")
     }
 
     /// Whether this store (or a clone) holds the writer lock of `id` right now. Never waits: a
@@ -753,44 +766,53 @@ impl FsCore {
         Some(Ok(self.log_state(id, &st)))
     }
 
+    /// Appends a serialized batch. Only called with a writer lock of this store checked by
+    /// [`FsCore::check_writer`]: the session's slot counts it as held, so no lock is taken here.
     pub(crate) fn append_prepared(
         &self,
         id: &RecordId,
         mut batch: PreparedBatch,
         durability: Durability,
     ) -> StoreResult<EventLogState> {
-        self.with_write(id, |core, st| {
-            core.ensure_valid(id, st)?;
-            if !core.snapshot_present(id, st)? {
-                // A prompt still running must not recreate a deleted session.
-                return Err(StoreError::NotFound(id.clone()));
+        let slot = self.slot(id);
+        let mut guard = lock_slot(&slot);
+        let st = &mut *guard;
+        if st.held == 0 {
+            // Unreachable while the checked `SessionLock` is alive; refuse rather than write
+            // without the lock.
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of session {id} is not held by this fs store"
+            )));
+        }
+        self.ensure_valid(id, st)?;
+        if !self.snapshot_present(id, st)? {
+            // A prompt still running must not recreate a deleted session.
+            return Err(StoreError::NotFound(id.clone()));
+        }
+        let last = self.writer(id, st)?.last_seq;
+        batch.check(id, last)?;
+        if batch.count == 0 {
+            return Ok(self.log_state(id, st));
+        }
+        let now = Timestamp::now();
+        let Some(w) = st.writer.as_mut() else {
+            return Err(self.writer_gone(id));
+        };
+        w.last_seq = batch.last_seq;
+        st.last_write_at = Some(now);
+        if durability == Durability::None {
+            w.pending.extend_from_slice(&batch.bytes);
+            if w.pending.len() > PENDING_LIMIT {
+                self.write_pending(id, st)?;
             }
-            let last = core.writer(id, st)?.last_seq;
-            batch.check(id, last)?;
-            if batch.count == 0 {
-                return Ok(core.log_state(id, st));
-            }
-            let now = Timestamp::now();
-            let held = st.held > 0;
-            let Some(w) = st.writer.as_mut() else {
-                return Err(core.writer_gone(id));
-            };
-            w.last_seq = batch.last_seq;
-            st.last_write_at = Some(now);
-            if durability == Durability::None && held {
-                w.pending.extend_from_slice(&batch.bytes);
-                if w.pending.len() > PENDING_LIMIT {
-                    core.write_pending(id, st)?;
-                }
-            } else if w.pending.is_empty() {
-                core.write_out(id, st, &batch.bytes, durability == Durability::Fsync)?;
-            } else {
-                let mut buf = std::mem::take(&mut w.pending);
-                buf.extend_from_slice(&batch.bytes);
-                core.write_out(id, st, &buf, durability == Durability::Fsync)?;
-            }
-            Ok(core.log_state(id, st))
-        })
+        } else if w.pending.is_empty() {
+            self.write_out(id, st, &batch.bytes, durability == Durability::Fsync)?;
+        } else {
+            let mut buf = std::mem::take(&mut w.pending);
+            buf.extend_from_slice(&batch.bytes);
+            self.write_out(id, st, &buf, durability == Durability::Fsync)?;
+        }
+        Ok(self.log_state(id, st))
     }
 
     fn writer_gone(&self, id: &RecordId) -> StoreError {
@@ -1022,7 +1044,8 @@ impl FsCore {
         let mut removed = 0;
         for (id, temps) in by_session {
             let lock_path = self.layout.lock(&id);
-            let Some(flock) = Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            let Some(flock) =
+                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
             else {
                 tracing::debug!(session = %id, "session is locked; leaving its temp files to their writer");
                 continue;
@@ -1043,7 +1066,7 @@ impl FsCore {
         if !index_temps.is_empty() {
             let lock_path = self.layout.index_lock();
             if let Some(_flock) =
-                Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))?
+                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
             {
                 for t in index_temps {
                     if remove_if_exists(&t).map_err(|e| io_err(&t, e))? {

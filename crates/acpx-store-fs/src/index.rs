@@ -18,9 +18,9 @@ use acpx_model::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::flock::Flock;
 use crate::fsutil::{create_new_file, io_err, open_read, random_suffix, read_file, FileIdent};
 use crate::layout::{classify, Entry, Layout};
+use acpx_lock::FileLock;
 
 const INDEX_VERSION: u32 = 1;
 
@@ -252,7 +252,8 @@ fn skip(out: &mut Listing, path: &Path, reason: String) {
 fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>) {
     let result = (|| -> StoreResult<()> {
         let lock_path = layout.index_lock();
-        let Some(_lock) = Flock::try_acquire(&lock_path).map_err(|e| io_err(&lock_path, e))? else {
+        let Some(_lock) = FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+        else {
             return Ok(());
         };
         let body = IndexFileRef {

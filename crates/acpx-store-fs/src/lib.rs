@@ -37,7 +37,9 @@
 //! };
 //! let payload = EventPayload::Unknown { event_type: "note".into(), payload: "hello".into() };
 //! let event = EventEnvelope::new(&ctx, 1, Timestamp::now(), payload);
-//! let state = store.append(&id, &[event], Durability::Fsync).await?;
+//! // Appending requires the session's writer lock, taken through the same store.
+//! let writer = store.lock(&id, std::time::Duration::from_secs(5)).await?;
+//! let state = store.append(&writer, &[event], Durability::Fsync).await?;
 //! record.note_append_result(&Ok::<_, acpx_model::StoreError>(state));
 //! store.save(&mut record).await?;
 //!
@@ -230,7 +232,6 @@
 
 mod core;
 mod failpoint;
-mod flock;
 mod fsutil;
 mod index;
 mod layout;
@@ -398,10 +399,12 @@ impl Store for FsStore {
 
     async fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
+        self.core.check_writer(writer)?;
+        let id = writer.id();
         // Serialized here, so that the events need not be cloned into the blocking task.
         let mut batch = core::PreparedBatch::new(id, events);
         if durability == Durability::None {
@@ -413,7 +416,8 @@ impl Store for FsStore {
         // a multi-threaded runtime its append runs right here with `block_in_place` instead of
         // being handed to the blocking pool: the hand-off (two thread wake-ups) cost about as
         // much as writing a batch of 64 events. Other futures of the calling task wait for the
-        // call; other tasks do not.
+        // call; other tasks do not. A session busy in another thread of this process (a reader
+        // writing out buffered events) is waited for on the blocking pool instead.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if multi_thread && self.core.holds_lock(id) {
@@ -448,8 +452,7 @@ impl Store for FsStore {
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
-        let lock_id = id.clone();
-        let guard = self.run(move |c| c.lock(&lock_id, timeout)).await?;
-        Ok(SessionLock::new(id.clone(), Box::new(guard)))
+        let id = id.clone();
+        self.run(move |c| c.lock(&id, timeout)).await
     }
 }

@@ -89,7 +89,7 @@ fn child(dir: &Path) {
     let limit = before + line_len(&batch[0]) + line_len(&batch[1]);
     limit_file_size(limit);
     let append = |evs: &[EventEnvelope], d: Durability| {
-        s.blocking().append(&a, evs, d).map(|st| st.last_seq)
+        append_blocking(&s, &a, evs, d).map(|st| st.last_seq)
     };
 
     let r = append(&batch, Durability::Flush);
@@ -122,8 +122,13 @@ fn child(dir: &Path) {
 
     // Events buffered under a held lock (Durability::None) fail at flush: all of them.
     let guard = s.blocking().lock(&a, Duration::from_secs(5)).unwrap();
-    assert_eq!(append(&batch[2..3], Durability::None).unwrap(), 6);
-    assert_eq!(append(&batch[3..], Durability::None).unwrap(), 8);
+    let held_append = |evs: &[EventEnvelope]| {
+        s.blocking()
+            .append(&guard, evs, Durability::None)
+            .map(|st| st.last_seq)
+    };
+    assert_eq!(held_append(&batch[2..3]).unwrap(), 6);
+    assert_eq!(held_append(&batch[3..]).unwrap(), 8);
     let r = s.blocking().flush(&a).map(|()| 0);
     assert_undone(&s, &a, r, limit, "buffered events written at flush");
     drop(guard);
@@ -140,9 +145,7 @@ fn append_past_a_file_size_limit_is_all_or_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path());
     s.blocking().create(&mut record(&a, "/r")).unwrap();
-    s.blocking()
-        .append(&a, &events(&a, 1..=3, 50), Durability::Flush)
-        .unwrap();
+    append_blocking(&s, &a, &events(&a, 1..=3, 50), Durability::Flush).unwrap();
     // Piped output: under the limit, writing to an inherited stdout that is a large file
     // (`cargo test > log`) would fail too.
     let out = Command::new(std::env::current_exe().unwrap())
@@ -178,9 +181,6 @@ fn append_past_a_file_size_limit_is_all_or_nothing() {
         .filter(|n| n.contains(".events.torn-"))
         .collect();
     assert!(set_aside.is_empty(), "{set_aside:?}");
-    let st = fresh
-        .blocking()
-        .append(&a, &events(&a, 6..=7, 50), Durability::Flush)
-        .unwrap();
+    let st = append_blocking(&fresh, &a, &events(&a, 6..=7, 50), Durability::Flush).unwrap();
     assert_eq!(st.last_seq, 7);
 }

@@ -55,10 +55,11 @@ async fn seq_must_continue_exactly_and_refused_batches_write_nothing() {
     let store = store(tmp.path());
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
-    let state = store.append(&a, &[], Durability::Flush).await.unwrap();
+    let state = append_locked(&store, &a, &[], Durability::Flush)
+        .await
+        .unwrap();
     assert_eq!(state.last_seq, 0);
-    store
-        .append(&a, &events(&a, 1..=3, 5), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=3, 5), Durability::Flush)
         .await
         .unwrap();
     for (batch, want_last, want_got) in [
@@ -67,7 +68,7 @@ async fn seq_must_continue_exactly_and_refused_batches_write_nothing() {
         (vec![event(&a, 4, "n", 1), event(&a, 6, "n", 1)], 4, 6), // gap inside the batch
         (events(&a, 0..=0, 5), 3, 0),
     ] {
-        match store.append(&a, &batch, Durability::Flush).await {
+        match append_locked(&store, &a, &batch, Durability::Flush).await {
             Err(StoreError::SeqMismatch { last, got, .. }) => {
                 assert_eq!((last, got), (want_last, want_got))
             }
@@ -77,12 +78,11 @@ async fn seq_must_continue_exactly_and_refused_batches_write_nothing() {
     let b = id("b");
     let foreign = vec![event(&a, 4, "n", 1), event(&b, 5, "n", 1)];
     assert!(matches!(
-        store.append(&a, &foreign, Durability::Flush).await,
+        append_locked(&store, &a, &foreign, Durability::Flush).await,
         Err(StoreError::InvalidArgument(_))
     ));
     assert_eq!(lines(&store.active_log_path(&a)).len(), 3);
-    let state = store
-        .append(&a, &events(&a, 4..=5, 5), Durability::Fsync)
+    let state = append_locked(&store, &a, &events(&a, 4..=5, 5), Durability::Fsync)
         .await
         .unwrap();
     assert_eq!(state.last_seq, 5);
@@ -122,16 +122,24 @@ async fn appends_from_two_instances_stay_in_sequence() {
             (&s1, &s2)
         };
         let n = 1 + round % 3;
-        let state = writer
-            .append(&a, &events(&a, next..=next + n - 1, 120), Durability::Flush)
-            .await
-            .unwrap();
+        let state = append_locked(
+            writer,
+            &a,
+            &events(&a, next..=next + n - 1, 120),
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
         next += n;
         assert_eq!(state.last_seq, next - 1);
         // The other instance's stale view is refused with the true last seq.
-        match other
-            .append(&a, &events(&a, next - 1..=next - 1, 1), Durability::Flush)
-            .await
+        match append_locked(
+            other,
+            &a,
+            &events(&a, next - 1..=next - 1, 1),
+            Durability::Flush,
+        )
+        .await
         {
             Err(StoreError::SeqMismatch { last, .. }) => assert_eq!(last, next - 1),
             other => panic!("expected SeqMismatch, got {other:?}"),
@@ -154,10 +162,14 @@ async fn rotation_boundaries_retention_and_reading_from_the_middle() {
     let mut rotations = 0;
     let mut prev_count = 0;
     for seq in 1..=40 {
-        let state = store
-            .append(&a, &[event(&a, seq, "note", 100)], Durability::Flush)
-            .await
-            .unwrap();
+        let state = append_locked(
+            &store,
+            &a,
+            &[event(&a, seq, "note", 100)],
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
         let files = log_files(&store, &a);
         assert_eq!(
             state.segment_count as usize,
@@ -203,8 +215,7 @@ async fn rotation_boundaries_retention_and_reading_from_the_middle() {
         assert_eq!((p.oldest_seq, p.last_seq), (page.oldest_seq, 40));
     }
     // A batch larger than a segment is never split.
-    let state = store
-        .append(&a, &events(&a, 41..=50, 100), Durability::Flush)
+    let state = append_locked(&store, &a, &events(&a, 41..=50, 100), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(state.last_seq, 50);
@@ -225,10 +236,14 @@ async fn rotation_boundaries_retention_and_reading_from_the_middle() {
     let reopened = store_with(tmp.path(), max_bytes, 3);
     let st = reopened.event_log_state(&a).await.unwrap();
     assert_eq!((st.last_seq, st.segment_count), (50, 3));
-    reopened
-        .append(&a, &[event(&a, 51, "note", 1)], Durability::Flush)
-        .await
-        .unwrap();
+    append_locked(
+        &reopened,
+        &a,
+        &[event(&a, 51, "note", 1)],
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -248,10 +263,14 @@ async fn two_segment_retention_and_the_one_segment_limit() {
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
     for seq in 1..=12 {
-        let st = store
-            .append(&a, &[event(&a, seq, "note", 100)], Durability::Flush)
-            .await
-            .unwrap();
+        let st = append_locked(
+            &store,
+            &a,
+            &[event(&a, seq, "note", 100)],
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
         assert_eq!(st.segment_count as usize, log_files(&store, &a).len());
         assert!(st.segment_count <= 2);
     }
@@ -261,15 +280,23 @@ async fn two_segment_retention_and_the_one_segment_limit() {
     // Whatever the rotation left in the active file, a fresh writer continues at 13.
     let reopened = store_with(tmp.path(), 500, 2);
     assert!(matches!(
-        reopened
-            .append(&a, &[event(&a, 12, "note", 1)], Durability::Flush)
-            .await,
+        append_locked(
+            &reopened,
+            &a,
+            &[event(&a, 12, "note", 1)],
+            Durability::Flush
+        )
+        .await,
         Err(StoreError::SeqMismatch { last: 12, .. })
     ));
-    reopened
-        .append(&a, &[event(&a, 13, "note", 1)], Durability::Flush)
-        .await
-        .unwrap();
+    append_locked(
+        &reopened,
+        &a,
+        &[event(&a, 13, "note", 1)],
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -279,10 +306,14 @@ async fn gaps_left_by_a_crash_mid_rotation_are_tolerated_and_closed() {
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
     for seq in 1..=8 {
-        store
-            .append(&a, &[event(&a, seq, "note", 100)], Durability::Flush)
-            .await
-            .unwrap();
+        append_locked(
+            &store,
+            &a,
+            &[event(&a, seq, "note", 100)],
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
     }
     let files = log_files(&store, &a);
     assert!(files.contains(&"a.events.1.ndjson".to_owned()), "{files:?}");
@@ -308,10 +339,14 @@ async fn gaps_left_by_a_crash_mid_rotation_are_tolerated_and_closed() {
     let st = store.event_log_state(&a).await.unwrap();
     assert_eq!(st.last_seq, 8);
     for seq in 9..=20 {
-        let st = store
-            .append(&a, &[event(&a, seq, "note", 100)], Durability::Flush)
-            .await
-            .unwrap();
+        let st = append_locked(
+            &store,
+            &a,
+            &[event(&a, seq, "note", 100)],
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
         assert_eq!(st.segment_count as usize, log_files(&store, &a).len());
     }
     let page = read_all(&store, &a, ReadMode::Strict).await;
@@ -333,8 +368,7 @@ async fn torn_tail_is_withheld_reported_and_set_aside_before_the_next_append() {
     let store = store(tmp.path());
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
-    store
-        .append(&a, &events(&a, 1..=5, 10), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=5, 10), Durability::Flush)
         .await
         .unwrap();
     // A crash in the middle of writing event 6.
@@ -357,8 +391,7 @@ async fn torn_tail_is_withheld_reported_and_set_aside_before_the_next_append() {
     assert_eq!(store.event_log_state(&a).await.unwrap().last_seq, 5);
 
     // The same instance appends next: its cached writer must notice the foreign bytes.
-    let state = store
-        .append(&a, &events(&a, 6..=7, 10), Durability::Flush)
+    let state = append_locked(&store, &a, &events(&a, 6..=7, 10), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(state.last_seq, 7);
@@ -391,8 +424,7 @@ async fn set_aside_torn_tail_on_demand() {
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
     assert_eq!(store.set_aside_torn_tail(&a).unwrap(), None, "no log yet");
-    store
-        .append(&a, &events(&a, 1..=2, 10), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=2, 10), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(store.set_aside_torn_tail(&a).unwrap(), None, "clean log");
@@ -412,8 +444,7 @@ async fn torn_tail_with_no_complete_line_after_a_rotation() {
     let store = store_with(tmp.path(), 500, 3);
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
-    store
-        .append(&a, &events(&a, 1..=3, 200), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=3, 200), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(fs::metadata(store.active_log_path(&a)).unwrap().len(), 0);
@@ -422,8 +453,7 @@ async fn torn_tail_with_no_complete_line_after_a_rotation() {
     assert_eq!(seqs(&page.events), [1, 2, 3]);
     assert_eq!(page.torn_tail.map(|t| t.bytes), Some(15));
     let fresh = store_with(tmp.path(), 500, 3);
-    let st = fresh
-        .append(&a, &events(&a, 4..=4, 1), Durability::Flush)
+    let st = append_locked(&fresh, &a, &events(&a, 4..=4, 1), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(st.last_seq, 4);
@@ -514,10 +544,7 @@ async fn damaged_last_line_blocks_appends_with_a_clear_error() {
         &a,
         &[event(&a, 1, "n", 1).to_ndjson(), "garbage".into()],
     );
-    match store
-        .append(&a, &[event(&a, 2, "n", 1)], Durability::Flush)
-        .await
-    {
+    match append_locked(&store, &a, &[event(&a, 2, "n", 1)], Durability::Flush).await {
         Err(StoreError::Corrupt { location, line, .. }) => {
             assert_eq!(location, store.active_log_path(&a).display().to_string());
             assert_eq!(line, Some(2));
@@ -554,7 +581,9 @@ async fn large_log_reads_from_the_end_filters_and_pages() {
                 )
             })
             .collect();
-        store.append(&a, &batch, Durability::None).await.unwrap();
+        append_locked(&store, &a, &batch, Durability::None)
+            .await
+            .unwrap();
         next += 500;
     }
     let p = store
@@ -636,22 +665,21 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
     let on_disk = || async { observer.event_log_state(&a).await.unwrap().last_seq };
 
     // Without a held lock, None is written before the call returns (the lock is released).
-    store
-        .append(&a, &events(&a, 1..=2, 10), Durability::None)
+    append_locked(&store, &a, &events(&a, 1..=2, 10), Durability::None)
         .await
         .unwrap();
     assert_eq!(on_disk().await, 2);
 
     let guard = store.lock(&a, Duration::from_secs(5)).await.unwrap();
     let st = store
-        .append(&a, &events(&a, 3..=4, 10), Durability::None)
+        .append(&guard, &events(&a, 3..=4, 10), Durability::None)
         .await
         .unwrap();
     assert_eq!(st.last_seq, 4, "the returned state counts buffered events");
     // Buffered appends are checked like any other.
     assert!(matches!(
         store
-            .append(&a, &events(&a, 4..=4, 10), Durability::None)
+            .append(&guard, &events(&a, 4..=4, 10), Durability::None)
             .await,
         Err(StoreError::SeqMismatch {
             last: 4,
@@ -667,7 +695,7 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
     assert_eq!(on_disk().await, 4);
 
     store
-        .append(&a, &events(&a, 5..=6, 10), Durability::None)
+        .append(&guard, &events(&a, 5..=6, 10), Durability::None)
         .await
         .unwrap();
     store.flush(&a).await.unwrap();
@@ -675,11 +703,11 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
 
     // A Flush append after buffered ones writes both, in order.
     store
-        .append(&a, &events(&a, 7..=7, 10), Durability::None)
+        .append(&guard, &events(&a, 7..=7, 10), Durability::None)
         .await
         .unwrap();
     store
-        .append(&a, &events(&a, 8..=8, 10), Durability::Flush)
+        .append(&guard, &events(&a, 8..=8, 10), Durability::Flush)
         .await
         .unwrap();
     assert_eq!(on_disk().await, 8);
@@ -689,7 +717,7 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
         .map(|s| event(&a, s, "n", 600))
         .collect();
     let last = big.last().unwrap().seq;
-    store.append(&a, &big, Durability::None).await.unwrap();
+    store.append(&guard, &big, Durability::None).await.unwrap();
     assert_eq!(
         on_disk().await,
         last,
@@ -697,7 +725,11 @@ async fn durability_none_buffers_while_locked_and_is_written_out() {
     );
 
     store
-        .append(&a, &events(&a, last + 1..=last + 3, 10), Durability::None)
+        .append(
+            &guard,
+            &events(&a, last + 1..=last + 3, 10),
+            Durability::None,
+        )
         .await
         .unwrap();
     assert_eq!(on_disk().await, last);
@@ -729,10 +761,14 @@ async fn event_log_state_matches_the_files() {
     let mut appended = None;
     for seq in 1..=9 {
         appended = Some(
-            store
-                .append(&a, &[event(&a, seq, "note", 100)], Durability::Fsync)
-                .await
-                .unwrap(),
+            append_locked(
+                &store,
+                &a,
+                &[event(&a, seq, "note", 100)],
+                Durability::Fsync,
+            )
+            .await
+            .unwrap(),
         );
     }
     let appended = appended.unwrap();
@@ -770,9 +806,9 @@ async fn concurrent_tasks_append_gap_free() {
         tasks.push(tokio::spawn(async move {
             let mut mine = 0;
             while mine < 25 {
-                let _g = s.lock(&a, Duration::from_secs(30)).await.unwrap();
+                let g = s.lock(&a, Duration::from_secs(30)).await.unwrap();
                 let last = s.event_log_state(&a).await.unwrap().last_seq;
-                s.append(&a, &[event(&a, last + 1, "note", 20)], Durability::Flush)
+                s.append(&g, &[event(&a, last + 1, "note", 20)], Durability::Flush)
                     .await
                     .unwrap();
                 mine += 1;

@@ -138,17 +138,13 @@ fn crash_mid_append_leaves_a_torn_tail_that_is_set_aside() {
     let a = id("a");
     if let Some(dir) = child_dir() {
         let s = store(&dir);
-        s.blocking()
-            .append(&a, &events(&a, 4..=5, 50), Durability::Flush)
-            .unwrap();
+        append_blocking(&s, &a, &events(&a, 4..=5, 50), Durability::Flush).unwrap();
         std::process::exit(0);
     }
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path());
     s.blocking().create(&mut record(&a, "/r")).unwrap();
-    s.blocking()
-        .append(&a, &events(&a, 1..=3, 50), Durability::Flush)
-        .unwrap();
+    append_blocking(&s, &a, &events(&a, 1..=3, 50), Durability::Flush).unwrap();
     assert_aborted(run_child(
         "crash_mid_append_leaves_a_torn_tail_that_is_set_aside",
         tmp.path(),
@@ -165,10 +161,7 @@ fn crash_mid_append_leaves_a_torn_tail_that_is_set_aside() {
     );
     assert!(page.torn_tail.is_some());
     // This store's cached writer is stale (the child wrote): it must notice.
-    let st = s
-        .blocking()
-        .append(&a, &events(&a, 4..=4, 50), Durability::Flush)
-        .unwrap();
+    let st = append_blocking(&s, &a, &events(&a, 4..=4, 50), Durability::Flush).unwrap();
     assert_eq!(st.last_seq, 4);
     let page = s
         .blocking()
@@ -185,9 +178,13 @@ fn crash_mid_rotation_loses_nothing() {
         let s = small(&dir);
         let last = s.blocking().event_log_state(&a).unwrap().last_seq;
         // Enough bytes to push the active segment over the limit.
-        s.blocking()
-            .append(&a, &events(&a, last + 1..=last + 4, 200), Durability::Flush)
-            .unwrap();
+        append_blocking(
+            &s,
+            &a,
+            &events(&a, last + 1..=last + 4, 200),
+            Durability::Flush,
+        )
+        .unwrap();
         std::process::exit(0);
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -195,15 +192,11 @@ fn crash_mid_rotation_loses_nothing() {
     s.blocking().create(&mut record(&a, "/r")).unwrap();
     let mut next = 1;
     while !s.segment_path(&a, 2).exists() {
-        s.blocking()
-            .append(&a, &[event(&a, next, "note", 200)], Durability::Flush)
-            .unwrap();
+        append_blocking(&s, &a, &[event(&a, next, "note", 200)], Durability::Flush).unwrap();
         next += 1;
     }
     // Leave the active segment non-empty so the child's batch rotates it.
-    s.blocking()
-        .append(&a, &[event(&a, next, "note", 10)], Durability::Flush)
-        .unwrap();
+    append_blocking(&s, &a, &[event(&a, next, "note", 10)], Durability::Flush).unwrap();
     assert_aborted(run_child(
         "crash_mid_rotation_loses_nothing",
         tmp.path(),
@@ -225,10 +218,8 @@ fn crash_mid_rotation_loses_nothing() {
         (page.oldest_seq..=written).collect::<Vec<_>>()
     );
     for seq in written + 1..=written + 10 {
-        let st = s
-            .blocking()
-            .append(&a, &[event(&a, seq, "note", 200)], Durability::Flush)
-            .unwrap();
+        let st =
+            append_blocking(&s, &a, &[event(&a, seq, "note", 200)], Durability::Flush).unwrap();
         assert!(st.segment_count <= 4);
     }
     let page = fresh
@@ -251,9 +242,7 @@ fn crash_mid_delete_never_brings_the_session_back() {
     let tmp = tempfile::tempdir().unwrap();
     let s = store(tmp.path());
     s.blocking().create(&mut record(&a, "/r")).unwrap();
-    s.blocking()
-        .append(&a, &events(&a, 1..=3, 10), Durability::Flush)
-        .unwrap();
+    append_blocking(&s, &a, &events(&a, 1..=3, 10), Durability::Flush).unwrap();
     assert_aborted(run_child(
         "crash_mid_delete_never_brings_the_session_back",
         tmp.path(),
@@ -271,9 +260,7 @@ fn crash_mid_delete_never_brings_the_session_back() {
         .sessions
         .is_empty());
     assert!(matches!(
-        fresh
-            .blocking()
-            .append(&a, &events(&a, 4..=4, 1), Durability::Flush),
+        append_blocking(&fresh, &a, &events(&a, 4..=4, 1), Durability::Flush),
         Err(StoreError::NotFound(_))
     ));
     // Deleting again finishes the job; a new session with the id starts from seq 1.
@@ -282,10 +269,7 @@ fn crash_mid_delete_never_brings_the_session_back() {
         "the orphaned log was still there"
     );
     fresh.blocking().create(&mut record(&a, "/r")).unwrap();
-    fresh
-        .blocking()
-        .append(&a, &events(&a, 1..=1, 1), Durability::Flush)
-        .unwrap();
+    append_blocking(&fresh, &a, &events(&a, 1..=1, 1), Durability::Flush).unwrap();
 }
 
 #[test]

@@ -52,8 +52,7 @@ async fn second_writer_waits_then_gets_locked_and_drop_releases() {
         Err(StoreError::Locked { .. })
     ));
     assert!(matches!(
-        s2.append(&a, &events(&a, 1..=1, 1), Durability::Flush)
-            .await,
+        append_locked(&s2, &a, &events(&a, 1..=1, 1), Durability::Flush).await,
         Err(StoreError::Locked { .. })
     ));
     assert!(matches!(
@@ -68,17 +67,17 @@ async fn second_writer_waits_then_gets_locked_and_drop_releases() {
     // The holder's own mutations go through without waiting for itself.
     let mut mine = s1.load(&a).await.unwrap();
     s1.save(&mut mine).await.unwrap();
-    s1.append(&a, &events(&a, 1..=2, 1), Durability::Flush)
+    s1.append(&guard, &events(&a, 1..=2, 1), Durability::Flush)
         .await
         .unwrap();
     s1.clone()
-        .append(&a, &events(&a, 3..=3, 1), Durability::Flush)
+        .append(&guard, &events(&a, 3..=3, 1), Durability::Flush)
         .await
         .unwrap();
 
     drop(guard);
     let g2 = s2.lock(&a, Duration::from_millis(500)).await.unwrap();
-    s2.append(&a, &events(&a, 4..=4, 1), Durability::Flush)
+    s2.append(&g2, &events(&a, 4..=4, 1), Durability::Flush)
         .await
         .unwrap();
     drop(g2);
@@ -103,7 +102,7 @@ async fn a_waiter_gets_the_lock_when_the_holder_releases_it() {
         let a = a.clone();
         async move {
             let g = s2.lock(&a, Duration::from_secs(30)).await.unwrap();
-            s2.append(&a, &events(&a, 2..=2, 1), Durability::Flush)
+            s2.append(&g, &events(&a, 2..=2, 1), Durability::Flush)
                 .await
                 .unwrap();
             drop(g);
@@ -111,7 +110,7 @@ async fn a_waiter_gets_the_lock_when_the_holder_releases_it() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished());
-    s1.append(&a, &events(&a, 1..=1, 1), Durability::Flush)
+    s1.append(&guard, &events(&a, 1..=1, 1), Durability::Flush)
         .await
         .unwrap();
     drop(guard);
@@ -186,7 +185,7 @@ async fn lock_of_a_session_that_does_not_exist_yet() {
     let a = id("fresh");
     let guard = s1.lock(&a, Duration::from_secs(1)).await.unwrap();
     s1.create(&mut record(&a, "/r")).await.unwrap();
-    s1.append(&a, &events(&a, 1..=3, 1), Durability::None)
+    s1.append(&guard, &events(&a, 1..=3, 1), Durability::None)
         .await
         .unwrap();
     drop(guard);
@@ -197,4 +196,27 @@ async fn lock_of_a_session_that_does_not_exist_yet() {
     let ghost = id("ghost");
     drop(s1.lock(&ghost, Duration::from_secs(1)).await.unwrap());
     assert!(!s1.lock_path(&ghost).exists());
+}
+
+#[tokio::test]
+async fn append_refuses_a_lock_another_store_issued() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s1 = store(tmp.path());
+    let s2 = store(tmp.path());
+    let a = id("a");
+    s1.create(&mut record(&a, "/r")).await.unwrap();
+    let foreign = s2.lock(&a, Duration::from_secs(1)).await.unwrap();
+    match s1
+        .append(&foreign, &events(&a, 1..=1, 1), Durability::Flush)
+        .await
+    {
+        Err(StoreError::InvalidArgument(m)) => assert!(m.contains("not issued"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    // A clone shares the issuer: its lock is this store's lock.
+    drop(foreign);
+    let mine = s1.clone().lock(&a, Duration::from_secs(1)).await.unwrap();
+    s1.append(&mine, &events(&a, 1..=1, 1), Durability::Flush)
+        .await
+        .unwrap();
 }

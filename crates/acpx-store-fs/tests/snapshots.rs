@@ -37,8 +37,7 @@ async fn layout_and_permissions() {
     let a = id("sess-a");
     let mut r = record(&a, "/repo");
     store.create(&mut r).await.unwrap();
-    store
-        .append(&a, &events(&a, 1..=3, 10), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=3, 10), Durability::Flush)
         .await
         .unwrap();
     let snapshot = store.snapshot_path(&a);
@@ -84,8 +83,7 @@ async fn relative_root_is_made_absolute() {
     assert!(store.root().is_absolute());
     let a = id("a");
     store.create(&mut record(&a, "/r")).await.unwrap();
-    let state = store
-        .append(&a, &events(&a, 1..=1, 1), Durability::Flush)
+    let state = append_locked(&store, &a, &events(&a, 1..=1, 1), Durability::Flush)
         .await
         .unwrap();
     assert!(std::path::Path::new(&state.active_path).is_absolute());
@@ -525,13 +523,16 @@ async fn delete_removes_every_file_and_is_idempotent() {
     store.create(&mut record(&a, "/repo")).await.unwrap();
     store.create(&mut record(&keep, "/repo")).await.unwrap();
     for seq in 1..=20 {
-        store
-            .append(&a, &[event(&a, seq, "note", 100)], Durability::Flush)
-            .await
-            .unwrap();
+        append_locked(
+            &store,
+            &a,
+            &[event(&a, seq, "note", 100)],
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
     }
-    store
-        .append(&keep, &events(&keep, 1..=2, 10), Durability::Flush)
+    append_locked(&store, &keep, &events(&keep, 1..=2, 10), Durability::Flush)
         .await
         .unwrap();
     // A torn tail set aside, and a stale temp file.
@@ -570,9 +571,7 @@ async fn delete_removes_every_file_and_is_idempotent() {
     ));
     // A prompt still running cannot bring it back.
     assert!(matches!(
-        store
-            .append(&a, &[event(&a, 21, "note", 1)], Durability::Flush)
-            .await,
+        append_locked(&store, &a, &[event(&a, 21, "note", 1)], Durability::Flush).await,
         Err(StoreError::NotFound(_))
     ));
     assert_eq!(files_of("a"), Vec::<String>::new());
@@ -590,8 +589,7 @@ async fn delete_removes_every_file_and_is_idempotent() {
     assert_eq!(page.sessions.len(), 1);
     // A new session with the deleted id starts a fresh log.
     store.create(&mut record(&a, "/repo")).await.unwrap();
-    store
-        .append(&a, &[event(&a, 1, "note", 1)], Durability::Flush)
+    append_locked(&store, &a, &[event(&a, 1, "note", 1)], Durability::Flush)
         .await
         .unwrap();
 }
@@ -602,16 +600,14 @@ async fn create_ignores_log_files_left_by_an_interrupted_delete() {
     let store = store(tmp.path());
     let a = id("a");
     store.create(&mut record(&a, "/repo")).await.unwrap();
-    store
-        .append(&a, &events(&a, 1..=5, 10), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=5, 10), Durability::Flush)
         .await
         .unwrap();
     // What a crash right after the snapshot unlink leaves.
     fs::remove_file(store.snapshot_path(&a)).unwrap();
     let reopened = FsStore::open(tmp.path()).unwrap();
     reopened.create(&mut record(&a, "/repo")).await.unwrap();
-    let state = reopened
-        .append(&a, &[event(&a, 1, "note", 1)], Durability::Flush)
+    let state = append_locked(&reopened, &a, &[event(&a, 1, "note", 1)], Durability::Flush)
         .await
         .unwrap();
     assert_eq!(state.last_seq, 1);
@@ -732,8 +728,7 @@ async fn symlinks_planted_in_the_store_are_never_followed() {
     let a = id("a");
     let mut r = record(&a, "/r");
     store.create(&mut r).await.unwrap();
-    store
-        .append(&a, &events(&a, 1..=1, 1), Durability::Flush)
+    append_locked(&store, &a, &events(&a, 1..=1, 1), Durability::Flush)
         .await
         .unwrap();
     let plant = |inside: &std::path::Path, name: &str| {
@@ -745,8 +740,7 @@ async fn symlinks_planted_in_the_store_are_never_followed() {
     };
     let log_target = plant(&store.active_log_path(&a), "log");
     let fresh = FsStore::open(tmp.path()).unwrap();
-    let e = fresh
-        .append(&a, &events(&a, 2..=2, 1), Durability::Flush)
+    let e = append_locked(&fresh, &a, &events(&a, 2..=2, 1), Durability::Flush)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("symbolic link"), "{e}");

@@ -21,8 +21,7 @@ async fn cached_writers_are_bounded_and_evicted_ones_reopen() {
     let before = open_fds();
     for round in 1..=2u64 {
         for i in &ids {
-            let st = store
-                .append(i, &[event(i, round, "note", 10)], Durability::Flush)
+            let st = append_locked(&store, i, &[event(i, round, "note", 10)], Durability::Flush)
                 .await
                 .unwrap();
             assert_eq!(st.last_seq, round);

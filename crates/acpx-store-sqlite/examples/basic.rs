@@ -65,9 +65,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
             },
         )
     };
+    // Appending requires the session's writer lock, taken through the same store.
+    let writer = store.lock(&id, std::time::Duration::from_secs(5)).await?;
     let state = store
         .append(
-            &id,
+            &writer,
             &[chunk(1, "The flaky test "), chunk(2, "waits on a timer.")],
             Durability::Flush,
         )

@@ -55,7 +55,9 @@
 //!     Timestamp::now(),
 //!     EventPayload::Unknown { event_type: "x.example".into(), payload: serde_json::json!({"a": 1}) },
 //! );
-//! let state = store.append(&id, &[event], Durability::Flush).await.unwrap();
+//! // Appending requires the session's writer lock, taken through the same store.
+//! let writer = store.lock(&id, std::time::Duration::from_secs(5)).await.unwrap();
+//! let state = store.append(&writer, &[event], Durability::Flush).await.unwrap();
 //! assert_eq!(state.last_seq, 1);
 //!
 //! let page = store.read_events(&id, &EventQuery::from_seq(1)).await.unwrap();
@@ -90,12 +92,13 @@ use rusqlite::{
 };
 
 use crate::checkpoint::Checkpointer;
-use crate::lock::{FileLock, HeldLocks};
+use crate::lock::HeldLocks;
 use crate::rows::{
     event_from_row, message_rows, parse_document, summary_difference, summary_from_row, ts_text,
     EventBatch, MessageRow, SessionColumns, EVENT_COLUMNS, INSERT_COLUMNS, SUMMARY_COLUMNS,
 };
 pub use crate::schema::SCHEMA_VERSION;
+use acpx_lock::FileLock;
 
 const BACKEND: &str = "sqlite";
 
@@ -128,9 +131,11 @@ impl Default for SqliteStoreOptions {
 /// connection, sharing its held locks.
 ///
 /// Locking: every mutation of a session (create, save, close, delete, append) runs under the
-/// session's writer lock, an exclusive `flock` on `<db>.locks/<id>.lock`, held across
-/// processes and released by the kernel when the holder dies. While a [`Store::lock`] guard of
-/// this store (or a clone) is alive, this store's mutations of that session go ahead without
+/// session's writer lock, an exclusive `flock` on `<db>.locks/<id>.lock` ([`acpx_lock`]), held
+/// across processes and released by the kernel when the holder dies. An append requires the
+/// caller to hold it: [`Store::append`] takes the [`SessionLock`] returned by [`Store::lock`]
+/// of this store or a clone, and refuses any other with [`StoreError::InvalidArgument`]. While
+/// such a guard is alive, this store's other mutations of that session go ahead without
 /// taking the lock again; any other mutation takes it for the duration of the call, waiting up
 /// to [`SqliteStoreOptions::lock_timeout`], then fails with [`StoreError::Locked`]. Separately
 /// opened stores, even in one process, are independent lockers (as in the file store).
@@ -561,7 +566,7 @@ impl Inner {
         if self.held.contains(&path) {
             return Ok(None);
         }
-        FileLock::acquire(&path, id, self.options.lock_timeout).map(Some)
+        lock::acquire(&path, id, self.options.lock_timeout).map(Some)
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; `fsync` commits it with
@@ -739,7 +744,7 @@ impl Inner {
         self.write_errors().remove(id);
         // Only a lock this call took is removed; a caller's held lock stays valid.
         if let Some(lock) = &lock {
-            lock.remove_file();
+            lock::remove_lock_file(lock);
         }
         Ok(existed)
     }
@@ -881,7 +886,9 @@ impl Inner {
                 .saturating_mul(u64::from(self.options.max_segments)),
         )
         .unwrap_or(i64::MAX);
-        let result = self.mutate(id, "append events", fsync, |tx| {
+        // No lock is taken here: the caller holds the session's writer lock (a `SessionLock`
+        // of this store, checked by `Store::append`).
+        let result = self.transaction("append events", fsync, |tx| {
             let mut log = log_row(tx, id)?;
             precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
             let Some(last) = batch.rows().last() else {
@@ -911,7 +918,7 @@ impl Inner {
             Err(e) => {
                 // A failed transaction (disk full, I/O error, a busy database) is a failed
                 // write and stays reported until the next append succeeds. A refused call
-                // (wrong seq, unknown session, lock held elsewhere) wrote nothing and is only
+                // (wrong seq, unknown session) wrote nothing and is only
                 // the caller's error.
                 if matches!(e, StoreError::Backend { .. } | StoreError::Io { .. }) {
                     self.note_write_error(id, Some(e.to_string()));
@@ -1462,10 +1469,12 @@ impl Store for SqliteStore {
 
     async fn append(
         &self,
-        id: &RecordId,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
+        writer.check_issuer(self.inner.held.issuer(), "sqlite")?;
+        let id = writer.id();
         let precheck = SeqPrecheck::new(id, events);
         let batch = EventBatch::new(events)?;
         let owned = id.clone();
@@ -1508,10 +1517,11 @@ impl Store for SqliteStore {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let id = id.clone();
         self.run(move |inner| {
-            let lock = FileLock::acquire(&inner.lock_path(&id), &id, timeout)?;
+            let lock = lock::acquire(&inner.lock_path(&id), &id, timeout)?;
             Ok(SessionLock::new(
                 id,
-                Box::new(lock.into_session_guard(&inner.held)),
+                inner.held.issuer(),
+                Box::new(lock::session_guard(lock, &inner.held)),
             ))
         })
         .await

@@ -40,8 +40,7 @@ fn crash_writer() {
             } else {
                 Durability::Flush
             };
-            store
-                .append(&id, &events(&id, last + 1, BATCH), durability)
+            append_locked(&store, &id, &events(&id, last + 1, BATCH), durability)
                 .await
                 .unwrap();
             last += BATCH;

@@ -104,34 +104,34 @@ async fn documented_queries_run_and_answer() {
     });
     store.create(&mut a).await.unwrap();
     let id = a.acpx_record_id.clone();
-    store
-        .append(
-            &id,
-            &[
-                event(
-                    &id,
-                    1,
-                    "session_update",
-                    tool_call(Some("read_file"), "Read a.rs"),
-                ),
-                event(
-                    &id,
-                    2,
-                    "session_update",
-                    tool_call(Some("read_file"), "Read b.rs"),
-                ),
-                event(&id, 3, "session_update", tool_call(None, "Run tests")),
-                event(
-                    &id,
-                    4,
-                    "prompt_error",
-                    json!({"code": "RUNTIME", "message": "agent crashed", "retryable": true}),
-                ),
-            ],
-            Durability::Flush,
-        )
-        .await
-        .unwrap();
+    append_locked(
+        &store,
+        &id,
+        &[
+            event(
+                &id,
+                1,
+                "session_update",
+                tool_call(Some("read_file"), "Read a.rs"),
+            ),
+            event(
+                &id,
+                2,
+                "session_update",
+                tool_call(Some("read_file"), "Read b.rs"),
+            ),
+            event(&id, 3, "session_update", tool_call(None, "Run tests")),
+            event(
+                &id,
+                4,
+                "prompt_error",
+                json!({"code": "RUNTIME", "message": "agent crashed", "retryable": true}),
+            ),
+        ],
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
     store
         .create(&mut record(
             "below-project",

@@ -151,23 +151,23 @@ async fn a_version_1_database_migrates_forward_with_everything_in_it() {
     assert_eq!(hits[0].acpx_record_id.as_str(), "old-a");
 
     // Writing continues where version 1 stopped.
-    let state = store
-        .append(
-            &rid("old-a"),
-            &events(&rid("old-a"), 151, 2),
-            Durability::Flush,
-        )
-        .await
-        .unwrap();
+    let state = append_locked(
+        &store,
+        &rid("old-a"),
+        &events(&rid("old-a"), 151, 2),
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
     assert_eq!(state.last_seq, 152);
-    store
-        .append(
-            &rid("old-c"),
-            &events(&rid("old-c"), 1, 3),
-            Durability::Flush,
-        )
-        .await
-        .unwrap();
+    append_locked(
+        &store,
+        &rid("old-c"),
+        &events(&rid("old-c"), 1, 3),
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
     let mut a = a;
     a.thread.messages.push(user("and after the migration?"));
     store.save(&mut a).await.unwrap();

@@ -29,8 +29,7 @@ async fn script(store: &dyn Store) -> Vec<RecordId> {
             }
             let end = (next + size).min(evs.len());
             let durability = [Durability::Flush, Durability::Fsync, Durability::None][k % 3];
-            store
-                .append(&id, &evs[next..end], durability)
+            append_locked(store, &id, &evs[next..end], durability)
                 .await
                 .unwrap();
             next = end;
@@ -51,14 +50,14 @@ async fn script(store: &dyn Store) -> Vec<RecordId> {
     }
     let mut gone = record("mirror-gone", "/x", 1);
     store.create(&mut gone).await.unwrap();
-    store
-        .append(
-            &gone.acpx_record_id,
-            &events(&gone.acpx_record_id, 1, 3),
-            Durability::Flush,
-        )
-        .await
-        .unwrap();
+    append_locked(
+        store,
+        &gone.acpx_record_id,
+        &events(&gone.acpx_record_id, 1, 3),
+        Durability::Flush,
+    )
+    .await
+    .unwrap();
     assert!(store.delete(&gone.acpx_record_id).await.unwrap());
     ids
 }

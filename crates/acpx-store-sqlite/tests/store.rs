@@ -136,7 +136,7 @@ async fn events_round_trip_byte_for_byte() {
     let evs = events(&id, 1, 200);
     for (i, chunk) in evs.chunks(64).enumerate() {
         let durability = [Durability::None, Durability::Flush, Durability::Fsync][i % 3];
-        let state = store.append(&id, chunk, durability).await.unwrap();
+        let state = append_locked(&store, &id, chunk, durability).await.unwrap();
         assert_eq!(state.last_seq, chunk.last().unwrap().seq);
         assert!(state.last_write_at.is_some());
     }
@@ -167,12 +167,11 @@ async fn appends_must_continue_the_log_exactly() {
     let store = open(&dir);
     let id = rid("s1");
     store.create(&mut record("s1", "/repo", 1)).await.unwrap();
-    store
-        .append(&id, &events(&id, 1, 5), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 1, 5), Durability::Flush)
         .await
         .unwrap();
     for (bad, expect_got) in [(events(&id, 7, 2), 7), (events(&id, 5, 2), 5)] {
-        match store.append(&id, &bad, Durability::Flush).await {
+        match append_locked(&store, &id, &bad, Durability::Flush).await {
             Err(StoreError::SeqMismatch { last, got, .. }) => {
                 assert_eq!((last, got), (5, expect_got))
             }
@@ -183,7 +182,7 @@ async fn appends_must_continue_the_log_exactly() {
     let mut gappy = events(&id, 6, 3);
     gappy[2].seq = 10;
     assert!(matches!(
-        store.append(&id, &gappy, Durability::Flush).await,
+        append_locked(&store, &id, &gappy, Durability::Flush).await,
         Err(StoreError::SeqMismatch {
             last: 7,
             got: 10,
@@ -194,7 +193,7 @@ async fn appends_must_continue_the_log_exactly() {
     let mut foreign = events(&id, 6, 2);
     foreign[1].acpx_record_id = rid("other");
     assert!(matches!(
-        store.append(&id, &foreign, Durability::Flush).await,
+        append_locked(&store, &id, &foreign, Durability::Flush).await,
         Err(StoreError::InvalidArgument(_))
     ));
     assert_eq!(store.event_log_state(&id).await.unwrap().last_seq, 5);
@@ -204,19 +203,18 @@ async fn appends_must_continue_the_log_exactly() {
         .unwrap();
     assert_eq!(page.events.len(), 5);
     assert!(matches!(
-        store
-            .append(
-                &rid("missing"),
-                &events(&rid("missing"), 1, 1),
-                Durability::Flush
-            )
-            .await,
+        append_locked(
+            &store,
+            &rid("missing"),
+            &events(&rid("missing"), 1, 1),
+            Durability::Flush
+        )
+        .await,
         Err(StoreError::NotFound(_))
     ));
     // An empty batch is fine and changes nothing.
     assert_eq!(
-        store
-            .append(&id, &[], Durability::Flush)
+        append_locked(&store, &id, &[], Durability::Flush)
             .await
             .unwrap()
             .last_seq,
@@ -231,7 +229,9 @@ async fn read_events_filters_and_pages() {
     let id = rid("s1");
     store.create(&mut record("s1", "/repo", 1)).await.unwrap();
     let evs = events(&id, 1, 100);
-    store.append(&id, &evs, Durability::Flush).await.unwrap();
+    append_locked(&store, &id, &evs, Durability::Flush)
+        .await
+        .unwrap();
 
     let q = EventQuery {
         types: vec!["x.acme.metric".into(), "prompt_started".into()],
@@ -298,7 +298,9 @@ async fn retention_keeps_the_byte_budget() {
     let evs = events(&id, 1, 300);
     let line = |e: &acpx_model::EventEnvelope| e.to_ndjson().len() as u64 + 1;
     for chunk in evs.chunks(64) {
-        let state = store.append(&id, chunk, Durability::Flush).await.unwrap();
+        let state = append_locked(&store, &id, chunk, Durability::Flush)
+            .await
+            .unwrap();
         assert!(state.segment_count <= 3);
         assert_eq!(state.max_segment_bytes, 4_000);
         assert_eq!(state.max_segments, 3);
@@ -318,8 +320,7 @@ async fn retention_keeps_the_byte_budget() {
     let state = store.event_log_state(&id).await.unwrap();
     assert_eq!(state.segment_count, kept.div_ceil(4_000) as u32);
     // The log continues after trimming.
-    store
-        .append(&id, &events(&id, 301, 1), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 301, 1), Durability::Flush)
         .await
         .unwrap();
 }
@@ -335,8 +336,7 @@ async fn an_event_larger_than_the_budget_is_kept_alone() {
     let store = SqliteStore::open_with(dir.path().join("acpx.db"), options).unwrap();
     let id = rid("s1");
     store.create(&mut record("s1", "/repo", 1)).await.unwrap();
-    store
-        .append(&id, &events(&id, 1, 3), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 1, 3), Durability::Flush)
         .await
         .unwrap();
     let page = store
@@ -573,8 +573,7 @@ async fn damaged_event_rows_strict_and_lenient() {
     let store = open(&dir);
     let id = rid("s1");
     store.create(&mut record("s1", "/repo", 1)).await.unwrap();
-    store
-        .append(&id, &events(&id, 1, 10), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 1, 10), Durability::Flush)
         .await
         .unwrap();
     raw(&store)
@@ -870,13 +869,12 @@ async fn locks_exclude_other_holders_and_release_on_drop() {
     let mut r = store.load(&id).await.unwrap();
     store.clone().save(&mut r).await.unwrap();
     store
-        .append(&id, &events(&id, 1, 2), Durability::Flush)
+        .append(&guard, &events(&id, 1, 2), Durability::Flush)
         .await
         .unwrap();
+    // Another store cannot append: it cannot get the writer lock an append requires.
     assert!(matches!(
-        other
-            .append(&id, &events(&id, 3, 1), Durability::Flush)
-            .await,
+        other.lock(&id, other.options().lock_timeout).await,
         Err(StoreError::Locked { .. })
     ));
     let mut stale = r.clone();
@@ -885,8 +883,7 @@ async fn locks_exclude_other_holders_and_release_on_drop() {
         Err(StoreError::Locked { .. })
     ));
     drop(guard);
-    other
-        .append(&id, &events(&id, 3, 1), Durability::Flush)
+    append_locked(&other, &id, &events(&id, 3, 1), Durability::Flush)
         .await
         .unwrap();
     let g2 = other.lock(&id, Duration::from_millis(50)).await.unwrap();
@@ -914,9 +911,7 @@ async fn two_handles_append_concurrently_without_loss() {
             let mut written = 0;
             while written < 25 {
                 let last = store.event_log_state(&id).await.unwrap().last_seq;
-                match store
-                    .append(&id, &events(&id, last + 1, 4), Durability::Flush)
-                    .await
+                match append_locked(&store, &id, &events(&id, last + 1, 4), Durability::Flush).await
                 {
                     Ok(_) => written += 1,
                     Err(StoreError::SeqMismatch { .. }) => tokio::task::yield_now().await,
@@ -946,8 +941,7 @@ async fn a_removed_lock_directory_is_made_again() {
     let mut locks = store.path().as_os_str().to_owned();
     locks.push(".locks");
     std::fs::remove_dir_all(&locks).unwrap();
-    store
-        .append(&id, &events(&id, 1, 1), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 1, 1), Durability::Flush)
         .await
         .unwrap();
     drop(store.lock(&id, Duration::from_secs(1)).await.unwrap());
@@ -966,8 +960,7 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
     let other = open(&dir);
     let id = rid("s1");
     store.create(&mut record("s1", "/r", 1)).await.unwrap();
-    store
-        .append(&id, &events(&id, 1, 3), Durability::Flush)
+    append_locked(&store, &id, &events(&id, 1, 3), Durability::Flush)
         .await
         .unwrap();
     let conn = raw(&store);
@@ -978,8 +971,7 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
     .unwrap();
 
     // seq 6 is the third row of the batch: the rows before it must not stay.
-    let err = store
-        .append(&id, &events(&id, 4, 5), Durability::Flush)
+    let err = append_locked(&store, &id, &events(&id, 4, 5), Durability::Flush)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
@@ -1002,9 +994,7 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
     );
     // A refused call does not replace or clear it.
     assert!(matches!(
-        store
-            .append(&id, &events(&id, 9, 1), Durability::Flush)
-            .await,
+        append_locked(&store, &id, &events(&id, 9, 1), Durability::Flush).await,
         Err(StoreError::SeqMismatch { .. })
     ));
     assert!(store
@@ -1015,8 +1005,7 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
         .is_some());
 
     conn.execute_batch("DROP TRIGGER fail_seq_6").unwrap();
-    let state = store
-        .append(&id, &events(&id, 4, 5), Durability::Flush)
+    let state = append_locked(&store, &id, &events(&id, 4, 5), Durability::Flush)
         .await
         .unwrap();
     assert_eq!((state.last_seq, state.last_write_error), (8, None));
@@ -1031,10 +1020,11 @@ async fn a_failed_append_is_undone_and_reported_until_the_next_success() {
          BEGIN SELECT RAISE(ABORT, 'simulated write failure'); END;",
     )
     .unwrap();
-    assert!(store
-        .append(&id, &events(&id, 9, 1), Durability::Flush)
-        .await
-        .is_err());
+    assert!(
+        append_locked(&store, &id, &events(&id, 9, 1), Durability::Flush)
+            .await
+            .is_err()
+    );
     assert!(store.delete(&id).await.unwrap());
     store.create(&mut record("s1", "/r", 1)).await.unwrap();
     assert_eq!(
@@ -1056,8 +1046,7 @@ async fn checkpoints_run_in_the_background_and_stop_with_the_store() {
     let before = db_len();
     // About 25 WAL pages per batch: ~1,000 pages in all, a tenth of the fallback threshold.
     for k in 0..40 {
-        store
-            .append(&id, &events(&id, k * 64 + 1, 64), Durability::Flush)
+        append_locked(&store, &id, &events(&id, k * 64 + 1, 64), Durability::Flush)
             .await
             .unwrap();
     }
@@ -1097,17 +1086,18 @@ async fn holder_mutations_in_place_on_a_multi_threaded_runtime() {
     let id = rid("s1");
     let mut r = record("s1", "/r", 1);
     store.create(&mut r).await.unwrap();
-    let guard = store.lock(&id, Duration::from_secs(5)).await.unwrap();
+    let guard = std::sync::Arc::new(store.lock(&id, Duration::from_secs(5)).await.unwrap());
     let mut tasks = Vec::new();
     for _ in 0..3 {
         let store = store.clone();
         let id = id.clone();
+        let guard = guard.clone();
         tasks.push(tokio::spawn(async move {
             let mut written = 0;
             while written < 20 {
                 let last = store.event_log_state(&id).await.unwrap().last_seq;
                 match store
-                    .append(&id, &events(&id, last + 1, 8), Durability::Flush)
+                    .append(&guard, &events(&id, last + 1, 8), Durability::Flush)
                     .await
                 {
                     Ok(_) => written += 1,
@@ -1120,8 +1110,7 @@ async fn holder_mutations_in_place_on_a_multi_threaded_runtime() {
     // Meanwhile, a session whose lock nobody holds goes through the blocking pool.
     let other = rid("s2");
     store.create(&mut record("s2", "/r", 2)).await.unwrap();
-    store
-        .append(&other, &events(&other, 1, 5), Durability::Flush)
+    append_locked(&store, &other, &events(&other, 1, 5), Durability::Flush)
         .await
         .unwrap();
     for t in tasks {
@@ -1146,4 +1135,22 @@ async fn holder_mutations_in_place_on_a_multi_threaded_runtime() {
         .all(|(i, e)| e.seq == i as u64 + 1));
     assert_eq!(store.load(&id).await.unwrap().revision, 3);
     assert_eq!(store.event_log_state(&other).await.unwrap().last_seq, 5);
+}
+
+#[tokio::test]
+async fn append_refuses_a_lock_another_store_issued() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let other = open(&dir);
+    let id = rid("s1");
+    store.create(&mut record("s1", "/r", 1)).await.unwrap();
+    let foreign = other.lock(&id, Duration::from_secs(1)).await.unwrap();
+    match store
+        .append(&foreign, &events(&id, 1, 1), Durability::Flush)
+        .await
+    {
+        Err(StoreError::InvalidArgument(m)) => assert!(m.contains("not issued"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(store.event_log_state(&id).await.unwrap().last_seq, 0);
 }

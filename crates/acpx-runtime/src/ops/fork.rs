@@ -140,7 +140,7 @@ pub async fn record_fork(
     parent: &SessionRecord,
     method: ForkMethod,
 ) -> OpsResult<SessionRecord> {
-    let _lock = store.lock(child, LOCK_WAIT).await?;
+    let writer = Arc::new(store.lock(child, LOCK_WAIT).await?);
     let (mut r, _, _, _) = load_rolled_forward(&*store, child).await?;
     r.thread = parent.thread.clone();
     r.acpx.current_mode_id = parent.acpx.current_mode_id.clone();
@@ -163,6 +163,7 @@ pub async fn record_fork(
     };
     let mut recorder = Recorder::new(
         store.clone(),
+        &writer,
         r,
         Durability::Fsync,
         DEFAULT_SNAPSHOT_INTERVAL,

@@ -8,7 +8,6 @@
 //! Storing goes through [`NewSessionWriter`], the same create → append → flush → save that
 //! [`acpx_model::migrate::copy_store`] uses between stores.
 
-use std::time::Duration;
 
 use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
@@ -23,9 +22,6 @@ pub const ARCHIVE_SCHEMA: &str = "acpx.export.v1";
 
 /// Events read per page when walking a whole log.
 const PAGE: usize = 5000;
-
-/// How long [`store_new_session`] waits for the new session's writer lock.
-const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// Calls `f` with every event of the session's log, oldest first, page by page; returns the
 /// number of events.
@@ -174,7 +170,6 @@ pub async fn store_new_session(
     record.revision = 0;
     record.pid = None;
     let mut writer = NewSessionWriter::create(store, record).await?;
-    let _lock = store.lock(&id, LOCK_WAIT).await?;
     writer.append(events).await?;
     Ok(writer.finish().await?)
 }

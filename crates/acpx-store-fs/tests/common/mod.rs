@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use acpx_model::{
-    EventContext, EventEnvelope, EventPayload, EventSource, EventStream, NewSession, RecordId,
-    SessionRecord, Timestamp,
+    Durability, EventContext, EventEnvelope, EventLogState, EventPayload, EventSource, EventStream,
+    NewSession, RecordId, SessionRecord, Store, StoreResult, Timestamp,
 };
 use acpx_store_fs::{FsStore, FsStoreOptions};
 
@@ -87,4 +87,28 @@ pub fn seqs(events: &[EventEnvelope]) -> Vec<u64> {
 pub fn mode(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Appends under the session's writer lock, taken for this call only (waiting up to the
+/// store's lock timeout) and released after it, as any writer that does not hold it must.
+pub async fn append_locked(
+    s: &FsStore,
+    id: &RecordId,
+    events: &[EventEnvelope],
+    durability: Durability,
+) -> StoreResult<EventLogState> {
+    let writer = s.lock(id, s.options().lock_timeout).await?;
+    s.append(&writer, events, durability).await
+}
+
+/// [`append_locked`] through the blocking implementation.
+pub fn append_blocking(
+    s: &FsStore,
+    id: &RecordId,
+    events: &[EventEnvelope],
+    durability: Durability,
+) -> StoreResult<EventLogState> {
+    let core = s.blocking();
+    let writer = core.lock(id, s.options().lock_timeout)?;
+    core.append(&writer, events, durability)
 }

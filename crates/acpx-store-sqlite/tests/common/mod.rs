@@ -3,8 +3,8 @@
 use acpx_model::event::{ClientOperationPayload, PromptStartedPayload};
 use acpx_model::thread::{AgentContent, AgentMessage, Message, UserContent, UserMessage};
 use acpx_model::{
-    EventContext, EventEnvelope, EventPayload, EventSource, EventStream, NewSession, RecordId,
-    SessionRecord, Timestamp,
+    Durability, EventContext, EventEnvelope, EventLogState, EventPayload, EventSource, EventStream,
+    NewSession, RecordId, SessionRecord, Store, StoreResult, Timestamp,
 };
 use serde_json::{json, Map};
 
@@ -112,4 +112,16 @@ pub fn events(id: &RecordId, from: u64, n: u64) -> Vec<EventEnvelope> {
             e
         })
         .collect()
+}
+
+/// Appends under the session's writer lock, taken for this call only (waiting up to 10 s) and
+/// released after it, as any writer that does not hold it must.
+pub async fn append_locked<S: Store + ?Sized>(
+    s: &S,
+    id: &RecordId,
+    events: &[EventEnvelope],
+    durability: Durability,
+) -> StoreResult<EventLogState> {
+    let writer = s.lock(id, std::time::Duration::from_secs(10)).await?;
+    s.append(&writer, events, durability).await
 }
