@@ -10,7 +10,7 @@ use acpx_model::{
     LockGuard, MemoryStore, RecordId, SearchHit, SearchQuery, SessionLock, SessionRecord, Store,
     StoreError, StoreResult, Timestamp,
 };
-use acpx_tests::{conformance, Backend};
+use acpx_tests::{conformance, Backend, Capabilities};
 use async_trait::async_trait;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +179,9 @@ struct MutantBackend(Mutant);
 impl Backend for MutantBackend {
     fn name(&self) -> &'static str {
         "mutant"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
     }
     async fn open(&self) -> Arc<dyn Store> {
         Arc::new(self.0.clone())

@@ -50,7 +50,7 @@ async fn two_processes_append(b: &dyn Backend, check: &str, mode: &str) {
         ]
     };
     let Some(mut w1) = Worker::spawn(b, &op("w1"), &[]) else {
-        return skip(b, check, "backend has no worker");
+        undeclared(b, check, "a worker");
     };
     let mut w2 = Worker::spawn(b, &op("w2"), &[]).unwrap();
     let (l1, l2) = tokio::join!(w1.finish(), w2.finish());
@@ -128,7 +128,7 @@ pub async fn two_processes_save_one_session(b: &dyn Backend) {
         ]
     };
     let Some(mut w1) = Worker::spawn(b, &op("s1"), &[]) else {
-        return skip(b, "two_processes_save_one_session", "backend has no worker");
+        undeclared(b, "two_processes_save_one_session", "a worker");
     };
     let mut w2 = Worker::spawn(b, &op("s2"), &[]).unwrap();
     let (l1, l2) = tokio::join!(w1.finish(), w2.finish());
@@ -153,7 +153,7 @@ pub async fn two_processes_save_one_session(b: &dyn Backend) {
 pub async fn processes_write_different_sessions(b: &dyn Backend) {
     const CHECK: &str = "processes_write_different_sessions";
     if b.worker_args().is_none() {
-        return skip(b, CHECK, "backend has no worker");
+        undeclared(b, CHECK, "a worker");
     }
     let store = b.open().await;
     for id in ["log-a", "log-b"] {

@@ -30,7 +30,7 @@ pub async fn crash_kill_mid_append(b: &dyn Backend) {
         "k",
     ];
     let Some(mut w) = Worker::spawn(b, &op, &[]) else {
-        return skip(b, "crash_kill_mid_append", "backend has no worker");
+        undeclared(b, "crash_kill_mid_append", "a worker");
     };
     let mut lines = Vec::new();
     for _ in 0..150 {
@@ -85,7 +85,7 @@ pub async fn crash_kill_mid_save_loop(b: &dyn Backend) {
         "k",
     ];
     let Some(mut w) = Worker::spawn(b, &op, &[]) else {
-        return skip(b, "crash_kill_mid_save_loop", "backend has no worker");
+        undeclared(b, "crash_kill_mid_save_loop", "a worker");
     };
     let mut lines = Vec::new();
     for _ in 0..30 {
@@ -138,11 +138,7 @@ pub async fn reader_during_rewrite_sees_whole_documents(b: &dyn Backend) {
         "r",
     ];
     let Some(mut w) = Worker::spawn(b, &op, &[]) else {
-        return skip(
-            b,
-            "reader_during_rewrite_sees_whole_documents",
-            "backend has no worker",
-        );
+        undeclared(b, "reader_during_rewrite_sees_whole_documents", "a worker");
     };
     let reader = {
         let s = b.open().await;

@@ -101,7 +101,7 @@ pub async fn malformed_snapshots_reported_not_fatal(b: &dyn Backend) {
     drop(store);
     for (id, bytes, _) in &cases {
         if b.inject_snapshot(&rid(id), bytes).await.is_none() {
-            return skip(b, CHECK, "backend has no raw snapshot");
+            undeclared(b, CHECK, "raw snapshot bytes");
         }
     }
 
@@ -185,10 +185,10 @@ pub async fn torn_tail_withheld_and_next_append_is_clean(b: &dyn Backend) {
     let full = ndjson_line(&event(&id, 4));
     let torn = &full[..full.len() / 2];
     if b.inject_log_bytes(&id, torn).await.is_none() {
-        return skip(
+        undeclared(
             b,
             "torn_tail_withheld_and_next_append_is_clean",
-            "backend has no raw log",
+            "raw log bytes",
         );
     }
     let store = b.open().await;
@@ -233,11 +233,7 @@ pub async fn mid_log_damage_strict_and_lenient(b: &dyn Backend) {
     raw.extend(ndjson_line(&event(&id, 4)));
     raw.extend(ndjson_line(&event(&id, 5)));
     if b.inject_log_bytes(&id, &raw).await.is_none() {
-        return skip(
-            b,
-            "mid_log_damage_strict_and_lenient",
-            "backend has no raw log",
-        );
+        undeclared(b, "mid_log_damage_strict_and_lenient", "raw log bytes");
     }
     let store = b.open().await;
     let err = store

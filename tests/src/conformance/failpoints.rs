@@ -5,13 +5,11 @@ use super::*;
 /// Crash after the temp file is written and fsynced, before the rename: the old snapshot is
 /// intact and nothing else is listed.
 pub async fn failpoint_save_after_temp_fsync(b: &dyn Backend) {
-    if !has_failpoint(
+    require_failpoint(
         b,
         "failpoint_save_after_temp_fsync",
         "save.after_temp_fsync",
-    ) {
-        return;
-    }
+    );
     let store = b.open().await;
     let mut r = create(&*store, rich_session("fp-temp", 50)).await;
     store.save(&mut r).await.unwrap();
@@ -46,9 +44,7 @@ pub async fn failpoint_save_after_temp_fsync(b: &dyn Backend) {
 /// Crash after the rename, before the directory fsync: the session is old or new, whole,
 /// never missing.
 pub async fn failpoint_save_after_rename(b: &dyn Backend) {
-    if !has_failpoint(b, "failpoint_save_after_rename", "save.after_rename") {
-        return;
-    }
+    require_failpoint(b, "failpoint_save_after_rename", "save.after_rename");
     let store = b.open().await;
     let r = create(&*store, rich_session("fp-rename", 50)).await;
     let op = [
@@ -81,13 +77,11 @@ pub async fn failpoint_save_after_rename(b: &dyn Backend) {
 /// Crash in the middle of writing an event line: the partial line is withheld and reported,
 /// and the next append (after reopening) continues cleanly.
 pub async fn failpoint_append_after_partial_write(b: &dyn Backend) {
-    if !has_failpoint(
+    require_failpoint(
         b,
         "failpoint_append_after_partial_write",
         "append.after_partial_write",
-    ) {
-        return;
-    }
+    );
     let store = b.open().await;
     let id = create(&*store, session("fp-append", 0))
         .await
@@ -129,13 +123,11 @@ pub async fn failpoint_append_after_partial_write(b: &dyn Backend) {
 /// Crash after the snapshot is unlinked, before the logs are: the session is gone, and a
 /// new session with the same id does not inherit the old events.
 pub async fn failpoint_delete_after_snapshot_unlink(b: &dyn Backend) {
-    if !has_failpoint(
+    require_failpoint(
         b,
         "failpoint_delete_after_snapshot_unlink",
         "delete.after_snapshot_unlink",
-    ) {
-        return;
-    }
+    );
     let store = b.open().await;
     let id = create(&*store, session("fp-delete", 0))
         .await
@@ -187,7 +179,7 @@ const FULL_DISK_BYTES: u64 = 1024 * 1024;
 pub async fn append_failure_is_reported_and_undone(b: &dyn Backend) {
     let check = "append_failure_is_reported_and_undone";
     if b.worker_args().is_none() {
-        return skip(b, check, "backend has no worker");
+        undeclared(b, check, "a worker");
     }
     // Created here, without the limit: only appends are to meet it.
     let store = b.open().await;

@@ -49,11 +49,7 @@ pub async fn hostile_inner_id_is_corrupt(b: &dyn Backend) {
         .await
         .is_none()
     {
-        return skip(
-            b,
-            "hostile_inner_id_is_corrupt",
-            "backend has no raw snapshot",
-        );
+        undeclared(b, "hostile_inner_id_is_corrupt", "raw snapshot bytes");
     }
     let store = b.open().await;
     let err = store
@@ -76,11 +72,7 @@ pub async fn hostile_inner_id_is_corrupt(b: &dyn Backend) {
 /// nothing outside the backend's data directory.
 pub async fn nothing_created_outside_the_store(b: &dyn Backend) {
     let Some(data) = b.data_dir() else {
-        return skip(
-            b,
-            "nothing_created_outside_the_store",
-            "backend has no files",
-        );
+        undeclared(b, "nothing_created_outside_the_store", "a data directory");
     };
     let store = b.open().await;
     let mut r = session("placeholder", 0);

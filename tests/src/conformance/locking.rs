@@ -79,7 +79,7 @@ pub async fn lock_cross_process_mutations_wait(b: &dyn Backend) {
     let id = create(&*store, session("xlock", 0)).await.acpx_record_id;
     let Some(mut w) = Worker::spawn(b, &["hold-lock", "--id", "xlock", "--seconds", "120"], &[])
     else {
-        return skip(b, CHECK, "backend has no worker (single-process data)");
+        undeclared(b, CHECK, "a worker");
     };
     w.expect_line("locked").await;
     let err = store
@@ -161,11 +161,7 @@ pub async fn lock_released_when_holder_killed(b: &dyn Backend) {
     let id = create(&*store, session("xkill", 0)).await.acpx_record_id;
     let Some(mut w) = Worker::spawn(b, &["hold-lock", "--id", "xkill", "--seconds", "120"], &[])
     else {
-        return skip(
-            b,
-            "lock_released_when_holder_killed",
-            "backend has no worker",
-        );
+        undeclared(b, "lock_released_when_holder_killed", "a worker");
     };
     w.expect_line("locked").await;
     assert!(matches!(

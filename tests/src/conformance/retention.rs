@@ -2,19 +2,20 @@
 
 use super::*;
 
-/// The segment budget of `id`'s log, or `None` (and a skip) when it is too large to test.
+/// The segment budget of `id`'s log (segment size, segments); fails the check when it is
+/// larger than [`SMALL_EVENT_BUDGET`](crate::backend::SMALL_EVENT_BUDGET), which the
+/// backend's [`Capabilities::small_event_budget`] promised it is not.
 async fn small_budget(
     b: &dyn Backend,
     store: &dyn Store,
     id: &RecordId,
     check: &str,
-) -> Option<(u64, u32)> {
+) -> (u64, u32) {
     let st = store.event_log_state(id).await.unwrap();
-    if st.max_segment_bytes * u64::from(st.max_segments) > 1 << 20 {
-        skip(b, check, "backend is not configured with small segments");
-        return None;
+    if st.max_segment_bytes * u64::from(st.max_segments) > crate::backend::SMALL_EVENT_BUDGET {
+        undeclared(b, check, "a small event budget");
     }
-    Some((st.max_segment_bytes, st.max_segments))
+    (st.max_segment_bytes, st.max_segments)
 }
 
 /// Appending far beyond the budget keeps a contiguous suffix that ends at the last seq and
@@ -24,9 +25,7 @@ pub async fn retention_keeps_a_contiguous_suffix(b: &dyn Backend) {
     const CHECK: &str = "retention_keeps_a_contiguous_suffix";
     let store = b.open().await;
     let id = create(&*store, session("retained", 0)).await.acpx_record_id;
-    let Some((max_bytes, max_segments)) = small_budget(b, &*store, &id, CHECK).await else {
-        return;
-    };
+    let (max_bytes, max_segments) = small_budget(b, &*store, &id, CHECK).await;
     let line = ndjson_line(&event(&id, 1)).len() as u64;
     let total = 4 * max_bytes * u64::from(max_segments) / line + 7;
     let mut next = 1;
@@ -95,16 +94,12 @@ pub async fn retention_keeps_a_contiguous_suffix(b: &dyn Backend) {
 /// acknowledged event is lost, and appends continue.
 pub async fn failpoint_rotate_after_shift(b: &dyn Backend) {
     const CHECK: &str = "failpoint_rotate_after_shift";
-    if !has_failpoint(b, CHECK, "rotate.after_shift") {
-        return;
-    }
+    require_failpoint(b, CHECK, "rotate.after_shift");
     let store = b.open().await;
     let id = create(&*store, session("fp-rotate", 0))
         .await
         .acpx_record_id;
-    let Some((_, max_segments)) = small_budget(b, &*store, &id, CHECK).await else {
-        return;
-    };
+    let (_, max_segments) = small_budget(b, &*store, &id, CHECK).await;
     // Two or more segments first, so the rotation really shifts one.
     let mut next = 1;
     while store.event_log_state(&id).await.unwrap().segment_count < 2 {
