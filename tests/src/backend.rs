@@ -1,5 +1,7 @@
 //! The [`Backend`] trait: what a conformance check needs from a store implementation beyond
-//! the [`Store`] trait itself (reopening, raw damage, a worker process).
+//! the [`Store`] trait itself (reopening, raw damage, a worker process), and the
+//! [`Capabilities`] each backend declares, so that the checks it cannot run are reported as
+//! ignored instead of passing.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,11 +10,86 @@ use std::time::Duration;
 use acpx_model::{MemoryStore, RecordId, Store};
 use async_trait::async_trait;
 
+/// What a backend can do beyond the [`Store`] trait. A backend declares its own with
+/// [`Backend::capabilities`]; each check declares the ones it needs (in the same type), and the
+/// harness reports a check whose needs are not met as ignored, with the missing ones as the
+/// reason (see [`crate::Suite`]). A hook that a declared capability promises but that gives
+/// nothing makes the check fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// `acpx-store-worker` opens the same data in another process
+    /// ([`Backend::worker_args`] is `Some`): cross-process locking, crashes, concurrency.
+    pub worker: bool,
+    /// [`Backend::inject_snapshot`] overwrites a stored document with raw bytes.
+    pub raw_snapshot: bool,
+    /// [`Backend::inject_log_bytes`] appends raw bytes (torn or damaged lines) to a log.
+    pub raw_log: bool,
+    /// [`Backend::data_dir`] is `Some`: all data lives under one directory whose parent holds
+    /// nothing else.
+    pub data_dir: bool,
+    /// Event retention is bounded by a budget of at most 1 MiB (segment size × segments), small
+    /// enough for the retention checks to append far past it.
+    pub small_event_budget: bool,
+    /// The crash points (`ACPX_FAILPOINT=<name>` in the worker's environment) at which the
+    /// backend aborts the worker process.
+    pub failpoints: &'static [&'static str],
+}
+
+impl Capabilities {
+    /// Nothing beyond the [`Store`] trait: what an in-process store such as [`MemoryStore`]
+    /// has, and what most checks need.
+    pub const NONE: Capabilities = Capabilities {
+        worker: false,
+        raw_snapshot: false,
+        raw_log: false,
+        data_dir: false,
+        small_event_budget: false,
+        failpoints: &[],
+    };
+
+    /// What of `needs` is missing from `self`, in words (`None` when nothing is).
+    pub fn missing(&self, needs: &Capabilities) -> Option<String> {
+        let mut missing: Vec<String> = [
+            (needs.worker && !self.worker, "a worker process"),
+            (
+                needs.raw_snapshot && !self.raw_snapshot,
+                "raw snapshot bytes",
+            ),
+            (needs.raw_log && !self.raw_log, "raw log bytes"),
+            (needs.data_dir && !self.data_dir, "a data directory"),
+            (
+                needs.small_event_budget && !self.small_event_budget,
+                "a small event budget",
+            ),
+        ]
+        .into_iter()
+        .filter(|(is_missing, _)| *is_missing)
+        .map(|(_, what)| what.to_owned())
+        .collect();
+        missing.extend(
+            needs
+                .failpoints
+                .iter()
+                .filter(|name| !self.failpoints.contains(name))
+                .map(|name| format!("failpoint {name}")),
+        );
+        (!missing.is_empty()).then(|| format!("backend lacks {}", missing.join(", ")))
+    }
+}
+
+/// The largest event budget (segment size × segments) that counts as
+/// [`Capabilities::small_event_budget`].
+pub const SMALL_EVENT_BUDGET: u64 = 1 << 20;
+
 /// A store implementation under test, with the hooks the checks need.
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// Short name for messages: `memory`, `fs`, `sqlite`.
     fn name(&self) -> &'static str;
+
+    /// What this backend can do beyond the [`Store`] trait; it must agree with the hooks
+    /// below (a declared capability whose hook gives nothing fails the checks that need it).
+    fn capabilities(&self) -> Capabilities;
 
     /// A new handle on the same underlying data (as if the process restarted).
     async fn open(&self) -> Arc<dyn Store>;
@@ -33,12 +110,6 @@ pub trait Backend: Send + Sync {
     /// directory that holds nothing else, so a check can prove nothing was written outside.
     /// `None` for backends without files.
     fn data_dir(&self) -> Option<PathBuf>;
-
-    /// Crash points (`ACPX_FAILPOINT=<name>` in the worker's environment) at which this
-    /// backend aborts the process, for the failpoint checks. Empty when it has none.
-    fn failpoints(&self) -> Vec<&'static str> {
-        Vec::new()
-    }
 }
 
 /// [`MemoryStore`]: every handle shares one in-process map; nothing raw, no other process.
@@ -58,6 +129,10 @@ impl MemoryBackend {
 impl Backend for MemoryBackend {
     fn name(&self) -> &'static str {
         "memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
     }
 
     async fn open(&self) -> Arc<dyn Store> {
@@ -134,6 +209,21 @@ impl Backend for FsBackend {
         "fs"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            worker: true,
+            raw_snapshot: true,
+            raw_log: true,
+            data_dir: true,
+            small_event_budget: self
+                .options
+                .max_segment_bytes
+                .saturating_mul(u64::from(self.options.max_segments))
+                <= SMALL_EVENT_BUDGET,
+            failpoints: acpx_store_fs::FAILPOINTS,
+        }
+    }
+
     async fn open(&self) -> Arc<dyn Store> {
         Arc::new(self.open_fs())
     }
@@ -176,10 +266,6 @@ impl Backend for FsBackend {
     fn data_dir(&self) -> Option<PathBuf> {
         Some(self.root.clone())
     }
-
-    fn failpoints(&self) -> Vec<&'static str> {
-        acpx_store_fs::FAILPOINTS.to_vec()
-    }
 }
 
 type OpenFn = Box<dyn Fn(&Path) -> Arc<dyn Store> + Send + Sync>;
@@ -199,7 +285,8 @@ type InjectFn = Box<dyn Fn(&Path, &RecordId, &[u8]) + Send + Sync>;
 /// ```
 ///
 /// The closures get the data directory (`<tmp>/store`, created empty; its parent holds
-/// nothing else). Hooks that are not given make the checks that need them skip.
+/// nothing else). Its [`Capabilities`] follow from the hooks given; the checks that need a
+/// hook that is not given are reported as ignored.
 pub struct DirBackend {
     name: &'static str,
     _tmp: tempfile::TempDir,
@@ -208,7 +295,8 @@ pub struct DirBackend {
     worker: Option<ArgsFn>,
     inject_snapshot: Option<InjectFn>,
     inject_log: Option<InjectFn>,
-    failpoints: Vec<&'static str>,
+    failpoints: &'static [&'static str],
+    small_event_budget: bool,
 }
 
 impl DirBackend {
@@ -228,7 +316,8 @@ impl DirBackend {
             worker: None,
             inject_snapshot: None,
             inject_log: None,
-            failpoints: Vec::new(),
+            failpoints: &[],
+            small_event_budget: false,
         }
     }
 
@@ -257,8 +346,15 @@ impl DirBackend {
     }
 
     /// Failpoint names the backend honours through `ACPX_FAILPOINT`.
-    pub fn failpoints(mut self, names: &[&'static str]) -> Self {
-        self.failpoints = names.to_vec();
+    pub fn failpoints(mut self, names: &'static [&'static str]) -> Self {
+        self.failpoints = names;
+        self
+    }
+
+    /// Declares that `open` bounds event retention to at most 1 MiB in total, so the
+    /// retention checks apply.
+    pub fn small_event_budget(mut self) -> Self {
+        self.small_event_budget = true;
         self
     }
 
@@ -277,6 +373,17 @@ pub fn argv<'a>(args: impl IntoIterator<Item = &'a str>) -> Vec<String> {
 impl Backend for DirBackend {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            worker: self.worker.is_some(),
+            raw_snapshot: self.inject_snapshot.is_some(),
+            raw_log: self.inject_log.is_some(),
+            data_dir: true,
+            small_event_budget: self.small_event_budget,
+            failpoints: self.failpoints,
+        }
     }
 
     async fn open(&self) -> Arc<dyn Store> {
@@ -299,9 +406,5 @@ impl Backend for DirBackend {
 
     fn data_dir(&self) -> Option<PathBuf> {
         Some(self.dir.clone())
-    }
-
-    fn failpoints(&self) -> Vec<&'static str> {
-        self.failpoints.clone()
     }
 }

@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use acpx_model::{Durability, RecordId, Store, StoreError, StoreResult};
+use acpx_model::{
+    Durability, EventEnvelope, EventLogState, RecordId, Store, StoreError, StoreResult,
+};
+use async_trait::async_trait;
 use serde_json::json;
 
 use crate::fixtures::tagged_event;
@@ -12,12 +15,40 @@ use crate::fixtures::tagged_event;
 /// runs several writers against one session on a slow machine; it only bounds a hang.
 pub const LOCK_WAIT: Duration = Duration::from_secs(60);
 
+/// One append the way a short-lived writer does it: take the session's writer lock (appends
+/// require it), append, release. Checks that are about the log rather than the lock use this,
+/// so each reads as one call.
+#[async_trait]
+pub trait AppendLocked {
+    /// Locks `id` (waiting up to [`LOCK_WAIT`]), appends `events`, and releases the lock.
+    async fn append_locked(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        durability: Durability,
+    ) -> StoreResult<EventLogState>;
+}
+
+#[async_trait]
+impl<T: Store + ?Sized> AppendLocked for T {
+    async fn append_locked(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        durability: Durability,
+    ) -> StoreResult<EventLogState> {
+        let writer = self.lock(id, LOCK_WAIT).await?;
+        self.append(&writer, events, durability).await
+    }
+}
+
 /// How concurrent appenders agree on the next seq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendMode {
     /// Hold the session's writer lock around "read the last seq, append".
     Lock,
-    /// Append optimistically and, on `SeqMismatch`, retry after the seq the store reported.
+    /// Read the last seq without the lock, then take it only around the append; on
+    /// `SeqMismatch` (another writer got in between), retry after the seq the store reported.
     Retry,
 }
 
@@ -71,15 +102,15 @@ pub async fn append_tagged(
         };
         let state = match mode {
             AppendMode::Lock => {
-                let _guard = store.lock(id, LOCK_WAIT).await?;
+                let writer = store.lock(id, LOCK_WAIT).await?;
                 let last = store.event_log_state(id).await?.last_seq;
-                store.append(id, &make(last), durability).await?
+                store.append(&writer, &make(last), durability).await?
             }
             AppendMode::Retry => {
                 let mut last = store.event_log_state(id).await?.last_seq;
                 let mut attempts = 0u32;
                 loop {
-                    match store.append(id, &make(last), durability).await {
+                    match store.append_locked(id, &make(last), durability).await {
                         Ok(state) => break state,
                         Err(StoreError::SeqMismatch { last: now, .. }) if attempts < 100_000 => {
                             attempts += 1;

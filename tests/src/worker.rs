@@ -21,8 +21,9 @@ static BINARY: OnceLock<PathBuf> = OnceLock::new();
 /// check fails instead of hanging the suite. It is never a speed requirement.
 pub const WORKER_WAIT: Duration = Duration::from_secs(120);
 
-/// Tells the harness where `acpx-store-worker` is. The [`crate::conformance_tests`] macro
-/// calls it with `env!("CARGO_BIN_EXE_acpx-store-worker")`, which only integration tests see.
+/// Tells the harness where `acpx-store-worker` is. The [`crate::suite!`] macro
+/// passes it `option_env!("CARGO_BIN_EXE_acpx-store-worker")`, which only integration tests
+/// of this package see.
 pub fn set_binary(path: &str) {
     let _ = BINARY.set(PathBuf::from(path));
 }

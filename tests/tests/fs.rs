@@ -1,11 +1,57 @@
 //! The conformance suite against `FsStore`, plus the checks only a file store has.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use acpx_store_fs::FsStoreOptions;
 use acpx_tests::FsBackend;
 
-acpx_tests::conformance_tests!(FsBackend::new());
+fn main() -> ExitCode {
+    acpx_tests::suite!()
+        .conformance(FsBackend::new)
+        .retention(tiny_segments)
+        .test(
+            "files::segment_count_equals_files_present",
+            files::segment_count_equals_files_present,
+        )
+        .test(
+            "files::layout_paths_and_private_modes",
+            files::layout_paths_and_private_modes,
+        )
+        .test(
+            "files::torn_tail_bytes_are_set_aside",
+            files::torn_tail_bytes_are_set_aside,
+        )
+        .test(
+            "files::symlinked_log_is_not_followed_for_appends",
+            files::symlinked_log_is_not_followed_for_appends,
+        )
+        .test(
+            "files::symlinked_snapshot_is_not_followed_for_saves",
+            files::symlinked_snapshot_is_not_followed_for_saves,
+        )
+        .test(
+            "files::live_temp_files_survive_cleanup",
+            files::live_temp_files_survive_cleanup,
+        )
+        .test(
+            "files::crash_leftover_temp_file_is_cleaned_on_open",
+            files::crash_leftover_temp_file_is_cleaned_on_open,
+        )
+        .test(
+            "files::unreadable_snapshots_are_left_untouched",
+            files::unreadable_snapshots_are_left_untouched,
+        )
+        .test(
+            "files::listing_cache_cannot_change_answers",
+            files::listing_cache_cannot_change_answers,
+        )
+        .test(
+            "assembled::hooks_drive_the_checks",
+            assembled::hooks_drive_the_checks,
+        )
+        .run()
+}
 
 /// 4 KiB × 3 segments: a dozen events rotate the log.
 fn tiny_segments() -> FsBackend {
@@ -14,10 +60,6 @@ fn tiny_segments() -> FsBackend {
         max_segments: 3,
         lock_timeout: Duration::from_secs(60),
     })
-}
-
-mod retention {
-    acpx_tests::retention_tests!(super::tiny_segments());
 }
 
 /// Checks that only apply to the file layout.
@@ -29,6 +71,7 @@ mod files {
     use acpx_model::{Durability, EventQuery, ListQuery, RecordId, Store};
     use acpx_store_fs::FsStore;
     use acpx_tests::fixtures::{event, events, ndjson_line, rich_session, rid, session};
+    use acpx_tests::ops::AppendLocked;
     use acpx_tests::worker::{set_binary, Worker};
     use acpx_tests::{Backend, FsBackend};
 
@@ -50,8 +93,7 @@ mod files {
     /// `segment_count` is the number of segment files that exist, at every step of a log
     /// that rotates many times; older segments are `.1`, `.2`, … without gaps, and never more
     /// than `max_segments` files.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn segment_count_equals_files_present() {
+    pub async fn segment_count_equals_files_present() {
         let b = super::tiny_segments();
         let store = b.open_fs();
         let id = rid("segments");
@@ -60,7 +102,7 @@ mod files {
         let mut counts = BTreeSet::new();
         for seq in 1..=120 {
             let st = store
-                .append(&id, &[event(&id, seq)], Durability::Flush)
+                .append_locked(&id, &[event(&id, seq)], Durability::Flush)
                 .await
                 .unwrap();
             let files = segment_files(&store, &id);
@@ -98,15 +140,14 @@ mod files {
     }
 
     /// Files sit at the documented paths, with private permissions.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn layout_paths_and_private_modes() {
+    pub async fn layout_paths_and_private_modes() {
         let b = FsBackend::new();
         let store = b.open_fs();
         let mut r = rich_session("layout", 3);
         store.create(&mut r).await.unwrap();
         let id = r.acpx_record_id.clone();
         store
-            .append(&id, &events(&id, 1, 3), Durability::Fsync)
+            .append_locked(&id, &events(&id, 1, 3), Durability::Fsync)
             .await
             .unwrap();
         drop(store.lock(&id, Duration::from_secs(5)).await.unwrap());
@@ -140,14 +181,13 @@ mod files {
     }
 
     /// The bytes of a torn tail are moved aside (not discarded) before the next append.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn torn_tail_bytes_are_set_aside() {
+    pub async fn torn_tail_bytes_are_set_aside() {
         let b = FsBackend::new();
         let store = b.open_fs();
         let id = rid("aside");
         store.create(&mut session("aside", 0)).await.unwrap();
         store
-            .append(&id, &events(&id, 1, 2), Durability::Flush)
+            .append_locked(&id, &events(&id, 1, 2), Durability::Flush)
             .await
             .unwrap();
         drop(store);
@@ -155,7 +195,7 @@ mod files {
         b.inject_log_bytes(&id, torn).await.unwrap();
         let store = b.open_fs();
         store
-            .append(&id, &events(&id, 3, 1), Durability::Flush)
+            .append_locked(&id, &events(&id, 3, 1), Durability::Flush)
             .await
             .unwrap();
         let aside: Vec<_> = files_of(&store, &id)
@@ -190,15 +230,14 @@ mod files {
 
     /// A symlink planted as a session's log is not followed for appends: the file it points
     /// to, outside the store, is never changed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn symlinked_log_is_not_followed_for_appends() {
+    pub async fn symlinked_log_is_not_followed_for_appends() {
         let b = FsBackend::new();
         let outside = tempfile::tempdir().unwrap();
         let store = b.open_fs();
         let id = rid("linked");
         store.create(&mut session("linked", 0)).await.unwrap();
         store
-            .append(&id, &events(&id, 1, 1), Durability::Flush)
+            .append_locked(&id, &events(&id, 1, 1), Durability::Flush)
             .await
             .unwrap();
         let target = outside.path().join("victim.ndjson");
@@ -206,7 +245,7 @@ mod files {
         drop(store);
         let appended = b
             .open_fs()
-            .append(&id, &events(&id, 2, 1), Durability::Flush)
+            .append_locked(&id, &events(&id, 2, 1), Durability::Flush)
             .await;
         assert!(
             std::fs::read(&target).unwrap() == before,
@@ -215,8 +254,7 @@ mod files {
     }
 
     /// A symlink planted as a session's snapshot is not followed for saves.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn symlinked_snapshot_is_not_followed_for_saves() {
+    pub async fn symlinked_snapshot_is_not_followed_for_saves() {
         let b = FsBackend::new();
         let outside = tempfile::tempdir().unwrap();
         let store = b.open_fs();
@@ -235,8 +273,7 @@ mod files {
 
     /// Cleanup of temp files never removes one whose session lock is held by a live process
     /// (a writer between write and rename); once that process is gone, it is removed.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn live_temp_files_survive_cleanup() {
+    pub async fn live_temp_files_survive_cleanup() {
         set_binary(env!("CARGO_BIN_EXE_acpx-store-worker"));
         let b = FsBackend::new();
         let store = b.open_fs();
@@ -276,8 +313,7 @@ mod files {
 
     /// A snapshot temp file left by a crash before the rename is cleaned up by the next open
     /// and never shows up in `list`.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn crash_leftover_temp_file_is_cleaned_on_open() {
+    pub async fn crash_leftover_temp_file_is_cleaned_on_open() {
         set_binary(env!("CARGO_BIN_EXE_acpx-store-worker"));
         let b = FsBackend::new();
         let store = b.open_fs();
@@ -307,8 +343,7 @@ mod files {
 
     /// A snapshot this version cannot read (a newer schema, damage) is reported but never
     /// rewritten, moved or deleted by reading it.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn unreadable_snapshots_are_left_untouched() {
+    pub async fn unreadable_snapshots_are_left_untouched() {
         let b = FsBackend::new();
         let store = b.open_fs();
         let mut r = session("newer", 0);
@@ -340,8 +375,7 @@ mod files {
     }
 
     /// A damaged, stale or foreign listing cache never changes what `list` answers.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn listing_cache_cannot_change_answers() {
+    pub async fn listing_cache_cannot_change_answers() {
         let b = FsBackend::new();
         let store = b.open_fs();
         for i in 0..5 {
@@ -397,8 +431,7 @@ mod assembled {
             .failpoints(acpx_store_fs::FAILPOINTS)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn hooks_drive_the_checks() {
+    pub async fn hooks_drive_the_checks() {
         worker::set_binary(env!("CARGO_BIN_EXE_acpx-store-worker"));
         conformance::malformed_snapshots_reported_not_fatal(&fs_dir_backend()).await;
         conformance::torn_tail_withheld_and_next_append_is_clean(&fs_dir_backend()).await;

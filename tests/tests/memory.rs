@@ -1,4 +1,4 @@
 //! The conformance suite against `MemoryStore`. Checks that need raw bytes, files or a second
-//! process print "skipped: …" and return (run with `--nocapture` to see them).
+//! process are reported as ignored, with what the backend lacks.
 
 acpx_tests::conformance_tests!(acpx_tests::MemoryBackend::new());

@@ -1,16 +1,18 @@
 //! The suite tests itself: each check must fail against a store with the bug it exists to
-//! catch. Every mutant wraps `MemoryStore` and breaks exactly one rule of the `Store`
-//! contract; a check that passes against its mutant would be asserting nothing.
+//! catch. Every mutant is a `FaultStore` over `MemoryStore` that breaks exactly one rule of
+//! the `Store` contract; a check that passes against its mutant would be asserting nothing.
 
+use acpx_tests::ops::AppendLocked;
 use std::sync::Arc;
 use std::time::Duration;
 
+use acpx_model::testing::{Fault, FaultStore};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
     LockGuard, MemoryStore, RecordId, SearchHit, SearchQuery, SessionLock, SessionRecord, Store,
     StoreError, StoreResult, Timestamp,
 };
-use acpx_tests::{conformance, Backend};
+use acpx_tests::{conformance, Backend, Capabilities};
 use async_trait::async_trait;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,12 +41,12 @@ enum Bug {
     DeleteKeepsEvents,
 }
 
-#[derive(Debug, Clone)]
+/// The fault injected into a `MemoryStore`: one bug, or none.
+#[derive(Debug)]
 struct Mutant {
-    inner: MemoryStore,
     bug: Bug,
     /// Events set aside by `DeleteKeepsEvents`, replayed into a recreated session.
-    kept: Arc<std::sync::Mutex<Vec<EventEnvelope>>>,
+    kept: std::sync::Mutex<Vec<EventEnvelope>>,
 }
 
 #[derive(Debug)]
@@ -52,61 +54,60 @@ struct NoGuard;
 impl LockGuard for NoGuard {}
 
 #[async_trait]
-impl Store for Mutant {
-    fn backend_name(&self) -> &'static str {
-        "mutant"
-    }
-    async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
-        self.inner.create(record).await?;
+impl Fault<MemoryStore> for Mutant {
+    async fn create(&self, inner: &MemoryStore, record: &mut SessionRecord) -> StoreResult<()> {
+        inner.create(record).await?;
         let kept: Vec<_> = std::mem::take(&mut *self.kept.lock().unwrap());
         let mine: Vec<_> = kept
             .into_iter()
             .filter(|e| e.acpx_record_id == record.acpx_record_id)
             .collect();
         if !mine.is_empty() {
-            self.inner
-                .append(&record.acpx_record_id, &mine, Durability::Flush)
+            inner
+                .append_locked(&record.acpx_record_id, &mine, Durability::Flush)
                 .await?;
         }
         Ok(())
     }
-    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        self.inner.load(id).await
-    }
-    async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
+    async fn save(&self, inner: &MemoryStore, record: &mut SessionRecord) -> StoreResult<()> {
         if self.bug == Bug::LastWriterWins {
-            if let Ok(stored) = self.inner.load(&record.acpx_record_id).await {
+            if let Ok(stored) = inner.load(&record.acpx_record_id).await {
                 record.revision = stored.revision;
             }
         }
-        self.inner.save(record).await
+        inner.save(record).await
     }
-    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let mut r = self.inner.close(id, at).await?;
+    async fn close(
+        &self,
+        inner: &MemoryStore,
+        id: &RecordId,
+        at: Timestamp,
+    ) -> StoreResult<SessionRecord> {
+        let mut r = inner.close(id, at).await?;
         if self.bug == Bug::CloseNotIdempotent && r.closed_at != Some(at) {
             r.closed_at = Some(at);
-            self.inner.save(&mut r).await?;
+            inner.save(&mut r).await?;
         }
         Ok(r)
     }
-    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+    async fn delete(&self, inner: &MemoryStore, id: &RecordId) -> StoreResult<bool> {
         if self.bug == Bug::DeleteKeepsEvents {
-            if let Ok(page) = self.inner.read_events(id, &EventQuery::default()).await {
+            if let Ok(page) = inner.read_events(id, &EventQuery::default()).await {
                 self.kept.lock().unwrap().extend(page.events);
             }
         }
-        self.inner.delete(id).await
+        inner.delete(id).await
     }
-    async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+    async fn list(&self, inner: &MemoryStore, query: &ListQuery) -> StoreResult<ListPage> {
         let mut q = query.clone();
         if self.bug == Bug::IgnoresCursor && q.cursor.is_some() {
             q.cursor = None;
             // Still terminate: pretend the first page is the last.
-            let mut page = self.inner.list(&q).await?;
+            let mut page = inner.list(&q).await?;
             page.next_cursor = None;
             return Ok(page);
         }
-        let mut page = self.inner.list(&q).await?;
+        let mut page = inner.list(&q).await?;
         if self.bug == Bug::OrdersById {
             page.sessions
                 .sort_by(|a, b| a.acpx_record_id.cmp(&b.acpx_record_id));
@@ -115,13 +116,14 @@ impl Store for Mutant {
     }
     async fn append(
         &self,
-        id: &RecordId,
+        inner: &MemoryStore,
+        writer: &SessionLock,
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
-        match self.inner.append(id, events, durability).await {
+        match inner.append(writer, events, durability).await {
             Err(StoreError::SeqMismatch { .. }) if self.bug == Bug::RenumbersSeqs => {
-                let last = self.inner.event_log_state(id).await?.last_seq;
+                let last = inner.event_log_state(writer.id()).await?.last_seq;
                 let renumbered: Vec<_> = events
                     .iter()
                     .enumerate()
@@ -130,34 +132,37 @@ impl Store for Mutant {
                         ..e.clone()
                     })
                     .collect();
-                self.inner.append(id, &renumbered, durability).await
+                inner.append(writer, &renumbered, durability).await
             }
             other => other,
         }
     }
-    async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+    async fn read_events(
+        &self,
+        inner: &MemoryStore,
+        id: &RecordId,
+        query: &EventQuery,
+    ) -> StoreResult<EventPage> {
         let mut q = query.clone();
         match self.bug {
             Bug::IgnoresRequestIdFilter => q.request_id = None,
             Bug::IgnoresLimit => q.limit = None,
             _ => {}
         }
-        self.inner.read_events(id, &q).await
+        inner.read_events(id, &q).await
     }
-    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-        self.inner.event_log_state(id).await
-    }
-    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-        self.inner.flush(id).await
-    }
-    async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-        let hits = self.inner.search(query).await?;
+    async fn search(
+        &self,
+        inner: &MemoryStore,
+        query: &SearchQuery,
+    ) -> StoreResult<Vec<SearchHit>> {
+        let hits = inner.search(query).await?;
         if self.bug != Bug::CaseSensitiveSearch {
             return Ok(hits);
         }
         let mut out = Vec::new();
         for h in hits {
-            let r = self.inner.load(&h.acpx_record_id).await?;
+            let r = inner.load(&h.acpx_record_id).await?;
             let text = serde_json::to_string(&r.thread.messages[h.message_index]).unwrap();
             if query.text.split_whitespace().all(|t| text.contains(t)) {
                 out.push(h);
@@ -165,23 +170,48 @@ impl Store for Mutant {
         }
         Ok(out)
     }
-    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
+    async fn lock(
+        &self,
+        inner: &MemoryStore,
+        id: &RecordId,
+        timeout: Duration,
+    ) -> StoreResult<SessionLock> {
         if self.bug == Bug::LockNeverBlocks {
-            return Ok(SessionLock::new(id.clone(), Box::new(NoGuard)));
+            return Ok(SessionLock::new(
+                id.clone(),
+                inner.lock_issuer(),
+                Box::new(NoGuard),
+            ));
         }
-        self.inner.lock(id, timeout).await
+        inner.lock(id, timeout).await
     }
 }
 
-struct MutantBackend(Mutant);
+/// Every handle the checks open is the one mutant store (over one `MemoryStore`).
+struct MutantBackend(Arc<FaultStore<MemoryStore, Mutant>>);
+
+impl MutantBackend {
+    fn new(bug: Bug) -> Self {
+        MutantBackend(Arc::new(FaultStore::new(
+            Arc::new(MemoryStore::new()),
+            Mutant {
+                bug,
+                kept: Default::default(),
+            },
+        )))
+    }
+}
 
 #[async_trait]
 impl Backend for MutantBackend {
     fn name(&self) -> &'static str {
         "mutant"
     }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::NONE
+    }
     async fn open(&self) -> Arc<dyn Store> {
-        Arc::new(self.0.clone())
+        self.0.clone()
     }
     fn worker_args(&self) -> Option<Vec<String>> {
         None
@@ -201,11 +231,7 @@ macro_rules! must_catch {
     ($name:ident, $bug:expr, $check:ident) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            let backend = MutantBackend(Mutant {
-                inner: MemoryStore::new(),
-                bug: $bug,
-                kept: Default::default(),
-            });
+            let backend = MutantBackend::new($bug);
             let outcome = tokio::spawn(async move { conformance::$check(&backend).await }).await;
             assert!(
                 outcome.as_ref().is_err_and(|e| e.is_panic()),
@@ -276,13 +302,7 @@ must_catch!(
 /// The wrapper without a bug passes the same checks, so a caught mutant is caught for its bug.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unbroken_wrapper_passes() {
-    let fresh = || {
-        MutantBackend(Mutant {
-            inner: MemoryStore::new(),
-            bug: Bug::None,
-            kept: Default::default(),
-        })
-    };
+    let fresh = || MutantBackend::new(Bug::None);
     conformance::save_stale_revision_conflicts(&fresh()).await;
     conformance::append_seq_must_continue_exactly(&fresh()).await;
     conformance::list_cursor_walk_exactly_once(&fresh()).await;

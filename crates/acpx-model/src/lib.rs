@@ -10,6 +10,8 @@
 //! - [`RecordId`]: a session's stable local id, validated so it is always safe as a file name.
 //! - [`Store`]: the storage interface every backend implements, and [`MemoryStore`], a
 //!   complete in-memory implementation.
+//! - `testing` (feature `testing`): `FaultStore`, a `Store` wrapper that injects faults
+//!   (failing appends, tampered events, bugs of a test's own) into a real store, for tests.
 //!
 //! ```
 //! use acpx_model::{MemoryStore, NewSession, RecordId, SessionRecord, Store, Timestamp};
@@ -45,6 +47,8 @@ pub mod migrate;
 pub mod search;
 pub mod session;
 pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod thread;
 pub mod time;
 

@@ -56,6 +56,12 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// The issuer token of the session locks this store hands out: a wrapper that builds
+    /// its own [`SessionLock`]s over this store (a test double) stamps them with it.
+    pub fn lock_issuer(&self) -> LockIssuer {
+        self.issuer
+    }
+
     fn inner(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the mutex leaves data that is still structurally valid.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())

@@ -357,12 +357,11 @@ mod tests {
     use super::*;
     use crate::event::{EventContext, EventPayload, EventSource, EventStream};
     use crate::memory::MemoryStore;
-    use crate::search::{SearchHit, SearchQuery};
-    use crate::session::{EventLogState, NewSession};
-    use crate::store::{EventPage, ListPage, SessionLock};
+    use crate::session::NewSession;
+    use crate::testing::{FaultStore, Faults};
     use crate::time::Timestamp;
-    use async_trait::async_trait;
     use serde_json::json;
+    use std::sync::Arc;
 
     fn record(id: &str, t: i64) -> SessionRecord {
         let mut r = SessionRecord::new(
@@ -478,99 +477,34 @@ mod tests {
         assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
     }
 
-    /// A `MemoryStore` whose appends or reads are altered by a hook: a lossy target, or a
-    /// source whose log was trimmed.
-    #[derive(Debug)]
-    struct Tampered {
-        inner: MemoryStore,
-        on_append: fn(&mut Vec<EventEnvelope>),
-        on_read: fn(&mut EventPage),
+    /// A target that silently changes the payload of the event with seq 3 it stores.
+    fn lossy() -> FaultStore<MemoryStore> {
+        FaultStore::new(
+            Arc::new(MemoryStore::new()),
+            Faults::new().tamper_appends(|events| {
+                if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
+                    e.payload = json!({"n": 3, "f": 0.1000001});
+                }
+            }),
+        )
     }
 
-    impl Tampered {
-        /// A target that silently changes the payload of the event with seq 3 it stores.
-        fn lossy() -> Self {
-            Tampered {
-                inner: MemoryStore::new(),
-                on_append: |events| {
-                    if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
-                        e.payload = json!({"n": 3, "f": 0.1000001});
-                    }
-                },
-                on_read: |_| {},
-            }
-        }
-
-        /// A source whose log starts at seq 5, as after retention.
-        fn trimmed(inner: MemoryStore) -> Self {
-            Tampered {
-                inner,
-                on_append: |_| {},
-                on_read: |page| {
-                    page.events.retain(|e| e.seq >= 5);
-                    page.oldest_seq = 5;
-                },
-            }
-        }
-    }
-
-    #[async_trait]
-    impl Store for Tampered {
-        fn backend_name(&self) -> &'static str {
-            "tampered"
-        }
-        async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
-            self.inner.create(r).await
-        }
-        async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-            self.inner.load(id).await
-        }
-        async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
-            self.inner.save(r).await
-        }
-        async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-            self.inner.close(id, at).await
-        }
-        async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
-            self.inner.delete(id).await
-        }
-        async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
-            self.inner.list(q).await
-        }
-        async fn append(
-            &self,
-            writer: &SessionLock,
-            events: &[EventEnvelope],
-            d: Durability,
-        ) -> StoreResult<EventLogState> {
-            let mut events = events.to_vec();
-            (self.on_append)(&mut events);
-            self.inner.append(writer, &events, d).await
-        }
-        async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
-            let mut page = self.inner.read_events(id, q).await?;
-            (self.on_read)(&mut page);
-            Ok(page)
-        }
-        async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-            self.inner.event_log_state(id).await
-        }
-        async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-            self.inner.flush(id).await
-        }
-        async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-            self.inner.search(q).await
-        }
-        async fn lock(&self, id: &RecordId, t: Duration) -> StoreResult<SessionLock> {
-            self.inner.lock(id, t).await
-        }
+    /// A source whose log starts at seq 5, as after retention.
+    fn trimmed(inner: MemoryStore) -> FaultStore<MemoryStore> {
+        FaultStore::new(
+            Arc::new(inner),
+            Faults::new().tamper_reads(|page| {
+                page.events.retain(|e| e.seq >= 5);
+                page.oldest_seq = 5;
+            }),
+        )
     }
 
     #[tokio::test]
     async fn a_copy_that_differs_fails_clearly_and_is_removed() {
         let from = MemoryStore::new();
         fill(&from, 3, 5).await;
-        let to = Tampered::lossy();
+        let to = lossy();
         let err = copy_store(&from, &to).await.unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
@@ -598,9 +532,7 @@ mod tests {
             .unwrap();
         drop(writer);
         let to = MemoryStore::new();
-        let err = copy_store(&Tampered::trimmed(inner), &to)
-            .await
-            .unwrap_err();
+        let err = copy_store(&trimmed(inner), &to).await.unwrap_err();
         assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
         assert!(err.to_string().contains("seq 5"), "{err}");
         assert!(to

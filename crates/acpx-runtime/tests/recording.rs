@@ -1,77 +1,17 @@
 //! The write path: failing appends, snapshots behind their log, on every backend.
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_model::{
-    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
-    SearchHit, SearchQuery, SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
-};
+use acpx_model::testing::{FaultStore, Faults};
+use acpx_model::Store;
 use acpx_runtime::{text_prompt, Runtime, RuntimeOptions};
-use async_trait::async_trait;
 use common::*;
 
 /// A real backend whose appends can be made to fail (a full or read-only disk).
-#[derive(Debug)]
-struct FlakyLog {
-    inner: Arc<dyn Store>,
-    fail: AtomicBool,
-}
-
-#[async_trait]
-impl Store for FlakyLog {
-    fn backend_name(&self) -> &'static str {
-        self.inner.backend_name()
-    }
-    async fn create(&self, r: &mut SessionRecord) -> StoreResult<()> {
-        self.inner.create(r).await
-    }
-    async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        self.inner.load(id).await
-    }
-    async fn save(&self, r: &mut SessionRecord) -> StoreResult<()> {
-        self.inner.save(r).await
-    }
-    async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        self.inner.close(id, at).await
-    }
-    async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
-        self.inner.delete(id).await
-    }
-    async fn list(&self, q: &ListQuery) -> StoreResult<ListPage> {
-        self.inner.list(q).await
-    }
-    async fn append(
-        &self,
-        writer: &SessionLock,
-        events: &[EventEnvelope],
-        d: Durability,
-    ) -> StoreResult<EventLogState> {
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(StoreError::io(
-                "events.ndjson",
-                std::io::Error::other("No space left on device"),
-            ));
-        }
-        self.inner.append(writer, events, d).await
-    }
-    async fn read_events(&self, id: &RecordId, q: &EventQuery) -> StoreResult<EventPage> {
-        self.inner.read_events(id, q).await
-    }
-    async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-        self.inner.event_log_state(id).await
-    }
-    async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-        self.inner.flush(id).await
-    }
-    async fn search(&self, q: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-        self.inner.search(q).await
-    }
-    async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
-        self.inner.lock(id, timeout).await
-    }
+fn flaky_log(env: &Env) -> Arc<FaultStore<dyn Store>> {
+    Arc::new(FaultStore::new(env.store.clone(), Faults::new()))
 }
 
 backend_tests! {
@@ -81,15 +21,12 @@ backend_tests! {
 }
 
 async fn append_failure(env: Env) {
-    let flaky = Arc::new(FlakyLog {
-        inner: env.store.clone(),
-        fail: AtomicBool::new(false),
-    });
+    let flaky = flaky_log(&env);
     let rt = Runtime::new(flaky.clone(), RuntimeOptions::default());
     let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
     let id = s.id().clone();
     let before = env.events(&id).await.len();
-    flaky.fail.store(true, Ordering::SeqCst);
+    flaky.fault().fail_appends(true);
     let out = s
         .prompt(text_prompt("echo during the outage"))
         .await
@@ -109,7 +46,7 @@ async fn append_failure(env: Env) {
     assert_eq!(on_disk.thread.messages.len(), 2);
     assert_eq!(env.events(&id).await.len(), before, "nothing was appended");
     // The disk recovers: the held-back events go out first, in order, without a gap.
-    flaky.fail.store(false, Ordering::SeqCst);
+    flaky.fault().fail_appends(false);
     let out = s.prompt(text_prompt("echo after")).await.unwrap();
     assert_eq!(out.log_write_error, None);
     let r = s.shutdown().await.unwrap();
@@ -131,20 +68,17 @@ async fn append_failure(env: Env) {
 }
 
 async fn log_gap(env: Env) {
-    let flaky = Arc::new(FlakyLog {
-        inner: env.store.clone(),
-        fail: AtomicBool::new(false),
-    });
+    let flaky = flaky_log(&env);
     let rt = Runtime::new(flaky.clone(), RuntimeOptions::default());
     let mut s = rt.open_new(env.spec(agent("--resume"))).await.unwrap();
     let id = s.id().clone();
-    flaky.fail.store(true, Ordering::SeqCst);
+    flaky.fault().fail_appends(true);
     s.prompt(text_prompt("echo unlogged")).await.unwrap();
     // The process goes away with events that never reached the log.
     drop(s);
     let logged = env.events(&id).await.len() as u64;
     assert!(env.stored(&id).await.acpx.audit_seq > logged);
-    flaky.fail.store(false, Ordering::SeqCst);
+    flaky.fault().fail_appends(false);
     let s = rt.open_existing(&id).await.unwrap();
     let (from, to) = s.recovery().log_gap.expect("the gap is reported");
     assert_eq!(from, logged + 1);

@@ -23,6 +23,7 @@
 //! ```
 //! Every operation ends with `done`. Errors go to stderr with exit status 1.
 
+use acpx_tests::ops::AppendLocked;
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -210,7 +211,7 @@ async fn append_until_error(
         let events: Vec<_> = (1..=batch.max(1))
             .map(|k| tagged_event(id, last + k, tag, last + k - first - 1))
             .collect();
-        match store.append(id, &events, Durability::Flush).await {
+        match store.append_locked(id, &events, Durability::Flush).await {
             Ok(state) => {
                 last = state.last_seq;
                 say(&format!("ack seq={last}"));
@@ -259,7 +260,7 @@ async fn hold_lock(store: &dyn Store, id: &RecordId, seconds: u64) -> Result<(),
                 let last = store.event_log_state(id).await.map_err(err)?.last_seq;
                 let e = tagged_event(id, last + 1, "holder", 0);
                 let st = store
-                    .append(id, &[e], Durability::Flush)
+                    .append(&guard, &[e], Durability::Flush)
                     .await
                     .map_err(err)?;
                 say(&format!("appended seq={}", st.last_seq));

@@ -8,7 +8,6 @@
 //! Storing goes through [`NewSessionWriter`], the same create → append → flush → save that
 //! [`acpx_model::migrate::copy_store`] uses between stores.
 
-
 use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
     EventEnvelope, EventQuery, RecordId, SessionRecord, Store, StoreError, Timestamp,

@@ -1,0 +1,104 @@
+//! Full-text search over conversation text.
+
+use super::*;
+
+/// User and agent text (and thinking) are found; all terms are required, case-insensitively;
+/// the cwd filter applies; hits name session, message index and role, with a snippet.
+pub async fn search_finds_conversation_text(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut s1 = session("search-one", 2_000);
+    s1.cwd = "/srch/one".into();
+    s1.thread.title = "Flaky".into();
+    s1.thread.messages = vec![
+        user_text("u-1", "Please fix the flaky Build in CI"),
+        agent_text(
+            "The build is failing because of a linker problem",
+            Some("maybe a Timeout"),
+        ),
+        user_text("u-2", "unrelated words here"),
+    ];
+    create(&*store, s1).await;
+    let mut s2 = session("search-two", 1_000);
+    s2.cwd = "/srch/two".into();
+    s2.thread.messages = vec![agent_text("Another BUILD note", None)];
+    create(&*store, s2).await;
+    create(&*store, rich_session("search-other", 3)).await;
+
+    let search = |text: &str, cwd: Option<&str>| SearchQuery {
+        text: text.into(),
+        cwd: cwd.map(Into::into),
+        limit: None,
+    };
+    let key = |h: &acpx_model::SearchHit| (h.acpx_record_id.to_string(), h.message_index);
+
+    let hits = store
+        .search(&search("build", Some("/srch/one")))
+        .await
+        .unwrap();
+    let got: Vec<_> = hits.iter().map(key).collect();
+    assert_eq!(
+        got,
+        vec![("search-one".into(), 0), ("search-one".into(), 1)]
+    );
+    assert_eq!(hits[0].role, "user");
+    assert_eq!(hits[0].message_id.as_deref(), Some("u-1"));
+    assert_eq!(hits[1].role, "agent");
+    assert_eq!(hits[0].title.as_deref(), Some("Flaky"));
+    for h in &hits {
+        assert!(h.snippet.to_lowercase().contains("build"), "{h:?}");
+    }
+
+    let hits = store.search(&search("BUILD timeout", None)).await.unwrap();
+    assert_eq!(
+        hits.iter().map(key).collect::<Vec<_>>(),
+        vec![("search-one".into(), 1)]
+    );
+
+    let hits = store.search(&search("flaky linker", None)).await.unwrap();
+    assert!(
+        hits.is_empty(),
+        "terms in different messages do not match: {hits:?}"
+    );
+
+    let hits = store
+        .search(&search("note", Some("/srch/two/")))
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.iter().map(key).collect::<Vec<_>>(),
+        vec![("search-two".into(), 0)]
+    );
+
+    let hits = store.search(&search("build", None)).await.unwrap();
+    let mut order: Vec<String> = hits.iter().map(|h| h.acpx_record_id.to_string()).collect();
+    order.dedup();
+    assert_eq!(
+        order,
+        ids(&["search-other", "search-one", "search-two"]),
+        "hits follow list order, newest session first"
+    );
+    for w in hits.windows(2) {
+        if w[0].acpx_record_id == w[1].acpx_record_id {
+            assert!(w[0].message_index < w[1].message_index, "{hits:?}");
+        }
+    }
+
+    let limited = store
+        .search(&SearchQuery {
+            limit: Some(1),
+            ..search("build", None)
+        })
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 1);
+    assert!(store
+        .search(&search("xylophone", None))
+        .await
+        .unwrap()
+        .is_empty());
+    let err = store
+        .search(&search("build", Some("srch")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
+}
