@@ -111,7 +111,6 @@ pub mod error;
 pub mod mapping;
 pub mod recorder;
 pub mod session;
-pub mod test_agent;
 mod turn;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
