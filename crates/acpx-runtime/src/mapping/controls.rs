@@ -6,7 +6,8 @@ use serde_json::{json, Value};
 
 use super::{lifecycle, Effect, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
 
-/// `last_control_update.payload` in the seed's snake_case shape, from a control input.
+/// `last_control_update.payload` in the snake_case shape of `session.json`'s `acpx`
+/// namespace (`docs/format.md`, § `session.json`), from a control input.
 pub(super) fn control_payload(action: &str, input: &Value) -> Value {
     let get = |k: &str| input.get(k).cloned().unwrap_or(Value::Null);
     match action {

@@ -6,7 +6,7 @@
 //! reducer reads nothing but the record and the event (the event's own timestamp is the clock),
 //! so replaying a log always rebuilds the same snapshot.
 //!
-//! # Mapping of ACP `session/update` kinds (seed `000_…`, `thread-json-shapes.md` §11)
+//! # Mapping of ACP `session/update` kinds (`docs/format.md`, § `session.json`)
 //!
 //! | update | effect |
 //! |---|---|
@@ -31,7 +31,7 @@
 //! reopen it. Session-level updates (mode, commands, config, plan, title, usage) apply at any
 //! time.
 //!
-//! # Tool calls (seed `003_…`)
+//! # Tool calls (`docs/format.md`, § Keys the runtime adds)
 //!
 //! - Status moves `pending → in_progress → completed | failed`. `completed` and `failed` are
 //!   final: a later `tool_call` or `tool_call_update` for that id is logged and ignored.

@@ -142,7 +142,7 @@ pub(super) fn end_turn(record: &mut SessionRecord, at: Timestamp, f: impl FnOnce
     }
 }
 
-/// Converts ACP prompt ContentBlocks to thread user content (`thread-json-shapes.md` §4.3).
+/// Converts ACP prompt ContentBlocks to thread user content (`docs/format.md`, § `session.json`).
 pub fn user_content_from_acp(blocks: &[Value]) -> Vec<UserContent> {
     blocks.iter().map(user_content_from_block).collect()
 }

@@ -311,7 +311,7 @@ pub(super) fn png_size(base64_data: &str) -> Option<ImageSize> {
 }
 
 /// Gives every tool use without a result the "canceled" error result and marks every input
-/// complete (`thread-json-shapes.md` §11.5). Returns how many tool uses were closed.
+/// complete (`docs/format.md`, § `session.json`). Returns how many tool uses were closed.
 pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp) -> usize {
     let mut closed = 0;
     for message in &mut record.thread.messages {

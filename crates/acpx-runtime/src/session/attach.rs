@@ -21,7 +21,8 @@ use super::{
     Recovery, Runtime, RuntimeOptions, Session, TurnOutcome, PROTOCOL_VERSION,
 };
 
-/// Reads `_meta.agentSessionId` of a response: a non-empty string, or nothing (seed 004).
+/// Reads `_meta.agentSessionId` of a response: a non-empty string, or nothing
+/// (`docs/format.md`, § Identity and Decisions 6).
 fn agent_session_id(response: &Value) -> Option<String> {
     response
         .get("_meta")

@@ -18,7 +18,7 @@ use crate::recorder::{Observer, DEFAULT_SNAPSHOT_INTERVAL};
 /// The protocol version acpx speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
 
-/// How a [`Runtime`] drives agents and records sessions.
+/// How a [`Runtime`](super::Runtime) drives agents and records sessions.
 #[derive(Clone)]
 pub struct RuntimeOptions {
     /// How permission requests, writes and terminals are decided.

@@ -10,7 +10,7 @@ use crate::turn::{self, TurnOutcome, TurnParts};
 use super::Session;
 
 impl Session {
-    /// Runs one prompt turn (ACP ContentBlocks, e.g. from [`text_prompt`]).
+    /// Runs one prompt turn (ACP ContentBlocks, e.g. from [`text_prompt`](super::text_prompt)).
     pub async fn prompt(&mut self, prompt: Vec<Value>) -> RuntimeResult<TurnOutcome> {
         self.prompt_with(prompt, None).await
     }
