@@ -69,7 +69,7 @@ impl AgentRegistry {
     }
 
     /// Adds the built-in `demo` agent: this very executable serving the scripted ACP agent of
-    /// `acpx_runtime::test_agent` (hidden command `__test-agent`), with its history kept under
+    /// the `acpx_test_agent` crate (hidden command `__test-agent`), with its history kept under
     /// `<home>/demo-agent` so that later prompts reattach with `session/load`. It needs no API
     /// key and no network, which makes it the agent of the quickstart. A config entry named
     /// `demo` still wins.

@@ -45,7 +45,7 @@ fn main() {
             .enable_all()
             .build()
         {
-            Ok(rt) => rt.block_on(acpx_runtime::test_agent::serve(flags)),
+            Ok(rt) => rt.block_on(acpx_test_agent::serve(flags)),
             Err(e) => {
                 eprintln!(
                     "acpx {}: cannot start a runtime: {e}",

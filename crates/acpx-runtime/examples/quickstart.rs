@@ -6,13 +6,11 @@
 //! ```
 //!
 //! The agent is a real ACP process over stdio (this example re-runs itself as the scripted
-//! agent of `acpx-test-agent`, so nothing else has to be built and no API key is needed). The
+//! agent of the `acpx-test-agent` crate, so nothing else has to be built and no API key is needed). The
 //! session is stored under `--home` (default: a fresh directory in the system temp dir, kept
 //! so you can look at it): `<home>/sessions/<id>.json` and `<home>/sessions/<id>.events.ndjson`.
 //! The first word of the prompt picks the agent's script (`think`, `tools`, `plan`, `usage`,
 //! `title <t>`, …; anything else gets a greeting).
-
-use acpx_runtime::test_agent as agent;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,7 +25,7 @@ const SERVE_FLAG: &str = "--serve-test-agent";
 async fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(SERVE_FLAG) {
-        agent::serve(args.split_off(1)).await;
+        acpx_test_agent::serve(args.split_off(1)).await;
         return;
     }
     if let Err(e) = run(args).await {

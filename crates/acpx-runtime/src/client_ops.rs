@@ -277,11 +277,6 @@ impl FsRoot {
         })
     }
 
-    /// The resolved root.
-    pub fn path(&self) -> &Path {
-        &self.root
-    }
-
     fn check_syntax(&self, raw: &str) -> Result<PathBuf, FsError> {
         let p = Path::new(raw);
         if !p.is_absolute() {

@@ -38,11 +38,12 @@
 //! | module | job |
 //! |---|---|
 //! | [`mapping`] | the pure reducer: [`mapping::apply_event`], [`mapping::roll_forward`] |
-//! | [`recorder`] | the write path of every event, in the seed's order |
-//! | [`agent`] | the agent process (pid, exit, process group) and the ACP connection |
+//! | [`recorder`] | the write path of every event: log first, then snapshot |
+//! | `agent` (internal) | the agent process (pid, exit, process group) and the ACP connection |
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
-//! | [`client_ops`] | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies |
+//! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::fork`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`] |
+//! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //!
 //! ## What a session records
 //!
@@ -61,7 +62,9 @@
 //! - The end: `agent_exit` (exit code or signal, `reason`: `process_exit` or
 //!   `acpx_shutdown`), and `session_closed` for [`Session::close`].
 //!
-//! ## Keys this crate adds to the seed's shapes
+//! ## Keys this crate adds to the stored shapes
+//!
+//! See also `docs/format.md`, § Keys the runtime adds.
 //!
 //! All are optional for readers; unknown keys are kept by every acpx version.
 //!
@@ -105,8 +108,8 @@
 
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod client_ops;
+mod agent;
+mod client_ops;
 mod core;
 pub mod error;
 pub mod mapping;
@@ -114,7 +117,6 @@ pub mod mcp_servers;
 pub mod ops;
 pub mod recorder;
 pub mod session;
-pub mod test_agent;
 mod turn;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};

@@ -1,4 +1,5 @@
-//! The write path of every event, in the seed's order.
+//! The write path of every event: log first, then snapshot (`docs/format.md`, § `events.ndjson`
+//! and § Durability).
 //!
 //! For each event [`Recorder::record`]:
 //!

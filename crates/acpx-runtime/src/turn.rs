@@ -13,23 +13,26 @@
 //!    `cancelled`) closes the turn; the reducer gives every tool use still open an error
 //!    result, so the thread is well-formed whatever happened.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acpx_model::event::PromptErrorPayload;
-use acpx_model::{EventPayload, EventSource, EventStream, PermissionStats};
+use acpx_model::event::{
+    AcpErrorObject, PromptDonePayload, PromptErrorPayload, PromptStartedPayload,
+};
+use acpx_model::{
+    AgentContent, EventPayload, EventSource, EventStream, Message, PermissionStats, SessionRecord,
+    TokenUsage, TurnError,
+};
 use serde_json::{json, Map, Value};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::agent::CallError;
-use crate::core::new_request_id;
+use crate::agent::{AgentProcess, CallError, Connection};
+use crate::core::{new_request_id, SessionCore};
 use crate::error::{AcpError, RuntimeResult};
 use crate::mapping;
 use crate::recorder::{EventDraft, Observer};
-use crate::session::{
-    acp_error_object, agent_text_after, prompt_done, prompt_started, Session, TurnOutcome,
-    TurnParts,
-};
 
 const PREVIEW_CHARS: usize = 200;
 
@@ -62,13 +65,13 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// Runs one turn: records it, sends the prompt and waits for its end (see the module docs).
 pub(crate) async fn run(
-    session: &mut Session,
+    p: TurnParts<'_>,
     prompt: Vec<Value>,
     observer: Option<Observer>,
 ) -> RuntimeResult<TurnOutcome> {
-    let acp = session.acp_session_id().await;
-    let p = session.parts();
+    let acp = p.acp_session_id.clone();
     let request_id = new_request_id("req");
     let user_id = uuid::Uuid::new_v4().to_string();
     set_turn_observer(&p, observer).await;
@@ -128,7 +131,7 @@ async fn drive(
     };
     let mut exit = p.agent.exit_watch();
     let mut cancel_deadline: Option<Instant> = None;
-    let prompt_deadline = p.options.prompt_timeout.map(|d| Instant::now() + d);
+    let prompt_deadline = p.prompt_timeout.map(|d| Instant::now() + d);
     let mut timed_out = false;
     let end = loop {
         tokio::select! {
@@ -140,12 +143,12 @@ async fn drive(
             },
             _ = cancel_rx.wait_for(|c| *c), if cancel_deadline.is_none() => {
                 send_cancel(p, acp, request_id, "requested").await;
-                cancel_deadline = Some(Instant::now() + p.options.cancel_grace);
+                cancel_deadline = Some(Instant::now() + p.cancel_grace);
             }
             _ = sleep_until(prompt_deadline), if !timed_out && cancel_deadline.is_none() => {
                 timed_out = true;
                 send_cancel(p, acp, request_id, "timeout").await;
-                cancel_deadline = Some(Instant::now() + p.options.cancel_grace);
+                cancel_deadline = Some(Instant::now() + p.cancel_grace);
             }
             _ = sleep_until(cancel_deadline), if cancel_deadline.is_some() => break End::CancelUnanswered,
             _ = exit.wait_for(Option::is_some) => {
@@ -179,7 +182,7 @@ async fn drive(
                         "PROMPT_TIMEOUT",
                         format!(
                             "the turn did not finish within {} s and was cancelled",
-                            p.options.prompt_timeout.unwrap_or_default().as_secs()
+                            p.prompt_timeout.unwrap_or_default().as_secs()
                         ),
                         true,
                         None,
@@ -273,7 +276,7 @@ async fn drive(
                 "CANCEL_UNANSWERED",
                 format!(
                     "the agent did not answer within {} s after session/cancel",
-                    p.options.cancel_grace.as_secs()
+                    p.cancel_grace.as_secs()
                 ),
                 true,
                 None,
@@ -401,4 +404,143 @@ async fn send_cancel(p: &TurnParts<'_>, acp: &str, request_id: &str, reason: &st
         }),
     };
     p.core.record(draft(payload)).await;
+}
+
+/// The result of one prompt turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The turn's `requestId` in the event log.
+    pub request_id: String,
+    /// The id of the `User` message this turn added.
+    pub user_message_id: String,
+    /// `completed`, `cancelled`, `failed` or `timeout`.
+    pub outcome: String,
+    /// The agent's `stopReason`, when it answered.
+    pub stop_reason: Option<String>,
+    /// Why the turn did not complete (`code`, `detailCode`, `message`, `retryable`).
+    pub error: Option<TurnError>,
+    /// The JSON-RPC error the agent answered with, if any.
+    pub acp_error: Option<AcpError>,
+    /// Permission requests of the turn and how they were decided.
+    pub permission_stats: PermissionStats,
+    /// Token usage from the prompt response, when the agent reported it.
+    pub usage: Option<TokenUsage>,
+    /// The agent's text of this turn (all Agent messages after the user message).
+    pub agent_text: String,
+    /// Set when the event log could not be written during the turn.
+    pub log_write_error: Option<String>,
+}
+
+/// Cancels the turn in progress, from any task.
+#[derive(Clone, Debug)]
+pub struct CancelHandle {
+    running: Arc<AtomicBool>,
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl CancelHandle {
+    pub(crate) fn new() -> Self {
+        let (tx, _) = watch::channel(false);
+        CancelHandle {
+            running: Arc::new(AtomicBool::new(false)),
+            tx: Arc::new(tx),
+        }
+    }
+
+    /// Asks the agent to stop the turn in progress (`session/cancel`). Returns `false` when no
+    /// turn is running (a no-op).
+    pub fn cancel(&self) -> bool {
+        if self.running.load(Ordering::SeqCst) {
+            self.tx.send_replace(true);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether a turn is running.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+}
+
+/// What a turn needs from its session (handed over by `Session::prompt_with`, so this module
+/// does not depend on the session module).
+pub(crate) struct TurnParts<'a> {
+    pub core: &'a Arc<SessionCore>,
+    pub conn: &'a Connection,
+    pub agent: &'a AgentProcess,
+    pub cancel: &'a CancelHandle,
+    /// The ACP session id the prompt goes to.
+    pub acp_session_id: String,
+    /// Whether the ACP session existed before this process (`prompt_started.resumed`).
+    pub resumed: bool,
+    /// See [`crate::RuntimeOptions::prompt_timeout`].
+    pub prompt_timeout: Option<Duration>,
+    /// See [`crate::RuntimeOptions::cancel_grace`].
+    pub cancel_grace: Duration,
+}
+
+impl CancelHandle {
+    pub(crate) fn start(&self) -> watch::Receiver<bool> {
+        self.tx.send_replace(false);
+        self.running.store(true, Ordering::SeqCst);
+        self.tx.subscribe()
+    }
+
+    pub(crate) fn stop(&self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The text of the Agent messages that follow the `User` message `user_message_id`.
+pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String {
+    let mut out = String::new();
+    let mut seen = false;
+    for m in &record.thread.messages {
+        match m {
+            Message::User(u) if u.id == user_message_id => seen = true,
+            Message::User(_) if seen => break,
+            Message::Agent(a) if seen => {
+                for c in &a.content {
+                    if let AgentContent::Text(t) = c {
+                        out.push_str(t);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn acp_error_object(e: &AcpError) -> AcpErrorObject {
+    AcpErrorObject {
+        code: e.code,
+        message: e.message.clone(),
+        data: e.data.clone(),
+    }
+}
+
+fn prompt_started(preview: String, resumed: bool, user_id: &str, prompt: &[Value]) -> EventPayload {
+    let mut extra = Map::new();
+    extra.insert("userMessageId".into(), json!(user_id));
+    extra.insert("prompt".into(), Value::Array(prompt.to_vec()));
+    EventPayload::PromptStarted(PromptStartedPayload {
+        message_preview: preview,
+        resumed,
+        extra,
+    })
+}
+
+fn prompt_done(stop_reason: &str, stats: PermissionStats, usage: Option<&Value>) -> EventPayload {
+    let mut extra = Map::new();
+    if let Some(u) = usage {
+        extra.insert("usage".into(), u.clone());
+    }
+    EventPayload::PromptDone(PromptDonePayload {
+        stop_reason: stop_reason.to_owned(),
+        permission_stats: stats,
+        extra,
+    })
 }

@@ -1,6 +1,9 @@
 use super::*;
-use acpx_model::{EventContext, EventSource, EventStream, NewSession, RecordId, ResultContent};
-use serde_json::json;
+use acpx_model::{
+    AgentContent, AgentMessage, EventContext, EventSource, EventStream, Message, NewSession,
+    RecordId, ResultContent, Thinking, Timestamp, TokenUsage,
+};
+use serde_json::{json, Value};
 
 const ACP: &str = "acp-1";
 

@@ -1,8 +1,14 @@
 //! Shared test harness: a store per backend, the scripted agent, event helpers.
+//!
+//! The scripted ACP agent is the `acpx-test-agent` binary of the `acpx-test-agent` package, so
+//! cargo does not build it for this package's tests: [`agent_bin`] runs `cargo build -p
+//! acpx-test-agent --bin acpx-test-agent` for the same target directory and profile once per
+//! test process (a no-op when it is up to date) and uses the binary it finds there.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use acpx_model::{EventEnvelope, EventQuery, MemoryStore, RecordId, SessionRecord, Store};
@@ -89,8 +95,42 @@ pub fn open_store(backend: Backend, root: &Path) -> Arc<dyn Store> {
     }
 }
 
+/// The scripted agent's binary, built on first use.
 pub fn agent_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_acpx-test-agent")
+    static AGENT: OnceLock<String> = OnceLock::new();
+    AGENT.get_or_init(|| {
+        // `<target>/<profile>/deps/<this test>`: the agent lands in `<target>/<profile>/`.
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lives in <target>/<profile>/deps");
+        let target_dir = profile_dir.parent().expect("the profile dir has a parent");
+        let profile = profile_dir
+            .file_name()
+            .and_then(|p| p.to_str())
+            .unwrap_or("debug");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "acpx-test-agent",
+            "--bin",
+            "acpx-test-agent",
+        ])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile == "release" {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build for acpx-test-agent");
+        assert!(status.success(), "building acpx-test-agent failed");
+        let agent = profile_dir.join("acpx-test-agent");
+        assert!(agent.is_file(), "{} was not built", agent.display());
+        agent.display().to_string()
+    })
 }
 
 pub fn agent(flags: &str) -> String {

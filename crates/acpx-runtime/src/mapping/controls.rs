@@ -1,0 +1,168 @@
+//! Control events (`control_done`, `control_error`) and lifecycle events.
+
+use acpx_model::event::{ControlDonePayload, ControlErrorPayload, LifecycleEventPayload};
+use acpx_model::{EventEnvelope, LastControlUpdate, SessionRecord, Timestamp};
+use serde_json::{json, Value};
+
+use super::{lifecycle, Effect, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+
+/// `last_control_update.payload` in the snake_case shape of `session.json`'s `acpx`
+/// namespace (`docs/format.md`, § `session.json`), from a control input.
+pub(super) fn control_payload(action: &str, input: &Value) -> Value {
+    let get = |k: &str| input.get(k).cloned().unwrap_or(Value::Null);
+    match action {
+        "set_mode" => json!({"mode_id": get("modeId")}),
+        "set_config_option" => json!({"config_id": get("configId"), "value": get("value")}),
+        _ => input.clone(),
+    }
+}
+
+pub(super) fn apply_control_done(
+    record: &mut SessionRecord,
+    p: &ControlDonePayload,
+    event: &EventEnvelope,
+    at: Timestamp,
+) -> Effect {
+    let input = p.extra.get("input").cloned().unwrap_or(Value::Null);
+    match p.action.as_str() {
+        "set_mode" => {
+            if let Some(mode) = input.get("modeId").and_then(Value::as_str) {
+                record.acpx.current_mode_id = Some(mode.to_owned());
+                record
+                    .acpx
+                    .extra
+                    .insert(DESIRED_MODE_KEY.into(), json!(mode));
+            }
+        }
+        "set_config_option" => {
+            if let Some(options) = p.result.get("configOptions").and_then(Value::as_array) {
+                record.acpx.config_options = options.clone();
+            }
+            if let (Some(id), Some(value)) = (
+                input.get("configId").and_then(Value::as_str),
+                input.get("value"),
+            ) {
+                let desired = record
+                    .acpx
+                    .extra
+                    .entry(DESIRED_CONFIG_KEY)
+                    .or_insert_with(|| json!({}));
+                if let Some(map) = desired.as_object_mut() {
+                    map.insert(id.to_owned(), value.clone());
+                }
+            }
+        }
+        _ => {}
+    }
+    record.acpx.last_control_update = Some(LastControlUpdate {
+        action: p.action.clone(),
+        request_id: event.request_id.clone().unwrap_or_default(),
+        updated_at: at,
+        ok: true,
+        payload: control_payload(&p.action, &input),
+        error: None,
+    });
+    Effect::Applied
+}
+
+pub(super) fn apply_control_error(
+    record: &mut SessionRecord,
+    p: &ControlErrorPayload,
+    event: &EventEnvelope,
+    at: Timestamp,
+) -> Effect {
+    let input = p.extra.get("input").cloned().unwrap_or(Value::Null);
+    record.acpx.last_control_update = Some(LastControlUpdate {
+        action: p.action.clone(),
+        request_id: event.request_id.clone().unwrap_or_default(),
+        updated_at: at,
+        ok: false,
+        payload: control_payload(&p.action, &input),
+        error: serde_json::to_value(&p.error).ok(),
+    });
+    Effect::Applied
+}
+
+pub(super) fn apply_lifecycle(
+    record: &mut SessionRecord,
+    p: &LifecycleEventPayload,
+    at: Timestamp,
+) -> Effect {
+    let extra = &p.extra;
+    let non_empty = |k: &str| {
+        extra
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
+    match p.phase.as_str() {
+        lifecycle::AGENT_STARTED => {
+            record.pid = extra
+                .get("pid")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok());
+            record.agent_started_at = Some(
+                extra
+                    .get("startedAt")
+                    .and_then(Value::as_str)
+                    .and_then(|s| Timestamp::parse(s).ok())
+                    .unwrap_or(at),
+            );
+        }
+        lifecycle::INITIALIZED => {
+            if let Some(v) = extra
+                .get("protocolVersion")
+                .and_then(Value::as_u64)
+                .and_then(|v| u32::try_from(v).ok())
+            {
+                record.protocol_version = Some(v);
+            }
+            if let Some(caps) = extra.get("agentCapabilities").filter(|c| c.is_object()) {
+                record.agent_capabilities = caps.clone();
+            }
+        }
+        lifecycle::SESSION_CREATED | lifecycle::SESSION_ATTACHED | lifecycle::SESSION_FALLBACK => {
+            if let Some(id) = non_empty("acpSessionId") {
+                record.acp_session_id = id;
+            }
+            // Seed 004: replaced only by a new non-empty value, never invented.
+            if let Some(id) = non_empty("agentSessionId") {
+                record.agent_session_id = Some(id);
+            }
+            if let Some(mode) = extra
+                .get("modes")
+                .and_then(|m| m.get("currentModeId"))
+                .and_then(Value::as_str)
+            {
+                record.acpx.current_mode_id = Some(mode.to_owned());
+            }
+            if let Some(options) = extra.get("configOptions").and_then(Value::as_array) {
+                record.acpx.config_options = options.clone();
+            }
+        }
+        lifecycle::AGENT_EXIT => {
+            record.pid = None;
+            record.last_agent_exit_code = p.exit_code;
+            record.last_agent_exit_signal = p.signal.clone();
+            record.last_agent_exit_at = Some(at);
+            record.last_agent_disconnect_reason = p.reason.clone();
+        }
+        lifecycle::STALE_AGENT => {
+            record.pid = None;
+            record.last_agent_disconnect_reason = p.reason.clone();
+        }
+        lifecycle::SESSION_CLOSED => {
+            record.closed = true;
+            record.closed_at = Some(at);
+            record.pid = None;
+        }
+        _ => {
+            return Effect::ignored(format!(
+                "lifecycle phase {:?} has no snapshot effect",
+                p.phase
+            ))
+        }
+    }
+    Effect::Applied
+}

@@ -1,0 +1,223 @@
+//! The pure reducer: folds one logged event into a [`SessionRecord`].
+//!
+//! Everything that changes `session.json` during a session goes through [`apply_event`]: the
+//! live runtime records an event and then applies it, and [`roll_forward`] applies the logged
+//! events that a snapshot has not seen yet (after a crash, or from `acpx fsck --repair`). The
+//! reducer reads nothing but the record and the event (the event's own timestamp is the clock),
+//! so replaying a log always rebuilds the same snapshot.
+//!
+//! # Mapping of ACP `session/update` kinds (`docs/format.md`, § `session.json`)
+//!
+//! | update | effect |
+//! |---|---|
+//! | `agent_message_chunk` (text) | merged into the last `Text` of the current Agent message |
+//! | `agent_thought_chunk` (text) | merged into the last `Thinking` of the current Agent message |
+//! | `tool_call` / `tool_call_update` | upsert a `ToolUse`; on `completed`/`failed` write `tool_results[id]` |
+//! | `plan` | `acpx.plan` |
+//! | `available_commands_update` | `acpx.available_commands` (names) |
+//! | `current_mode_update` | `acpx.current_mode_id` |
+//! | `config_option_update` | `acpx.config_options` |
+//! | `session_info_update` | `thread.title` (`null` clears), `thread.updated_at` |
+//! | `usage_update` | `acpx.context_usage` (`used`, `size`, `cost`); token counts found in its `_meta` go to the turn's `request_token_usage` |
+//! | `user_message_chunk`, non-text chunks, unknown kinds | nothing (the event log keeps them) |
+//!
+//! The "current Agent message" is the last message of the thread when it is an Agent message,
+//! except that a new one starts when a chunk carries a `messageId` different from the one the
+//! message was started with (kept as `acp_message_id` on the Agent message), and when text or
+//! thinking arrives after a tool use of that message has finished (a new model round).
+//!
+//! Chunks and tool calls change the thread only while a turn is running (`acpx.last_turn` has
+//! outcome `running`); updates that arrive after the turn ended are logged as late and do not
+//! reopen it. Session-level updates (mode, commands, config, plan, title, usage) apply at any
+//! time.
+//!
+//! # Tool calls (`docs/format.md`, § Keys the runtime adds)
+//!
+//! - Status moves `pending → in_progress → completed | failed`. `completed` and `failed` are
+//!   final: a later `tool_call` or `tool_call_update` for that id is logged and ignored.
+//! - While a call is open its ACP state (title, kind, status, content, locations, rawOutput) is
+//!   kept under `acpx.open_tool_calls[<id>]`; it is removed when the call ends.
+//! - The result text comes from the `content` items of the call; `output` is the `rawOutput`.
+//!   Both are capped at [`TOOL_OUTPUT_CAP_BYTES`] in the snapshot. When something was cut, the
+//!   result carries `"truncated": true`, `"content_bytes"` (full text size) and
+//!   `"output_bytes"` (full size of the `rawOutput` JSON text); a cut `rawOutput` becomes a
+//!   string holding the first bytes of its JSON text. An oversized `rawInput` is cut the same
+//!   way (`ToolUse.raw_input` holds the first bytes, `input` a string preview, and the ToolUse
+//!   carries `"input_truncated": true` and `"input_bytes"`). The event log keeps everything.
+//! - When a turn ends (`prompt_done` / `prompt_error`), every tool use still without a result
+//!   gets `{"is_error": true, "content": [{"Text": "Tool canceled by user"}]}` and
+//!   `is_input_complete: true`.
+//!
+//! # Other events
+//!
+//! `prompt_started` pushes the `User` message (from its `userMessageId` and `prompt` keys) and
+//! opens `last_turn`; `prompt_done` / `prompt_error` close it and store the prompt response's
+//! usage; `control_done` / `control_error` set `last_control_update`; `lifecycle_event`s carry
+//! identity and agent-process facts (see [`lifecycle`]). Every event bumps `acpx.audit_seq` and
+//! pushes a compact summary into the `acpx.audit_events` ring.
+
+mod controls;
+mod messages;
+mod prompt;
+mod summary;
+mod tool_calls;
+mod usage;
+
+use acpx_model::session::DEFAULT_AUDIT_RING_CAPACITY;
+use acpx_model::{AuditEvent, EventEnvelope, EventPayload, SessionRecord};
+
+use controls::{apply_control_done, apply_control_error, apply_lifecycle};
+use messages::apply_session_update;
+pub use prompt::user_content_from_acp;
+use prompt::{apply_prompt_done, apply_prompt_error, apply_prompt_started};
+pub use summary::summarize;
+pub use tool_calls::flush_open_tool_uses;
+pub use usage::token_usage_from;
+
+/// Most bytes of tool output (result text, and separately the `rawOutput` JSON) and tool input
+/// kept in the thread for one tool call.
+pub const TOOL_OUTPUT_CAP_BYTES: usize = 10 * 1024;
+
+/// The result text given to tool uses left open when a turn ends.
+pub const CANCELED_TOOL_TEXT: &str = "Tool canceled by user";
+
+/// `acpx` key holding the ACP state of tool calls that have not finished.
+pub const OPEN_TOOL_CALLS_KEY: &str = "open_tool_calls";
+/// `acpx` key holding the latest `usage_update` (context window, cost).
+pub const CONTEXT_USAGE_KEY: &str = "context_usage";
+/// `acpx` key holding config values the user set (`{configId: value}`), re-applied after a
+/// fallback to a fresh ACP session.
+pub const DESIRED_CONFIG_KEY: &str = "desired_config_options";
+/// `acpx` key holding the mode the user chose with `set_mode`.
+pub const DESIRED_MODE_KEY: &str = "desired_mode_id";
+/// Agent-message key holding the ACP `messageId` its chunks carried.
+pub const MESSAGE_ID_KEY: &str = "acp_message_id";
+
+/// Lifecycle phases this crate writes, and what each does to the record.
+pub mod lifecycle {
+    /// The agent process was spawned: `pid`, `command`, `startedAt`. Sets `pid` and
+    /// `agentStartedAt` (from `startedAt`, else the event's time).
+    pub const AGENT_STARTED: &str = "agent_started";
+    /// `initialize` answered: `protocolVersion`, `agentCapabilities`, `agentInfo`.
+    pub const INITIALIZED: &str = "initialized";
+    /// `session/new` answered: `acpSessionId`, `agentSessionId`, `modes`, `configOptions`
+    /// (the same keys on the next two phases set the ACP session id, the agent session id
+    /// when non-empty, the current mode and the config options).
+    pub const SESSION_CREATED: &str = "session_created";
+    /// `session/load` or `session/resume` succeeded: `method`, `acpSessionId`,
+    /// `agentSessionId`, `replayedUpdates`.
+    pub const SESSION_ATTACHED: &str = "session_attached";
+    /// Load/resume failed (or is unsupported) and a fresh ACP session replaced the old one:
+    /// `reason`, `previousAcpSessionId`, `acpSessionId`, `agentSessionId`, `error`.
+    pub const SESSION_FALLBACK: &str = "session_fallback";
+    /// The agent process ended: `exitCode`, `signal`, `reason`. Clears `pid`.
+    pub const AGENT_EXIT: &str = "agent_exit";
+    /// On open, the record named an agent process of an earlier acpx process that did not
+    /// shut down cleanly: `pid`. Clears `pid`.
+    pub const STALE_AGENT: &str = "stale_agent";
+    /// Events the snapshot had folded in never reached the log: `fromSeq`, `toSeq`.
+    pub const LOG_GAP: &str = "log_gap";
+    /// The session was closed: sets `closed` and `closedAt`.
+    pub const SESSION_CLOSED: &str = "session_closed";
+}
+
+/// What [`apply_event`] did with one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// The snapshot changed (beyond the audit bookkeeping).
+    Applied,
+    /// Logged only; the reason says why the snapshot was not changed.
+    Ignored(String),
+    /// The event's seq is not newer than `acpx.audit_seq`: already folded into the snapshot.
+    AlreadyApplied,
+}
+
+impl Effect {
+    fn ignored(reason: impl Into<String>) -> Self {
+        Effect::Ignored(reason.into())
+    }
+}
+
+/// Folds one logged event into the record: the snapshot changes of its type, then
+/// `acpx.audit_seq`, the audit ring and `lastUsedAt`. Events with a seq not newer than
+/// `acpx.audit_seq` are skipped ([`Effect::AlreadyApplied`]), so applying a log twice is
+/// harmless.
+pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect {
+    if event.seq <= record.acpx.audit_seq {
+        return Effect::AlreadyApplied;
+    }
+    let at = event.timestamp;
+    let effect = match event.payload_typed() {
+        Ok(EventPayload::SessionUpdate(p)) => apply_session_update(record, &p, event, at),
+        Ok(EventPayload::PromptStarted(p)) => apply_prompt_started(record, &p, event, at),
+        Ok(EventPayload::PromptDone(p)) => apply_prompt_done(record, &p, at),
+        Ok(EventPayload::PromptError(p)) => apply_prompt_error(record, &p, event, at),
+        Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
+        Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
+        Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
+        Ok(EventPayload::ClientOperation(_))
+        | Ok(EventPayload::ControlStarted(_))
+        | Ok(EventPayload::QueueEvent(_)) => Effect::ignored("audit only"),
+        Ok(EventPayload::Unknown { event_type, .. }) => {
+            Effect::ignored(format!("unknown event type {event_type:?}"))
+        }
+        Err(e) => Effect::ignored(format!("payload does not fit its type: {e}")),
+    };
+    record.acpx.audit_seq = event.seq;
+    if at > record.last_used_at {
+        record.last_used_at = at;
+    }
+    record.acpx.push_audit_event(
+        AuditEvent {
+            seq: event.seq,
+            timestamp: at,
+            event_type: event.event_type.clone(),
+            summary: summarize(event, &effect),
+        },
+        DEFAULT_AUDIT_RING_CAPACITY,
+    );
+    effect
+}
+
+/// The result of [`roll_forward`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RollForward {
+    /// Events folded into the snapshot.
+    pub applied: u64,
+    /// Events the snapshot already contained.
+    pub already_applied: u64,
+    /// Seq of the last event folded in, if any.
+    pub last_seq: Option<u64>,
+}
+
+/// Applies, in order, the events the snapshot has not folded in yet (seq greater than
+/// `acpx.audit_seq`). Used on open to bring a snapshot that was saved before a crash up to
+/// date with its log.
+pub fn roll_forward<'a>(
+    record: &mut SessionRecord,
+    events: impl IntoIterator<Item = &'a EventEnvelope>,
+) -> RollForward {
+    let mut report = RollForward::default();
+    for event in events {
+        match apply_event(record, event) {
+            Effect::AlreadyApplied => report.already_applied += 1,
+            _ => {
+                report.applied += 1;
+                report.last_seq = Some(event.seq);
+            }
+        }
+    }
+    report
+}
+
+/// Whether the record has a turn that started and never ended.
+pub fn turn_is_running(record: &SessionRecord) -> bool {
+    record
+        .acpx
+        .last_turn
+        .as_ref()
+        .is_some_and(|t| t.outcome == "running")
+}
+
+#[cfg(test)]
+mod tests;

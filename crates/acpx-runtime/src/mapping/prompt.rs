@@ -1,0 +1,226 @@
+//! Prompt turn events (`prompt_started`, `prompt_done`, `prompt_error`) and the `User` message
+//! built from the ACP prompt blocks.
+
+use acpx_model::event::{PromptDonePayload, PromptErrorPayload, PromptStartedPayload};
+use acpx_model::{
+    EventEnvelope, Image, LastTurn, Mention, Message, PermissionStats, SessionRecord, Timestamp,
+    TurnError, UserContent, UserMessage,
+};
+use serde_json::{json, Map, Value};
+
+use super::tool_calls::{flush_open_tool_uses, png_size};
+use super::usage::{set_request_usage, token_usage_from};
+use super::{turn_is_running, Effect};
+
+pub(super) fn apply_prompt_started(
+    record: &mut SessionRecord,
+    p: &PromptStartedPayload,
+    event: &EventEnvelope,
+    at: Timestamp,
+) -> Effect {
+    // A turn that never ended (a crash) is closed before the next one opens.
+    if turn_is_running(record) {
+        flush_open_tool_uses(record, at);
+        if let Some(t) = record.acpx.last_turn.as_mut() {
+            t.outcome = "interrupted".into();
+            t.ended_at = Some(at);
+        }
+    }
+    let user_id = p
+        .extra
+        .get("userMessageId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("user-{}", event.seq));
+    let blocks = p
+        .extra
+        .get("prompt")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_else(|| vec![json!({"type": "text", "text": p.message_preview})]);
+    record.thread.messages.push(Message::User(UserMessage {
+        id: user_id,
+        content: user_content_from_acp(&blocks),
+        extra: Map::new(),
+    }));
+    record.thread.updated_at = at;
+    record.last_prompt_at = Some(at);
+    record.acpx.last_turn = Some(LastTurn {
+        request_id: event.request_id.clone().unwrap_or_default(),
+        started_at: at,
+        ended_at: None,
+        resumed: p.resumed,
+        stop_reason: None,
+        outcome: "running".into(),
+        error: None,
+        permission_stats: PermissionStats::default(),
+    });
+    Effect::Applied
+}
+
+pub(super) fn apply_prompt_done(
+    record: &mut SessionRecord,
+    p: &PromptDonePayload,
+    at: Timestamp,
+) -> Effect {
+    flush_open_tool_uses(record, at);
+    if let Some(usage) = p.extra.get("usage").and_then(token_usage_from) {
+        set_request_usage(record, usage);
+    }
+    let outcome = if p.stop_reason == "cancelled" {
+        "cancelled"
+    } else {
+        "completed"
+    };
+    end_turn(record, at, |t| {
+        t.stop_reason = Some(p.stop_reason.clone());
+        t.outcome = outcome.into();
+        t.permission_stats = p.permission_stats;
+    });
+    record.thread.updated_at = at;
+    Effect::Applied
+}
+
+pub(super) fn apply_prompt_error(
+    record: &mut SessionRecord,
+    p: &PromptErrorPayload,
+    event: &EventEnvelope,
+    at: Timestamp,
+) -> Effect {
+    flush_open_tool_uses(record, at);
+    let outcome = p
+        .extra
+        .get("outcome")
+        .and_then(Value::as_str)
+        .unwrap_or("failed")
+        .to_owned();
+    let stats = p
+        .extra
+        .get("permissionStats")
+        .and_then(|v| serde_json::from_value::<PermissionStats>(v.clone()).ok());
+    let error = TurnError {
+        code: p.code.clone(),
+        detail_code: p.detail_code.clone(),
+        message: p.message.clone(),
+        retryable: p.retryable,
+    };
+    let request_id = event.request_id.clone().unwrap_or_default();
+    if record.acpx.last_turn.is_none() {
+        // An error for a turn whose start the snapshot never saw (its log was rotated away).
+        record.acpx.last_turn = Some(LastTurn {
+            request_id,
+            started_at: at,
+            ended_at: None,
+            resumed: false,
+            stop_reason: None,
+            outcome: "running".into(),
+            error: None,
+            permission_stats: PermissionStats::default(),
+        });
+    }
+    let stop_reason = p
+        .extra
+        .get("stopReason")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    end_turn(record, at, |t| {
+        t.outcome = outcome;
+        t.error = Some(error);
+        t.stop_reason = stop_reason;
+        if let Some(s) = stats {
+            t.permission_stats = s;
+        }
+    });
+    record.thread.updated_at = at;
+    Effect::Applied
+}
+
+pub(super) fn end_turn(record: &mut SessionRecord, at: Timestamp, f: impl FnOnce(&mut LastTurn)) {
+    if let Some(t) = record.acpx.last_turn.as_mut() {
+        t.ended_at = Some(at);
+        f(t);
+    }
+}
+
+/// Converts ACP prompt ContentBlocks to thread user content (`docs/format.md`, § `session.json`).
+pub fn user_content_from_acp(blocks: &[Value]) -> Vec<UserContent> {
+    blocks.iter().map(user_content_from_block).collect()
+}
+
+pub(super) fn user_content_from_block(block: &Value) -> UserContent {
+    let s = |k: &str| block.get(k).and_then(Value::as_str);
+    match s("type").unwrap_or("") {
+        "text" => UserContent::Text(s("text").unwrap_or("").to_owned()),
+        "image" => UserContent::Image(Image {
+            source: s("data").unwrap_or("").to_owned(),
+            size: s("data").and_then(png_size),
+            extra: Map::new(),
+        }),
+        "audio" => UserContent::Text("[audio]".into()),
+        "resource_link" => {
+            let uri = s("uri").unwrap_or("");
+            match mention_uri(uri) {
+                Some(m) => UserContent::Mention(Mention {
+                    uri: m,
+                    content: String::new(),
+                }),
+                None => UserContent::Text(format!("[{}]({uri})", s("name").unwrap_or(uri))),
+            }
+        }
+        "resource" => {
+            let res = block.get("resource");
+            let uri = res
+                .and_then(|r| r.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            match res.and_then(|r| r.get("text")).and_then(Value::as_str) {
+                Some(text) => match mention_uri(uri) {
+                    Some(m) => UserContent::Mention(Mention {
+                        uri: m,
+                        content: text.to_owned(),
+                    }),
+                    None => UserContent::Text(format!("{uri}\n```\n{text}\n```")),
+                },
+                None => UserContent::Text("[blob]".into()),
+            }
+        }
+        _ => UserContent::Text("[unknown]".into()),
+    }
+}
+
+/// Zed's `MentionUri` for the URIs that map to a stable variant: `file://` (File, or Directory
+/// for a trailing `/`) and `http(s)://` (Fetch).
+pub(super) fn mention_uri(uri: &str) -> Option<Value> {
+    if let Some(path) = uri.strip_prefix("file://") {
+        let path = percent_decode(path)?;
+        if !path.starts_with('/') {
+            return None;
+        }
+        return Some(if path.len() > 1 && path.ends_with('/') {
+            json!({"Directory": {"abs_path": path.trim_end_matches('/')}})
+        } else {
+            json!({"File": {"abs_path": path}})
+        });
+    }
+    if uri.starts_with("http://") || uri.starts_with("https://") {
+        return Some(json!({"Fetch": {"url": uri}}));
+    }
+    None
+}
+
+pub(super) fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}

@@ -1,0 +1,348 @@
+//! Tool calls: their open ACP state, the `ToolUse` and its `ToolResult` with the size caps,
+//! and closing the tool uses a turn left open.
+
+use std::collections::BTreeMap;
+
+use acpx_model::{
+    AgentContent, Image, ImageSize, Message, ResultContent, SessionRecord, Timestamp, ToolResult,
+    ToolUse,
+};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::messages::current_agent_message;
+use super::{Effect, CANCELED_TOOL_TEXT, OPEN_TOOL_CALLS_KEY, TOOL_OUTPUT_CAP_BYTES};
+
+/// The ACP state of a tool call that has not finished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct OpenToolCall {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    status: String,
+    /// Whether the ToolUse name came from ACP `name` (else it follows the title).
+    #[serde(default)]
+    has_name: bool,
+    #[serde(default)]
+    content: Vec<Value>,
+    #[serde(default)]
+    locations: Vec<Value>,
+    #[serde(default)]
+    raw_output: Option<Value>,
+}
+
+pub(super) fn open_tool_calls(record: &SessionRecord) -> BTreeMap<String, OpenToolCall> {
+    record
+        .acpx
+        .extra
+        .get(OPEN_TOOL_CALLS_KEY)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+pub(super) fn store_open_tool_calls(
+    record: &mut SessionRecord,
+    calls: &BTreeMap<String, OpenToolCall>,
+) {
+    if calls.is_empty() {
+        record.acpx.extra.remove(OPEN_TOOL_CALLS_KEY);
+    } else {
+        record.acpx.extra.insert(
+            OPEN_TOOL_CALLS_KEY.into(),
+            serde_json::to_value(calls).unwrap_or(Value::Null),
+        );
+    }
+}
+
+/// Index of the Agent message holding the ToolUse `id`, searching from the end.
+pub(super) fn find_tool_use(record: &SessionRecord, id: &str) -> Option<usize> {
+    record.thread.messages.iter().rposition(|m| match m {
+        Message::Agent(a) => a
+            .content
+            .iter()
+            .any(|c| matches!(c, AgentContent::ToolUse(t) if t.id == id)),
+        _ => false,
+    })
+}
+
+pub(super) fn non_null<'a>(update: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    update.get(key).filter(|v| !v.is_null())
+}
+
+pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, Value>) -> Effect {
+    let Some(id) = update.get("toolCallId").and_then(Value::as_str) else {
+        return Effect::ignored("tool call without toolCallId");
+    };
+    let mut open = open_tool_calls(record);
+    let existing = find_tool_use(record, id);
+    if let Some(ix) = existing {
+        if let Message::Agent(m) = &record.thread.messages[ix] {
+            if m.tool_results.contains_key(id) {
+                return Effect::ignored(format!(
+                    "tool call {id} already finished; terminal states are final"
+                ));
+            }
+        }
+    }
+    let mut state = open.remove(id).unwrap_or_else(|| OpenToolCall {
+        status: "pending".into(),
+        ..OpenToolCall::default()
+    });
+    if let Some(t) = non_null(update, "title").and_then(Value::as_str) {
+        state.title = Some(t.to_owned());
+    }
+    if let Some(k) = non_null(update, "kind").and_then(Value::as_str) {
+        state.kind = Some(k.to_owned());
+    }
+    if let Some(s) = non_null(update, "status").and_then(Value::as_str) {
+        state.status = s.to_owned();
+    }
+    if let Some(c) = non_null(update, "content").and_then(Value::as_array) {
+        state.content = c.clone();
+    }
+    if let Some(l) = non_null(update, "locations").and_then(Value::as_array) {
+        state.locations = l.clone();
+    }
+    if let Some(o) = non_null(update, "rawOutput") {
+        state.raw_output = Some(o.clone());
+    }
+    let name = non_null(update, "name").and_then(Value::as_str);
+    if name.is_some() {
+        state.has_name = true;
+    }
+    let raw_input = non_null(update, "rawInput");
+    let input_complete = state.status != "pending";
+
+    let ix = match existing {
+        Some(ix) => ix,
+        None => {
+            let tool_use = ToolUse {
+                id: id.to_owned(),
+                name: String::new(),
+                raw_input: "{}".into(),
+                input: json!({}),
+                is_input_complete: false,
+                thought_signature: None,
+                extra: Map::new(),
+            };
+            current_agent_message(record, None, false)
+                .content
+                .push(AgentContent::ToolUse(tool_use));
+            record.thread.messages.len() - 1
+        }
+    };
+    let Message::Agent(msg) = &mut record.thread.messages[ix] else {
+        unreachable!("find_tool_use and current_agent_message return Agent messages")
+    };
+    let Some(tool_use) = msg.tool_use_mut(id) else {
+        unreachable!("the message was chosen because it holds this tool use")
+    };
+    if let Some(n) = name {
+        tool_use.name = n.to_owned();
+    } else if !state.has_name {
+        tool_use.name = state.title.clone().unwrap_or_else(|| id.to_owned());
+    }
+    if let Some(input) = raw_input {
+        set_tool_input(tool_use, input);
+    }
+    tool_use.is_input_complete |= input_complete;
+    let tool_name = tool_use.name.clone();
+
+    if matches!(state.status.as_str(), "completed" | "failed") {
+        let result = build_result(id, &tool_name, &state);
+        msg.tool_results.insert(id.to_owned(), result);
+    } else {
+        open.insert(id.to_owned(), state);
+    }
+    store_open_tool_calls(record, &open);
+    Effect::Applied
+}
+
+pub(super) fn set_tool_input(tool_use: &mut ToolUse, input: &Value) {
+    let text = serde_json::to_string(input).unwrap_or_default();
+    tool_use.extra.remove("input_truncated");
+    tool_use.extra.remove("input_bytes");
+    if text.len() > TOOL_OUTPUT_CAP_BYTES {
+        let cut = cut_at_char_boundary(&text, TOOL_OUTPUT_CAP_BYTES).to_owned();
+        tool_use.input = Value::String(cut.clone());
+        tool_use.raw_input = cut;
+        tool_use.extra.insert("input_truncated".into(), json!(true));
+        tool_use
+            .extra
+            .insert("input_bytes".into(), json!(text.len()));
+    } else {
+        tool_use.input = input.clone();
+        tool_use.raw_input = text;
+    }
+}
+
+pub(super) fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> ToolResult {
+    let mut items = Vec::new();
+    for item in &state.content {
+        if item.get("type").and_then(Value::as_str) != Some("content") {
+            // diff and terminal items have no result slot; the event log keeps them.
+            continue;
+        }
+        if let Some(block) = item.get("content") {
+            if let Some(rc) = result_content_from_block(block) {
+                items.push(rc);
+            }
+        }
+    }
+    let content_bytes: usize = items
+        .iter()
+        .map(|c| match c {
+            ResultContent::Text(t) => t.len(),
+            ResultContent::Image(_) => 0,
+        })
+        .sum();
+    let mut truncated = false;
+    if content_bytes > TOOL_OUTPUT_CAP_BYTES {
+        truncated = true;
+        let mut budget = TOOL_OUTPUT_CAP_BYTES;
+        let mut capped = Vec::new();
+        for item in items {
+            match item {
+                ResultContent::Text(t) => {
+                    if budget == 0 {
+                        break;
+                    }
+                    let cut = cut_at_char_boundary(&t, budget).to_owned();
+                    budget -= cut.len();
+                    capped.push(ResultContent::Text(cut));
+                }
+                image => capped.push(image),
+            }
+        }
+        items = capped;
+    }
+    if items.is_empty() {
+        let title = state.title.as_deref().unwrap_or(tool_name);
+        items.push(ResultContent::Text(format!("{title} ({})", state.status)));
+    }
+    let mut output_bytes = 0;
+    let output = state.raw_output.as_ref().map(|o| {
+        let text = serde_json::to_string(o).unwrap_or_default();
+        output_bytes = text.len();
+        if text.len() > TOOL_OUTPUT_CAP_BYTES {
+            truncated = true;
+            Value::String(cut_at_char_boundary(&text, TOOL_OUTPUT_CAP_BYTES).to_owned())
+        } else {
+            o.clone()
+        }
+    });
+    let mut extra = Map::new();
+    if truncated {
+        extra.insert("truncated".into(), json!(true));
+        extra.insert("content_bytes".into(), json!(content_bytes));
+        extra.insert("output_bytes".into(), json!(output_bytes));
+    }
+    ToolResult {
+        tool_use_id: id.to_owned(),
+        tool_name: tool_name.to_owned(),
+        is_error: state.status == "failed",
+        content: items,
+        output,
+        extra,
+    }
+}
+
+/// A tool-result item from an ACP ContentBlock.
+pub(super) fn result_content_from_block(block: &Value) -> Option<ResultContent> {
+    match block.get("type").and_then(Value::as_str)? {
+        "text" => Some(ResultContent::Text(
+            block.get("text").and_then(Value::as_str)?.to_owned(),
+        )),
+        "image" => {
+            let data = block.get("data").and_then(Value::as_str)?;
+            // Tool-result images must carry a size; one we cannot measure becomes a marker.
+            match png_size(data) {
+                Some(size) => Some(ResultContent::Image(Image {
+                    source: data.to_owned(),
+                    size: Some(size),
+                    extra: Map::new(),
+                })),
+                None => Some(ResultContent::Text("[image]".into())),
+            }
+        }
+        "resource_link" => {
+            let uri = block.get("uri").and_then(Value::as_str).unwrap_or("");
+            let name = block.get("name").and_then(Value::as_str).unwrap_or(uri);
+            Some(ResultContent::Text(format!("[{name}]({uri})")))
+        }
+        "resource" => {
+            let res = block.get("resource")?;
+            match res.get("text").and_then(Value::as_str) {
+                Some(text) => Some(ResultContent::Text(text.to_owned())),
+                None => Some(ResultContent::Text("[blob]".into())),
+            }
+        }
+        "audio" => Some(ResultContent::Text("[audio]".into())),
+        _ => None,
+    }
+}
+
+/// Width and height of a base64 PNG, read from its IHDR chunk.
+pub(super) fn png_size(base64_data: &str) -> Option<ImageSize> {
+    // Only the first 24 bytes are needed: 32 base64 characters decode to exactly 24.
+    let head: String = base64_data.chars().take(32).collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(head.as_bytes())
+        .ok()?;
+    if bytes.len() < 24 || &bytes[..8] != b"\x89PNG\r\n\x1a\n" || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let width = u32::from_be_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    let height = u32::from_be_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
+    Some(ImageSize { width, height })
+}
+
+/// Gives every tool use without a result the "canceled" error result and marks every input
+/// complete (`docs/format.md`, § `session.json`). Returns how many tool uses were closed.
+pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp) -> usize {
+    let mut closed = 0;
+    for message in &mut record.thread.messages {
+        let Message::Agent(m) = message else { continue };
+        let mut dangling = Vec::new();
+        for c in &mut m.content {
+            if let AgentContent::ToolUse(t) = c {
+                t.is_input_complete = true;
+                if !m.tool_results.contains_key(&t.id) {
+                    dangling.push((t.id.clone(), t.name.clone()));
+                }
+            }
+        }
+        for (id, name) in dangling {
+            m.tool_results.insert(
+                id.clone(),
+                ToolResult {
+                    tool_use_id: id,
+                    tool_name: name,
+                    is_error: true,
+                    content: vec![ResultContent::Text(CANCELED_TOOL_TEXT.into())],
+                    output: None,
+                    extra: Map::new(),
+                },
+            );
+            closed += 1;
+        }
+    }
+    record.acpx.extra.remove(OPEN_TOOL_CALLS_KEY);
+    if closed > 0 {
+        record.thread.updated_at = at;
+    }
+    closed
+}

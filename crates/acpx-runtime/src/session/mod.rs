@@ -1,0 +1,234 @@
+//! [`Runtime`] opens sessions; a [`Session`] is one agent process bound to one session record,
+//! holding the record's writer lock for as long as it lives.
+//!
+//! The module is split by concern: `options` (what a runtime and a new session are made of),
+//! `attach` (open new / existing: initialize, `session/new`, reattach by resume or load, the
+//! fallback), `recover` (roll a snapshot forward, record an unfinished turn as interrupted),
+//! `controls` (set mode, set config option, raw agent requests), `prompt` (one turn, run by
+//! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
+
+mod attach;
+mod controls;
+mod lifecycle;
+mod options;
+mod prompt;
+mod recover;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use acpx_model::event::LifecycleEventPayload;
+use acpx_model::{
+    EventPayload, EventSource, EventStream, RecordId, SessionLock, SessionRecord, Store,
+};
+use serde_json::{json, Map, Value};
+
+use crate::agent::{AgentProcess, Connection};
+use crate::core::{ClientPolicy, SessionCore};
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::recorder::{EventDraft, Recorder};
+
+pub use crate::turn::{agent_text_after, CancelHandle, TurnOutcome};
+pub use options::{Attachment, NewSessionSpec, Recovery, RuntimeOptions, PROTOCOL_VERSION};
+pub use recover::load_rolled_forward;
+
+/// Opens sessions against a [`Store`].
+#[derive(Clone)]
+pub struct Runtime {
+    store: Arc<dyn Store>,
+    options: Arc<RuntimeOptions>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("store", &self.store.backend_name())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+fn lifecycle_payload(phase: &str, extra: Value) -> EventPayload {
+    lifecycle_payload_with(phase, None, None, None, extra)
+}
+
+fn lifecycle_payload_with(
+    phase: &str,
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    reason: Option<String>,
+    extra: Value,
+) -> EventPayload {
+    EventPayload::LifecycleEvent(LifecycleEventPayload {
+        phase: phase.to_owned(),
+        exit_code,
+        signal,
+        reason,
+        extra: match extra {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+    })
+}
+
+fn lifecycle_draft(payload: EventPayload) -> EventDraft {
+    EventDraft::new(None, EventStream::Lifecycle, EventSource::Runtime, payload)
+}
+
+impl Runtime {
+    /// A runtime recording into `store`.
+    pub fn new(store: Arc<dyn Store>, options: RuntimeOptions) -> Self {
+        Runtime {
+            store,
+            options: Arc::new(options),
+        }
+    }
+
+    /// The store sessions are recorded in.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The options.
+    pub fn options(&self) -> &RuntimeOptions {
+        &self.options
+    }
+
+    fn policy(&self) -> ClientPolicy {
+        ClientPolicy {
+            fs: self.options.fs,
+            terminal: self.options.terminal,
+            permission_mode: self.options.permission_mode,
+            prompter: self.options.prompter.clone(),
+            terminal_output_limit: self.options.terminal_output_limit,
+            terminal_output_ceiling: self.options.terminal_output_ceiling,
+        }
+    }
+
+    fn new_recorder(&self, writer: &Arc<SessionLock>, record: SessionRecord) -> Recorder {
+        let mut r = Recorder::new(
+            self.store.clone(),
+            writer,
+            record,
+            self.options.durability,
+            self.options.snapshot_interval,
+        );
+        if let Some(o) = &self.options.observer {
+            r.add_observer(o.clone());
+        }
+        r
+    }
+}
+
+/// One agent process bound to one session record. Holds the record's writer lock until
+/// [`Session::shutdown`] or [`Session::close`] (or drop, which kills the agent at once; the
+/// next open then rolls the snapshot forward from the log).
+pub struct Session {
+    core: Arc<SessionCore>,
+    store: Arc<dyn Store>,
+    options: Arc<RuntimeOptions>,
+    id: RecordId,
+    /// The writer lock: the only strong reference, so dropping the session releases it (the
+    /// recorder appends through a weak one).
+    lock: Option<Arc<SessionLock>>,
+    agent: AgentProcess,
+    conn: Connection,
+    init: Value,
+    attachment: Attachment,
+    recovery: Recovery,
+    cancel: CancelHandle,
+    shutting_down: Arc<AtomicBool>,
+    flusher: tokio::task::JoinHandle<()>,
+    exit_logger: Option<tokio::task::JoinHandle<()>>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.id)
+            .field("pid", &self.agent.pid)
+            .field("attachment", &self.attachment)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// The record id (stable for the life of the record).
+    pub fn id(&self) -> &RecordId {
+        &self.id
+    }
+
+    /// A copy of the current snapshot (it may be newer than what is on disk).
+    pub async fn record(&self) -> SessionRecord {
+        self.core
+            .recorder
+            .lock()
+            .await
+            .as_ref()
+            .map(|r| r.snapshot().clone())
+            .unwrap_or_else(|| unreachable!("a Session always has its recorder"))
+    }
+
+    /// The ACP session id in use.
+    pub async fn acp_session_id(&self) -> String {
+        self.record().await.acp_session_id
+    }
+
+    /// The agent's `initialize` answer.
+    pub fn initialize_response(&self) -> &Value {
+        &self.init
+    }
+
+    /// How the ACP session was obtained.
+    pub fn attachment(&self) -> &Attachment {
+        &self.attachment
+    }
+
+    /// What opening repaired (for new sessions: nothing).
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    /// Whether the ACP session existed before this process (resumed or loaded).
+    pub fn resumed(&self) -> bool {
+        matches!(self.attachment, Attachment::Reattached { .. })
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.agent.pid
+    }
+
+    /// A handle that cancels the turn in progress from another task.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
+    fn ensure_connected(&self) -> RuntimeResult<()> {
+        if let Some(exit) = self.agent.exit() {
+            return Err(RuntimeError::NotConnected {
+                id: self.id.clone(),
+                detail: format!("the agent process {exit}"),
+            });
+        }
+        if self.conn.has_ended() {
+            return Err(RuntimeError::NotConnected {
+                id: self.id.clone(),
+                detail: "the connection to the agent ended".into(),
+            });
+        }
+        if let Some(f) = self.core.fatal() {
+            return Err(RuntimeError::NotConnected {
+                id: self.id.clone(),
+                detail: f,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A prompt of one text block.
+pub fn text_prompt(text: &str) -> Vec<Value> {
+    vec![json!({"type": "text", "text": text})]
+}

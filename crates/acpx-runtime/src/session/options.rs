@@ -1,0 +1,139 @@
+//! What a [`Runtime`](super::Runtime) drives agents with, what a new session is made from,
+//! and what opening one reports.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::Durability;
+
+use crate::agent::WireObserver;
+use crate::client_ops::{
+    PermissionMode, PermissionPrompter, DEFAULT_TERMINAL_OUTPUT_CEILING,
+    DEFAULT_TERMINAL_OUTPUT_LIMIT,
+};
+use crate::mapping::RollForward;
+use crate::recorder::{Observer, DEFAULT_SNAPSHOT_INTERVAL};
+
+/// The protocol version acpx speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// How a [`Runtime`](super::Runtime) drives agents and records sessions.
+#[derive(Clone)]
+pub struct RuntimeOptions {
+    /// How permission requests, writes and terminals are decided.
+    pub permission_mode: PermissionMode,
+    /// Who to ask under [`PermissionMode::ApproveReads`]; without one, such requests are
+    /// denied.
+    pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    /// How far each event-log append is pushed to disk. [`Durability::Flush`] (the default)
+    /// is what makes a `kill -9` lose nothing that was recorded.
+    pub durability: Durability,
+    /// At most how often `session.json` is rewritten while events stream.
+    pub snapshot_interval: Duration,
+    /// How long to wait for another process holding the session's writer lock.
+    pub lock_timeout: Duration,
+    /// How long setup and control requests (initialize, new/load/resume, set_mode, …) may take.
+    pub request_timeout: Duration,
+    /// A prompt turn still running after this long is cancelled and recorded as `timeout`.
+    pub prompt_timeout: Option<Duration>,
+    /// After `session/cancel`, how long to wait for the agent's answer before giving up.
+    pub cancel_grace: Duration,
+    /// Advertise and serve `fs/read_text_file` and `fs/write_text_file`.
+    pub fs: bool,
+    /// Advertise and serve `terminal/*`.
+    pub terminal: bool,
+    /// Output kept per terminal when the agent sets no `outputByteLimit`.
+    pub terminal_output_limit: usize,
+    /// The most output kept per terminal.
+    pub terminal_output_ceiling: usize,
+    /// Extra environment for agent processes.
+    pub agent_env: Vec<(String, String)>,
+    /// Sees every recorded event of every session.
+    pub observer: Option<Observer>,
+    /// Sees every raw JSON-RPC line (and the agent's stderr lines).
+    pub wire_observer: Option<WireObserver>,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            permission_mode: PermissionMode::default(),
+            prompter: None,
+            durability: Durability::Flush,
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL,
+            lock_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(120),
+            prompt_timeout: None,
+            cancel_grace: Duration::from_secs(10),
+            fs: true,
+            terminal: true,
+            terminal_output_limit: DEFAULT_TERMINAL_OUTPUT_LIMIT,
+            terminal_output_ceiling: DEFAULT_TERMINAL_OUTPUT_CEILING,
+            agent_env: Vec::new(),
+            observer: None,
+            wire_observer: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("permission_mode", &self.permission_mode)
+            .field("prompter", &self.prompter.is_some())
+            .field("durability", &self.durability)
+            .field("snapshot_interval", &self.snapshot_interval)
+            .field("prompt_timeout", &self.prompt_timeout)
+            .field("fs", &self.fs)
+            .field("terminal", &self.terminal)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a new session is made from.
+#[derive(Debug, Clone)]
+pub struct NewSessionSpec {
+    /// The agent command line (shell-like words; leading `NAME=value` words set environment).
+    pub agent_command: String,
+    /// The session's working directory: absolute and existing.
+    pub cwd: PathBuf,
+    /// An optional name.
+    pub name: Option<String>,
+}
+
+/// How a session got its ACP session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attachment {
+    /// `session/new` for a new record.
+    Created,
+    /// `session/resume` or `session/load` of the record's ACP session.
+    Reattached {
+        /// `session/resume` or `session/load`.
+        method: String,
+        /// History updates the agent replayed during the load (counted, not recorded).
+        replayed_updates: u64,
+    },
+    /// Load/resume was impossible, so a fresh ACP session replaced the old one.
+    Fallback {
+        /// `not_found`, `unsupported` or `failed_without_history`.
+        reason: String,
+        /// The ACP session id that could not be restored.
+        previous_acp_session_id: String,
+    },
+}
+
+/// What opening an existing record found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Logged events folded into a snapshot that was saved before them.
+    pub rolled_forward: RollForward,
+    /// The request id of a turn that never ended, now recorded as interrupted.
+    pub interrupted_turn: Option<String>,
+    /// The pid of an agent an earlier acpx process left behind.
+    pub stale_agent_pid: Option<u32>,
+    /// Seqs the snapshot had folded in that the log does not have (`from..=to`).
+    pub log_gap: Option<(u64, u64)>,
+    /// Damaged log lines skipped while rolling forward.
+    pub damaged_lines: usize,
+}

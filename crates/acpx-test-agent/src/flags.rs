@@ -1,0 +1,44 @@
+//! The agent's command-line flags (documented in the crate docs).
+
+use std::path::PathBuf;
+
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Flags {
+    pub(crate) load: bool,
+    pub(crate) resume: bool,
+    pub(crate) load_not_found: bool,
+    pub(crate) load_internal_error: bool,
+    pub(crate) agent_session_id: bool,
+    pub(crate) empty_agent_session_id: bool,
+    pub(crate) fork: bool,
+    pub(crate) close: bool,
+    pub(crate) state_dir: Option<PathBuf>,
+}
+
+impl Flags {
+    pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
+        let mut f = Flags::default();
+        let mut it = args.into_iter();
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--load" => f.load = true,
+                "--resume" => f.resume = true,
+                "--load-not-found" => f.load_not_found = true,
+                "--load-internal-error" => f.load_internal_error = true,
+                "--agent-session-id" => f.agent_session_id = true,
+                "--empty-agent-session-id" => f.empty_agent_session_id = true,
+                "--no-agent-session-id" => {
+                    f.agent_session_id = false;
+                    f.empty_agent_session_id = false;
+                }
+                "--fork" => f.fork = true,
+                "--close" => f.close = true,
+                "--state-dir" => {
+                    f.state_dir = Some(PathBuf::from(it.next().ok_or("--state-dir needs a value")?))
+                }
+                other => return Err(format!("unknown flag {other:?}")),
+            }
+        }
+        Ok(f)
+    }
+}

@@ -1,0 +1,189 @@
+//! # acpx-test-agent
+//!
+//! A scripted ACP agent that speaks ACP on its stdio: the `acpx-test-agent` binary, the runtime's
+//! quickstart example and the `acpx` command's built-in `demo` agent all run [`serve`]. It lets
+//! the tests, and a new user, drive a real agent process without any API key.
+//!
+//! The first word of the prompt text picks a script:
+//!
+//! | prompt | what the agent does |
+//! |---|---|
+//! | `echo <text>` | replies `<text>` |
+//! | `think` | a thought, then text |
+//! | `tools` | a read tool call `pending → in_progress → completed`, a failed one, then text |
+//! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
+//! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |
+//! | `terminal [--limit N] [--kill-after MS] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*` |
+//! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
+//! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
+//! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
+//! | `usage` | a `usage_update` and token usage in the prompt response |
+//! | `title <t>` | a `session_info_update` with that title |
+//! | `slow N` | opens a tool call, then N chunks 50 ms apart; stops with `cancelled` on `session/cancel` |
+//! | `stream N` | N 8-character chunks as fast as possible |
+//! | `error` | fails the prompt with JSON-RPC error -32603 and data |
+//! | `die` | sends one chunk, then exits with code 3 mid-turn |
+//! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
+//! | `late` | answers, then sends one more chunk after the response |
+//! | anything else | a short greeting that echoes the prompt |
+//!
+//! Flags (also read, whitespace-separated, from `ACPX_TEST_AGENT_FLAGS`):
+//! `--load` (advertise `loadSession`; keep history in `--state-dir` and replay it on load),
+//! `--resume` (advertise `sessionCapabilities.resume`), `--load-not-found` (load and resume
+//! fail with -32002), `--load-internal-error` (load fails with -32603 "Query closed before
+//! response received"), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
+//! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
+//! overriding earlier flags), `--fork` (advertise and serve
+//! `session/fork`), `--close` (advertise `session/close`), `--state-dir <dir>`.
+//!
+//! ## Modules
+//!
+//! `flags` parses the flags, `sessions` serves the session methods (initialize, new, load,
+//! resume, fork, close, set_mode, set_config_option) and `scripts` plays the prompt scripts.
+
+#![warn(missing_docs)]
+
+mod flags;
+mod scripts;
+mod sessions;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, Error, Handled, Stdio, UntypedMessage};
+use serde_json::{json, Value};
+
+use crate::flags::Flags;
+use crate::scripts::prompt;
+use crate::sessions::{
+    close_session, fork_session, initialize, load_session, new_session, resume_session, set_config,
+    set_mode, AgentState, Shared,
+};
+
+/// Serves one client on stdio until it closes stdin. `args` are the flags above; more are
+/// read from `ACPX_TEST_AGENT_FLAGS`.
+pub async fn serve(mut args: Vec<String>) {
+    if let Ok(extra) = std::env::var("ACPX_TEST_AGENT_FLAGS") {
+        args.extend(extra.split_whitespace().map(str::to_owned));
+    }
+    let flags = match Flags::parse(args) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("acpx-test-agent: {e}");
+            std::process::exit(2);
+        }
+    };
+    let state: Shared = Arc::new(AgentState {
+        flags,
+        sessions: Mutex::new(HashMap::new()),
+        cancelled: Mutex::new(HashMap::new()),
+    });
+    let s_req = state.clone();
+    let s_not = state.clone();
+    let result = Agent
+        .v1()
+        .name("acpx-test-agent")
+        .on_receive_notification(
+            async move |n: UntypedMessage, cx: ConnectionTo<Client>| {
+                if n.method == "session/cancel" {
+                    if let Ok(c) = parse::<acp::CancelNotification>(&n.params) {
+                        s_not
+                            .cancel_flag(&c.session_id.to_string())
+                            .store(true, Ordering::SeqCst);
+                    }
+                    return Ok(Handled::Yes);
+                }
+                Ok(Handled::No {
+                    message: (n, cx),
+                    retry: false,
+                })
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: UntypedMessage, responder: Responder, cx: ConnectionTo<Client>| {
+                let state = s_req.clone();
+                let answer = |responder: Responder, r: Result<Value, Error>| {
+                    responder.respond_with_result(r).map(|()| Handled::Yes)
+                };
+                match req.method.as_str() {
+                    "initialize" => answer(responder, initialize(&state, &req.params)),
+                    "session/new" => answer(responder, new_session(&state, &req.params)),
+                    "session/load" => answer(responder, load_session(&state, &req.params, &cx)),
+                    "session/resume" => answer(responder, resume_session(&state, &req.params)),
+                    "session/fork" if state.flags.fork => {
+                        answer(responder, fork_session(&state, &req.params))
+                    }
+                    "session/close" if state.flags.close => {
+                        answer(responder, close_session(&state, &req.params))
+                    }
+                    "session/set_mode" => answer(responder, set_mode(&state, &req.params, &cx)),
+                    "session/set_config_option" => {
+                        answer(responder, set_config(&state, &req.params))
+                    }
+                    "session/prompt" => {
+                        // A new turn starts uncancelled. This runs on the dispatch loop, which
+                        // handles messages in arrival order, so a `session/cancel` sent after
+                        // this prompt always wins, even if it is handled before the turn's
+                        // task below gets to run.
+                        if let Some(sid) = req.params.get("sessionId").and_then(Value::as_str) {
+                            state.cancel_flag(sid).store(false, Ordering::SeqCst);
+                        }
+                        // Scripts call back into the client and wait for answers, which must
+                        // not happen on the dispatch loop.
+                        cx.spawn({
+                            let cx = cx.clone();
+                            async move {
+                                let result = prompt(&state, &req.params, &cx).await;
+                                responder.respond_with_result(result)
+                            }
+                        })?;
+                        Ok(Handled::Yes)
+                    }
+                    _ => Ok(Handled::No {
+                        message: (req, responder),
+                        retry: false,
+                    }),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_to(Stdio::new())
+        .await;
+    if let Err(e) = result {
+        eprintln!("acpx-test-agent: connection ended: {e}");
+    }
+}
+
+pub(crate) fn invalid_params(msg: impl Into<String>) -> Error {
+    Error::invalid_params().data(json!({"reason": msg.into()}))
+}
+
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(params: &Value) -> Result<T, Error> {
+    serde_json::from_value(params.clone()).map_err(|e| invalid_params(e.to_string()))
+}
+
+/// Sends one `session/update` for the session.
+pub(crate) fn send(cx: &ConnectionTo<Client>, session: &str, update: Value) -> Result<(), Error> {
+    cx.send_notification(UntypedMessage::new(
+        "session/update",
+        json!({"sessionId": session, "update": update}),
+    )?)
+}
+
+pub(crate) fn chunk(text: &str) -> Value {
+    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+}
+
+pub(crate) async fn request(
+    cx: &ConnectionTo<Client>,
+    method: &str,
+    params: Value,
+) -> Result<Value, Error> {
+    cx.send_request(UntypedMessage::new(method, params)?)
+        .block_task()
+        .await
+}

@@ -1,0 +1,289 @@
+//! The session methods: `initialize`, `session/new`, `load`, `resume`, `fork`, `close`,
+//! `set_mode` and `set_config_option`, and the state they keep.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Client, Error, UntypedMessage};
+use serde_json::{json, Value};
+
+use crate::flags::Flags;
+use crate::{invalid_params, parse};
+
+#[derive(Debug, Clone)]
+pub(crate) struct SessionState {
+    pub(crate) cwd: String,
+    pub(crate) mode: String,
+    pub(crate) model: String,
+}
+
+pub(crate) struct AgentState {
+    pub(crate) flags: Flags,
+    pub(crate) sessions: Mutex<HashMap<String, SessionState>>,
+    pub(crate) cancelled: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+pub(crate) type Shared = Arc<AgentState>;
+
+impl AgentState {
+    pub(crate) fn cancel_flag(&self, session: &str) -> Arc<AtomicBool> {
+        let mut m = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(session.to_owned())
+            .or_insert_with(|| Arc::new(AtomicBool::new(false)))
+            .clone()
+    }
+
+    pub(crate) fn session(&self, id: &str) -> Option<SessionState> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub(crate) fn history_path(&self, id: &str) -> Option<PathBuf> {
+        let dir = self.flags.state_dir.as_ref()?;
+        let safe: String = id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect();
+        Some(dir.join(format!("{safe}.json")))
+    }
+
+    pub(crate) fn load_history(&self, id: &str) -> Option<Vec<Value>> {
+        let bytes = std::fs::read(self.history_path(id)?).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    pub(crate) fn save_history(&self, id: &str, history: &[Value]) {
+        if let Some(path) = self.history_path(id) {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(path, serde_json::to_vec(history).unwrap_or_default());
+        }
+    }
+
+    pub(crate) fn response_meta(&self, session_id: &str) -> Option<Value> {
+        if self.flags.empty_agent_session_id {
+            Some(json!({"agentSessionId": ""}))
+        } else if self.flags.agent_session_id {
+            Some(json!({"agentSessionId": format!("native-{session_id}")}))
+        } else {
+            None
+        }
+    }
+}
+
+pub(crate) fn modes(current: &str) -> Value {
+    json!({
+        "currentModeId": current,
+        "availableModes": [
+            {"id": "default", "name": "Default"},
+            {"id": "plan", "name": "Plan"},
+            {"id": "code", "name": "Code"}
+        ]
+    })
+}
+
+pub(crate) fn config_options(model: &str) -> Value {
+    json!([{
+        "id": "model",
+        "name": "Model",
+        "category": "model",
+        "type": "select",
+        "currentValue": model,
+        "options": [
+            {"value": "small", "name": "Small"},
+            {"value": "large", "name": "Large"}
+        ]
+    }])
+}
+
+pub(crate) fn initialize(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::InitializeRequest = parse(params)?;
+    let mut session_caps = serde_json::Map::new();
+    if state.flags.resume {
+        session_caps.insert("resume".into(), json!({}));
+    }
+    if state.flags.fork {
+        session_caps.insert("fork".into(), json!({}));
+    }
+    if state.flags.close {
+        session_caps.insert("close".into(), json!({}));
+    }
+    eprintln!(
+        "acpx-test-agent: initialize from {:?}, fs={:?} terminal={}",
+        req.client_info.map(|i| i.name),
+        req.client_capabilities.fs,
+        req.client_capabilities.terminal
+    );
+    Ok(json!({
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": state.flags.load || state.flags.load_not_found || state.flags.load_internal_error,
+            "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
+            "sessionCapabilities": session_caps,
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "acpx-test-agent", "version": env!("CARGO_PKG_VERSION")}
+    }))
+}
+
+pub(crate) fn with_meta(mut v: Value, meta: Option<Value>) -> Value {
+    if let (Some(m), Some(o)) = (meta, v.as_object_mut()) {
+        o.insert("_meta".into(), m);
+    }
+    v
+}
+
+pub(crate) fn register(state: &AgentState, id: &str, cwd: String) -> SessionState {
+    let s = SessionState {
+        cwd,
+        mode: "default".into(),
+        model: "small".into(),
+    };
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.to_owned(), s.clone());
+    s
+}
+
+pub(crate) fn new_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::NewSessionRequest = parse(params)?;
+    if !req.cwd.is_absolute() {
+        return Err(invalid_params("cwd must be absolute"));
+    }
+    let id = format!("sess-{}", uuid::Uuid::new_v4().simple());
+    let s = register(state, &id, req.cwd.display().to_string());
+    if state.flags.load {
+        state.save_history(&id, &[]);
+    }
+    Ok(with_meta(
+        json!({"sessionId": id, "modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        state.response_meta(&id),
+    ))
+}
+
+pub(crate) fn not_found(id: &str) -> Error {
+    Error::new(-32002, format!("Resource not found: session {id}"))
+        .data(json!({"uri": format!("session:{id}")}))
+}
+
+pub(crate) fn load_session(
+    state: &AgentState,
+    params: &Value,
+    cx: &ConnectionTo<Client>,
+) -> Result<Value, Error> {
+    let req: acp::LoadSessionRequest = parse(params)?;
+    let id = req.session_id.to_string();
+    if state.flags.load_internal_error {
+        return Err(Error::new(-32603, "Query closed before response received"));
+    }
+    if !state.flags.load || state.flags.load_not_found {
+        return Err(not_found(&id));
+    }
+    let Some(history) = state.load_history(&id) else {
+        return Err(not_found(&id));
+    };
+    for update in history {
+        cx.send_notification(UntypedMessage::new(
+            "session/update",
+            json!({"sessionId": id, "update": update}),
+        )?)?;
+    }
+    let s = register(state, &id, req.cwd.display().to_string());
+    Ok(with_meta(
+        json!({"modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        state.response_meta(&id),
+    ))
+}
+
+pub(crate) fn resume_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::ResumeSessionRequest = parse(params)?;
+    let id = req.session_id.to_string();
+    if !state.flags.resume {
+        return Err(Error::method_not_found());
+    }
+    if state.flags.load_not_found {
+        return Err(not_found(&id));
+    }
+    let s = register(state, &id, req.cwd.display().to_string());
+    Ok(with_meta(
+        json!({"modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        state.response_meta(&id),
+    ))
+}
+
+pub(crate) fn fork_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::ForkSessionRequest = parse(params)?;
+    let id = format!("sess-{}", uuid::Uuid::new_v4().simple());
+    if let Some(h) = state.load_history(&req.session_id.to_string()) {
+        state.save_history(&id, &h);
+    }
+    let s = register(state, &id, req.cwd.display().to_string());
+    Ok(with_meta(
+        json!({"sessionId": id, "modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        state.response_meta(&id),
+    ))
+}
+
+pub(crate) fn close_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::CloseSessionRequest = parse(params)?;
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&req.session_id.to_string());
+    Ok(json!({}))
+}
+
+pub(crate) fn set_mode(
+    state: &AgentState,
+    params: &Value,
+    cx: &ConnectionTo<Client>,
+) -> Result<Value, Error> {
+    let req: acp::SetSessionModeRequest = parse(params)?;
+    let id = req.session_id.to_string();
+    let mode = req.mode_id.to_string();
+    if !["default", "plan", "code"].contains(&mode.as_str()) {
+        return Err(invalid_params(format!("unknown mode {mode:?}")));
+    }
+    let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
+    s.mode = mode.clone();
+    cx.send_notification(UntypedMessage::new(
+        "session/update",
+        json!({"sessionId": id, "update": {"sessionUpdate": "current_mode_update", "currentModeId": mode}}),
+    )?)?;
+    Ok(json!({}))
+}
+
+pub(crate) fn set_config(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::SetSessionConfigOptionRequest = parse(params)?;
+    let id = req.session_id.to_string();
+    if req.config_id.to_string() != "model" {
+        return Err(invalid_params(format!(
+            "unknown config option {}",
+            req.config_id
+        )));
+    }
+    let value = params
+        .get("value")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid_params("value must be a string"))?
+        .to_owned();
+    if !["small", "large"].contains(&value.as_str()) {
+        return Err(invalid_params(format!("unknown model {value:?}")));
+    }
+    let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
+    s.model = value;
+    Ok(json!({"configOptions": config_options(&s.model)}))
+}
