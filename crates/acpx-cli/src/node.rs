@@ -1,4 +1,4 @@
-//! Converting sessions written by the Node acpx 0.19 into the seed format.
+//! Converting sessions written by the Node acpx 0.19 into the format of `docs/format.md`.
 //!
 //! Node keeps, per session, `<enc(id)>.json` (schema `acpx.session.v1` but snake_case, with the
 //! conversation at the top level) and a journal `<enc(id)>.stream.ndjson` (plus rotated
@@ -116,7 +116,7 @@ fn convert_message(m: &Value) -> Value {
     m
 }
 
-/// The seed-format `session.json` document of a Node record (the conversation as Node stored
+/// The `session.json` document (`docs/format.md`, "`session.json`") of a Node record (the conversation as Node stored
 /// it). Validation is left to [`SessionRecord::from_json_slice`].
 pub fn convert_record(node: &Value, new_id: &RecordId, now: Timestamp) -> Value {
     let created = ts_of(node, "created_at").unwrap_or(now);

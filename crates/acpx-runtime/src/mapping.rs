@@ -66,8 +66,8 @@ use acpx_model::session::DEFAULT_AUDIT_RING_CAPACITY;
 use acpx_model::{
     AgentContent, AgentMessage, AuditEvent, EventEnvelope, EventPayload, Image, ImageSize,
     LastControlUpdate, LastTurn, Mention, Message, PermissionStats, PlanState, ResultContent,
-    SessionRecord, Thinking, Timestamp, TokenUsage, ToolResult, ToolUse, TurnError, UserContent,
-    UserMessage,
+    SessionRecord, Thinking, Timestamp, TokenUsage, ToolResult, ToolUse, TurnError, TurnState,
+    UserContent, UserMessage,
 };
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -170,7 +170,7 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         AuditEvent {
             seq: event.seq,
             timestamp: at,
-            event_type: event.event_type.clone(),
+            event_type: event.kind(),
             summary: summarize(event, &effect),
         },
         DEFAULT_AUDIT_RING_CAPACITY,
@@ -872,8 +872,7 @@ fn apply_prompt_error(
         .extra
         .get("outcome")
         .and_then(Value::as_str)
-        .unwrap_or("failed")
-        .to_owned();
+        .map_or(TurnState::Failed, TurnState::from);
     let stats = p
         .extra
         .get("permissionStats")

@@ -14,7 +14,7 @@ use acpx_model::event::{
 use acpx_model::{
     AgentContent, Durability, EventLogState, EventPayload, EventQuery, EventSource, EventStream,
     MemoryStore, Message, NewSession, PermissionStats, ReadMode, RecordId, SessionLock,
-    SessionRecord, Store, Timestamp, TokenUsage, TurnError,
+    SessionRecord, Store, Timestamp, TokenUsage, TurnError, TurnState,
 };
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
@@ -160,7 +160,7 @@ pub struct TurnOutcome {
     /// The id of the `User` message this turn added.
     pub user_message_id: String,
     /// `completed`, `cancelled`, `failed` or `timeout`.
-    pub outcome: String,
+    pub outcome: TurnState,
     /// The agent's `stopReason`, when it answered.
     pub stop_reason: Option<String>,
     /// Why the turn did not complete (`code`, `detailCode`, `message`, `retryable`).
@@ -238,7 +238,7 @@ fn lifecycle_payload_with(
     extra: Value,
 ) -> EventPayload {
     EventPayload::LifecycleEvent(LifecycleEventPayload {
-        phase: phase.to_owned(),
+        phase: phase.into(),
         exit_code,
         signal,
         reason,

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acpx_model::event::PromptErrorPayload;
-use acpx_model::{EventPayload, EventSource, EventStream, PermissionStats};
+use acpx_model::{EventPayload, EventSource, EventStream, PermissionStats, TurnState};
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
@@ -318,7 +318,9 @@ async fn drive(
     Ok(TurnOutcome {
         request_id: request_id.to_owned(),
         user_message_id: user_id.to_owned(),
-        outcome: turn.as_ref().map(|t| t.outcome.clone()).unwrap_or_default(),
+        outcome: turn
+            .as_ref()
+            .map_or(TurnState::Other(String::new()), |t| t.outcome.clone()),
         stop_reason: turn.as_ref().and_then(|t| t.stop_reason.clone()),
         error: turn.as_ref().and_then(|t| t.error.clone()),
         acp_error,

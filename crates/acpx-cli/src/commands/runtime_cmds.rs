@@ -13,7 +13,7 @@ use std::time::Duration;
 use acpx_model::event::LifecycleEventPayload;
 use acpx_model::{
     ClosedFilter, Durability, EventContext, EventEnvelope, EventPayload, EventSource, EventStream,
-    ListQuery, NewSession, RecordId, SessionRecord, Store, Timestamp,
+    LifecyclePhase, ListQuery, NewSession, RecordId, SessionRecord, Store, Timestamp, TurnState,
 };
 use acpx_runtime::mapping::{apply_event, turn_is_running, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
 use acpx_runtime::{
@@ -261,8 +261,8 @@ async fn open_existing(
 /// follows it; in text mode its `[error]` line said what went wrong.
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     let reported = |e: CliError| if shown { e.reported() } else { e };
-    match outcome.outcome.as_str() {
-        "completed" => {
+    match outcome.outcome {
+        TurnState::Completed => {
             let s = outcome.permission_stats;
             if s.requested > 0 && s.approved == 0 && s.denied + s.cancelled > 0 {
                 let json_shown = shown && ctx.out.is_json();
@@ -282,8 +282,8 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
             }
             Ok(())
         }
-        "cancelled" => Ok(()),
-        "timeout" => Err(reported(
+        TurnState::Cancelled => Ok(()),
+        TurnState::Timeout => Err(reported(
             CliError::new(
                 ErrorKind::Timeout,
                 outcome
@@ -901,7 +901,7 @@ async fn record_fork(
         state.last_seq + 1,
         Timestamp::now(),
         EventPayload::LifecycleEvent(LifecycleEventPayload {
-            phase: "session_forked".into(),
+            phase: LifecyclePhase::SessionForked,
             exit_code: None,
             signal: None,
             reason: None,
