@@ -5,8 +5,8 @@ use std::time::Duration;
 use crate::id::{InvalidRecordId, RecordId};
 
 /// A document that does not satisfy the format. Displays as
-/// `<origin>: field `<path>`: <message>`, for example
-/// `~/.acpx/sessions/a.json: field `thread.speed`: unknown variant "warp"`.
+/// ``<origin>: field `<path>`: <message>``, for example
+/// ``~/.acpx/sessions/a.json: field `thread.speed`: unknown variant "warp"``.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: field `{field}`: {message}")]
 pub struct ValidationError {
