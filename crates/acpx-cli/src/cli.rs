@@ -3,6 +3,11 @@
 //! `acpx [global options] [<agent>] [command] [args]`. The positional `<agent>` is not part of
 //! the clap grammar: [`crate::grammar::split_agent`] takes it out of argv first (see there for
 //! how a first word is told apart as agent, command or prompt text).
+//!
+//! The doc comments of the clap types are the `--help` text, written for a terminal: rustdoc's
+//! markdown rules (`[default]` as a link, `<home>` as an HTML tag) do not apply to them.
+
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use std::path::PathBuf;
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
-use acpx_model::EventEnvelope;
+use acpx_model::{EventEnvelope, EventType};
 use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion};
 use serde_json::Value;
 
@@ -86,19 +86,19 @@ impl LiveOutput {
         if st.done {
             return;
         }
-        if st.turn.is_none() && e.event_type == "prompt_started" {
+        if st.turn.is_none() && e.kind() == EventType::PromptStarted {
             st.turn = Some(e.request_id.clone().unwrap_or_default());
         }
         let in_turn = st.turn.is_some();
         let terminal = in_turn
-            && matches!(e.event_type.as_str(), "prompt_done" | "prompt_error")
+            && matches!(e.kind(), EventType::PromptDone | EventType::PromptError)
             && e.request_id.as_deref().unwrap_or_default()
                 == st.turn.as_deref().unwrap_or_default();
         match self.out.format {
             crate::config::Format::Json => self.out.raw(&format!("{}\n", e.to_ndjson())),
             crate::config::Format::Quiet => {}
             // Before the turn only lifecycle notes (with --verbose) are of interest.
-            crate::config::Format::Text if in_turn || e.event_type == "lifecycle_event" => {
+            crate::config::Format::Text if in_turn || e.kind() == EventType::LifecycleEvent => {
                 self.text(&mut st, e)
             }
             crate::config::Format::Text => {}
@@ -124,8 +124,8 @@ impl LiveOutput {
         let o = &self.out;
         let p = &e.payload;
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        match e.event_type.as_str() {
-            "session_update" => {
+        match e.kind() {
+            EventType::SessionUpdate => {
                 let u = p.get("update").cloned().unwrap_or(Value::Null);
                 let kind = s(&u, "sessionUpdate");
                 match kind.as_str() {
@@ -234,7 +234,7 @@ impl LiveOutput {
                     _ => {}
                 }
             }
-            "client_operation" => {
+            EventType::ClientOperation => {
                 let method = s(p, "method");
                 let status = s(p, "status");
                 let summary = s(p, "summary");
@@ -259,7 +259,7 @@ impl LiveOutput {
                 };
                 self.note(st, line);
             }
-            "prompt_done" => {
+            EventType::PromptDone => {
                 let line = format!(
                     "{} {}",
                     o.paint_err(Style::Green, "[done]"),
@@ -267,11 +267,13 @@ impl LiveOutput {
                 );
                 self.note(st, line);
             }
-            "prompt_error" => {
+            EventType::PromptError => {
                 let line = format!("{} {}", o.paint_err(Style::Red, "[error]"), s(p, "message"));
                 self.note(st, line);
             }
-            "control_done" | "control_error" | "control_started" if o.verbose => {
+            EventType::ControlDone | EventType::ControlError | EventType::ControlStarted
+                if o.verbose =>
+            {
                 let line = format!(
                     "{} {} {}",
                     o.paint_err(Style::Dim, "[control]"),
@@ -280,7 +282,7 @@ impl LiveOutput {
                 );
                 self.note(st, line);
             }
-            "lifecycle_event" if o.verbose => {
+            EventType::LifecycleEvent if o.verbose => {
                 let reason = s(p, "reason");
                 let line = format!(
                     "{} {}{}",

@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod config;
 mod context;
+mod diagnostics;
 mod error;
 mod grammar;
 mod live;
@@ -125,6 +126,7 @@ fn run(args: Vec<OsString>) -> i32 {
         Ok(c) => c,
         Err(e) => return clap_error(format, e),
     };
+    diagnostics::install(format, cli.global.verbose);
     let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
         Ok(c) => c,
         Err(e) => return fail(format, &e),

@@ -13,7 +13,7 @@ pub fn action(action: &str, fields: Map<String, Value>) -> Value {
     Value::Object(m)
 }
 
-/// The identity triple of seed 004: `acpxRecordId`, `acpxSessionId` (the ACP session id), and
+/// The identity triple (`docs/format.md`, "Identity"): `acpxRecordId`, `acpxSessionId` (the ACP session id), and
 /// `agentSessionId` only when known.
 pub fn identity(
     record_id: &str,

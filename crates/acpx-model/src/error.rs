@@ -5,8 +5,8 @@ use std::time::Duration;
 use crate::id::{InvalidRecordId, RecordId};
 
 /// A document that does not satisfy the format. Displays as
-/// `<origin>: field `<path>`: <message>`, for example
-/// `~/.acpx/sessions/a.json: field `thread.speed`: unknown variant "warp"`.
+/// ``<origin>: field `<path>`: <message>``, for example
+/// ``~/.acpx/sessions/a.json: field `thread.speed`: unknown variant "warp"``.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: field `{field}`: {message}")]
 pub struct ValidationError {
@@ -14,10 +14,12 @@ pub struct ValidationError {
     pub origin: String,
     /// Dotted path of the offending field (`.` for the document itself).
     pub field: String,
+    /// What is wrong with it.
     pub message: String,
 }
 
 impl ValidationError {
+    /// The error for `field` of the document from `origin`.
     pub fn new(origin: &str, field: &str, message: impl Into<String>) -> Self {
         ValidationError {
             origin: origin.to_owned(),
@@ -40,62 +42,98 @@ impl ValidationError {
 /// Errors returned by every [`crate::Store`] implementation.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// No session has this id.
     #[error("session {0} not found")]
     NotFound(RecordId),
 
+    /// `create` of an id that is taken.
     #[error("session {0} already exists; refusing to overwrite it")]
     AlreadyExists(RecordId),
 
+    /// A save based on a stale revision (`docs/format.md`, Decisions 2).
     #[error("session {id}: save conflict: the record was loaded at revision {expected}, but the stored revision is {actual}; reload it and apply the change again")]
     Conflict {
+        /// The session.
         id: RecordId,
+        /// The revision the record was loaded at.
         expected: u64,
+        /// The revision in the store.
         actual: u64,
     },
 
+    /// Another writer holds the session's lock, and waiting for it timed out.
     #[error("session {id} is locked by another writer; gave up after waiting {waited:?}")]
-    Locked { id: RecordId, waited: Duration },
+    Locked {
+        /// The session.
+        id: RecordId,
+        /// How long the caller waited.
+        waited: Duration,
+    },
 
+    /// An append whose first seq is not the log's last seq + 1.
     #[error("session {id}: event seq {got} refused: the log ends at seq {last}, so the next event must have seq {}", last + 1)]
-    SeqMismatch { id: RecordId, last: u64, got: u64 },
+    SeqMismatch {
+        /// The session.
+        id: RecordId,
+        /// The last seq in the log.
+        last: u64,
+        /// The seq of the refused event.
+        got: u64,
+    },
 
+    /// Stored data that does not parse or breaks a rule of `docs/format.md`.
     #[error("corrupt data in {location}{}: {reason}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
     Corrupt {
+        /// The file or row.
         location: String,
+        /// The line in it, for a log.
         line: Option<u64>,
+        /// What is wrong.
         reason: String,
     },
 
+    /// A snapshot that fails validation (`docs/format.md`, "Validation").
     #[error(transparent)]
     Invalid(#[from] ValidationError),
 
+    /// A string that is not a valid record id.
     #[error("invalid record id: {0}")]
     InvalidId(#[from] InvalidRecordId),
 
+    /// A query or call argument the store cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A paging cursor this store did not issue.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
 
+    /// Data in a format version newer than this acpx reads.
     #[error("the stored data was written by a newer acpx ({0}); upgrade acpx to read it")]
     TooNew(String),
 
+    /// An I/O error.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file or directory.
         path: String,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
 
+    /// Any other failure of a backend (a SQLite error, for example).
     #[error("{backend} backend error: {message}")]
     Backend {
+        /// The backend's name.
         backend: &'static str,
+        /// What went wrong.
         message: String,
     },
 }
 
 impl StoreError {
+    /// An I/O error on `path`.
     pub fn io(path: impl std::fmt::Display, source: std::io::Error) -> Self {
         StoreError::Io {
             path: path.to_string(),
@@ -103,6 +141,7 @@ impl StoreError {
         }
     }
 
+    /// Corrupt data at `location` (and `line`).
     pub fn corrupt(
         location: impl Into<String>,
         line: Option<u64>,
@@ -135,4 +174,5 @@ impl StoreError {
     }
 }
 
+/// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -2,11 +2,9 @@
 //!
 //! The envelope keeps `type` as a string and `payload` as raw JSON, so an event type or a field
 //! this version does not know is kept and written back unchanged. [`EventEnvelope::payload_typed`]
-//! gives the typed view of the event types the seed defines.
+//! gives the typed view of the event types listed in `docs/format.md`, "`events.ndjson`".
 
-use std::fmt;
-
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::id::RecordId;
@@ -16,61 +14,16 @@ use crate::time::Timestamp;
 /// The envelope version this crate writes.
 pub const EVENT_VERSION: u32 = 1;
 
-macro_rules! open_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $wire:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($variant,)+
-            /// A value written by a newer version; kept as is.
-            Other(String),
-        }
-
-        impl $name {
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $($name::$variant => $wire,)+
-                    $name::Other(s) => s,
-                }
-            }
-        }
-
-        impl From<&str> for $name {
-            fn from(s: &str) -> Self {
-                match s {
-                    $($wire => $name::$variant,)+
-                    other => $name::Other(other.to_owned()),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-                Ok($name::from(s.as_ref()))
-            }
-        }
-    };
-}
-
 open_enum!(
     /// `stream`: which flow an event belongs to.
     EventStream {
+        /// A prompt turn and what the agent sent during it.
         Prompt => "prompt",
+        /// Control requests: mode, config option, cancel.
         Control => "control",
+        /// The agent process and the ACP session: start, exit, attach, fallback, close.
         Lifecycle => "lifecycle",
+        /// The prompt queue.
         Queue => "queue",
     }
 );
@@ -78,10 +31,81 @@ open_enum!(
 open_enum!(
     /// `source`: who produced an event.
     EventSource {
+        /// The agent, over ACP.
         Acp => "acp",
+        /// The acpx runtime itself.
         Runtime => "runtime",
+        /// The prompt queue.
         Queue => "queue",
+        /// The client side of ACP (file system, terminals, permissions).
         Client => "client",
+    }
+);
+
+open_enum!(
+    /// `type`: what an event records; selects the shape of its payload ([`EventPayload`]).
+    EventType {
+        /// An ACP `session/update` notification, exactly as received.
+        SessionUpdate => "session_update",
+        /// A request the agent made of the client.
+        ClientOperation => "client_operation",
+        /// A prompt turn began.
+        PromptStarted => "prompt_started",
+        /// A prompt turn ended with the agent's answer.
+        PromptDone => "prompt_done",
+        /// A prompt turn ended without an answer (failure, timeout, cancel, interruption).
+        PromptError => "prompt_error",
+        /// A control request was sent.
+        ControlStarted => "control_started",
+        /// A control request succeeded.
+        ControlDone => "control_done",
+        /// A control request failed.
+        ControlError => "control_error",
+        /// The prompt queue changed.
+        QueueEvent => "queue_event",
+        /// The agent process or the ACP session changed state ([`LifecyclePhase`]).
+        LifecycleEvent => "lifecycle_event",
+    }
+);
+
+open_enum!(
+    /// `phase` of a `lifecycle_event`: which change of the agent process or the ACP session
+    /// it records. `acpx-runtime`'s `mapping::lifecycle` documents each phase's keys and what
+    /// it does to the snapshot.
+    LifecyclePhase {
+        /// The agent process was spawned.
+        AgentStarted => "agent_started",
+        /// `initialize` was answered.
+        Initialized => "initialized",
+        /// `session/new` was answered.
+        SessionCreated => "session_created",
+        /// `session/load` or `session/resume` succeeded.
+        SessionAttached => "session_attached",
+        /// Load or resume failed and a fresh ACP session replaced the old one.
+        SessionFallback => "session_fallback",
+        /// The agent process ended.
+        AgentExit => "agent_exit",
+        /// The record named an agent process of an earlier acpx process that did not shut
+        /// down cleanly.
+        StaleAgent => "stale_agent",
+        /// Events the snapshot had folded in never reached the log.
+        LogGap => "log_gap",
+        /// The session was closed.
+        SessionClosed => "session_closed",
+        /// The session was created as a fork of another one.
+        SessionForked => "session_forked",
+    }
+);
+
+open_enum!(
+    /// `status` of a `client_operation`.
+    ClientOperationStatus {
+        /// Started, not finished yet.
+        Running => "running",
+        /// Finished successfully.
+        Completed => "completed",
+        /// Finished with an error (or was denied).
+        Failed => "failed",
     }
 );
 
@@ -89,18 +113,28 @@ open_enum!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventEnvelope {
+    /// `eventVersion`: the envelope version ([`EVENT_VERSION`] for events this crate writes).
     pub event_version: u32,
     /// Strictly increasing per session, starting at 1, without gaps.
     pub seq: u64,
+    /// When the event was recorded.
     pub timestamp: Timestamp,
+    /// The session it belongs to.
     pub acpx_record_id: RecordId,
+    /// The ACP session id in use when the event was recorded.
     pub acp_session_id: String,
+    /// The turn or control request it belongs to; absent when not request-scoped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Which flow the event belongs to.
     pub stream: EventStream,
+    /// Who produced the event.
     pub source: EventSource,
+    /// `type`, as written; [`EventEnvelope::kind`] gives it as an [`EventType`]. A string so
+    /// that an unknown type is written back exactly as read.
     #[serde(rename = "type")]
     pub event_type: String,
+    /// The type-specific body, as raw JSON ([`EventEnvelope::payload_typed`] parses it).
     pub payload: Value,
     /// Envelope keys this version does not know.
     #[serde(flatten)]
@@ -110,14 +144,20 @@ pub struct EventEnvelope {
 /// The fields of an envelope that the caller chooses; [`EventEnvelope::new`] adds the rest.
 #[derive(Debug, Clone)]
 pub struct EventContext<'a> {
+    /// The session the event belongs to.
     pub acpx_record_id: &'a RecordId,
+    /// The ACP session id in use.
     pub acp_session_id: &'a str,
+    /// The turn or control request, if the event is request-scoped.
     pub request_id: Option<&'a str>,
+    /// Which flow the event belongs to.
     pub stream: EventStream,
+    /// Who produced the event.
     pub source: EventSource,
 }
 
 impl EventEnvelope {
+    /// An envelope of the current [`EVENT_VERSION`] around `payload`, without unknown keys.
     pub fn new(
         ctx: &EventContext<'_>,
         seq: u64,
@@ -159,6 +199,11 @@ impl EventEnvelope {
         serde_json::from_slice(line)
     }
 
+    /// The event's `type` as an [`EventType`].
+    pub fn kind(&self) -> EventType {
+        EventType::from(self.event_type.as_str())
+    }
+
     /// The typed view of the payload. Unknown event types come back as
     /// [`EventPayload::Unknown`]; a known type whose payload does not fit is an error.
     pub fn payload_typed(&self) -> Result<EventPayload, serde_json::Error> {
@@ -166,22 +211,34 @@ impl EventEnvelope {
     }
 }
 
-/// Typed payloads of the event types in the seed session model.
+/// Typed payloads of the event types listed in `docs/format.md`, "`events.ndjson`".
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventPayload {
+    /// `session_update`.
     SessionUpdate(SessionUpdatePayload),
+    /// `client_operation`.
     ClientOperation(ClientOperationPayload),
+    /// `prompt_started`.
     PromptStarted(PromptStartedPayload),
+    /// `prompt_done`.
     PromptDone(PromptDonePayload),
+    /// `prompt_error`.
     PromptError(PromptErrorPayload),
+    /// `control_started`.
     ControlStarted(ControlStartedPayload),
+    /// `control_done`.
     ControlDone(ControlDonePayload),
+    /// `control_error`.
     ControlError(ControlErrorPayload),
+    /// `queue_event`.
     QueueEvent(QueueEventPayload),
+    /// `lifecycle_event`.
     LifecycleEvent(LifecycleEventPayload),
     /// An event type this version does not know, kept as is.
     Unknown {
+        /// The `type` as written.
         event_type: String,
+        /// The payload as written.
         payload: Value,
     },
 }
@@ -197,6 +254,12 @@ macro_rules! payload_dispatch {
                 }
             }
 
+            /// The `type` of this payload as an [`EventType`].
+            pub fn kind(&self) -> EventType {
+                EventType::from(self.event_type())
+            }
+
+            /// The `type` string and the payload as JSON, as an envelope stores them.
             pub fn into_parts(self) -> (String, Value) {
                 match self {
                     $(EventPayload::$variant(p) => (
@@ -207,6 +270,8 @@ macro_rules! payload_dispatch {
                 }
             }
 
+            /// The typed payload of an event of type `event_type`; an unknown type gives
+            /// [`EventPayload::Unknown`], a known type whose payload does not fit an error.
             pub fn from_parts(event_type: &str, payload: &Value) -> Result<Self, serde_json::Error> {
                 Ok(match event_type {
                     $($wire => EventPayload::$variant(serde_json::from_value(payload.clone())?),)+
@@ -236,8 +301,10 @@ payload_dispatch!(
 /// `session_update`: the ACP `session/update` notification body exactly as received.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionUpdatePayload {
+    /// The ACP session id the notification named.
     #[serde(rename = "sessionId")]
     pub session_id: String,
+    /// The `update` object (`sessionUpdate` discriminator and its fields).
     pub update: Value,
     /// `_meta` and any other key, exactly as received (absent stays absent, `null` stays `null`).
     #[serde(flatten)]
@@ -247,31 +314,43 @@ pub struct SessionUpdatePayload {
 /// `client_operation`: a request the agent made of the client (fs, terminal, permission).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientOperationPayload {
+    /// The ACP method the agent called (`fs/read_text_file`, `terminal/create`, …).
     pub method: String,
-    /// `running`, `completed` or `failed`.
-    pub status: String,
+    /// Whether it is still running, completed or failed.
+    pub status: ClientOperationStatus,
+    /// A short human-readable line.
     pub summary: String,
+    /// More detail (an error message, for example).
     #[serde(default)]
     pub details: Option<String>,
+    /// When the operation reached this status.
     pub timestamp: Timestamp,
+    /// Method-specific keys (`docs/format.md`, "Keys the runtime adds").
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `prompt_started`: a turn began.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PromptStartedPayload {
     /// The first 200 characters of the prompt.
     pub message_preview: String,
+    /// Whether the turn runs in a session reattached with `session/load` or `session/resume`.
     pub resumed: bool,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `prompt_done`: the agent answered the prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptDonePayload {
+    /// The ACP `stopReason` (`end_turn`, `cancelled`, …).
     pub stop_reason: String,
+    /// Permission requests of the turn and how they were decided.
     pub permission_stats: PermissionStats,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -279,39 +358,58 @@ pub struct PromptDonePayload {
 /// A JSON-RPC error object as the agent sent it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AcpErrorObject {
+    /// The JSON-RPC error code.
     pub code: i64,
+    /// The error message.
     pub message: String,
+    /// Extra data, when the agent sent any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
 
+/// `prompt_error`: the turn ended without an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptErrorPayload {
+    /// The error class (`RUNTIME`, `TIMEOUT`, …).
     pub code: String,
+    /// A finer, machine-readable reason.
     #[serde(default)]
     pub detail_code: Option<String>,
+    /// A human-readable message.
     pub message: String,
+    /// Whether trying again may succeed.
     pub retryable: bool,
+    /// The JSON-RPC error the agent answered with, if any.
     #[serde(default)]
     pub acp: Option<AcpErrorObject>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `control_started`: a control request was sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlStartedPayload {
+    /// What was asked (`set_mode`, `set_config_option`, `cancel`, …).
     pub action: String,
+    /// The request's parameters.
     pub input: Value,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `control_done`: a control request succeeded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlDonePayload {
+    /// What was asked.
     pub action: String,
+    /// Always `true` here.
     pub ok: bool,
+    /// The agent's answer.
     pub result: Value,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -320,29 +418,42 @@ pub struct ControlDonePayload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlErrorDetail {
+    /// The error class.
     pub code: String,
+    /// A finer, machine-readable reason.
     #[serde(default)]
     pub detail_code: Option<String>,
+    /// A human-readable message.
     pub message: String,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `control_error`: a control request failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlErrorPayload {
+    /// What was asked.
     pub action: String,
+    /// Always `false` here.
     pub ok: bool,
+    /// Why it failed.
     pub error: ControlErrorDetail,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// `queue_event`: the prompt queue changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueEventPayload {
+    /// What happened to the queue.
     pub phase: String,
+    /// The queued request concerned, if any.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -351,13 +462,18 @@ pub struct QueueEventPayload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LifecycleEventPayload {
-    pub phase: String,
+    /// Which change this records.
+    pub phase: LifecyclePhase,
+    /// The agent's exit code (`agent_exit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The signal that ended the agent (`agent_exit`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Why it happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -378,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn envelope_matches_the_seed_shape() {
+    fn envelope_matches_the_documented_shape() {
         let id = RecordId::parse("rec-1").unwrap();
         let e = EventEnvelope::new(
             &ctx(&id),

@@ -24,14 +24,29 @@ pub struct RecordId(String);
 /// Why a string is not a valid record id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidRecordId {
+    /// The empty string.
     #[error("record id is empty")]
     Empty,
+    /// Longer than [`MAX_RECORD_ID_LEN`] bytes.
     #[error("record id is {len} bytes long; the limit is {MAX_RECORD_ID_LEN}")]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// Starts with `.`.
     #[error("record id {id:?} starts with '.'; hidden names and '..' are not allowed")]
-    LeadingDot { id: String },
+    LeadingDot {
+        /// The id.
+        id: String,
+    },
+    /// Contains a character other than ASCII letters, digits, `-`, `_` and `.`.
     #[error("record id {id:?} contains {ch:?}; only ASCII letters, digits, '-', '_' and '.' are allowed")]
-    BadChar { id: String, ch: char },
+    BadChar {
+        /// The id.
+        id: String,
+        /// The first character not allowed.
+        ch: char,
+    },
 }
 
 impl RecordId {
@@ -69,6 +84,7 @@ impl RecordId {
         RecordId::parse(s).unwrap_or_else(|_| RecordId::generate())
     }
 
+    /// The id as a string.
     pub fn as_str(&self) -> &str {
         &self.0
     }

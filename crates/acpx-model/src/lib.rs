@@ -39,13 +39,22 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
+#[macro_use]
+mod open_enum;
+
 pub mod error;
 pub mod event;
 pub mod id;
+// documented in the store-layer change
+#[allow(missing_docs)]
 pub mod memory;
 pub mod migrate;
 pub mod search;
 pub mod session;
+// documented in the store-layer change
+#[allow(missing_docs)]
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -54,14 +63,15 @@ pub mod time;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
-    EventContext, EventEnvelope, EventPayload, EventSource, EventStream, EVENT_VERSION,
+    ClientOperationStatus, EventContext, EventEnvelope, EventPayload, EventSource, EventStream,
+    EventType, LifecyclePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use memory::MemoryStore;
 pub use search::{search_record, SearchHit, SearchQuery};
 pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
-    PlanState, SessionRecord, SessionSummary, TurnError, SESSION_SCHEMA,
+    PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
 pub use store::{
     check_append_batch, list_order_key, normalize_cwd, ClosedFilter, DamagedLine, Durability,

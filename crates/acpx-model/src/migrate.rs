@@ -42,11 +42,13 @@ pub struct CopyReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionCopy {
+    /// The session.
     pub acpx_record_id: RecordId,
     /// Events copied (the source's retained log).
     pub events: u64,
     /// Oldest and last seq of the copied log (0 and the log's last seq when empty).
     pub first_seq: u64,
+    /// See `first_seq`.
     pub last_seq: u64,
     /// SHA-256 (hex) over the log's NDJSON lines, each with its `\n`.
     pub events_sha256: String,

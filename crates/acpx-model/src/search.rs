@@ -24,6 +24,7 @@ pub struct SearchQuery {
 }
 
 impl SearchQuery {
+    /// The query's words, lowercased; a message matches when it contains all of them.
     pub fn terms(&self) -> Vec<String> {
         self.text
             .split_whitespace()
@@ -31,6 +32,7 @@ impl SearchQuery {
             .collect()
     }
 
+    /// The hit limit to apply (the default when unset, at least 1).
     pub fn effective_limit(&self) -> usize {
         self.limit.unwrap_or(50).max(1)
     }
@@ -40,6 +42,7 @@ impl SearchQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
+    /// The session.
     pub acpx_record_id: RecordId,
     /// The session's title, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -5,6 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::ValidationError;
+use crate::event::EventType;
 use crate::id::RecordId;
 use crate::thread::Thread;
 use crate::time::Timestamp;
@@ -45,7 +46,7 @@ impl<'de> Deserialize<'de> for SessionSchema {
 /// One session record: identity, lifecycle bookkeeping, the conversation (`thread`) and the
 /// runtime namespace (`acpx`).
 ///
-/// Identity (see `docs/format.md`, seed 004): `acpx_record_id` never changes; `acp_session_id`
+/// Identity (see `docs/format.md`, "Identity"): `acpx_record_id` never changes; `acp_session_id`
 /// is the id used on the ACP wire and may change after a fallback to `session/new`;
 /// `agent_session_id` is the agent's own id, present only when the agent told us (never
 /// `null`, never invented). Legacy names `id`, `sessionId` and `runtimeSessionId` are read as
@@ -53,15 +54,19 @@ impl<'de> Deserialize<'de> for SessionSchema {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionRecord {
+    /// Always `acpx.session.v1`.
     pub schema: SessionSchema,
     /// Optimistic-concurrency revision, maintained by the store: 1 after `create`, +1 on every
-    /// successful save. Not part of the seed's example; see `docs/format.md`.
+    /// successful save. See `docs/format.md`, Decisions 2.
     #[serde(default)]
     pub revision: u64,
+    /// acpx's stable local id; never changes.
     #[serde(alias = "id")]
     pub acpx_record_id: RecordId,
+    /// The id used in ACP calls; changes after a fallback to `session/new`.
     #[serde(alias = "sessionId")]
     pub acp_session_id: String,
+    /// The agent's own session id, when the agent told us.
     #[serde(
         alias = "runtimeSessionId",
         default,
@@ -69,35 +74,53 @@ pub struct SessionRecord {
         deserialize_with = "non_empty_string"
     )]
     pub agent_session_id: Option<String>,
+    /// The command line that starts the agent.
     pub agent_command: String,
+    /// The working directory of the session.
     pub cwd: String,
+    /// The user's name for the session.
     #[serde(default)]
     pub name: Option<String>,
+    /// When the session was created.
     pub created_at: Timestamp,
+    /// When the session was last used.
     pub last_used_at: Timestamp,
+    /// Whether the session was closed.
     #[serde(default)]
     pub closed: bool,
+    /// When it was closed.
     #[serde(default)]
     pub closed_at: Option<Timestamp>,
+    /// The running agent process, if any.
     #[serde(default)]
     pub pid: Option<u32>,
+    /// When that agent process started.
     #[serde(default)]
     pub agent_started_at: Option<Timestamp>,
+    /// When the latest prompt was sent.
     #[serde(default)]
     pub last_prompt_at: Option<Timestamp>,
+    /// The exit code of the last agent process.
     #[serde(default)]
     pub last_agent_exit_code: Option<i32>,
+    /// The signal that ended the last agent process.
     #[serde(default)]
     pub last_agent_exit_signal: Option<String>,
+    /// When the last agent process ended.
     #[serde(default)]
     pub last_agent_exit_at: Option<Timestamp>,
+    /// Why acpx last lost the agent.
     #[serde(default)]
     pub last_agent_disconnect_reason: Option<String>,
+    /// The ACP protocol version the agent chose.
     #[serde(default)]
     pub protocol_version: Option<u32>,
+    /// The agent's capabilities from `initialize`.
     #[serde(default = "empty_object")]
     pub agent_capabilities: Value,
+    /// The conversation.
     pub thread: Thread,
+    /// Runtime and control bookkeeping.
     pub acpx: AcpxState,
     /// Top-level keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
@@ -116,11 +139,17 @@ fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D
 /// What a new session record is made from.
 #[derive(Debug, Clone)]
 pub struct NewSession {
+    /// The new record's id.
     pub acpx_record_id: RecordId,
+    /// The ACP session id.
     pub acp_session_id: String,
+    /// The agent's own session id, when it told us.
     pub agent_session_id: Option<String>,
+    /// The command line that starts the agent.
     pub agent_command: String,
+    /// The working directory of the session.
     pub cwd: String,
+    /// The user's name for the session.
     pub name: Option<String>,
 }
 
@@ -222,8 +251,7 @@ impl SessionRecord {
         }
     }
 
-    /// Records the outcome of an event-log append (seed write-ordering step 4 and the failure
-    /// policy): on success `event_log` takes the store's view and `last_write_error` clears;
+    /// Records the outcome of an event-log append (`docs/format.md`, "Write ordering"): on success `event_log` takes the store's view and `last_write_error` clears;
     /// on failure `last_write_error` says what went wrong and nothing else changes.
     pub fn note_append_result<E: std::fmt::Display>(&mut self, result: &Result<EventLogState, E>) {
         match result {
@@ -237,25 +265,39 @@ impl SessionRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSummary {
+    /// acpx's stable local id.
     pub acpx_record_id: RecordId,
+    /// The id used in ACP calls.
     pub acp_session_id: String,
+    /// The agent's own session id, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_session_id: Option<String>,
+    /// The command line that starts the agent.
     pub agent_command: String,
+    /// The working directory of the session.
     pub cwd: String,
+    /// The user's name for the session.
     #[serde(default)]
     pub name: Option<String>,
+    /// The thread's title, when it has one.
     #[serde(default)]
     pub title: Option<String>,
+    /// When the session was created.
     pub created_at: Timestamp,
+    /// When the session was last used.
     pub last_used_at: Timestamp,
+    /// Whether the session was closed.
     pub closed: bool,
+    /// When it was closed.
     #[serde(default)]
     pub closed_at: Option<Timestamp>,
+    /// When the latest prompt was sent.
     #[serde(default)]
     pub last_prompt_at: Option<Timestamp>,
+    /// Messages in the thread.
     #[serde(default)]
     pub message_count: u64,
+    /// The snapshot's revision.
     #[serde(default)]
     pub revision: u64,
 }
@@ -263,9 +305,10 @@ pub struct SessionSummary {
 /// The `acpx` namespace: runtime and control bookkeeping, never conversation content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AcpxState {
+    /// The agent's current session mode.
     #[serde(default)]
     pub current_mode_id: Option<String>,
-    /// Names of the agent's slash commands (seed: an array of names).
+    /// Names of the agent's slash commands (`docs/format.md`, Decisions 7).
     #[serde(default)]
     pub available_commands: Vec<String>,
     /// The agent's config options, as the ACP `SessionConfigOption` objects it sent.
@@ -274,7 +317,7 @@ pub struct AcpxState {
     /// The latest plan the agent sent, if any.
     #[serde(default)]
     pub plan: Option<PlanState>,
-    /// Seq of the last event written for this session.
+    /// Seq of the last event folded into this snapshot.
     #[serde(default)]
     pub audit_seq: u64,
     /// How many summaries fell out of the `audit_events` ring.
@@ -283,12 +326,17 @@ pub struct AcpxState {
     /// Compact summaries of recent events, oldest first, capped.
     #[serde(default)]
     pub audit_events: Vec<AuditEvent>,
+    /// The latest prompt turn.
     #[serde(default)]
     pub last_turn: Option<LastTurn>,
+    /// The latest control request.
     #[serde(default)]
     pub last_control_update: Option<LastControlUpdate>,
+    /// Where the event log is and how far it has been written.
     #[serde(default)]
     pub event_log: EventLogState,
+    /// Keys this version does not know (and the runtime's own, `docs/format.md`, "Keys the
+    /// runtime adds"); kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -326,17 +374,22 @@ impl AcpxState {
 /// The latest plan: ACP `PlanEntry` objects as received.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanState {
+    /// The plan entries.
     pub entries: Vec<Value>,
+    /// When the plan arrived.
     pub updated_at: Timestamp,
 }
 
 /// A compact summary of one event, for quick introspection without reading the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditEvent {
+    /// The event's seq.
     pub seq: u64,
+    /// The event's time.
     pub timestamp: Timestamp,
+    /// The event's type.
     #[serde(rename = "type")]
-    pub event_type: String,
+    pub event_type: EventType,
     /// A short human-readable line, for example `agent_message_chunk (12 chars)`.
     pub summary: String,
 }
@@ -344,15 +397,21 @@ pub struct AuditEvent {
 /// `acpx.event_log`: where the audit log is and how far it has been written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventLogState {
+    /// The log format version (1).
     pub format_version: u32,
     /// Where the active segment lives (a path for the file store, a URI for others).
     pub active_path: String,
     /// Segments that really exist, the active one included.
     pub segment_count: u32,
+    /// Size after which the active segment rotates.
     pub max_segment_bytes: u64,
+    /// Segments kept, the active one included.
     pub max_segments: u32,
+    /// Seq of the last event in the log.
     pub last_seq: u64,
+    /// When the log was last written.
     pub last_write_at: Option<Timestamp>,
+    /// Why the latest append failed; cleared by the next successful one.
     pub last_write_error: Option<String>,
 }
 
@@ -371,33 +430,64 @@ impl Default for EventLogState {
     }
 }
 
+open_enum!(
+    /// `outcome` of a prompt turn (`acpx.last_turn.outcome`, and the `outcome` key of a
+    /// `prompt_error` payload, `docs/format.md`, "Keys the runtime adds").
+    TurnState {
+        /// The turn has started and not ended yet.
+        Running => "running",
+        /// The agent answered.
+        Completed => "completed",
+        /// The turn was cancelled.
+        Cancelled => "cancelled",
+        /// The turn failed (an agent error, the agent process ended, …).
+        Failed => "failed",
+        /// The turn took longer than its timeout.
+        Timeout => "timeout",
+        /// The acpx process that ran the turn ended before the turn did; found on reopening.
+        Interrupted => "interrupted",
+    }
+);
+
 /// Terminal outcome of the latest prompt turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LastTurn {
+    /// The turn's `requestId` in the event log.
     pub request_id: String,
+    /// When the turn started.
     pub started_at: Timestamp,
+    /// When it ended; `None` while running.
     #[serde(default)]
     pub ended_at: Option<Timestamp>,
+    /// Whether it ran in a reattached session.
     #[serde(default)]
     pub resumed: bool,
+    /// The agent's `stopReason`, when it answered.
     #[serde(default)]
     pub stop_reason: Option<String>,
-    /// `completed`, `cancelled`, `failed`, `timeout`, `interrupted` (or `running` while live).
-    pub outcome: String,
+    /// How it ended (`running` while live).
+    pub outcome: TurnState,
+    /// Why it did not complete.
     #[serde(default)]
     pub error: Option<TurnError>,
+    /// Permission requests of the turn and how they were decided.
     #[serde(default)]
     pub permission_stats: PermissionStats,
 }
 
-/// `{code, detailCode, message, retryable}` as in the seed's error examples.
+/// Why a turn did not complete: `{code, detailCode, message, retryable}`, the fields of a
+/// `prompt_error` payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnError {
+    /// The error class.
     pub code: String,
+    /// A finer, machine-readable reason.
     #[serde(default)]
     pub detail_code: Option<String>,
+    /// A human-readable message.
     pub message: String,
+    /// Whether trying again may succeed.
     #[serde(default)]
     pub retryable: bool,
 }
@@ -405,21 +495,31 @@ pub struct TurnError {
 /// Permission requests of one turn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermissionStats {
+    /// Requests the agent made.
     pub requested: u64,
+    /// Requests approved.
     pub approved: u64,
+    /// Requests denied.
     pub denied: u64,
+    /// Requests cancelled (the turn ended first).
     pub cancelled: u64,
 }
 
 /// The latest non-prompt control mutation (mode, config option, cancel).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LastControlUpdate {
+    /// What was asked (`set_mode`, `set_config_option`, `cancel`, …).
     pub action: String,
+    /// The control request's `requestId` in the event log.
     pub request_id: String,
+    /// When it finished.
     pub updated_at: Timestamp,
+    /// Whether it succeeded.
     pub ok: bool,
+    /// The request's input and result.
     #[serde(default)]
     pub payload: Value,
+    /// The error, when it failed.
     #[serde(default)]
     pub error: Option<Value>,
 }
@@ -460,7 +560,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_seed_example() {
+    fn reads_the_documented_example() {
         let r = parse(&sample()).unwrap();
         assert_eq!(r.acpx_record_id.as_str(), "rec-1");
         assert_eq!(r.agent_session_id, None);

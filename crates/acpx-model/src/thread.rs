@@ -18,33 +18,46 @@ pub const THREAD_VERSION: &str = "0.3.0";
 /// The conversation snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thread {
+    /// Always `0.3.0`.
     pub version: ThreadVersion,
     /// The title; `""` means "no title yet" (Zed's convention). `null` reads as `""`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub title: String,
+    /// The conversation, oldest first.
     pub messages: Vec<Message>,
+    /// When the thread last changed.
     pub updated_at: Timestamp,
+    /// Zed's longer summary of the thread.
     #[serde(default)]
     pub detailed_summary: Option<String>,
+    /// Zed's snapshot of the project when the thread began.
     #[serde(default)]
     pub initial_project_snapshot: Option<Value>,
+    /// Token usage summed over the thread.
     #[serde(default)]
     pub cumulative_token_usage: TokenUsage,
     /// Keyed by the id of the `User` message that started the turn.
     #[serde(default)]
     pub request_token_usage: IndexMap<String, TokenUsage>,
+    /// The model that answered, when known.
     #[serde(default)]
     pub model: Option<ThreadModel>,
+    /// Zed's agent profile.
     #[serde(default)]
     pub profile: Option<String>,
+    /// Whether Zed imported the thread.
     #[serde(default)]
     pub imported: bool,
+    /// Zed's context of a subagent thread.
     #[serde(default)]
     pub subagent_context: Option<Value>,
+    /// The requested speed.
     #[serde(default)]
     pub speed: Option<Speed>,
+    /// Whether extended thinking was on.
     #[serde(default)]
     pub thinking_enabled: bool,
+    /// The requested thinking effort.
     #[serde(default)]
     pub thinking_effort: Option<String>,
     /// Keys this version does not know (Zed editor state such as `draft_prompt`, or fields of a
@@ -119,7 +132,9 @@ where
 /// `{"provider": "...", "model": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadModel {
+    /// The model's provider.
     pub provider: String,
+    /// The model's name.
     pub model: String,
 }
 
@@ -127,25 +142,32 @@ pub struct ThreadModel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Speed {
+    /// Normal speed.
     Standard,
+    /// Fast mode.
     Fast,
 }
 
-/// Token counts. All four fields are always written (the seed's shape); a missing field reads
+/// Token counts. All four fields are always written (`docs/format.md`, Decisions 5); a missing field reads
 /// as 0; negative, fractional or non-numeric values are rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TokenUsage {
+    /// Input tokens.
     #[serde(default)]
     pub input_tokens: u64,
+    /// Output tokens.
     #[serde(default)]
     pub output_tokens: u64,
+    /// Input tokens written to the prompt cache.
     #[serde(default)]
     pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
 }
 
 impl TokenUsage {
+    /// The field-wise sum, saturating at `u64::MAX`.
     pub fn saturating_add(self, o: TokenUsage) -> TokenUsage {
         TokenUsage {
             input_tokens: self.input_tokens.saturating_add(o.input_tokens),
@@ -163,7 +185,9 @@ impl TokenUsage {
 /// One entry of `thread.messages`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
+    /// A user turn.
     User(UserMessage),
+    /// A model response.
     Agent(AgentMessage),
     /// A turn continued after an interruption; written as the bare string `"Resume"`.
     Resume,
@@ -241,7 +265,9 @@ impl<'de> Deserialize<'de> for Message {
 pub struct UserMessage {
     /// UUID; also the key into `request_token_usage`.
     pub id: String,
+    /// What the user sent.
     pub content: Vec<UserContent>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -249,15 +275,20 @@ pub struct UserMessage {
 /// User content items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum UserContent {
+    /// Plain text.
     Text(String),
+    /// A reference to a file, symbol or URL.
     Mention(Mention),
+    /// An image.
     Image(Image),
 }
 
 /// `{"uri": <MentionUri>, "content": "..."}`; `uri` is Zed's externally tagged `MentionUri`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mention {
+    /// What is mentioned (Zed's `MentionUri`).
     pub uri: Value,
+    /// The mentioned content as text.
     #[serde(default)]
     pub content: String,
 }
@@ -266,33 +297,43 @@ pub struct Mention {
 /// never written as `null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Image {
+    /// The image data, base64.
     pub source: String,
+    /// Its size, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<ImageSize>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// Width and height of an image, in pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageSize {
+    /// Width in pixels.
     pub width: u32,
+    /// Height in pixels.
     pub height: u32,
 }
 
 /// One model response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentMessage {
+    /// What the model produced, in order.
     pub content: Vec<AgentContent>,
     /// Always written, even empty: Zed fails to load an Agent message without it. Keyed by
     /// tool-use id, in arrival order.
     pub tool_results: IndexMap<String, ToolResult>,
+    /// Provider-specific reasoning data.
     #[serde(default)]
     pub reasoning_details: Option<Value>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl AgentMessage {
+    /// An empty response.
     pub fn new() -> Self {
         AgentMessage {
             content: Vec::new(),
@@ -320,15 +361,22 @@ impl Default for AgentMessage {
 /// Agent content items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AgentContent {
+    /// Plain text.
     Text(String),
+    /// Visible reasoning.
     Thinking(Thinking),
+    /// Reasoning the provider sent encrypted.
     RedactedThinking(String),
+    /// A tool call.
     ToolUse(ToolUse),
 }
 
+/// Visible reasoning of the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thinking {
+    /// The reasoning text.
     pub text: String,
+    /// The provider's signature of it.
     #[serde(default)]
     pub signature: Option<String>,
 }
@@ -338,13 +386,18 @@ pub struct Thinking {
 pub struct ToolUse {
     /// The ACP `toolCallId`.
     pub id: String,
+    /// The tool's name or title.
     pub name: String,
     /// JSON text of `input`.
     pub raw_input: String,
+    /// The tool's input.
     pub input: Value,
+    /// Whether `input` is final (streaming may send it in parts).
     pub is_input_complete: bool,
+    /// The provider's signature of the call.
     #[serde(default)]
     pub thought_signature: Option<String>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -352,21 +405,29 @@ pub struct ToolUse {
 /// A tool result, stored in `AgentMessage::tool_results`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
+    /// The `ToolUse` this result answers.
     pub tool_use_id: String,
+    /// The tool's name.
     pub tool_name: String,
+    /// Whether the tool failed.
     pub is_error: bool,
     /// Always written as an array; a single legacy item is accepted on read.
     #[serde(deserialize_with = "one_or_many")]
     pub content: Vec<ResultContent>,
+    /// The tool's raw output.
     #[serde(default)]
     pub output: Option<Value>,
+    /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+/// Content of a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ResultContent {
+    /// Plain text.
     Text(String),
+    /// An image.
     Image(Image),
 }
 
@@ -389,7 +450,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn message_shapes_match_the_seed() {
+    fn message_shapes_match_the_documented_format() {
         let user = Message::User(UserMessage {
             id: "u1".into(),
             content: vec![UserContent::Text("hello".into())],

@@ -16,25 +16,30 @@ impl Timestamp {
         Self::from_datetime(Utc::now())
     }
 
+    /// `dt`, truncated to milliseconds (the precision written on disk).
     pub fn from_datetime(dt: DateTime<Utc>) -> Self {
         let millis = dt.timestamp_millis();
         Timestamp(DateTime::from_timestamp_millis(millis).unwrap_or(dt))
     }
 
+    /// Milliseconds since the Unix epoch; `None` when out of range.
     pub fn from_millis(millis: i64) -> Option<Self> {
         DateTime::from_timestamp_millis(millis).map(Timestamp)
     }
 
+    /// Parses an RFC 3339 timestamp with a zone (`docs/format.md`, Decisions 12).
     pub fn parse(s: &str) -> Result<Self, String> {
         DateTime::parse_from_rfc3339(s)
             .map(|dt| Timestamp::from_datetime(dt.with_timezone(&Utc)))
             .map_err(|e| format!("{s:?} is not an RFC 3339 timestamp with a zone ({e})"))
     }
 
+    /// As a `chrono` date-time.
     pub fn as_datetime(&self) -> DateTime<Utc> {
         self.0
     }
 
+    /// Milliseconds since the Unix epoch.
     pub fn millis(&self) -> i64 {
         self.0.timestamp_millis()
     }

@@ -22,7 +22,7 @@ use acpx_model::event::{
 };
 use acpx_model::{
     AgentContent, EventPayload, EventSource, EventStream, Message, PermissionStats, SessionRecord,
-    TokenUsage, TurnError,
+    TokenUsage, TurnError, TurnState,
 };
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
@@ -321,7 +321,9 @@ async fn drive(
     Ok(TurnOutcome {
         request_id: request_id.to_owned(),
         user_message_id: user_id.to_owned(),
-        outcome: turn.as_ref().map(|t| t.outcome.clone()).unwrap_or_default(),
+        outcome: turn
+            .as_ref()
+            .map_or(TurnState::Other(String::new()), |t| t.outcome.clone()),
         stop_reason: turn.as_ref().and_then(|t| t.stop_reason.clone()),
         error: turn.as_ref().and_then(|t| t.error.clone()),
         acp_error,
@@ -414,7 +416,7 @@ pub struct TurnOutcome {
     /// The id of the `User` message this turn added.
     pub user_message_id: String,
     /// `completed`, `cancelled`, `failed` or `timeout`.
-    pub outcome: String,
+    pub outcome: TurnState,
     /// The agent's `stopReason`, when it answered.
     pub stop_reason: Option<String>,
     /// Why the turn did not complete (`code`, `detailCode`, `message`, `retryable`).

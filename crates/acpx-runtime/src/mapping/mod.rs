@@ -171,7 +171,7 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         AuditEvent {
             seq: event.seq,
             timestamp: at,
-            event_type: event.event_type.clone(),
+            event_type: event.kind(),
             summary: summarize(event, &effect),
         },
         DEFAULT_AUDIT_RING_CAPACITY,

@@ -4,7 +4,7 @@
 use acpx_model::event::{PromptDonePayload, PromptErrorPayload, PromptStartedPayload};
 use acpx_model::{
     EventEnvelope, Image, LastTurn, Mention, Message, PermissionStats, SessionRecord, Timestamp,
-    TurnError, UserContent, UserMessage,
+    TurnError, TurnState, UserContent, UserMessage,
 };
 use serde_json::{json, Map, Value};
 
@@ -92,8 +92,7 @@ pub(super) fn apply_prompt_error(
         .extra
         .get("outcome")
         .and_then(Value::as_str)
-        .unwrap_or("failed")
-        .to_owned();
+        .map_or(TurnState::Failed, TurnState::from);
     let stats = p
         .extra
         .get("permissionStats")

@@ -60,7 +60,7 @@ fn lifecycle_payload_with(
     extra: Value,
 ) -> EventPayload {
     EventPayload::LifecycleEvent(LifecycleEventPayload {
-        phase: phase.to_owned(),
+        phase: phase.into(),
         exit_code,
         signal,
         reason,
