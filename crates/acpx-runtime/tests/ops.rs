@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use acpx_model::{
-    EventPayload, EventQuery, EventSource, EventStream, MemoryStore, NewSession, RecordId,
-    SessionRecord, Store, StoreError, Timestamp,
+    EventPayload, EventQuery, EventSource, EventStream, LifecyclePhase, MemoryStore, NewSession,
+    RecordId, SessionRecord, Store, StoreError, Timestamp,
 };
-use acpx_runtime::mapping::DESIRED_MODE_KEY;
-use acpx_runtime::ops::fork::{record_fork, ForkMethod, FORKED_FROM_KEY, SESSION_FORKED};
+use acpx_runtime::mapping::{roll_forward, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use acpx_runtime::ops::fork::{create_agent_fork_record, record_fork, ForkMethod, FORKED_FROM_KEY};
 use acpx_runtime::ops::node_import::{import_node_home, SkipKind, ThreadSource, JOURNAL_SCHEMA};
 use acpx_runtime::ops::repair::{fsck, FsckOptions, ProblemKind};
 use acpx_runtime::ops::scope::{create_resume_record, open_in_exact_scope};
@@ -137,7 +137,10 @@ async fn a_fork_copies_the_conversation_and_is_recorded_through_the_recorder() {
         let events = all_events(&*store, &child.acpx_record_id).await;
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].seq, 1);
-        assert_eq!(events[0].payload["phase"], SESSION_FORKED);
+        assert_eq!(
+            events[0].payload["phase"],
+            LifecyclePhase::SessionForked.as_str()
+        );
         let stored = store.load(&child.acpx_record_id).await.unwrap();
         assert_eq!(stored.acpx.audit_seq, 1);
         assert_eq!(stored.acpx.event_log.last_seq, 1);
@@ -152,6 +155,69 @@ async fn a_fork_copies_the_conversation_and_is_recorded_through_the_recorder() {
                 .audit_seq,
             3
         );
+    }
+}
+
+/// The child of a fork is the fold of its own log: its snapshot after `record_fork` is what
+/// rolling its log forward from a record that holds only its identity gives (as after a
+/// crash before the snapshot was saved, or in fsck's rebuild).
+#[tokio::test]
+async fn a_forked_snapshot_is_what_its_log_rolls_forward_to() {
+    let (_dir, stores) = stores();
+    for store in stores {
+        let mut parent = session_with_a_turn(&store, "parent").await;
+        parent.acpx.current_mode_id = Some("plan".into());
+        parent.acpx.available_commands = vec!["review".into(), "test".into()];
+        parent.acpx.config_options = vec![json!({"id": "model", "currentValue": "big"})];
+        parent
+            .acpx
+            .extra
+            .insert(DESIRED_CONFIG_KEY.into(), json!({"model": "big"}));
+        parent.protocol_version = Some(1);
+        parent.agent_capabilities = json!({"loadSession": true});
+        store.save(&mut parent).await.unwrap();
+        let answer = json!({"sessionId": "acp-branch", "_meta": {"agentSessionId": "agent-7"},
+                            "configOptions": [{"id": "model", "currentValue": "small"}]});
+        let child = create_agent_fork_record(&*store, &parent, &answer, Some("branch".into()))
+            .await
+            .unwrap();
+        let forked = record_fork(
+            store.clone(),
+            &child.acpx_record_id,
+            &parent,
+            ForkMethod::AgentFork,
+        )
+        .await
+        .unwrap();
+        assert_eq!(forked.thread, parent.thread);
+        assert_eq!(forked.acpx.current_mode_id.as_deref(), Some("plan"));
+        assert_eq!(forked.acpx.available_commands, ["review", "test"]);
+        assert_eq!(forked.acpx.config_options[0]["currentValue"], "small");
+        assert_eq!(
+            forked.acpx.extra[DESIRED_CONFIG_KEY],
+            json!({"model": "big"})
+        );
+        assert_eq!(forked.acpx.extra[FORKED_FROM_KEY]["method"], "session/fork");
+        assert_eq!(forked.protocol_version, Some(1));
+
+        let mut rebuilt = SessionRecord::new(
+            NewSession {
+                acpx_record_id: child.acpx_record_id.clone(),
+                acp_session_id: child.acp_session_id.clone(),
+                agent_session_id: child.agent_session_id.clone(),
+                agent_command: child.agent_command.clone(),
+                cwd: child.cwd.clone(),
+                name: child.name.clone(),
+            },
+            child.created_at,
+        );
+        let events = all_events(&*store, &child.acpx_record_id).await;
+        roll_forward(&mut rebuilt, &events);
+        // Only the store's own bookkeeping is not the reducer's.
+        rebuilt.revision = forked.revision;
+        rebuilt.acpx.event_log = forked.acpx.event_log.clone();
+        assert_eq!(rebuilt, forked);
+        assert_eq!(store.load(&child.acpx_record_id).await.unwrap(), forked);
     }
 }
 

@@ -152,6 +152,7 @@ pub(super) fn apply_lifecycle(
             record.pid = None;
             record.last_agent_disconnect_reason = p.reason.clone();
         }
+        lifecycle::SESSION_FORKED => return super::fork::apply_session_forked(record, extra),
         lifecycle::SESSION_CLOSED => {
             record.closed = true;
             record.closed_at = Some(at);

@@ -53,10 +53,12 @@
 //! `prompt_started` pushes the `User` message (from its `userMessageId` and `prompt` keys) and
 //! opens `last_turn`; `prompt_done` / `prompt_error` close it and store the prompt response's
 //! usage; `control_done` / `control_error` set `last_control_update`; `lifecycle_event`s carry
-//! identity and agent-process facts (see [`lifecycle`]). Every event bumps `acpx.audit_seq` and
-//! pushes a compact summary into the `acpx.audit_events` ring.
+//! identity and agent-process facts (see [`lifecycle`]); `session_forked` carries everything a
+//! fork starts from (see [`fork`]). Every event bumps `acpx.audit_seq` and pushes a compact
+//! summary into the `acpx.audit_events` ring.
 
 mod controls;
+pub mod fork;
 mod messages;
 mod prompt;
 mod summary;
@@ -67,6 +69,7 @@ use acpx_model::session::DEFAULT_AUDIT_RING_CAPACITY;
 use acpx_model::{AuditEvent, EventEnvelope, EventPayload, SessionRecord};
 
 use controls::{apply_control_done, apply_control_error, apply_lifecycle};
+pub use fork::{session_forked_payload, FORKED_FROM_KEY};
 use messages::apply_session_update;
 pub use prompt::user_content_from_acp;
 use prompt::{apply_prompt_done, apply_prompt_error, apply_prompt_started};
@@ -119,6 +122,10 @@ pub mod lifecycle {
     pub const LOG_GAP: &str = "log_gap";
     /// The session was closed: sets `closed` and `closedAt`.
     pub const SESSION_CLOSED: &str = "session_closed";
+    /// The session was made a fork of another one: `forkedFrom`, `thread`, `state` (see
+    /// [`super::fork`]). Sets `acpx.forked_from`, the thread and the session state the child
+    /// starts from.
+    pub const SESSION_FORKED: &str = "session_forked";
 }
 
 /// What [`apply_event`] did with one event.

@@ -7,34 +7,30 @@
 //! - otherwise the caller opens a fresh session ([`crate::Runtime::open_new`]) and shuts it
 //!   down; that record is the child.
 //!
-//! Then [`record_fork`] copies the parent's conversation and session state (thread, current
-//! and desired mode, desired config values, config options, commands) into the child and
-//! records a `session_forked` lifecycle event through the [`Recorder`], which takes the seq,
-//! appends, notes the log's state and folds the event in with the reducer, like every live
-//! event. The parent is never changed.
+//! Then [`record_fork`] records a `session_forked` lifecycle event in the child's log that
+//! carries what the child starts from: the parent's conversation and session state (thread,
+//! current and desired mode, desired config values, config options, commands) and the origin
+//! ([`crate::mapping::fork`] documents the payload). The [`Recorder`] takes the seq, appends,
+//! notes the log's state and folds the event in with the reducer, like every live event, so
+//! the child's log alone rebuilds its snapshot. The parent is never changed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::event::LifecycleEventPayload;
 use acpx_model::{
-    Durability, EventPayload, EventSource, EventStream, NewSession, RecordId, SessionRecord, Store,
-    Timestamp,
+    Durability, EventPayload, EventSource, EventStream, LifecyclePhase, NewSession, RecordId,
+    SessionRecord, Store, Timestamp,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::OpsResult;
 use crate::error::RuntimeError;
-use crate::mapping::{DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use crate::mapping::session_forked_payload;
 use crate::recorder::{EventDraft, Recorder, DEFAULT_SNAPSHOT_INTERVAL};
 use crate::session::load_rolled_forward;
 
-/// `acpx` key of a forked session: `{acpxRecordId, acpSessionId, seq, messageCount, method,
-/// forkedAt}` of the parent at the fork point (also the `session_forked` event's payload).
-pub const FORKED_FROM_KEY: &str = "forked_from";
-
-/// The lifecycle phase that records a fork in the child's log.
-pub const SESSION_FORKED: &str = "session_forked";
+pub use crate::mapping::FORKED_FROM_KEY;
 
 /// How long [`record_fork`] waits for the child's writer lock.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
@@ -128,10 +124,12 @@ pub async fn create_agent_fork_record(
     Ok(record)
 }
 
-/// Makes the stored record `child` a fork of `parent`: copies the parent's conversation and
-/// session state into it, then records the `session_forked` lifecycle event (payload:
-/// [`forked_from`]) through a [`Recorder`] with [`Durability::Fsync`], under the child's
-/// writer lock. Config options the child already has (from the agent) are kept. Returns the
+/// Makes the stored record `child` a fork of `parent`: records the `session_forked`
+/// lifecycle event (payload: [`session_forked_payload`], the origin [`forked_from`], the
+/// parent's thread and the session state the child starts from) through a [`Recorder`] with
+/// [`Durability::Fsync`], under the child's writer lock. The reducer folds that event into
+/// the child like every live event, so the child's snapshot is what rolling its log forward
+/// gives. Config options the child already has (from the agent) are kept. Returns the
 /// child's snapshot as saved. An append that fails is an error
 /// ([`RuntimeError::LogUnwritable`]), as is any store failure.
 pub async fn record_fork(
@@ -141,26 +139,9 @@ pub async fn record_fork(
     method: ForkMethod,
 ) -> OpsResult<SessionRecord> {
     let writer = Arc::new(store.lock(child, LOCK_WAIT).await?);
-    let (mut r, _, _, _) = load_rolled_forward(&*store, child).await?;
-    r.thread = parent.thread.clone();
-    r.acpx.current_mode_id = parent.acpx.current_mode_id.clone();
-    r.acpx.available_commands = parent.acpx.available_commands.clone();
-    if r.acpx.config_options.is_empty() {
-        r.acpx.config_options = parent.acpx.config_options.clone();
-    }
-    for key in [DESIRED_MODE_KEY, DESIRED_CONFIG_KEY] {
-        if let Some(v) = parent.acpx.extra.get(key) {
-            r.acpx.extra.insert(key.to_owned(), v.clone());
-        }
-    }
+    let (r, _, _, _) = load_rolled_forward(&*store, child).await?;
     let origin = forked_from(parent, method, Timestamp::now());
-    r.acpx
-        .extra
-        .insert(FORKED_FROM_KEY.to_owned(), origin.clone());
-    let extra = match origin {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
+    let extra = session_forked_payload(parent, &r, origin);
     let mut recorder = Recorder::new(
         store.clone(),
         &writer,
@@ -174,7 +155,7 @@ pub async fn record_fork(
             EventStream::Lifecycle,
             EventSource::Runtime,
             EventPayload::LifecycleEvent(LifecycleEventPayload {
-                phase: SESSION_FORKED.into(),
+                phase: LifecyclePhase::SessionForked,
                 exit_code: None,
                 signal: None,
                 reason: None,
