@@ -26,7 +26,6 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::agents::AgentRegistry;
 use crate::cli::Cli;
 use crate::config::{Config, Format};
 use crate::context::{resolve_cwd, resolve_home, Ctx};
@@ -100,7 +99,7 @@ fn run(args: Vec<OsString>) -> i32 {
         Err(e) => return fail(early_format(&pre, None), &e),
     };
     let format = early_format(&pre, Some(&config));
-    let registry = AgentRegistry::new(&config.agents).with_demo(&home);
+    let registry = agents::registry(&config.agents, &home);
 
     // `acpx` alone on a terminal: show the help rather than wait for a prompt on stdin.
     if args.len() <= 1 {
