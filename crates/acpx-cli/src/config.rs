@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use acpx_runtime::ops::lookup::walk_dirs;
 use serde_json::{Map, Value};
 
 use crate::error::{CliError, CliResult};
@@ -298,26 +299,6 @@ fn config_error(path: &Path, key: &str, message: &str) -> CliError {
     .with_detail("CONFIG_INVALID")
 }
 
-/// The nearest ancestor of `dir` (itself included) that holds a `.git` directory or file.
-pub fn git_root(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .find(|d| d.join(".git").exists())
-        .map(Path::to_path_buf)
-}
-
-/// The directories a lookup walks: `dir`, then its parents up to the git root (inclusive);
-/// only `dir` when there is no git root.
-pub fn walk_dirs(dir: &Path) -> Vec<PathBuf> {
-    match git_root(dir) {
-        Some(root) => dir
-            .ancestors()
-            .take_while(|d| d.starts_with(&root))
-            .map(Path::to_path_buf)
-            .collect(),
-        None => vec![dir.to_path_buf()],
-    }
-}
-
 fn find_project_config(cwd: &Path) -> Option<PathBuf> {
     walk_dirs(cwd)
         .into_iter()
@@ -371,16 +352,5 @@ mod tests {
             assert!(e.message.contains("config.json"), "{e}");
             assert!(e.message.contains(&format!("`{key}`")), "{e}");
         }
-    }
-
-    #[test]
-    fn walk_stops_at_git_root() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join(".git"), "gitdir: elsewhere").unwrap();
-        let deep = root.path().join("a/b");
-        std::fs::create_dir_all(&deep).unwrap();
-        let dirs = walk_dirs(&deep);
-        assert_eq!(dirs.len(), 3);
-        assert_eq!(dirs.last().unwrap(), root.path());
     }
 }

@@ -207,6 +207,9 @@ impl From<OpsError> for CliError {
             OpsError::Store(s) => s.into(),
             OpsError::Runtime(RuntimeError::Store(s)) => s.into(),
             OpsError::Invalid(m) => CliError::usage(m),
+            e @ OpsError::AmbiguousId { .. } => CliError::usage(e.to_string())
+                .with_hint("type more of the id, or the full record id")
+                .with_detail("AMBIGUOUS_ID"),
             other => CliError::runtime(other.to_string()),
         }
     }

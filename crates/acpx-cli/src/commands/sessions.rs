@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, ListQuery, ReadMode, SearchQuery,
-    SessionRecord, StoreError, Timestamp,
+    SessionRecord, Timestamp,
 };
+use acpx_runtime::ops::prune::{self, PruneOptions};
+use acpx_runtime::ops::scope;
+use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use serde_json::{json, Map, Value};
 
 use crate::cli::{DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, SearchArgs, Target};
-use crate::commands::{select, transfer};
+use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
@@ -207,7 +210,7 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
             .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"));
         }
     }
-    let closed = close_with_retry(&*store, &r).await?;
+    let closed = scope::close_with_retry(&*store, &r).await?;
     if ctx.out.is_json() {
         ctx.out
             .json(&action("session_closed", record_identity(&closed)));
@@ -217,14 +220,6 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
         ctx.out.line(closed.acpx_record_id.as_str());
     }
     Ok(())
-}
-
-/// `Store::close`, retried while a cancelled turn finishes and releases the session lock.
-pub async fn close_with_retry(
-    store: &dyn acpx_model::Store,
-    r: &SessionRecord,
-) -> CliResult<SessionRecord> {
-    Ok(acpx_runtime::ops::scope::close_with_retry(store, r).await?)
 }
 
 /// `sessions delete`.
@@ -347,95 +342,36 @@ fn report_page_damage(ctx: &Ctx, page: &acpx_model::EventPage) {
     }
 }
 
-/// Prints every event from `query.from_seq` on, then polls for new ones until the session is
-/// closed (or deleted). Events are read unfiltered and in seq order, and the next read starts
-/// after the last seq seen, so each event is printed exactly once, across rotations.
+/// Prints every event from `query.from_seq` on as the log grows, until the session is closed
+/// or deleted ([`watch::follow`]).
 async fn follow(ctx: &Ctx, r: &SessionRecord, query: &EventQuery) -> CliResult<()> {
     let store = ctx.store().await?;
-    let id = &r.acpx_record_id;
-    let mut next = query.from_seq.max(1);
-    let mut printed = 0usize;
-    let mut idle_polls = 0u32;
-    let mut warned_torn = false;
-    loop {
-        let page_query = EventQuery {
-            from_seq: next,
-            limit: Some(1000),
-            mode: query.mode,
-            ..EventQuery::default()
-        };
-        let page = match store.read_events(id, &page_query).await {
-            Ok(p) => p,
-            Err(StoreError::NotFound(_)) => {
-                ctx.out.note("the session was deleted; stopping");
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        for d in &page.damaged {
-            ctx.out.warn(&format!(
+    let end = watch::follow(
+        &*store,
+        &r.acpx_record_id,
+        query,
+        watch::DEFAULT_POLL_INTERVAL,
+        |item| match item {
+            Followed::Event(e) => print_event(ctx, &e),
+            Followed::Damaged(d) => ctx.out.warn(&format!(
                 "{} line {}: skipped: {}",
                 d.location, d.line, d.reason
-            ));
-        }
-        if page.torn_tail.is_some() && !warned_torn && page.next_seq.is_none() {
-            warned_torn = true;
-            ctx.out
-                .verbose("the log ends with an incomplete line; waiting for it to be completed");
-        }
-        let got_any = !page.events.is_empty();
-        for e in &page.events {
-            if e.seq < next {
-                continue;
-            }
-            if e.seq > next && next > 1 {
-                ctx.out.warn(&format!(
-                    "events {next}..{} were rotated out of the log before they could be read",
-                    e.seq - 1
-                ));
-            }
-            next = e.seq + 1;
-            if query.matches(e) {
-                print_event(ctx, e);
-                printed += 1;
-                if query.limit.is_some_and(|l| printed >= l) {
-                    return Ok(());
-                }
-            }
-        }
-        if page.next_seq.is_some() {
-            continue;
-        }
-        if got_any {
-            idle_polls = 0;
-        } else {
-            idle_polls += 1;
-            // Check for close now and then, not on every poll.
-            if idle_polls.is_multiple_of(5) {
-                match store.load(id).await {
-                    Ok(rec) if rec.closed => {
-                        // One more read so nothing written before the close is missed.
-                        let last = store.read_events(id, &EventQuery::from_seq(next)).await?;
-                        for e in last.events.iter().filter(|e| e.seq >= next) {
-                            if query.matches(e) {
-                                print_event(ctx, e);
-                            }
-                        }
-                        ctx.out.note("the session was closed; stopping");
-                        return Ok(());
-                    }
-                    Ok(_) => {}
-                    Err(StoreError::NotFound(_)) => {
-                        ctx.out.note("the session was deleted; stopping");
-                        return Ok(());
-                    }
-                    // A snapshot being replaced or damaged does not stop a follower.
-                    Err(_) => {}
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+            )),
+            Followed::IncompleteTail => ctx
+                .out
+                .verbose("the log ends with an incomplete line; waiting for it to be completed"),
+            Followed::Missed { from, to } => ctx.out.warn(&format!(
+                "events {from}..{to} were rotated out of the log before they could be read"
+            )),
+        },
+    )
+    .await?;
+    match end {
+        FollowEnd::Closed => ctx.out.note("the session was closed; stopping"),
+        FollowEnd::Deleted => ctx.out.note("the session was deleted; stopping"),
+        FollowEnd::LimitReached => {}
     }
+    Ok(())
 }
 
 /// Parses `--before`: RFC 3339, or a date (midnight UTC).
@@ -452,56 +388,40 @@ fn parse_date(s: &str) -> CliResult<Timestamp> {
         .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z"))
 }
 
-/// `sessions prune`: deletes closed sessions older than the cutoff. Without
-/// `--include-history` each pruned session's event log is first written to
+/// `sessions prune`: deletes closed sessions older than the cutoff ([`prune::prune`]).
+/// Without `--include-history` each pruned session's event log is first written to
 /// `<home>/pruned/<id>.events.ndjson`.
 pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
-    let cutoff = match (&a.before, a.older_than) {
+    let before = match (&a.before, a.older_than) {
         (Some(b), _) => Some(parse_date(b)?),
         (None, Some(days)) => {
-            if !(days.is_finite() && days >= 0.0) {
-                return Err(CliError::usage(format!(
+            Some(prune::days_before(Timestamp::now(), days).ok_or_else(|| {
+                CliError::usage(format!(
                     "--older-than {days}: expected a number of days, 0 or more"
-                )));
-            }
-            let ms = (days * 86_400_000.0) as i64;
-            Timestamp::from_millis(Timestamp::now().millis() - ms)
+                ))
+            })?)
         }
         (None, None) => None,
     };
     let store = ctx.store().await?;
-    let page = store
-        .list(&ListQuery {
-            closed: ClosedFilter::Closed,
-            agent_command: ctx.agent.explicit.then(|| ctx.agent.command.clone()),
-            ..ListQuery::default()
-        })
-        .await?;
-    let chosen: Vec<_> = page
-        .sessions
-        .into_iter()
-        .filter(|s| s.closed)
-        .filter(|s| {
-            let when = s.closed_at.unwrap_or(s.last_used_at);
-            cutoff.is_none_or(|c| when < c)
-        })
-        .collect();
+    let options = PruneOptions {
+        agent_command: ctx.agent.explicit.then(|| ctx.agent.command.clone()),
+        before,
+        keep_logs_in: (!a.include_history).then(|| ctx.home.join("pruned")),
+        dry_run: a.dry_run,
+    };
     let mut reported = Vec::new();
-    for s in &chosen {
-        let mut m = identity_of_summary(s);
-        m.insert(
-            "closedAt".into(),
-            json!(s.closed_at.unwrap_or(s.last_used_at)),
+    for p in prune::prune(&*store, &options).await? {
+        let s = &p.session;
+        let mut m = render::identity(
+            s.acpx_record_id.as_str(),
+            &s.acp_session_id,
+            s.agent_session_id.as_deref(),
         );
-        if !a.dry_run {
-            if !a.include_history {
-                let dir = ctx.home.join("pruned");
-                let path = dir.join(format!("{}.events.ndjson", s.acpx_record_id));
-                let n = transfer::write_log_file(&*store, &s.acpx_record_id, &path).await?;
-                m.insert("keptLog".into(), json!(path.to_string_lossy()));
-                m.insert("keptEvents".into(), json!(n));
-            }
-            store.delete(&s.acpx_record_id).await?;
+        m.insert("closedAt".into(), json!(p.closed_at));
+        if let Some(kept) = &p.kept_log {
+            m.insert("keptLog".into(), json!(kept.path.to_string_lossy()));
+            m.insert("keptEvents".into(), json!(kept.events));
         }
         reported.push(m);
     }
@@ -533,14 +453,6 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
     ctx.out
         .note(&format!("{verb} {} closed session(s)", reported.len()));
     Ok(())
-}
-
-fn identity_of_summary(s: &acpx_model::SessionSummary) -> Map<String, Value> {
-    render::identity(
-        s.acpx_record_id.as_str(),
-        &s.acp_session_id,
-        s.agent_session_id.as_deref(),
-    )
 }
 
 /// `sessions search`.

@@ -3,13 +3,12 @@
 //! [`acpx_runtime::ops::transfer`]'s; `--from-node-acpx` is [`crate::commands::node_import`].
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use acpx_model::{RecordId, Store, Timestamp};
+use acpx_model::Timestamp;
 use acpx_runtime::ops::transfer::{
-    archive_head, for_each_event, import_session, parse_events, parse_import_file, ImportFile,
-    ImportedSession,
+    archive_head, create_private_file, for_each_event, import_session, parse_events,
+    parse_import_file, ImportFile, ImportedSession,
 };
 use acpx_runtime::ops::OpsError;
 use serde_json::{json, Map, Value};
@@ -20,43 +19,12 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render::{self, action, record_identity};
 
-fn create_private(path: &Path) -> CliResult<std::fs::File> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| CliError::runtime(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Writes a session's whole log to `path` as NDJSON; returns the number of events.
-pub async fn write_log_file(store: &dyn Store, id: &RecordId, path: &Path) -> CliResult<u64> {
-    let mut f = std::io::BufWriter::new(create_private(path)?);
-    let mut buf = Vec::new();
-    let n = for_each_event(store, id, |e| {
-        buf.clear();
-        e.write_ndjson_line(&mut buf);
-        f.write_all(&buf)
-            .map_err(|err| CliError::runtime(format!("cannot write {}: {err}", path.display())))
-    })
-    .await?;
-    f.flush()
-        .and_then(|_| f.get_ref().sync_all())
-        .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
-    Ok(n)
-}
-
 /// `sessions export`.
 pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     let store = ctx.store().await?;
     let mut sink: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(std::io::BufWriter::new(create_private(p)?)),
+        Some(p) => Box::new(std::io::BufWriter::new(create_private_file(p)?)),
         None => Box::new(std::io::stdout().lock()),
     };
     let where_ = a

@@ -1,7 +1,7 @@
 //! Session operations below any user interface: what a program that depends on this crate
-//! needs to fork, check and repair, export and import sessions, and to bring in sessions of
-//! the Node acpx. The `acpx` binary only parses arguments, renders these results and maps
-//! [`OpsError`] to exit codes.
+//! needs to find, fork, follow, prune, check and repair, export and import sessions, and to
+//! bring in sessions of the Node acpx. The `acpx` binary only parses arguments, renders
+//! these results and maps [`OpsError`] to exit codes.
 //!
 //! Every operation that writes a record goes through the same paths as live sessions: new
 //! events through the [`crate::Recorder`] (so seqs, `acpx.event_log` and the snapshot come
@@ -16,16 +16,22 @@
 //! | [`transfer`] | export archives, reading them back, storing an imported session |
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
+//! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
+//! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
+//! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 
 pub mod fork;
+pub mod lookup;
 pub mod node_import;
+pub mod prune;
 pub mod repair;
 pub mod scope;
 pub mod transfer;
+pub mod watch;
 
 use std::path::PathBuf;
 
-use acpx_model::StoreError;
+use acpx_model::{RecordId, StoreError};
 
 use crate::error::RuntimeError;
 
@@ -50,6 +56,37 @@ pub enum OpsError {
         /// Why.
         source: std::io::Error,
     },
+    /// A file the operation writes could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A directory the operation writes into could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A typed id matches several sessions ([`lookup::resolve_id`]).
+    #[error("{text:?} matches {} sessions: {}", matches.len(), join_ids(matches))]
+    AmbiguousId {
+        /// What was typed.
+        text: String,
+        /// The record ids of the sessions it matches.
+        matches: Vec<RecordId>,
+    },
+}
+
+fn join_ids(ids: &[RecordId]) -> String {
+    ids.iter()
+        .map(RecordId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The result of a session operation.

@@ -8,6 +8,10 @@
 //! Storing goes through [`NewSessionWriter`], the same create → append → flush → save that
 //! [`acpx_model::migrate::copy_store`] uses between stores.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
 use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
     EventEnvelope, EventQuery, RecordId, SessionRecord, Store, StoreError, Timestamp,
@@ -51,6 +55,48 @@ pub async fn for_each_event<E: From<StoreError>>(
             None => return Ok(n),
         }
     }
+}
+
+/// Creates (or truncates) `path` for writing, readable by its owner only (mode 0600): a
+/// session's log and conversation are private. Creates the missing parent directories.
+pub fn create_private_file(path: &Path) -> OpsResult<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| OpsError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| OpsError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Writes a session's whole log to `path` as NDJSON (a private file, synced to disk);
+/// returns the number of events.
+pub async fn write_log_file(store: &dyn Store, id: &RecordId, path: &Path) -> OpsResult<u64> {
+    let write_error = |source| OpsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::io::BufWriter::new(create_private_file(path)?);
+    let mut buf = Vec::new();
+    let n = for_each_event(store, id, |e| {
+        buf.clear();
+        e.write_ndjson_line(&mut buf);
+        f.write_all(&buf).map_err(write_error)
+    })
+    .await?;
+    f.flush()
+        .and_then(|_| f.get_ref().sync_all())
+        .map_err(write_error)?;
+    Ok(n)
 }
 
 /// The first line of an archive of `record` (with its `\n`).

@@ -145,7 +145,7 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
             ));
             runs::wait_idle(&ctx.home, &old.acpx_record_id, Duration::from_secs(30)).await?;
         }
-        let closed = crate::commands::sessions::close_with_retry(&*store, &old).await?;
+        let closed = scope::close_with_retry(&*store, &old).await?;
         replaced = Some(closed);
     }
     print_ensured(ctx, &record, true, replaced.as_ref());

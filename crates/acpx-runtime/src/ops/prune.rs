@@ -1,0 +1,103 @@
+//! Pruning: deleting closed sessions older than a cutoff (`acpx sessions prune`).
+//!
+//! Only closed sessions are candidates, optionally only those of one agent command; a
+//! session's age is its `closedAt`, or its `lastUsedAt` when that is missing (Node acpx's
+//! rule). Before a session is deleted its whole event log can be kept as a private NDJSON
+//! file ([`PruneOptions::keep_logs_in`]); a dry run only reports what would go.
+
+use std::path::PathBuf;
+
+use acpx_model::{ClosedFilter, ListQuery, SessionSummary, Store, Timestamp};
+
+use super::transfer::write_log_file;
+use super::OpsResult;
+
+/// What to prune.
+#[derive(Debug, Clone, Default)]
+pub struct PruneOptions {
+    /// Only sessions of this agent command; all agents when `None`.
+    pub agent_command: Option<String>,
+    /// Only sessions that became closed before this instant; every closed session when
+    /// `None`.
+    pub before: Option<Timestamp>,
+    /// Write each pruned session's log to `<dir>/<record id>.events.ndjson` (mode 0600)
+    /// before deleting it; delete the log with the session when `None`.
+    pub keep_logs_in: Option<PathBuf>,
+    /// Report what would be pruned, change nothing.
+    pub dry_run: bool,
+}
+
+/// A log kept before its session was deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptLog {
+    /// The NDJSON file.
+    pub path: PathBuf,
+    /// How many events it holds.
+    pub events: u64,
+}
+
+/// A session [`prune`] deleted (or, in a dry run, would delete).
+#[derive(Debug, Clone)]
+pub struct Pruned {
+    /// The session as listed.
+    pub session: SessionSummary,
+    /// The instant its age was measured from: `closedAt`, else `lastUsedAt`.
+    pub closed_at: Timestamp,
+    /// Where its log was kept, if it was.
+    pub kept_log: Option<KeptLog>,
+}
+
+/// The instant `days` days before `now`; `None` unless `days` is a finite number, 0 or more.
+/// A cutoff before what a timestamp can hold is the Unix epoch (no session is older).
+pub fn days_before(now: Timestamp, days: f64) -> Option<Timestamp> {
+    if !(days.is_finite() && days >= 0.0) {
+        return None;
+    }
+    let ms = (days * 86_400_000.0) as i64;
+    Timestamp::from_millis(now.millis().saturating_sub(ms)).or_else(|| Timestamp::from_millis(0))
+}
+
+/// The closed sessions `options` selects (of its agent, closed before its cutoff), in list
+/// order. Changes nothing.
+pub async fn select(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<SessionSummary>> {
+    let page = store
+        .list(&ListQuery {
+            closed: ClosedFilter::Closed,
+            agent_command: options.agent_command.clone(),
+            ..ListQuery::default()
+        })
+        .await?;
+    Ok(page
+        .sessions
+        .into_iter()
+        .filter(|s| s.closed)
+        .filter(|s| options.before.is_none_or(|c| closed_at(s) < c))
+        .collect())
+}
+
+/// Deletes the sessions [`select`] chooses, each after keeping its log when asked; in a dry
+/// run only reports them. A failure stops the pruning: the sessions before it are gone.
+pub async fn prune(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<Pruned>> {
+    let mut out = Vec::new();
+    for session in select(store, options).await? {
+        let mut kept_log = None;
+        if !options.dry_run {
+            if let Some(dir) = &options.keep_logs_in {
+                let path = dir.join(format!("{}.events.ndjson", session.acpx_record_id));
+                let events = write_log_file(store, &session.acpx_record_id, &path).await?;
+                kept_log = Some(KeptLog { path, events });
+            }
+            store.delete(&session.acpx_record_id).await?;
+        }
+        out.push(Pruned {
+            closed_at: closed_at(&session),
+            session,
+            kept_log,
+        });
+    }
+    Ok(out)
+}
+
+fn closed_at(s: &SessionSummary) -> Timestamp {
+    s.closed_at.unwrap_or(s.last_used_at)
+}
