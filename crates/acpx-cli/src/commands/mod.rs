@@ -13,7 +13,7 @@ use acpx_model::SessionRecord;
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::lookup::{find_in_scope, no_session_error, resolve_id};
+use crate::lookup::{load_in_scope, no_session_error, resolve_id};
 
 /// Runs one command.
 pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
@@ -51,10 +51,9 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 /// The open session of this agent, directory (walking up to the git root) and name.
 pub async fn select_in_scope(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord> {
     let store = ctx.store().await?;
-    match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
-        Some(s) => Ok(store.load(&s.acpx_record_id).await?),
-        None => Err(no_session_error(&ctx.agent.label(), &ctx.cwd, name)),
-    }
+    load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name)
+        .await?
+        .ok_or_else(|| no_session_error(&ctx.agent.label(), &ctx.cwd, name))
 }
 
 /// The session a `[SESSION] [-s NAME]` pair designates: an id (record id, ACP id, unique
@@ -67,8 +66,8 @@ pub async fn select(ctx: &Ctx, target: &Target) -> CliResult<SessionRecord> {
     if let Some(r) = resolve_id(&*store, text).await? {
         return Ok(r);
     }
-    if let Some(s) = find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, Some(text)).await? {
-        return Ok(store.load(&s.acpx_record_id).await?);
+    if let Some(r) = load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, Some(text)).await? {
+        return Ok(r);
     }
     Err(CliError::no_session(format!(
         "no stored session has the id {text:?}, and no open session of agent {} in {} is named {text:?}",
