@@ -43,6 +43,7 @@
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::fork`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`] |
+//! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //!
 //! ## What a session records
@@ -115,6 +116,7 @@ pub mod error;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
+pub mod owner;
 pub mod recorder;
 pub mod session;
 mod turn;
@@ -125,5 +127,5 @@ pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
     agent_text_after, load_rolled_forward, text_prompt, Attachment, CancelHandle, NewSessionSpec,
-    Recovery, Runtime, RuntimeOptions, Session, TurnOutcome,
+    Recovery, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };
