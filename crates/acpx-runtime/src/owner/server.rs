@@ -299,11 +299,13 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             } else {
                 (OwnerExit::Released, JobKind::Release)
             };
-            // Refuse what comes next and cancel the turn in progress; the job itself
-            // bypasses the depth limit.
-            shared.accepting.store(false, Ordering::SeqCst);
-            if let Some((_, c)) = locked(&shared.current).as_ref() {
-                c.cancel();
+            // A close refuses what comes next and cancels the turn in progress; a release
+            // lets the queue ahead of it finish. Either bypasses the depth limit.
+            if why == OwnerExit::Closed {
+                shared.accepting.store(false, Ordering::SeqCst);
+                if let Some((_, c)) = locked(&shared.current).as_ref() {
+                    c.cancel();
+                }
             }
             let job = Job {
                 request_id: control_id(),
@@ -459,6 +461,7 @@ impl Worker {
             match job.kind {
                 JobKind::Close | JobKind::Release => {
                     let close = matches!(job.kind, JobKind::Close);
+                    self.shared.accepting.store(false, Ordering::SeqCst);
                     self.refuse_queued(&mut rx);
                     let result = self.finish(close).await;
                     let _ = job.reply.send(line(&match result {
