@@ -117,7 +117,7 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
         ctx.out.line(r.acpx_record_id.as_str());
         return Ok(());
     }
-    let run = runs::probe(&ctx.home, &r.acpx_record_id)?;
+    let run = runtime_cmds::probe_run(ctx, &r.acpx_record_id).await?;
     for (k, v) in show_lines(&r, &run) {
         ctx.out.line(&format!("{:<18} {v}", format!("{k}:")));
     }

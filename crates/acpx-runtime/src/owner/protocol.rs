@@ -7,7 +7,7 @@
 //! the turn (each sent after its append returned), then `result` or `error`. Controls are
 //! answered with one `control_result`, `cancel_result`, `status` or `closed` line, or `error`.
 
-use acpx_model::{EventEnvelope, PermissionStats, TokenUsage, TurnError, TurnState};
+use acpx_model::{EventEnvelope, PermissionStats, Timestamp, TokenUsage, TurnError, TurnState};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -213,8 +213,8 @@ impl From<WireOutcome> for TurnOutcome {
 pub struct OwnerStatus {
     /// The owner's process id.
     pub pid: u32,
-    /// When the owner started (RFC 3339).
-    pub started_at: String,
+    /// When the owner started.
+    pub started_at: Timestamp,
     /// Seconds since then.
     pub uptime_seconds: u64,
     /// The agent's process id, while an agent runs.

@@ -125,7 +125,7 @@ impl Shared {
     fn status(&self) -> OwnerStatus {
         OwnerStatus {
             pid: std::process::id(),
-            started_at: self.started_at.to_string(),
+            started_at: self.started_at,
             uptime_seconds: self.started.elapsed().as_secs(),
             agent_pid: *locked(&self.agent_pid),
             queue_depth: self.depth.load(Ordering::SeqCst),

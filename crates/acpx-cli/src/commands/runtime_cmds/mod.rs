@@ -32,7 +32,9 @@ mod status;
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
-pub use owned::{close as close_through_owner, owner_main, release_owner_of};
+pub use owned::{
+    close as close_through_owner, owner_main, probe_run, release_all_owners, release_owner_of,
+};
 pub use prompt::{exec, prompt};
 pub use status::status;
 

@@ -22,6 +22,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::LiveOutput;
 use crate::render::action;
+use crate::runs::{self, Probe, RunInfo};
 
 use super::runtime_options;
 
@@ -223,11 +224,28 @@ pub(super) async fn cancel_request(
 }
 
 /// A running owner's state, `None` when none runs.
-pub(super) async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
+pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
     match ask_running(ctx, id, Request::Status).await? {
         Some(Response::Status { status }) => Ok(Some(status)),
         _ => Ok(None),
     }
+}
+
+/// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
+/// (its run file).
+pub async fn probe_run(ctx: &Ctx, id: &RecordId) -> CliResult<Probe> {
+    if let Some(owner) = status(ctx, id).await? {
+        return Ok(match owner.running {
+            Some(request_id) => Probe::Running(Some(RunInfo {
+                pid: owner.pid,
+                request_id,
+                started_at: owner.started_at,
+                socket: LeasePaths::new(&ctx.home, id).socket,
+            })),
+            None => Probe::Idle,
+        });
+    }
+    runs::probe(&ctx.home, id)
 }
 
 /// Asks a running owner to close the session (ACP `session/close` when advertised, record
@@ -260,6 +278,24 @@ pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
         .await
         .map(drop)
         .map_err(wire_error)
+}
+
+/// Stops every running owner under the home (their sessions stay open), for commands that
+/// write every session (`migrate`, `fsck --repair`).
+pub async fn release_all_owners(ctx: &Ctx) -> CliResult<()> {
+    let Ok(entries) = std::fs::read_dir(lease::owners_dir(&ctx.home)) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
+            continue;
+        };
+        if let Ok(id) = RecordId::parse(id) {
+            release_owner_of(ctx, &id).await?;
+        }
+    }
+    Ok(())
 }
 
 /// The hidden `__owner` command: serve one session until idle, closed or signalled.
