@@ -14,8 +14,8 @@ use crate::turn::{self, TurnOutcome, TurnParts};
 
 use super::Session;
 
-/// What one turn runs with when it differs from the session's [`RuntimeOptions`]
-/// (super::RuntimeOptions). A queue owner serves many commands with one session, so each
+/// What one turn runs with when it differs from the session's
+/// [`RuntimeOptions`](super::RuntimeOptions). A queue owner serves many commands with one session, so each
 /// command's turn carries its own permission policy and timeout.
 #[derive(Clone, Default)]
 pub struct TurnOptions {
