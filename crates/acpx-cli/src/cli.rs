@@ -124,6 +124,23 @@ pub struct GlobalArgs {
     /// Print more about what acpx is doing (on stderr)
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
+
+    /// Keep the session's queue owner (its warm agent) this many seconds after its last task;
+    /// 0 keeps it until the session is closed [default: 300, or `ttl` from the config]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_ttl)]
+    pub ttl: Option<u64>,
+
+    /// Run the agent in this process for this command only (no background queue owner)
+    /// [default: `noOwner` from the config, else false]
+    #[arg(long, global = true)]
+    pub no_owner: bool,
+}
+
+fn parse_ttl(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n.round() as u64),
+        _ => Err(format!("{s:?} is not a number of seconds (0 or more)")),
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
@@ -173,12 +190,28 @@ Ctrl-C cancels the turn (it ends with stopReason cancelled); a second Ctrl-C sto
 
     /// Show the resolved configuration and the known agents
     Config(ConfigArgs),
+
+    /// The queue owner of one session (started by acpx itself, detached)
+    #[command(name = "__owner", hide = true)]
+    Owner(OwnerArgs),
+}
+
+/// `__owner`: serve one session's queue.
+#[derive(Debug, Args)]
+pub struct OwnerArgs {
+    /// The session's record id
+    #[arg(long = "record-id", value_name = "ID")]
+    pub record_id: String,
+
+    /// The most tasks waiting behind the running one
+    #[arg(long = "queue-max-depth", value_name = "N")]
+    pub queue_max_depth: usize,
 }
 
 /// The names clap knows as commands (for telling a command from an agent name).
 pub const COMMAND_NAMES: &[&str] = &[
     "prompt", "exec", "cancel", "set-mode", "set", "status", "sessions", "fsck", "migrate",
-    "config", "help",
+    "config", "help", "__owner",
 ];
 
 /// `-s/--session <name>`: the named session of this agent and directory.
@@ -198,6 +231,11 @@ pub struct PromptArgs {
     /// Read the prompt from this file ("-" for stdin)
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<String>,
+
+    /// Return as soon as the session's queue owner accepted the prompt (it runs in the
+    /// background; its events are in the log)
+    #[arg(long = "no-wait")]
+    pub no_wait: bool,
 
     /// The prompt text (words are joined with spaces)
     #[arg(

@@ -8,9 +8,11 @@
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
 //! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
 //! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
-//! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean). Keys Node acpx also reads (`ttl`,
-//! `queueMaxDepth`, `nonInteractivePermissions`, `authPolicy`, `auth`, `mcpServers`) are
-//! accepted and ignored; any other key is reported with `--verbose`.
+//! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
+//! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
+//! in each command's own process). Keys Node acpx also reads (`nonInteractivePermissions`,
+//! `authPolicy`, `auth`, `mcpServers`) are accepted and ignored; any other key is reported
+//! with `--verbose`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -78,6 +80,12 @@ pub struct Config {
     /// name → agent command.
     pub agents: BTreeMap<String, String>,
     pub disable_exec: bool,
+    /// The queue owner's idle time-to-live in seconds (0: until the session is closed).
+    pub ttl: Option<u64>,
+    /// The most tasks waiting in a session's queue.
+    pub queue_max_depth: Option<usize>,
+    /// Run the agent in the command's own process (no queue owner).
+    pub no_owner: bool,
     /// The files that were read, global first.
     pub files: Vec<PathBuf>,
     /// Unknown keys, as `file: key`, reported with `--verbose`.
@@ -86,8 +94,6 @@ pub struct Config {
 
 /// Keys of Node acpx's config that this version accepts without acting on them.
 const IGNORED_NODE_KEYS: &[&str] = &[
-    "ttl",
-    "queueMaxDepth",
     "nonInteractivePermissions",
     "authPolicy",
     "auth",
@@ -193,6 +199,38 @@ impl Config {
                         }
                     }
                 }
+                "ttl" => match value.as_f64().filter(|n| n.is_finite() && *n >= 0.0) {
+                    Some(n) => self.ttl = Some(n.round() as u64),
+                    None => {
+                        return Err(config_error(
+                            path,
+                            key,
+                            &format!("expected a number of seconds (0 or more), got {value}"),
+                        ))
+                    }
+                },
+                "queueMaxDepth" => match value.as_u64().filter(|n| *n >= 1) {
+                    Some(n) => {
+                        self.queue_max_depth = Some(usize::try_from(n).unwrap_or(usize::MAX))
+                    }
+                    None => {
+                        return Err(config_error(
+                            path,
+                            key,
+                            &format!("expected a whole number of 1 or more, got {value}"),
+                        ))
+                    }
+                },
+                "noOwner" => match value {
+                    Value::Bool(b) => self.no_owner = *b,
+                    other => {
+                        return Err(config_error(
+                            path,
+                            key,
+                            &format!("expected true or false, got {other}"),
+                        ))
+                    }
+                },
                 "disableExec" => match value {
                     Value::Bool(b) => self.disable_exec = *b,
                     other => {
@@ -334,6 +372,7 @@ mod tests {
         assert_eq!(c.agents["y"], "y-agent");
         assert_eq!(c.files.len(), 2);
         assert!(c.unknown_keys.is_empty());
+        assert_eq!(c.ttl, Some(0));
     }
 
     #[test]
@@ -343,6 +382,9 @@ mod tests {
         for (doc, key) in [
             (r#"{"timeout":-1}"#, "timeout"),
             (r#"{"store":"mongo"}"#, "store"),
+            (r#"{"ttl":-5}"#, "ttl"),
+            (r#"{"queueMaxDepth":0}"#, "queueMaxDepth"),
+            (r#"{"noOwner":"yes"}"#, "noOwner"),
             (r#"{"defaultPermissions":"yes"}"#, "defaultPermissions"),
             (r#"{"agents":{"a":{"argv":[]}}}"#, "agents.a.argv"),
             (r#"[1]"#, "."),

@@ -46,6 +46,12 @@ pub struct Ctx {
     pub backend: Backend,
     pub permission: PermissionMode,
     pub timeout: Option<Duration>,
+    /// The queue owner's idle time-to-live in seconds (0: until the session is closed).
+    pub ttl: u64,
+    /// Run the agent in this process (no queue owner).
+    pub no_owner: bool,
+    /// The most tasks waiting in a session's queue.
+    pub queue_max_depth: usize,
     pub config: Config,
     pub registry: AgentRegistry,
     pub agent: AgentChoice,
@@ -122,6 +128,14 @@ impl Ctx {
             .timeout
             .or(config.timeout)
             .map(Duration::from_secs_f64);
+        let ttl = global
+            .ttl
+            .or(config.ttl)
+            .unwrap_or(acpx_runtime::owner::DEFAULT_TTL.as_secs());
+        let no_owner = global.no_owner || config.no_owner;
+        let queue_max_depth = config
+            .queue_max_depth
+            .unwrap_or(acpx_runtime::owner::DEFAULT_QUEUE_MAX_DEPTH);
         let agent = match (agent_word, global.agent) {
             (Some(word), Some(raw)) => return Err(CliError::usage(format!(
                 "both an agent name ({word}) and --agent {raw:?} were given"
@@ -184,6 +198,9 @@ impl Ctx {
             backend,
             permission,
             timeout,
+            ttl,
+            no_owner,
+            queue_max_depth,
             config,
             registry,
             agent,

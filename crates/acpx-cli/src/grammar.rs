@@ -33,9 +33,11 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--store",
     "--home",
     "--timeout",
+    "--ttl",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[
+    "--no-owner",
     "--approve-all",
     "--approve-reads",
     "--deny-all",

@@ -81,7 +81,8 @@ impl LiveOutput {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn on_event(&self, e: &EventEnvelope) {
+    /// Renders one recorded event (as the observer does).
+    pub fn on_event(&self, e: &EventEnvelope) {
         let mut st = self.lock();
         if st.done {
             return;

@@ -1,4 +1,6 @@
-//! Run files: how `cancel` and `status` in one terminal find the prompt running in another.
+//! Run files of the one-process path (`--no-owner`; the queue owner has its own lease, see
+//! `acpx_runtime::owner`): how `cancel` and `status` in one terminal find the prompt running
+//! in another.
 //!
 //! While a turn runs, the prompting process holds an exclusive `flock` on
 //! `<home>/runs/<record id>.lock` and listens on a Unix socket named in

@@ -296,11 +296,15 @@ fn list_ids(env: &Env, store: &str) -> Vec<String> {
 fn migrate_fs_to_sqlite_and_back() {
     let env = Env::new("fs");
     let agent = env.agent_cmd("");
+    // One-process prompts (--no-owner) leave no queue owner behind, so the snapshots taken
+    // before the migration are final (a migration stops running owners, which records
+    // their agents' exits).
     env.run(&["--agent", &agent, "sessions", "new"]).ok();
-    env.run(&["--agent", &agent, "tools"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "tools"]).ok();
     env.run(&["--agent", &agent, "sessions", "new", "--name", "b"])
         .ok();
-    env.run(&["--agent", &agent, "-s", "b", "think"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "-s", "b", "think"])
+        .ok();
     let cwd = env.cwd_str();
     let mut closed = Seed::new("rec-closed", &cwd, AGENT);
     closed.closed_at = Some("2026-01-02T00:00:00.000Z");

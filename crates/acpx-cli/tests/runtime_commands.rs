@@ -426,10 +426,19 @@ fn cancel_from_another_process() {
         // Idle: nothing to cancel, exit 0.
         let r = env.run(&["--agent", &agent, "cancel"]).ok();
         assert!(r.stdout.contains("nothing to cancel"), "{}", r.stdout);
+        // The one-process path (--no-owner): the prompting process itself takes the cancel
+        // through its run file (the queue owner's cancel is tested in tests/owner.rs).
         let run = spawn_until(
             &env,
             &[
-                "--format", "json", "--agent", &agent, "prompt", "slow", "400",
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "prompt",
+                "slow",
+                "400",
             ],
             STARTED,
         );
@@ -526,9 +535,19 @@ fn killed_prompt_leaves_a_dead_status_that_never_cancels_others() {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
         new_session(&env, &agent, &[]);
+        // A one-process prompt (--no-owner) dies with its turn; a client of the queue owner
+        // does not take the turn with it (tests/owner.rs).
         let run = spawn_until(
             &env,
-            &["--format", "json", "--agent", &agent, "slow", "400"],
+            &[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
             STARTED,
         );
         kill(&run.child, libc::SIGKILL);
@@ -542,7 +561,15 @@ fn killed_prompt_leaves_a_dead_status_that_never_cancels_others() {
             .json();
         assert_eq!(c["cancelled"], false);
         let r = env
-            .run(&["--format", "json", "--agent", &agent, "echo", "recovered"])
+            .run(&[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "echo",
+                "recovered",
+            ])
             .ok();
         assert_eq!(r.json_lines().last().unwrap()["type"], "prompt_done");
         let show = env
@@ -921,9 +948,19 @@ fn fsck_repairs_a_turn_left_running_by_a_killed_process() {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
         new_session(&env, &agent, &[]);
+        // The process running the turn is killed: a one-process prompt (--no-owner) here; the
+        // queue owner killed mid-turn is tests/owner.rs's.
         let run = spawn_until(
             &env,
-            &["--format", "json", "--agent", &agent, "slow", "400"],
+            &[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
             "chunk 3",
         );
         kill(&run.child, libc::SIGKILL);

@@ -68,6 +68,16 @@ pub(crate) struct SessionCore {
     pub fatal_notify: Notify,
     /// Signalled when the snapshot has unsaved changes (wakes the flusher).
     pub dirty_notify: Arc<Notify>,
+    /// The permission policy of the turn in progress, when its caller chose one other than
+    /// the session's (a queue owner serves each client's turn with that client's options).
+    pub turn_policy: Mutex<Option<TurnPolicy>>,
+}
+
+/// A permission policy chosen for one turn.
+#[derive(Clone)]
+pub(crate) struct TurnPolicy {
+    pub permission_mode: PermissionMode,
+    pub prompter: Option<Arc<dyn PermissionPrompter>>,
 }
 
 impl SessionCore {
@@ -83,11 +93,32 @@ impl SessionCore {
             fatal: Mutex::new(None),
             fatal_notify: Notify::new(),
             dirty_notify: Arc::new(Notify::new()),
+            turn_policy: Mutex::new(None),
         }
     }
 
     fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The permission mode in force: the turn's, else the session's.
+    pub fn permission_mode(&self) -> PermissionMode {
+        Self::lock(&self.turn_policy)
+            .as_ref()
+            .map_or(self.policy.permission_mode, |p| p.permission_mode)
+    }
+
+    /// Who answers permission questions now: the turn's prompter, else the session's.
+    pub fn prompter(&self) -> Option<Arc<dyn PermissionPrompter>> {
+        match Self::lock(&self.turn_policy).as_ref() {
+            Some(p) => p.prompter.clone(),
+            None => self.policy.prompter.clone(),
+        }
+    }
+
+    /// Sets (or clears) the permission policy of the turn in progress.
+    pub fn set_turn_policy(&self, policy: Option<TurnPolicy>) {
+        *Self::lock(&self.turn_policy) = policy;
     }
 
     pub fn set_phase(&self, phase: Phase) -> Phase {
@@ -253,7 +284,7 @@ impl SessionCore {
             "session/request_permission" => Ok(self.request_permission(params).await),
             "fs/read_text_file" if self.policy.fs => {
                 let path = str_param("path").unwrap_or("");
-                if self.policy.permission_mode == PermissionMode::DenyAll {
+                if self.permission_mode() == PermissionMode::DenyAll {
                     let e = permission_denied(&format!("reading {path}"), PermissionMode::DenyAll);
                     self.log_operation(
                         method,
@@ -304,8 +335,7 @@ impl SessionCore {
                     details: json!({"path": path, "bytes": content.len()}),
                 };
                 if !self.gate(question).await {
-                    let e =
-                        permission_denied(&format!("writing {path}"), self.policy.permission_mode);
+                    let e = permission_denied(&format!("writing {path}"), self.permission_mode());
                     self.log_operation(
                         method,
                         false,
@@ -354,11 +384,8 @@ impl SessionCore {
         let cancel = Self::lock(&self.turn)
             .as_ref()
             .map(|t| t.cancel.subscribe());
-        let ask = gate(
-            self.policy.permission_mode,
-            self.policy.prompter.as_deref(),
-            question,
-        );
+        let prompter = self.prompter();
+        let ask = gate(self.permission_mode(), prompter.as_deref(), question);
         match cancel {
             Some(mut c) => tokio::select! {
                 ok = ask => ok,
@@ -376,11 +403,8 @@ impl SessionCore {
         let decision = if already_cancelled {
             PermissionDecision::Cancelled
         } else {
-            let ask = decide(
-                self.policy.permission_mode,
-                self.policy.prompter.as_deref(),
-                params,
-            );
+            let prompter = self.prompter();
+            let ask = decide(self.permission_mode(), prompter.as_deref(), params);
             match cancel {
                 Some(mut c) => tokio::select! {
                     d = ask => d,
@@ -418,7 +442,7 @@ impl SessionCore {
             "kind".into(),
             json!(crate::client_ops::tool_kind(&tool_call)),
         );
-        extra.insert("policy".into(), json!(self.policy.permission_mode.as_str()));
+        extra.insert("policy".into(), json!(self.permission_mode().as_str()));
         self.log_operation(
             "session/request_permission",
             true,
@@ -484,10 +508,8 @@ impl SessionCore {
                     details: params.clone(),
                 };
                 if !self.gate(question).await {
-                    let e = permission_denied(
-                        &format!("running `{shown}`"),
-                        self.policy.permission_mode,
-                    );
+                    let e =
+                        permission_denied(&format!("running `{shown}`"), self.permission_mode());
                     self.log_operation(
                         method,
                         false,

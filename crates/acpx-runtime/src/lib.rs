@@ -44,6 +44,7 @@
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`] |
 //! | [`agents`] | the agent registry: built-in names → command lines |
+//! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //!
 //! ## What a session records
@@ -117,6 +118,7 @@ pub mod error;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
+pub mod owner;
 pub mod recorder;
 pub mod session;
 mod turn;
@@ -127,5 +129,5 @@ pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
     agent_text_after, load_rolled_forward, text_prompt, Attachment, CancelHandle, NewSessionSpec,
-    Recovery, Runtime, RuntimeOptions, Session, TurnOutcome,
+    Recovery, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };

@@ -70,9 +70,10 @@ pub(crate) async fn run(
     p: TurnParts<'_>,
     prompt: Vec<Value>,
     observer: Option<Observer>,
+    request_id: Option<String>,
 ) -> RuntimeResult<TurnOutcome> {
     let acp = p.acp_session_id.clone();
-    let request_id = new_request_id("req");
+    let request_id = request_id.unwrap_or_else(|| new_request_id("req"));
     let user_id = uuid::Uuid::new_v4().to_string();
     set_turn_observer(&p, observer).await;
     // The turn counts as running (cancellable) before `prompt_started` is recorded: callers

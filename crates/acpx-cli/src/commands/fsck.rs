@@ -14,6 +14,9 @@ use crate::runs::{self, Probe};
 
 /// `fsck`.
 pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
+    if a.repair {
+        crate::commands::runtime_cmds::release_all_owners(ctx).await?;
+    }
     let opened = ctx.opened().await?;
     let set_aside = |id: &acpx_model::RecordId| opened.set_aside_torn_tail(id);
     let options = FsckOptions {

@@ -24,6 +24,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         ))
         .with_hint("pick the other backend, or change --store to the source backend"));
     }
+    crate::commands::runtime_cmds::release_all_owners(ctx).await?;
     let from = ctx.opened().await?;
     let to = OpenStore::open(a.to, &ctx.home)?;
     let report = copy_store(&*from.as_dyn(), &*to.as_dyn())

@@ -24,6 +24,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::SetMode(a) => runtime_cmds::set_mode(ctx, a).await,
         Command::Set(a) => runtime_cmds::set_option(ctx, a).await,
         Command::Status(a) => runtime_cmds::status(ctx, a).await,
+        Command::Owner(a) => runtime_cmds::owner_main(ctx, a).await,
         Command::Fsck(a) => fsck::run(ctx, a).await,
         Command::Migrate(a) => migrate::run(ctx, a).await,
         Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {

@@ -14,7 +14,7 @@ use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use serde_json::{json, Map, Value};
 
 use crate::cli::{DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, SearchArgs, Target};
-use crate::commands::select;
+use crate::commands::{runtime_cmds, select};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
@@ -120,7 +120,7 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
         ctx.out.line(r.acpx_record_id.as_str());
         return Ok(());
     }
-    let run = runs::probe(&ctx.home, &r.acpx_record_id)?;
+    let run = runtime_cmds::probe_run(ctx, &r.acpx_record_id).await?;
     for (k, v) in show_lines(&r, &run) {
         ctx.out.line(&format!("{:<18} {v}", format!("{k}:")));
     }
@@ -197,6 +197,13 @@ fn show_lines(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
 pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     let r = select(ctx, &t).await?;
     let store = ctx.store().await?;
+    if runtime_cmds::close_through_owner(ctx, &r.acpx_record_id).await? {
+        let closed = store.load(&r.acpx_record_id).await?;
+        if closed.closed {
+            print_closed(ctx, &closed);
+            return Ok(());
+        }
+    }
     if let Some(info) = runs::request_cancel(&ctx.home, &r.acpx_record_id)? {
         ctx.out.note(&format!(
             "cancelled the prompt running in this session (pid {}); waiting for it to end",
@@ -211,20 +218,25 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
         }
     }
     let closed = scope::close_with_retry(&*store, &r).await?;
+    print_closed(ctx, &closed);
+    Ok(())
+}
+
+fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
     if ctx.out.is_json() {
         ctx.out
-            .json(&action("session_closed", record_identity(&closed)));
+            .json(&action("session_closed", record_identity(closed)));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!("closed {}", closed.acpx_record_id));
     } else {
         ctx.out.line(closed.acpx_record_id.as_str());
     }
-    Ok(())
 }
 
 /// `sessions delete`.
 pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
+    runtime_cmds::release_owner_of(ctx, &r.acpx_record_id).await?;
     if let Probe::Running(_) = runs::probe(&ctx.home, &r.acpx_record_id)? {
         return Err(CliError::runtime(format!(
             "session {} has a prompt running; refusing to delete it",

@@ -12,6 +12,7 @@ mod controls;
 mod lifecycle;
 mod options;
 mod prompt;
+mod queue_log;
 mod recover;
 
 use std::sync::atomic::AtomicBool;
@@ -30,6 +31,8 @@ use crate::recorder::{EventDraft, Recorder};
 
 pub use crate::turn::{agent_text_after, CancelHandle, TurnOutcome};
 pub use options::{Attachment, NewSessionSpec, Recovery, RuntimeOptions, PROTOCOL_VERSION};
+pub use prompt::TurnOptions;
+pub use queue_log::QueueLog;
 pub use recover::load_rolled_forward;
 
 /// Opens sessions against a [`Store`].
@@ -203,6 +206,12 @@ impl Session {
     /// A handle that cancels the turn in progress from another task.
     pub fn cancel_handle(&self) -> CancelHandle {
         self.cancel.clone()
+    }
+
+    /// Whether the agent is still there to take requests (its process runs, the
+    /// connection is open and recording has not failed).
+    pub fn is_connected(&self) -> bool {
+        self.ensure_connected().is_ok()
     }
 
     fn ensure_connected(&self) -> RuntimeResult<()> {

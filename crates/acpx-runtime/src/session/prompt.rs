@@ -1,13 +1,49 @@
 //! A prompt turn of a [`Session`]: the session hands the parts a turn needs to
 //! [`crate::turn`], which runs it.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::Value;
 
+use crate::client_ops::{PermissionMode, PermissionPrompter};
+use crate::core::TurnPolicy;
 use crate::error::RuntimeResult;
 use crate::recorder::Observer;
 use crate::turn::{self, TurnOutcome, TurnParts};
 
 use super::Session;
+
+/// What one turn runs with when it differs from the session's
+/// [`RuntimeOptions`](super::RuntimeOptions). A queue owner serves many commands with one session, so each
+/// command's turn carries its own permission policy and timeout.
+#[derive(Clone, Default)]
+pub struct TurnOptions {
+    /// Sees each event of the turn after it was appended to the log.
+    pub observer: Option<Observer>,
+    /// The permission policy of this turn; `None` keeps the session's.
+    pub permission_mode: Option<PermissionMode>,
+    /// Who answers permission questions under [`PermissionMode::ApproveReads`] in this turn
+    /// (used only with `permission_mode`; `None` there means nobody, so such requests are
+    /// denied).
+    pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    /// The prompt timeout of this turn; `None` keeps the session's.
+    pub prompt_timeout: Option<Option<Duration>>,
+    /// The turn's `requestId` in the log; `None` makes a fresh one.
+    pub request_id: Option<String>,
+}
+
+impl std::fmt::Debug for TurnOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnOptions")
+            .field("observer", &self.observer.is_some())
+            .field("permission_mode", &self.permission_mode)
+            .field("prompter", &self.prompter.is_some())
+            .field("prompt_timeout", &self.prompt_timeout)
+            .field("request_id", &self.request_id)
+            .finish()
+    }
+}
 
 impl Session {
     /// Runs one prompt turn (ACP ContentBlocks, e.g. from [`text_prompt`](super::text_prompt)).
@@ -21,6 +57,23 @@ impl Session {
         prompt: Vec<Value>,
         observer: Option<Observer>,
     ) -> RuntimeResult<TurnOutcome> {
+        self.prompt_with_options(
+            prompt,
+            TurnOptions {
+                observer,
+                ..TurnOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Runs one prompt turn with its own [`TurnOptions`]; the session's own options apply
+    /// again after it.
+    pub async fn prompt_with_options(
+        &mut self,
+        prompt: Vec<Value>,
+        options: TurnOptions,
+    ) -> RuntimeResult<TurnOutcome> {
         self.ensure_connected()?;
         let parts = TurnParts {
             core: &self.core,
@@ -29,9 +82,19 @@ impl Session {
             cancel: &self.cancel,
             acp_session_id: self.acp_session_id().await,
             resumed: self.resumed(),
-            prompt_timeout: self.options.prompt_timeout,
+            prompt_timeout: options
+                .prompt_timeout
+                .unwrap_or(self.options.prompt_timeout),
             cancel_grace: self.options.cancel_grace,
         };
-        turn::run(parts, prompt, observer).await
+        if let Some(mode) = options.permission_mode {
+            self.core.set_turn_policy(Some(TurnPolicy {
+                permission_mode: mode,
+                prompter: options.prompter.clone(),
+            }));
+        }
+        let result = turn::run(parts, prompt, options.observer, options.request_id).await;
+        self.core.set_turn_policy(None);
+        result
     }
 }

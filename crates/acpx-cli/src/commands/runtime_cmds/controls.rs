@@ -1,12 +1,13 @@
 //! `cancel`, `set-mode` and `set`: controls of the scope's (or a chosen) session.
 
 use acpx_model::SessionRecord;
+use acpx_runtime::owner::protocol::Request;
 use acpx_runtime::{Runtime, RuntimeError, Session};
 use serde_json::{json, Map, Value};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
-    Interrupts,
+    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
+    stop_now, Interrupts,
 };
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::context::Ctx;
@@ -24,9 +25,27 @@ async fn scope_session(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord
     }
 }
 
-/// `cancel`.
+/// `cancel`: through the session's queue owner when one runs, else through the run file of
+/// a one-process prompt.
 pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     let r = scope_session(ctx, a.session.as_deref()).await?;
+    if let Some((cancelled, request_id)) = owned::cancel_request(ctx, &r.acpx_record_id).await? {
+        if ctx.out.is_json() {
+            let mut m = record_identity(&r);
+            m.insert("cancelled".into(), json!(cancelled));
+            if let Some(rid) = &request_id {
+                m.insert("requestId".into(), json!(rid));
+            }
+            ctx.out.json(&action("cancel_result", m));
+        } else if ctx.out.is_text() {
+            ctx.out.line(if cancelled {
+                "cancel requested (the turn ends with stopReason cancelled)"
+            } else {
+                "nothing to cancel"
+            });
+        }
+        return Ok(());
+    }
     let home = ctx.home.clone();
     let id = r.acpx_record_id.clone();
     let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&home, &id))
@@ -52,14 +71,23 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     Ok(())
 }
 
-/// Opens the scope's session for a control command, runs `f` on it, shuts it down.
+/// Runs a control: through the session's queue owner (`request`), or with `--no-owner` by
+/// opening the session here, running `f` on it and shutting it down.
 async fn with_session<T>(
     ctx: &Ctx,
     name: Option<&str>,
+    request: Request,
+    from_owner: impl FnOnce(Value) -> T,
     f: impl AsyncFnOnce(&mut Session) -> Result<T, RuntimeError>,
 ) -> CliResult<(T, bool, SessionRecord)> {
     let r = scope_session(ctx, name).await?;
     let id = r.acpx_record_id.clone();
+    if !ctx.no_owner {
+        let (value, resumed) = owned::control(ctx, &id, request).await?;
+        let record = ctx.store().await?.load(&id).await?;
+        return Ok((from_owner(value), resumed, record));
+    }
+    owned::release_owner_of(ctx, &id).await?;
     let out = ctx.out.clone();
     let (_run, _remote) = runs::acquire(&ctx.home, &id, "control", |_| {
         out.note("[acpx] a prompt is running in this session; waiting for it to finish");
@@ -84,11 +112,16 @@ async fn with_session<T>(
 /// `set-mode`.
 pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
     let mode = a.mode.clone();
-    let ((), resumed, record) =
-        with_session(ctx, a.select.session.as_deref(), async |s: &mut Session| {
-            s.set_mode(&mode).await
-        })
-        .await?;
+    let ((), resumed, record) = with_session(
+        ctx,
+        a.select.session.as_deref(),
+        Request::SetMode {
+            mode_id: a.mode.clone(),
+        },
+        |_| (),
+        async |s: &mut Session| s.set_mode(&mode).await,
+    )
+    .await?;
     if ctx.out.is_json() {
         let mut m = Map::new();
         m.insert("modeId".into(), json!(a.mode));
@@ -109,11 +142,20 @@ pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
         v => Value::String(v.to_owned()),
     };
     let (key, v) = (a.key.clone(), value.clone());
-    let (options, resumed, record) =
-        with_session(ctx, a.select.session.as_deref(), async |s: &mut Session| {
-            s.set_config_option(&key, v).await
-        })
-        .await?;
+    let (options, resumed, record) = with_session(
+        ctx,
+        a.select.session.as_deref(),
+        Request::SetConfigOption {
+            config_id: a.key.clone(),
+            value: value.clone(),
+        },
+        |v| match v {
+            Value::Array(a) => a,
+            _ => Vec::new(),
+        },
+        async |s: &mut Session| s.set_config_option(&key, v).await,
+    )
+    .await?;
     if ctx.out.is_json() {
         let mut m = Map::new();
         m.insert("configId".into(), json!(a.key));

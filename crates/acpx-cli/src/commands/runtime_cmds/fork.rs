@@ -4,7 +4,7 @@ use acpx_runtime::{NewSessionSpec, Runtime};
 use serde_json::json;
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options,
+    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
     stop_or_shutdown, Interrupts,
 };
 use crate::cli::ForkArgs;
@@ -30,6 +30,8 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
         .with_hint("`acpx sessions export` and `sessions import --new-id` copy a closed session"));
     }
     let store = ctx.store().await?;
+    // The parent's queue owner (if any) finishes its queue and lets go of the session.
+    owned::release_owner_of(ctx, &parent.acpx_record_id).await?;
     let out = ctx.out.clone();
     let (_run, _remote) = runs::acquire(&ctx.home, &parent.acpx_record_id, "fork", |_| {
         out.note("[acpx] a prompt is running in this session; waiting for it to finish");

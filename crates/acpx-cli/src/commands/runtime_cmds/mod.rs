@@ -1,10 +1,13 @@
 //! Commands that run the agent: `prompt`, `exec`, `cancel`, `set-mode`, `set`, `status`,
 //! `sessions new`, `sessions ensure` and `sessions fork`.
 //!
-//! Each invocation starts the agent, reattaches to the session (the runtime resumes or loads
-//! it, or falls back to a fresh ACP session under the same record id), does its work and
-//! stops the agent. Prompts of one session run one at a time: a prompt holds the session's
-//! run lock ([`crate::runs`]) for its whole turn, and a second one waits for it.
+//! `prompt`, `set-mode`, `set`, `cancel` and `status` of a stored session go to the session's
+//! queue owner ([`owned`], `acpx_runtime::owner`): one detached process that keeps the agent
+//! warm and runs the session's tasks one at a time, in order. With `--no-owner` (config
+//! `noOwner`) each invocation starts the agent itself, reattaches to the session (the runtime
+//! resumes or loads it, or falls back to a fresh ACP session under the same record id), does
+//! its work and stops the agent; its prompts hold the session's run lock ([`crate::runs`])
+//! for their whole turn, and a second one waits for it. `exec` always runs in one process.
 
 //!
 //! | module | commands |
@@ -14,6 +17,7 @@
 //! | [`status`](mod@status) | `status` |
 //! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` |
 //! | [`fork`](mod@fork) | `sessions fork` |
+//! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
 //! Ctrl-C handling and opening a stored session.
@@ -21,12 +25,16 @@
 mod controls;
 mod fork;
 mod lifecycle;
+mod owned;
 mod prompt;
 mod status;
 
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
+pub use owned::{
+    close as close_through_owner, owner_main, probe_run, release_all_owners, release_owner_of,
+};
 pub use prompt::{exec, prompt};
 pub use status::status;
 

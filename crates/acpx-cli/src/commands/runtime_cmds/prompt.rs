@@ -7,8 +7,8 @@ use acpx_model::SessionRecord;
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, stop_now,
-    Interrupts,
+    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
+    stop_now, Interrupts,
 };
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::{Format, PermissionMode as CliPermission};
@@ -169,6 +169,28 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     };
     let id = found.acpx_record_id;
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
+    if !ctx.no_owner {
+        let live = LiveOutput::new(ctx.out.clone());
+        let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live).await? else {
+            return Ok(());
+        };
+        if let Some(e) = &outcome.log_write_error {
+            ctx.out.warn(&format!(
+                "the event log could not be written during the turn: {e}"
+            ));
+        }
+        print_quiet(ctx, &outcome);
+        return turn_result(
+            ctx,
+            &outcome,
+            live.saw_end() && ctx.out.format != Format::Quiet,
+        );
+    }
+    if a.no_wait {
+        return Err(CliError::usage("--no-wait needs the queue owner")
+            .with_hint("leave out --no-owner (or config `noOwner`)"));
+    }
+    owned::release_owner_of(ctx, &id).await?;
     let request_id = uuid::Uuid::new_v4().to_string();
     let out = ctx.out.clone();
     let (_run, remote) = runs::acquire(&ctx.home, &id, &request_id, |info| {

@@ -1,6 +1,9 @@
-//! `status`: local health of a session, no ACP call.
+//! `status`: local health of a session, no ACP call (a running queue owner is asked for its
+//! state over its socket).
 
+use acpx_model::SessionRecord;
 use acpx_runtime::mapping::turn_is_running;
+use acpx_runtime::owner::protocol::OwnerStatus;
 use serde_json::{json, Map};
 
 use crate::cli::SessionSelect;
@@ -9,6 +12,77 @@ use crate::error::CliResult;
 use crate::lookup::find_in_scope;
 use crate::render::{action, record_identity};
 use crate::runs::{self, Probe};
+
+use super::owned;
+
+fn uptime(seconds: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+/// The status of a session whose queue owner runs.
+fn owner_status(ctx: &Ctx, record: &SessionRecord, owner: &OwnerStatus) -> CliResult<()> {
+    let (status, summary) = match &owner.running {
+        Some(r) => (
+            "running",
+            format!("queue owner healthy; prompt {r} is running"),
+        ),
+        None => ("alive", "queue owner healthy".to_owned()),
+    };
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("status".into(), json!(status));
+        m.insert("summary".into(), json!(summary));
+        m.extend(record_identity(record));
+        m.insert("pid".into(), json!(owner.pid));
+        if let Some(p) = owner.agent_pid {
+            m.insert("agentPid".into(), json!(p));
+        }
+        if let Some(r) = &owner.running {
+            m.insert("requestId".into(), json!(r));
+        }
+        m.insert("uptime".into(), json!(uptime(owner.uptime_seconds)));
+        m.insert("queueDepth".into(), json!(owner.queue_depth));
+        m.insert("ownerGeneration".into(), json!(owner.generation));
+        m.insert("ttl".into(), json!(owner.ttl_seconds));
+        if let Some(mode) = &record.acpx.current_mode_id {
+            m.insert("mode".into(), json!(mode));
+        }
+        if let Some(t) = record.last_prompt_at {
+            m.insert("lastPromptTime".into(), json!(t));
+        }
+        ctx.out.json(&action("status_snapshot", m));
+        return Ok(());
+    }
+    let o = &ctx.out;
+    o.line(&format!("{status}: {summary}"));
+    o.line(&format!("  record id:        {}", record.acpx_record_id));
+    o.line(&format!("  ACP session id:   {}", record.acp_session_id));
+    if let Some(a) = &record.agent_session_id {
+        o.line(&format!("  agent session id: {a}"));
+    }
+    o.line(&format!(
+        "  owner pid:        {} (up {}, since {})",
+        owner.pid,
+        uptime(owner.uptime_seconds),
+        owner.started_at
+    ));
+    if let Some(p) = owner.agent_pid {
+        o.line(&format!("  agent pid:        {p}"));
+    }
+    o.line(&format!("  queue depth:      {}", owner.queue_depth));
+    if let Some(mode) = &record.acpx.current_mode_id {
+        o.line(&format!("  mode:             {mode}"));
+    }
+    if let Some(t) = record.last_prompt_at {
+        o.line(&format!("  last prompt:      {t}"));
+    }
+    Ok(())
+}
 
 /// `status`: local health, no ACP call. Exit 0 whatever the state (it is the answer).
 pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
@@ -31,6 +105,9 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
         return Ok(());
     };
     let record = store.load(&found.acpx_record_id).await?;
+    if let Some(owner) = owned::status(ctx, &record.acpx_record_id).await? {
+        return owner_status(ctx, &record, &owner);
+    }
     let probe = runs::probe(&ctx.home, &record.acpx_record_id)?;
     let (status, summary, run) = match &probe {
         Probe::Running(info) => (

@@ -1,0 +1,436 @@
+//! The queue owner end to end, with real processes (the `acpx` binary, its detached owner and
+//! the scripted test agent) on both backends: warm prompts, status and close, FIFO order
+//! across concurrent clients, `--no-wait`, cancel, overload, SIGKILL of the owner mid-turn,
+//! an agent crash, TTL expiry and racing starters.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Env, Run, BACKENDS};
+use serde_json::Value;
+
+const STARTED: &str = "\"type\":\"prompt_started\"";
+
+fn new_session(env: &Env, agent: &str) -> Value {
+    env.run(&["--format", "json", "--agent", agent, "sessions", "new"])
+        .ok()
+        .json()
+}
+
+fn status(env: &Env, agent: &str) -> Value {
+    env.run(&["--format", "json", "--agent", agent, "status"])
+        .ok()
+        .json()
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid: u64) -> bool {
+    // A zombie still answers kill(0); /proc/<pid>/stat says Z for it.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn kill(pid: u64, sig: i32) {
+    // SAFETY: plain kill(2) on a pid this test read from the owner's status.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+fn spawn(env: &Env, args: &[&str]) -> Child {
+    env.cmd()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> Run {
+    let o = child.wait_with_output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+struct Running {
+    child: Child,
+    lines: std::thread::JoinHandle<Vec<String>>,
+}
+
+fn spawn_until(env: &Env, args: &[&str], needle: &str) -> Running {
+    let mut child = spawn(env, args);
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let needle = needle.to_owned();
+    let lines = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut sent = false;
+        for l in BufReader::new(stdout).lines() {
+            let l = l.unwrap();
+            if !sent && l.contains(&needle) {
+                let _ = tx.send(());
+                sent = true;
+            }
+            all.push(l);
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the child printed the expected line");
+    Running { child, lines }
+}
+
+impl Running {
+    fn finish(self) -> (i32, Vec<Value>, String) {
+        let o = self.child.wait_with_output().unwrap();
+        let lines = self.lines.join().unwrap();
+        let json = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (
+            o.status.code().unwrap_or(-1),
+            json,
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+}
+
+fn events(env: &Env, agent: &str, kind: &str) -> Vec<Value> {
+    env.run(&[
+        "--format", "json", "--agent", agent, "sessions", "events", "--type", kind,
+    ])
+    .ok()
+    .json_lines()
+}
+
+fn close(env: &Env, agent: &str) {
+    env.run(&["--agent", agent, "sessions", "close"]).ok();
+}
+
+#[test]
+fn warm_prompts_status_and_close() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        let st = status(&env, &agent);
+        assert_eq!(
+            st["status"], "idle",
+            "no owner before the first prompt: {st}"
+        );
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "one"])
+            .ok();
+        assert_eq!(r.stdout, "one\n");
+        let st = status(&env, &agent);
+        assert_eq!(st["status"], "alive", "{st}");
+        let owner = st["pid"].as_u64().unwrap();
+        let agent_pid = st["agentPid"].as_u64().unwrap();
+        assert!(alive(owner) && alive(agent_pid));
+        assert_eq!(st["queueDepth"], 0);
+        // The second prompt reuses the warm agent: same owner, same agent process.
+        let r = env
+            .run(&["--format", "json", "--agent", &agent, "echo", "two"])
+            .ok();
+        let last = r.json_lines().pop().unwrap();
+        assert_eq!(last["type"], "prompt_done", "{}", r.stdout);
+        let st = status(&env, &agent);
+        assert_eq!(st["pid"].as_u64(), Some(owner));
+        assert_eq!(st["agentPid"].as_u64(), Some(agent_pid));
+        // Each task went through the queue and says so in the log.
+        let q: Vec<String> = events(&env, &agent, "queue_event")
+            .iter()
+            .map(|e| e["payload"]["phase"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            q,
+            ["accepted", "started", "done", "accepted", "started", "done"]
+        );
+        // Controls go through the owner too.
+        let m = env
+            .run(&["--format", "json", "--agent", &agent, "set-mode", "plan"])
+            .ok()
+            .json();
+        assert_eq!(m["action"], "mode_set");
+        assert_eq!(status(&env, &agent)["mode"], "plan");
+        // The owner socket is private.
+        let sock = std::fs::read_dir(env.home().join("owners"))
+            .unwrap()
+            .flatten()
+            .find(|e| e.path().extension().is_some_and(|x| x == "sock"))
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(sock.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+        // close stops the owner and its agent.
+        let c = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "close"])
+            .ok()
+            .json();
+        assert_eq!(c["action"], "session_closed");
+        wait_for("the owner and the agent to end", || {
+            !alive(owner) && !alive(agent_pid)
+        });
+    }
+}
+
+#[test]
+fn fifo_order_across_concurrent_clients_and_overload() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        std::fs::write(env.home().join("config.json"), r#"{"queueMaxDepth": 2}"#).unwrap();
+        let first = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "30"],
+            STARTED,
+        );
+        let mut waiting = Vec::new();
+        for (i, word) in ["second", "third"].iter().enumerate() {
+            waiting.push(spawn(
+                &env,
+                &["--format", "quiet", "--agent", &agent, "echo", word],
+            ));
+            wait_for("the task to be queued", || {
+                status(&env, &agent)["queueDepth"] == i + 1
+            });
+        }
+        // The queue is full: refused, nothing queued.
+        let over = env.run(&["--format", "json", "--agent", &agent, "echo", "fourth"]);
+        assert_eq!(over.code, 1, "{over:?}");
+        assert!(over.stdout.contains("QUEUE_OWNER_OVERLOADED"), "{over:?}");
+        let (code, lines, stderr) = first.finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(lines.last().unwrap()["type"], "prompt_done");
+        for (child, word) in waiting.into_iter().zip(["second", "third"]) {
+            let r = finish(child);
+            assert_eq!(r.code, 0, "{r:?}");
+            assert_eq!(r.stdout, format!("{word}\n"));
+        }
+        let order: Vec<String> = events(&env, &agent, "prompt_started")
+            .iter()
+            .map(|e| e["payload"]["message_preview"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(order, ["slow 30", "echo second", "echo third"]);
+        close(&env, &agent);
+    }
+}
+
+#[test]
+fn no_wait_and_cancel_through_the_owner() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let s = new_session(&env, &agent);
+        let q = env
+            .run(&[
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "prompt",
+                "--no-wait",
+                "slow",
+                "400",
+            ])
+            .ok()
+            .json();
+        assert_eq!(q["action"], "prompt_queued");
+        assert_eq!(q["acpxRecordId"], s["acpxRecordId"]);
+        let rid = q["requestId"].as_str().unwrap().to_owned();
+        wait_for("the queued turn to start", || {
+            status(&env, &agent)["requestId"] == rid.as_str()
+        });
+        let c = env
+            .run(&["--format", "json", "--agent", &agent, "cancel"])
+            .ok()
+            .json();
+        assert_eq!(c["cancelled"], true, "{c}");
+        assert_eq!(c["requestId"], rid.as_str());
+        wait_for("the cancelled turn to end", || {
+            events(&env, &agent, "prompt_done")
+                .iter()
+                .any(|e| e["requestId"] == rid.as_str())
+        });
+        let done = events(&env, &agent, "prompt_done");
+        assert_eq!(done.last().unwrap()["payload"]["stopReason"], "cancelled");
+        // A waiting client's turn cancelled from another terminal ends with exit 0.
+        let run = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "400"],
+            STARTED,
+        );
+        env.run(&["--agent", &agent, "cancel"]).ok();
+        let (code, lines, stderr) = run.finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(lines.last().unwrap()["payload"]["stopReason"], "cancelled");
+        // --no-wait needs the owner.
+        let r = env.run(&["--no-owner", "--agent", &agent, "prompt", "--no-wait", "hi"]);
+        assert_eq!(r.code, 2, "{r:?}");
+        close(&env, &agent);
+    }
+}
+
+#[test]
+fn owner_killed_mid_turn_then_recovered_by_the_next_owner() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        let run = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "400"],
+            "chunk 3",
+        );
+        let st = status(&env, &agent);
+        let owner = st["pid"].as_u64().unwrap();
+        let agent_pid = st["agentPid"].as_u64().unwrap();
+        let rid = st["requestId"].as_str().unwrap().to_owned();
+        kill(owner, libc::SIGKILL);
+        let started = Instant::now();
+        let (code, lines, stderr) = run.finish();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(code, 1, "{stderr}");
+        let err = lines.last().unwrap();
+        assert_eq!(
+            err["error"]["message"],
+            "queue owner disconnected; outcome unknown"
+        );
+        assert_eq!(err["error"]["data"]["acpxCode"], "RUNTIME");
+        assert_eq!(
+            err["error"]["data"]["detailCode"],
+            "QUEUE_RUNTIME_PROMPT_FAILED"
+        );
+        assert_eq!(err["error"]["data"]["retryable"], true);
+        // Every event the client was shown is in the log.
+        let shown: Vec<u64> = lines.iter().filter_map(|l| l["seq"].as_u64()).collect();
+        let logged: Vec<u64> = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "events"])
+            .ok()
+            .json_lines()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        assert!(shown.iter().all(|s| logged.contains(s)), "{shown:?}");
+        // The next command starts a new owner, which records the lost turn as interrupted.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "after"])
+            .ok();
+        assert_eq!(r.stdout, "after\n");
+        let errors = events(&env, &agent, "prompt_error");
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0]["requestId"], rid.as_str());
+        assert_eq!(errors[0]["payload"]["outcome"], "interrupted");
+        assert_ne!(status(&env, &agent)["pid"].as_u64(), Some(owner));
+        wait_for("the dead owner's agent to end", || !alive(agent_pid));
+        close(&env, &agent);
+    }
+}
+
+#[test]
+fn agent_crash_is_recorded_and_the_next_task_gets_a_new_agent() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        let r = env.run(&["--format", "json", "--agent", &agent, "die"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        let before = status(&env, &agent);
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "revived"])
+            .ok();
+        assert_eq!(r.stdout, "revived\n");
+        let after = status(&env, &agent);
+        assert_eq!(after["pid"], before["pid"], "the same owner");
+        let exits: Vec<Value> = events(&env, &agent, "lifecycle_event")
+            .into_iter()
+            .filter(|e| e["payload"]["phase"] == "agent_exit")
+            .collect();
+        assert!(
+            exits
+                .iter()
+                .any(|e| e["payload"]["reason"] == "process_exit"),
+            "{exits:?}"
+        );
+        close(&env, &agent);
+    }
+}
+
+#[test]
+fn ttl_expiry_ends_owner_and_agent() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        env.run(&["--ttl", "1", "--agent", &agent, "echo", "short"])
+            .ok();
+        let st = status(&env, &agent);
+        let (owner, agent_pid) = (
+            st["pid"].as_u64().unwrap(),
+            st["agentPid"].as_u64().unwrap(),
+        );
+        assert_eq!(st["ttl"], 1);
+        wait_for("the idle owner to exit", || {
+            !alive(owner) && !alive(agent_pid)
+        });
+        assert_eq!(status(&env, &agent)["status"], "idle");
+        let show = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        assert_eq!(show["closed"], false, "TTL expiry keeps the session open");
+    }
+}
+
+#[test]
+fn racing_starters_share_one_owner() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        let children: Vec<Child> = (0..4)
+            .map(|i| {
+                spawn(
+                    &env,
+                    &[
+                        "--format",
+                        "quiet",
+                        "--agent",
+                        &agent,
+                        "echo",
+                        &format!("r{i}"),
+                    ],
+                )
+            })
+            .collect();
+        for (i, c) in children.into_iter().enumerate() {
+            let r = finish(c);
+            assert_eq!(r.code, 0, "{r:?}");
+            assert_eq!(r.stdout, format!("r{i}\n"));
+        }
+        let owners: std::collections::BTreeSet<u64> = events(&env, &agent, "queue_event")
+            .iter()
+            .filter_map(|e| e["payload"]["ownerPid"].as_u64())
+            .collect();
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        close(&env, &agent);
+    }
+}

@@ -1,0 +1,202 @@
+//! The client side: find the session's owner (starting one when none runs), send one
+//! request and read the answer as it streams.
+//!
+//! Starting is race-safe: every starter may spawn an owner, the spawned owners race for the
+//! lease lock, the losers exit quietly ([`super::OwnerExit::AlreadyRunning`]), and every
+//! client keeps trying to connect until the winner listens.
+
+use std::path::Path;
+use std::time::Duration;
+
+use acpx_model::RecordId;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedReadHalf;
+use tokio::net::UnixStream;
+
+use super::lease::{self, LeasePaths};
+use super::protocol::{line, Request, Response, WireError};
+
+/// How long a client keeps trying to reach an owner it started.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Between two connection attempts.
+const RETRY_WAIT: Duration = Duration::from_millis(25);
+/// A starter spawns again after this long without a listening owner (its first one may
+/// have lost a race to an owner that then went idle).
+const RESPAWN_AFTER: Duration = Duration::from_secs(2);
+
+/// The answer to one request, line by line.
+#[derive(Debug)]
+pub struct Answer {
+    reader: BufReader<OwnedReadHalf>,
+    pending: Option<Response>,
+    finished: bool,
+}
+
+impl Answer {
+    /// The next response; `Ok(None)` after the final one. An owner that goes away before
+    /// the final response is [`WireError::disconnected`].
+    pub async fn next(&mut self) -> Result<Option<Response>, WireError> {
+        if let Some(r) = self.pending.take() {
+            self.finished = r.is_final();
+            return Ok(Some(r));
+        }
+        if self.finished {
+            return Ok(None);
+        }
+        let mut buf = String::new();
+        match self.reader.read_line(&mut buf).await {
+            Ok(0) | Err(_) => {
+                self.finished = true;
+                Err(WireError::disconnected())
+            }
+            Ok(_) => {
+                let r: Response = serde_json::from_str(buf.trim_end()).map_err(|e| {
+                    WireError::runtime(
+                        "QUEUE_PROTOCOL_INVALID",
+                        format!("the queue owner sent an unreadable line: {e}"),
+                        false,
+                    )
+                })?;
+                self.finished = r.is_final();
+                Ok(Some(r))
+            }
+        }
+    }
+
+    /// Reads up to the final response and returns it.
+    pub async fn last(mut self) -> Result<Response, WireError> {
+        let mut last = None;
+        while let Some(r) = self.next().await? {
+            last = Some(r);
+        }
+        last.ok_or_else(WireError::disconnected)
+    }
+}
+
+/// Sends `request` to a listening owner. `Ok(None)` when none listens.
+pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Option<Answer>> {
+    let stream = match UnixStream::connect(&paths.socket).await {
+        Ok(s) => s,
+        Err(_) => return Ok(None),
+    };
+    let (read, mut write) = stream.into_split();
+    write.write_all(line(request).as_bytes()).await?;
+    // The owner reads exactly one line per connection.
+    drop(write);
+    let mut reader = BufReader::new(read);
+    let mut buf = String::new();
+    let n = reader.read_line(&mut buf).await?;
+    if n == 0 {
+        // It accepted the connection and went away: an owner shutting down.
+        return Ok(None);
+    }
+    let first: Response = serde_json::from_str(buf.trim_end()).map_err(std::io::Error::other)?;
+    Ok(Some(Answer {
+        reader,
+        pending: Some(first),
+        finished: false,
+    }))
+}
+
+/// Sends `request` to the owner of session `id` if one runs; `Ok(None)` otherwise (nothing
+/// is started).
+pub async fn send_if_running(
+    home: &Path,
+    id: &RecordId,
+    request: &Request,
+) -> std::io::Result<Option<Answer>> {
+    let paths = LeasePaths::new(home, id);
+    if !lease::is_alive(&paths) {
+        return Ok(None);
+    }
+    send(&paths, request).await
+}
+
+/// Sends `request` to the owner of session `id`, calling `spawn` to start one when none
+/// runs (and again now and then while none listens), until [`CONNECT_TIMEOUT`].
+pub async fn send_or_spawn(
+    home: &Path,
+    id: &RecordId,
+    request: &Request,
+    spawn: &(dyn Fn() -> std::io::Result<()> + Send + Sync),
+) -> Result<Answer, WireError> {
+    let paths = LeasePaths::new(home, id);
+    let start = tokio::time::Instant::now();
+    let mut last_spawn: Option<tokio::time::Instant> = None;
+    loop {
+        match send(&paths, request).await {
+            Ok(Some(mut answer)) => {
+                // An owner on its way out refuses; the next one will take the task.
+                let shutting = matches!(
+                    &answer.pending,
+                    Some(Response::Error { error })
+                        if error.detail_code.as_deref() == Some("QUEUE_OWNER_SHUTTING_DOWN")
+                );
+                if !shutting {
+                    return Ok(answer);
+                }
+                answer.pending = None;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(WireError::runtime(
+                    "QUEUE_PROTOCOL_INVALID",
+                    format!("cannot talk to the queue owner: {e}"),
+                    true,
+                ))
+            }
+        }
+        if !lease::is_alive(&paths) && last_spawn.is_none_or(|t| t.elapsed() >= RESPAWN_AFTER) {
+            spawn().map_err(|e| {
+                WireError::runtime(
+                    "QUEUE_OWNER_START_FAILED",
+                    format!("cannot start the queue owner: {e}"),
+                    true,
+                )
+            })?;
+            last_spawn = Some(tokio::time::Instant::now());
+        }
+        if start.elapsed() >= CONNECT_TIMEOUT {
+            return Err(WireError::runtime(
+                "QUEUE_OWNER_START_FAILED",
+                format!(
+                    "no queue owner answered on {} within {} s",
+                    paths.socket.display(),
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+                true,
+            ));
+        }
+        tokio::time::sleep(RETRY_WAIT).await;
+    }
+}
+
+/// Asks a running owner of session `id` to stop (leaving the session open) and waits until
+/// its lease is free, so a one-process writer can take the session. Returns whether an
+/// owner was running.
+pub async fn release(home: &Path, id: &RecordId, max: Duration) -> Result<bool, WireError> {
+    let paths = LeasePaths::new(home, id);
+    let Some(answer) = send_if_running(home, id, &Request::Release)
+        .await
+        .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
+    else {
+        return Ok(false);
+    };
+    // Whatever it answers, what counts is that the lock is free afterwards.
+    let _ = answer.last().await;
+    let start = tokio::time::Instant::now();
+    while lease::is_alive(&paths) {
+        if start.elapsed() >= max {
+            return Err(WireError::runtime(
+                "QUEUE_OWNER_SHUTTING_DOWN",
+                format!(
+                    "the queue owner of session {id} did not stop within {} s",
+                    max.as_secs()
+                ),
+                true,
+            ));
+        }
+        tokio::time::sleep(RETRY_WAIT).await;
+    }
+    Ok(true)
+}

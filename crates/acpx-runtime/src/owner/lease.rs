@@ -1,0 +1,197 @@
+//! The owner's lease: where a session's owner is found and how its liveness is known.
+//!
+//! Under `<home>/owners/` (mode 0700), per session record `<id>`:
+//!
+//! - `<id>.lock`: held exclusively (`acpx-lock`) by the owner for its whole life. **The lock
+//!   is the liveness truth**: the kernel releases it however the owner dies, so a lease left
+//!   by a killed owner is recognised by its free lock, never by a pid.
+//! - `<id>.json`: the [`Lease`] (pid, socket path, start time, agent pid, generation),
+//!   written atomically after the socket listens.
+//! - `<id>.sock`: the owner's Unix socket (mode 0600). When that path is longer than a
+//!   socket address allows, the socket lives in `/tmp/acpx-<uid>/` (a private 0700
+//!   directory) under a hash of the home and the id.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use acpx_lock::FileLock;
+use acpx_model::{RecordId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// Longest socket path used (`sun_path` is 104 bytes on macOS, 108 on Linux).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// What the lease file says about the owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// The owner's process id (informative: liveness is the lock).
+    pub pid: u32,
+    /// The owner's socket.
+    pub socket: PathBuf,
+    /// When the owner started.
+    pub started_at: Timestamp,
+    /// A random number per owner, so a client can tell owners apart.
+    pub generation: u64,
+    /// The agent's process id (its process group id too), while an agent runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_pid: Option<u32>,
+    /// The agent's start time in clock ticks after boot (`/proc/<pid>/stat`), so a later
+    /// owner can tell the agent from a process that reused its pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_start_ticks: Option<u64>,
+}
+
+/// The files of one session's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeasePaths {
+    /// The lock file.
+    pub lock: PathBuf,
+    /// The lease file.
+    pub lease: PathBuf,
+    /// The socket.
+    pub socket: PathBuf,
+}
+
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.iter().chain(std::iter::once(&0xffu8)) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h
+}
+
+/// `<home>/owners`.
+pub fn owners_dir(home: &Path) -> PathBuf {
+    home.join("owners")
+}
+
+impl LeasePaths {
+    /// The paths for session `id` under `home` (nothing is created).
+    pub fn new(home: &Path, id: &RecordId) -> Self {
+        let dir = owners_dir(home);
+        let direct = dir.join(format!("{id}.sock"));
+        let socket = if direct.as_os_str().len() <= MAX_SOCKET_PATH {
+            direct
+        } else {
+            let h = fnv(&[
+                b"owner",
+                home.as_os_str().as_encoded_bytes(),
+                id.as_str().as_bytes(),
+            ]);
+            private_tmp_dir().join(format!("o-{h:016x}.sock"))
+        };
+        LeasePaths {
+            lock: dir.join(format!("{id}.lock")),
+            lease: dir.join(format!("{id}.json")),
+            socket,
+        }
+    }
+}
+
+fn private_tmp_dir() -> PathBuf {
+    PathBuf::from(format!("/tmp/acpx-{}", acpx_lock::current_uid()))
+}
+
+/// Creates `dir` with mode 0700 if missing, and refuses one that is not private to us.
+pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir()
+        || meta.uid() != acpx_lock::current_uid()
+        || meta.permissions().mode() & 0o077 != 0
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory owned by you; refusing to put an owner socket there",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the directories the paths live in (mode 0700).
+pub fn prepare_dirs(paths: &LeasePaths) -> std::io::Result<()> {
+    if let Some(d) = paths.lock.parent() {
+        ensure_private_dir(d)?;
+    }
+    if let Some(d) = paths.socket.parent() {
+        ensure_private_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Takes the owner lock, or `None` when a live owner holds it. Retries briefly, since a
+/// [`is_alive`] probe holds a shared lock for an instant.
+pub fn try_take(paths: &LeasePaths) -> std::io::Result<Option<FileLock>> {
+    for _ in 0..10 {
+        if let Some(l) = FileLock::try_exclusive(&paths.lock)? {
+            return Ok(Some(l));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(None)
+}
+
+/// Whether a live owner holds the lock.
+pub fn is_alive(paths: &LeasePaths) -> bool {
+    if !paths.lock.exists() {
+        return false;
+    }
+    // A shared lock succeeds exactly when no owner holds the exclusive one.
+    !matches!(FileLock::try_shared(&paths.lock), Ok(Some(_)))
+}
+
+/// The lease file, if readable.
+pub fn read(paths: &LeasePaths) -> Option<Lease> {
+    let bytes = std::fs::read(&paths.lease).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Writes the lease file atomically (mode 0600). Only the lock holder calls this.
+pub fn write(paths: &LeasePaths, lease: &Lease) -> std::io::Result<()> {
+    let tmp = paths
+        .lease
+        .with_extension(format!("json.tmp-{}", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(&serde_json::to_vec(lease).map_err(std::io::Error::other)?)?;
+    std::fs::rename(&tmp, &paths.lease)
+}
+
+/// The start time of process `pid` in clock ticks after boot (Linux `/proc`), if known.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The agent a dead owner left behind, when it is provably still the same process (same
+/// pid and same start time): a new owner stops its process group, so no agent outlives its
+/// owner for longer than the next start.
+pub fn stale_agent(lease: &Lease) -> Option<u32> {
+    let pid = lease.agent_pid?;
+    let ticks = lease.agent_start_ticks?;
+    (process_start_ticks(pid)? == ticks).then_some(pid)
+}

@@ -1,0 +1,28 @@
+//! The queue owner: one warm agent per session, shared by separate `acpx` invocations
+//! (see `docs/format.md`, § Queue owner).
+//!
+//! The first command that needs the agent of a stored session starts an owner (a detached
+//! process; the `acpx` binary runs [`run_owner`] in a hidden subcommand). The owner holds the
+//! agent process, the ACP connection and the session's writer lock, and runs the tasks
+//! later commands submit over its Unix socket one at a time, in the order they arrived.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`protocol`] | the JSON-lines requests and responses |
+//! | [`lease`] | where an owner is found; its lock is the liveness truth |
+//! | `server` | the owner: accept loop, bounded FIFO queue, one [`crate::Session`], TTL, agent restart |
+//! | [`client`] | connect-or-spawn, streamed answers, release |
+//!
+//! What a task runs with is its own command's: permission mode and timeout travel with it
+//! ([`protocol::TaskOptions`]) and apply to its turn only ([`crate::TurnOptions`]).
+//!
+//! Events reach a waiting client only after their append returned (the turn observer fires
+//! after the append), so a client never shows what the log does not have. A client that goes
+//! away while it waits changes nothing: the task runs to its end and is recorded.
+
+pub mod client;
+pub mod lease;
+pub mod protocol;
+mod server;
+
+pub use server::{run_owner, OwnerConfig, OwnerExit, DEFAULT_QUEUE_MAX_DEPTH, DEFAULT_TTL};

@@ -1,0 +1,311 @@
+//! The owner's wire protocol: JSON lines over its Unix socket (see `docs/format.md`,
+//! § Queue owner).
+//!
+//! Each connection carries one [`Request`] line from the client; the owner answers with
+//! [`Response`] lines on the same connection. A prompt is answered `accepted` (queued),
+//! then `started` (it reached the head of the queue), then one `event` per recorded event of
+//! the turn (each sent after its append returned), then `result` or `error`. Controls are
+//! answered with one `control_result`, `cancel_result`, `status` or `closed` line, or `error`.
+
+use acpx_model::{EventEnvelope, PermissionStats, Timestamp, TokenUsage, TurnError, TurnState};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{AcpError, RuntimeError};
+use crate::turn::TurnOutcome;
+
+/// The options one task runs with: each command's own, never another command's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskOptions {
+    /// `approve-all`, `approve-reads` or `deny-all`.
+    pub permission_mode: String,
+    /// The turn's timeout in milliseconds (`None`: no timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What a client asks the owner (one line per connection).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Request {
+    /// Queue a prompt turn.
+    SubmitPrompt {
+        /// The turn's `requestId` in the log (chosen by the client, so `--no-wait` can report
+        /// it).
+        request_id: String,
+        /// ACP content blocks.
+        prompt: Vec<Value>,
+        /// The command's own options.
+        options: TaskOptions,
+        /// `false` (`prompt --no-wait`): the owner closes the connection after `accepted`.
+        wait: bool,
+    },
+    /// Queue `session/set_mode`.
+    SetMode {
+        /// The mode.
+        mode_id: String,
+    },
+    /// Queue `session/set_config_option`.
+    SetConfigOption {
+        /// The option.
+        config_id: String,
+        /// Its value (a JSON boolean is sent as a boolean option).
+        value: Value,
+    },
+    /// Cancel the turn in progress (answered at once).
+    Cancel,
+    /// The owner's state (answered at once).
+    Status,
+    /// Close the session: cancel the turn in progress, refuse what is queued, send ACP
+    /// `session/close` when advertised, mark the record closed and exit.
+    Close,
+    /// Stop the owner and its agent, leaving the session open (for a one-process writer).
+    Release,
+}
+
+/// A failure as the client reports it (`docs/format.md`, § Queue owner, error codes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireError {
+    /// `RUNTIME`, `TIMEOUT`, `NO_SESSION`, `STORE` or `USAGE`.
+    pub code: String,
+    /// A finer reason (`QUEUE_OWNER_OVERLOADED`, `AGENT_SPAWN_FAILED`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail_code: Option<String>,
+    /// What went wrong.
+    pub message: String,
+    /// Whether trying again may succeed.
+    #[serde(default)]
+    pub retryable: bool,
+}
+
+impl WireError {
+    /// A `RUNTIME` error with a detail code.
+    pub fn runtime(detail: &str, message: impl Into<String>, retryable: bool) -> Self {
+        WireError {
+            code: "RUNTIME".into(),
+            detail_code: Some(detail.into()),
+            message: message.into(),
+            retryable,
+        }
+    }
+
+    /// A runtime error as a client should see it.
+    pub fn from_runtime(e: &RuntimeError) -> Self {
+        let (code, detail) = match e {
+            RuntimeError::Store(_) => ("STORE", None),
+            RuntimeError::Spawn { .. } => ("RUNTIME", Some("AGENT_SPAWN_FAILED")),
+            RuntimeError::Timeout { .. } => ("TIMEOUT", Some("AGENT_TIMEOUT")),
+            RuntimeError::Agent { error, .. } if error.is_not_found() => ("NO_SESSION", None),
+            _ => ("RUNTIME", None),
+        };
+        WireError {
+            code: code.into(),
+            detail_code: detail.map(str::to_owned),
+            message: e.to_string(),
+            retryable: false,
+        }
+    }
+
+    /// The error of a client whose owner went away before the answer.
+    pub fn disconnected() -> Self {
+        WireError::runtime(
+            "QUEUE_RUNTIME_PROMPT_FAILED",
+            "queue owner disconnected; outcome unknown",
+            true,
+        )
+    }
+}
+
+/// A JSON-RPC error object on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireAcpError {
+    /// The JSON-RPC code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+    /// Free-form details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+/// How a turn ended ([`TurnOutcome`] on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireOutcome {
+    /// See [`TurnOutcome::request_id`].
+    pub request_id: String,
+    /// See [`TurnOutcome::user_message_id`].
+    pub user_message_id: String,
+    /// See [`TurnOutcome::outcome`].
+    pub outcome: TurnState,
+    /// See [`TurnOutcome::stop_reason`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// See [`TurnOutcome::error`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TurnError>,
+    /// See [`TurnOutcome::acp_error`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp_error: Option<WireAcpError>,
+    /// See [`TurnOutcome::permission_stats`].
+    pub permission_stats: PermissionStats,
+    /// See [`TurnOutcome::usage`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+    /// See [`TurnOutcome::agent_text`].
+    pub agent_text: String,
+    /// See [`TurnOutcome::log_write_error`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_write_error: Option<String>,
+}
+
+impl From<&TurnOutcome> for WireOutcome {
+    fn from(o: &TurnOutcome) -> Self {
+        WireOutcome {
+            request_id: o.request_id.clone(),
+            user_message_id: o.user_message_id.clone(),
+            outcome: o.outcome.clone(),
+            stop_reason: o.stop_reason.clone(),
+            error: o.error.clone(),
+            acp_error: o.acp_error.as_ref().map(|a| WireAcpError {
+                code: a.code,
+                message: a.message.clone(),
+                data: a.data.clone(),
+            }),
+            permission_stats: o.permission_stats,
+            usage: o.usage,
+            agent_text: o.agent_text.clone(),
+            log_write_error: o.log_write_error.clone(),
+        }
+    }
+}
+
+impl From<WireOutcome> for TurnOutcome {
+    fn from(o: WireOutcome) -> Self {
+        TurnOutcome {
+            request_id: o.request_id,
+            user_message_id: o.user_message_id,
+            outcome: o.outcome,
+            stop_reason: o.stop_reason,
+            error: o.error,
+            acp_error: o.acp_error.map(|a| AcpError {
+                code: a.code,
+                message: a.message,
+                data: a.data,
+            }),
+            permission_stats: o.permission_stats,
+            usage: o.usage,
+            agent_text: o.agent_text,
+            log_write_error: o.log_write_error,
+        }
+    }
+}
+
+/// What the owner reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerStatus {
+    /// The owner's process id.
+    pub pid: u32,
+    /// When the owner started.
+    pub started_at: Timestamp,
+    /// Seconds since then.
+    pub uptime_seconds: u64,
+    /// The agent's process id, while an agent runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_pid: Option<u32>,
+    /// Tasks waiting behind the one in progress.
+    pub queue_depth: usize,
+    /// The `requestId` of the turn in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    /// The lease generation (a new one per owner).
+    pub generation: u64,
+    /// The idle time-to-live in seconds (0: until closed).
+    pub ttl_seconds: u64,
+}
+
+/// What the owner sends back (one JSON object per line).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Response {
+    /// The task is queued.
+    Accepted {
+        /// The task's request id (prompts) or a control id.
+        request_id: String,
+        /// Tasks ahead of it, including the one in progress.
+        queue_depth: usize,
+    },
+    /// The task reached the head of the queue.
+    Started {
+        /// The task's request id.
+        request_id: String,
+    },
+    /// One recorded event of the turn, after its append returned.
+    Event {
+        /// The event exactly as in the log.
+        envelope: EventEnvelope,
+    },
+    /// The turn ended (whatever its outcome).
+    Result {
+        /// How.
+        outcome: WireOutcome,
+    },
+    /// The task failed or was refused.
+    Error {
+        /// Why.
+        error: WireError,
+    },
+    /// A control (set_mode, set_config_option) succeeded.
+    ControlResult {
+        /// Whether the ACP session was reattached rather than created afresh.
+        resumed: bool,
+        /// The agent's answer (`configOptions` for set_config_option; null for set_mode).
+        value: Value,
+    },
+    /// The answer to `cancel`.
+    CancelResult {
+        /// Whether a turn was running and was asked to cancel.
+        cancelled: bool,
+        /// The cancelled turn's request id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+    },
+    /// The answer to `status`.
+    Status {
+        /// The owner's state.
+        status: OwnerStatus,
+    },
+    /// The session was closed (or, for `release`, the owner stopped).
+    Closed {
+        /// Whether ACP `session/close` was sent (the agent advertises it).
+        closed: bool,
+    },
+}
+
+impl Response {
+    /// Whether this line ends the answer to a request.
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self,
+            Response::Accepted { .. } | Response::Started { .. } | Response::Event { .. }
+        )
+    }
+}
+
+/// One JSON line (with its newline).
+pub fn line<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_default();
+    s.push('\n');
+    s
+}

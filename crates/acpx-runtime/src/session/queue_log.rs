@@ -1,0 +1,66 @@
+//! [`QueueLog`]: how a queue owner records `queue_event`s in a session's log while the
+//! session itself is busy with a turn.
+
+use std::sync::{Arc, Weak};
+
+use acpx_model::event::QueueEventPayload;
+use acpx_model::{EventPayload, EventSource, EventStream};
+use serde_json::{Map, Value};
+
+use crate::core::SessionCore;
+use crate::error::{RuntimeError, RuntimeResult};
+use crate::recorder::EventDraft;
+
+use super::Session;
+
+/// Records `queue_event`s (stream and source `queue`) in one session's log. Holds the
+/// session weakly: once the session is shut down, recording fails with
+/// [`RuntimeError::InvalidInput`].
+#[derive(Clone)]
+pub struct QueueLog {
+    core: Weak<SessionCore>,
+}
+
+impl std::fmt::Debug for QueueLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueLog")
+            .field("live", &(self.core.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl QueueLog {
+    /// Appends a `queue_event` with `phase` (see `docs/format.md`, § Queue owner) for
+    /// `request_id`, with `extra` keys in its payload.
+    pub async fn record(
+        &self,
+        phase: &str,
+        request_id: Option<&str>,
+        extra: Map<String, Value>,
+    ) -> RuntimeResult<()> {
+        let Some(core) = self.core.upgrade() else {
+            return Err(RuntimeError::InvalidInput("the session has ended".into()));
+        };
+        core.try_record(EventDraft::new(
+            request_id,
+            EventStream::Queue,
+            EventSource::Queue,
+            EventPayload::QueueEvent(QueueEventPayload {
+                phase: phase.to_owned(),
+                request_id: request_id.map(str::to_owned),
+                extra,
+            }),
+        ))
+        .await
+        .map(|_| ())
+    }
+}
+
+impl Session {
+    /// A handle that records `queue_event`s in this session's log from another task.
+    pub fn queue_log(&self) -> QueueLog {
+        QueueLog {
+            core: Arc::downgrade(&self.core),
+        }
+    }
+}
