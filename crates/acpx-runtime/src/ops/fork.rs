@@ -8,7 +8,8 @@
 //!   down; that record is the child.
 //!
 //! Then [`record_fork`] copies the parent's conversation and session state (thread, current
-//! and desired mode, desired config values, config options, commands) into the child and
+//! and desired mode, desired config values, desired model, MCP servers, config options,
+//! commands) into the child and
 //! records a `session_forked` lifecycle event through the [`Recorder`], which takes the seq,
 //! appends, notes the log's state and folds the event in with the reducer, like every live
 //! event. The parent is never changed.
@@ -25,7 +26,7 @@ use serde_json::{json, Map, Value};
 
 use super::OpsResult;
 use crate::error::RuntimeError;
-use crate::mapping::{DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use crate::mapping::{DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY, MCP_SERVERS_KEY};
 use crate::recorder::{EventDraft, Recorder, DEFAULT_SNAPSHOT_INTERVAL};
 use crate::session::load_rolled_forward;
 
@@ -148,7 +149,12 @@ pub async fn record_fork(
     if r.acpx.config_options.is_empty() {
         r.acpx.config_options = parent.acpx.config_options.clone();
     }
-    for key in [DESIRED_MODE_KEY, DESIRED_CONFIG_KEY] {
+    for key in [
+        DESIRED_MODE_KEY,
+        DESIRED_CONFIG_KEY,
+        DESIRED_MODEL_KEY,
+        MCP_SERVERS_KEY,
+    ] {
         if let Some(v) = parent.acpx.extra.get(key) {
             r.acpx.extra.insert(key.to_owned(), v.clone());
         }
