@@ -8,13 +8,17 @@
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
 //! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
 //! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
-//! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean). Keys Node acpx also reads (`ttl`,
-//! `queueMaxDepth`, `nonInteractivePermissions`, `authPolicy`, `auth`, `mcpServers`) are
-//! accepted and ignored; any other key is reported with `--verbose`.
+//! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `mcpServers` (the MCP servers of
+//! new sessions: `{"name": {"command", "args", "env"}}` or ACP's array),
+//! `nonInteractivePermissions` (`deny` | `fail`), `resumePolicy` (`allow-new` |
+//! `same-session-only`). Keys Node acpx also reads (`ttl`, `queueMaxDepth`, `authPolicy`,
+//! `auth`) are accepted and ignored; any other key is reported with `--verbose`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
+use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
 use serde_json::{Map, Value};
 
 use crate::error::{CliError, CliResult};
@@ -77,6 +81,12 @@ pub struct Config {
     /// name → agent command.
     pub agents: BTreeMap<String, String>,
     pub disable_exec: bool,
+    /// `mcpServers`: the MCP servers of new sessions (and of older records without any).
+    pub mcp_servers: Option<McpServers>,
+    /// `nonInteractivePermissions`.
+    pub non_interactive: Option<NonInteractivePermissions>,
+    /// `resumePolicy`.
+    pub resume_policy: Option<ResumePolicy>,
     /// The files that were read, global first.
     pub files: Vec<PathBuf>,
     /// Unknown keys, as `file: key`, reported with `--verbose`.
@@ -87,10 +97,8 @@ pub struct Config {
 const IGNORED_NODE_KEYS: &[&str] = &[
     "ttl",
     "queueMaxDepth",
-    "nonInteractivePermissions",
     "authPolicy",
     "auth",
-    "mcpServers",
     "$schema",
 ];
 
@@ -222,6 +230,41 @@ impl Config {
                         let command = agent_command(path, &field, def)?;
                         self.agents.insert(name.trim().to_lowercase(), command);
                     }
+                }
+                "mcpServers" => {
+                    // The key's value is the servers by name (or ACP's array).
+                    let servers = parse_mcp_servers(value).map_err(|e| {
+                        config_error(path, key, &e.0)
+                    })?;
+                    self.mcp_servers = Some(servers);
+                }
+                "nonInteractivePermissions" => {
+                    self.non_interactive = Some(match expect_string(path, key, value)?.as_str() {
+                        "deny" => NonInteractivePermissions::Deny,
+                        "fail" => NonInteractivePermissions::Fail,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"deny\" or \"fail\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "resumePolicy" => {
+                    self.resume_policy = Some(match expect_string(path, key, value)?.as_str() {
+                        "allow-new" => ResumePolicy::AllowNew,
+                        "same-session-only" => ResumePolicy::SameSessionOnly,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!(
+                                    "expected \"allow-new\" or \"same-session-only\", got {other:?}"
+                                ),
+                            ))
+                        }
+                    });
                 }
                 k if IGNORED_NODE_KEYS.contains(&k) => {}
                 other => self.unknown_keys.push(format!(
