@@ -94,13 +94,7 @@ pub struct Config {
 }
 
 /// Keys of Node acpx's config that this version accepts without acting on them.
-const IGNORED_NODE_KEYS: &[&str] = &[
-    "ttl",
-    "queueMaxDepth",
-    "authPolicy",
-    "auth",
-    "$schema",
-];
+const IGNORED_NODE_KEYS: &[&str] = &["ttl", "queueMaxDepth", "authPolicy", "auth", "$schema"];
 
 impl Config {
     /// Reads the global file under `home` and the project file found from `cwd`.
@@ -233,9 +227,8 @@ impl Config {
                 }
                 "mcpServers" => {
                     // The key's value is the servers by name (or ACP's array).
-                    let servers = parse_mcp_servers(value).map_err(|e| {
-                        config_error(path, key, &e.0)
-                    })?;
+                    let servers =
+                        parse_mcp_servers(value).map_err(|e| config_error(path, key, &e.0))?;
                     self.mcp_servers = Some(servers);
                 }
                 "nonInteractivePermissions" => {

@@ -22,8 +22,8 @@ use crate::client_ops::{
     PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
-use crate::session::NonInteractivePermissions;
 use crate::recorder::{EventDraft, Recorder};
+use crate::session::NonInteractivePermissions;
 
 /// Where incoming `session/update`s go.
 #[derive(Debug)]

@@ -295,7 +295,10 @@ pub(crate) fn set_mode(
         return Err(invalid_params(format!("unknown mode {mode:?}")));
     }
     if state.flags.refuse_mode.as_deref() == Some(mode.as_str()) {
-        return Err(Error::new(-32603, format!("mode {mode} is not available right now")));
+        return Err(Error::new(
+            -32603,
+            format!("mode {mode} is not available right now"),
+        ));
     }
     let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
     let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;

@@ -23,8 +23,8 @@ use super::controls::{call_with_deadline, Controls};
 use super::lifecycle::record_exit;
 use super::{
     lifecycle_draft, lifecycle_payload, lifecycle_payload_with, Attachment, FailedAttempt,
-    NewSessionSpec, Notice, Recovery, ResumePolicy, Runtime, RuntimeOptions, Session,
-    TurnOutcome, PROTOCOL_VERSION,
+    NewSessionSpec, Notice, Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOutcome,
+    PROTOCOL_VERSION,
 };
 
 /// The key a Node acpx import leaves on the record (`ops::node_import`): such a record must
@@ -303,7 +303,9 @@ fn fallback_reason(
         RuntimeError::Agent { error, .. } if error.is_unsupported() => {
             Some(("unsupported", Some(error.as_ref().clone())))
         }
-        RuntimeError::Agent { error, .. } if error.code == -32603 && !has_agent_messages(record) => {
+        RuntimeError::Agent { error, .. }
+            if error.code == -32603 && !has_agent_messages(record) =>
+        {
             Some(("failed_without_history", Some(error.as_ref().clone())))
         }
         _ => None,

@@ -140,7 +140,9 @@ fn print_config_set(
         m.extend(record_identity(record));
         ctx.out.json(&action("config_set", m));
     } else if ctx.out.is_text() {
-        let shown = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+        let shown = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
         ctx.out.line(&format!("{key} set to {shown}"));
     }
 }

@@ -4,8 +4,8 @@ use acpx_runtime::{NewSessionSpec, Runtime};
 use serde_json::json;
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error,
-    runtime_options, stop_or_shutdown, Interrupts,
+    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error, runtime_options,
+    stop_or_shutdown, Interrupts,
 };
 use crate::cli::ForkArgs;
 use crate::commands::select;

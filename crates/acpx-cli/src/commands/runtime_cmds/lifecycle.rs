@@ -7,8 +7,8 @@ use acpx_runtime::{Attachment, NewSessionSpec, Runtime};
 use serde_json::{json, Map};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error,
-    runtime_options, Interrupts,
+    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error, runtime_options,
+    Interrupts,
 };
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;

@@ -272,14 +272,17 @@ fn report_notices(ctx: &Ctx, session: &Session) {
                 failed_attempts,
             } => {
                 if ctx.out.is_json() {
-                    ctx.out.json(&json!({
-                        "action": "session_fallback",
-                        "acpxRecordId": session.id(),
-                        "previousAcpSessionId": previous_acp_session_id,
-                        "acpxSessionId": acp_session_id,
-                        "failedAttempts": failed_attempts.iter().map(FailedAttempt::to_json).collect::<Vec<_>>(),
-                    }));
-                } else {
+                    // A prompt streams the `session_fallback` lifecycle event itself; a
+                    // command's action object carries it as `sessionFallback`.
+                    ctx.out.attach_to_next_action(
+                        "sessionFallback",
+                        json!({
+                            "previousAcpSessionId": previous_acp_session_id,
+                            "acpxSessionId": acp_session_id,
+                            "failedAttempts": failed_attempts.iter().map(FailedAttempt::to_json).collect::<Vec<_>>(),
+                        }),
+                    );
+                } else if ctx.out.is_text() {
                     eprintln!(
                         "[acpx] the agent could not restore ACP session {previous_acp_session_id} ({}); continuing in new ACP session {acp_session_id}: the agent does not remember earlier turns",
                         describe_attempts(failed_attempts)

@@ -7,8 +7,8 @@ use acpx_model::SessionRecord;
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error,
-    runtime_options, stop_now, Interrupts,
+    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error, runtime_options,
+    stop_now, Interrupts,
 };
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::{Format, PermissionMode as CliPermission};
@@ -61,8 +61,9 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
             .map(|e| e.message.clone())
             .unwrap_or_default();
         return Err(reported(
-            CliError::new(ErrorKind::PermissionPromptUnavailable, msg)
-                .with_hint("run on a terminal, pass --approve-all, or use --non-interactive-permissions deny"),
+            CliError::new(ErrorKind::PermissionPromptUnavailable, msg).with_hint(
+                "run on a terminal, pass --approve-all, or use --non-interactive-permissions deny",
+            ),
         ));
     }
     // Node's rule (§ exit codes): a turn that asked for permission, got no approval and had
