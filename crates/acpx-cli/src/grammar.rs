@@ -33,6 +33,10 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--store",
     "--home",
     "--timeout",
+    "--mcp-config",
+    "--model",
+    "--resume-policy",
+    "--non-interactive-permissions",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[

@@ -452,9 +452,11 @@ impl SessionCore {
             .and_then(Value::as_str)
             .unwrap_or("a tool call")
             .to_owned();
-        let decision = if already_cancelled {
-            PermissionDecision::Cancelled
-        } else if has_options && !is_read && self.fail_without_prompter(&title) {
+        // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
+        // fail` (which also fails the turn).
+        let decision = if already_cancelled
+            || (has_options && !is_read && self.fail_without_prompter(&title))
+        {
             PermissionDecision::Cancelled
         } else {
             let ask = decide(
