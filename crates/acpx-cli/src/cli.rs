@@ -121,6 +121,24 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
 
+    /// Without a terminal to ask: deny the operation (default), or fail the turn (exit 5)
+    #[arg(long, global = true, value_enum, value_name = "POLICY")]
+    pub non_interactive_permissions: Option<NonInteractiveArg>,
+
+    /// When the agent cannot restore the session's ACP session: continue in a new one
+    /// (allow-new, the default, said on stderr) or fail (same-session-only)
+    #[arg(long, global = true, value_enum, value_name = "POLICY")]
+    pub resume_policy: Option<ResumePolicyArg>,
+
+    /// MCP servers for the agent, from a JSON file ({"mcpServers": {...}} or ACP's array);
+    /// stored with the session and sent again on every later command
+    #[arg(long, global = true, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+
+    /// Select this model (stored with the session and set again on every later command)
+    #[arg(long, global = true, value_name = "MODEL")]
+    pub model: Option<String>,
+
     /// Print more about what acpx is doing (on stderr)
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
@@ -141,6 +159,24 @@ fn parse_ttl(s: &str) -> Result<u64, String> {
         Ok(n) if n.is_finite() && n >= 0.0 => Ok(n.round() as u64),
         _ => Err(format!("{s:?} is not a number of seconds (0 or more)")),
     }
+}
+
+/// `--non-interactive-permissions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NonInteractiveArg {
+    // Refuse the operation; the turn goes on.
+    Deny,
+    // Refuse it and fail the turn with PERMISSION_PROMPT_UNAVAILABLE (exit 5).
+    Fail,
+}
+
+/// `--resume-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ResumePolicyArg {
+    // Continue in a new ACP session (the agent forgets earlier turns; said on stderr).
+    AllowNew,
+    // Fail instead of starting a new ACP session.
+    SameSessionOnly,
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {

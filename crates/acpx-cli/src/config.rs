@@ -10,14 +10,18 @@
 //! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
 //! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
 //! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
-//! in each command's own process). Keys Node acpx also reads (`nonInteractivePermissions`,
-//! `authPolicy`, `auth`, `mcpServers`) are accepted and ignored; any other key is reported
-//! with `--verbose`.
+//! in each command's own process), `mcpServers` (the MCP servers of new sessions:
+//! `{"name": {"command", "args", "env"}}` or ACP's array), `nonInteractivePermissions`
+//! (`deny` | `fail`), `resumePolicy` (`allow-new` | `same-session-only`). Keys Node acpx also
+//! reads (`authPolicy`, `auth`) are accepted and ignored; any other key is reported with
+//! `--verbose`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::ops::lookup::walk_dirs;
+use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
 use serde_json::{Map, Value};
 
 use crate::error::{CliError, CliResult};
@@ -86,6 +90,12 @@ pub struct Config {
     pub queue_max_depth: Option<usize>,
     /// Run the agent in the command's own process (no queue owner).
     pub no_owner: bool,
+    /// `mcpServers`: the MCP servers of new sessions (and of older records without any).
+    pub mcp_servers: Option<McpServers>,
+    /// `nonInteractivePermissions`.
+    pub non_interactive: Option<NonInteractivePermissions>,
+    /// `resumePolicy`.
+    pub resume_policy: Option<ResumePolicy>,
     /// The files that were read, global first.
     pub files: Vec<PathBuf>,
     /// Unknown keys, as `file: key`, reported with `--verbose`.
@@ -93,13 +103,7 @@ pub struct Config {
 }
 
 /// Keys of Node acpx's config that this version accepts without acting on them.
-const IGNORED_NODE_KEYS: &[&str] = &[
-    "nonInteractivePermissions",
-    "authPolicy",
-    "auth",
-    "mcpServers",
-    "$schema",
-];
+const IGNORED_NODE_KEYS: &[&str] = &["authPolicy", "auth", "$schema"];
 
 impl Config {
     /// Reads the global file under `home` and the project file found from `cwd`.
@@ -261,6 +265,40 @@ impl Config {
                         let command = agent_command(path, &field, def)?;
                         self.agents.insert(name.trim().to_lowercase(), command);
                     }
+                }
+                "mcpServers" => {
+                    // The key's value is the servers by name (or ACP's array).
+                    let servers =
+                        parse_mcp_servers(value).map_err(|e| config_error(path, key, &e.0))?;
+                    self.mcp_servers = Some(servers);
+                }
+                "nonInteractivePermissions" => {
+                    self.non_interactive = Some(match expect_string(path, key, value)?.as_str() {
+                        "deny" => NonInteractivePermissions::Deny,
+                        "fail" => NonInteractivePermissions::Fail,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"deny\" or \"fail\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "resumePolicy" => {
+                    self.resume_policy = Some(match expect_string(path, key, value)?.as_str() {
+                        "allow-new" => ResumePolicy::AllowNew,
+                        "same-session-only" => ResumePolicy::SameSessionOnly,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!(
+                                    "expected \"allow-new\" or \"same-session-only\", got {other:?}"
+                                ),
+                            ))
+                        }
+                    });
                 }
                 k if IGNORED_NODE_KEYS.contains(&k) => {}
                 other => self.unknown_keys.push(format!(

@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::Store;
+use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
+use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
 use crate::agents::{AgentRegistry, DEFAULT_AGENT};
 use crate::backends::OpenStore;
-use crate::cli::GlobalArgs;
+use crate::cli::{GlobalArgs, NonInteractiveArg, ResumePolicyArg};
 use crate::config::{Backend, Config, Format, PermissionMode};
 use crate::error::{CliError, CliResult};
 use crate::output::Out;
@@ -55,7 +57,29 @@ pub struct Ctx {
     pub config: Config,
     pub registry: AgentRegistry,
     pub agent: AgentChoice,
+    /// `--mcp-config`: MCP servers for this invocation (stored in the session).
+    pub mcp_servers: Option<McpServers>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--resume-policy`, else config `resumePolicy`.
+    pub resume_policy: ResumePolicy,
+    /// `--non-interactive-permissions`, else config `nonInteractivePermissions`.
+    pub non_interactive: NonInteractivePermissions,
     store: OnceCell<OpenStore>,
+}
+
+/// Reads an `--mcp-config` file: `{"mcpServers": {...}}` or ACP's array. A bad file is a
+/// usage error naming the file and the field.
+pub fn read_mcp_config(path: &Path) -> CliResult<McpServers> {
+    let bad = |m: String| {
+        CliError::usage(format!("--mcp-config {}: {m}", path.display()))
+            .with_detail("MCP_CONFIG_INVALID")
+            .with_hint("expected {\"mcpServers\": {\"<name>\": {\"command\", \"args\", \"env\"}}} or ACP's array of servers")
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+    parse_mcp_servers(&value).map_err(|e| bad(e.0))
 }
 
 /// `~/.acpx`, from `$HOME`.
@@ -191,7 +215,28 @@ impl Ctx {
         for unknown in &config.unknown_keys {
             out.verbose(unknown);
         }
+        let mcp_servers = match &global.mcp_config {
+            Some(p) => Some(read_mcp_config(p)?),
+            None => None,
+        };
+        if global.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(CliError::usage("--model needs a model id"));
+        }
+        let resume_policy = match global.resume_policy {
+            Some(ResumePolicyArg::AllowNew) => ResumePolicy::AllowNew,
+            Some(ResumePolicyArg::SameSessionOnly) => ResumePolicy::SameSessionOnly,
+            None => config.resume_policy.unwrap_or_default(),
+        };
+        let non_interactive = match global.non_interactive_permissions {
+            Some(NonInteractiveArg::Deny) => NonInteractivePermissions::Deny,
+            Some(NonInteractiveArg::Fail) => NonInteractivePermissions::Fail,
+            None => config.non_interactive.unwrap_or_default(),
+        };
         Ok(Ctx {
+            mcp_servers,
+            model: global.model.clone(),
+            resume_policy,
+            non_interactive,
             out,
             home,
             cwd,

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     NoSession,
     /// Exit 5: a permission was denied.
     PermissionDenied,
+    /// Exit 5: a decision needed a human and there was none (`--non-interactive-permissions
+    /// fail`).
+    PermissionPromptUnavailable,
     /// Exit 130: interrupted (a second Ctrl-C).
     Interrupted,
 }
@@ -32,7 +35,7 @@ impl ErrorKind {
             ErrorKind::Usage => 2,
             ErrorKind::Timeout => 3,
             ErrorKind::NoSession => 4,
-            ErrorKind::PermissionDenied => 5,
+            ErrorKind::PermissionDenied | ErrorKind::PermissionPromptUnavailable => 5,
             ErrorKind::Interrupted => 130,
         }
     }
@@ -45,6 +48,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "TIMEOUT",
             ErrorKind::NoSession => "NO_SESSION",
             ErrorKind::PermissionDenied => "PERMISSION_DENIED",
+            ErrorKind::PermissionPromptUnavailable => "PERMISSION_PROMPT_UNAVAILABLE",
             ErrorKind::Interrupted => "INTERRUPTED",
         }
     }
@@ -57,6 +61,7 @@ impl ErrorKind {
             ErrorKind::Timeout => -32070,
             ErrorKind::NoSession => -32002,
             ErrorKind::PermissionDenied => -32071,
+            ErrorKind::PermissionPromptUnavailable => -32072,
             ErrorKind::Interrupted => -32603,
         }
     }

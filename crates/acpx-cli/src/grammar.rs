@@ -34,6 +34,10 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--home",
     "--timeout",
     "--ttl",
+    "--mcp-config",
+    "--model",
+    "--resume-policy",
+    "--non-interactive-permissions",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[

@@ -47,6 +47,9 @@ pub struct Out {
     color_err: bool,
     color_out: bool,
     pub verbose: bool,
+    /// Keys added to the next `{"action": …}` object printed (JSON mode): what opening the
+    /// session changed, e.g. `sessionFallback`.
+    pending: std::sync::Arc<std::sync::Mutex<serde_json::Map<String, Value>>>,
 }
 
 fn no_color() -> bool {
@@ -61,6 +64,7 @@ impl Out {
             color_err: !nc && std::io::stderr().is_terminal(),
             color_out: !nc && std::io::stdout().is_terminal(),
             verbose,
+            pending: Default::default(),
         }
     }
 
@@ -82,9 +86,26 @@ impl Out {
         paint(self.color_out, style, s)
     }
 
-    /// One JSON value on its own line on stdout.
+    /// Adds `key` to the next `{"action": …}` object [`Out::json`] prints.
+    pub fn attach_to_next_action(&self, key: &str, value: Value) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned(), value);
+    }
+
+    /// One JSON value on its own line on stdout (an action object also gets the keys of
+    /// [`Out::attach_to_next_action`]).
     pub fn json(&self, v: &Value) {
-        let mut line = serde_json::to_string(v).unwrap_or_default();
+        let mut v = std::borrow::Cow::Borrowed(v);
+        if v.get("action").is_some() {
+            let pending =
+                std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+            if let (false, Some(o)) = (pending.is_empty(), v.to_mut().as_object_mut()) {
+                o.extend(pending);
+            }
+        }
+        let mut line = serde_json::to_string(&*v).unwrap_or_default();
         line.push('\n');
         write_stdout(line.as_bytes());
     }

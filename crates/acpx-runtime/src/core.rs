@@ -23,6 +23,7 @@ use crate::client_ops::{
 };
 use crate::error::RuntimeResult;
 use crate::recorder::{EventDraft, Recorder};
+use crate::session::NonInteractivePermissions;
 
 /// Where incoming `session/update`s go.
 #[derive(Debug)]
@@ -50,6 +51,7 @@ pub(crate) struct ClientPolicy {
     pub terminal: bool,
     pub permission_mode: PermissionMode,
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    pub non_interactive: NonInteractivePermissions,
     pub terminal_output_limit: usize,
     pub terminal_output_ceiling: usize,
 }
@@ -71,6 +73,10 @@ pub(crate) struct SessionCore {
     /// The permission policy of the turn in progress, when its caller chose one other than
     /// the session's (a queue owner serves each client's turn with that client's options).
     pub turn_policy: Mutex<Option<TurnPolicy>>,
+    /// Set when a decision of the turn needed a human and there was none, under
+    /// [`NonInteractivePermissions::Fail`]: the turn fails with `PERMISSION_PROMPT_UNAVAILABLE`.
+    pub prompt_unavailable: Mutex<Option<String>>,
+    pub prompt_unavailable_notify: Notify,
 }
 
 /// A permission policy chosen for one turn.
@@ -94,6 +100,8 @@ impl SessionCore {
             fatal_notify: Notify::new(),
             dirty_notify: Arc::new(Notify::new()),
             turn_policy: Mutex::new(None),
+            prompt_unavailable: Mutex::new(None),
+            prompt_unavailable_notify: Notify::new(),
         }
     }
 
@@ -142,6 +150,7 @@ impl SessionCore {
     }
 
     pub fn begin_turn(&self, request_id: &str) -> watch::Receiver<bool> {
+        *Self::lock(&self.prompt_unavailable) = None;
         let (tx, rx) = watch::channel(false);
         *Self::lock(&self.turn) = Some(TurnCtx {
             request_id: request_id.to_owned(),
@@ -157,6 +166,47 @@ impl SessionCore {
             .take()
             .map(|t| t.stats)
             .unwrap_or_default()
+    }
+
+    /// Why the turn needed a human that was not there (`--non-interactive-permissions fail`).
+    pub fn take_prompt_unavailable(&self) -> Option<String> {
+        Self::lock(&self.prompt_unavailable).take()
+    }
+
+    pub fn prompt_unavailable_is_set(&self) -> bool {
+        Self::lock(&self.prompt_unavailable).is_some()
+    }
+
+    /// Whether a decision needs a human that is not there and the policy says to fail; if
+    /// so, marks the turn (it fails with `PERMISSION_PROMPT_UNAVAILABLE`).
+    fn fail_without_prompter(&self, what: &str) -> bool {
+        let unavailable = self.policy.permission_mode == PermissionMode::ApproveReads
+            && self.policy.prompter.is_none()
+            && self.policy.non_interactive == NonInteractivePermissions::Fail;
+        if unavailable && Self::lock(&self.turn).is_some() {
+            let mut slot = Self::lock(&self.prompt_unavailable);
+            if slot.is_none() {
+                *slot = Some(format!(
+                    "the agent needed a permission decision ({what}) and there is no terminal to ask (--non-interactive-permissions fail)"
+                ));
+            }
+            drop(slot);
+            self.prompt_unavailable_notify.notify_one();
+        }
+        unavailable
+    }
+
+    /// Counts a decision of acpx's own write and terminal gates in the turn's permission
+    /// stats: it asked (or refused) on the user's behalf, as a permission request would.
+    fn count_gate(&self, approved: bool) {
+        if let Some(t) = Self::lock(&self.turn).as_mut() {
+            t.stats.requested += 1;
+            if approved {
+                t.stats.approved += 1;
+            } else {
+                t.stats.denied += 1;
+            }
+        }
     }
 
     /// Cancels the turn's pending permission requests. Returns whether a turn was running.
@@ -380,7 +430,22 @@ impl SessionCore {
         }
     }
 
+    /// Whether a write or terminal may proceed. Allowed without asking under `approve-all`
+    /// (not counted); otherwise the decision counts in the turn's permission stats.
     async fn gate(&self, question: PermissionQuestion) -> bool {
+        if self.policy.permission_mode == PermissionMode::ApproveAll {
+            return true;
+        }
+        if self.fail_without_prompter(&question.title) {
+            self.count_gate(false);
+            return false;
+        }
+        let ok = self.ask_gate(question).await;
+        self.count_gate(ok);
+        ok
+    }
+
+    async fn ask_gate(&self, question: PermissionQuestion) -> bool {
         let cancel = Self::lock(&self.turn)
             .as_ref()
             .map(|t| t.cancel.subscribe());
@@ -400,7 +465,25 @@ impl SessionCore {
             .as_ref()
             .map(|t| t.cancel.subscribe());
         let already_cancelled = cancel.as_ref().is_some_and(|c| *c.borrow());
-        let decision = if already_cancelled {
+        let has_options = params
+            .get("options")
+            .and_then(Value::as_array)
+            .is_some_and(|o| !o.is_empty());
+        let tool = params.get("toolCall").cloned().unwrap_or(Value::Null);
+        let is_read = matches!(
+            crate::client_ops::tool_kind(&tool).as_deref(),
+            Some("read" | "search")
+        );
+        let title = tool
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or("a tool call")
+            .to_owned();
+        // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
+        // fail` (which also fails the turn).
+        let decision = if already_cancelled
+            || (has_options && !is_read && self.fail_without_prompter(&title))
+        {
             PermissionDecision::Cancelled
         } else {
             let prompter = self.prompter();

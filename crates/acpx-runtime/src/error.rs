@@ -138,6 +138,28 @@ pub enum RuntimeError {
         detail: String,
     },
 
+    /// The mode the user chose could not be set again after attaching, so the prompt was not
+    /// sent: a user who chose a restrictive mode never gets a turn in a more permissive one.
+    #[error("the agent did not accept the session's mode {mode:?} again ({detail}); nothing was sent to it, so nothing ran in another mode")]
+    ModeNotRestored {
+        /// The mode the user chose.
+        mode: String,
+        /// The agent's error.
+        detail: String,
+    },
+
+    /// The agent could not restore the ACP session and the session may not continue in a new
+    /// one (the `same-session-only` resume policy, or a record imported from Node acpx).
+    #[error("the agent could not restore ACP session {acp_session_id} ({detail}), and {why}; no new ACP session was started")]
+    ResumeRequired {
+        /// The ACP session that could not be restored.
+        acp_session_id: String,
+        /// The failed steps (`session/load: not found`, …).
+        detail: String,
+        /// Why a fallback is not allowed.
+        why: String,
+    },
+
     /// The session is not usable any more (closed, or its agent is gone).
     #[error("session {id} is not connected to an agent any more: {detail}")]
     NotConnected {

@@ -78,7 +78,7 @@
 //! | `control_done` / `control_error` payload | `input` | what was asked (`{modeId}`, `{configId, value}`, `{requestId, reason}` for `cancel`) |
 //! | `client_operation` payload | `path`, `bytes`, `terminalId`, `command`, `args`, `outputByteLimit`, `exitStatus`, `decision`, `optionId`, `toolCallId`, `kind`, `policy` | details of the operation |
 //! | `lifecycle_event` payload | see [`mapping::lifecycle`] | per phase |
-//! | `acpx` | `open_tool_calls`, `context_usage`, `desired_mode_id`, `desired_config_options` | see [`mapping`] |
+//! | `acpx` | `open_tool_calls`, `context_usage`, `desired_mode_id`, `desired_config_options`, `desired_model_id`, `mcp_servers` | see [`mapping`] |
 //! | Agent message | `acp_message_id` | the ACP `messageId` its chunks carried |
 //! | ToolUse / ToolResult | `input_truncated`, `input_bytes` / `truncated`, `content_bytes`, `output_bytes` | the 10 KB caps of [`mapping`] |
 //!
@@ -101,12 +101,15 @@
 //! - **The agent is spawned by acpx**, not by the SDK's `AcpAgent`, because the record needs
 //!   the pid and exit status; it runs in its own process group so stopping it reaches
 //!   everything a wrapper launcher started.
-//! - **Fallback** to `session/new` happens when load/resume is unsupported, answers
-//!   not-found (codes -32001/-32002 or a not-found message), -32601/-32602, or -32603 on a
-//!   record without agent messages. The record id stays; the saved mode and the config
-//!   values the user set are re-applied. Anything else (a timeout, a crash) is an error.
-//! - **Permission stats** count `session/request_permission` decisions only; the write and
-//!   terminal gates are logged as client operations.
+//! - **Reattach** tries resume, then load, then falls back to `session/new` when every step
+//!   failed as unsupported (-32601/-32602), not found (-32001/-32002 or a not-found message),
+//!   or -32603 on a record without agent messages; never for Node imports or under
+//!   [`ResumePolicy::SameSessionOnly`]. The record id stays, and the fallback is a [`Notice`].
+//!   After every attach the user's mode, config values and model are set again; a mode that
+//!   cannot be is an error ([`RuntimeError::ModeNotRestored`]). `docs/format.md`, "Reattach
+//!   and the user's choices".
+//! - **Permission stats** count `session/request_permission` decisions and the decisions of
+//!   the write and terminal gates (nothing is counted under `approve-all`).
 
 #![warn(missing_docs)]
 
@@ -128,6 +131,7 @@ pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
-    agent_text_after, load_rolled_forward, text_prompt, Attachment, CancelHandle, NewSessionSpec,
-    Recovery, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
+    agent_text_after, load_rolled_forward, text_prompt, Attachment, CancelHandle, FailedAttempt,
+    NewSessionSpec, NonInteractivePermissions, Notice, Recovery, ResumePolicy, Runtime,
+    RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };

@@ -160,6 +160,13 @@ async fn drive(
                     _ => End::Disconnected("the agent process ended".into()),
                 };
             }
+            _ = p.core.prompt_unavailable_notify.notified(), if cancel_deadline.is_none() => {
+                // A stale wake-up from an earlier turn is ignored.
+                if p.core.prompt_unavailable_is_set() {
+                    send_cancel(p, acp, request_id, "permission prompt unavailable").await;
+                    cancel_deadline = Some(Instant::now() + p.cancel_grace);
+                }
+            }
             _ = p.core.fatal_notify.notified() => {
                 let msg = p.core.fatal().unwrap_or_default();
                 send_cancel(p, acp, request_id, "recording failed").await;
@@ -173,7 +180,24 @@ async fn drive(
         .take()
         .unwrap_or_else(|| p.core.end_turn());
     let cancelled = cancel_deadline.is_some();
+    let prompt_unavailable = p.core.take_prompt_unavailable();
     let (payload, acp_error, usage_value) = match end {
+        // A decision needed a human and there was none (`--non-interactive-permissions
+        // fail`): the turn fails whatever the agent answered after its cancel.
+        End::Answer(_) | End::Rpc(_) | End::CancelUnanswered if prompt_unavailable.is_some() => (
+            error_payload(
+                "PERMISSION_PROMPT_UNAVAILABLE",
+                "PERMISSION_PROMPT_UNAVAILABLE",
+                prompt_unavailable.clone().unwrap_or_default(),
+                false,
+                None,
+                "failed",
+                stats,
+                None,
+            ),
+            None,
+            None,
+        ),
         End::Answer(resp) => {
             let usage = resp.get("usage").filter(|u| u.is_object()).cloned();
             match resp.get("stopReason").and_then(Value::as_str) {
@@ -332,6 +356,7 @@ async fn drive(
         usage: usage_value.as_ref().and_then(mapping::token_usage_from),
         agent_text: agent_text_after(&record, user_id),
         log_write_error: record.acpx.event_log.last_write_error.clone(),
+        cancel_requested: cancelled && !timed_out && prompt_unavailable.is_none(),
     })
 }
 
@@ -432,6 +457,9 @@ pub struct TurnOutcome {
     pub agent_text: String,
     /// Set when the event log could not be written during the turn.
     pub log_write_error: Option<String>,
+    /// Whether acpx cancelled the turn on request (Ctrl-C, `acpx cancel`, the API): such a
+    /// turn is not a permission refusal, whatever its permission stats.
+    pub cancel_requested: bool,
 }
 
 /// Cancels the turn in progress, from any task.

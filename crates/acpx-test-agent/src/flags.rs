@@ -12,6 +12,10 @@ pub(crate) struct Flags {
     pub(crate) empty_agent_session_id: bool,
     pub(crate) fork: bool,
     pub(crate) close: bool,
+    pub(crate) resume_unsupported: bool,
+    pub(crate) models: bool,
+    pub(crate) refuse_mode: Option<String>,
+    pub(crate) cancel_on_deny: bool,
     pub(crate) state_dir: Option<PathBuf>,
 }
 
@@ -33,6 +37,15 @@ impl Flags {
                 }
                 "--fork" => f.fork = true,
                 "--close" => f.close = true,
+                "--resume-unsupported" => {
+                    f.resume = true;
+                    f.resume_unsupported = true;
+                }
+                "--models" => f.models = true,
+                "--refuse-mode" => {
+                    f.refuse_mode = Some(it.next().ok_or("--refuse-mode needs a mode id")?)
+                }
+                "--cancel-on-deny" => f.cancel_on_deny = true,
                 "--state-dir" => {
                     f.state_dir = Some(PathBuf::from(it.next().ok_or("--state-dir needs a value")?))
                 }

@@ -25,6 +25,8 @@
 //! | `die` | sends one chunk, then exits with code 3 mid-turn |
 //! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
 //! | `late` | answers, then sends one more chunk after the response |
+//! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
+//! | `write-direct <path> <text…>` | writes through `fs/write_text_file` without asking permission first |
 //! | anything else | a short greeting that echoes the prompt |
 //!
 //! Flags (also read, whitespace-separated, from `ACPX_TEST_AGENT_FLAGS`):
@@ -34,7 +36,15 @@
 //! response received"), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
 //! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
 //! overriding earlier flags), `--fork` (advertise and serve
-//! `session/fork`), `--close` (advertise `session/close`), `--state-dir <dir>`.
+//! `session/fork`), `--close` (advertise `session/close`), `--resume-unsupported` (advertise
+//! resume but answer it with -32601, as pydantic-acp does), `--models` (no model config
+//! option; answers carry the unstable `models` and `session/set_model` is served),
+//! `--refuse-mode <id>` (`session/set_mode` to that mode fails with -32603),
+//! `--cancel-on-deny` (a refused permission ends the turn with stopReason `cancelled`, as
+//! codex does), `--state-dir <dir>`.
+//!
+//! The mode and model of a session live in the agent process only: a new process starts
+//! every loaded or resumed session in `default` / `small`, as real agents do.
 //!
 //! ## Modules
 //!
@@ -60,7 +70,7 @@ use crate::flags::Flags;
 use crate::scripts::prompt;
 use crate::sessions::{
     close_session, fork_session, initialize, load_session, new_session, resume_session, set_config,
-    set_mode, AgentState, Shared,
+    set_mode, set_model, AgentState, Shared,
 };
 
 /// Serves one client on stdio until it closes stdin. `args` are the flags above; more are
@@ -123,6 +133,9 @@ pub async fn serve(mut args: Vec<String>) {
                     "session/set_mode" => answer(responder, set_mode(&state, &req.params, &cx)),
                     "session/set_config_option" => {
                         answer(responder, set_config(&state, &req.params))
+                    }
+                    "session/set_model" if state.flags.models => {
+                        answer(responder, set_model(&state, &req.params))
                     }
                     "session/prompt" => {
                         // A new turn starts uncancelled. This runs on the dispatch loop, which

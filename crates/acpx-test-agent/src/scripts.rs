@@ -326,6 +326,10 @@ pub(crate) async fn prompt(
                 .filter(|t| !t.is_empty())
                 .unwrap_or_else(|| format!("Do {kind}"));
             match ask_permission(cx, &sid, "call_perm", &title, kind).await? {
+                Some(opt) if opt == "reject" && state.flags.cancel_on_deny => {
+                    say(cx, "selected reject")?;
+                    stop = "cancelled";
+                }
                 Some(opt) => say(cx, &format!("selected {opt}"))?,
                 None => {
                     say(cx, "permission cancelled")?;
@@ -343,6 +347,29 @@ pub(crate) async fn prompt(
             match ask_permission(cx, &sid, "call_wait", "Dangerous thing", "execute").await? {
                 Some(opt) => say(cx, &format!("selected {opt}"))?,
                 None => stop = "cancelled",
+            }
+        }
+        "state" => say(
+            cx,
+            &format!(
+                "mode={}; model={}; mcp={}",
+                session.mode,
+                session.model,
+                session.mcp.join(",")
+            ),
+        )?,
+        "write-direct" => {
+            let path = rest.first().copied().unwrap_or("");
+            let content = rest.get(1..).map(|r| r.join(" ")).unwrap_or_default();
+            match request(
+                cx,
+                "fs/write_text_file",
+                json!({"sessionId": sid, "path": path, "content": content}),
+            )
+            .await
+            {
+                Ok(_) => say(cx, &format!("Wrote {path}."))?,
+                Err(e) => say(cx, &format!("Write failed: {}", e.message))?,
             }
         }
         "plan" => {

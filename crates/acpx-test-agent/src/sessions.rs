@@ -19,6 +19,8 @@ pub(crate) struct SessionState {
     pub(crate) cwd: String,
     pub(crate) mode: String,
     pub(crate) model: String,
+    /// The names of the MCP servers the client sent with new/load/resume/fork.
+    pub(crate) mcp: Vec<String>,
 }
 
 pub(crate) struct AgentState {
@@ -90,6 +92,40 @@ pub(crate) fn modes(current: &str) -> Value {
     })
 }
 
+/// The session answer's `modes`, `configOptions` and (with `--models`, instead of a model
+/// config option) the unstable `models`, plus `extra` keys.
+pub(crate) fn session_answer(state: &AgentState, s: &SessionState, extra: Value) -> Value {
+    let mut v = json!({"modes": modes(&s.mode)});
+    if state.flags.models {
+        v["configOptions"] = json!([]);
+        v["models"] = json!({
+            "currentModelId": s.model,
+            "availableModels": [
+                {"modelId": "small", "name": "Small"},
+                {"modelId": "large", "name": "Large"}
+            ]
+        });
+    } else {
+        v["configOptions"] = config_options(&s.model);
+    }
+    if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    v
+}
+
+fn mcp_names(params: &Value) -> Vec<String> {
+    params
+        .get("mcpServers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.get("name").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub(crate) fn config_options(model: &str) -> Value {
     json!([{
         "id": "model",
@@ -141,11 +177,14 @@ pub(crate) fn with_meta(mut v: Value, meta: Option<Value>) -> Value {
     v
 }
 
-pub(crate) fn register(state: &AgentState, id: &str, cwd: String) -> SessionState {
+pub(crate) fn register(state: &AgentState, id: &str, cwd: String, params: &Value) -> SessionState {
+    // Mode and model live in this process only, as real agents keep them: a new agent
+    // process starts every session in its defaults.
     let s = SessionState {
         cwd,
         mode: "default".into(),
         model: "small".into(),
+        mcp: mcp_names(params),
     };
     state
         .sessions
@@ -161,12 +200,12 @@ pub(crate) fn new_session(state: &AgentState, params: &Value) -> Result<Value, E
         return Err(invalid_params("cwd must be absolute"));
     }
     let id = format!("sess-{}", uuid::Uuid::new_v4().simple());
-    let s = register(state, &id, req.cwd.display().to_string());
+    let s = register(state, &id, req.cwd.display().to_string(), params);
     if state.flags.load {
         state.save_history(&id, &[]);
     }
     Ok(with_meta(
-        json!({"sessionId": id, "modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        session_answer(state, &s, json!({"sessionId": id})),
         state.response_meta(&id),
     ))
 }
@@ -198,9 +237,9 @@ pub(crate) fn load_session(
             json!({"sessionId": id, "update": update}),
         )?)?;
     }
-    let s = register(state, &id, req.cwd.display().to_string());
+    let s = register(state, &id, req.cwd.display().to_string(), params);
     Ok(with_meta(
-        json!({"modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        session_answer(state, &s, json!({})),
         state.response_meta(&id),
     ))
 }
@@ -208,15 +247,15 @@ pub(crate) fn load_session(
 pub(crate) fn resume_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
     let req: acp::ResumeSessionRequest = parse(params)?;
     let id = req.session_id.to_string();
-    if !state.flags.resume {
+    if !state.flags.resume || state.flags.resume_unsupported {
         return Err(Error::method_not_found());
     }
     if state.flags.load_not_found {
         return Err(not_found(&id));
     }
-    let s = register(state, &id, req.cwd.display().to_string());
+    let s = register(state, &id, req.cwd.display().to_string(), params);
     Ok(with_meta(
-        json!({"modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        session_answer(state, &s, json!({})),
         state.response_meta(&id),
     ))
 }
@@ -227,9 +266,9 @@ pub(crate) fn fork_session(state: &AgentState, params: &Value) -> Result<Value, 
     if let Some(h) = state.load_history(&req.session_id.to_string()) {
         state.save_history(&id, &h);
     }
-    let s = register(state, &id, req.cwd.display().to_string());
+    let s = register(state, &id, req.cwd.display().to_string(), params);
     Ok(with_meta(
-        json!({"sessionId": id, "modes": modes(&s.mode), "configOptions": config_options(&s.model)}),
+        session_answer(state, &s, json!({"sessionId": id})),
         state.response_meta(&id),
     ))
 }
@@ -255,6 +294,12 @@ pub(crate) fn set_mode(
     if !["default", "plan", "code"].contains(&mode.as_str()) {
         return Err(invalid_params(format!("unknown mode {mode:?}")));
     }
+    if state.flags.refuse_mode.as_deref() == Some(mode.as_str()) {
+        return Err(Error::new(
+            -32603,
+            format!("mode {mode} is not available right now"),
+        ));
+    }
     let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
     let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
     s.mode = mode.clone();
@@ -268,7 +313,7 @@ pub(crate) fn set_mode(
 pub(crate) fn set_config(state: &AgentState, params: &Value) -> Result<Value, Error> {
     let req: acp::SetSessionConfigOptionRequest = parse(params)?;
     let id = req.session_id.to_string();
-    if req.config_id.to_string() != "model" {
+    if req.config_id.to_string() != "model" || state.flags.models {
         return Err(invalid_params(format!(
             "unknown config option {}",
             req.config_id
@@ -286,4 +331,25 @@ pub(crate) fn set_config(state: &AgentState, params: &Value) -> Result<Value, Er
     let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
     s.model = value;
     Ok(json!({"configOptions": config_options(&s.model)}))
+}
+
+/// The unstable `session/set_model` (served with `--models`).
+pub(crate) fn set_model(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let id = params
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid_params("sessionId is missing"))?
+        .to_owned();
+    let model = params
+        .get("modelId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid_params("modelId is missing"))?
+        .to_owned();
+    if !["small", "large"].contains(&model.as_str()) {
+        return Err(invalid_params(format!("unknown model {model:?}")));
+    }
+    let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
+    s.model = model;
+    Ok(json!({}))
 }

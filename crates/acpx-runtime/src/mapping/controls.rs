@@ -4,7 +4,9 @@ use acpx_model::event::{ControlDonePayload, ControlErrorPayload, LifecycleEventP
 use acpx_model::{EventEnvelope, LastControlUpdate, SessionRecord, Timestamp};
 use serde_json::{json, Value};
 
-use super::{lifecycle, Effect, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use super::{
+    lifecycle, Effect, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY, MCP_SERVERS_KEY,
+};
 
 /// `last_control_update.payload` in the snake_case shape of `session.json`'s `acpx`
 /// namespace (`docs/format.md`, § `session.json`), from a control input.
@@ -13,6 +15,7 @@ pub(super) fn control_payload(action: &str, input: &Value) -> Value {
     match action {
         "set_mode" => json!({"mode_id": get("modeId")}),
         "set_config_option" => json!({"config_id": get("configId"), "value": get("value")}),
+        "set_model" => json!({"model_id": get("modelId")}),
         _ => input.clone(),
     }
 }
@@ -38,7 +41,27 @@ pub(super) fn apply_control_done(
             if let Some(options) = p.result.get("configOptions").and_then(Value::as_array) {
                 record.acpx.config_options = options.clone();
             }
-            if let (Some(id), Some(value)) = (
+            let is_model = input.get("isModel").and_then(Value::as_bool) == Some(true);
+            if let (true, Some(id), Some(model)) = (
+                is_model,
+                input.get("configId").and_then(Value::as_str),
+                input.get("value").and_then(Value::as_str),
+            ) {
+                // The model option: kept as the desired model, not as a config value, so it
+                // is re-applied once (docs/format.md, "Reattach and the user's choices").
+                record
+                    .acpx
+                    .extra
+                    .insert(DESIRED_MODEL_KEY.into(), json!(model));
+                if let Some(map) = record
+                    .acpx
+                    .extra
+                    .get_mut(DESIRED_CONFIG_KEY)
+                    .and_then(Value::as_object_mut)
+                {
+                    map.remove(id);
+                }
+            } else if let (Some(id), Some(value)) = (
                 input.get("configId").and_then(Value::as_str),
                 input.get("value"),
             ) {
@@ -50,6 +73,14 @@ pub(super) fn apply_control_done(
                 if let Some(map) = desired.as_object_mut() {
                     map.insert(id.to_owned(), value.clone());
                 }
+            }
+        }
+        "set_model" => {
+            if let Some(model) = input.get("modelId").and_then(Value::as_str) {
+                record
+                    .acpx
+                    .extra
+                    .insert(DESIRED_MODEL_KEY.into(), json!(model));
             }
         }
         _ => {}
@@ -140,6 +171,15 @@ pub(super) fn apply_lifecycle(
             if let Some(options) = extra.get("configOptions").and_then(Value::as_array) {
                 record.acpx.config_options = options.clone();
             }
+            if let Some(servers) = extra.get("mcpServers").filter(|v| v.is_array()) {
+                record
+                    .acpx
+                    .extra
+                    .insert(MCP_SERVERS_KEY.into(), servers.clone());
+            }
+        }
+        lifecycle::CHOICE_NOT_RESTORED => {
+            return Effect::ignored("a choice that could not be restored is logged only")
         }
         lifecycle::AGENT_EXIT => {
             record.pid = None;

@@ -93,6 +93,12 @@ pub const CONTEXT_USAGE_KEY: &str = "context_usage";
 pub const DESIRED_CONFIG_KEY: &str = "desired_config_options";
 /// `acpx` key holding the mode the user chose with `set_mode`.
 pub const DESIRED_MODE_KEY: &str = "desired_mode_id";
+/// `acpx` key holding the model the user chose (`--model`, `set model`), re-applied after
+/// every attach.
+pub const DESIRED_MODEL_KEY: &str = "desired_model_id";
+/// `acpx` key holding the session's MCP servers in ACP's array form, sent on every
+/// new/load/resume/fork.
+pub const MCP_SERVERS_KEY: &str = "mcp_servers";
 /// Agent-message key holding the ACP `messageId` its chunks carried.
 pub const MESSAGE_ID_KEY: &str = "acp_message_id";
 
@@ -103,16 +109,22 @@ pub mod lifecycle {
     pub const AGENT_STARTED: &str = "agent_started";
     /// `initialize` answered: `protocolVersion`, `agentCapabilities`, `agentInfo`.
     pub const INITIALIZED: &str = "initialized";
-    /// `session/new` answered: `acpSessionId`, `agentSessionId`, `modes`, `configOptions`
-    /// (the same keys on the next two phases set the ACP session id, the agent session id
-    /// when non-empty, the current mode and the config options).
+    /// `session/new` answered: `acpSessionId`, `agentSessionId`, `modes`, `configOptions`,
+    /// `mcpServers` (the same keys on the next two phases set the ACP session id, the agent
+    /// session id when non-empty, the current mode, the config options and the stored MCP
+    /// servers).
     pub const SESSION_CREATED: &str = "session_created";
     /// `session/load` or `session/resume` succeeded: `method`, `acpSessionId`,
-    /// `agentSessionId`, `replayedUpdates`.
+    /// `agentSessionId`, `replayedUpdates`, and `failedAttempts` (`[{method, reason,
+    /// error?}]`, the steps that failed before this one) when there were any.
     pub const SESSION_ATTACHED: &str = "session_attached";
     /// Load/resume failed (or is unsupported) and a fresh ACP session replaced the old one:
-    /// `reason`, `previousAcpSessionId`, `acpSessionId`, `agentSessionId`, `error`.
+    /// `reason`, `previousAcpSessionId`, `acpSessionId`, `agentSessionId`, `failedAttempts`,
+    /// and `failedMethod` / `error` of the last failed step.
     pub const SESSION_FALLBACK: &str = "session_fallback";
+    /// A config option or the model the user chose could not be set again after attaching:
+    /// `kind` (`config_option` / `model`), `id`, `value`, `error`. Logged only.
+    pub const CHOICE_NOT_RESTORED: &str = "choice_not_restored";
     /// The agent process ended: `exitCode`, `signal`, `reason`. Clears `pid`.
     pub const AGENT_EXIT: &str = "agent_exit";
     /// On open, the record named an agent process of an earlier acpx process that did not

@@ -57,6 +57,13 @@ pub enum Request {
         /// Its value (a JSON boolean is sent as a boolean option).
         value: Value,
     },
+    /// Queue a model selection (`set model`): the agent's model config option, else the
+    /// unstable `session/set_model`; kept as the session's desired model. The control
+    /// result's value is `{"configOptions": [...], "viaConfigOption": bool}`.
+    SetModel {
+        /// The model id.
+        model_id: String,
+    },
     /// Cancel the turn in progress (answered at once).
     Cancel,
     /// The owner's state (answered at once).
@@ -163,6 +170,9 @@ pub struct WireOutcome {
     /// See [`TurnOutcome::log_write_error`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_write_error: Option<String>,
+    /// See [`TurnOutcome::cancel_requested`].
+    #[serde(default)]
+    pub cancel_requested: bool,
 }
 
 impl From<&TurnOutcome> for WireOutcome {
@@ -182,6 +192,7 @@ impl From<&TurnOutcome> for WireOutcome {
             usage: o.usage,
             agent_text: o.agent_text.clone(),
             log_write_error: o.log_write_error.clone(),
+            cancel_requested: o.cancel_requested,
         }
     }
 }
@@ -203,6 +214,7 @@ impl From<WireOutcome> for TurnOutcome {
             usage: o.usage,
             agent_text: o.agent_text,
             log_write_error: o.log_write_error,
+            cancel_requested: o.cancel_requested,
         }
     }
 }

@@ -65,6 +65,7 @@ enum JobKind {
     },
     SetMode(String),
     SetConfigOption(String, Value),
+    SetModel(String),
     Close,
     Release,
 }
@@ -75,6 +76,7 @@ impl JobKind {
             JobKind::Prompt { .. } => "prompt",
             JobKind::SetMode(_) => "set_mode",
             JobKind::SetConfigOption(..) => "set_config_option",
+            JobKind::SetModel(_) => "set_model",
             JobKind::Close => "close",
             JobKind::Release => "release",
         }
@@ -291,6 +293,10 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         Request::SetConfigOption { config_id, value } => {
             let kind = JobKind::SetConfigOption(config_id, value);
             enqueue(&shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::SetModel { model_id } => {
+            enqueue(&shared, control_id(), JobKind::SetModel(model_id), reply).await;
             true
         }
         Request::Close | Request::Release => {
@@ -671,6 +677,14 @@ impl Worker {
                         resumed,
                         value: Value::Array(opts),
                     }),
+                JobKind::SetModel(model) => {
+                    session.set_model(&model).await.map(|(opts, via_config)| {
+                        Response::ControlResult {
+                            resumed,
+                            value: json!({"configOptions": opts, "viaConfigOption": via_config}),
+                        }
+                    })
+                }
                 JobKind::Close | JobKind::Release => return Ok(()),
             };
         *locked(&self.shared.current) = None;

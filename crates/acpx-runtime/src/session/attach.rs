@@ -1,6 +1,9 @@
 //! Opening a session: start the agent, `initialize`, then `session/new` for a new record, or
-//! reattach an existing one (`session/resume`, else `session/load`, else a fallback to
-//! `session/new` under the same record id that re-applies the saved mode and config values).
+//! reattach an existing one: `session/resume` (if advertised), then `session/load` (if
+//! advertised), then — when every step failed as unsupported or not found — a fallback to
+//! `session/new` under the same record id, said in a [`Notice`] and a `session_fallback`
+//! event. After every attach the user's choices are set again ([`super::choices`]).
+//! `docs/format.md`, "Reattach and the user's choices".
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,14 +15,21 @@ use crate::agent::{self, AgentProcess, Connection};
 use crate::client_ops::FsRoot;
 use crate::core::{client_builder, Phase, SessionCore};
 use crate::error::{AcpError, RuntimeError, RuntimeResult};
-use crate::mapping::{lifecycle, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
+use crate::mapping::{lifecycle, MCP_SERVERS_KEY};
+use crate::mcp_servers::McpServers;
 
+use super::choices::{self, Desired};
 use super::controls::{call_with_deadline, Controls};
 use super::lifecycle::record_exit;
 use super::{
-    lifecycle_draft, lifecycle_payload, lifecycle_payload_with, Attachment, NewSessionSpec,
-    Recovery, Runtime, RuntimeOptions, Session, TurnOutcome, PROTOCOL_VERSION,
+    lifecycle_draft, lifecycle_payload, lifecycle_payload_with, Attachment, FailedAttempt,
+    NewSessionSpec, Notice, Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOutcome,
+    PROTOCOL_VERSION,
 };
+
+/// The key a Node acpx import leaves on the record (`ops::node_import`): such a record must
+/// continue in its own ACP session or not at all.
+const IMPORTED_FROM_KEY: &str = "importedFrom";
 
 /// Reads `_meta.agentSessionId` of a response: a non-empty string, or nothing
 /// (`docs/format.md`, § Identity and Decisions 6).
@@ -48,7 +58,9 @@ fn session_facts(response: &Value) -> Map<String, Value> {
 }
 
 impl Runtime {
-    /// Starts the agent, creates an ACP session in `spec.cwd` and a new session record.
+    /// Starts the agent, creates an ACP session in `spec.cwd` and a new session record, with
+    /// the MCP servers of the options (stored in the record) and the `--model` of the
+    /// options applied.
     pub async fn open_new(&self, spec: NewSessionSpec) -> RuntimeResult<Session> {
         let cwd = check_cwd(&spec.cwd)?;
         let core = Arc::new(SessionCore::new(cwd.clone(), fs_root(&cwd)?, self.policy()));
@@ -60,7 +72,13 @@ impl Runtime {
             conn: &conn,
         };
         let init = setup.initialize().await?;
-        let response = setup.new_session(&cwd).await?;
+        let mcp = self
+            .options
+            .mcp_servers
+            .clone()
+            .or_else(|| self.options.default_mcp_servers.clone());
+        let (wire, left_out) = mcp_for_agent(mcp.as_ref(), &init);
+        let response = setup.new_session(&cwd, wire).await?;
         let acp_session_id = response
             .get("sessionId")
             .and_then(Value::as_str)
@@ -85,16 +103,39 @@ impl Runtime {
         let id = record.acpx_record_id.clone();
         let lock = Arc::new(self.store.lock(&id, self.options.lock_timeout).await?);
         *core.recorder.lock().await = Some(self.new_recorder(&lock, record));
-        setup.record_started(&init).await?;
-        let mut facts = session_facts(&response);
-        facts.insert("acpSessionId".into(), json!(acp_session_id));
-        core.try_record(lifecycle_draft(lifecycle_payload(
-            lifecycle::SESSION_CREATED,
-            Value::Object(facts),
-        )))
-        .await?;
+        let mut notices = left_out_notice(left_out);
+        let setup_done = async {
+            setup.record_started(&init).await?;
+            let mut facts = session_facts(&response);
+            facts.insert("acpSessionId".into(), json!(acp_session_id));
+            if let Some(m) = &mcp {
+                facts.insert("mcpServers".into(), m.to_json());
+            }
+            core.try_record(lifecycle_draft(lifecycle_payload(
+                lifecycle::SESSION_CREATED,
+                Value::Object(facts),
+            )))
+            .await?;
+            let controls = setup.controls(&acp_session_id);
+            choices::restore(
+                &controls,
+                &Desired::default(),
+                &response,
+                self.options.model.as_deref(),
+            )
+            .await
+        }
+        .await;
+        match setup_done {
+            Ok(n) => notices.extend(n),
+            Err(e) => {
+                abandon(&core, conn, agent).await;
+                drop(lock);
+                return Err(e);
+            }
+        }
         core.go_live().await?;
-        Ok(Session::assemble(
+        let mut session = Session::assemble(
             self,
             core,
             id,
@@ -104,7 +145,10 @@ impl Runtime {
             init,
             Attachment::Created,
             Recovery::default(),
-        ))
+        );
+        session.notices = notices;
+        session.models = response.get("models").cloned();
+        Ok(session)
     }
 
     /// Reopens a stored session: rolls its snapshot forward, records an unfinished turn as
@@ -133,27 +177,38 @@ impl Runtime {
         let reattached = async {
             let init = setup.initialize().await?;
             setup.record_started(&init).await?;
-            let attachment = setup.reattach(&record, &init).await?;
-            Ok::<_, RuntimeError>((init, attachment))
+            let attached = setup.reattach(&record, &init).await?;
+            // Every attach: the user's choices again, before anything else is sent.
+            let acp_now = core
+                .recorder
+                .lock()
+                .await
+                .as_ref()
+                .map(|r| r.snapshot().acp_session_id.clone())
+                .unwrap_or_default();
+            let fell_back = matches!(attached.attachment, Attachment::Fallback { .. });
+            let controls = setup.controls(&acp_now);
+            let restored = choices::restore(
+                &controls,
+                &Desired::of(&record, fell_back),
+                &attached.response,
+                self.options.model.as_deref(),
+            )
+            .await?;
+            Ok::<_, RuntimeError>((init, attached, restored))
         }
         .await;
-        let (init, attachment) = match reattached {
+        let (init, attached, restored) = match reattached {
             Ok(v) => v,
             Err(e) => {
                 // Leave the record consistent: the agent is stopped and its exit recorded.
-                let mut conn = conn;
-                conn.shutdown().await;
-                let (exit, _) = agent.stop().await;
-                record_exit(&core, exit, "acpx_shutdown", None).await;
-                if let Some(r) = core.recorder.lock().await.as_mut() {
-                    let _ = r.save_if_dirty().await;
-                }
+                abandon(&core, conn, agent).await;
                 drop(lock);
                 return Err(e);
             }
         };
         core.go_live().await?;
-        Ok(Session::assemble(
+        let mut session = Session::assemble(
             self,
             core,
             id.clone(),
@@ -161,9 +216,13 @@ impl Runtime {
             agent,
             conn,
             init,
-            attachment,
+            attached.attachment,
             recovery,
-        ))
+        );
+        session.notices = attached.notices;
+        session.notices.extend(restored);
+        session.models = attached.response.get("models").cloned();
+        Ok(session)
     }
 
     async fn start_agent(
@@ -195,6 +254,77 @@ impl Runtime {
         let record = session.shutdown().await?;
         Ok((outcome?, record))
     }
+}
+
+/// Stops the agent of a session that failed to open and records how it ended.
+async fn abandon(core: &Arc<SessionCore>, conn: Connection, agent: AgentProcess) {
+    let mut conn = conn;
+    conn.shutdown().await;
+    let (exit, _) = agent.stop().await;
+    record_exit(core, exit, "acpx_shutdown", None).await;
+    if let Some(r) = core.recorder.lock().await.as_mut() {
+        let _ = r.save_if_dirty().await;
+    }
+}
+
+/// The MCP servers to send to the agent whose `initialize` answer is `init`, and the notice
+/// for those it cannot take.
+fn mcp_for_agent(mcp: Option<&McpServers>, init: &Value) -> (Value, Vec<String>) {
+    match mcp {
+        Some(m) => m.for_agent(init.get("agentCapabilities").unwrap_or(&Value::Null)),
+        None => (json!([]), Vec::new()),
+    }
+}
+
+fn left_out_notice(left_out: Vec<String>) -> Vec<Notice> {
+    if left_out.is_empty() {
+        Vec::new()
+    } else {
+        vec![Notice::McpServersLeftOut(left_out)]
+    }
+}
+
+/// How a reattach went: the attachment, the agent's answer, and the notices.
+struct Attached {
+    attachment: Attachment,
+    response: Value,
+    notices: Vec<Notice>,
+}
+
+/// Why a failed step may move on to the next one (`None`: it may not).
+fn fallback_reason(
+    failure: &RuntimeError,
+    record: &SessionRecord,
+) -> Option<(&'static str, Option<AcpError>)> {
+    match failure {
+        RuntimeError::Agent { error, .. } if error.is_not_found() => {
+            Some(("not_found", Some(error.as_ref().clone())))
+        }
+        RuntimeError::Agent { error, .. } if error.is_unsupported() => {
+            Some(("unsupported", Some(error.as_ref().clone())))
+        }
+        RuntimeError::Agent { error, .. }
+            if error.code == -32603 && !has_agent_messages(record) =>
+        {
+            Some(("failed_without_history", Some(error.as_ref().clone())))
+        }
+        _ => None,
+    }
+}
+
+/// `session/load: not found; session/resume: unsupported`, for messages.
+pub(crate) fn describe_attempts(attempts: &[FailedAttempt]) -> String {
+    if attempts.is_empty() {
+        return "the agent supports neither session/resume nor session/load".into();
+    }
+    attempts
+        .iter()
+        .map(|a| {
+            let reason = a.reason.replace('_', " ");
+            format!("{}: {reason}", a.method)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
@@ -281,26 +411,81 @@ impl Setup<'_> {
         Ok(())
     }
 
-    async fn new_session(&self, cwd: &Path) -> RuntimeResult<Value> {
-        self.call("session/new", json!({"cwd": cwd, "mcpServers": []}), |_| {})
-            .await
+    async fn new_session(&self, cwd: &Path, mcp_servers: Value) -> RuntimeResult<Value> {
+        self.call(
+            "session/new",
+            json!({"cwd": cwd, "mcpServers": mcp_servers}),
+            |_| {},
+        )
+        .await
     }
 
-    async fn reattach(&self, record: &SessionRecord, init: &Value) -> RuntimeResult<Attachment> {
+    fn controls<'b>(&'b self, acp_session_id: &'b str) -> Controls<'b> {
+        Controls {
+            core: self.core,
+            conn: self.conn,
+            agent: self.agent,
+            timeout: self.runtime.options.request_timeout,
+            acp_session_id,
+        }
+    }
+
+    /// The MCP servers of a reattach: this invocation's, else the record's, else the
+    /// configuration's.
+    fn effective_mcp(&self, record: &SessionRecord) -> RuntimeResult<Option<McpServers>> {
+        if let Some(m) = &self.runtime.options.mcp_servers {
+            return Ok(Some(m.clone()));
+        }
+        if let Some(stored) = record.acpx.extra.get(MCP_SERVERS_KEY) {
+            return McpServers::from_stored(stored).map(Some).map_err(|e| {
+                RuntimeError::InvalidInput(format!(
+                    "session {}: acpx.{MCP_SERVERS_KEY} is not a valid MCP server list: {e}",
+                    record.acpx_record_id
+                ))
+            });
+        }
+        Ok(self.runtime.options.default_mcp_servers.clone())
+    }
+
+    /// Resume (if advertised), then load (if advertised), then a fallback to `session/new`.
+    /// A step that fails as unsupported or not found moves on; any other failure (a timeout,
+    /// a crash, an interrupt) is the error.
+    async fn reattach(&self, record: &SessionRecord, init: &Value) -> RuntimeResult<Attached> {
         let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
         let can_resume = caps
             .get("sessionCapabilities")
             .and_then(|s| s.get("resume"))
             .is_some_and(Value::is_object);
         let can_load = caps.get("loadSession").and_then(Value::as_bool) == Some(true);
+        let mcp = self.effective_mcp(record)?;
+        let (wire, left_out) = mcp_for_agent(mcp.as_ref(), init);
+        let mut notices = left_out_notice(left_out);
         let old = record.acp_session_id.clone();
-        let params = json!({"sessionId": old, "cwd": record.cwd, "mcpServers": []});
-        let (method, failure) = if can_resume {
-            match self.call("session/resume", params, |_| {}).await {
-                Ok(resp) => return self.attached("session/resume", &old, &resp, 0).await,
-                Err(e) => ("session/resume", e),
+        let params = json!({"sessionId": old, "cwd": record.cwd, "mcpServers": wire});
+        let mut failed: Vec<FailedAttempt> = Vec::new();
+        if can_resume {
+            match self.call("session/resume", params.clone(), |_| {}).await {
+                Ok(resp) => {
+                    let attachment = self
+                        .attached("session/resume", &old, &resp, 0, &failed, mcp.as_ref())
+                        .await?;
+                    return Ok(Attached {
+                        attachment,
+                        response: resp,
+                        notices,
+                    });
+                }
+                Err(e) => match fallback_reason(&e, record) {
+                    Some((reason, error)) => failed.push(FailedAttempt {
+                        method: "session/resume".into(),
+                        reason: reason.into(),
+                        error,
+                    }),
+                    None => return Err(e),
+                },
             }
-        } else if can_load {
+        }
+        if can_load {
             self.core.set_phase(Phase::Replaying(0));
             let core = self.core.clone();
             let replayed = Arc::new(std::sync::Mutex::new(0u64));
@@ -318,33 +503,52 @@ impl Setup<'_> {
             }
             let n = *replayed.lock().unwrap_or_else(|p| p.into_inner());
             match result {
-                Ok(resp) => return self.attached("session/load", &old, &resp, n).await,
-                Err(e) => ("session/load", e),
+                Ok(resp) => {
+                    let attachment = self
+                        .attached("session/load", &old, &resp, n, &failed, mcp.as_ref())
+                        .await?;
+                    return Ok(Attached {
+                        attachment,
+                        response: resp,
+                        notices,
+                    });
+                }
+                Err(e) => match fallback_reason(&e, record) {
+                    Some((reason, error)) => failed.push(FailedAttempt {
+                        method: "session/load".into(),
+                        reason: reason.into(),
+                        error,
+                    }),
+                    None => return Err(e),
+                },
             }
+        }
+        let why = if record.extra.contains_key(IMPORTED_FROM_KEY) {
+            Some("the session was imported from Node acpx, whose sessions must continue in their own ACP session".to_owned())
+        } else if self.runtime.options.resume_policy == ResumePolicy::SameSessionOnly {
+            Some(format!(
+                "the resume policy is {}",
+                ResumePolicy::SameSessionOnly.as_str()
+            ))
         } else {
-            (
-                "",
-                RuntimeError::InvalidInput(
-                    "the agent supports neither session/resume nor session/load".into(),
-                ),
-            )
+            None
         };
-        let (reason, error) = match &failure {
-            RuntimeError::InvalidInput(_) => ("unsupported", None),
-            RuntimeError::Agent { error, .. } if error.is_not_found() => {
-                ("not_found", Some(error.as_ref().clone()))
-            }
-            RuntimeError::Agent { error, .. } if error.is_unsupported() => {
-                ("unsupported", Some(error.as_ref().clone()))
-            }
-            RuntimeError::Agent { error, .. }
-                if error.code == -32603 && !has_agent_messages(record) =>
-            {
-                ("failed_without_history", Some(error.as_ref().clone()))
-            }
-            _ => return Err(failure),
-        };
-        self.fallback(record, method, reason, error).await
+        if let Some(why) = why {
+            return Err(RuntimeError::ResumeRequired {
+                acp_session_id: old,
+                detail: describe_attempts(&failed),
+                why,
+            });
+        }
+        let (wire, _) = mcp_for_agent(mcp.as_ref(), init);
+        let (attachment, response, notice) =
+            self.fallback(record, failed, mcp.as_ref(), wire).await?;
+        notices.insert(0, notice);
+        Ok(Attached {
+            attachment,
+            response,
+            notices,
+        })
     }
 
     async fn attached(
@@ -353,11 +557,22 @@ impl Setup<'_> {
         acp_session_id: &str,
         response: &Value,
         replayed: u64,
+        failed: &[FailedAttempt],
+        mcp: Option<&McpServers>,
     ) -> RuntimeResult<Attachment> {
         let mut facts = session_facts(response);
         facts.insert("method".into(), json!(method));
         facts.insert("acpSessionId".into(), json!(acp_session_id));
         facts.insert("replayedUpdates".into(), json!(replayed));
+        if !failed.is_empty() {
+            facts.insert(
+                "failedAttempts".into(),
+                Value::Array(failed.iter().map(FailedAttempt::to_json).collect()),
+            );
+        }
+        if let Some(m) = mcp {
+            facts.insert("mcpServers".into(), m.to_json());
+        }
         self.core
             .try_record(lifecycle_draft(lifecycle_payload(
                 lifecycle::SESSION_ATTACHED,
@@ -370,28 +585,15 @@ impl Setup<'_> {
         })
     }
 
+    /// A fresh ACP session under the same record id, after every reattach step failed.
     async fn fallback(
         &self,
         record: &SessionRecord,
-        method: &str,
-        reason: &str,
-        error: Option<AcpError>,
-    ) -> RuntimeResult<Attachment> {
-        let saved_mode = record
-            .acpx
-            .extra
-            .get(DESIRED_MODE_KEY)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| record.acpx.current_mode_id.clone());
-        let saved_config: Vec<(String, Value)> = record
-            .acpx
-            .extra
-            .get(DESIRED_CONFIG_KEY)
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        let response = self.new_session(Path::new(&record.cwd)).await?;
+        failed: Vec<FailedAttempt>,
+        mcp: Option<&McpServers>,
+        wire: Value,
+    ) -> RuntimeResult<(Attachment, Value, Notice)> {
+        let response = self.new_session(Path::new(&record.cwd), wire).await?;
         let new_id = response
             .get("sessionId")
             .and_then(Value::as_str)
@@ -401,49 +603,47 @@ impl Setup<'_> {
                 detail: format!("no sessionId in {response}"),
             })?
             .to_owned();
+        let reason = failed
+            .last()
+            .map_or("unsupported".to_owned(), |a| a.reason.clone());
         let mut facts = session_facts(&response);
         facts.insert("acpSessionId".into(), json!(new_id));
         facts.insert("previousAcpSessionId".into(), json!(record.acp_session_id));
-        if !method.is_empty() {
-            facts.insert("failedMethod".into(), json!(method));
+        facts.insert(
+            "failedAttempts".into(),
+            Value::Array(failed.iter().map(FailedAttempt::to_json).collect()),
+        );
+        if let Some(last) = failed.last() {
+            facts.insert("failedMethod".into(), json!(last.method));
+            if let Some(e) = &last.error {
+                facts.insert("error".into(), e.to_json());
+            }
         }
-        if let Some(e) = &error {
-            facts.insert("error".into(), e.to_json());
+        if let Some(m) = mcp {
+            facts.insert("mcpServers".into(), m.to_json());
         }
         self.core
             .try_record(lifecycle_draft(lifecycle_payload_with(
                 lifecycle::SESSION_FALLBACK,
                 None,
                 None,
-                Some(reason.to_owned()),
+                Some(reason.clone()),
                 Value::Object(facts),
             )))
             .await?;
-        let current_mode = response
-            .get("modes")
-            .and_then(|m| m.get("currentModeId"))
-            .and_then(Value::as_str);
-        let controls = Controls {
-            core: self.core,
-            conn: self.conn,
-            agent: self.agent,
-            timeout: self.runtime.options.request_timeout,
-            acp_session_id: &new_id,
-        };
-        if let Some(mode) = saved_mode.filter(|m| Some(m.as_str()) != current_mode) {
-            if let Err(e) = controls.set_mode(&mode).await {
-                tracing::warn!("could not re-apply mode {mode} after the fallback: {e}");
-            }
-        }
-        for (id, value) in saved_config {
-            if let Err(e) = controls.set_config_option(&id, value).await {
-                tracing::warn!("could not re-apply config option {id} after the fallback: {e}");
-            }
-        }
-        Ok(Attachment::Fallback {
-            reason: reason.to_owned(),
+        let notice = Notice::Fallback {
             previous_acp_session_id: record.acp_session_id.clone(),
-        })
+            acp_session_id: new_id,
+            failed_attempts: failed,
+        };
+        Ok((
+            Attachment::Fallback {
+                reason,
+                previous_acp_session_id: record.acp_session_id.clone(),
+            },
+            response,
+            notice,
+        ))
     }
 }
 

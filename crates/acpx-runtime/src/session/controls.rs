@@ -165,16 +165,32 @@ impl Controls<'_> {
         config_id: &str,
         value: Value,
     ) -> RuntimeResult<Vec<Value>> {
+        self.set_config_option_as(config_id, value, false).await
+    }
+
+    /// `session/set_config_option`; `is_model` marks the agent's model option, whose value
+    /// the record keeps as the desired model (`docs/format.md`, "Reattach and the user's
+    /// choices").
+    pub(super) async fn set_config_option_as(
+        &self,
+        config_id: &str,
+        value: Value,
+        is_model: bool,
+    ) -> RuntimeResult<Vec<Value>> {
         let mut params =
             json!({"sessionId": self.acp_session_id, "configId": config_id, "value": value});
         if value.is_boolean() {
             params["type"] = json!("boolean");
         }
+        let mut input = json!({"configId": config_id, "value": value});
+        if is_model {
+            input["isModel"] = json!(true);
+        }
         let result = self
             .run(
                 "set_config_option",
                 "session/set_config_option",
-                json!({"configId": config_id, "value": value}),
+                input,
                 params,
             )
             .await?;
@@ -186,8 +202,23 @@ impl Controls<'_> {
     }
 }
 
+impl Controls<'_> {
+    /// The unstable `session/set_model`, for agents that list `models` but no model config
+    /// option.
+    pub(super) async fn set_model_rpc(&self, model_id: &str) -> RuntimeResult<()> {
+        self.run(
+            "set_model",
+            "session/set_model",
+            json!({"modelId": model_id}),
+            json!({"sessionId": self.acp_session_id, "modelId": model_id}),
+        )
+        .await
+        .map(|_| ())
+    }
+}
+
 impl Session {
-    fn controls<'a>(&'a self, acp_session_id: &'a str) -> Controls<'a> {
+    pub(super) fn controls<'a>(&'a self, acp_session_id: &'a str) -> Controls<'a> {
         Controls {
             core: &self.core,
             conn: &self.conn,

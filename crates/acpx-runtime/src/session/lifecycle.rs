@@ -107,6 +107,8 @@ impl Session {
             init,
             attachment,
             recovery,
+            notices: Vec::new(),
+            models: None,
             cancel: CancelHandle::new(),
             shutting_down,
             flusher,

@@ -8,6 +8,7 @@
 //! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
 
 mod attach;
+mod choices;
 mod controls;
 mod lifecycle;
 mod options;
@@ -30,7 +31,10 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::recorder::{EventDraft, Recorder};
 
 pub use crate::turn::{agent_text_after, CancelHandle, TurnOutcome};
-pub use options::{Attachment, NewSessionSpec, Recovery, RuntimeOptions, PROTOCOL_VERSION};
+pub use options::{
+    Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,
+    ResumePolicy, RuntimeOptions, PROTOCOL_VERSION,
+};
 pub use prompt::TurnOptions;
 pub use queue_log::QueueLog;
 pub use recover::load_rolled_forward;
@@ -103,6 +107,7 @@ impl Runtime {
             terminal: self.options.terminal,
             permission_mode: self.options.permission_mode,
             prompter: self.options.prompter.clone(),
+            non_interactive: self.options.non_interactive,
             terminal_output_limit: self.options.terminal_output_limit,
             terminal_output_ceiling: self.options.terminal_output_ceiling,
         }
@@ -139,6 +144,10 @@ pub struct Session {
     init: Value,
     attachment: Attachment,
     recovery: Recovery,
+    /// What the user must be told about opening (fallback, choices not restored).
+    notices: Vec<Notice>,
+    /// The unstable `models` object of the latest session answer (for `session/set_model`).
+    models: Option<Value>,
     cancel: CancelHandle,
     shutting_down: Arc<AtomicBool>,
     flusher: tokio::task::JoinHandle<()>,
@@ -186,6 +195,12 @@ impl Session {
     /// How the ACP session was obtained.
     pub fn attachment(&self) -> &Attachment {
         &self.attachment
+    }
+
+    /// What the user must be told about opening this session: a fallback to a fresh ACP
+    /// session, choices that could not be restored, MCP servers left out.
+    pub fn notices(&self) -> &[Notice] {
+        &self.notices
     }
 
     /// What opening repaired (for new sessions: nothing).

@@ -13,6 +13,7 @@ use crate::client_ops::{
     DEFAULT_TERMINAL_OUTPUT_LIMIT,
 };
 use crate::mapping::RollForward;
+use crate::mcp_servers::McpServers;
 use crate::recorder::{Observer, DEFAULT_SNAPSHOT_INTERVAL};
 
 /// The protocol version acpx speaks.
@@ -53,6 +54,60 @@ pub struct RuntimeOptions {
     pub observer: Option<Observer>,
     /// Sees every raw JSON-RPC line (and the agent's stderr lines).
     pub wire_observer: Option<WireObserver>,
+    /// What reattaching may do when the agent cannot restore the ACP session.
+    pub resume_policy: ResumePolicy,
+    /// What happens when a decision needs a human and there is no prompter.
+    pub non_interactive: NonInteractivePermissions,
+    /// MCP servers chosen for this invocation (`--mcp-config`): sent to the agent and stored
+    /// in the record, replacing the stored list.
+    pub mcp_servers: Option<McpServers>,
+    /// MCP servers of the configuration: used when neither this invocation nor the record
+    /// names any (and stored in a new record).
+    pub default_mcp_servers: Option<McpServers>,
+    /// A model chosen for this invocation (`--model`): applied after attaching and stored as
+    /// the session's desired model.
+    pub model: Option<String>,
+}
+
+/// What reattaching may do when the agent cannot restore the record's ACP session
+/// (`docs/format.md`, "Reattach and the user's choices").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResumePolicy {
+    /// Fall back to a fresh ACP session under the same record id (said on stderr and logged).
+    #[default]
+    AllowNew,
+    /// Fail instead: the conversation must continue in the same ACP session or not at all.
+    SameSessionOnly,
+}
+
+impl ResumePolicy {
+    /// The CLI and config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResumePolicy::AllowNew => "allow-new",
+            ResumePolicy::SameSessionOnly => "same-session-only",
+        }
+    }
+}
+
+/// What happens when a permission decision needs a human and there is no prompter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NonInteractivePermissions {
+    /// Refuse the operation (the turn goes on).
+    #[default]
+    Deny,
+    /// Refuse it and fail the turn with `PERMISSION_PROMPT_UNAVAILABLE`.
+    Fail,
+}
+
+impl NonInteractivePermissions {
+    /// The CLI and config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NonInteractivePermissions::Deny => "deny",
+            NonInteractivePermissions::Fail => "fail",
+        }
+    }
 }
 
 impl Default for RuntimeOptions {
@@ -73,6 +128,11 @@ impl Default for RuntimeOptions {
             agent_env: Vec::new(),
             observer: None,
             wire_observer: None,
+            resume_policy: ResumePolicy::default(),
+            non_interactive: NonInteractivePermissions::default(),
+            mcp_servers: None,
+            default_mcp_servers: None,
+            model: None,
         }
     }
 }
@@ -121,6 +181,61 @@ pub enum Attachment {
         /// The ACP session id that could not be restored.
         previous_acp_session_id: String,
     },
+}
+
+/// A reattach step that failed before the one that worked (or before the fallback).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedAttempt {
+    /// `session/resume` or `session/load`.
+    pub method: String,
+    /// `unsupported`, `not_found` or `failed_without_history`.
+    pub reason: String,
+    /// The agent's error, when it answered with one.
+    pub error: Option<crate::AcpError>,
+}
+
+impl FailedAttempt {
+    /// `{method, reason, error?}`, as in the `session_attached` and `session_fallback`
+    /// payloads.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("method".into(), self.method.clone().into());
+        m.insert("reason".into(), self.reason.clone().into());
+        if let Some(e) = &self.error {
+            m.insert("error".into(), e.to_json());
+        }
+        serde_json::Value::Object(m)
+    }
+}
+
+/// Something the user must be told about opening a session (the CLI prints it on stderr, or
+/// as a JSON line).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// The agent could not restore the ACP session; a fresh one replaced it and the agent
+    /// does not remember earlier turns.
+    Fallback {
+        /// The ACP session that could not be restored.
+        previous_acp_session_id: String,
+        /// The new ACP session.
+        acp_session_id: String,
+        /// The steps that failed, in order (empty when the agent offers neither).
+        failed_attempts: Vec<FailedAttempt>,
+    },
+    /// A config option or the model the user chose could not be set again; the session goes
+    /// on with the agent's value.
+    ChoiceNotRestored {
+        /// `config_option` or `model`.
+        kind: String,
+        /// The config option id (or `model`).
+        id: String,
+        /// The value that was asked for.
+        value: serde_json::Value,
+        /// Why it failed.
+        error: String,
+    },
+    /// MCP servers left out because the agent does not take their transport.
+    McpServersLeftOut(Vec<String>),
 }
 
 /// What opening an existing record found and repaired.

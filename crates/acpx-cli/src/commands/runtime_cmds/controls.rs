@@ -135,12 +135,17 @@ pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
 }
 
 /// `set <key> <value>`: `true` / `false` are sent as booleans, anything else as a string.
+/// `set model <id>` selects the model (the agent's model config option, else the unstable
+/// `session/set_model`) and keeps it as the session's desired model.
 pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
     let value = match a.value.as_str() {
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
         v => Value::String(v.to_owned()),
     };
+    if a.key == "model" {
+        return set_model(ctx, a).await;
+    }
     let (key, v) = (a.key.clone(), value.clone());
     let (options, resumed, record) = with_session(
         ctx,
@@ -156,16 +161,65 @@ pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
         async |s: &mut Session| s.set_config_option(&key, v).await,
     )
     .await?;
+    print_config_set(ctx, &a.key, value, resumed, options, &record);
+    Ok(())
+}
+
+fn print_config_set(
+    ctx: &Ctx,
+    key: &str,
+    value: Value,
+    resumed: bool,
+    options: Vec<Value>,
+    record: &SessionRecord,
+) {
     if ctx.out.is_json() {
         let mut m = Map::new();
-        m.insert("configId".into(), json!(a.key));
-        m.insert("value".into(), value);
+        m.insert("configId".into(), json!(key));
+        m.insert("value".into(), value.clone());
         m.insert("resumed".into(), json!(resumed));
         m.insert("configOptions".into(), Value::Array(options));
-        m.extend(record_identity(&record));
+        m.extend(record_identity(record));
         ctx.out.json(&action("config_set", m));
     } else if ctx.out.is_text() {
-        ctx.out.line(&format!("{} set to {}", a.key, a.value));
+        let shown = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
+        ctx.out.line(&format!("{key} set to {shown}"));
+    }
+}
+
+/// `set model <id>`.
+async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
+    let model = a.value.clone();
+    let ((options, via_config), resumed, record) = with_session(
+        ctx,
+        a.select.session.as_deref(),
+        Request::SetModel {
+            model_id: a.value.clone(),
+        },
+        |v| {
+            let options = match v.get("configOptions") {
+                Some(Value::Array(a)) => a.clone(),
+                _ => Vec::new(),
+            };
+            let via_config = v.get("viaConfigOption").and_then(Value::as_bool) == Some(true);
+            (options, via_config)
+        },
+        async |s: &mut Session| s.set_model(&model).await,
+    )
+    .await?;
+    if via_config {
+        // Through the agent's model config option: reported as the config change it is.
+        print_config_set(ctx, &a.key, json!(a.value), resumed, options, &record);
+    } else if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("modelId".into(), json!(a.value));
+        m.insert("resumed".into(), json!(resumed));
+        m.extend(record_identity(&record));
+        ctx.out.json(&action("model_set", m));
+    } else if ctx.out.is_text() {
+        ctx.out.line(&format!("model set to {}", a.value));
     }
     Ok(())
 }

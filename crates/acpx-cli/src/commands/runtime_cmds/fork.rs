@@ -4,8 +4,8 @@ use acpx_runtime::{NewSessionSpec, Runtime};
 use serde_json::json;
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
-    stop_or_shutdown, Interrupts,
+    interrupted_error, open_existing, or_interrupt, owned, report_notices, runtime_error,
+    runtime_options, stop_or_shutdown, Interrupts,
 };
 use crate::cli::ForkArgs;
 use crate::commands::select;
@@ -13,6 +13,8 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render::{action, record_identity};
 use crate::runs::{self};
+use acpx_runtime::mapping::MCP_SERVERS_KEY;
+use acpx_runtime::mcp_servers::McpServers;
 use acpx_runtime::ops::fork::{self as fork_ops, ForkMethod, FORKED_FROM_KEY};
 
 /// `sessions fork`: a new session that starts from the parent's conversation. With an agent
@@ -43,7 +45,20 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
     let parent_now = session.record().await;
     let can_fork = fork_ops::agent_can_fork(session.initialize_response());
     let child = if can_fork {
-        let params = json!({"sessionId": parent_now.acp_session_id, "cwd": parent_now.cwd, "mcpServers": []});
+        // The parent's MCP servers (stored by the attach above), as this agent takes them.
+        let servers = parent_now
+            .acpx
+            .extra
+            .get(MCP_SERVERS_KEY)
+            .and_then(|v| McpServers::from_stored(v).ok())
+            .unwrap_or_else(McpServers::none);
+        let (wire, _) = servers.for_agent(
+            session
+                .initialize_response()
+                .get("agentCapabilities")
+                .unwrap_or(&serde_json::Value::Null),
+        );
+        let params = json!({"sessionId": parent_now.acp_session_id, "cwd": parent_now.cwd, "mcpServers": wire});
         let answer = or_interrupt(session.agent_request("session/fork", params), &interrupts).await;
         let shutdown = stop_or_shutdown(session, answer.is_none()).await;
         let answer = match answer {
@@ -79,6 +94,7 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
             None => return Err(interrupted_error()),
             Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
         };
+        report_notices(ctx, &fresh);
         let fresh = fresh.shutdown().await.map_err(|e| runtime_error(ctx, e))?;
         fork_ops::record_fork(
             store.clone(),

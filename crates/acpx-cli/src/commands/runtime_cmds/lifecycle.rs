@@ -7,7 +7,8 @@ use acpx_runtime::{Attachment, NewSessionSpec, Runtime};
 use serde_json::{json, Map};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, runtime_error, runtime_options, Interrupts,
+    interrupted_error, open_existing, or_interrupt, report_notices, runtime_error, runtime_options,
+    Interrupts,
 };
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
@@ -58,6 +59,7 @@ async fn create_session(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecor
         },
     };
     let session = opened.map_err(|e| runtime_error(ctx, e))?;
+    report_notices(ctx, &session);
     session.shutdown().await.map_err(|e| runtime_error(ctx, e))
 }
 

@@ -43,9 +43,10 @@ use std::time::Duration;
 
 use acpx_model::{RecordId, SessionRecord};
 use acpx_runtime::{
-    Attachment, CancelHandle, Observer, PermissionMode, Runtime, RuntimeError, RuntimeOptions,
-    Session,
+    Attachment, CancelHandle, FailedAttempt, Notice, Observer, PermissionMode, Runtime,
+    RuntimeError, RuntimeOptions, Session,
 };
+use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::config::PermissionMode as CliPermission;
@@ -70,6 +71,11 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         prompter,
         prompt_timeout: ctx.timeout,
         observer,
+        resume_policy: ctx.resume_policy,
+        non_interactive: ctx.non_interactive,
+        mcp_servers: ctx.mcp_servers.clone(),
+        default_mcp_servers: ctx.config.mcp_servers.clone(),
+        model: ctx.model.clone(),
         ..RuntimeOptions::default()
     };
     if let Some(t) = ctx.timeout {
@@ -90,6 +96,12 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         RuntimeError::Timeout { .. } => {
             CliError::new(ErrorKind::Timeout, e.to_string()).with_detail("AGENT_TIMEOUT")
         }
+        RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
+            .with_detail("MODE_NOT_RESTORED")
+            .with_hint("the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`"),
+        RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
+            .with_detail("SESSION_RESUME_REQUIRED")
+            .with_hint("start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new"),
         RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
             CliError::no_session(e.to_string())
                 .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")
@@ -225,6 +237,7 @@ async fn open_existing(
         },
     };
     let session = opened.map_err(|e| runtime_error(ctx, e))?;
+    report_notices(ctx, &session);
     match session.attachment() {
         Attachment::Fallback {
             reason,
@@ -242,6 +255,69 @@ async fn open_existing(
             .verbose(&format!("recorded the unfinished turn {t} as interrupted"));
     }
     Ok(session)
+}
+
+fn describe_attempts(attempts: &[FailedAttempt]) -> String {
+    if attempts.is_empty() {
+        return "the agent supports neither session/resume nor session/load".into();
+    }
+    attempts
+        .iter()
+        .map(|a| format!("{}: {}", a.method, a.reason.replace('_', " ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Tells the user what opening a session changed: a fallback to a new ACP session (one
+/// stderr line in text mode, a `session_fallback` JSON line on stdout in JSON mode), choices
+/// that could not be set again, MCP servers the agent cannot take (warnings).
+fn report_notices(ctx: &Ctx, session: &Session) {
+    for notice in session.notices() {
+        match notice {
+            Notice::Fallback {
+                previous_acp_session_id,
+                acp_session_id,
+                failed_attempts,
+            } => {
+                if ctx.out.is_json() {
+                    // A prompt streams the `session_fallback` lifecycle event itself; a
+                    // command's action object carries it as `sessionFallback`.
+                    ctx.out.attach_to_next_action(
+                        "sessionFallback",
+                        json!({
+                            "previousAcpSessionId": previous_acp_session_id,
+                            "acpxSessionId": acp_session_id,
+                            "failedAttempts": failed_attempts.iter().map(FailedAttempt::to_json).collect::<Vec<_>>(),
+                        }),
+                    );
+                } else if ctx.out.is_text() {
+                    eprintln!(
+                        "[acpx] the agent could not restore ACP session {previous_acp_session_id} ({}); continuing in new ACP session {acp_session_id}: the agent does not remember earlier turns",
+                        describe_attempts(failed_attempts)
+                    );
+                }
+            }
+            Notice::ChoiceNotRestored {
+                kind,
+                id,
+                value,
+                error,
+            } => {
+                let what = if kind == "model" {
+                    format!("the model {value}")
+                } else {
+                    format!("config option {id} = {value}")
+                };
+                ctx.out.warn(&format!(
+                    "could not set {what} again ({error}); the agent uses its own value"
+                ));
+            }
+            Notice::McpServersLeftOut(names) => ctx.out.warn(&format!(
+                "the agent does not take these MCP servers' transport, so they were not sent: {}",
+                names.join(", ")
+            )),
+        }
+    }
 }
 
 /// Shuts a session down, or stops it at once after an interrupt.

@@ -7,8 +7,8 @@ use acpx_model::SessionRecord;
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
 
 use super::{
-    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
-    stop_now, Interrupts,
+    interrupted_error, open_existing, or_interrupt, owned, report_notices, runtime_error,
+    runtime_options, stop_now, Interrupts,
 };
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::{Format, PermissionMode as CliPermission};
@@ -53,27 +53,49 @@ fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<Str
 /// follows it; in text mode its `[error]` line said what went wrong.
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     let reported = |e: CliError| if shown { e.reported() } else { e };
+    let code = outcome.error.as_ref().map(|e| e.code.as_str());
+    if code == Some("PERMISSION_PROMPT_UNAVAILABLE") {
+        let msg = outcome
+            .error
+            .as_ref()
+            .map(|e| e.message.clone())
+            .unwrap_or_default();
+        return Err(reported(
+            CliError::new(ErrorKind::PermissionPromptUnavailable, msg).with_hint(
+                "run on a terminal, pass --approve-all, or use --non-interactive-permissions deny",
+            ),
+        ));
+    }
+    // Node's rule (§ exit codes): a turn that asked for permission, got no approval and had
+    // something denied or cancelled exits 5 — whatever the stop reason (codex answers a
+    // refusal with `cancelled`) — unless the user cancelled the turn.
+    let s = outcome.permission_stats;
+    if !outcome.cancel_requested
+        && outcome.outcome.as_str() != "timeout"
+        && s.requested > 0
+        && s.approved == 0
+        && s.denied + s.cancelled > 0
+    {
+        let e = CliError::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "the agent asked for permission {} time(s) and was refused",
+                s.requested
+            ),
+        )
+        .with_hint(if ctx.permission == CliPermission::ApproveReads {
+            "answer on a terminal, or re-run with --approve-all"
+        } else {
+            "re-run with --approve-all or --approve-reads"
+        });
+        return Err(if shown && ctx.out.is_json() {
+            e.reported()
+        } else {
+            e
+        });
+    }
     match outcome.outcome.as_str() {
-        "completed" => {
-            let s = outcome.permission_stats;
-            if s.requested > 0 && s.approved == 0 && s.denied + s.cancelled > 0 {
-                let json_shown = shown && ctx.out.is_json();
-                let e = CliError::new(
-                    ErrorKind::PermissionDenied,
-                    format!(
-                        "the agent asked for permission {} time(s) and was refused",
-                        s.requested
-                    ),
-                )
-                .with_hint(if ctx.permission == CliPermission::ApproveReads {
-                    "answer on a terminal, or re-run with --approve-all"
-                } else {
-                    "re-run with --approve-all or --approve-reads"
-                });
-                return Err(if json_shown { e.reported() } else { e });
-            }
-            Ok(())
-        }
+        "completed" => Ok(()),
         "cancelled" => Ok(()),
         "timeout" => Err(reported(
             CliError::new(
@@ -242,6 +264,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         None => return Err(interrupted_error()),
         Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
     };
+    report_notices(ctx, &session);
     drop(startup);
     let interrupts = Interrupts::start(Some(session.cancel_handle()), None, &ctx.out);
     let (outcome, _) = run_turn(ctx, session, &text, &live, interrupts).await?;

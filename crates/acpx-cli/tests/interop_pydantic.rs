@@ -1,0 +1,139 @@
+//! Interoperability with a real third-party agent: pydantic-acp 1.10.0 serving a pydantic-ai
+//! agent with a scripted `FunctionModel` (`scripts/peers/pydantic_peer.py`, installed by
+//! `scripts/install-interop-peer.sh`; no LLM, no key). Every step is a separate `acpx`
+//! process, as a user runs them.
+//!
+//! The peer answers `session/resume` with -32601 although it advertises it, and keeps its mode
+//! only in process memory: the case where a session used to lose its context and its mode on
+//! every command. Its reply states what it remembers:
+//! `mode=<mode>; turns=<n>; heard=<user texts joined by ' | '>`.
+//!
+//! The peer is found through `ACPX_INTEROP_PYDANTIC_AGENT` (a full command line) or at the
+//! install script's default paths. When it is missing the test fails under `CI=true` and is
+//! skipped (with a message) otherwise.
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+
+fn peer_command() -> Option<String> {
+    if let Ok(cmd) = std::env::var("ACPX_INTEROP_PYDANTIC_AGENT") {
+        if !cmd.trim().is_empty() {
+            return Some(cmd);
+        }
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = repo.join(".venv-acp/bin/python");
+    let script = repo.join("scripts/peers/pydantic_peer.py");
+    let installed = python.exists()
+        && script.exists()
+        && std::process::Command::new(&python)
+            .args(["-c", "import pydantic_acp"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    installed.then(|| format!("'{}' '{}'", python.display(), script.display()))
+}
+
+fn require_peer() -> Option<String> {
+    match peer_command() {
+        Some(c) => Some(c),
+        None if std::env::var("CI").as_deref() == Ok("true") => panic!(
+            "the pydantic-acp interop peer is missing; run scripts/install-interop-peer.sh \
+             (or set ACPX_INTEROP_PYDANTIC_AGENT)"
+        ),
+        None => {
+            eprintln!(
+                "SKIPPED: pydantic-acp peer not installed; run scripts/install-interop-peer.sh \
+                 or set ACPX_INTEROP_PYDANTIC_AGENT to run this test"
+            );
+            None
+        }
+    }
+}
+
+/// An environment whose agent keeps its sessions in a directory of the test.
+fn peer_env(backend: &'static str) -> Env {
+    let mut env = Env::new(backend);
+    let sessions = env.home().join("peer-sessions");
+    env.extra_env.push((
+        "PYD_PEER_SESSIONS".into(),
+        sessions.to_string_lossy().into_owned(),
+    ));
+    env
+}
+
+fn continues_the_conversation_in_the_chosen_mode(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+
+    let created = run(&["--format", "json", "sessions", "new"]).ok().json();
+    let acp_id = created["acpxSessionId"].as_str().unwrap().to_owned();
+    run(&["set-mode", "code"]).ok();
+
+    let first = run(&["prompt", "one"]).ok();
+    assert!(
+        first.stdout.contains("mode=code; turns=1; heard=one"),
+        "{}\n{}",
+        first.stdout,
+        first.stderr
+    );
+    let second = run(&["prompt", "two"]).ok();
+    assert!(
+        second
+            .stdout
+            .contains("mode=code; turns=2; heard=one | two"),
+        "the second command lost the context or the mode:\n{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    assert!(
+        !second.stderr.contains("new ACP session"),
+        "no fallback was needed: {}",
+        second.stderr
+    );
+
+    let shown = run(&["--format", "json", "sessions", "show"]).ok().json();
+    assert_eq!(
+        shown["acpxSessionId"],
+        acp_id.as_str(),
+        "load kept the ACP session"
+    );
+    assert_eq!(shown["acpxRecordId"], created["acpxRecordId"]);
+
+    // The log says how each command attached: resume refused as unsupported, then load.
+    let events = run(&["--format", "json", "sessions", "events"])
+        .ok()
+        .json_lines();
+    let attached: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "lifecycle_event" && e["payload"]["phase"] == "session_attached")
+        .collect();
+    assert!(!attached.is_empty());
+    for e in &attached {
+        assert_eq!(e["payload"]["method"], "session/load", "{e}");
+        assert_eq!(
+            e["payload"]["failedAttempts"][0]["method"], "session/resume",
+            "{e}"
+        );
+        assert_eq!(
+            e["payload"]["failedAttempts"][0]["reason"], "unsupported",
+            "{e}"
+        );
+    }
+    assert!(!events
+        .iter()
+        .any(|e| e["payload"]["phase"] == "session_fallback"));
+}
+
+#[test]
+fn a_later_command_continues_the_conversation_in_the_chosen_mode_fs() {
+    continues_the_conversation_in_the_chosen_mode("fs");
+}
+
+#[test]
+fn a_later_command_continues_the_conversation_in_the_chosen_mode_sqlite() {
+    continues_the_conversation_in_the_chosen_mode("sqlite");
+}
