@@ -99,7 +99,7 @@ impl fmt::Debug for FsCore {
 /// A held session writer lock of the file store (the guard inside the
 /// [`acpx_model::SessionLock`] that [`acpx_model::Store::lock`] returns). Dropping it writes
 /// out buffered events and releases the lock.
-pub struct FsLockGuard {
+pub(crate) struct FsLockGuard {
     core: Arc<FsCore>,
     id: RecordId,
     slot: Arc<Slot>,
@@ -445,4 +445,5 @@ impl Drop for FsCore {
 }
 
 pub(crate) use event_log::PreparedBatch;
+#[cfg(feature = "testing")]
 pub use event_log::PENDING_LIMIT;

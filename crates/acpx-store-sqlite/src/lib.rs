@@ -65,12 +65,14 @@
 //! # });
 //! ```
 
+#![warn(missing_docs)]
+
 mod checkpoint;
 mod connection;
 mod events;
 mod lock;
 mod rows;
-pub mod schema;
+mod schema;
 mod search;
 mod sessions;
 
@@ -107,6 +109,8 @@ pub struct SqliteStoreOptions {
     /// bytes of NDJSON event lines are kept per session (the file store's budget). Also the
     /// unit of the reported `segment_count`.
     pub max_segment_bytes: u64,
+    /// The other factor of the retention budget (see `max_segment_bytes`): the number of
+    /// file-store segments the kept events would fill at most.
     pub max_segments: u32,
     /// How long a mutation waits for a session's writer lock held by someone else.
     pub lock_timeout: Duration,

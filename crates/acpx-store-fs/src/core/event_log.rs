@@ -80,6 +80,7 @@ impl PreparedBatch {
 
 impl FsCore {
     /// Appends a batch under the held writer lock `writer` (see `Store::append`).
+    #[cfg(any(test, feature = "testing"))]
     pub fn append(
         &self,
         writer: &SessionLock,

@@ -23,6 +23,7 @@ use crate::log::{self};
 
 impl FsCore {
     /// Stores a new session (revision 1). [`StoreError::AlreadyExists`] if the id is taken.
+    #[cfg(any(test, feature = "testing"))]
     pub fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let bytes = self.prepare_snapshot(record, 1)?;
         self.create_bytes(&record.acpx_record_id, &bytes)?;
@@ -60,6 +61,7 @@ impl FsCore {
 
     /// Replaces the snapshot if the stored revision equals `record.revision`, then increments
     /// `record.revision`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let expected = record.revision;
         let bytes = self.prepare_snapshot(record, expected + 1)?;
