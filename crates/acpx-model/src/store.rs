@@ -9,7 +9,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{StoreError, StoreResult};
-use crate::event::{EventEnvelope, EventStream};
+use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord, SessionSummary};
@@ -101,7 +101,7 @@ pub struct EventQuery {
     /// First seq to return (inclusive); 0 or 1 mean "from the oldest retained event".
     pub from_seq: u64,
     /// Only these event types (empty: all).
-    pub types: Vec<String>,
+    pub types: Vec<EventType>,
     /// Only these streams (empty: all).
     pub streams: Vec<EventStream>,
     /// Only events with this `requestId`.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::MutexGuard;
 
 use acpx_model::{
-    check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery, ReadMode,
-    RecordId, StoreError, StoreResult, Timestamp,
+    check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery,
+    EventType, ReadMode, RecordId, StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -209,11 +209,11 @@ pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValu
     match query.types.as_slice() {
         [] => {}
         [one] => {
-            args.push(SqlValue::Text(one.clone()));
+            args.push(SqlValue::Text(one.as_str().to_owned()));
             sql.push_str(&format!(" AND type = ?{}", args.len()));
         }
         many => {
-            args.push(json_list(many.iter().map(String::as_str).collect()));
+            args.push(json_list(many.iter().map(EventType::as_str).collect()));
             sql.push_str(&format!(
                 " AND type IN (SELECT value FROM json_each(?{}))",
                 args.len()
