@@ -1,8 +1,9 @@
 //! The NDJSON audit log: one [`EventEnvelope`] per line.
 //!
-//! The envelope keeps `type` as a string and `payload` as raw JSON, so an event type or a field
-//! this version does not know is kept and written back unchanged. [`EventEnvelope::payload_typed`]
-//! gives the typed view of the event types listed in `docs/format.md`, "`events.ndjson`".
+//! The envelope keeps `type` as an open [`EventType`] and `payload` as raw JSON, so an event
+//! type or a field this version does not know is kept and written back unchanged.
+//! [`EventEnvelope::payload_typed`] gives the typed view of the event types listed in
+//! `docs/format.md`, "`events.ndjson`".
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -130,10 +131,10 @@ pub struct EventEnvelope {
     pub stream: EventStream,
     /// Who produced the event.
     pub source: EventSource,
-    /// `type`, as written; [`EventEnvelope::kind`] gives it as an [`EventType`]. A string so
-    /// that an unknown type is written back exactly as read.
+    /// `type`: what the event records. A type this version does not know is kept as
+    /// [`EventType::Other`] and written back exactly as read.
     #[serde(rename = "type")]
-    pub event_type: String,
+    pub event_type: EventType,
     /// The type-specific body, as raw JSON ([`EventEnvelope::payload_typed`] parses it).
     pub payload: Value,
     /// Envelope keys this version does not know.
@@ -174,7 +175,7 @@ impl EventEnvelope {
             request_id: ctx.request_id.map(str::to_owned),
             stream: ctx.stream.clone(),
             source: ctx.source.clone(),
-            event_type,
+            event_type: EventType::from(event_type),
             payload,
             extra: Map::new(),
         }
@@ -199,15 +200,15 @@ impl EventEnvelope {
         serde_json::from_slice(line)
     }
 
-    /// The event's `type` as an [`EventType`].
+    /// The event's `type` (a copy of [`EventEnvelope::event_type`]).
     pub fn kind(&self) -> EventType {
-        EventType::from(self.event_type.as_str())
+        self.event_type.clone()
     }
 
     /// The typed view of the payload. Unknown event types come back as
     /// [`EventPayload::Unknown`]; a known type whose payload does not fit is an error.
     pub fn payload_typed(&self) -> Result<EventPayload, serde_json::Error> {
-        EventPayload::from_parts(&self.event_type, &self.payload)
+        EventPayload::from_parts(self.event_type.as_str(), &self.payload)
     }
 }
 

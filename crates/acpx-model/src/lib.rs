@@ -47,14 +47,10 @@ mod open_enum;
 pub mod error;
 pub mod event;
 pub mod id;
-// documented in the store-layer change
-#[allow(missing_docs)]
 pub mod memory;
 pub mod migrate;
 pub mod search;
 pub mod session;
-// documented in the store-layer change
-#[allow(missing_docs)]
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

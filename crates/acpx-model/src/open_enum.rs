@@ -6,7 +6,7 @@
 
 /// Declares an open enum: each variant maps to one on-disk string; any other string is
 /// `Other`. Serializes as the string, and implements `From<&str>`, `Display` and comparison
-/// with `&str`.
+/// with `str`, `&str` and `String`.
 macro_rules! open_enum {
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
         $(#[$meta])*
@@ -51,6 +51,12 @@ macro_rules! open_enum {
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
                 self.as_str() == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.as_str() == other
             }
         }
 

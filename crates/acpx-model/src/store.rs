@@ -9,7 +9,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{StoreError, StoreResult};
-use crate::event::{EventEnvelope, EventStream};
+use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord, SessionSummary};
@@ -25,9 +25,12 @@ use crate::time::Timestamp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
+    /// May be buffered in the process (see the table above).
     None,
+    /// Written to the operating system before `append` returns (the default).
     #[default]
     Flush,
+    /// On stable storage before `append` returns.
     Fsync,
 }
 
@@ -35,9 +38,12 @@ pub enum Durability {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClosedFilter {
+    /// Open and closed sessions (the default).
     #[default]
     Any,
+    /// Only sessions that are not closed.
     Open,
+    /// Only closed sessions.
     Closed,
 }
 
@@ -50,6 +56,7 @@ pub struct ListQuery {
     pub agent_command: Option<String>,
     /// Only sessions with exactly this name.
     pub name: Option<String>,
+    /// Only open sessions, only closed ones, or both.
     pub closed: ClosedFilter,
     /// Page size; `None` returns every match in one page.
     pub limit: Option<usize>,
@@ -60,6 +67,7 @@ pub struct ListQuery {
 /// One page of [`Store::list`]: newest `lastUsedAt` first, the record id breaking ties.
 #[derive(Debug, Clone, Default)]
 pub struct ListPage {
+    /// The sessions of this page, in list order.
     pub sessions: Vec<SessionSummary>,
     /// Present when more sessions may follow.
     pub next_cursor: Option<String>,
@@ -73,6 +81,7 @@ pub struct ListPage {
 pub struct SkippedEntry {
     /// The file or row.
     pub location: String,
+    /// Why it could not be read (the field and what is wrong with it, when known).
     pub reason: String,
 }
 
@@ -92,13 +101,14 @@ pub struct EventQuery {
     /// First seq to return (inclusive); 0 or 1 mean "from the oldest retained event".
     pub from_seq: u64,
     /// Only these event types (empty: all).
-    pub types: Vec<String>,
+    pub types: Vec<EventType>,
     /// Only these streams (empty: all).
     pub streams: Vec<EventStream>,
     /// Only events with this `requestId`.
     pub request_id: Option<String>,
     /// At most this many matching events; `None`: all.
     pub limit: Option<usize>,
+    /// What a damaged line does: fail the read, or be skipped and reported.
     pub mode: ReadMode,
 }
 
@@ -125,6 +135,7 @@ impl EventQuery {
 /// A page of events, in seq order.
 #[derive(Debug, Clone, Default)]
 pub struct EventPage {
+    /// The matching events, in seq order.
     pub events: Vec<EventEnvelope>,
     /// When `limit` cut the page: the seq to pass as `from_seq` for the next page.
     pub next_seq: Option<u64>,
@@ -141,15 +152,20 @@ pub struct EventPage {
 /// An incomplete final line found at the end of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TornTail {
+    /// The file holding the incomplete line (after a set-aside: the file it was moved to).
     pub location: String,
+    /// Its length in bytes.
     pub bytes: u64,
 }
 
 /// A complete line that is not a valid event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DamagedLine {
+    /// The segment file or table.
     pub location: String,
+    /// The 1-based line number in that file (the seq for a database row).
     pub line: u64,
+    /// What is wrong with it.
     pub reason: String,
 }
 

@@ -198,7 +198,7 @@ impl Recorder {
         mapping::apply_event(&mut self.record, &event);
         self.dirty = true;
         if first_failure
-            || forces_save(&event.event_type)
+            || forces_save(event.event_type.as_str())
             || self.last_save.elapsed() >= self.snapshot_interval
         {
             self.save().await?;

@@ -1,12 +1,16 @@
 //! Crash injection for tests (cargo feature `failpoints`).
 //!
 //! With the feature on, [`failpoint!`] aborts the process when the environment variable
-//! `ACPX_FAILPOINT` equals the step name; without it the macro expands to nothing.
+//! `ACPX_FAILPOINT` equals the step name; without it the macro expands to nothing. The names
+//! are public only with the cargo feature `testing` (which `failpoints` turns on), for the
+//! crash tests that set them.
 
 /// The environment variable naming the step at which to abort.
+#[cfg(feature = "testing")]
 pub const FAILPOINT_ENV: &str = "ACPX_FAILPOINT";
 
 /// Every step name the store checks.
+#[cfg(feature = "testing")]
 pub const FAILPOINTS: &[&str] = &[
     "save.after_temp_fsync",
     "save.after_rename",

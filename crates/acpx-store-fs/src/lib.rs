@@ -126,8 +126,8 @@
 //! `tokio::task::block_in_place` (no thread hand-off; other futures of the calling task wait
 //! for it).
 //!
-//! The blocking implementation is public as [`FsCore`] ([`FsStore::blocking`]) for callers
-//! without an async runtime.
+//! The blocking implementation is internal; tests reach it with the cargo feature `testing`
+//! (`FsStore::blocking`).
 //!
 //! ## Rotation and retention
 //!
@@ -219,6 +219,8 @@
 //! With the cargo feature `failpoints`, the store aborts the process (`std::process::abort`)
 //! at a named step when the environment variable `ACPX_FAILPOINT` equals its name, to test
 //! crash recovery with real processes. Without the feature the checks compile to nothing.
+//! The feature turns on `testing`, which makes the step names public as `FAILPOINTS` (and the
+//! variable's name as `FAILPOINT_ENV`).
 //!
 //! | step | where |
 //! |---|---|
@@ -248,7 +250,13 @@ use acpx_model::{
 };
 use async_trait::async_trait;
 
-pub use crate::core::{FsCore, FsLockGuard, FsStoreOptions, PENDING_LIMIT};
+use crate::core::FsCore;
+pub use crate::core::FsStoreOptions;
+// Internals for tests (cargo feature `testing`, off by default): the blocking core, the
+// buffer limit of `Durability::None`, and the failpoint names.
+#[cfg(feature = "testing")]
+pub use crate::core::PENDING_LIMIT;
+#[cfg(feature = "testing")]
 pub use crate::failpoint::{FAILPOINTS, FAILPOINT_ENV};
 
 /// The file-system [`Store`]. Cloning is cheap and gives another handle to the same store
@@ -280,8 +288,9 @@ impl FsStore {
             .map(|h| PathBuf::from(h).join(".acpx"))
     }
 
-    /// The blocking implementation, for callers outside an async runtime (a CLI's `fsck`, a
-    /// benchmark). Its methods may sleep and fsync: do not call them on an async worker.
+    /// The blocking implementation, for tests outside an async runtime (cargo feature
+    /// `testing`). Its methods may sleep and fsync: do not call them on an async worker.
+    #[cfg(feature = "testing")]
     pub fn blocking(&self) -> &Arc<FsCore> {
         &self.core
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::ops::AppendLocked;
+use acpx_model::EventType;
 
 /// Seqs must continue the log exactly; gaps, repeats, a wrong first seq and events of another
 /// session are refused, and a refused batch writes nothing at all.
@@ -202,7 +203,7 @@ pub async fn read_filters_by_type_stream_and_request_id(b: &dyn Backend) {
         ),
     ];
     for (q, want) in cases {
-        assert!(!want.is_empty() || q.types == vec!["no_such_type".to_string()]);
+        assert!(!want.is_empty() || q.types == vec![EventType::from("no_such_type")]);
         let page = store.read_events(&id, &q).await.unwrap();
         assert_eq!(seqs(&page.events), want, "{q:?}");
         assert_eq!(

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use acpx_model::{
-    ClosedFilter, EventEnvelope, EventQuery, EventStream, ListQuery, ReadMode, SearchQuery,
-    SessionRecord, Timestamp,
+    ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
+    SearchQuery, SessionRecord, Timestamp,
 };
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::scope;
@@ -296,7 +296,11 @@ pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
 fn event_query(a: &EventsArgs) -> EventQuery {
     EventQuery {
         from_seq: a.from_seq,
-        types: a.types.clone(),
+        types: a
+            .types
+            .iter()
+            .map(|t| EventType::from(t.as_str()))
+            .collect(),
         streams: a
             .streams
             .iter()

@@ -146,7 +146,7 @@ pub async fn events(store: &dyn Store, id: &RecordId) -> Vec<EventEnvelope> {
 }
 
 pub fn types(events: &[EventEnvelope]) -> Vec<String> {
-    events.iter().map(|e| e.event_type.clone()).collect()
+    events.iter().map(|e| e.event_type.to_string()).collect()
 }
 
 pub fn updates<'a>(events: &'a [EventEnvelope], kind: &str) -> Vec<&'a EventEnvelope> {

@@ -2,7 +2,7 @@
 //! search, read the log back as NDJSON, close.
 //!
 //! ```text
-//! cargo run -p acpx-store-sqlite --example basic [-- /path/to/acpx.db]
+//! cargo run -p acpx-store-sqlite --example sqlite_basic [-- /path/to/acpx.db]
 //! ```
 //!
 //! Without an argument it uses a database in a fresh temporary directory. Afterwards the

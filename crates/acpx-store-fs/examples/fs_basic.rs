@@ -1,6 +1,6 @@
 //! A session's life in the file store: create, append events, save, list, read back.
 //!
-//! Run with `cargo run -p acpx-store-fs --example basic` (add a directory argument to keep
+//! Run with `cargo run -p acpx-store-fs --example fs_basic` (add a directory argument to keep
 //! the files and look at them; by default a temp directory is used and removed).
 
 use std::time::Duration;

@@ -1,0 +1,368 @@
+//! Snapshots of [`FsCore`]: create, save (revision check, temp file and rename), load,
+//! close and delete, and the listing and search built on the listing cache.
+
+use std::fs;
+use std::io::{self, Read, Write};
+#[cfg(test)]
+use std::sync::atomic::Ordering;
+
+use acpx_model::{
+    list_order_key, normalize_cwd, ListPage, ListQuery, RecordId, SearchHit, SearchQuery,
+    SessionRecord, StoreError, StoreResult, Timestamp,
+};
+
+use super::{FsCore, SlotState};
+use crate::failpoint::failpoint;
+use crate::fsutil::{
+    create_new_file, fsync_dir, io_err, open_read, random_suffix, read_file, remove_if_exists,
+    stat_opt, FileIdent,
+};
+use crate::index::{parse_snapshot, read_revision_prefix, reason, Listing};
+use crate::layout::{classify, is_log_file_of, Entry};
+use crate::log::{self};
+
+impl FsCore {
+    /// Stores a new session (revision 1). [`StoreError::AlreadyExists`] if the id is taken.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        let bytes = self.prepare_snapshot(record, 1)?;
+        self.create_bytes(&record.acpx_record_id, &bytes)?;
+        record.revision = 1;
+        Ok(())
+    }
+
+    /// Validates `record` and serializes it with `revision` (restoring the caller's value).
+    pub(crate) fn prepare_snapshot(
+        &self,
+        record: &mut SessionRecord,
+        revision: u64,
+    ) -> StoreResult<Vec<u8>> {
+        let path = self.layout.snapshot(&record.acpx_record_id);
+        record.validate(&path.display().to_string())?;
+        let old = std::mem::replace(&mut record.revision, revision);
+        let bytes = record.to_json_vec();
+        record.revision = old;
+        Ok(bytes)
+    }
+
+    pub(crate) fn create_bytes(&self, id: &RecordId, bytes: &[u8]) -> StoreResult<()> {
+        self.with_write(id, |core, st| {
+            core.ensure_valid(id, st)?;
+            if core.snapshot_present(id, st)? {
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
+            // Log files without a snapshot are what an interrupted delete leaves behind; they
+            // must not become the history of the new session.
+            st.writer = None;
+            core.remove_segments(id)?;
+            core.write_snapshot(id, st, bytes, 1)
+        })
+    }
+
+    /// Replaces the snapshot if the stored revision equals `record.revision`, then increments
+    /// `record.revision`.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
+        let expected = record.revision;
+        let bytes = self.prepare_snapshot(record, expected + 1)?;
+        self.save_bytes(&record.acpx_record_id, expected, &bytes)?;
+        record.revision = expected + 1;
+        Ok(())
+    }
+
+    pub(crate) fn save_bytes(&self, id: &RecordId, expected: u64, bytes: &[u8]) -> StoreResult<()> {
+        self.with_write(id, |core, st| {
+            core.ensure_valid(id, st)?;
+            let actual = core.stored_revision(id, st)?;
+            if actual != expected {
+                return Err(StoreError::Conflict {
+                    id: id.clone(),
+                    expected,
+                    actual,
+                });
+            }
+            core.write_snapshot(id, st, bytes, expected + 1)
+        })
+    }
+
+    /// The revision of the stored snapshot: from the cache while this store has held the lock
+    /// continuously since it wrote the file, else from the first bytes of the file (the layout
+    /// this store writes), else by parsing the document.
+    pub(super) fn stored_revision(&self, id: &RecordId, st: &mut SlotState) -> StoreResult<u64> {
+        let path = self.layout.snapshot(id);
+        let not_found = |st: &mut SlotState| {
+            st.snapshot_present = Some(false);
+            StoreError::NotFound(id.clone())
+        };
+        if let Some((cached, rev)) = st.snap {
+            match stat_opt(&path).map_err(|e| io_err(&path, e))? {
+                None => return Err(not_found(st)),
+                Some(m) if FileIdent::of(&m) == cached => return Ok(rev),
+                Some(_) => st.snap = None,
+            }
+        }
+        let file = match open_read(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(not_found(st)),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        st.snapshot_present = Some(true);
+        if let Some(rev) = read_revision_prefix(&file).map_err(|e| io_err(&path, e))? {
+            return Ok(rev);
+        }
+        #[derive(serde::Deserialize)]
+        struct RevisionProbe {
+            #[serde(default)]
+            revision: u64,
+        }
+        let mut bytes = Vec::new();
+        (&file)
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_err(&path, e))?;
+        let probe: RevisionProbe = serde_json::from_slice(&bytes).map_err(|e| {
+            StoreError::corrupt(
+                path.display().to_string(),
+                None,
+                format!(
+                    "field `revision`: cannot read the stored revision ({e}); delete or repair \
+                     the file before saving over it"
+                ),
+            )
+        })?;
+        Ok(probe.revision)
+    }
+
+    /// Temp file in the same directory, write, fsync, rename over the snapshot, fsync the
+    /// directory. A crash at any point leaves the old or the new snapshot.
+    pub(super) fn write_snapshot(
+        &self,
+        id: &RecordId,
+        st: &mut SlotState,
+        bytes: &[u8],
+        revision: u64,
+    ) -> StoreResult<()> {
+        let path = self.layout.snapshot(id);
+        let dir = self.layout.dir();
+        let mut attempt = 0;
+        let (tmp, mut file) = loop {
+            let tmp = self.layout.snapshot_temp(id, &random_suffix());
+            match create_new_file(&tmp) {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(e) => return Err(io_err(&tmp, e)),
+            }
+        };
+        let written = file.write_all(bytes).and_then(|()| file.sync_all());
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&tmp, e));
+        }
+        failpoint!("save.after_temp_fsync");
+        drop(file);
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&path, e));
+        }
+        failpoint!("save.after_rename");
+        st.snapshot_present = Some(true);
+        st.snap = stat_opt(&path)
+            .ok()
+            .flatten()
+            .map(|m| (FileIdent::of(&m), revision));
+        fsync_dir(dir).map_err(|e| io_err(dir, e))
+    }
+
+    /// Reads and validates a session snapshot.
+    pub fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        let path = self.layout.snapshot(id);
+        let bytes = match read_file(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound(id.clone()))
+            }
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        #[cfg(test)]
+        self.snapshot_parses.fetch_add(1, Ordering::Relaxed);
+        parse_snapshot(id, &path, &bytes).map_err(|(field, message)| {
+            StoreError::corrupt(path.display().to_string(), None, reason(&field, &message))
+        })
+    }
+
+    /// Marks a session closed; idempotent.
+    pub fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        self.with_write(id, |core, st| {
+            core.ensure_valid(id, st)?;
+            let mut record = core.load(id)?;
+            if record.closed {
+                return Ok(record);
+            }
+            record.closed = true;
+            record.closed_at = Some(at);
+            record.pid = None;
+            let expected = record.revision;
+            let bytes = core.prepare_snapshot(&mut record, expected + 1)?;
+            core.write_snapshot(id, st, &bytes, expected + 1)?;
+            record.revision = expected + 1;
+            Ok(record)
+        })
+    }
+
+    /// Removes the snapshot, every log segment, set-aside torn tails and temp files of `id`.
+    pub fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        self.with_write(id, |core, st| {
+            core.ensure_valid(id, st)?;
+            // Pending events of a deleted session are dropped with it.
+            st.writer = None;
+            st.snap = None;
+            let snapshot = core.layout.snapshot(id);
+            let mut existed = remove_if_exists(&snapshot).map_err(|e| io_err(&snapshot, e))?;
+            st.snapshot_present = Some(false);
+            failpoint!("delete.after_snapshot_unlink");
+            existed |= core.remove_segments(id)?;
+            let dir = core.layout.dir();
+            let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
+            for entry in rd {
+                let entry = entry.map_err(|e| io_err(dir, e))?;
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                let ours = is_log_file_of(&name, id)
+                    || classify(&name) == Some(Entry::SnapshotTemp(id.clone()));
+                if ours {
+                    let p = entry.path();
+                    existed |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
+                }
+            }
+            fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+            Ok(existed)
+        })
+    }
+
+    /// Removes the active and older segments of `id` that the probe finds.
+    pub(super) fn remove_segments(&self, id: &RecordId) -> StoreResult<bool> {
+        let dir = self.layout.dir();
+        let mut any = false;
+        let older = log::probe_older(&self.layout, id, self.opts.max_segments)
+            .map_err(|e| io_err(dir, e))?;
+        for n in std::iter::once(0).chain(older) {
+            let p = self.layout.segment(id, n);
+            any |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
+        }
+        Ok(any)
+    }
+
+    /// Every stored session, without reading conversations (see the crate docs on the listing
+    /// cache).
+    pub fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let listing = self.list_all()?;
+        query.paginate(listing.summaries, listing.skipped)
+    }
+
+    pub(crate) fn list_all(&self) -> StoreResult<Listing> {
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        let listing = index.list_all(&self.layout)?;
+        #[cfg(test)]
+        self.snapshot_parses
+            .fetch_add(listing.parsed, Ordering::Relaxed);
+        Ok(listing)
+    }
+
+    /// Scans the conversations of the sessions (in list order) for `query`.
+    pub fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
+        if query.terms().is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut summaries: Vec<_> = self
+            .list_all()?
+            .summaries
+            .into_iter()
+            .filter(|s| {
+                cwd.as_deref()
+                    .is_none_or(|c| normalize_cwd(&s.cwd).is_ok_and(|sc| sc == c))
+            })
+            .collect();
+        summaries.sort_by(|a, b| list_order_key(a).cmp(&list_order_key(b)));
+        let limit = query.effective_limit();
+        let mut hits = Vec::new();
+        for s in &summaries {
+            match self.load(&s.acpx_record_id) {
+                Ok(r) => hits.extend(acpx_model::search_record(&r, query)),
+                // Deleted since the listing, or damaged: search what can be read.
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => tracing::warn!(error = %e, "search skipped a session"),
+            }
+            if hits.len() >= limit {
+                break;
+            }
+        }
+        hits.truncate(limit);
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{lock_slot, FsStoreOptions};
+    use acpx_model::NewSession;
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse(id).unwrap(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: None,
+            },
+            Timestamp::now(),
+        )
+    }
+
+    #[test]
+    fn list_parses_only_new_or_changed_snapshots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        for i in 0..5 {
+            core.create(&mut record(&format!("s{i}"))).unwrap();
+        }
+        let parses = || core.snapshot_parses.load(Ordering::Relaxed);
+        assert_eq!(core.list(&ListQuery::default()).unwrap().sessions.len(), 5);
+        assert_eq!(parses(), 5);
+        core.list(&ListQuery::default()).unwrap();
+        assert_eq!(parses(), 5, "unchanged snapshots come from the cache");
+        let mut r = core.load(&RecordId::parse("s1").unwrap()).unwrap();
+        assert_eq!(parses(), 6);
+        r.name = Some("n".into());
+        core.save(&mut r).unwrap();
+        let page = core.list(&ListQuery::default()).unwrap();
+        assert_eq!(parses(), 7, "only the saved snapshot is parsed again");
+        assert!(page.sessions.iter().any(|s| s.name.as_deref() == Some("n")));
+        // A new process (fresh core) reuses the cache file.
+        let other = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        other.list(&ListQuery::default()).unwrap();
+        assert_eq!(other.snapshot_parses.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn saves_read_the_revision_from_the_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        let mut r = record("a");
+        core.create(&mut r).unwrap();
+        // Back-to-back saves take the stored revision from the cache, which must describe
+        // the file exactly as it is on disk.
+        for _ in 0..3 {
+            core.save(&mut r).unwrap();
+        }
+        let slot = core.slot(&r.acpx_record_id);
+        let st = lock_slot(&slot);
+        let (ident, rev) = st.snap.expect("cached");
+        assert_eq!(rev, 4);
+        let m = fs::metadata(core.snapshot_path(&r.acpx_record_id)).unwrap();
+        assert_eq!(ident, FileIdent::of(&m));
+    }
+}

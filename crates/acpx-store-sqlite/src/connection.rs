@@ -1,0 +1,305 @@
+//! Opening the database (version check, pragmas, migrations), the mapping of SQLite errors
+//! to [`StoreError`]s, and the transaction and per-session lock helpers every write uses.
+
+use std::collections::BTreeMap;
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use acpx_model::{RecordId, StoreError, StoreResult};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::{checkpoint, lock, schema, Inner, SqliteStoreOptions, BACKEND, SCHEMA_VERSION};
+use acpx_lock::FileLock;
+
+pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| StoreError::io(dir.display(), e))
+}
+
+/// Opens the connection: version check first (nothing is written to a database that is too
+/// new), then the pragmas, then the migrations.
+pub(crate) fn open_connection(
+    path: &Path,
+    options: &SqliteStoreOptions,
+) -> StoreResult<Connection> {
+    let err = |context: &'static str| {
+        move |e: rusqlite::Error| sql_error(path, context, &options.busy_timeout, e)
+    };
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(err("open"))?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(err("set busy_timeout"))?;
+    let version = user_version(&conn).map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            StoreError::corrupt(
+                path.display().to_string(),
+                None,
+                "not an SQLite database; move it away or choose another --db path",
+            )
+        }
+        e => err("read the schema version")(e),
+    })?;
+    check_version(path, version)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(err("enable WAL"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend {
+            backend: BACKEND,
+            message: format!(
+                "{}: could not switch to WAL journal mode (got {mode:?})",
+                path.display()
+            ),
+        });
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA cache_size = -16384;
+         PRAGMA temp_store = MEMORY;",
+    )
+    .map_err(err("set pragmas"))?;
+    // Checkpoints normally run on the store's checkpoint thread (see `checkpoint`).
+    conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)
+        .map_err(err("set pragmas"))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    migrate(&mut conn, path).map_err(|e| match e {
+        MigrateError::Sql(e) => err("migrate the schema")(e),
+        MigrateError::Store(e) => e,
+    })?;
+    Ok(conn)
+}
+
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
+
+pub(crate) fn check_version(path: &Path, version: i64) -> StoreResult<()> {
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew(format!(
+            "{} has schema version {version}; this acpx reads up to version {SCHEMA_VERSION} \
+             and left the file untouched",
+            path.display()
+        )));
+    }
+    if version < 0 {
+        return Err(StoreError::corrupt(
+            path.display().to_string(),
+            None,
+            format!("PRAGMA user_version is {version}, which no acpx writes"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) enum MigrateError {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for MigrateError {
+    fn from(e: rusqlite::Error) -> Self {
+        MigrateError::Sql(e)
+    }
+}
+
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), MigrateError> {
+    if user_version(conn)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // A rebuilt table is dropped and replaced; with foreign keys on, dropping a parent table
+    // would delete its children first. The pragma is a no-op inside a transaction, so it is
+    // switched around it (and back on whatever happens).
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let result = migrate_steps(conn, path);
+    let restored = conn.pragma_update(None, "foreign_keys", "ON");
+    result?;
+    restored?;
+    Ok(())
+}
+
+pub(crate) fn migrate_steps(conn: &mut Connection, path: &Path) -> Result<(), MigrateError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Read again under the write lock: another process may have migrated meanwhile.
+    let version = user_version(&tx)?;
+    check_version(path, version).map_err(MigrateError::Store)?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // The steps run without foreign key enforcement: they must not break a reference. Rows
+    // that were already orphaned (a hand delete in a shell without `foreign_keys`) are not
+    // this migration's doing and do not stop it.
+    let before = foreign_key_violations(&tx)?;
+    for (from, step) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", from as i64 + 1)?;
+    }
+    let after = foreign_key_violations(&tx)?;
+    let grown = after
+        .iter()
+        .find(|(table, n)| before.get(*table).copied().unwrap_or(0) < **n);
+    if let Some((table, _)) = grown {
+        return Err(MigrateError::Store(StoreError::corrupt(
+            path.display().to_string(),
+            None,
+            format!(
+                "migrating the schema from version {version} to {SCHEMA_VERSION} would leave \
+                 rows of table `{table}` without their parent; the file was left unchanged"
+            ),
+        )));
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// How many rows `PRAGMA foreign_key_check` reports, per table.
+pub(crate) fn foreign_key_violations(
+    conn: &Connection,
+) -> rusqlite::Result<BTreeMap<String, usize>> {
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
+    let mut rows = stmt.query([])?;
+    let mut counts = BTreeMap::new();
+    while let Some(row) = rows.next()? {
+        *counts.entry(row.get::<_, String>(0)?).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
+pub(crate) fn sql_error(
+    path: &Path,
+    context: &str,
+    busy: &Duration,
+    e: rusqlite::Error,
+) -> StoreError {
+    let hint = match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            format!(
+                " (another connection held the database's write lock for more than the busy \
+                 timeout of {busy:?}; retry, or raise busy_timeout)"
+            )
+        }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => {
+            " (the disk is full)".to_owned()
+        }
+        _ => String::new(),
+    };
+    StoreError::Backend {
+        backend: BACKEND,
+        message: format!("{}: {context}: {e}{hint}", path.display()),
+    }
+}
+
+/// Row-level outcome of a write closure: either a SQL error or a store error to return as is.
+pub(crate) enum TxError {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for TxError {
+    fn from(e: rusqlite::Error) -> Self {
+        TxError::Sql(e)
+    }
+}
+
+impl From<StoreError> for TxError {
+    fn from(e: StoreError) -> Self {
+        TxError::Store(e)
+    }
+}
+
+pub(crate) type TxResult<T> = Result<T, TxError>;
+
+impl Inner {
+    pub(crate) fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic inside a call unwinds through the transaction guard, which rolls back: the
+        // connection is still usable.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn db(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    pub(crate) fn row_location(&self, id: &str) -> String {
+        format!("{} sessions row {id:?}", self.db())
+    }
+
+    pub(crate) fn lock_path(&self, id: &RecordId) -> PathBuf {
+        self.locks_dir.join(format!("{id}.lock"))
+    }
+
+    pub(crate) fn sql(&self, context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        let context = context.to_owned();
+        move |e| sql_error(&self.path, &context, &self.options.busy_timeout, e)
+    }
+
+    pub(crate) fn tx_error(&self, context: &str, e: TxError) -> StoreError {
+        match e {
+            TxError::Sql(e) => sql_error(&self.path, context, &self.options.busy_timeout, e),
+            TxError::Store(e) => e,
+        }
+    }
+
+    /// The per-call writer lock, unless this store holds the session's lock already.
+    pub(crate) fn call_lock(&self, id: &RecordId) -> StoreResult<Option<FileLock>> {
+        let path = self.lock_path(id);
+        if self.held.contains(&path) {
+            return Ok(None);
+        }
+        lock::acquire(&path, id, self.options.lock_timeout).map(Some)
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction; `fsync` commits it with
+    /// `synchronous=FULL`.
+    pub(crate) fn transaction<T>(
+        &self,
+        context: &str,
+        fsync: bool,
+        f: impl FnOnce(&Transaction<'_>) -> TxResult<T>,
+    ) -> StoreResult<T> {
+        let mut conn = self.conn();
+        if fsync {
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(self.sql(context))?;
+        }
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = f(&tx)?;
+            tx.commit()?;
+            self.checkpointer.committed();
+            Ok(value)
+        })();
+        if fsync {
+            if let Err(e) = conn.pragma_update(None, "synchronous", "NORMAL") {
+                tracing::warn!(db = %self.db(), error = %e, "could not restore synchronous=NORMAL");
+            }
+        }
+        result.map_err(|e| self.tx_error(context, e))
+    }
+
+    /// A mutation of one session: its writer lock (unless held), then one transaction.
+    pub(crate) fn mutate<T>(
+        &self,
+        id: &RecordId,
+        context: &str,
+        fsync: bool,
+        f: impl FnOnce(&Transaction<'_>) -> TxResult<T>,
+    ) -> StoreResult<T> {
+        let _lock = self.call_lock(id)?;
+        self.transaction(context, fsync, f)
+    }
+}

@@ -1,0 +1,530 @@
+//! The event log: appends (seq checks, multi-row inserts, retention trimming), reads and
+//! the log state.
+
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
+use acpx_model::{
+    check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery,
+    EventType, ReadMode, RecordId, StoreError, StoreResult, Timestamp,
+};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use crate::connection::TxResult;
+use crate::rows::{event_from_row, ts_text, EventBatch, EVENT_COLUMNS, INSERT_COLUMNS};
+use crate::Inner;
+
+impl Inner {
+    pub(crate) fn append(
+        &self,
+        id: &RecordId,
+        precheck: SeqPrecheck,
+        batch: EventBatch,
+        fsync: bool,
+    ) -> StoreResult<EventLogState> {
+        let budget = i64::try_from(
+            self.options
+                .max_segment_bytes
+                .saturating_mul(u64::from(self.options.max_segments)),
+        )
+        .unwrap_or(i64::MAX);
+        // No lock is taken here: the caller holds the session's writer lock (a `SessionLock`
+        // of this store, checked by `Store::append`).
+        let result = self.transaction("append events", fsync, |tx| {
+            let mut log = log_row(tx, id)?;
+            precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
+            let Some(last) = batch.rows().last() else {
+                return Ok(log);
+            };
+            insert_events(tx, log.key, &batch)?;
+            log.retained += batch.rows().iter().map(|r| r.bytes).sum::<i64>();
+            log.last_seq = last.seq;
+            if log.retained > budget {
+                log.retained -= trim(tx, log.key, log.last_seq, log.retained - budget)?;
+            }
+            let now = ts_text(&Timestamp::now());
+            // The log's bookkeeping is one row update per batch, whatever its size.
+            tx.prepare_cached(
+                "UPDATE event_logs SET last_seq = ?2, retained_bytes = ?3, last_write_at = ?4 \
+                 WHERE session_key = ?1",
+            )?
+            .execute(params![log.key, log.last_seq, log.retained, now])?;
+            log.last_write_at = Some(now);
+            Ok(log)
+        });
+        match result {
+            Ok(log) => {
+                self.note_write_error(id, None);
+                self.log_state(id, log, None)
+            }
+            Err(e) => {
+                // A failed transaction (disk full, I/O error, a busy database) is a failed
+                // write and stays reported until the next append succeeds. A refused call
+                // (wrong seq, unknown session) wrote nothing and is only
+                // the caller's error.
+                if matches!(e, StoreError::Backend { .. } | StoreError::Io { .. }) {
+                    self.note_write_error(id, Some(e.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
+        // The map stays consistent even if a holder panicked.
+        self.write_errors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn note_write_error(&self, id: &RecordId, error: Option<String>) {
+        let mut errors = self.write_errors();
+        match error {
+            Some(e) => {
+                errors.insert(id.clone(), e);
+            }
+            None => {
+                // Most appends succeed: look before cloning the id.
+                if !errors.is_empty() {
+                    errors.remove(id);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn log_state(
+        &self,
+        id: &RecordId,
+        log: LogRow,
+        last_write_error: Option<String>,
+    ) -> StoreResult<EventLogState> {
+        let max = self.options.max_segment_bytes;
+        let retained = u64::try_from(log.retained).unwrap_or(0);
+        Ok(EventLogState {
+            format_version: 1,
+            active_path: format!("sqlite:{}#{id}", self.db()),
+            // Retained bytes in units of max_segment_bytes: how many file segments the same
+            // events would fill. See docs/format.md.
+            segment_count: u32::try_from(retained.div_ceil(max))
+                .unwrap_or(u32::MAX)
+                .min(self.options.max_segments),
+            max_segment_bytes: max,
+            max_segments: self.options.max_segments,
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
+            last_write_at: log
+                .last_write_at
+                .map(|t| {
+                    Timestamp::parse(&t).map_err(|e| {
+                        StoreError::corrupt(
+                            format!("{} event_logs row {:?}", self.db(), id.as_str()),
+                            None,
+                            format!("column `last_write_at`: {e}"),
+                        )
+                    })
+                })
+                .transpose()?,
+            last_write_error,
+        })
+    }
+
+    pub(crate) fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        let log = {
+            let conn = self.conn();
+            log_row(&conn, id).map_err(|e| self.tx_error("read the event log state", e))?
+        };
+        let error = self.write_errors().get(id).cloned();
+        self.log_state(id, log, error)
+    }
+
+    pub(crate) fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+        let ctx = "read events";
+        let conn = self.conn();
+        let log = log_row(&conn, id).map_err(|e| self.tx_error(ctx, e))?;
+        let oldest: Option<i64> = conn
+            .prepare_cached("SELECT MIN(seq) FROM event_rows WHERE session_key = ?1")
+            .and_then(|mut s| s.query_row([log.key], |r| r.get(0)))
+            .map_err(self.sql(ctx))?;
+        let (sql, args) = events_query(log.key, query);
+        let mut stmt = conn.prepare_cached(&sql).map_err(self.sql(ctx))?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(args))
+            .map_err(self.sql(ctx))?;
+        let mut page = EventPage {
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
+            oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+            ..EventPage::default()
+        };
+        while let Some(row) = rows.next().map_err(self.sql(ctx))? {
+            let seq: i64 = row.get(0).map_err(self.sql(ctx))?;
+            if query.limit.is_some_and(|l| page.events.len() >= l) {
+                page.next_seq = u64::try_from(seq).ok();
+                break;
+            }
+            match event_from_row(row, id) {
+                Ok(e) => page.events.push(e),
+                Err(reason) => match query.mode {
+                    ReadMode::Strict => {
+                        return Err(StoreError::corrupt(
+                            format!("{} events row ({:?}, seq {seq})", self.db(), id.as_str()),
+                            None,
+                            reason,
+                        ))
+                    }
+                    ReadMode::Lenient => page.damaged.push(DamagedLine {
+                        location: format!("{} events", self.db()),
+                        line: u64::try_from(seq).unwrap_or(0),
+                        reason,
+                    }),
+                },
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// The `read_events` statement and its arguments.
+///
+/// Without statistics SQLite reads every filtered query along the primary key, from
+/// `from_seq` on, testing each row: fine for a common type, a scan of the whole rest of a
+/// long log for a rare one. A request id or a single type names the index whose entries are
+/// exactly the matching rows, already in seq order, so it is used explicitly: at worst (a
+/// type that almost every event has) each row costs one more lookup, and a page still stops
+/// after `limit` rows. Several types keep the primary key order (an index would return each
+/// type's rows separately and need a sort of all of them before the first page).
+pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValue>) {
+    let index = if query.request_id.is_some() {
+        " INDEXED BY events_by_request"
+    } else if query.types.len() == 1 {
+        " INDEXED BY events_by_type"
+    } else {
+        ""
+    };
+    let mut sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM event_rows{index} WHERE session_key = ?1 AND seq >= ?2"
+    );
+    let mut args: Vec<SqlValue> = vec![
+        SqlValue::Integer(key),
+        SqlValue::Integer(i64::try_from(query.from_seq).unwrap_or(i64::MAX)),
+    ];
+    let json_list = |items: Vec<&str>| SqlValue::Text(serde_json::json!(items).to_string());
+    match query.types.as_slice() {
+        [] => {}
+        [one] => {
+            args.push(SqlValue::Text(one.as_str().to_owned()));
+            sql.push_str(&format!(" AND type = ?{}", args.len()));
+        }
+        many => {
+            args.push(json_list(many.iter().map(EventType::as_str).collect()));
+            sql.push_str(&format!(
+                " AND type IN (SELECT value FROM json_each(?{}))",
+                args.len()
+            ));
+        }
+    }
+    if !query.streams.is_empty() {
+        args.push(json_list(
+            query.streams.iter().map(|s| s.as_str()).collect(),
+        ));
+        sql.push_str(&format!(
+            " AND stream IN (SELECT value FROM json_each(?{}))",
+            args.len()
+        ));
+    }
+    if let Some(r) = &query.request_id {
+        args.push(SqlValue::Text(r.clone()));
+        sql.push_str(&format!(" AND request_id = ?{}", args.len()));
+    }
+    sql.push_str(" ORDER BY seq");
+    if let Some(limit) = query.limit {
+        // One more than asked: its seq is where the next page starts.
+        args.push(SqlValue::Integer(
+            i64::try_from(limit)
+                .unwrap_or(i64::MAX - 1)
+                .saturating_add(1),
+        ));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    (sql, args)
+}
+
+/// Row counts of the multi-row `INSERT` statements a batch is split into. Few distinct
+/// statements keep the statement cache small; many rows per statement save most of the
+/// per-statement cost of a batch.
+pub(crate) const INSERT_CHUNKS: [usize; 4] = [64, 16, 4, 1];
+
+pub(crate) fn insert_events(tx: &Transaction<'_>, key: i64, batch: &EventBatch) -> TxResult<()> {
+    let mut rest = batch.rows();
+    while !rest.is_empty() {
+        let size = INSERT_CHUNKS
+            .into_iter()
+            .find(|&n| n <= rest.len())
+            .unwrap_or(1);
+        let (chunk, tail) = rest.split_at(size);
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        let sql = format!(
+            "INSERT INTO event_rows ({INSERT_COLUMNS}) VALUES {}",
+            vec![row; size].join(", ")
+        );
+        let mut stmt = tx.prepare_cached(&sql)?;
+        let values = chunk.iter().flat_map(|r| batch.values(key, r));
+        for (i, value) in values.enumerate() {
+            stmt.raw_bind_parameter(i + 1, value)?;
+        }
+        stmt.raw_execute()?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// A session's key and its `event_logs` row.
+pub(crate) struct LogRow {
+    key: i64,
+    last_seq: i64,
+    retained: i64,
+    last_write_at: Option<String>,
+}
+
+/// A session's key and log row; `NotFound` without a session. A session row without a log
+/// row (made by hand) gets one, computed from its events.
+pub(crate) fn log_row(conn: &Connection, id: &RecordId) -> TxResult<LogRow> {
+    let row = conn
+        .prepare_cached(
+            "SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at \
+             FROM sessions s LEFT JOIN event_logs l ON l.session_key = s.session_key \
+             WHERE s.acpx_record_id = ?1",
+        )?
+        .query_row([id.as_str()], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<i64>>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })
+        .optional()?;
+    let Some((key, last_seq, retained, last_write_at)) = row else {
+        return Err(StoreError::NotFound(id.clone()).into());
+    };
+    if let (Some(last_seq), Some(retained)) = (last_seq, retained) {
+        return Ok(LogRow {
+            key,
+            last_seq,
+            retained,
+            last_write_at,
+        });
+    }
+    let (last, bytes): (Option<i64>, Option<i64>) = conn
+        .prepare_cached("SELECT MAX(seq), SUM(bytes) FROM event_rows WHERE session_key = ?1")?
+        .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (last_seq, retained) = (last.unwrap_or(0), bytes.unwrap_or(0));
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO event_logs (session_key, last_seq, retained_bytes) \
+         VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![key, last_seq, retained])?;
+    Ok(LogRow {
+        key,
+        last_seq,
+        retained,
+        last_write_at: None,
+    })
+}
+
+/// Deletes the oldest events until at least `excess` bytes are freed, never the newest event
+/// (a single line larger than the budget stays, like the file store's active segment).
+/// Returns the bytes freed.
+pub(crate) fn trim(tx: &Transaction<'_>, key: i64, newest: i64, excess: i64) -> TxResult<i64> {
+    let mut freed = 0;
+    let mut cut = None;
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT seq, bytes FROM event_rows WHERE session_key = ?1 AND seq < ?2 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![key, newest])?;
+        while let Some(row) = rows.next()? {
+            freed += row.get::<_, i64>(1)?;
+            cut = Some(row.get::<_, i64>(0)?);
+            if freed >= excess {
+                break;
+            }
+        }
+    }
+    if let Some(cut) = cut {
+        tx.prepare_cached("DELETE FROM event_rows WHERE session_key = ?1 AND seq <= ?2")?
+            .execute(params![key, cut])?;
+    }
+    Ok(freed)
+}
+
+/// The part of [`check_append_batch`] that does not depend on the stored log, computed before
+/// the transaction, so the transaction can give exactly the answer `check_append_batch` would
+/// give against the log's real last seq without copying the events.
+#[derive(Debug)]
+pub(crate) struct SeqPrecheck {
+    first_seq: Option<u64>,
+    /// `check_append_batch` against the last seq the batch assumes (`first_seq - 1`).
+    assuming_contiguous: StoreResult<()>,
+    /// `check_append_batch`'s error for a first event of another session (it does not depend
+    /// on the last seq).
+    first_id_error: Option<StoreError>,
+}
+
+impl SeqPrecheck {
+    pub(crate) fn new(id: &RecordId, events: &[EventEnvelope]) -> Self {
+        let first_seq = events.first().map(|e| e.seq);
+        SeqPrecheck {
+            first_seq,
+            assuming_contiguous: match first_seq {
+                Some(s) if s >= 1 => check_append_batch(id, s - 1, events),
+                _ => Ok(()),
+            },
+            first_id_error: match events.first() {
+                Some(e) if e.acpx_record_id != *id => check_append_batch(id, 0, &events[..1]).err(),
+                _ => None,
+            },
+        }
+    }
+
+    /// What `check_append_batch(id, last_seq, events)` returns.
+    pub(crate) fn check(self, id: &RecordId, last_seq: u64) -> StoreResult<()> {
+        let Some(first) = self.first_seq else {
+            return Ok(());
+        };
+        if first >= 1 && first - 1 == last_seq {
+            return self.assuming_contiguous;
+        }
+        // The batch does not continue the log: check_append_batch stops at the first event,
+        // on its record id if that is wrong, else on its seq.
+        if let Some(e) = self.first_id_error {
+            return Err(e);
+        }
+        Err(StoreError::SeqMismatch {
+            id: id.clone(),
+            last: last_seq,
+            got: first,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::connection::migrate;
+    use acpx_model::{EventContext, EventPayload, EventSource, EventStream};
+
+    fn batch(id: &RecordId, seqs: &[u64], foreign_at: Option<usize>) -> Vec<EventEnvelope> {
+        let other = RecordId::parse("other").unwrap();
+        seqs.iter()
+            .enumerate()
+            .map(|(i, &seq)| {
+                let owner = if foreign_at == Some(i) { &other } else { id };
+                let ctx = EventContext {
+                    acpx_record_id: owner,
+                    acp_session_id: "a",
+                    request_id: None,
+                    stream: EventStream::Prompt,
+                    source: EventSource::Acp,
+                };
+                let payload = EventPayload::Unknown {
+                    event_type: "t".into(),
+                    payload: serde_json::Value::Null,
+                };
+                EventEnvelope::new(&ctx, seq, Timestamp::now(), payload)
+            })
+            .collect()
+    }
+
+    fn outcome(r: StoreResult<()>) -> String {
+        match r {
+            Ok(()) => "ok".into(),
+            Err(StoreError::SeqMismatch { last, got, .. }) => format!("seq {last} {got}"),
+            Err(e) => format!("{}: {e}", e.kind()),
+        }
+    }
+
+    #[test]
+    fn precheck_answers_exactly_like_check_append_batch() {
+        let id = RecordId::parse("s").unwrap();
+        let shapes: &[&[u64]] = &[
+            &[],
+            &[0],
+            &[1],
+            &[1, 2, 3],
+            &[4, 5, 6],
+            &[4, 6],
+            &[5, 5],
+            &[3, 4, 9],
+            &[u64::MAX],
+        ];
+        for seqs in shapes {
+            for foreign in [None, Some(0), Some(1), Some(2)] {
+                if foreign.is_some_and(|f| f >= seqs.len()) {
+                    continue;
+                }
+                let events = batch(&id, seqs, foreign);
+                for last in [0, 2, 3, 4, 5, 8] {
+                    let expected = outcome(check_append_batch(&id, last, &events));
+                    let got = outcome(SeqPrecheck::new(&id, &events).check(&id, last));
+                    assert_eq!(
+                        got, expected,
+                        "seqs {seqs:?} foreign {foreign:?} last {last}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The plan SQLite picks for each shape of `read_events` query (no statistics, as in a
+    /// fresh database): always in seq order without a sort, through the index that holds
+    /// exactly the rows asked for when there is one.
+    #[test]
+    fn read_events_queries_use_the_narrowest_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, std::path::Path::new(":memory:")).unwrap_or_else(|_| panic!("migrate"));
+        let plan = |query: &EventQuery| -> String {
+            let (sql, args) = events_query(1, query);
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+                .unwrap();
+            rows.collect::<Result<Vec<_>, _>>().unwrap().join("; ")
+        };
+        let with = |f: &dyn Fn(&mut EventQuery)| {
+            let mut q = EventQuery {
+                limit: Some(10),
+                ..EventQuery::from_seq(5)
+            };
+            f(&mut q);
+            q
+        };
+        let cases: [(EventQuery, &str); 5] = [
+            (with(&|_| {}), "USING PRIMARY KEY (session_key=? AND seq>?)"),
+            (
+                with(&|q| q.types = vec!["prompt_error".into()]),
+                "USING INDEX events_by_type (session_key=? AND type=? AND seq>?)",
+            ),
+            (
+                with(&|q| {
+                    q.types = vec!["a".into(), "b".into()];
+                    q.streams = vec![EventStream::Prompt];
+                }),
+                "USING PRIMARY KEY (session_key=? AND seq>?)",
+            ),
+            (
+                with(&|q| q.request_id = Some("req_1".into())),
+                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+            ),
+            (
+                with(&|q| {
+                    q.request_id = Some("req_1".into());
+                    q.types = vec!["a".into()];
+                }),
+                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+            ),
+        ];
+        for (query, expected) in cases {
+            let plan = plan(&query);
+            assert!(plan.contains(expected), "{query:?}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{query:?}: {plan}");
+        }
+    }
+}

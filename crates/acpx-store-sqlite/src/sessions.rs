@@ -1,0 +1,374 @@
+//! The `sessions` and `messages` rows: create, save, load, close, delete and list.
+
+use acpx_model::{
+    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SkippedEntry,
+    StoreError, StoreResult, Timestamp,
+};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use crate::connection::TxResult;
+use crate::rows::{
+    parse_document, summary_difference, summary_from_row, MessageRow, SessionColumns,
+    SUMMARY_COLUMNS,
+};
+use crate::{lock, rows, Inner};
+
+/// `INSERT`/`UPDATE` column list of `sessions`, bound as `?2 … ?17` ( `?1` is the id).
+pub(crate) const WRITE_COLUMNS: &str =
+    "acp_session_id, agent_session_id, agent_command, cwd, cwd_key, \
+     name, title, created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, \
+     message_count, revision, document";
+
+macro_rules! session_params {
+    ($id:expr, $c:expr $(, $more:expr)*) => {
+        params![
+            $id,
+            $c.acp_session_id,
+            $c.agent_session_id,
+            $c.agent_command,
+            $c.cwd,
+            $c.cwd_key,
+            $c.name,
+            $c.title,
+            $c.created_at,
+            $c.last_used_at,
+            $c.last_used_ms,
+            $c.closed,
+            $c.closed_at,
+            $c.last_prompt_at,
+            $c.message_count,
+            $c.revision,
+            $c.document
+            $(, $more)*
+        ]
+    };
+}
+
+impl Inner {
+    pub(crate) fn create(
+        &self,
+        id: &RecordId,
+        cols: SessionColumns,
+        msgs: Vec<MessageRow>,
+    ) -> StoreResult<()> {
+        self.mutate(id, "create the session", false, |tx| {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")?
+                .exists([id.as_str()])?;
+            if exists {
+                return Err(StoreError::AlreadyExists(id.clone()).into());
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO sessions (acpx_record_id, {WRITE_COLUMNS}, document_checked) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1)"
+            ))?
+            .execute(session_params!(id.as_str(), cols))?;
+            tx.prepare_cached("INSERT INTO event_logs (session_key) VALUES (?1)")?
+                .execute([tx.last_insert_rowid()])?;
+            sync_messages(tx, id, &msgs)?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn save(
+        &self,
+        id: &RecordId,
+        expected: u64,
+        cols: SessionColumns,
+        msgs: Vec<MessageRow>,
+    ) -> StoreResult<()> {
+        let expected_i = rows::to_i64(expected, "revision")?;
+        self.mutate(id, "save the session", false, |tx| {
+            let changed = tx
+                .prepare_cached(&format!(
+                    "UPDATE sessions SET ({WRITE_COLUMNS}) = \
+                     (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17), \
+                     document_checked = 1 \
+                     WHERE acpx_record_id = ?1 AND revision = ?18"
+                ))?
+                .execute(session_params!(id.as_str(), cols, expected_i))?;
+            if changed == 0 {
+                let actual: Option<i64> = tx
+                    .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")?
+                    .query_row([id.as_str()], |r| r.get(0))
+                    .optional()?;
+                return Err(match actual {
+                    None => StoreError::NotFound(id.clone()),
+                    Some(actual) => StoreError::Conflict {
+                        id: id.clone(),
+                        expected,
+                        actual: u64::try_from(actual).unwrap_or(0),
+                    },
+                }
+                .into());
+            }
+            sync_messages(tx, id, &msgs)?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT revision, document FROM sessions WHERE acpx_record_id = ?1")
+            .map_err(self.sql("load the session"))?;
+        let mut rows = stmt
+            .query([id.as_str()])
+            .map_err(self.sql("load the session"))?;
+        let Some(row) = rows.next().map_err(self.sql("load the session"))? else {
+            return Err(StoreError::NotFound(id.clone()));
+        };
+        let revision: i64 = row.get(0).map_err(self.sql("load the session"))?;
+        let document = row.get_ref(1).map_err(self.sql("load the session"))?;
+        parse_document(
+            document,
+            id.as_str(),
+            revision,
+            &self.row_location(id.as_str()),
+        )
+    }
+
+    pub(crate) fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        let location = self.row_location(id.as_str());
+        self.mutate(id, "close the session", false, |tx| {
+            let mut stmt = tx.prepare_cached(
+                "SELECT revision, document FROM sessions WHERE acpx_record_id = ?1",
+            )?;
+            let mut rows = stmt.query([id.as_str()])?;
+            let Some(row) = rows.next()? else {
+                return Err(StoreError::NotFound(id.clone()).into());
+            };
+            let revision: i64 = row.get(0)?;
+            let mut record = parse_document(row.get_ref(1)?, id.as_str(), revision, &location)?;
+            drop(rows);
+            if record.closed {
+                return Ok(record);
+            }
+            record.closed = true;
+            record.closed_at = Some(at);
+            record.pid = None;
+            record.revision += 1;
+            let cols = SessionColumns::from_record(&record)?;
+            tx.prepare_cached(&format!(
+                "UPDATE sessions SET ({WRITE_COLUMNS}) = \
+                 (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17), \
+                 document_checked = 1 \
+                 WHERE acpx_record_id = ?1 AND revision = ?18"
+            ))?
+            .execute(session_params!(id.as_str(), cols, revision))?;
+            Ok(record)
+        })
+    }
+
+    pub(crate) fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        let lock = self.call_lock(id)?;
+        let existed = self.transaction("delete the session", false, |tx| {
+            let Some(key) = session_key(tx, id)? else {
+                return Ok(false);
+            };
+            tx.prepare_cached("DELETE FROM messages WHERE acpx_record_id = ?1")?
+                .execute([id.as_str()])?;
+            for sql in [
+                "DELETE FROM event_rows WHERE session_key = ?1",
+                "DELETE FROM event_logs WHERE session_key = ?1",
+                "DELETE FROM sessions WHERE session_key = ?1",
+            ] {
+                tx.prepare_cached(sql)?.execute([key])?;
+            }
+            Ok(true)
+        })?;
+        self.write_errors().remove(id);
+        // Only a lock this call took is removed; a caller's held lock stays valid.
+        if let Some(lock) = &lock {
+            lock::remove_lock_file(lock);
+        }
+        Ok(existed)
+    }
+
+    pub(crate) fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
+        let after = query.decode_cursor()?;
+        if query.limit == Some(0) {
+            return Err(StoreError::InvalidArgument(
+                "limit must be at least 1".into(),
+            ));
+        }
+        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE 1");
+        let mut args: Vec<SqlValue> = Vec::new();
+        let mut bind = |value: SqlValue| {
+            args.push(value);
+            format!("?{}", args.len())
+        };
+        if let Some(cwd) = cwd {
+            sql.push_str(&format!(" AND cwd_key = {}", bind(SqlValue::Text(cwd))));
+        }
+        if let Some(a) = &query.agent_command {
+            sql.push_str(&format!(
+                " AND agent_command = {}",
+                bind(SqlValue::Text(a.clone()))
+            ));
+        }
+        if let Some(n) = &query.name {
+            sql.push_str(&format!(" AND name = {}", bind(SqlValue::Text(n.clone()))));
+        }
+        match query.closed {
+            ClosedFilter::Any => {}
+            ClosedFilter::Open => sql.push_str(" AND closed = 0"),
+            ClosedFilter::Closed => sql.push_str(" AND closed = 1"),
+        }
+        if let Some((t, last_id)) = after {
+            // The redundant `<=` lets SQLite start the index scan at the cursor.
+            let t = bind(SqlValue::Integer(t));
+            let last_id = bind(SqlValue::Text(last_id));
+            sql.push_str(&format!(
+                " AND last_used_ms <= {t} AND (last_used_ms < {t} OR acpx_record_id > {last_id})"
+            ));
+        }
+        sql.push_str(" ORDER BY last_used_ms DESC, acpx_record_id ASC");
+
+        let conn = self.conn();
+        let ctx = "list sessions";
+        let mut stmt = conn.prepare_cached(&sql).map_err(self.sql(ctx))?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(args))
+            .map_err(self.sql(ctx))?;
+        let mut page = ListPage::default();
+        // Bad rows between the last session of this page and the first of the next one are
+        // reported by the next page (which reads them again), not twice.
+        let mut pending: Vec<SkippedEntry> = Vec::new();
+        while let Some(row) = rows.next().map_err(self.sql(ctx))? {
+            let key = row
+                .get_ref(0)
+                .ok()
+                .and_then(|v| v.as_str().ok().map(str::to_owned))
+                .unwrap_or_default();
+            let checked: i64 = row.get(15).unwrap_or(0);
+            let summary = summary_from_row(row).and_then(|s| {
+                if checked == 1 {
+                    Ok(s)
+                } else {
+                    self.check_document(&conn, &s)
+                }
+            });
+            match summary {
+                Ok(s) => {
+                    if query.limit.is_some_and(|l| page.sessions.len() >= l) {
+                        page.next_cursor = page.sessions.last().map(|l| query.cursor_after(l));
+                        pending.clear();
+                        break;
+                    }
+                    page.skipped.append(&mut pending);
+                    page.sessions.push(s);
+                }
+                Err(reason) => pending.push(SkippedEntry {
+                    location: self.row_location(&key),
+                    reason,
+                }),
+            }
+        }
+        page.skipped.append(&mut pending);
+        for s in &page.skipped {
+            tracing::warn!(location = %s.location, reason = %s.reason, "skipping malformed session row");
+        }
+        Ok(page)
+    }
+
+    /// For a row whose document was changed outside acpx: the columns are used only if the
+    /// document validates and says the same.
+    pub(crate) fn check_document(
+        &self,
+        conn: &Connection,
+        columns: &acpx_model::SessionSummary,
+    ) -> Result<acpx_model::SessionSummary, String> {
+        let id = columns.acpx_record_id.as_str();
+        let revision = i64::try_from(columns.revision).unwrap_or(i64::MAX);
+        let record = conn
+            .prepare_cached("SELECT document FROM sessions WHERE acpx_record_id = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([id], |r| {
+                    Ok(parse_document(
+                        r.get_ref(0)?,
+                        id,
+                        revision,
+                        &self.row_location(id),
+                    ))
+                })
+            })
+            .map_err(|e| format!("reading the document: {e}"))?
+            .map_err(|e| match e {
+                StoreError::Corrupt { reason, .. } => reason,
+                other => other.to_string(),
+            })?;
+        let from_document = record.summary();
+        match summary_difference(&from_document, columns) {
+            None => Ok(from_document),
+            Some(field) => Err(format!(
+                "the document was edited outside acpx and its field `{field}` no longer \
+                 matches the row's columns; load and save the session to re-derive them"
+            )),
+        }
+    }
+
+    pub(crate) fn exists(&self, id: &RecordId) -> StoreResult<bool> {
+        self.conn()
+            .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")
+            .and_then(|mut s| s.exists([id.as_str()]))
+            .map_err(self.sql("look up the session"))
+    }
+}
+
+/// The `session_key` of a session, if it exists.
+pub(crate) fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT session_key FROM sessions WHERE acpx_record_id = ?1")?
+        .query_row([id.as_str()], |r| r.get(0))
+        .optional()
+}
+
+/// Brings the `messages` rows (and through its triggers the FTS index) in step with a
+/// snapshot, touching only the messages that changed.
+pub(crate) fn sync_messages(
+    tx: &Transaction<'_>,
+    id: &RecordId,
+    msgs: &[MessageRow],
+) -> TxResult<()> {
+    let mut existing = std::collections::HashMap::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT message_index, text_hash FROM messages WHERE acpx_record_id = ?1",
+        )?;
+        let mut rows = stmt.query([id.as_str()])?;
+        while let Some(row) = rows.next()? {
+            existing.insert(row.get::<_, i64>(0)?, row.get::<_, i64>(1)?);
+        }
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO messages (acpx_record_id, message_index, role, message_id, text, text_hash) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let mut update = tx.prepare_cached(
+        "UPDATE messages SET role = ?3, message_id = ?4, text = ?5, text_hash = ?6 \
+         WHERE acpx_record_id = ?1 AND message_index = ?2",
+    )?;
+    for m in msgs {
+        let args = params![id.as_str(), m.index, m.role, m.message_id, m.text, m.hash];
+        match existing.remove(&m.index) {
+            Some(hash) if hash == m.hash => {}
+            Some(_) => {
+                update.execute(args)?;
+            }
+            None => {
+                insert.execute(args)?;
+            }
+        }
+    }
+    if !existing.is_empty() {
+        let mut delete = tx.prepare_cached(
+            "DELETE FROM messages WHERE acpx_record_id = ?1 AND message_index = ?2",
+        )?;
+        for index in existing.keys() {
+            delete.execute(params![id.as_str(), index])?;
+        }
+    }
+    Ok(())
+}
