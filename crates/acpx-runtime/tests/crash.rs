@@ -77,6 +77,7 @@ fn driver() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_turn_fs() {
+    agent_bin(); // built before the clock starts
     tokio::time::timeout(TEST_TIMEOUT, kill_9_mid_turn(Backend::Fs))
         .await
         .unwrap();
@@ -84,6 +85,7 @@ async fn kill_9_mid_turn_fs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_turn_sqlite() {
+    agent_bin(); // built before the clock starts
     tokio::time::timeout(TEST_TIMEOUT, kill_9_mid_turn(Backend::Sqlite))
         .await
         .unwrap();

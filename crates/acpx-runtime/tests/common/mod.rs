@@ -242,6 +242,9 @@ macro_rules! backend_tests {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn sqlite() { run(common::Backend::Sqlite).await }
                 async fn run(b: common::Backend) {
+                    // Build (or find) the scripted agent before the clock starts: the first
+                    // build can take minutes on a loaded machine and is not the test's time.
+                    common::agent_bin();
                     tokio::time::timeout(common::TEST_TIMEOUT, $body(common::Env::new(b)))
                         .await
                         .expect("the test timed out (a hang)");
