@@ -471,10 +471,12 @@ fn ctrl_c_cancels_then_interrupts() {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
         new_session(&env, &agent, &[]);
+        // One process holds the agent (`--no-owner`), so the second Ctrl-C below has an
+        // agent of its own to stop; through a queue owner the turn belongs to the owner.
         // One Ctrl-C: the turn is cancelled, exit 0.
         let run = spawn_until(
             &env,
-            &["--format", "json", "--agent", &agent, "slow", "400"],
+            &["--no-owner", "--format", "json", "--agent", &agent, "slow", "400"],
             STARTED,
         );
         kill(&run.child, libc::SIGINT);
@@ -491,6 +493,7 @@ fn ctrl_c_cancels_then_interrupts() {
         let run = spawn_until(
             &env,
             &[
+                "--no-owner",
                 "--format",
                 "json",
                 "--approve-all",
