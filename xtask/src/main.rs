@@ -3,6 +3,7 @@
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
+mod tidy;
 
 use std::process::ExitCode;
 
