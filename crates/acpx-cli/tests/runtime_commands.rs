@@ -476,7 +476,15 @@ fn ctrl_c_cancels_then_interrupts() {
         // One Ctrl-C: the turn is cancelled, exit 0.
         let run = spawn_until(
             &env,
-            &["--no-owner", "--format", "json", "--agent", &agent, "slow", "400"],
+            &[
+                "--no-owner",
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
             STARTED,
         );
         kill(&run.child, libc::SIGINT);
