@@ -17,7 +17,10 @@
 //!    stream. Saving after every chunk would rewrite the whole thread per chunk; the log is
 //!    the source of truth in between, and [`crate::mapping::roll_forward`] catches a snapshot
 //!    up with it on the next open. A background flusher saves a dirty snapshot once the
-//!    stream pauses, so readers in other processes see it at most one interval late.
+//!    stream pauses, so readers in other processes see it at most one interval late;
+//! 7. shows the event to the observers (the CLI's output, a queue owner's clients) only once
+//!    its append has returned: an event held back by a failed append is shown, in order,
+//!    when a later append stores it, and never if none does. What anyone saw is stored.
 //!
 //! A failed `session.json` write is returned as an error (it is fatal for the operation that
 //! needed it); a failed append is not fatal at once: it is recorded, logged, retried with the
@@ -180,9 +183,13 @@ impl Recorder {
         self.unwritten.push(event.clone());
         let result = self.append_unwritten().await;
         self.record.note_append_result(&result);
+        // Only events whose append returned are shown to observers (the CLI's output, the
+        // owner's clients): what was acknowledged is stored. Events held back by a failed
+        // append are shown, in order, once a later append stores them.
+        let mut stored = Vec::new();
         let first_failure = match &result {
             Ok(_) => {
-                self.unwritten.clear();
+                stored = std::mem::take(&mut self.unwritten);
                 false
             }
             Err(e) => {
@@ -203,8 +210,10 @@ impl Recorder {
         {
             self.save().await?;
         }
-        for o in self.observers.iter().chain(self.turn_observer.iter()) {
-            o(&event);
+        for e in &stored {
+            for o in self.observers.iter().chain(self.turn_observer.iter()) {
+                o(e);
+            }
         }
         if self.unwritten.len() > MAX_UNWRITTEN_EVENTS {
             return Err(RuntimeError::LogUnwritable {

@@ -22,10 +22,21 @@ backend_tests! {
 
 async fn append_failure(env: Env) {
     let flaky = flaky_log(&env);
-    let rt = Runtime::new(flaky.clone(), RuntimeOptions::default());
+    // What an observer (the CLI's output, an owner's client) was shown, by seq.
+    let shown = Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+    let seen = shown.clone();
+    let observer: acpx_runtime::Observer = Arc::new(move |e: &acpx_model::EventEnvelope| {
+        seen.lock().unwrap().push(e.seq);
+    });
+    let options = RuntimeOptions {
+        observer: Some(observer),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::new(flaky.clone(), options);
     let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
     let id = s.id().clone();
     let before = env.events(&id).await.len();
+    let shown_before = shown.lock().unwrap().len();
     flaky.fault().fail_appends(true);
     let out = s
         .prompt(text_prompt("echo during the outage"))
@@ -45,6 +56,11 @@ async fn append_failure(env: Env) {
         .contains("No space left"));
     assert_eq!(on_disk.thread.messages.len(), 2);
     assert_eq!(env.events(&id).await.len(), before, "nothing was appended");
+    assert_eq!(
+        shown.lock().unwrap().len(),
+        shown_before,
+        "nothing unstored was shown to an observer"
+    );
     // The disk recovers: the held-back events go out first, in order, without a gap.
     flaky.fault().fail_appends(false);
     let out = s.prompt(text_prompt("echo after")).await.unwrap();
@@ -55,6 +71,11 @@ async fn append_failure(env: Env) {
     assert_eq!(r.acpx.audit_seq, ev.len() as u64);
     assert_eq!(r.acpx.event_log.last_seq, ev.len() as u64);
     assert_eq!(r.acpx.event_log.last_write_error, None);
+    // Once stored, every event was shown exactly once, in seq order.
+    let shown = shown.lock().unwrap().clone();
+    let stored: Vec<u64> = ev.iter().map(|e| e.seq).collect();
+    assert_eq!(shown, stored[stored.len() - shown.len()..].to_vec());
+    assert!(shown.windows(2).all(|w| w[1] == w[0] + 1), "{shown:?}");
     let texts: Vec<_> = updates(&ev, "agent_message_chunk")
         .iter()
         .map(|e| {
