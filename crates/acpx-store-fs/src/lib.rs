@@ -94,7 +94,7 @@
 //! the file, where this store always writes `"revision"`, else by parsing the document),
 //! write `.<id>.json.tmp.<pid>.<random>`, fsync it, rename it over `<id>.json`, fsync the
 //! directory. A crash at any point leaves the old or the new snapshot. A failure is returned
-//! to the caller (seed: a `session.json` write failure is fatal for the operation).
+//! to the caller (docs/format.md § Write ordering: a `session.json` write failure is fatal for the operation).
 //!
 //! **Appends** keep the session's active segment open between calls (up to 256 sessions
 //! without a held lock; beyond that the least useful are closed). Each batch is checked with
@@ -103,7 +103,7 @@
 //! interleaved with another writer's. Appending to a session without a snapshot is
 //! [`StoreError::NotFound`]: an operation still running cannot recreate a deleted session.
 //! A failed write is returned as an error, and also kept as `last_write_error` in
-//! [`Store::event_log_state`] (seed failure policy: never silent).
+//! [`Store::event_log_state`] (docs/format.md § Write ordering: never silent).
 //!
 //! ## Durability
 //!

@@ -58,7 +58,7 @@ async fn layout_and_permissions() {
         assert!(f.exists(), "{}", f.display());
         assert_eq!(mode(&f), 0o600, "{}", f.display());
     }
-    // The snapshot is the seed's pretty-printed session.json with the store's revision.
+    // The snapshot is the pretty-printed session.json of docs/format.md with the store's revision.
     let doc: Value = serde_json::from_slice(&fs::read(&snapshot).unwrap()).unwrap();
     assert_eq!(doc["schema"], "acpx.session.v1");
     assert_eq!(doc["acpxRecordId"], "sess-a");

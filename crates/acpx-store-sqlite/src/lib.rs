@@ -171,7 +171,7 @@ struct Inner {
     conn: Mutex<Connection>,
     held: HeldLocks,
     /// The error of the last append per session, while that session's last append through
-    /// this handle (or a clone) failed; reported as `last_write_error` (seed failure policy:
+    /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md § Write ordering:
     /// never silent). Only failing sessions have an entry.
     write_errors: Mutex<HashMap<RecordId, String>>,
     /// Last, so that it is dropped (and its thread joined) after the store's connection.

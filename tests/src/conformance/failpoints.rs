@@ -225,7 +225,7 @@ pub async fn append_failure_is_reported_and_undone(b: &dyn Backend) {
         "after `{error}`, event_log_state in the failing process disagrees with the last \
          acknowledged seq {acked}: {state}"
     );
-    // Never silent (seed failure policy): the store handle that saw the append fail reports
+    // Never silent (docs/format.md § Write ordering): the store handle that saw the append fail reports
     // it in `last_write_error` (until an append through it succeeds).
     let recorded = state
         .split_once("last_write_error=")
