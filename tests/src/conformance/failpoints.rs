@@ -169,7 +169,7 @@ pub async fn failpoint_delete_after_snapshot_unlink(b: &dyn Backend) {
 /// write: room for a few thousand events, far less than the 100,000 it tries to append.
 const FULL_DISK_BYTES: u64 = 1024 * 1024;
 
-/// Append failure is not silent (store lessons 5.1 item 9; seed failure policy): a worker
+/// Append failure is not silent (docs/format.md § Write ordering): a worker
 /// appends batches until its files hit a size limit, the way they hit a full disk. The
 /// failing append returns a typed error (any kind: `EFBIG`, `SQLITE_FULL`, …), and it is all
 /// or nothing: afterwards, without the limit, the log holds exactly the acknowledged events
