@@ -22,6 +22,8 @@
 //! [`worker`]); a backend opts in by returning its argv from [`Backend::worker_args`] and
 //! declaring [`Capabilities::worker`].
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod conformance;
 pub mod fixtures;

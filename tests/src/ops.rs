@@ -72,7 +72,9 @@ pub struct AppendPlan<'a> {
     pub count: u64,
     /// Events per `append` call.
     pub batch: u64,
+    /// How concurrent writers agree on the next seq.
     pub mode: AppendMode,
+    /// The durability of every append.
     pub durability: Durability,
 }
 
