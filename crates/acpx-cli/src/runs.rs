@@ -2,7 +2,7 @@
 //! through this module, whose errors are [`CliError`]s (see `impl From<RunsError>` in
 //! [`crate::error`]).
 
-pub use acpx_runtime::runs::{acquire, lock_scope, request_cancel, wait_idle, Probe, RunInfo};
+pub use acpx_runtime::runs::{acquire, request_cancel, wait_idle, Probe, RunInfo};
 
 use std::path::Path;
 
