@@ -2,7 +2,9 @@
 //! through this module, whose errors are [`CliError`]s (see `impl From<RunsError>` in
 //! [`crate::error`]).
 
-pub use acpx_runtime::runs::{acquire, request_cancel, wait_idle, Probe, RunInfo};
+pub use acpx_runtime::runs::{
+    acquire, cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe, RunInfo,
+};
 
 use std::path::Path;
 

@@ -313,6 +313,68 @@ pub fn request_cancel(home: &Path, id: &RecordId) -> RunsResult<Option<RunInfo>>
     }
 }
 
+/// What [`cancel_and_wait`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// No prompt was running (or it ended before it could be asked).
+    NothingRunning,
+    /// The running prompt accepted the cancel and ended within the wait.
+    Ended(RunInfo),
+    /// The running prompt accepted the cancel but was still running when the wait ran out.
+    StillRunning(RunInfo),
+}
+
+/// Asks the prompt running in session `id` to cancel ([`request_cancel`]), calls
+/// `on_cancelled` when it accepted, then waits up to `max` for it to end ([`wait_idle`]).
+/// What `sessions close` and [`crate::ops::ensure::new_session`] do before closing a session.
+pub async fn cancel_and_wait(
+    home: &Path,
+    id: &RecordId,
+    max: Duration,
+    on_cancelled: impl FnOnce(&RunInfo),
+) -> RunsResult<CancelOutcome> {
+    // The socket exchange blocks (up to its 5 s read timeout): keep it off the async workers,
+    // which may be serving the very run being cancelled.
+    let (h, i) = (home.to_owned(), id.clone());
+    let asked = tokio::task::spawn_blocking(move || request_cancel(&h, &i))
+        .await
+        .map_err(join_err("the cancel request failed"))?;
+    let Some(info) = asked? else {
+        return Ok(CancelOutcome::NothingRunning);
+    };
+    on_cancelled(&info);
+    Ok(if wait_idle(home, id, max).await? {
+        CancelOutcome::Ended(info)
+    } else {
+        CancelOutcome::StillRunning(info)
+    })
+}
+
+/// A session's last turn as the run registry and the record tell it, without a queue owner
+/// (`status` asks a running owner first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalTurn {
+    /// A live process holds the run lock.
+    Running(Option<RunInfo>),
+    /// A run file is left with a free lock: its process died mid-turn.
+    Died(Option<RunInfo>),
+    /// No run file, but the record's last turn never finished (acpx was stopped before it
+    /// could record the end); the next open records it as interrupted.
+    Unfinished,
+    /// No prompt is running and the last turn ended.
+    Idle,
+}
+
+/// The state of `record`'s last turn under `home` (see [`LocalTurn`]).
+pub fn local_turn(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<LocalTurn> {
+    Ok(match probe(home, &record.acpx_record_id)? {
+        Probe::Running(info) => LocalTurn::Running(info),
+        Probe::Dead(info) => LocalTurn::Died(info),
+        Probe::Idle if crate::mapping::turn_is_running(record) => LocalTurn::Unfinished,
+        Probe::Idle => LocalTurn::Idle,
+    })
+}
+
 /// An exclusive lock on the scope `(agent command, cwd, name)`, held while `sessions new` or
 /// `sessions ensure` looks for the scope's session and creates one, so that two of them
 /// running at once create one session, not two. Released when dropped.
@@ -412,6 +474,42 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(got, None);
+        drop(guard);
+    }
+
+    #[tokio::test]
+    async fn cancel_and_wait_reports_what_it_did() {
+        let home = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("rec-2").unwrap();
+        let got = cancel_and_wait(home.path(), &id, Duration::from_millis(10), |_| {
+            panic!("nothing runs")
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, CancelOutcome::NothingRunning);
+
+        // A holder that ends its turn when asked to cancel.
+        let (guard, mut rx) = acquire(home.path(), &id, "req", |_| {}).await.unwrap();
+        let ends = tokio::spawn(async move {
+            rx.recv().await;
+            drop(guard);
+        });
+        let mut told = None;
+        let got = cancel_and_wait(home.path(), &id, Duration::from_secs(5), |i| {
+            told = Some(i.request_id.clone())
+        })
+        .await
+        .unwrap();
+        assert!(matches!(got, CancelOutcome::Ended(ref i) if i.request_id == "req"));
+        assert_eq!(told.as_deref(), Some("req"));
+        ends.await.unwrap();
+
+        // A holder that keeps running after the cancel.
+        let (guard, _rx) = acquire(home.path(), &id, "stubborn", |_| {}).await.unwrap();
+        let got = cancel_and_wait(home.path(), &id, Duration::from_millis(100), |_| {})
+            .await
+            .unwrap();
+        assert!(matches!(got, CancelOutcome::StillRunning(_)));
         drop(guard);
     }
 

@@ -41,9 +41,17 @@ async fn ensure_then_new(env: Env) {
     assert!(!again.created);
     assert_eq!(again.record.acpx_record_id, first.record.acpx_record_id);
 
-    let new = ensure::new_session(&rt, &home, scope, None, None, std::future::pending(), |_| {})
-        .await
-        .unwrap();
+    let new = ensure::new_session(
+        &rt,
+        &home,
+        scope,
+        None,
+        None,
+        std::future::pending(),
+        |_| {},
+    )
+    .await
+    .unwrap();
     assert!(new.created);
     let replaced = new.replaced.expect("the ensured session is replaced");
     assert_eq!(replaced.acpx_record_id, first.record.acpx_record_id);

@@ -216,10 +216,12 @@ pub async fn new_session(
     };
     let mut replaced = None;
     for old in previous {
-        if runs::request_cancel(home, &old.acpx_record_id)?.is_some() {
-            events(EnsureEvent::CancelledRunningPrompt(&old.acpx_record_id));
-            runs::wait_idle(home, &old.acpx_record_id, CANCEL_WAIT).await?;
-        }
+        // A prompt still running after the wait ends as interrupted when the session is next
+        // opened; closing does not wait for it any longer.
+        runs::cancel_and_wait(home, &old.acpx_record_id, CANCEL_WAIT, |_| {
+            events(EnsureEvent::CancelledRunningPrompt(&old.acpx_record_id))
+        })
+        .await?;
         replaced = Some(scope::close_with_retry(&*store, &old).await?);
     }
     Ok(Ensured {
