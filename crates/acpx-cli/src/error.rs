@@ -4,6 +4,8 @@ use std::fmt;
 
 use acpx_model::StoreError;
 use acpx_runtime::ops::OpsError;
+use acpx_runtime::private_socket::PrivateDirError;
+use acpx_runtime::runs::RunsError;
 use acpx_runtime::RuntimeError;
 use serde_json::{json, Map, Value};
 
@@ -216,6 +218,20 @@ impl From<OpsError> for CliError {
                 .with_hint("type more of the id, or the full record id")
                 .with_detail("AMBIGUOUS_ID"),
             other => CliError::runtime(other.to_string()),
+        }
+    }
+}
+
+impl From<RunsError> for CliError {
+    fn from(e: RunsError) -> Self {
+        let private_dir = matches!(e, RunsError::PrivateDir(PrivateDirError::NotPrivate(_)));
+        let err = CliError::runtime(e.to_string());
+        if private_dir {
+            err.with_hint(
+                "remove it, or use a shorter --home so the socket fits under <home>/runs/",
+            )
+        } else {
+            err
         }
     }
 }

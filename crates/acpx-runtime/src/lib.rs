@@ -46,6 +46,8 @@
 //! | [`agents`] | the agent registry: built-in names → command lines |
 //! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
+//! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
+//! | [`private_socket`] | where a control socket lives when its natural path is too long |
 //!
 //! ## What a session records
 //!
@@ -122,7 +124,9 @@ pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
 pub mod owner;
+pub mod private_socket;
 pub mod recorder;
+pub mod runs;
 pub mod session;
 mod turn;
 

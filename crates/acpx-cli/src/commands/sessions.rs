@@ -19,7 +19,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render::{self, action, record_identity, summary_json};
-use crate::runs::{self, Probe};
+use crate::runs::{self, CancelOutcome, Probe};
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {
@@ -204,18 +204,24 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
             return Ok(());
         }
     }
-    if let Some(info) = runs::request_cancel(&ctx.home, &r.acpx_record_id)? {
-        ctx.out.note(&format!(
-            "cancelled the prompt running in this session (pid {}); waiting for it to end",
-            info.pid
-        ));
-        if !runs::wait_idle(&ctx.home, &r.acpx_record_id, Duration::from_secs(30)).await? {
-            return Err(CliError::runtime(format!(
-                "the prompt running in session {} did not end within 30 s of the cancel",
-                r.acpx_record_id
+    let cancelled = runs::cancel_and_wait(
+        &ctx.home,
+        &r.acpx_record_id,
+        Duration::from_secs(30),
+        |info| {
+            ctx.out.note(&format!(
+                "cancelled the prompt running in this session (pid {}); waiting for it to end",
+                info.pid
             ))
-            .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"));
-        }
+        },
+    )
+    .await?;
+    if let CancelOutcome::StillRunning(_) = cancelled {
+        return Err(CliError::runtime(format!(
+            "the prompt running in session {} did not end within 30 s of the cancel",
+            r.acpx_record_id
+        ))
+        .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"));
     }
     let closed = scope::close_with_retry(&*store, &r).await?;
     print_closed(ctx, &closed);

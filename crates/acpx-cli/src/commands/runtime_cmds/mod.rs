@@ -6,7 +6,7 @@
 //! warm and runs the session's tasks one at a time, in order. With `--no-owner` (config
 //! `noOwner`) each invocation starts the agent itself, reattaches to the session (the runtime
 //! resumes or loads it, or falls back to a fresh ACP session under the same record id), does
-//! its work and stops the agent; its prompts hold the session's run lock ([`crate::runs`])
+//! its work and stops the agent; its prompts hold the session's run lock ([`acpx_runtime::runs`])
 //! for their whole turn, and a second one waits for it. `exec` always runs in one process.
 
 //!
@@ -15,7 +15,7 @@
 //! | [`prompt`](mod@prompt) | `prompt`, `exec` |
 //! | [`controls`] | `cancel`, `set-mode`, `set` |
 //! | [`status`](mod@status) | `status` |
-//! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` |
+//! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` (the flows are `acpx_runtime::ops::ensure`'s) |
 //! | [`fork`](mod@fork) | `sessions fork` |
 //! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
@@ -201,6 +201,14 @@ fn interrupted_error() -> CliError {
     .with_hint("the next prompt records the unfinished turn as interrupted")
 }
 
+/// Resolves on the first Ctrl-C: what interrupts starting an agent when no turn runs yet
+/// (never, if the signal cannot be watched).
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Runs `fut` unless interrupted; `None` when interrupted.
 async fn or_interrupt<T>(fut: impl std::future::Future<Output = T>, i: &Interrupts) -> Option<T> {
     tokio::select! {
@@ -238,6 +246,13 @@ async fn open_existing(
     };
     let session = opened.map_err(|e| runtime_error(ctx, e))?;
     report_notices(ctx, &session);
+    report_attachment(ctx, &session);
+    Ok(session)
+}
+
+/// Says (with `--verbose`) how an opened session got its ACP session, and whether an
+/// unfinished turn was recorded as interrupted.
+fn report_attachment(ctx: &Ctx, session: &Session) {
     match session.attachment() {
         Attachment::Fallback {
             reason,
@@ -254,7 +269,6 @@ async fn open_existing(
         ctx.out
             .verbose(&format!("recorded the unfinished turn {t} as interrupted"));
     }
-    Ok(session)
 }
 
 fn describe_attempts(attempts: &[FailedAttempt]) -> String {

@@ -2,7 +2,6 @@
 //! state over its socket).
 
 use acpx_model::SessionRecord;
-use acpx_runtime::mapping::turn_is_running;
 use acpx_runtime::owner::protocol::OwnerStatus;
 use serde_json::{json, Map};
 
@@ -11,7 +10,7 @@ use crate::context::Ctx;
 use crate::error::CliResult;
 use crate::lookup::find_in_scope;
 use crate::render::{action, record_identity};
-use crate::runs::{self, Probe};
+use crate::runs::{self, LocalTurn};
 
 use super::owned;
 
@@ -108,24 +107,19 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     if let Some(owner) = owned::status(ctx, &record.acpx_record_id).await? {
         return owner_status(ctx, &record, &owner);
     }
-    let probe = runs::probe(&ctx.home, &record.acpx_record_id)?;
-    let (status, summary, run) = match &probe {
-        Probe::Running(info) => (
-            "running",
-            "a prompt is running".to_owned(),
-            info.clone(),
-        ),
-        Probe::Dead(info) => (
+    let (status, summary, run) = match runs::local_turn(&ctx.home, &record)? {
+        LocalTurn::Running(info) => ("running", "a prompt is running".to_owned(), info),
+        LocalTurn::Died(info) => (
             "dead",
             "the process running its last prompt died mid-turn; the next prompt records the turn as interrupted".to_owned(),
-            info.clone(),
+            info,
         ),
-        Probe::Idle if turn_is_running(&record) => (
+        LocalTurn::Unfinished => (
             "dead",
             "its last turn never finished (acpx was stopped); the next prompt records it as interrupted".to_owned(),
             None,
         ),
-        Probe::Idle => ("idle", "no prompt is running".to_owned(), None),
+        LocalTurn::Idle => ("idle", "no prompt is running".to_owned(), None),
     };
     if ctx.out.is_json() {
         let mut m = Map::new();
