@@ -59,7 +59,7 @@ async fn create_session(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecor
         },
     };
     let session = opened.map_err(|e| runtime_error(ctx, e))?;
-    report_notices(ctx, &session);
+    report_notices(ctx, session.notices());
     session.shutdown().await.map_err(|e| runtime_error(ctx, e))
 }
 

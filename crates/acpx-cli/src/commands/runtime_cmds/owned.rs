@@ -11,9 +11,11 @@ use std::time::Duration;
 use acpx_model::RecordId;
 use acpx_runtime::owner::client::{self, Answer};
 use acpx_runtime::owner::lease::{self, LeasePaths};
-use acpx_runtime::owner::protocol::{OwnerStatus, Request, Response, TaskOptions, WireError};
+use acpx_runtime::owner::protocol::{
+    OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice,
+};
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
-use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
+use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
 
 use crate::cli::OwnerArgs;
@@ -24,7 +26,7 @@ use crate::live::LiveOutput;
 use crate::render::action;
 use crate::runs::{self, Probe, RunInfo};
 
-use super::runtime_options;
+use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
 /// A wire error as the user sees it.
 pub(super) fn wire_error(e: WireError) -> CliError {
@@ -37,10 +39,15 @@ pub(super) fn wire_error(e: WireError) -> CliError {
     let mut err = CliError::new(kind, e.message);
     if let Some(d) = &e.detail_code {
         err = err.with_detail(d);
-        if d == "QUEUE_OWNER_START_FAILED" {
-            err = err.with_hint(
-                "see <home>/owners/<record id>.log, or run this command with --no-owner",
-            );
+        match d.as_str() {
+            "QUEUE_OWNER_START_FAILED" => {
+                err = err.with_hint(
+                    "see <home>/owners/<record id>.log, or run this command with --no-owner",
+                )
+            }
+            "MODE_NOT_RESTORED" => err = err.with_hint(MODE_NOT_RESTORED_HINT),
+            "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
+            _ => {}
         }
     }
     if e.retryable {
@@ -89,13 +96,24 @@ async fn send_or_spawn(ctx: &Ctx, id: &RecordId, request: &Request) -> CliResult
         .map_err(wire_error)
 }
 
-fn task_options(ctx: &Ctx) -> TaskOptions {
+/// This command's own options, for the owner: the same ones the one-process path gives its
+/// runtime (`runtime_options`).
+pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
     TaskOptions {
         permission_mode: ctx.permission.as_str().to_owned(),
         timeout_ms: ctx
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        non_interactive: Some(ctx.non_interactive),
+        resume_policy: Some(ctx.resume_policy),
+        mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
+        default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
+        model: ctx.model.clone(),
     }
+}
+
+fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
+    notices.into_iter().map(Notice::from).collect()
 }
 
 /// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`.
@@ -156,7 +174,9 @@ pub(super) async fn prompt(
                     ));
                 }
             }
-            Some(Response::Started { .. }) => {}
+            Some(Response::Started { notices, .. }) => {
+                report_notices(ctx, &into_notices(notices));
+            }
             Some(Response::Event { envelope }) => live.on_event(&envelope),
             Some(Response::Result { outcome }) => {
                 live.finish();
@@ -182,14 +202,21 @@ pub(super) async fn control(
     id: &RecordId,
     request: Request,
 ) -> CliResult<(Value, bool)> {
-    let answer = send_or_spawn(ctx, id, &request).await?;
-    match answer.last().await.map_err(wire_error)? {
-        Response::ControlResult { resumed, value } => Ok((value, resumed)),
-        Response::Error { error } => Err(wire_error(error)),
-        other => Err(CliError::runtime(format!(
-            "the queue owner answered a control with {other:?}"
-        ))),
+    let mut answer = send_or_spawn(ctx, id, &request).await?;
+    while let Some(r) = answer.next().await.map_err(wire_error)? {
+        match r {
+            Response::Accepted { .. } | Response::Event { .. } => {}
+            Response::Started { notices, .. } => report_notices(ctx, &into_notices(notices)),
+            Response::ControlResult { resumed, value } => return Ok((value, resumed)),
+            Response::Error { error } => return Err(wire_error(error)),
+            other => {
+                return Err(CliError::runtime(format!(
+                    "the queue owner answered a control with {other:?}"
+                )))
+            }
+        }
     }
+    Err(wire_error(WireError::disconnected()))
 }
 
 async fn ask_running(ctx: &Ctx, id: &RecordId, request: Request) -> CliResult<Option<Response>> {
