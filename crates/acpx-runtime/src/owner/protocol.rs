@@ -11,6 +11,7 @@ use acpx_model::{EventEnvelope, PermissionStats, Timestamp, TokenUsage, TurnErro
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::client_ops::PermissionQuestion;
 use crate::error::{AcpError, RuntimeError};
 use crate::session::{FailedAttempt, NonInteractivePermissions, Notice, ResumePolicy};
 use crate::turn::TurnOutcome;
@@ -43,6 +44,66 @@ pub struct TaskOptions {
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Whether the client's user can answer permission questions (it would ask at its
+    /// terminal on the one-process path): the owner then sends it `permission_request` lines
+    /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+}
+
+/// What a client may send after its request, on the same connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum ClientLine {
+    /// The user's answer to a `permission_request`.
+    PermissionAnswer {
+        /// The question's id.
+        id: u64,
+        /// `true` to allow.
+        approved: bool,
+    },
+}
+
+/// A permission question on the wire ([`PermissionQuestion`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireQuestion {
+    /// See [`PermissionQuestion::method`].
+    pub method: String,
+    /// See [`PermissionQuestion::title`].
+    pub title: String,
+    /// See [`PermissionQuestion::kind`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// See [`PermissionQuestion::details`].
+    #[serde(default)]
+    pub details: Value,
+}
+
+impl From<&PermissionQuestion> for WireQuestion {
+    fn from(q: &PermissionQuestion) -> Self {
+        WireQuestion {
+            method: q.method.clone(),
+            title: q.title.clone(),
+            kind: q.kind.clone(),
+            details: q.details.clone(),
+        }
+    }
+}
+
+impl From<WireQuestion> for PermissionQuestion {
+    fn from(q: WireQuestion) -> Self {
+        PermissionQuestion {
+            method: q.method,
+            title: q.title,
+            kind: q.kind,
+            details: q.details,
+        }
+    }
 }
 
 /// What a client asks the owner (one line per connection).
@@ -430,6 +491,14 @@ pub enum Response {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         notices: Vec<WireNotice>,
     },
+    /// A permission question for the client's user (only to a client whose task is
+    /// `interactive`); answered with [`ClientLine::PermissionAnswer`].
+    PermissionRequest {
+        /// The question's id within the connection.
+        id: u64,
+        /// The question.
+        question: WireQuestion,
+    },
     /// One recorded event of the turn, after its append returned.
     Event {
         /// The event exactly as in the log.
@@ -477,7 +546,10 @@ impl Response {
     pub fn is_final(&self) -> bool {
         !matches!(
             self,
-            Response::Accepted { .. } | Response::Started { .. } | Response::Event { .. }
+            Response::Accepted { .. }
+                | Response::Started { .. }
+                | Response::Event { .. }
+                | Response::PermissionRequest { .. }
         )
     }
 }

@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
-use crate::client_ops::{signal_group, PermissionMode};
+use crate::client_ops::{signal_group, PermissionMode, PermissionPrompter};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::mapping::MCP_SERVERS_KEY;
 use crate::mcp_servers::{parse_mcp_servers, McpServers};
@@ -22,6 +22,7 @@ use crate::session::{
 };
 
 use super::lease::{self, Lease, LeasePaths};
+use super::permissions::ForwardingPrompter;
 use super::protocol::{
     line, OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice, WireOutcome,
 };
@@ -68,6 +69,8 @@ enum JobKind {
     Prompt {
         prompt: Vec<Value>,
         options: TaskOptions,
+        /// Asks the client's user (an interactive client only).
+        prompter: Option<Arc<ForwardingPrompter>>,
     },
     SetMode(String, TaskOptions),
     SetConfigOption(String, Value, TaskOptions),
@@ -271,6 +274,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         }
     };
     let (reply, mut replies) = mpsc::unbounded_channel::<String>();
+    let mut reading_answers = None;
     let wait = match request {
         Request::Status => {
             let _ = reply.send(line(&Response::Status {
@@ -288,13 +292,19 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             options,
             wait,
         } => {
-            enqueue(
-                &shared,
-                request_id,
-                JobKind::Prompt { prompt, options },
-                reply,
-            )
-            .await;
+            // An interactive client answers the turn's permission questions on this
+            // connection (see `permissions`); the others get the non-interactive rule.
+            let prompter = (options.interactive && wait).then(|| {
+                let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
+                reading_answers = Some(task);
+                p
+            });
+            let kind = JobKind::Prompt {
+                prompt,
+                options,
+                prompter,
+            };
+            enqueue(&shared, request_id, kind, reply).await;
             wait
         }
         Request::SetMode { mode_id, options } => {
@@ -361,6 +371,9 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         if done {
             break;
         }
+    }
+    if let Some(task) = reading_answers {
+        task.abort();
     }
     let _ = write.shutdown().await;
 }
@@ -749,7 +762,11 @@ impl Worker {
         });
         let resumed = session.resumed();
         let result: Result<Response, RuntimeError> = match job.kind {
-            JobKind::Prompt { prompt, options } => {
+            JobKind::Prompt {
+                prompt,
+                options,
+                prompter,
+            } => {
                 let reply = job.reply.clone();
                 let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
                     let _ = reply.send(line(&Response::Event {
@@ -764,7 +781,7 @@ impl Worker {
                             .parse::<PermissionMode>()
                             .unwrap_or(PermissionMode::DenyAll),
                     ),
-                    prompter: None,
+                    prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
                     non_interactive: options.non_interactive,
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),

@@ -17,12 +17,13 @@ use acpx_runtime::owner::protocol::{
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
+use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::OwnerArgs;
-use crate::config::Format;
+use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::LiveOutput;
+use crate::live::{LiveOutput, TtyPrompter};
 use crate::render::action;
 use crate::runs::{self, Probe, RunInfo};
 
@@ -109,6 +110,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
         model: ctx.model.clone(),
+        interactive: false,
     }
 }
 
@@ -125,19 +127,32 @@ pub(super) async fn prompt(
     live: &LiveOutput,
 ) -> CliResult<Option<TurnOutcome>> {
     let request_id = uuid::Uuid::new_v4().to_string();
+    // The same prompter the one-process path would use (`runtime_options`): when there is
+    // one, the owner forwards the turn's permission questions here.
+    let prompter = if ctx.permission == CliPermission::ApproveReads {
+        TtyPrompter::available()
+    } else {
+        None
+    };
+    let mut options = task_options(ctx);
+    options.interactive = prompter.is_some();
     let request = Request::SubmitPrompt {
         request_id: request_id.clone(),
         prompt: text_prompt(text),
-        options: task_options(ctx),
+        options,
         wait: !no_wait,
     };
+    // One listener for the whole wait: a Ctrl-C that arrives while a line is being rendered
+    // is kept for the next select, not lost between two `ctrl_c()` futures.
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(|e| CliError::runtime(format!("cannot watch Ctrl-C: {e}")))?;
     let mut answer = send_or_spawn(ctx, id, &request).await?;
     let mut cancels = 0u32;
     loop {
         let next = tokio::select! {
             n = answer.next() => n,
-            r = tokio::signal::ctrl_c() => {
-                if r.is_err() {
+            r = sigint.recv() => {
+                if r.is_none() {
                     continue;
                 }
                 cancels += 1;
@@ -178,6 +193,18 @@ pub(super) async fn prompt(
                 report_notices(ctx, &into_notices(notices));
             }
             Some(Response::Event { envelope }) => live.on_event(&envelope),
+            Some(Response::PermissionRequest { id, question }) => {
+                // Only an interactive request is asked; refuse anything else.
+                let answered = match &prompter {
+                    Some(p) => answer.answer_with(id, question, p.as_ref()).await,
+                    None => answer.answer_permission(id, false).await.map(|_| false),
+                };
+                if let Err(e) = answered {
+                    ctx.out.warn(&format!(
+                        "could not send the permission answer to the queue owner: {e}"
+                    ));
+                }
+            }
             Some(Response::Result { outcome }) => {
                 live.finish();
                 return Ok(Some(outcome.into()));
