@@ -9,7 +9,6 @@ use std::time::Duration;
 use acpx_model::RecordId;
 use acpx_runtime::owner::client::{self, Answer};
 use acpx_runtime::owner::protocol::{Request, Response, TaskOptions};
-use acpx_runtime::owner::{run_owner, OwnerConfig};
 use acpx_runtime::{
     text_prompt, PermissionMode, PermissionPrompter, PermissionQuestion, RuntimeOptions,
     TurnOutcome,
@@ -36,7 +35,7 @@ impl PermissionPrompter for Scripted {
     }
 }
 
-/// A session and its owner, running in this process on `home`.
+/// A session and its owner, running in this process.
 async fn owner(env: &Env) -> (std::path::PathBuf, RecordId) {
     let options = RuntimeOptions {
         permission_mode: PermissionMode::ApproveReads,
@@ -46,35 +45,8 @@ async fn owner(env: &Env) -> (std::path::PathBuf, RecordId) {
     let s = rt.open_new(env.spec(agent(""))).await.unwrap();
     let id = s.id().clone();
     s.shutdown().await.unwrap();
-    let home = env.dir.path().join("home");
-    let config = OwnerConfig {
-        home: home.clone(),
-        record_id: id.clone(),
-        ttl: Some(Duration::from_secs(60)),
-        queue_max_depth: 4,
-    };
-    // The owner's future is not `Send` (it holds the session across awaits): it gets its own
-    // thread and runtime, as it has its own process (and multi-threaded runtime) in production.
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime for the owner")
-            .block_on(run_owner(rt, config))
-    });
-    for _ in 0..400 {
-        if client::send_if_running(&home, &id, &Request::Status)
-            .await
-            .ok()
-            .flatten()
-            .is_some()
-        {
-            return (home, id);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("the owner did not listen");
+    let home = start_owner(env, rt, &id).await;
+    (home, id)
 }
 
 async fn submit(home: &std::path::Path, id: &RecordId, interactive: bool) -> Answer {

@@ -128,6 +128,17 @@ struct Shared {
     agent_pid: Mutex<Option<u32>>,
     queue_log: Mutex<Option<QueueLog>>,
     jobs: mpsc::UnboundedSender<Job>,
+    /// Connections still being served (their last lines may not be written yet).
+    connections: AtomicUsize,
+}
+
+/// Counts a connection as served until dropped.
+struct Serving(Arc<Shared>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -214,6 +225,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         agent_pid: Mutex::new(None),
         queue_log: Mutex::new(None),
         jobs: tx,
+        connections: AtomicUsize::new(0),
     });
     shared.write_lease(None);
     let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -223,6 +235,14 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
 
     acceptor.abort();
     signals.abort();
+    // The answer to `close` / `release` (and the refusals of what was queued) are written by
+    // their connections' tasks: let them finish before the runtime goes, bounded.
+    for _ in 0..100 {
+        if shared.connections.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Remove the files while the lock is still held, so no one sees a half-gone owner.
     let _ = std::fs::remove_file(&paths.socket);
     let _ = std::fs::remove_file(&paths.lease);
@@ -249,7 +269,13 @@ async fn watch_signals(shared: Arc<Shared>) {
 
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(serve_connection(stream, shared.clone()));
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        let serving = Serving(shared.clone());
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, shared).await;
+            drop(serving);
+        });
     }
 }
 
