@@ -434,3 +434,39 @@ fn racing_starters_share_one_owner() {
         close(&env, &agent);
     }
 }
+
+#[test]
+fn a_client_killed_while_it_waits_leaves_its_task_to_complete() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        let run = spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "slow", "10"],
+            STARTED,
+        );
+        kill(u64::from(run.child.id()), libc::SIGKILL);
+        let (code, _, _) = run.finish();
+        assert_eq!(code, -1, "killed by the signal");
+        // The owner runs the turn to its end and records it.
+        wait_for("the turn's end in the log", || {
+            !events(&env, &agent, "prompt_done").is_empty()
+        });
+        let done = events(&env, &agent, "prompt_done");
+        assert_eq!(done[0]["payload"]["stopReason"], "end_turn", "{done:?}");
+        let queue = events(&env, &agent, "queue_event");
+        assert!(
+            queue
+                .iter()
+                .any(|e| e["payload"]["phase"] == "done" && e["payload"]["outcome"] == "completed"),
+            "{queue:?}"
+        );
+        // And the owner serves the next command.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "next"])
+            .ok();
+        assert_eq!(r.stdout, "next\n");
+        close(&env, &agent);
+    }
+}

@@ -1,6 +1,7 @@
-//! End to end, every step a separate `acpx` process: the fallback notice, exit 5 for refused
-//! permissions (the agent's and acpx's own gates), `--non-interactive-permissions fail`,
-//! `--mcp-config` in both shapes and a bad file, on both stores.
+//! End to end, every step a separate `acpx` process: the fallback notice (one-process path;
+//! through the queue owner see `owner_choices.rs`), and — through the queue owner — exit 5 for
+//! refused permissions (the agent's and acpx's own gates), `--non-interactive-permissions
+//! fail`, `--mcp-config` in both shapes and a bad file, on both stores.
 mod common;
 
 use common::*;
@@ -18,7 +19,9 @@ fn a_fallback_is_said_on_stderr_and_in_json() {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
         new_session(&env, &agent, &[]);
-        let r = env.run(&["--agent", &agent, "echo", "hi"]).ok();
+        let r = env
+            .run(&["--no-owner", "--agent", &agent, "echo", "hi"])
+            .ok();
         let lines: Vec<_> = r
             .stderr
             .lines()
@@ -32,7 +35,15 @@ fn a_fallback_is_said_on_stderr_and_in_json() {
             lines[0]
         );
         let m = env
-            .run(&["--format", "json", "--agent", &agent, "set-mode", "plan"])
+            .run(&[
+                "--no-owner",
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "set-mode",
+                "plan",
+            ])
             .ok()
             .json();
         assert_eq!(m["action"], "mode_set");
@@ -43,6 +54,7 @@ fn a_fallback_is_said_on_stderr_and_in_json() {
         assert!(m["sessionFallback"]["failedAttempts"].is_array(), "{m}");
         // Under same-session-only the command fails instead.
         let r = env.run(&[
+            "--no-owner",
             "--resume-policy",
             "same-session-only",
             "--agent",

@@ -84,6 +84,7 @@ pub(crate) struct SessionCore {
 pub(crate) struct TurnPolicy {
     pub permission_mode: PermissionMode,
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    pub non_interactive: NonInteractivePermissions,
 }
 
 impl SessionCore {
@@ -122,6 +123,14 @@ impl SessionCore {
             Some(p) => p.prompter.clone(),
             None => self.policy.prompter.clone(),
         }
+    }
+
+    /// What happens now when a decision needs a human and there is none: the turn's rule,
+    /// else the session's.
+    pub fn non_interactive(&self) -> NonInteractivePermissions {
+        Self::lock(&self.turn_policy)
+            .as_ref()
+            .map_or(self.policy.non_interactive, |p| p.non_interactive)
     }
 
     /// Sets (or clears) the permission policy of the turn in progress.
@@ -180,9 +189,11 @@ impl SessionCore {
     /// Whether a decision needs a human that is not there and the policy says to fail; if
     /// so, marks the turn (it fails with `PERMISSION_PROMPT_UNAVAILABLE`).
     fn fail_without_prompter(&self, what: &str) -> bool {
-        let unavailable = self.policy.permission_mode == PermissionMode::ApproveReads
-            && self.policy.prompter.is_none()
-            && self.policy.non_interactive == NonInteractivePermissions::Fail;
+        // The turn's policy when its caller chose one (a queue owner's task), else the
+        // session's.
+        let unavailable = self.permission_mode() == PermissionMode::ApproveReads
+            && self.prompter().is_none()
+            && self.non_interactive() == NonInteractivePermissions::Fail;
         if unavailable && Self::lock(&self.turn).is_some() {
             let mut slot = Self::lock(&self.prompt_unavailable);
             if slot.is_none() {
@@ -433,7 +444,7 @@ impl SessionCore {
     /// Whether a write or terminal may proceed. Allowed without asking under `approve-all`
     /// (not counted); otherwise the decision counts in the turn's permission stats.
     async fn gate(&self, question: PermissionQuestion) -> bool {
-        if self.policy.permission_mode == PermissionMode::ApproveAll {
+        if self.permission_mode() == PermissionMode::ApproveAll {
             return true;
         }
         if self.fail_without_prompter(&question.title) {

@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::OwnedReadHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
 use super::lease::{self, LeasePaths};
-use super::protocol::{line, Request, Response, WireError};
+use super::protocol::{line, ClientLine, Request, Response, WireError, WireQuestion};
+use crate::client_ops::PermissionPrompter;
 
 /// How long a client keeps trying to reach an owner it started.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -28,6 +29,8 @@ const RESPAWN_AFTER: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Answer {
     reader: BufReader<OwnedReadHalf>,
+    /// Open for the answers to forwarded permission questions (interactive prompts only).
+    writer: Option<OwnedWriteHalf>,
     pending: Option<Response>,
     finished: bool,
 }
@@ -63,6 +66,30 @@ impl Answer {
         }
     }
 
+    /// Sends the user's answer to the owner's `permission_request` `id`.
+    pub async fn answer_permission(&mut self, id: u64, approved: bool) -> std::io::Result<()> {
+        let Some(w) = self.writer.as_mut() else {
+            return Err(std::io::Error::other(
+                "this request was not interactive; the owner reads no answers",
+            ));
+        };
+        w.write_all(line(&ClientLine::PermissionAnswer { id, approved }).as_bytes())
+            .await
+    }
+
+    /// Asks `prompter` the owner's forwarded `question` (as the one-process path would ask
+    /// it) and sends the answer back. Returns the answer.
+    pub async fn answer_with(
+        &mut self,
+        id: u64,
+        question: WireQuestion,
+        prompter: &dyn PermissionPrompter,
+    ) -> std::io::Result<bool> {
+        let approved = prompter.ask(&question.into()).await;
+        self.answer_permission(id, approved).await?;
+        Ok(approved)
+    }
+
     /// Reads up to the final response and returns it.
     pub async fn last(mut self) -> Result<Response, WireError> {
         let mut last = None;
@@ -81,8 +108,18 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
     };
     let (read, mut write) = stream.into_split();
     write.write_all(line(request).as_bytes()).await?;
-    // The owner reads exactly one line per connection.
-    drop(write);
+    // The owner reads one request line per connection; only an interactive prompt's client
+    // writes more (its answers to permission questions).
+    let interactive = matches!(
+        request,
+        Request::SubmitPrompt { options, wait: true, .. } if options.interactive
+    );
+    let writer = if interactive {
+        Some(write)
+    } else {
+        drop(write);
+        None
+    };
     let mut reader = BufReader::new(read);
     let mut buf = String::new();
     let n = reader.read_line(&mut buf).await?;
@@ -93,6 +130,7 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
     let first: Response = serde_json::from_str(buf.trim_end()).map_err(std::io::Error::other)?;
     Ok(Some(Answer {
         reader,
+        writer,
         pending: Some(first),
         finished: false,
     }))

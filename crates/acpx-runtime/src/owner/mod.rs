@@ -11,10 +11,12 @@
 //! | [`protocol`] | the JSON-lines requests and responses |
 //! | [`lease`] | where an owner is found; its lock is the liveness truth |
 //! | `server` | the owner: accept loop, bounded FIFO queue, one [`crate::Session`], TTL, agent restart |
-//! | [`client`] | connect-or-spawn, streamed answers, release |
+//! | `permissions` | permission questions forwarded to the submitting client's user |
+//! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //!
-//! What a task runs with is its own command's: permission mode and timeout travel with it
-//! ([`protocol::TaskOptions`]) and apply to its turn only ([`crate::TurnOptions`]).
+//! What a task runs with is its own command's: permission rules and timeout travel with it
+//! ([`protocol::TaskOptions`]) and apply to its turn only ([`crate::TurnOptions`]); the resume
+//! policy, MCP servers and model act when the task makes the owner (re)attach.
 //!
 //! Events reach a waiting client only after their append returned (the turn observer fires
 //! after the append), so a client never shows what the log does not have. A client that goes
@@ -22,6 +24,7 @@
 
 pub mod client;
 pub mod lease;
+mod permissions;
 pub mod protocol;
 mod server;
 

@@ -11,11 +11,17 @@ use acpx_model::{EventEnvelope, PermissionStats, Timestamp, TokenUsage, TurnErro
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::client_ops::PermissionQuestion;
 use crate::error::{AcpError, RuntimeError};
+use crate::session::{FailedAttempt, NonInteractivePermissions, Notice, ResumePolicy};
 use crate::turn::TurnOutcome;
 
-/// The options one task runs with: each command's own, never another command's.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The options one task runs with: each command's own, never another command's
+/// (`docs/format.md`, § Queue owner). The permission rules and timeout apply to the task's
+/// turn; the resume policy applies when the task makes the owner (re)attach; the MCP servers
+/// and the model are the session's choices: the owner reattaches when the servers differ from
+/// those its agent was given, and selects the model before the task runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskOptions {
     /// `approve-all`, `approve-reads` or `deny-all`.
@@ -23,6 +29,81 @@ pub struct TaskOptions {
     /// The turn's timeout in milliseconds (`None`: no timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// `--non-interactive-permissions` (`None`: the owner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_interactive: Option<NonInteractivePermissions>,
+    /// `--resume-policy` (`None`: the owner's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_policy: Option<ResumePolicy>,
+    /// `--mcp-config`, in ACP's array form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Value>,
+    /// The configuration's `mcpServers`, in ACP's array form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_mcp_servers: Option<Value>,
+    /// `--model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Whether the client's user can answer permission questions (it would ask at its
+    /// terminal on the one-process path): the owner then sends it `permission_request` lines
+    /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+}
+
+/// What a client may send after its request, on the same connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum ClientLine {
+    /// The user's answer to a `permission_request`.
+    PermissionAnswer {
+        /// The question's id.
+        id: u64,
+        /// `true` to allow.
+        approved: bool,
+    },
+}
+
+/// A permission question on the wire ([`PermissionQuestion`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireQuestion {
+    /// See [`PermissionQuestion::method`].
+    pub method: String,
+    /// See [`PermissionQuestion::title`].
+    pub title: String,
+    /// See [`PermissionQuestion::kind`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// See [`PermissionQuestion::details`].
+    #[serde(default)]
+    pub details: Value,
+}
+
+impl From<&PermissionQuestion> for WireQuestion {
+    fn from(q: &PermissionQuestion) -> Self {
+        WireQuestion {
+            method: q.method.clone(),
+            title: q.title.clone(),
+            kind: q.kind.clone(),
+            details: q.details.clone(),
+        }
+    }
+}
+
+impl From<WireQuestion> for PermissionQuestion {
+    fn from(q: WireQuestion) -> Self {
+        PermissionQuestion {
+            method: q.method,
+            title: q.title,
+            kind: q.kind,
+            details: q.details,
+        }
+    }
 }
 
 /// What a client asks the owner (one line per connection).
@@ -49,6 +130,9 @@ pub enum Request {
     SetMode {
         /// The mode.
         mode_id: String,
+        /// The command's own options.
+        #[serde(default)]
+        options: TaskOptions,
     },
     /// Queue `session/set_config_option`.
     SetConfigOption {
@@ -56,6 +140,9 @@ pub enum Request {
         config_id: String,
         /// Its value (a JSON boolean is sent as a boolean option).
         value: Value,
+        /// The command's own options.
+        #[serde(default)]
+        options: TaskOptions,
     },
     /// Queue a model selection (`set model`): the agent's model config option, else the
     /// unstable `session/set_model`; kept as the session's desired model. The control
@@ -63,6 +150,9 @@ pub enum Request {
     SetModel {
         /// The model id.
         model_id: String,
+        /// The command's own options.
+        #[serde(default)]
+        options: TaskOptions,
     },
     /// Cancel the turn in progress (answered at once).
     Cancel,
@@ -108,6 +198,8 @@ impl WireError {
             RuntimeError::Store(_) => ("STORE", None),
             RuntimeError::Spawn { .. } => ("RUNTIME", Some("AGENT_SPAWN_FAILED")),
             RuntimeError::Timeout { .. } => ("TIMEOUT", Some("AGENT_TIMEOUT")),
+            RuntimeError::ModeNotRestored { .. } => ("RUNTIME", Some("MODE_NOT_RESTORED")),
+            RuntimeError::ResumeRequired { .. } => ("RUNTIME", Some("SESSION_RESUME_REQUIRED")),
             RuntimeError::Agent { error, .. } if error.is_not_found() => ("NO_SESSION", None),
             _ => ("RUNTIME", None),
         };
@@ -139,6 +231,146 @@ pub struct WireAcpError {
     /// Free-form details.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+}
+
+impl From<&AcpError> for WireAcpError {
+    fn from(a: &AcpError) -> Self {
+        WireAcpError {
+            code: a.code,
+            message: a.message.clone(),
+            data: a.data.clone(),
+        }
+    }
+}
+
+impl From<WireAcpError> for AcpError {
+    fn from(a: WireAcpError) -> Self {
+        AcpError {
+            code: a.code,
+            message: a.message,
+            data: a.data,
+        }
+    }
+}
+
+/// A reattach step that failed ([`FailedAttempt`] on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireFailedAttempt {
+    /// `session/resume` or `session/load`.
+    pub method: String,
+    /// `unsupported`, `not_found` or `failed_without_history`.
+    pub reason: String,
+    /// The agent's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<WireAcpError>,
+}
+
+/// What opening the session told the user ([`Notice`] on the wire).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "notice",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum WireNotice {
+    /// See [`Notice::Fallback`].
+    Fallback {
+        /// The ACP session that could not be restored.
+        previous_acp_session_id: String,
+        /// The new one.
+        acp_session_id: String,
+        /// The steps that failed.
+        failed_attempts: Vec<WireFailedAttempt>,
+    },
+    /// See [`Notice::ChoiceNotRestored`].
+    ChoiceNotRestored {
+        /// `config_option` or `model`.
+        kind: String,
+        /// The option id (or `model`).
+        id: String,
+        /// The value asked for.
+        value: Value,
+        /// Why it failed.
+        error: String,
+    },
+    /// See [`Notice::McpServersLeftOut`].
+    McpServersLeftOut {
+        /// The servers' names and transports.
+        names: Vec<String>,
+    },
+}
+
+impl From<&Notice> for WireNotice {
+    fn from(n: &Notice) -> Self {
+        match n {
+            Notice::Fallback {
+                previous_acp_session_id,
+                acp_session_id,
+                failed_attempts,
+            } => WireNotice::Fallback {
+                previous_acp_session_id: previous_acp_session_id.clone(),
+                acp_session_id: acp_session_id.clone(),
+                failed_attempts: failed_attempts
+                    .iter()
+                    .map(|a| WireFailedAttempt {
+                        method: a.method.clone(),
+                        reason: a.reason.clone(),
+                        error: a.error.as_ref().map(WireAcpError::from),
+                    })
+                    .collect(),
+            },
+            Notice::ChoiceNotRestored {
+                kind,
+                id,
+                value,
+                error,
+            } => WireNotice::ChoiceNotRestored {
+                kind: kind.clone(),
+                id: id.clone(),
+                value: value.clone(),
+                error: error.clone(),
+            },
+            Notice::McpServersLeftOut(names) => WireNotice::McpServersLeftOut {
+                names: names.clone(),
+            },
+        }
+    }
+}
+
+impl From<WireNotice> for Notice {
+    fn from(n: WireNotice) -> Self {
+        match n {
+            WireNotice::Fallback {
+                previous_acp_session_id,
+                acp_session_id,
+                failed_attempts,
+            } => Notice::Fallback {
+                previous_acp_session_id,
+                acp_session_id,
+                failed_attempts: failed_attempts
+                    .into_iter()
+                    .map(|a| FailedAttempt {
+                        method: a.method,
+                        reason: a.reason,
+                        error: a.error.map(AcpError::from),
+                    })
+                    .collect(),
+            },
+            WireNotice::ChoiceNotRestored {
+                kind,
+                id,
+                value,
+                error,
+            } => Notice::ChoiceNotRestored {
+                kind,
+                id,
+                value,
+                error,
+            },
+            WireNotice::McpServersLeftOut { names } => Notice::McpServersLeftOut(names),
+        }
+    }
 }
 
 /// How a turn ended ([`TurnOutcome`] on the wire).
@@ -183,11 +415,7 @@ impl From<&TurnOutcome> for WireOutcome {
             outcome: o.outcome.clone(),
             stop_reason: o.stop_reason.clone(),
             error: o.error.clone(),
-            acp_error: o.acp_error.as_ref().map(|a| WireAcpError {
-                code: a.code,
-                message: a.message.clone(),
-                data: a.data.clone(),
-            }),
+            acp_error: o.acp_error.as_ref().map(WireAcpError::from),
             permission_stats: o.permission_stats,
             usage: o.usage,
             agent_text: o.agent_text.clone(),
@@ -205,11 +433,7 @@ impl From<WireOutcome> for TurnOutcome {
             outcome: o.outcome,
             stop_reason: o.stop_reason,
             error: o.error,
-            acp_error: o.acp_error.map(|a| AcpError {
-                code: a.code,
-                message: a.message,
-                data: a.data,
-            }),
+            acp_error: o.acp_error.map(AcpError::from),
             permission_stats: o.permission_stats,
             usage: o.usage,
             agent_text: o.agent_text,
@@ -262,6 +486,18 @@ pub enum Response {
     Started {
         /// The task's request id.
         request_id: String,
+        /// What the user must be told about the (re)attach this task caused (a fallback to
+        /// a new ACP session, choices not set again, MCP servers left out).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notices: Vec<WireNotice>,
+    },
+    /// A permission question for the client's user (only to a client whose task is
+    /// `interactive`); answered with [`ClientLine::PermissionAnswer`].
+    PermissionRequest {
+        /// The question's id within the connection.
+        id: u64,
+        /// The question.
+        question: WireQuestion,
     },
     /// One recorded event of the turn, after its append returned.
     Event {
@@ -310,7 +546,10 @@ impl Response {
     pub fn is_final(&self) -> bool {
         !matches!(
             self,
-            Response::Accepted { .. } | Response::Started { .. } | Response::Event { .. }
+            Response::Accepted { .. }
+                | Response::Started { .. }
+                | Response::Event { .. }
+                | Response::PermissionRequest { .. }
         )
     }
 }

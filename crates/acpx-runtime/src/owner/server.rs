@@ -13,12 +13,19 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
-use crate::client_ops::{signal_group, PermissionMode};
+use crate::client_ops::{signal_group, PermissionMode, PermissionPrompter};
 use crate::error::{RuntimeError, RuntimeResult};
-use crate::session::{CancelHandle, QueueLog, Runtime, Session, TurnOptions};
+use crate::mapping::MCP_SERVERS_KEY;
+use crate::mcp_servers::{parse_mcp_servers, McpServers};
+use crate::session::{
+    CancelHandle, Notice, QueueLog, Runtime, RuntimeOptions, Session, TurnOptions,
+};
 
 use super::lease::{self, Lease, LeasePaths};
-use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError, WireOutcome};
+use super::permissions::ForwardingPrompter;
+use super::protocol::{
+    line, OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice, WireOutcome,
+};
 
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -62,21 +69,34 @@ enum JobKind {
     Prompt {
         prompt: Vec<Value>,
         options: TaskOptions,
+        /// Asks the client's user (an interactive client only).
+        prompter: Option<Arc<ForwardingPrompter>>,
     },
-    SetMode(String),
-    SetConfigOption(String, Value),
-    SetModel(String),
+    SetMode(String, TaskOptions),
+    SetConfigOption(String, Value, TaskOptions),
+    SetModel(String, TaskOptions),
     Close,
     Release,
 }
 
 impl JobKind {
+    /// The command's own options (`None` for close and release).
+    fn options(&self) -> Option<&TaskOptions> {
+        match self {
+            JobKind::Prompt { options, .. }
+            | JobKind::SetMode(_, options)
+            | JobKind::SetConfigOption(_, _, options)
+            | JobKind::SetModel(_, options) => Some(options),
+            JobKind::Close | JobKind::Release => None,
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             JobKind::Prompt { .. } => "prompt",
-            JobKind::SetMode(_) => "set_mode",
+            JobKind::SetMode(..) => "set_mode",
             JobKind::SetConfigOption(..) => "set_config_option",
-            JobKind::SetModel(_) => "set_model",
+            JobKind::SetModel(..) => "set_model",
             JobKind::Close => "close",
             JobKind::Release => "release",
         }
@@ -108,6 +128,17 @@ struct Shared {
     agent_pid: Mutex<Option<u32>>,
     queue_log: Mutex<Option<QueueLog>>,
     jobs: mpsc::UnboundedSender<Job>,
+    /// Connections still being served (their last lines may not be written yet).
+    connections: AtomicUsize,
+}
+
+/// Counts a connection as served until dropped.
+struct Serving(Arc<Shared>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,21 +225,24 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         agent_pid: Mutex::new(None),
         queue_log: Mutex::new(None),
         jobs: tx,
+        connections: AtomicUsize::new(0),
     });
     shared.write_lease(None);
     let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
     let signals = tokio::spawn(watch_signals(shared.clone()));
 
-    let exit = Worker {
-        runtime,
-        shared: shared.clone(),
-        session: None,
-    }
-    .run(rx)
-    .await;
+    let exit = Worker::new(runtime, shared.clone()).run(rx).await;
 
     acceptor.abort();
     signals.abort();
+    // The answer to `close` / `release` (and the refusals of what was queued) are written by
+    // their connections' tasks: let them finish before the runtime goes, bounded.
+    for _ in 0..100 {
+        if shared.connections.load(Ordering::SeqCst) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Remove the files while the lock is still held, so no one sees a half-gone owner.
     let _ = std::fs::remove_file(&paths.socket);
     let _ = std::fs::remove_file(&paths.lease);
@@ -235,7 +269,13 @@ async fn watch_signals(shared: Arc<Shared>) {
 
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(serve_connection(stream, shared.clone()));
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        let serving = Serving(shared.clone());
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, shared).await;
+            drop(serving);
+        });
     }
 }
 
@@ -260,6 +300,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         }
     };
     let (reply, mut replies) = mpsc::unbounded_channel::<String>();
+    let mut reading_answers = None;
     let wait = match request {
         Request::Status => {
             let _ = reply.send(line(&Response::Status {
@@ -277,26 +318,38 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             options,
             wait,
         } => {
-            enqueue(
-                &shared,
-                request_id,
-                JobKind::Prompt { prompt, options },
-                reply,
-            )
-            .await;
+            // An interactive client answers the turn's permission questions on this
+            // connection (see `permissions`); the others get the non-interactive rule.
+            let prompter = (options.interactive && wait).then(|| {
+                let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
+                reading_answers = Some(task);
+                p
+            });
+            let kind = JobKind::Prompt {
+                prompt,
+                options,
+                prompter,
+            };
+            enqueue(&shared, request_id, kind, reply).await;
             wait
         }
-        Request::SetMode { mode_id } => {
-            enqueue(&shared, control_id(), JobKind::SetMode(mode_id), reply).await;
-            true
-        }
-        Request::SetConfigOption { config_id, value } => {
-            let kind = JobKind::SetConfigOption(config_id, value);
+        Request::SetMode { mode_id, options } => {
+            let kind = JobKind::SetMode(mode_id, options);
             enqueue(&shared, control_id(), kind, reply).await;
             true
         }
-        Request::SetModel { model_id } => {
-            enqueue(&shared, control_id(), JobKind::SetModel(model_id), reply).await;
+        Request::SetConfigOption {
+            config_id,
+            value,
+            options,
+        } => {
+            let kind = JobKind::SetConfigOption(config_id, value, options);
+            enqueue(&shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::SetModel { model_id, options } => {
+            let kind = JobKind::SetModel(model_id, options);
+            enqueue(&shared, control_id(), kind, reply).await;
             true
         }
         Request::Close | Request::Release => {
@@ -344,6 +397,9 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         if done {
             break;
         }
+    }
+    if let Some(task) = reading_answers {
+        task.abort();
     }
     let _ = write.shutdown().await;
 }
@@ -440,16 +496,70 @@ async fn enqueue(
     }
 }
 
+/// Where events recorded while the owner (re)attaches go: the client whose prompt caused it,
+/// so its live output shows them as the one-process path does.
+type AttachSink = Arc<Mutex<Option<mpsc::UnboundedSender<String>>>>;
+
 struct Worker {
-    runtime: Runtime,
+    store: Arc<dyn acpx_model::Store>,
+    /// The owner's own options; each attach takes the resume policy, MCP servers and model
+    /// of the task that causes it.
+    base: RuntimeOptions,
     shared: Arc<Shared>,
     session: Option<Session>,
+    /// The MCP servers (ACP array form) the agent of `session` was given.
+    session_mcp: Value,
+    attach_sink: AttachSink,
+}
+
+/// The MCP servers a task wants: its own (`--mcp-config`), else the record's, else the
+/// configuration's (the order of `docs/format.md`, "Reattach and the user's choices").
+fn wanted_mcp(options: &TaskOptions, record: &acpx_model::SessionRecord) -> Value {
+    options
+        .mcp_servers
+        .clone()
+        .or_else(|| record.acpx.extra.get(MCP_SERVERS_KEY).cloned())
+        .or_else(|| options.default_mcp_servers.clone())
+        .unwrap_or_else(|| Value::Array(Vec::new()))
+}
+
+fn parse_mcp(v: Option<&Value>) -> RuntimeResult<Option<McpServers>> {
+    v.map(|v| {
+        parse_mcp_servers(v)
+            .map_err(|e| RuntimeError::InvalidInput(format!("bad MCP server list: {e}")))
+    })
+    .transpose()
 }
 
 impl Worker {
+    fn new(runtime: Runtime, shared: Arc<Shared>) -> Worker {
+        let attach_sink: AttachSink = Arc::new(Mutex::new(None));
+        let mut base = runtime.options().clone();
+        let sink = attach_sink.clone();
+        let inner = base.observer.take();
+        base.observer = Some(Arc::new(move |e: &EventEnvelope| {
+            if let Some(o) = &inner {
+                o(e);
+            }
+            if let Some(tx) = locked(&sink).as_ref() {
+                let _ = tx.send(line(&Response::Event {
+                    envelope: e.clone(),
+                }));
+            }
+        }));
+        Worker {
+            store: runtime.store().clone(),
+            base,
+            shared,
+            session: None,
+            session_mcp: Value::Null,
+            attach_sink,
+        }
+    }
+
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) -> OwnerExit {
-        // Start the agent at once: the command that spawned this owner is about to submit.
-        let mut open_failed = self.ensure_session().await.err();
+        // The agent starts with the first task, which brings the options to attach with.
+        let mut open_failed: Option<String> = None;
         let exit = loop {
             if let Some(why) = locked(&self.shared.stop_reason).clone() {
                 if matches!(why, OwnerExit::Signalled | OwnerExit::LeaseGone) {
@@ -569,35 +679,59 @@ impl Worker {
         }
     }
 
-    /// Opens the session, or reopens it when the agent went away (the agent's exit is
-    /// already recorded by then); the reattach chain restores the ACP session.
-    async fn ensure_session(&mut self) -> Result<(), String> {
+    /// Opens the session with the task's options, or reopens it when the agent went away
+    /// (its exit is already recorded by then) or the task names other MCP servers than the
+    /// agent was given; the reattach chain restores the ACP session and the user's choices.
+    /// Returns what the user must be told when it (re)attached, `None` when the warm session
+    /// served as it was.
+    async fn ensure_session(
+        &mut self,
+        options: &TaskOptions,
+        sink: Option<&mpsc::UnboundedSender<String>>,
+    ) -> RuntimeResult<Option<Vec<Notice>>> {
         if let Some(s) = &self.session {
             if s.is_connected() {
-                return Ok(());
+                if wanted_mcp(options, &s.record().await) == self.session_mcp {
+                    return Ok(None);
+                }
+                tracing::info!("the task names other MCP servers; reattaching with them");
+            } else {
+                tracing::warn!("the agent went away; restarting it for the next task");
             }
-            tracing::warn!("the agent went away; restarting it for the next task");
             if let Some(s) = self.session.take() {
                 let _ = s.shutdown().await;
             }
         }
-        match self
-            .runtime
-            .open_existing(&self.shared.config.record_id)
-            .await
-        {
+        let mut attach = self.base.clone();
+        if let Some(p) = options.resume_policy {
+            attach.resume_policy = p;
+        }
+        if let Some(n) = options.non_interactive {
+            attach.non_interactive = n;
+        }
+        attach.mcp_servers = parse_mcp(options.mcp_servers.as_ref())?;
+        if options.default_mcp_servers.is_some() {
+            attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
+        }
+        attach.model = options.model.clone();
+        let runtime = Runtime::new(self.store.clone(), attach);
+        *locked(&self.attach_sink) = sink.cloned();
+        let opened = runtime.open_existing(&self.shared.config.record_id).await;
+        *locked(&self.attach_sink) = None;
+        match opened {
             Ok(s) => {
                 *locked(&self.shared.agent_pid) = Some(s.pid());
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
                 self.shared.write_lease(Some(s.pid()));
+                self.session_mcp = wanted_mcp(options, &s.record().await);
+                let notices = s.notices().to_vec();
                 self.session = Some(s);
-                Ok(())
+                Ok(Some(notices))
             }
             Err(e) => {
                 *locked(&self.shared.agent_pid) = None;
                 *locked(&self.shared.queue_log) = None;
-                let w = WireError::from_runtime(&e);
-                Err(serde_json::to_string(&w).unwrap_or_else(|_| e.to_string()))
+                Err(e)
             }
         }
     }
@@ -606,15 +740,34 @@ impl Worker {
         let send = |r: Response| {
             let _ = job.reply.send(line(&r));
         };
-        if let Err(e) = self.ensure_session().await {
-            let error = serde_json::from_str::<WireError>(&e)
-                .unwrap_or_else(|_| WireError::runtime("AGENT_START_FAILED", e.clone(), true));
-            send(Response::Error { error });
-            return Err(e);
-        }
+        let options = job.kind.options().cloned().unwrap_or_default();
+        let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
+        let attached = match self.ensure_session(&options, sink).await {
+            Ok(a) => a,
+            Err(e) => {
+                send(Response::Error {
+                    error: WireError::from_runtime(&e),
+                });
+                return Err(e.to_string());
+            }
+        };
         let Some(session) = self.session.as_mut() else {
             return Ok(());
         };
+        // `--model` on a warm session: selected before the task, as an attach would.
+        if let (None, Some(model)) = (&attached, &options.model) {
+            if let Err(e) = session.set_model(model).await {
+                send(Response::Error {
+                    error: WireError::from_runtime(&e),
+                });
+                return Ok(());
+            }
+        }
+        let notices = attached
+            .unwrap_or_default()
+            .iter()
+            .map(WireNotice::from)
+            .collect();
         let log = session.queue_log();
         let rid = job.request_id.clone();
         let mut extra = Map::new();
@@ -631,62 +784,68 @@ impl Worker {
         *locked(&self.shared.current) = Some((rid.clone(), session.cancel_handle()));
         send(Response::Started {
             request_id: rid.clone(),
+            notices,
         });
         let resumed = session.resumed();
-        let result: Result<Response, RuntimeError> =
-            match job.kind {
-                JobKind::Prompt { prompt, options } => {
-                    let reply = job.reply.clone();
-                    let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
-                        let _ = reply.send(line(&Response::Event {
-                            envelope: e.clone(),
-                        }));
-                    });
-                    let turn = TurnOptions {
-                        observer: Some(observer),
-                        permission_mode: Some(
-                            options
-                                .permission_mode
-                                .parse::<PermissionMode>()
-                                .unwrap_or(PermissionMode::DenyAll),
-                        ),
-                        prompter: None,
-                        prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
-                        request_id: Some(rid.clone()),
-                    };
-                    session
-                        .prompt_with_options(prompt, turn)
-                        .await
-                        .map(|o| Response::Result {
-                            outcome: WireOutcome::from(&o),
-                        })
-                }
-                JobKind::SetMode(mode) => {
-                    session
-                        .set_mode(&mode)
-                        .await
-                        .map(|()| Response::ControlResult {
-                            resumed,
-                            value: Value::Null,
-                        })
-                }
-                JobKind::SetConfigOption(id, value) => session
-                    .set_config_option(&id, value)
+        let result: Result<Response, RuntimeError> = match job.kind {
+            JobKind::Prompt {
+                prompt,
+                options,
+                prompter,
+            } => {
+                let reply = job.reply.clone();
+                let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
+                    let _ = reply.send(line(&Response::Event {
+                        envelope: e.clone(),
+                    }));
+                });
+                let turn = TurnOptions {
+                    observer: Some(observer),
+                    permission_mode: Some(
+                        options
+                            .permission_mode
+                            .parse::<PermissionMode>()
+                            .unwrap_or(PermissionMode::DenyAll),
+                    ),
+                    prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
+                    non_interactive: options.non_interactive,
+                    prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
+                    request_id: Some(rid.clone()),
+                };
+                session
+                    .prompt_with_options(prompt, turn)
                     .await
-                    .map(|opts| Response::ControlResult {
-                        resumed,
-                        value: Value::Array(opts),
-                    }),
-                JobKind::SetModel(model) => {
-                    session.set_model(&model).await.map(|(opts, via_config)| {
-                        Response::ControlResult {
-                            resumed,
-                            value: json!({"configOptions": opts, "viaConfigOption": via_config}),
-                        }
+                    .map(|o| Response::Result {
+                        outcome: WireOutcome::from(&o),
                     })
-                }
-                JobKind::Close | JobKind::Release => return Ok(()),
-            };
+            }
+            JobKind::SetMode(mode, _) => {
+                session
+                    .set_mode(&mode)
+                    .await
+                    .map(|()| Response::ControlResult {
+                        resumed,
+                        value: Value::Null,
+                    })
+            }
+            JobKind::SetConfigOption(id, value, _) => session
+                .set_config_option(&id, value)
+                .await
+                .map(|opts| Response::ControlResult {
+                    resumed,
+                    value: Value::Array(opts),
+                }),
+            JobKind::SetModel(model, _) => {
+                session
+                    .set_model(&model)
+                    .await
+                    .map(|(opts, via_config)| Response::ControlResult {
+                        resumed,
+                        value: json!({"configOptions": opts, "viaConfigOption": via_config}),
+                    })
+            }
+            JobKind::Close | JobKind::Release => return Ok(()),
+        };
         *locked(&self.shared.current) = None;
         let (phase, mut extra) = match &result {
             Ok(Response::Result { outcome }) => {
@@ -724,7 +883,7 @@ impl Worker {
         let Some(session) = self.session.take() else {
             if close {
                 // No agent to tell: mark the record closed ourselves.
-                let store = self.runtime.store().clone();
+                let store = self.store.clone();
                 crate::ops::scope::close_with_retry(
                     &*store,
                     &store.load(&self.shared.config.record_id).await?,

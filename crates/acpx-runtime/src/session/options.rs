@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::Durability;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::WireObserver;
 use crate::client_ops::{
@@ -71,7 +72,8 @@ pub struct RuntimeOptions {
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
 /// (`docs/format.md`, "Reattach and the user's choices").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ResumePolicy {
     /// Fall back to a fresh ACP session under the same record id (said on stderr and logged).
     #[default]
@@ -91,7 +93,8 @@ impl ResumePolicy {
 }
 
 /// What happens when a permission decision needs a human and there is no prompter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum NonInteractivePermissions {
     /// Refuse the operation (the turn goes on).
     #[default]

@@ -12,7 +12,7 @@ use crate::error::RuntimeResult;
 use crate::recorder::Observer;
 use crate::turn::{self, TurnOutcome, TurnParts};
 
-use super::Session;
+use super::{NonInteractivePermissions, Session};
 
 /// What one turn runs with when it differs from the session's
 /// [`RuntimeOptions`](super::RuntimeOptions). A queue owner serves many commands with one session, so each
@@ -27,6 +27,9 @@ pub struct TurnOptions {
     /// (used only with `permission_mode`; `None` there means nobody, so such requests are
     /// denied).
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
+    /// What happens in this turn when a decision needs a human and there is none (used
+    /// only with `permission_mode`; `None` there keeps the session's rule).
+    pub non_interactive: Option<NonInteractivePermissions>,
     /// The prompt timeout of this turn; `None` keeps the session's.
     pub prompt_timeout: Option<Option<Duration>>,
     /// The turn's `requestId` in the log; `None` makes a fresh one.
@@ -39,6 +42,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("observer", &self.observer.is_some())
             .field("permission_mode", &self.permission_mode)
             .field("prompter", &self.prompter.is_some())
+            .field("non_interactive", &self.non_interactive)
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
             .finish()
@@ -91,6 +95,9 @@ impl Session {
             self.core.set_turn_policy(Some(TurnPolicy {
                 permission_mode: mode,
                 prompter: options.prompter.clone(),
+                non_interactive: options
+                    .non_interactive
+                    .unwrap_or(self.options.non_interactive),
             }));
         }
         let result = turn::run(parts, prompt, options.observer, options.request_id).await;

@@ -253,3 +253,34 @@ macro_rules! backend_tests {
         )+
     };
 }
+
+/// Starts a queue owner for session `id` in this process, on `<env dir>/home`, and waits until
+/// it listens; returns the home. Its future is not `Send` (it holds the session across awaits),
+/// so it gets its own thread and multi-threaded runtime, as it has its own process in
+/// production.
+pub async fn start_owner(env: &Env, rt: Runtime, id: &RecordId) -> PathBuf {
+    use acpx_runtime::owner::protocol::Request;
+    use acpx_runtime::owner::{client, run_owner, OwnerConfig};
+    let home = env.dir.path().join("home");
+    let config = OwnerConfig {
+        home: home.clone(),
+        record_id: id.clone(),
+        ttl: Some(Duration::from_secs(60)),
+        queue_max_depth: 4,
+    };
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime for the owner")
+            .block_on(run_owner(rt, config))
+    });
+    for _ in 0..400 {
+        if let Ok(Some(_)) = client::send_if_running(&home, id, &Request::Status).await {
+            return home;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the owner did not listen");
+}

@@ -117,6 +117,7 @@ pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
         a.select.session.as_deref(),
         Request::SetMode {
             mode_id: a.mode.clone(),
+            options: owned::task_options(ctx),
         },
         |_| (),
         async |s: &mut Session| s.set_mode(&mode).await,
@@ -153,6 +154,7 @@ pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
         Request::SetConfigOption {
             config_id: a.key.clone(),
             value: value.clone(),
+            options: owned::task_options(ctx),
         },
         |v| match v {
             Value::Array(a) => a,
@@ -197,6 +199,7 @@ async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
         a.select.session.as_deref(),
         Request::SetModel {
             model_id: a.value.clone(),
+            options: owned::task_options(ctx),
         },
         |v| {
             let options = match v.get("configOptions") {

@@ -94,7 +94,7 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
             None => return Err(interrupted_error()),
             Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
         };
-        report_notices(ctx, &fresh);
+        report_notices(ctx, fresh.notices());
         let fresh = fresh.shutdown().await.map_err(|e| runtime_error(ctx, e))?;
         fork_ops::record_fork(
             store.clone(),

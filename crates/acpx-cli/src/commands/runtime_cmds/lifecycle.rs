@@ -99,7 +99,7 @@ fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
 fn report(ctx: &Ctx, event: EnsureEvent<'_>) {
     match event {
         EnsureEvent::Opened(session) => {
-            report_notices(ctx, session);
+            report_notices(ctx, session.notices());
             report_attachment(ctx, session);
         }
         EnsureEvent::CancelledRunningPrompt(id) => ctx

@@ -84,6 +84,11 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
     o
 }
 
+/// Said with `MODE_NOT_RESTORED`, on either path.
+const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`";
+/// Said with `SESSION_RESUME_REQUIRED`, on either path.
+const RESUME_REQUIRED_HINT: &str = "start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new";
+
 /// A runtime error as the user sees it.
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
     match e {
@@ -98,10 +103,10 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         }
         RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
             .with_detail("MODE_NOT_RESTORED")
-            .with_hint("the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`"),
+            .with_hint(MODE_NOT_RESTORED_HINT),
         RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
             .with_detail("SESSION_RESUME_REQUIRED")
-            .with_hint("start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new"),
+            .with_hint(RESUME_REQUIRED_HINT),
         RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
             CliError::no_session(e.to_string())
                 .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")
@@ -245,7 +250,7 @@ async fn open_existing(
         },
     };
     let session = opened.map_err(|e| runtime_error(ctx, e))?;
-    report_notices(ctx, &session);
+    report_notices(ctx, session.notices());
     report_attachment(ctx, &session);
     Ok(session)
 }
@@ -285,8 +290,8 @@ fn describe_attempts(attempts: &[FailedAttempt]) -> String {
 /// Tells the user what opening a session changed: a fallback to a new ACP session (one
 /// stderr line in text mode, a `session_fallback` JSON line on stdout in JSON mode), choices
 /// that could not be set again, MCP servers the agent cannot take (warnings).
-fn report_notices(ctx: &Ctx, session: &Session) {
-    for notice in session.notices() {
+fn report_notices(ctx: &Ctx, notices: &[Notice]) {
+    for notice in notices {
         match notice {
             Notice::Fallback {
                 previous_acp_session_id,

@@ -11,20 +11,23 @@ use std::time::Duration;
 use acpx_model::RecordId;
 use acpx_runtime::owner::client::{self, Answer};
 use acpx_runtime::owner::lease::{self, LeasePaths};
-use acpx_runtime::owner::protocol::{OwnerStatus, Request, Response, TaskOptions, WireError};
+use acpx_runtime::owner::protocol::{
+    OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice,
+};
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
-use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
+use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
+use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::OwnerArgs;
-use crate::config::Format;
+use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::LiveOutput;
+use crate::live::{LiveOutput, TtyPrompter};
 use crate::render::action;
 use crate::runs::{self, Probe, RunInfo};
 
-use super::runtime_options;
+use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
 /// A wire error as the user sees it.
 pub(super) fn wire_error(e: WireError) -> CliError {
@@ -37,10 +40,15 @@ pub(super) fn wire_error(e: WireError) -> CliError {
     let mut err = CliError::new(kind, e.message);
     if let Some(d) = &e.detail_code {
         err = err.with_detail(d);
-        if d == "QUEUE_OWNER_START_FAILED" {
-            err = err.with_hint(
-                "see <home>/owners/<record id>.log, or run this command with --no-owner",
-            );
+        match d.as_str() {
+            "QUEUE_OWNER_START_FAILED" => {
+                err = err.with_hint(
+                    "see <home>/owners/<record id>.log, or run this command with --no-owner",
+                )
+            }
+            "MODE_NOT_RESTORED" => err = err.with_hint(MODE_NOT_RESTORED_HINT),
+            "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
+            _ => {}
         }
     }
     if e.retryable {
@@ -89,13 +97,25 @@ async fn send_or_spawn(ctx: &Ctx, id: &RecordId, request: &Request) -> CliResult
         .map_err(wire_error)
 }
 
-fn task_options(ctx: &Ctx) -> TaskOptions {
+/// This command's own options, for the owner: the same ones the one-process path gives its
+/// runtime (`runtime_options`).
+pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
     TaskOptions {
         permission_mode: ctx.permission.as_str().to_owned(),
         timeout_ms: ctx
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        non_interactive: Some(ctx.non_interactive),
+        resume_policy: Some(ctx.resume_policy),
+        mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
+        default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
+        model: ctx.model.clone(),
+        interactive: false,
     }
+}
+
+fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
+    notices.into_iter().map(Notice::from).collect()
 }
 
 /// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`.
@@ -107,19 +127,32 @@ pub(super) async fn prompt(
     live: &LiveOutput,
 ) -> CliResult<Option<TurnOutcome>> {
     let request_id = uuid::Uuid::new_v4().to_string();
+    // The same prompter the one-process path would use (`runtime_options`): when there is
+    // one, the owner forwards the turn's permission questions here.
+    let prompter = if ctx.permission == CliPermission::ApproveReads {
+        TtyPrompter::available()
+    } else {
+        None
+    };
+    let mut options = task_options(ctx);
+    options.interactive = prompter.is_some();
     let request = Request::SubmitPrompt {
         request_id: request_id.clone(),
         prompt: text_prompt(text),
-        options: task_options(ctx),
+        options,
         wait: !no_wait,
     };
+    // One listener for the whole wait: a Ctrl-C that arrives while a line is being rendered
+    // is kept for the next select, not lost between two `ctrl_c()` futures.
+    let mut sigint = signal(SignalKind::interrupt())
+        .map_err(|e| CliError::runtime(format!("cannot watch Ctrl-C: {e}")))?;
     let mut answer = send_or_spawn(ctx, id, &request).await?;
     let mut cancels = 0u32;
     loop {
         let next = tokio::select! {
             n = answer.next() => n,
-            r = tokio::signal::ctrl_c() => {
-                if r.is_err() {
+            r = sigint.recv() => {
+                if r.is_none() {
                     continue;
                 }
                 cancels += 1;
@@ -156,8 +189,22 @@ pub(super) async fn prompt(
                     ));
                 }
             }
-            Some(Response::Started { .. }) => {}
+            Some(Response::Started { notices, .. }) => {
+                report_notices(ctx, &into_notices(notices));
+            }
             Some(Response::Event { envelope }) => live.on_event(&envelope),
+            Some(Response::PermissionRequest { id, question }) => {
+                // Only an interactive request is asked; refuse anything else.
+                let answered = match &prompter {
+                    Some(p) => answer.answer_with(id, question, p.as_ref()).await,
+                    None => answer.answer_permission(id, false).await.map(|_| false),
+                };
+                if let Err(e) = answered {
+                    ctx.out.warn(&format!(
+                        "could not send the permission answer to the queue owner: {e}"
+                    ));
+                }
+            }
             Some(Response::Result { outcome }) => {
                 live.finish();
                 return Ok(Some(outcome.into()));
@@ -182,14 +229,21 @@ pub(super) async fn control(
     id: &RecordId,
     request: Request,
 ) -> CliResult<(Value, bool)> {
-    let answer = send_or_spawn(ctx, id, &request).await?;
-    match answer.last().await.map_err(wire_error)? {
-        Response::ControlResult { resumed, value } => Ok((value, resumed)),
-        Response::Error { error } => Err(wire_error(error)),
-        other => Err(CliError::runtime(format!(
-            "the queue owner answered a control with {other:?}"
-        ))),
+    let mut answer = send_or_spawn(ctx, id, &request).await?;
+    while let Some(r) = answer.next().await.map_err(wire_error)? {
+        match r {
+            Response::Accepted { .. } | Response::Event { .. } => {}
+            Response::Started { notices, .. } => report_notices(ctx, &into_notices(notices)),
+            Response::ControlResult { resumed, value } => return Ok((value, resumed)),
+            Response::Error { error } => return Err(wire_error(error)),
+            other => {
+                return Err(CliError::runtime(format!(
+                    "the queue owner answered a control with {other:?}"
+                )))
+            }
+        }
     }
+    Err(wire_error(WireError::disconnected()))
 }
 
 async fn ask_running(ctx: &Ctx, id: &RecordId, request: Request) -> CliResult<Option<Response>> {

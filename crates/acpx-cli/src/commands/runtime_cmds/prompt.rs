@@ -264,7 +264,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         None => return Err(interrupted_error()),
         Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
     };
-    report_notices(ctx, &session);
+    report_notices(ctx, session.notices());
     drop(startup);
     let interrupts = Interrupts::start(Some(session.cancel_handle()), None, &ctx.out);
     let (outcome, _) = run_turn(ctx, session, &text, &live, interrupts).await?;

@@ -1,0 +1,108 @@
+//! Permission questions of an owner's turn, asked at the terminal of the client that
+//! submitted it (`docs/format.md`, § Queue owner, "Permission questions").
+//!
+//! The owner cannot ask anyone itself: it has no terminal. A client whose user can answer
+//! (its task's `options.interactive`) keeps its connection open for writing; the owner's
+//! [`ForwardingPrompter`] sends it `permission_request {id, question}` and waits for its
+//! `permission_answer {id, approved}` line. When the client goes away, every open question
+//! and every later one of the turn is refused, as the non-interactive rule `deny` would.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::OwnedReadHalf;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client_ops::{PermissionPrompter, PermissionQuestion};
+
+use super::protocol::{line, ClientLine, Response, WireQuestion};
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<bool>>>>;
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The owner's prompter for one interactive client's turn.
+pub(super) struct ForwardingPrompter {
+    reply: mpsc::UnboundedSender<String>,
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+    next_id: AtomicU64,
+}
+
+impl ForwardingPrompter {
+    /// A prompter sending its questions on `reply`, and the task that reads the client's
+    /// answers from `reader` (it ends when the client closes its side).
+    pub(super) fn new(
+        reply: mpsc::UnboundedSender<String>,
+        reader: BufReader<OwnedReadHalf>,
+    ) -> (Arc<ForwardingPrompter>, tokio::task::JoinHandle<()>) {
+        let prompter = Arc::new(ForwardingPrompter {
+            reply,
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            gone: Arc::new(AtomicBool::new(false)),
+            next_id: AtomicU64::new(1),
+        });
+        let reading = tokio::spawn(read_answers(
+            reader,
+            prompter.pending.clone(),
+            prompter.gone.clone(),
+        ));
+        (prompter, reading)
+    }
+}
+
+async fn read_answers(
+    mut reader: BufReader<OwnedReadHalf>,
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+) {
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        match reader.read_line(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => match serde_json::from_str::<ClientLine>(buf.trim_end()) {
+                Ok(ClientLine::PermissionAnswer { id, approved }) => {
+                    if let Some(tx) = locked(&pending).remove(&id) {
+                        let _ = tx.send(approved);
+                    }
+                }
+                Err(e) => tracing::warn!("ignoring an unreadable client line: {e}"),
+            },
+        }
+    }
+    // The client went away: refuse what it was asked (the senders drop) and what comes.
+    gone.store(true, Ordering::SeqCst);
+    locked(&pending).clear();
+}
+
+#[async_trait]
+impl PermissionPrompter for ForwardingPrompter {
+    async fn ask(&self, question: &PermissionQuestion) -> bool {
+        if self.gone.load(Ordering::SeqCst) {
+            return false;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        locked(&self.pending).insert(id, tx);
+        // Checked again under the map: the reader may have cleared it just before.
+        if self.gone.load(Ordering::SeqCst) {
+            locked(&self.pending).remove(&id);
+            return false;
+        }
+        let sent = self.reply.send(line(&Response::PermissionRequest {
+            id,
+            question: WireQuestion::from(question),
+        }));
+        if sent.is_err() {
+            locked(&self.pending).remove(&id);
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+}
