@@ -1,25 +1,49 @@
-//! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`.
+//! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
+//! `cargo xtask bench owner [--runs N] [--stream-runs N]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
+mod bench_owner;
 mod tidy;
 
 use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick] [--dir DIR]
+       cargo xtask bench owner [--runs N] [--stream-runs N]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
                 at 1,000 vs 100,000 events already stored, list time for 10,000 sessions, and the
                 time to read the last 1,000 events of a 1,000,000-event session.
   --quick       smaller counts, for a smoke run (figures are not comparable with a full run)
-  --dir DIR     where the stores are created (default: a temporary directory on /tmp's disk)";
+  --dir DIR     where the stores are created (default: a temporary directory on /tmp's disk)
+
+  bench owner   builds the release acpx, then times whole invocations against the scripted
+                agent: warm second prompt through the session's queue owner (overhead = wall
+                minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
+                and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
+                (--stream-runs each, default 5; ratio of medians; target <= 1.05)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("bench") if args.get(1).map(String::as_str) == Some("owner") => {
+            match bench_owner::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_owner::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench owner: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Some("bench") => match bench::Options::parse(&args[1..]) {
             Ok(opts) => match bench::run(&opts) {
                 Ok(()) => ExitCode::SUCCESS,

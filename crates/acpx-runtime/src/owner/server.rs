@@ -391,9 +391,11 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             // The client went away; the task still runs to its end and is recorded.
             return;
         }
-        let done = serde_json::from_str::<Response>(last.trim_end())
-            .map(|r| r.is_final() || (!wait && matches!(r, Response::Accepted { .. })))
-            .unwrap_or(false);
+        let done = match response_type(&last) {
+            Some("accepted") => !wait,
+            Some(t) => !NOT_FINAL.contains(&t),
+            None => false,
+        };
         if done {
             break;
         }
@@ -402,6 +404,29 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         task.abort();
     }
     let _ = write.shutdown().await;
+}
+
+/// The `type` of the lines that do not end an answer (see [`Response::is_final`]).
+const NOT_FINAL: [&str; 4] = ["accepted", "started", "event", "permission_request"];
+
+/// The `type` of a response line, read from its start (serde writes the tag first) rather
+/// than by parsing the line again: a streamed turn sends one line per event.
+fn response_type(line: &str) -> Option<&str> {
+    line.strip_prefix("{\"type\":\"")?.split('"').next()
+}
+
+/// An `event` line for `envelope`, serialized from the borrowed envelope (no copy).
+fn event_line(envelope: &EventEnvelope) -> String {
+    #[derive(serde::Serialize)]
+    struct EventLine<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        envelope: &'a EventEnvelope,
+    }
+    line(&EventLine {
+        kind: "event",
+        envelope,
+    })
 }
 
 fn control_id() -> String {
@@ -542,9 +567,7 @@ impl Worker {
                 o(e);
             }
             if let Some(tx) = locked(&sink).as_ref() {
-                let _ = tx.send(line(&Response::Event {
-                    envelope: e.clone(),
-                }));
+                let _ = tx.send(event_line(e));
             }
         }));
         Worker {
@@ -795,9 +818,7 @@ impl Worker {
             } => {
                 let reply = job.reply.clone();
                 let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
-                    let _ = reply.send(line(&Response::Event {
-                        envelope: e.clone(),
-                    }));
+                    let _ = reply.send(event_line(e));
                 });
                 let turn = TurnOptions {
                     observer: Some(observer),
@@ -897,6 +918,31 @@ impl Worker {
             session.close().await.map(|_| true)
         } else {
             session.shutdown().await.map(|_| false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_type_is_read_from_its_start_and_agrees_with_is_final() {
+        let lines = [
+            Response::Started {
+                request_id: "r".into(),
+                notices: Vec::new(),
+            },
+            Response::CancelResult {
+                cancelled: false,
+                request_id: None,
+            },
+            Response::Closed { closed: true },
+        ];
+        for r in lines {
+            let l = line(&r);
+            let t = response_type(&l).expect("a type");
+            assert_eq!(!NOT_FINAL.contains(&t), r.is_final(), "{l}");
         }
     }
 }

@@ -1,0 +1,273 @@
+//! `cargo xtask bench owner`: the queue owner figures of `docs/BENCHMARKS.md`.
+//!
+//! Method: whole `acpx` invocations of the release binary (`target/release/acpx`, built first
+//! with `cargo build --release -p acpx-cli`), timed from spawn to exit, against the scripted
+//! test agent (`acpx __test-agent`), file store, in a temporary home:
+//!
+//! - **warm second prompt**: one prompt starts the session's owner, then N prompts (`echo hi`,
+//!   quiet) run against it, one after the other. Each run's overhead is its wall time minus the
+//!   agent's own answer time, the turn's `prompt_started` → `prompt_done` span in the log.
+//!   Median and p90 of the overheads; target ≤ 15 ms.
+//! - **streamed prompt**: `stream 10000` (10,000 chunks) through the owner and with
+//!   `--no-owner`, alternating, the owner warm; ratio of the medians; target ≤ 1.05. The
+//!   one-process figure includes its agent start and stop (the owner's were paid before), so
+//!   the ratio is also reported without them, measured as the wall time of a one-process
+//!   `echo hi` minus its turn.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+type BenchResult<T> = Result<T, String>;
+
+/// Parsed options of `bench owner`.
+pub struct Options {
+    runs: usize,
+    stream_runs: usize,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> BenchResult<Options> {
+        let mut o = Options {
+            runs: 30,
+            stream_runs: 5,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut num = |what: &str| -> BenchResult<usize> {
+                it.next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{what} needs a positive number"))
+            };
+            match a.as_str() {
+                "--runs" => o.runs = num("--runs")?,
+                "--stream-runs" => o.stream_runs = num("--stream-runs")?,
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+}
+
+struct Bench {
+    acpx: PathBuf,
+    home: tempfile::TempDir,
+    project: tempfile::TempDir,
+    agent: String,
+}
+
+impl Bench {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.acpx);
+        c.arg("--home")
+            .arg(self.home.path())
+            .arg("--store")
+            .arg("fs")
+            .args(["--agent", &self.agent])
+            .args(args)
+            .current_dir(self.project.path())
+            .env_remove("ACPX_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Runs `acpx <args>` to its end; its wall time and stdout.
+    fn timed(&self, args: &[&str]) -> BenchResult<(Duration, String)> {
+        let start = Instant::now();
+        let out = self
+            .cmd(args)
+            .output()
+            .map_err(|e| format!("cannot run acpx: {e}"))?;
+        let wall = start.elapsed();
+        if !out.status.success() {
+            return Err(format!(
+                "acpx {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
+    }
+
+    /// The spans `prompt_started` → `prompt_done` of the session's turns, in order.
+    fn turn_spans(&self) -> BenchResult<Vec<Duration>> {
+        let (_, out) = self.timed(&["--format", "json", "sessions", "events"])?;
+        let mut started: Option<i64> = None;
+        let mut spans = Vec::new();
+        for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            let e: Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+            let at = e["timestamp"].as_str().and_then(millis);
+            match e["type"].as_str() {
+                Some("prompt_started") => started = at,
+                Some("prompt_done") => {
+                    if let (Some(s), Some(d)) = (started.take(), at) {
+                        spans.push(Duration::from_millis(u64::try_from(d - s).unwrap_or(0)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(spans)
+    }
+}
+
+/// Milliseconds of an RFC 3339 UTC timestamp `YYYY-MM-DDTHH:MM:SS.mmmZ` within its day
+/// (turns of one benchmark never straddle midnight by more than they last).
+fn millis(ts: &str) -> Option<i64> {
+    let t = ts.split('T').nth(1)?.trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some((h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as i64)
+}
+
+fn quantile(v: &mut [Duration], q: f64) -> Duration {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Builds the release `acpx` and returns its path.
+fn build_release() -> BenchResult<PathBuf> {
+    let root = workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-q", "-p", "acpx-cli"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --release -p acpx-cli failed".into());
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let acpx = target.join("release").join("acpx");
+    if !acpx.is_file() {
+        return Err(format!("{} was not built", acpx.display()));
+    }
+    Ok(acpx)
+}
+
+pub fn run(opts: &Options) -> BenchResult<()> {
+    let acpx = build_release()?;
+    let project = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::create_dir(project.path().join(".git")).map_err(|e| e.to_string())?;
+    let bench = Bench {
+        agent: format!("{} __test-agent", acpx.display()),
+        acpx,
+        home: tempfile::tempdir().map_err(|e| e.to_string())?,
+        project,
+    };
+    println!("# acpx queue owner benchmarks\n");
+    println!(
+        "release build, file store, scripted test agent; {} cores; load average at start {}\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
+    bench.timed(&["sessions", "new"])?;
+
+    // Warm second prompt.
+    bench.timed(&["--format", "quiet", "echo", "warm-up"])?;
+    let before = bench.turn_spans()?.len();
+    let mut walls = Vec::with_capacity(opts.runs);
+    for _ in 0..opts.runs {
+        walls.push(bench.timed(&["--format", "quiet", "echo", "hi"])?.0);
+    }
+    let spans = bench.turn_spans()?;
+    let spans = spans.get(before..).unwrap_or(&[]);
+    if spans.len() != walls.len() {
+        return Err(format!(
+            "expected {} recorded turns, found {}",
+            walls.len(),
+            spans.len()
+        ));
+    }
+    let mut overheads: Vec<Duration> = walls
+        .iter()
+        .zip(spans)
+        .map(|(w, s)| w.saturating_sub(*s))
+        .collect();
+    let mut turn: Vec<Duration> = spans.to_vec();
+    let mut wall = walls.clone();
+    println!("## warm second prompt (N = {})\n", opts.runs);
+    println!(
+        "wall median {:.1} ms, p90 {:.1} ms; agent's turn median {:.1} ms",
+        ms(quantile(&mut wall, 0.5)),
+        ms(quantile(&mut wall, 0.9)),
+        ms(quantile(&mut turn, 0.5))
+    );
+    let (m, p90) = (quantile(&mut overheads, 0.5), quantile(&mut overheads, 0.9));
+    println!(
+        "overhead (wall minus turn): median {:.1} ms, p90 {:.1} ms; target <= 15 ms: {}\n",
+        ms(m),
+        ms(p90),
+        if ms(m) <= 15.0 { "met" } else { "NOT met" }
+    );
+
+    // Streamed prompt, owner vs one process, alternating.
+    let mut owner = Vec::new();
+    let mut single = Vec::new();
+    for _ in 0..opts.stream_runs {
+        owner.push(bench.timed(&["--format", "quiet", "stream", "10000"])?.0);
+        single.push(
+            bench
+                .timed(&["--no-owner", "--format", "quiet", "stream", "10000"])?
+                .0,
+        );
+    }
+    // A one-process run's fixed cost: a one-process `echo hi` minus its turn.
+    let mut start_costs = Vec::new();
+    for _ in 0..opts.stream_runs {
+        let n = bench.turn_spans()?.len();
+        let (w, _) = bench.timed(&["--no-owner", "--format", "quiet", "echo", "hi"])?;
+        let spans = bench.turn_spans()?;
+        if let Some(s) = spans.get(n) {
+            start_costs.push(w.saturating_sub(*s));
+        }
+    }
+    let (mo, ms1) = (quantile(&mut owner, 0.5), quantile(&mut single, 0.5));
+    let start = quantile(&mut start_costs, 0.5);
+    let ratio = mo.as_secs_f64() / ms1.as_secs_f64();
+    let ratio_net = mo.as_secs_f64() / ms1.saturating_sub(start).as_secs_f64().max(1e-9);
+    println!(
+        "## 10,000-chunk streamed prompt ({} runs each, alternating)\n",
+        opts.stream_runs
+    );
+    println!(
+        "owner median {:.0} ms; --no-owner median {:.0} ms (of which {:.0} ms start and stop of a one-process run)",
+        ms(mo),
+        ms(ms1),
+        ms(start)
+    );
+    println!(
+        "ratio owner / one process: {ratio:.3} (target <= 1.05: {}); against the one-process run without its start: {ratio_net:.3}\n",
+        if ratio <= 1.05 { "met" } else { "NOT met" }
+    );
+    println!("load average at end {}", loadavg());
+    // Leave no owner behind.
+    let _ = bench.timed(&["sessions", "close"]);
+    Ok(())
+}
