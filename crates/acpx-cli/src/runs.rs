@@ -3,7 +3,7 @@
 //! [`crate::error`]).
 
 pub use acpx_runtime::runs::{
-    acquire, cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe, RunInfo,
+    cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe, RunInfo,
 };
 
 use std::path::Path;

@@ -1,14 +1,12 @@
 //! `cancel`, `set-mode` and `set`: controls of the scope's (or a chosen) session.
 
 use acpx_model::SessionRecord;
+use acpx_runtime::ops::local;
 use acpx_runtime::owner::protocol::Request;
 use acpx_runtime::{Runtime, RuntimeError, Session};
 use serde_json::{json, Map, Value};
 
-use super::{
-    interrupted_error, open_existing, or_interrupt, owned, runtime_error, runtime_options,
-    stop_now, Interrupts,
-};
+use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
@@ -71,8 +69,9 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     Ok(())
 }
 
-/// Runs a control: through the session's queue owner (`request`), or with `--no-owner` by
-/// opening the session here, running `f` on it and shutting it down.
+/// Runs a control: through the session's queue owner (`request`), or with `--no-owner` in
+/// this process ([`local::control`]: opening the session, running `f` on it, shutting it
+/// down).
 async fn with_session<T>(
     ctx: &Ctx,
     name: Option<&str>,
@@ -88,25 +87,19 @@ async fn with_session<T>(
         return Ok((from_owner(value), resumed, record));
     }
     owned::release_owner_of(ctx, &id).await?;
-    let out = ctx.out.clone();
-    let (_run, _remote) = runs::acquire(&ctx.home, &id, "control", |_| {
-        out.note("[acpx] a prompt is running in this session; waiting for it to finish");
-    })
-    .await?;
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
-    let interrupts = Interrupts::start(None, None, &ctx.out);
-    let mut session = open_existing(ctx, &runtime, &id, &interrupts).await?;
-    let resumed = session.resumed();
-    let result = match or_interrupt(f(&mut session), &interrupts).await {
-        None => {
-            stop_now(session).await;
-            return Err(interrupted_error());
-        }
-        Some(r) => r,
-    };
-    let record = session.shutdown().await.map_err(|e| runtime_error(ctx, e));
-    let value = result.map_err(|e| runtime_error(ctx, e))?;
-    Ok((value, resumed, record?))
+    let done = local::control(
+        &runtime,
+        &ctx.home,
+        &id,
+        ctx.timeout,
+        sigint_count(),
+        |event| report_local(ctx, event, WAITING_FOR_PROMPT),
+        f,
+    )
+    .await
+    .map_err(|e| local_error(ctx, e))?;
+    Ok((done.value, done.resumed, done.record))
 }
 
 /// `set-mode`.

@@ -8,6 +8,7 @@ use serde_json::{json, Map};
 
 use super::{
     ctrl_c, interrupted_error, report_attachment, report_notices, runtime_error, runtime_options,
+    start_timeout_error,
 };
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
@@ -75,13 +76,7 @@ fn print_ensured(
 fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
     match e {
         EnsureError::Interrupted => interrupted_error(),
-        EnsureError::StartTimeout(t) => CliError::new(
-            ErrorKind::Timeout,
-            format!(
-                "the agent did not start within {} s (--timeout)",
-                t.as_secs_f64()
-            ),
-        ),
+        EnsureError::StartTimeout(t) => start_timeout_error(t),
         EnsureError::Runtime(e) => runtime_error(ctx, e),
         EnsureError::Ops(e) => e.into(),
         EnsureError::Runs(e) => e.into(),

@@ -8,6 +8,8 @@
 //! resumes or loads it, or falls back to a fresh ACP session under the same record id), does
 //! its work and stops the agent; its prompts hold the session's run lock ([`acpx_runtime::runs`])
 //! for their whole turn, and a second one waits for it. `exec` always runs in one process.
+//! Those one-process flows, Ctrl-C and remote cancel included, are
+//! `acpx_runtime::ops::local`'s; the commands here build their inputs and render their events.
 
 //!
 //! | module | commands |
@@ -20,7 +22,7 @@
 //! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
-//! Ctrl-C handling and opening a stored session.
+//! counting Ctrl-Cs and telling the user what opening a session changed.
 
 mod controls;
 mod fork;
@@ -38,20 +40,18 @@ pub use owned::{
 pub use prompt::{exec, prompt};
 pub use status::status;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_model::{RecordId, SessionRecord};
+use acpx_runtime::ops::local::{LocalError, LocalEvent};
 use acpx_runtime::{
-    Attachment, CancelHandle, FailedAttempt, Notice, Observer, PermissionMode, Runtime,
-    RuntimeError, RuntimeOptions, Session,
+    Attachment, FailedAttempt, Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions,
+    Session,
 };
 use serde_json::json;
-use tokio::sync::Notify;
 
 use crate::config::PermissionMode as CliPermission;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, ErrorKind};
 use crate::live::TtyPrompter;
 
 /// The runtime's options for this invocation.
@@ -115,87 +115,72 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
     }
 }
 
-/// Watches Ctrl-C and remote cancel requests while a command runs.
-///
-/// The first Ctrl-C (or a `cancel` from another terminal) cancels the turn, which then ends
-/// with stopReason `cancelled`; a cancel that arrives before the turn has started is applied
-/// as soon as it starts. A second Ctrl-C, or a first one while no turn runs, interrupts.
-struct Interrupts {
-    interrupted: Arc<Notify>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Interrupts {
-    fn start(
-        cancel: Option<CancelHandle>,
-        mut remote: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
-        out: &crate::output::Out,
-    ) -> Interrupts {
-        let interrupted = Arc::new(Notify::new());
-        let notify = interrupted.clone();
-        let text = out.is_text();
-        let task = tokio::spawn(async move {
-            let mut ctrl_c = 0;
-            let mut pending_cancel = false;
-            loop {
-                tokio::select! {
-                    r = tokio::signal::ctrl_c() => {
-                        if r.is_err() {
-                            return;
-                        }
-                        ctrl_c += 1;
-                        match &cancel {
-                            // During a turn the first Ctrl-C cancels it (as soon as it runs, if
-                            // it is just starting).
-                            Some(c) if ctrl_c == 1 => {
-                                if !c.cancel() {
-                                    pending_cancel = true;
-                                }
-                                if text {
-                                    eprintln!("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
-                                }
-                            }
-                            _ => {
-                                notify.notify_one();
-                                return;
-                            }
-                        }
-                    }
-                    m = async { match remote.as_mut() { Some(r) => r.recv().await, None => std::future::pending().await } } => {
-                        match m {
-                            Some(()) => {
-                                if let Some(c) = &cancel {
-                                    if !c.cancel() {
-                                        pending_cancel = true;
-                                    }
-                                }
-                            }
-                            None => remote = None,
-                        }
-                    }
-                    _ = tokio::time::sleep(Duration::from_millis(20)), if pending_cancel => {
-                        if cancel.as_ref().is_some_and(CancelHandle::cancel) {
-                            pending_cancel = false;
-                        }
-                    }
+/// Counts the Ctrl-Cs from now on, for [`acpx_runtime::ops::local`]: the first one during a
+/// turn cancels it, the second stops the agent (see the module docs there). The handler is
+/// installed before this returns, so no Ctrl-C kills the process meanwhile.
+fn sigint_count() -> tokio::sync::watch::Receiver<u32> {
+    let (tx, rx) = tokio::sync::watch::channel(0);
+    let signals = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    if let Ok(mut signals) = signals {
+        tokio::spawn(async move {
+            while signals.recv().await.is_some() {
+                tx.send_modify(|n| *n += 1);
+                if tx.is_closed() {
+                    return;
                 }
             }
         });
-        Interrupts { interrupted, task }
+    }
+    rx
+}
+
+/// What the user is told while a one-process command runs (`waiting` is the line shown while
+/// another process's prompt holds the session).
+fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
+    match event {
+        LocalEvent::Waiting(_) => ctx.out.note(waiting),
+        LocalEvent::Opened(session) => {
+            report_notices(ctx, session.notices());
+            report_attachment(ctx, session);
+        }
+        LocalEvent::CancellingTurn => {
+            if ctx.out.is_text() {
+                eprintln!("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
+            }
+        }
+        LocalEvent::TurnOver => {}
+        LocalEvent::ForkByCopy => ctx.out.warn(
+            "the agent does not support session/fork: the new session has a copy of the conversation, \
+             but the agent starts it without that context",
+        ),
     }
 }
 
-impl Drop for Interrupts {
-    fn drop(&mut self) {
-        self.task.abort();
+/// What a prompt, a control or a fork waits with while another process's prompt holds the
+/// session.
+const WAITING_FOR_PROMPT: &str =
+    "[acpx] a prompt is running in this session; waiting for it to finish";
+
+/// A [`LocalError`] as the user sees it.
+fn local_error(ctx: &Ctx, e: LocalError) -> CliError {
+    match e {
+        LocalError::Interrupted => interrupted_error(),
+        LocalError::StartTimeout(t) => start_timeout_error(t),
+        LocalError::Runtime(e) => runtime_error(ctx, e),
+        LocalError::Runs(e) => e.into(),
+        LocalError::Ops(e) => e.into(),
     }
 }
 
-/// Stops the agent after an interrupt: the terminals it started are killed, the agent gets
-/// its short stop sequence and its exit is recorded. Bounded, so a second Ctrl-C never hangs;
-/// past the bound the session is dropped, which kills the agent's process group at once.
-async fn stop_now(session: Session) {
-    let _ = tokio::time::timeout(Duration::from_secs(4), session.shutdown()).await;
+/// The agent did not start within `--timeout`.
+fn start_timeout_error(t: Duration) -> CliError {
+    CliError::new(
+        ErrorKind::Timeout,
+        format!(
+            "the agent did not start within {} s (--timeout)",
+            t.as_secs_f64()
+        ),
+    )
 }
 
 fn interrupted_error() -> CliError {
@@ -212,47 +197,6 @@ async fn ctrl_c() {
     if tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-/// Runs `fut` unless interrupted; `None` when interrupted.
-async fn or_interrupt<T>(fut: impl std::future::Future<Output = T>, i: &Interrupts) -> Option<T> {
-    tokio::select! {
-        r = fut => Some(r),
-        _ = i.interrupted.notified() => None,
-    }
-}
-
-/// Opens a stored session, with the interrupt and timeout rules.
-async fn open_existing(
-    ctx: &Ctx,
-    runtime: &Runtime,
-    id: &RecordId,
-    interrupts: &Interrupts,
-) -> CliResult<Session> {
-    let open = runtime.open_existing(id);
-    let opened = match ctx.timeout {
-        Some(t) => match or_interrupt(tokio::time::timeout(t, open), interrupts).await {
-            None => return Err(interrupted_error()),
-            Some(Err(_)) => {
-                return Err(CliError::new(
-                    ErrorKind::Timeout,
-                    format!(
-                        "the agent did not start within {} s (--timeout)",
-                        t.as_secs_f64()
-                    ),
-                ))
-            }
-            Some(Ok(r)) => r,
-        },
-        None => match or_interrupt(open, interrupts).await {
-            None => return Err(interrupted_error()),
-            Some(r) => r,
-        },
-    };
-    let session = opened.map_err(|e| runtime_error(ctx, e))?;
-    report_notices(ctx, session.notices());
-    report_attachment(ctx, &session);
-    Ok(session)
 }
 
 /// Says (with `--verbose`) how an opened session got its ACP session, and whether an
@@ -336,18 +280,5 @@ fn report_notices(ctx: &Ctx, notices: &[Notice]) {
                 names.join(", ")
             )),
         }
-    }
-}
-
-/// Shuts a session down, or stops it at once after an interrupt.
-async fn stop_or_shutdown(
-    session: Session,
-    interrupted: bool,
-) -> Result<SessionRecord, RuntimeError> {
-    if interrupted {
-        stop_now(session).await;
-        Err(RuntimeError::InvalidInput("interrupted".into()))
-    } else {
-        session.shutdown().await
     }
 }

@@ -1,22 +1,19 @@
-//! `prompt` and `exec`: one turn with live output, Ctrl-C and remote cancel.
+//! `prompt` and `exec`: one turn with live output. Ctrl-C and remote cancel of a one-process
+//! turn are [`acpx_runtime::ops::local`]'s.
 
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
-use acpx_model::SessionRecord;
-use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, Session, TurnOutcome};
+use acpx_runtime::ops::local::{self, LocalEvent};
+use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, TurnOutcome};
 
-use super::{
-    interrupted_error, open_existing, or_interrupt, owned, report_notices, runtime_error,
-    runtime_options, stop_now, Interrupts,
-};
+use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::LiveOutput;
 use crate::lookup::{find_in_scope, no_session_error};
-use crate::runs::{self};
 
 /// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
 fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
@@ -130,41 +127,35 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     }
 }
 
-/// Runs one turn in `session` with live output, Ctrl-C and remote cancel. Shuts the session
-/// down afterwards (or drops it, killing the agent, when interrupted).
-async fn run_turn(
-    ctx: &Ctx,
-    mut session: Session,
-    text: &str,
-    live: &LiveOutput,
-    interrupts: Interrupts,
-) -> CliResult<(TurnOutcome, SessionRecord)> {
-    let prompt = session.prompt(text_prompt(text));
-    let result = or_interrupt(prompt, &interrupts).await;
-    drop(interrupts);
-    let Some(result) = result else {
-        live.finish();
-        stop_now(session).await;
-        return Err(interrupted_error());
-    };
-    live.finish();
-    let outcome = match result {
-        Ok(o) => o,
-        Err(e) => {
-            let _ = session.shutdown().await;
-            return Err(runtime_error(ctx, e));
-        }
-    };
-    let record = session
-        .shutdown()
-        .await
-        .map_err(|e| runtime_error(ctx, e))?;
+/// What the user is told while a one-process turn runs: the reply and the turn's events
+/// stream through `live` (the runtime's observer); this closes its output when the turn is
+/// over.
+fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
+    match event {
+        LocalEvent::Waiting(info) => ctx.out.note(&format!(
+            "[acpx] another prompt is running in this session{}; waiting for it to finish",
+            info.map(|i| format!(" (pid {})", i.pid))
+                .unwrap_or_default()
+        )),
+        LocalEvent::TurnOver => live.finish(),
+        other => report_local(ctx, other, WAITING_FOR_PROMPT),
+    }
+}
+
+/// After a turn: a warning if its events could not all be written, the reply in the quiet
+/// format, and the exit status.
+fn finish_turn(ctx: &Ctx, outcome: &TurnOutcome, live: &LiveOutput) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
         ctx.out.warn(&format!(
             "the event log could not be written during the turn: {e}"
         ));
     }
-    Ok((outcome, record))
+    print_quiet(ctx, outcome);
+    turn_result(
+        ctx,
+        outcome,
+        live.saw_end() && ctx.out.format != Format::Quiet,
+    )
 }
 
 fn print_quiet(ctx: &Ctx, outcome: &TurnOutcome) {
@@ -196,47 +187,27 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live).await? else {
             return Ok(());
         };
-        if let Some(e) = &outcome.log_write_error {
-            ctx.out.warn(&format!(
-                "the event log could not be written during the turn: {e}"
-            ));
-        }
-        print_quiet(ctx, &outcome);
-        return turn_result(
-            ctx,
-            &outcome,
-            live.saw_end() && ctx.out.format != Format::Quiet,
-        );
+        return finish_turn(ctx, &outcome, &live);
     }
     if a.no_wait {
         return Err(CliError::usage("--no-wait needs the queue owner")
             .with_hint("leave out --no-owner (or config `noOwner`)"));
     }
     owned::release_owner_of(ctx, &id).await?;
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let out = ctx.out.clone();
-    let (_run, remote) = runs::acquire(&ctx.home, &id, &request_id, |info| {
-        out.note(&format!(
-            "[acpx] another prompt is running in this session{}; waiting for it to finish",
-            info.map(|i| format!(" (pid {})", i.pid))
-                .unwrap_or_default()
-        ));
-    })
-    .await?;
     let live = LiveOutput::new(ctx.out.clone());
     let runtime = Runtime::new(store, runtime_options(ctx, Some(live.observer())));
-    // Ctrl-C during startup interrupts; once the session is open it cancels the turn.
-    let startup = Interrupts::start(None, None, &ctx.out);
-    let session = open_existing(ctx, &runtime, &id, &startup).await?;
-    drop(startup);
-    let interrupts = Interrupts::start(Some(session.cancel_handle()), Some(remote), &ctx.out);
-    let (outcome, _record) = run_turn(ctx, session, &text, &live, interrupts).await?;
-    print_quiet(ctx, &outcome);
-    turn_result(
-        ctx,
-        &outcome,
-        live.saw_end() && ctx.out.format != Format::Quiet,
+    let turn = local::prompt(
+        &runtime,
+        &ctx.home,
+        &id,
+        text_prompt(&text),
+        ctx.timeout,
+        sigint_count(),
+        |event| turn_event(ctx, &live, event),
     )
+    .await
+    .map_err(|e| local_error(ctx, e))?;
+    finish_turn(ctx, &turn.outcome, &live)
 }
 
 /// `exec`: a fresh session in memory, one prompt, nothing stored.
@@ -254,24 +225,19 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         Arc::new(acpx_model::MemoryStore::new()),
         runtime_options(ctx, Some(live.observer())),
     );
-    let startup = Interrupts::start(None, None, &ctx.out);
-    let open = runtime.open_new(NewSessionSpec {
+    let spec = NewSessionSpec {
         agent_command: ctx.agent.command.clone(),
         cwd: ctx.cwd.clone(),
         name: None,
-    });
-    let session = match or_interrupt(open, &startup).await {
-        None => return Err(interrupted_error()),
-        Some(r) => r.map_err(|e| runtime_error(ctx, e))?,
     };
-    report_notices(ctx, session.notices());
-    drop(startup);
-    let interrupts = Interrupts::start(Some(session.cancel_handle()), None, &ctx.out);
-    let (outcome, _) = run_turn(ctx, session, &text, &live, interrupts).await?;
-    print_quiet(ctx, &outcome);
-    turn_result(
-        ctx,
-        &outcome,
-        live.saw_end() && ctx.out.format != Format::Quiet,
+    let turn = local::exec(
+        &runtime,
+        spec,
+        text_prompt(&text),
+        sigint_count(),
+        |event| turn_event(ctx, &live, event),
     )
+    .await
+    .map_err(|e| local_error(ctx, e))?;
+    finish_turn(ctx, &turn.outcome, &live)
 }

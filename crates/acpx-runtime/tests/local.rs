@@ -1,0 +1,271 @@
+//! `ops::local`: turns, controls and forks run in this process, registered in the run
+//! registry, with interrupts and remote cancel, on every backend against the scripted agent.
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use acpx_model::{EventType, RecordId};
+use acpx_runtime::ops::fork::FORKED_FROM_KEY;
+use acpx_runtime::ops::local::{self, LocalError, LocalEvent};
+use acpx_runtime::runs::{self, Probe};
+use acpx_runtime::{text_prompt, Runtime, RuntimeOptions};
+use common::*;
+use tokio::sync::{mpsc, watch};
+
+backend_tests! {
+    a_prompt_is_registered_and_a_remote_cancel_ends_it => remote_cancel;
+    one_press_cancels_the_turn_two_stop_the_agent => presses;
+    a_control_runs_and_a_press_while_waiting_gives_up => control;
+    a_fork_by_the_agent_or_by_copy => fork;
+    exec_runs_one_turn_in_a_new_session => exec;
+}
+
+/// A session of `agent` in the env's store, with the agent shut down again.
+async fn stored_session(env: &Env, agent: &str) -> RecordId {
+    let rt = env.runtime(RuntimeOptions::default());
+    let session = rt.open_new(env.spec(agent.to_owned())).await.unwrap();
+    session.shutdown().await.unwrap().acpx_record_id
+}
+
+/// A runtime whose observer forwards the turn's events, to know when the turn streams.
+fn observed(env: &Env) -> (Runtime, mpsc::UnboundedReceiver<acpx_model::EventEnvelope>) {
+    let (observer, rx) = channel();
+    let options = RuntimeOptions {
+        observer: Some(observer),
+        ..RuntimeOptions::default()
+    };
+    (env.runtime(options), rx)
+}
+
+/// Waits until the agent streams a reply chunk of the running turn.
+async fn turn_streams(rx: &mut mpsc::UnboundedReceiver<acpx_model::EventEnvelope>) {
+    while let Some(e) = rx.recv().await {
+        if e.kind() == EventType::SessionUpdate
+            && e.payload["update"]["sessionUpdate"] == "agent_message_chunk"
+        {
+            return;
+        }
+    }
+    panic!("the turn ended before it streamed");
+}
+
+/// Waits until a process holds the run of `id` with its run file written.
+async fn running(home: &Path, id: &RecordId) -> runs::RunInfo {
+    loop {
+        if let Probe::Running(Some(info)) = runs::probe(home, id).unwrap() {
+            return info;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn remote_cancel(env: Env) {
+    let agent = env.loading_agent("");
+    let id = stored_session(&env, &agent).await;
+    let (rt, mut rx) = observed(&env);
+    let home = env.dir.path().join("home");
+    let (_presses, interrupts) = watch::channel(0);
+    let turn = local::prompt(
+        &rt,
+        &home,
+        &id,
+        text_prompt("slow 400"),
+        Some(Duration::from_secs(30)),
+        interrupts,
+        |_| {},
+    );
+    let canceller = async {
+        let info = running(&home, &id).await;
+        assert_eq!(info.pid, std::process::id());
+        turn_streams(&mut rx).await;
+        let (h, i) = (home.clone(), id.clone());
+        let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&h, &i))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(sent.is_some(), "the running prompt takes the cancel");
+    };
+    let (turn, ()) = tokio::join!(turn, canceller);
+    let turn = turn.unwrap();
+    assert_eq!(turn.outcome.outcome.as_str(), "cancelled");
+    assert!(turn.outcome.cancel_requested);
+    assert_eq!(turn.record.acpx_record_id, id);
+    // The run is released with the turn.
+    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+}
+
+async fn presses(env: Env) {
+    let agent = env.loading_agent("");
+    let id = stored_session(&env, &agent).await;
+    let home = env.dir.path().join("home");
+
+    // One press: the turn is cancelled through ACP and ends normally.
+    let (rt, mut rx) = observed(&env);
+    let (press, interrupts) = watch::channel(0);
+    let mut seen = Vec::new();
+    let turn = local::prompt(
+        &rt,
+        &home,
+        &id,
+        text_prompt("slow 400"),
+        None,
+        interrupts,
+        |e| {
+            seen.push(
+                format!("{e:?}")
+                    .split(['(', ' '])
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+            )
+        },
+    );
+    let presser = async {
+        turn_streams(&mut rx).await;
+        press.send_modify(|n| *n += 1);
+    };
+    let (turn, ()) = tokio::join!(turn, presser);
+    assert_eq!(turn.unwrap().outcome.outcome.as_str(), "cancelled");
+    assert_eq!(seen, ["Opened", "CancellingTurn", "TurnOver"]);
+
+    // Two presses: the agent is stopped and the turn is left unfinished.
+    let (rt, mut rx) = observed(&env);
+    let (press, interrupts) = watch::channel(0);
+    let turn = local::prompt(
+        &rt,
+        &home,
+        &id,
+        text_prompt("slow 400"),
+        None,
+        interrupts,
+        |_| {},
+    );
+    let presser = async {
+        turn_streams(&mut rx).await;
+        press.send_modify(|n| *n += 2);
+    };
+    let (turn, ()) = tokio::join!(turn, presser);
+    assert!(matches!(turn, Err(LocalError::Interrupted)), "{turn:?}");
+    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+    let rt = env.runtime(RuntimeOptions::default());
+    let reopened = rt.open_existing(&id).await.unwrap();
+    assert!(
+        reopened.recovery().interrupted_turn.is_some(),
+        "the next open records the stopped turn as interrupted"
+    );
+    reopened.shutdown().await.unwrap();
+}
+
+async fn control(env: Env) {
+    let agent = env.loading_agent("");
+    let id = stored_session(&env, &agent).await;
+    let home = env.dir.path().join("home");
+    let rt = env.runtime(RuntimeOptions::default());
+
+    let (_press, interrupts) = watch::channel(0);
+    let mut opened = 0;
+    let done = local::control(
+        &rt,
+        &home,
+        &id,
+        None,
+        interrupts,
+        |e| {
+            if let LocalEvent::Opened(_) = e {
+                opened += 1;
+            }
+        },
+        async |s: &mut acpx_runtime::Session| s.set_mode("plan").await,
+    )
+    .await
+    .unwrap();
+    assert_eq!(opened, 1);
+    assert!(done.resumed, "the loading agent loads its session");
+    assert_eq!(done.record.acpx.current_mode_id.as_deref(), Some("plan"));
+    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+
+    // Another holder has the run: the control waits, and a press gives up.
+    let (_held, _cancels) = runs::acquire(&home, &id, "held", |_| {}).await.unwrap();
+    let (press, interrupts) = watch::channel(0);
+    let mut waited = false;
+    let result = local::control(
+        &rt,
+        &home,
+        &id,
+        None,
+        interrupts,
+        |e| {
+            if let LocalEvent::Waiting(info) = e {
+                assert_eq!(info.map(|i| i.request_id.as_str()), Some("held"));
+                waited = true;
+                press.send_modify(|n| *n += 1);
+            }
+        },
+        async |_: &mut acpx_runtime::Session| -> acpx_runtime::RuntimeResult<()> {
+            panic!("the control must not run while another holds the session")
+        },
+    )
+    .await;
+    assert!(matches!(result, Err(LocalError::Interrupted)), "{result:?}");
+    assert!(waited);
+}
+
+async fn fork(env: Env) {
+    let home = env.dir.path().join("home");
+    let rt = env.runtime(RuntimeOptions::default());
+    for (flags, method) in [("--fork", "session/fork"), ("", "copy")] {
+        let agent = env.loading_agent(flags);
+        let id = stored_session(&env, &agent).await;
+        let (_press, interrupts) = watch::channel(0);
+        let mut by_copy = false;
+        let forked = local::fork(
+            &rt,
+            &home,
+            &id,
+            Some("child".into()),
+            None,
+            interrupts,
+            |e| by_copy |= matches!(e, LocalEvent::ForkByCopy),
+        )
+        .await
+        .unwrap();
+        assert_eq!(by_copy, method == "copy");
+        assert_eq!(forked.parent.acpx_record_id, id);
+        assert_ne!(forked.child.acpx_record_id, id);
+        assert_eq!(forked.child.name.as_deref(), Some("child"));
+        assert_eq!(
+            forked.child.acpx.extra[FORKED_FROM_KEY]["method"], method,
+            "{flags:?}"
+        );
+        let stored = env.stored(&forked.child.acpx_record_id).await;
+        assert_eq!(
+            stored.acpx.extra[FORKED_FROM_KEY]["acpxRecordId"],
+            id.as_str()
+        );
+    }
+}
+
+async fn exec(env: Env) {
+    let rt = Runtime::new(
+        std::sync::Arc::new(acpx_model::MemoryStore::new()),
+        RuntimeOptions::default(),
+    );
+    let (_press, interrupts) = watch::channel(0);
+    let mut events = Vec::new();
+    let turn = local::exec(
+        &rt,
+        env.spec(agent("")),
+        text_prompt("hi there"),
+        interrupts,
+        |e| events.push(matches!(e, LocalEvent::TurnOver)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(turn.outcome.outcome.as_str(), "completed");
+    assert!(turn.outcome.agent_text.contains("You said: hi there"));
+    assert_eq!(events, [false, true], "Opened, then TurnOver");
+    // Nothing went to the env's store.
+    let listed = env.store.list(&Default::default()).await.unwrap();
+    assert!(listed.sessions.is_empty());
+}
