@@ -10,7 +10,8 @@
 //! |---|---|
 //! | [`protocol`] | the JSON-lines requests and responses |
 //! | [`lease`] | where an owner is found; its lock is the liveness truth |
-//! | `server` | the owner: accept loop, bounded FIFO queue, one [`crate::Session`], TTL, agent restart |
+//! | `server` | the owner: lease, accept loop, bounded FIFO queue, cancel and status, TTL, signals |
+//! | `worker` | the one task holding the [`crate::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
 //! | `permissions` | permission questions forwarded to the submitting client's user |
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //!
@@ -27,5 +28,6 @@ pub mod lease;
 mod permissions;
 pub mod protocol;
 mod server;
+mod worker;
 
 pub use server::{run_owner, OwnerConfig, OwnerExit, DEFAULT_QUEUE_MAX_DEPTH, DEFAULT_TTL};

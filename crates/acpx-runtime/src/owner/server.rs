@@ -13,19 +13,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
-use crate::client_ops::{signal_group, PermissionMode, PermissionPrompter};
+use crate::client_ops::signal_group;
 use crate::error::{RuntimeError, RuntimeResult};
-use crate::mapping::MCP_SERVERS_KEY;
-use crate::mcp_servers::{parse_mcp_servers, McpServers};
-use crate::session::{
-    CancelHandle, Notice, QueueLog, Runtime, RuntimeOptions, Session, TurnOptions,
-};
+use crate::session::{CancelHandle, QueueLog, Runtime};
 
 use super::lease::{self, Lease, LeasePaths};
 use super::permissions::ForwardingPrompter;
-use super::protocol::{
-    line, OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice, WireOutcome,
-};
+use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError};
+use super::worker::Worker;
 
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -65,7 +60,7 @@ pub enum OwnerExit {
     OpenFailed(String),
 }
 
-enum JobKind {
+pub(super) enum JobKind {
     Prompt {
         prompt: Vec<Value>,
         options: TaskOptions,
@@ -81,7 +76,7 @@ enum JobKind {
 
 impl JobKind {
     /// The command's own options (`None` for close and release).
-    fn options(&self) -> Option<&TaskOptions> {
+    pub(super) fn options(&self) -> Option<&TaskOptions> {
         match self {
             JobKind::Prompt { options, .. }
             | JobKind::SetMode(_, options)
@@ -91,7 +86,7 @@ impl JobKind {
         }
     }
 
-    fn name(&self) -> &'static str {
+    pub(super) fn name(&self) -> &'static str {
         match self {
             JobKind::Prompt { .. } => "prompt",
             JobKind::SetMode(..) => "set_mode",
@@ -103,33 +98,33 @@ impl JobKind {
     }
 }
 
-struct Job {
-    request_id: String,
-    kind: JobKind,
+pub(super) struct Job {
+    pub(super) request_id: String,
+    pub(super) kind: JobKind,
     /// Response lines for the client; a client that went away leaves sends failing, and the
     /// task still runs and is recorded.
-    reply: mpsc::UnboundedSender<String>,
+    pub(super) reply: mpsc::UnboundedSender<String>,
     /// Whether `accepted` reached the log already (the session may not be open yet).
-    accepted_logged: bool,
+    pub(super) accepted_logged: bool,
 }
 
-struct Shared {
-    paths: LeasePaths,
-    config: OwnerConfig,
-    started: Instant,
-    started_at: Timestamp,
-    generation: u64,
+pub(super) struct Shared {
+    pub(super) paths: LeasePaths,
+    pub(super) config: OwnerConfig,
+    pub(super) started: Instant,
+    pub(super) started_at: Timestamp,
+    pub(super) generation: u64,
     /// Tasks waiting behind the running one.
-    depth: AtomicUsize,
-    accepting: AtomicBool,
-    stopping: Notify,
-    stop_reason: Mutex<Option<OwnerExit>>,
-    current: Mutex<Option<(String, CancelHandle)>>,
-    agent_pid: Mutex<Option<u32>>,
-    queue_log: Mutex<Option<QueueLog>>,
-    jobs: mpsc::UnboundedSender<Job>,
+    pub(super) depth: AtomicUsize,
+    pub(super) accepting: AtomicBool,
+    pub(super) stopping: Notify,
+    pub(super) stop_reason: Mutex<Option<OwnerExit>>,
+    pub(super) current: Mutex<Option<(String, CancelHandle)>>,
+    pub(super) agent_pid: Mutex<Option<u32>>,
+    pub(super) queue_log: Mutex<Option<QueueLog>>,
+    pub(super) jobs: mpsc::UnboundedSender<Job>,
     /// Connections still being served (their last lines may not be written yet).
-    connections: AtomicUsize,
+    pub(super) connections: AtomicUsize,
 }
 
 /// Counts a connection as served until dropped.
@@ -141,12 +136,12 @@ impl Drop for Serving {
     }
 }
 
-fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {
-    fn stop(&self, why: OwnerExit) {
+    pub(super) fn stop(&self, why: OwnerExit) {
         self.accepting.store(false, Ordering::SeqCst);
         locked(&self.stop_reason).get_or_insert(why);
         if let Some((_, c)) = locked(&self.current).as_ref() {
@@ -155,7 +150,7 @@ impl Shared {
         self.stopping.notify_one();
     }
 
-    fn status(&self) -> OwnerStatus {
+    pub(super) fn status(&self) -> OwnerStatus {
         OwnerStatus {
             pid: std::process::id(),
             started_at: self.started_at,
@@ -168,7 +163,7 @@ impl Shared {
         }
     }
 
-    fn write_lease(&self, agent_pid: Option<u32>) {
+    pub(super) fn write_lease(&self, agent_pid: Option<u32>) {
         let lease = Lease {
             pid: std::process::id(),
             socket: self.paths.socket.clone(),
@@ -416,7 +411,7 @@ fn response_type(line: &str) -> Option<&str> {
 }
 
 /// An `event` line for `envelope`, serialized from the borrowed envelope (no copy).
-fn event_line(envelope: &EventEnvelope) -> String {
+pub(super) fn event_line(envelope: &EventEnvelope) -> String {
     #[derive(serde::Serialize)]
     struct EventLine<'a> {
         #[serde(rename = "type")]
@@ -518,407 +513,6 @@ async fn enqueue(
                 true,
             ),
         }));
-    }
-}
-
-/// Where events recorded while the owner (re)attaches go: the client whose prompt caused it,
-/// so its live output shows them as the one-process path does.
-type AttachSink = Arc<Mutex<Option<mpsc::UnboundedSender<String>>>>;
-
-struct Worker {
-    store: Arc<dyn acpx_model::Store>,
-    /// The owner's own options; each attach takes the resume policy, MCP servers and model
-    /// of the task that causes it.
-    base: RuntimeOptions,
-    shared: Arc<Shared>,
-    session: Option<Session>,
-    /// The MCP servers (ACP array form) the agent of `session` was given.
-    session_mcp: Value,
-    attach_sink: AttachSink,
-}
-
-/// The MCP servers a task wants: its own (`--mcp-config`), else the record's, else the
-/// configuration's (the order of `docs/format.md`, "Reattach and the user's choices").
-fn wanted_mcp(options: &TaskOptions, record: &acpx_model::SessionRecord) -> Value {
-    options
-        .mcp_servers
-        .clone()
-        .or_else(|| record.acpx.extra.get(MCP_SERVERS_KEY).cloned())
-        .or_else(|| options.default_mcp_servers.clone())
-        .unwrap_or_else(|| Value::Array(Vec::new()))
-}
-
-fn parse_mcp(v: Option<&Value>) -> RuntimeResult<Option<McpServers>> {
-    v.map(|v| {
-        parse_mcp_servers(v)
-            .map_err(|e| RuntimeError::InvalidInput(format!("bad MCP server list: {e}")))
-    })
-    .transpose()
-}
-
-impl Worker {
-    fn new(runtime: Runtime, shared: Arc<Shared>) -> Worker {
-        let attach_sink: AttachSink = Arc::new(Mutex::new(None));
-        let mut base = runtime.options().clone();
-        let sink = attach_sink.clone();
-        let inner = base.observer.take();
-        base.observer = Some(Arc::new(move |e: &EventEnvelope| {
-            if let Some(o) = &inner {
-                o(e);
-            }
-            if let Some(tx) = locked(&sink).as_ref() {
-                let _ = tx.send(event_line(e));
-            }
-        }));
-        Worker {
-            store: runtime.store().clone(),
-            base,
-            shared,
-            session: None,
-            session_mcp: Value::Null,
-            attach_sink,
-        }
-    }
-
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Job>) -> OwnerExit {
-        // The agent starts with the first task, which brings the options to attach with.
-        let mut open_failed: Option<String> = None;
-        let exit = loop {
-            if let Some(why) = locked(&self.shared.stop_reason).clone() {
-                if matches!(why, OwnerExit::Signalled | OwnerExit::LeaseGone) {
-                    break why;
-                }
-            }
-            let next = self.next_job(&mut rx, open_failed.is_some()).await;
-            let job = match next {
-                Ok(job) => job,
-                Err(why) => break why,
-            };
-            if !matches!(job.kind, JobKind::Close | JobKind::Release) {
-                self.shared.depth.fetch_sub(1, Ordering::SeqCst);
-            }
-            match job.kind {
-                JobKind::Close | JobKind::Release => {
-                    let close = matches!(job.kind, JobKind::Close);
-                    self.shared.accepting.store(false, Ordering::SeqCst);
-                    self.refuse_queued(&mut rx);
-                    let result = self.finish(close).await;
-                    let _ = job.reply.send(line(&match result {
-                        Ok(sent) => Response::Closed { closed: sent },
-                        Err(e) => Response::Error {
-                            error: WireError::from_runtime(&e),
-                        },
-                    }));
-                    break if close {
-                        OwnerExit::Closed
-                    } else {
-                        OwnerExit::Released
-                    };
-                }
-                _ => {
-                    if !self.shared.accepting.load(Ordering::SeqCst) {
-                        let _ = job.reply.send(line(&Response::Error {
-                            error: WireError::runtime(
-                                "QUEUE_OWNER_CLOSED",
-                                "the session is being closed",
-                                false,
-                            ),
-                        }));
-                        continue;
-                    }
-                    match self.run_job(job).await {
-                        Ok(()) => open_failed = None,
-                        Err(e) => open_failed = Some(e),
-                    }
-                }
-            }
-        };
-        if let Some(why) = &open_failed {
-            if exit == OwnerExit::Idle {
-                return OwnerExit::OpenFailed(why.clone());
-            }
-        }
-        if !matches!(exit, OwnerExit::Closed | OwnerExit::Released) {
-            let _ = self.finish(false).await;
-        }
-        exit
-    }
-
-    /// Waits for the next job; `Err` when the owner should stop. An owner whose agent
-    /// could not start stops as soon as nothing waits for it.
-    async fn next_job(
-        &self,
-        rx: &mut mpsc::UnboundedReceiver<Job>,
-        broken: bool,
-    ) -> Result<Job, OwnerExit> {
-        let ttl = if broken {
-            Some(Duration::ZERO)
-        } else {
-            self.shared.config.ttl
-        };
-        // The first idle check waits at least a second, so a just-started owner is found.
-        let deadline = ttl.map(|t| tokio::time::Instant::now() + t.max(Duration::from_secs(1)));
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                job = rx.recv() => return job.ok_or(OwnerExit::Released),
-                _ = self.shared.stopping.notified() => {
-                    if let Some(why) = locked(&self.shared.stop_reason).clone() {
-                        return Err(why);
-                    }
-                }
-                _ = tick.tick() => {
-                    if !self.shared.paths.lease.exists() {
-                        return Err(OwnerExit::LeaseGone);
-                    }
-                    if deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
-                        && self.shared.depth.load(Ordering::SeqCst) == 0
-                    {
-                        // Refuse newcomers first, then take what slipped in meanwhile.
-                        self.shared.accepting.store(false, Ordering::SeqCst);
-                        return match rx.try_recv() {
-                            Ok(job) => {
-                                self.shared.accepting.store(true, Ordering::SeqCst);
-                                Ok(job)
-                            }
-                            Err(_) => Err(OwnerExit::Idle),
-                        };
-                    }
-                }
-            }
-        }
-    }
-
-    fn refuse_queued(&self, rx: &mut mpsc::UnboundedReceiver<Job>) {
-        while let Ok(job) = rx.try_recv() {
-            self.shared.depth.fetch_sub(1, Ordering::SeqCst);
-            let _ = job.reply.send(line(&Response::Error {
-                error: WireError::runtime(
-                    "QUEUE_OWNER_CLOSED",
-                    "the session was closed before this task started",
-                    false,
-                ),
-            }));
-        }
-    }
-
-    /// Opens the session with the task's options, or reopens it when the agent went away
-    /// (its exit is already recorded by then) or the task names other MCP servers than the
-    /// agent was given; the reattach chain restores the ACP session and the user's choices.
-    /// Returns what the user must be told when it (re)attached, `None` when the warm session
-    /// served as it was.
-    async fn ensure_session(
-        &mut self,
-        options: &TaskOptions,
-        sink: Option<&mpsc::UnboundedSender<String>>,
-    ) -> RuntimeResult<Option<Vec<Notice>>> {
-        if let Some(s) = &self.session {
-            if s.is_connected() {
-                if wanted_mcp(options, &s.record().await) == self.session_mcp {
-                    return Ok(None);
-                }
-                tracing::info!("the task names other MCP servers; reattaching with them");
-            } else {
-                tracing::warn!("the agent went away; restarting it for the next task");
-            }
-            if let Some(s) = self.session.take() {
-                let _ = s.shutdown().await;
-            }
-        }
-        let mut attach = self.base.clone();
-        if let Some(p) = options.resume_policy {
-            attach.resume_policy = p;
-        }
-        if let Some(n) = options.non_interactive {
-            attach.non_interactive = n;
-        }
-        attach.mcp_servers = parse_mcp(options.mcp_servers.as_ref())?;
-        if options.default_mcp_servers.is_some() {
-            attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
-        }
-        attach.model = options.model.clone();
-        let runtime = Runtime::new(self.store.clone(), attach);
-        *locked(&self.attach_sink) = sink.cloned();
-        let opened = runtime.open_existing(&self.shared.config.record_id).await;
-        *locked(&self.attach_sink) = None;
-        match opened {
-            Ok(s) => {
-                *locked(&self.shared.agent_pid) = Some(s.pid());
-                *locked(&self.shared.queue_log) = Some(s.queue_log());
-                self.shared.write_lease(Some(s.pid()));
-                self.session_mcp = wanted_mcp(options, &s.record().await);
-                let notices = s.notices().to_vec();
-                self.session = Some(s);
-                Ok(Some(notices))
-            }
-            Err(e) => {
-                *locked(&self.shared.agent_pid) = None;
-                *locked(&self.shared.queue_log) = None;
-                Err(e)
-            }
-        }
-    }
-
-    async fn run_job(&mut self, job: Job) -> Result<(), String> {
-        let send = |r: Response| {
-            let _ = job.reply.send(line(&r));
-        };
-        let options = job.kind.options().cloned().unwrap_or_default();
-        let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
-        let attached = match self.ensure_session(&options, sink).await {
-            Ok(a) => a,
-            Err(e) => {
-                send(Response::Error {
-                    error: WireError::from_runtime(&e),
-                });
-                return Err(e.to_string());
-            }
-        };
-        let Some(session) = self.session.as_mut() else {
-            return Ok(());
-        };
-        // `--model` on a warm session: selected before the task, as an attach would.
-        if let (None, Some(model)) = (&attached, &options.model) {
-            if let Err(e) = session.set_model(model).await {
-                send(Response::Error {
-                    error: WireError::from_runtime(&e),
-                });
-                return Ok(());
-            }
-        }
-        let notices = attached
-            .unwrap_or_default()
-            .iter()
-            .map(WireNotice::from)
-            .collect();
-        let log = session.queue_log();
-        let rid = job.request_id.clone();
-        let mut extra = Map::new();
-        extra.insert("task".into(), json!(job.kind.name()));
-        if !job.accepted_logged {
-            let _ = log.record("accepted", Some(&rid), extra.clone()).await;
-        }
-        if let Err(e) = log.record("started", Some(&rid), extra.clone()).await {
-            send(Response::Error {
-                error: WireError::from_runtime(&e),
-            });
-            return Ok(());
-        }
-        *locked(&self.shared.current) = Some((rid.clone(), session.cancel_handle()));
-        send(Response::Started {
-            request_id: rid.clone(),
-            notices,
-        });
-        let resumed = session.resumed();
-        let result: Result<Response, RuntimeError> = match job.kind {
-            JobKind::Prompt {
-                prompt,
-                options,
-                prompter,
-            } => {
-                let reply = job.reply.clone();
-                let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
-                    let _ = reply.send(event_line(e));
-                });
-                let turn = TurnOptions {
-                    observer: Some(observer),
-                    permission_mode: Some(
-                        options
-                            .permission_mode
-                            .parse::<PermissionMode>()
-                            .unwrap_or(PermissionMode::DenyAll),
-                    ),
-                    prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
-                    non_interactive: options.non_interactive,
-                    prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
-                    request_id: Some(rid.clone()),
-                };
-                session
-                    .prompt_with_options(prompt, turn)
-                    .await
-                    .map(|o| Response::Result {
-                        outcome: WireOutcome::from(&o),
-                    })
-            }
-            JobKind::SetMode(mode, _) => {
-                session
-                    .set_mode(&mode)
-                    .await
-                    .map(|()| Response::ControlResult {
-                        resumed,
-                        value: Value::Null,
-                    })
-            }
-            JobKind::SetConfigOption(id, value, _) => session
-                .set_config_option(&id, value)
-                .await
-                .map(|opts| Response::ControlResult {
-                    resumed,
-                    value: Value::Array(opts),
-                }),
-            JobKind::SetModel(model, _) => {
-                session
-                    .set_model(&model)
-                    .await
-                    .map(|(opts, via_config)| Response::ControlResult {
-                        resumed,
-                        value: json!({"configOptions": opts, "viaConfigOption": via_config}),
-                    })
-            }
-            JobKind::Close | JobKind::Release => return Ok(()),
-        };
-        *locked(&self.shared.current) = None;
-        let (phase, mut extra) = match &result {
-            Ok(Response::Result { outcome }) => {
-                let mut m = extra;
-                m.insert("outcome".into(), json!(outcome.outcome));
-                ("done", m)
-            }
-            Ok(_) => ("done", extra),
-            Err(e) => {
-                let w = WireError::from_runtime(e);
-                let mut m = extra;
-                m.insert("code".into(), json!(w.code));
-                m.insert("message".into(), json!(w.message));
-                ("error", m)
-            }
-        };
-        extra.insert("ownerPid".into(), json!(std::process::id()));
-        // The outcome goes out only after its queue event is appended (or failed to be).
-        let logged = log.record(phase, Some(&rid), extra).await;
-        match (result, logged) {
-            (Ok(r), Ok(())) => send(r),
-            (Ok(_), Err(e)) | (Err(e), _) => send(Response::Error {
-                error: WireError::from_runtime(&e),
-            }),
-        }
-        Ok(())
-    }
-
-    /// Ends the session: `close` sends ACP `session/close` (when advertised) and marks the
-    /// record closed; otherwise the agent is stopped and the record stays open. Returns
-    /// whether the record was closed by an open session.
-    async fn finish(&mut self, close: bool) -> RuntimeResult<bool> {
-        *locked(&self.shared.queue_log) = None;
-        *locked(&self.shared.agent_pid) = None;
-        let Some(session) = self.session.take() else {
-            if close {
-                // No agent to tell: mark the record closed ourselves.
-                let store = self.store.clone();
-                crate::ops::scope::close_with_retry(
-                    &*store,
-                    &store.load(&self.shared.config.record_id).await?,
-                )
-                .await
-                .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
-            }
-            return Ok(false);
-        };
-        if close {
-            session.close().await.map(|_| true)
-        } else {
-            session.shutdown().await.map(|_| false)
-        }
     }
 }
 
