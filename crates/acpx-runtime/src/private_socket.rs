@@ -1,9 +1,8 @@
 //! Where a local control socket lives: next to the files it belongs to when the path fits in
 //! a socket address, else in a private per-user directory under `/tmp`.
 //!
-//! Used by the run registry ([`crate::runs`]); the queue owner's lease
-//! ([`crate::owner::lease`]) follows the same rules (`<home>/owners/<id>.sock`, else
-//! `/tmp/acpx-<uid>/o-<hash>.sock`).
+//! Used by the run registry ([`crate::runs`]) and the queue owner's lease
+//! ([`crate::owner::lease`]: `<home>/owners/<id>.sock`, else `/tmp/acpx-<uid>/o-<hash>.sock`).
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -13,16 +13,15 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use acpx_lock::FileLock;
+
+use crate::private_socket;
 use acpx_model::{RecordId, Timestamp};
 use serde::{Deserialize, Serialize};
-
-/// Longest socket path used (`sun_path` is 104 bytes on macOS, 108 on Linux).
-const MAX_SOCKET_PATH: usize = 100;
 
 /// What the lease file says about the owner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,17 +55,6 @@ pub struct LeasePaths {
     pub socket: PathBuf,
 }
 
-fn fnv(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for p in parts {
-        for b in p.iter().chain(std::iter::once(&0xffu8)) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    }
-    h
-}
-
 /// `<home>/owners`.
 pub fn owners_dir(home: &Path) -> PathBuf {
     home.join("owners")
@@ -77,16 +65,15 @@ impl LeasePaths {
     pub fn new(home: &Path, id: &RecordId) -> Self {
         let dir = owners_dir(home);
         let direct = dir.join(format!("{id}.sock"));
-        let socket = if direct.as_os_str().len() <= MAX_SOCKET_PATH {
-            direct
-        } else {
-            let h = fnv(&[
+        let socket = private_socket::socket_path_or_tmp(
+            direct,
+            "o-",
+            &[
                 b"owner",
                 home.as_os_str().as_encoded_bytes(),
                 id.as_str().as_bytes(),
-            ]);
-            private_tmp_dir().join(format!("o-{h:016x}.sock"))
-        };
+            ],
+        );
         LeasePaths {
             lock: dir.join(format!("{id}.lock")),
             lease: dir.join(format!("{id}.json")),
@@ -95,35 +82,17 @@ impl LeasePaths {
     }
 }
 
-fn private_tmp_dir() -> PathBuf {
-    PathBuf::from(format!("/tmp/acpx-{}", acpx_lock::current_uid()))
-}
-
-/// Creates `dir` with mode 0700 if missing, and refuses one that is not private to us.
-pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-    match std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-    {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir()
-        || meta.uid() != acpx_lock::current_uid()
-        || meta.permissions().mode() & 0o077 != 0
-    {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is not a private directory owned by you; refusing to put an owner socket there",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(())
+/// Creates `dir` with mode 0700 if missing, and refuses one that is not private to us
+/// ([`private_socket::ensure_private_dir`], as an I/O error).
+fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
+    private_socket::ensure_private_dir(dir).map_err(|e| {
+        let kind = match &e {
+            private_socket::PrivateDirError::NotPrivate(_) => std::io::ErrorKind::PermissionDenied,
+            private_socket::PrivateDirError::Create { source, .. }
+            | private_socket::PrivateDirError::Inspect { source, .. } => source.kind(),
+        };
+        std::io::Error::new(kind, e.to_string())
+    })
 }
 
 /// Creates the directories the paths live in (mode 0700).
