@@ -291,6 +291,27 @@ struct Attached {
     notices: Vec<Notice>,
 }
 
+/// Notes a failed reattach step in `failed` when the chain may move on to the next step;
+/// otherwise the step's error is the command's.
+fn note_failed_step(
+    failed: &mut Vec<FailedAttempt>,
+    method: &str,
+    e: RuntimeError,
+    record: &SessionRecord,
+) -> RuntimeResult<()> {
+    match fallback_reason(&e, record) {
+        Some((reason, error)) => {
+            failed.push(FailedAttempt {
+                method: method.into(),
+                reason: reason.into(),
+                error,
+            });
+            Ok(())
+        }
+        None => Err(e),
+    }
+}
+
 /// Why a failed step may move on to the next one (`None`: it may not).
 fn fallback_reason(
     failure: &RuntimeError,
@@ -466,23 +487,11 @@ impl Setup<'_> {
         if can_resume {
             match self.call("session/resume", params.clone(), |_| {}).await {
                 Ok(resp) => {
-                    let attachment = self
-                        .attached("session/resume", &old, &resp, 0, &failed, mcp.as_ref())
-                        .await?;
-                    return Ok(Attached {
-                        attachment,
-                        response: resp,
-                        notices,
-                    });
+                    return self
+                        .step_worked("session/resume", &old, resp, 0, &failed, &mcp, notices)
+                        .await
                 }
-                Err(e) => match fallback_reason(&e, record) {
-                    Some((reason, error)) => failed.push(FailedAttempt {
-                        method: "session/resume".into(),
-                        reason: reason.into(),
-                        error,
-                    }),
-                    None => return Err(e),
-                },
+                Err(e) => note_failed_step(&mut failed, "session/resume", e, record)?,
             }
         }
         if can_load {
@@ -504,23 +513,11 @@ impl Setup<'_> {
             let n = *replayed.lock().unwrap_or_else(|p| p.into_inner());
             match result {
                 Ok(resp) => {
-                    let attachment = self
-                        .attached("session/load", &old, &resp, n, &failed, mcp.as_ref())
-                        .await?;
-                    return Ok(Attached {
-                        attachment,
-                        response: resp,
-                        notices,
-                    });
+                    return self
+                        .step_worked("session/load", &old, resp, n, &failed, &mcp, notices)
+                        .await
                 }
-                Err(e) => match fallback_reason(&e, record) {
-                    Some((reason, error)) => failed.push(FailedAttempt {
-                        method: "session/load".into(),
-                        reason: reason.into(),
-                        error,
-                    }),
-                    None => return Err(e),
-                },
+                Err(e) => note_failed_step(&mut failed, "session/load", e, record)?,
             }
         }
         let why = if record.extra.contains_key(IMPORTED_FROM_KEY) {
@@ -544,6 +541,35 @@ impl Setup<'_> {
         let (attachment, response, notice) =
             self.fallback(record, failed, mcp.as_ref(), wire).await?;
         notices.insert(0, notice);
+        Ok(Attached {
+            attachment,
+            response,
+            notices,
+        })
+    }
+
+    /// The answer of the reattach step that worked, recorded as `session_attached`.
+    #[allow(clippy::too_many_arguments)]
+    async fn step_worked(
+        &self,
+        method: &str,
+        acp_session_id: &str,
+        response: Value,
+        replayed: u64,
+        failed: &[FailedAttempt],
+        mcp: &Option<McpServers>,
+        notices: Vec<Notice>,
+    ) -> RuntimeResult<Attached> {
+        let attachment = self
+            .attached(
+                method,
+                acp_session_id,
+                &response,
+                replayed,
+                failed,
+                mcp.as_ref(),
+            )
+            .await?;
         Ok(Attached {
             attachment,
             response,
