@@ -3,7 +3,7 @@
 
 use acpx_model::SessionRecord;
 use acpx_runtime::owner::protocol::OwnerStatus;
-use serde_json::{json, Map};
+use serde_json::{json, Map, Value};
 
 use crate::cli::SessionSelect;
 use crate::context::Ctx;
@@ -23,6 +23,47 @@ fn uptime(seconds: u64) -> String {
     )
 }
 
+/// `status`, `summary` and the session's ids: how every JSON status begins.
+fn json_head(status: &str, summary: &str, record: &SessionRecord) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("status".into(), json!(status));
+    m.insert("summary".into(), json!(summary));
+    m.extend(record_identity(record));
+    m
+}
+
+/// The current mode and the last prompt's time: how every JSON status ends.
+fn json_tail(m: &mut Map<String, Value>, record: &SessionRecord) {
+    if let Some(mode) = &record.acpx.current_mode_id {
+        m.insert("mode".into(), json!(mode));
+    }
+    if let Some(t) = record.last_prompt_at {
+        m.insert("lastPromptTime".into(), json!(t));
+    }
+}
+
+/// The state line and the session's ids: how every text status begins.
+fn text_head(ctx: &Ctx, status: &str, summary: &str, record: &SessionRecord) {
+    let o = &ctx.out;
+    o.line(&format!("{status}: {summary}"));
+    o.line(&format!("  record id:        {}", record.acpx_record_id));
+    o.line(&format!("  ACP session id:   {}", record.acp_session_id));
+    if let Some(a) = &record.agent_session_id {
+        o.line(&format!("  agent session id: {a}"));
+    }
+}
+
+/// The current mode and the last prompt's time: how every text status ends.
+fn text_tail(ctx: &Ctx, record: &SessionRecord) {
+    let o = &ctx.out;
+    if let Some(mode) = &record.acpx.current_mode_id {
+        o.line(&format!("  mode:             {mode}"));
+    }
+    if let Some(t) = record.last_prompt_at {
+        o.line(&format!("  last prompt:      {t}"));
+    }
+}
+
 /// The status of a session whose queue owner runs.
 fn owner_status(ctx: &Ctx, record: &SessionRecord, owner: &OwnerStatus) -> CliResult<()> {
     let (status, summary) = match &owner.running {
@@ -33,10 +74,7 @@ fn owner_status(ctx: &Ctx, record: &SessionRecord, owner: &OwnerStatus) -> CliRe
         None => ("alive", "queue owner healthy".to_owned()),
     };
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("status".into(), json!(status));
-        m.insert("summary".into(), json!(summary));
-        m.extend(record_identity(record));
+        let mut m = json_head(status, &summary, record);
         m.insert("pid".into(), json!(owner.pid));
         if let Some(p) = owner.agent_pid {
             m.insert("agentPid".into(), json!(p));
@@ -48,22 +86,12 @@ fn owner_status(ctx: &Ctx, record: &SessionRecord, owner: &OwnerStatus) -> CliRe
         m.insert("queueDepth".into(), json!(owner.queue_depth));
         m.insert("ownerGeneration".into(), json!(owner.generation));
         m.insert("ttl".into(), json!(owner.ttl_seconds));
-        if let Some(mode) = &record.acpx.current_mode_id {
-            m.insert("mode".into(), json!(mode));
-        }
-        if let Some(t) = record.last_prompt_at {
-            m.insert("lastPromptTime".into(), json!(t));
-        }
+        json_tail(&mut m, record);
         ctx.out.json(&action("status_snapshot", m));
         return Ok(());
     }
     let o = &ctx.out;
-    o.line(&format!("{status}: {summary}"));
-    o.line(&format!("  record id:        {}", record.acpx_record_id));
-    o.line(&format!("  ACP session id:   {}", record.acp_session_id));
-    if let Some(a) = &record.agent_session_id {
-        o.line(&format!("  agent session id: {a}"));
-    }
+    text_head(ctx, status, &summary, record);
     o.line(&format!(
         "  owner pid:        {} (up {}, since {})",
         owner.pid,
@@ -74,12 +102,7 @@ fn owner_status(ctx: &Ctx, record: &SessionRecord, owner: &OwnerStatus) -> CliRe
         o.line(&format!("  agent pid:        {p}"));
     }
     o.line(&format!("  queue depth:      {}", owner.queue_depth));
-    if let Some(mode) = &record.acpx.current_mode_id {
-        o.line(&format!("  mode:             {mode}"));
-    }
-    if let Some(t) = record.last_prompt_at {
-        o.line(&format!("  last prompt:      {t}"));
-    }
+    text_tail(ctx, record);
     Ok(())
 }
 
@@ -122,10 +145,7 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
         LocalTurn::Idle => ("idle", "no prompt is running".to_owned(), None),
     };
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("status".into(), json!(status));
-        m.insert("summary".into(), json!(summary));
-        m.extend(record_identity(&record));
+        let mut m = json_head(status, &summary, &record);
         if let (Some(i), "running") = (&run, status) {
             m.insert("pid".into(), json!(i.pid));
             m.insert("requestId".into(), json!(i.request_id));
@@ -134,33 +154,18 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
                 m.insert("agentPid".into(), json!(p));
             }
         }
-        if let Some(mode) = &record.acpx.current_mode_id {
-            m.insert("mode".into(), json!(mode));
-        }
-        if let Some(t) = record.last_prompt_at {
-            m.insert("lastPromptTime".into(), json!(t));
-        }
+        json_tail(&mut m, &record);
         ctx.out.json(&action("status_snapshot", m));
         return Ok(());
     }
     let o = &ctx.out;
-    o.line(&format!("{status}: {summary}"));
-    o.line(&format!("  record id:        {}", record.acpx_record_id));
-    o.line(&format!("  ACP session id:   {}", record.acp_session_id));
-    if let Some(a) = &record.agent_session_id {
-        o.line(&format!("  agent session id: {a}"));
-    }
+    text_head(ctx, status, &summary, &record);
     if let (Some(i), "running") = (&run, status) {
         o.line(&format!(
             "  pid:              {} (since {})",
             i.pid, i.started_at
         ));
     }
-    if let Some(mode) = &record.acpx.current_mode_id {
-        o.line(&format!("  mode:             {mode}"));
-    }
-    if let Some(t) = record.last_prompt_at {
-        o.line(&format!("  last prompt:      {t}"));
-    }
+    text_tail(ctx, &record);
     Ok(())
 }
