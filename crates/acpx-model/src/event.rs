@@ -99,6 +99,36 @@ open_enum!(
 );
 
 open_enum!(
+    /// `action` of a control request (`control_started`, `control_done`, `control_error`)
+    /// and of [`crate::LastControlUpdate`].
+    ControlAction {
+        /// `session/set_mode`.
+        SetMode => "set_mode",
+        /// `session/set_config_option`.
+        SetConfigOption => "set_config_option",
+        /// `session/set_model`.
+        SetModel => "set_model",
+        /// `session/cancel`.
+        Cancel => "cancel",
+    }
+);
+
+open_enum!(
+    /// `phase` of a `queue_event`: what happened to a task of a session's queue owner
+    /// (`docs/format.md`, § Queue owner).
+    QueuePhase {
+        /// The owner queued the task.
+        Accepted => "accepted",
+        /// The task reached the head of the queue.
+        Started => "started",
+        /// The task ended with an answer (a turn of any outcome, or a control's result).
+        Done => "done",
+        /// The task failed without an answer.
+        Error => "error",
+    }
+);
+
+open_enum!(
     /// `status` of a `client_operation`.
     ClientOperationStatus {
         /// Started, not finished yet.
@@ -392,8 +422,8 @@ pub struct PromptErrorPayload {
 /// `control_started`: a control request was sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlStartedPayload {
-    /// What was asked (`set_mode`, `set_config_option`, `cancel`, …).
-    pub action: String,
+    /// What was asked.
+    pub action: ControlAction,
     /// The request's parameters.
     pub input: Value,
     /// Keys this version does not know; kept and written back unchanged.
@@ -405,7 +435,7 @@ pub struct ControlStartedPayload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlDonePayload {
     /// What was asked.
-    pub action: String,
+    pub action: ControlAction,
     /// Always `true` here.
     pub ok: bool,
     /// The agent's answer.
@@ -435,7 +465,7 @@ pub struct ControlErrorDetail {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlErrorPayload {
     /// What was asked.
-    pub action: String,
+    pub action: ControlAction,
     /// Always `false` here.
     pub ok: bool,
     /// Why it failed.
@@ -449,8 +479,8 @@ pub struct ControlErrorPayload {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueEventPayload {
-    /// What happened to the queue.
-    pub phase: String,
+    /// What happened to the task.
+    pub phase: QueuePhase,
     /// The queued request concerned, if any.
     #[serde(default)]
     pub request_id: Option<String>,

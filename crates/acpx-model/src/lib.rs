@@ -59,8 +59,8 @@ pub mod time;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
-    ClientOperationStatus, EventContext, EventEnvelope, EventPayload, EventSource, EventStream,
-    EventType, LifecyclePhase, EVENT_VERSION,
+    ClientOperationStatus, ControlAction, EventContext, EventEnvelope, EventPayload, EventSource,
+    EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use memory::MemoryStore;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::ValidationError;
-use crate::event::EventType;
+use crate::event::{ControlAction, EventType};
 use crate::id::RecordId;
 use crate::thread::Thread;
 use crate::time::Timestamp;
@@ -508,8 +508,8 @@ pub struct PermissionStats {
 /// The latest non-prompt control mutation (mode, config option, cancel).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LastControlUpdate {
-    /// What was asked (`set_mode`, `set_config_option`, `cancel`, …).
-    pub action: String,
+    /// What was asked.
+    pub action: ControlAction,
     /// The control request's `requestId` in the event log.
     pub request_id: String,
     /// When it finished.

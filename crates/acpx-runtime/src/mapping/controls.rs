@@ -1,7 +1,7 @@
 //! Control events (`control_done`, `control_error`) and lifecycle events.
 
 use acpx_model::event::{ControlDonePayload, ControlErrorPayload, LifecycleEventPayload};
-use acpx_model::{EventEnvelope, LastControlUpdate, SessionRecord, Timestamp};
+use acpx_model::{ControlAction, EventEnvelope, LastControlUpdate, SessionRecord, Timestamp};
 use serde_json::{json, Value};
 
 use super::{
@@ -10,12 +10,14 @@ use super::{
 
 /// `last_control_update.payload` in the snake_case shape of `session.json`'s `acpx`
 /// namespace (`docs/format.md`, § `session.json`), from a control input.
-pub(super) fn control_payload(action: &str, input: &Value) -> Value {
+pub(super) fn control_payload(action: &ControlAction, input: &Value) -> Value {
     let get = |k: &str| input.get(k).cloned().unwrap_or(Value::Null);
     match action {
-        "set_mode" => json!({"mode_id": get("modeId")}),
-        "set_config_option" => json!({"config_id": get("configId"), "value": get("value")}),
-        "set_model" => json!({"model_id": get("modelId")}),
+        ControlAction::SetMode => json!({"mode_id": get("modeId")}),
+        ControlAction::SetConfigOption => {
+            json!({"config_id": get("configId"), "value": get("value")})
+        }
+        ControlAction::SetModel => json!({"model_id": get("modelId")}),
         _ => input.clone(),
     }
 }
@@ -27,8 +29,8 @@ pub(super) fn apply_control_done(
     at: Timestamp,
 ) -> Effect {
     let input = p.extra.get("input").cloned().unwrap_or(Value::Null);
-    match p.action.as_str() {
-        "set_mode" => {
+    match &p.action {
+        ControlAction::SetMode => {
             if let Some(mode) = input.get("modeId").and_then(Value::as_str) {
                 record.acpx.current_mode_id = Some(mode.to_owned());
                 record
@@ -37,7 +39,7 @@ pub(super) fn apply_control_done(
                     .insert(DESIRED_MODE_KEY.into(), json!(mode));
             }
         }
-        "set_config_option" => {
+        ControlAction::SetConfigOption => {
             if let Some(options) = p.result.get("configOptions").and_then(Value::as_array) {
                 record.acpx.config_options = options.clone();
             }
@@ -75,7 +77,7 @@ pub(super) fn apply_control_done(
                 }
             }
         }
-        "set_model" => {
+        ControlAction::SetModel => {
             if let Some(model) = input.get("modelId").and_then(Value::as_str) {
                 record
                     .acpx

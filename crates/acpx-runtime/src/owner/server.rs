@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acpx_model::{EventEnvelope, RecordId, Timestamp};
+use acpx_model::{EventEnvelope, QueuePhase, RecordId, Timestamp};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -494,7 +494,7 @@ async fn enqueue(
         extra.insert("task".into(), json!(kind.name()));
         extra.insert("queueDepth".into(), json!(ahead));
         accepted_logged = log
-            .record("accepted", Some(&request_id), extra)
+            .record(QueuePhase::Accepted, Some(&request_id), extra)
             .await
             .is_ok();
     }

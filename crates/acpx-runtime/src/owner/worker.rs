@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acpx_model::EventEnvelope;
+use acpx_model::{EventEnvelope, QueuePhase};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
@@ -294,9 +294,14 @@ impl Worker {
         let mut extra = Map::new();
         extra.insert("task".into(), json!(job.kind.name()));
         if !job.accepted_logged {
-            let _ = log.record("accepted", Some(&rid), extra.clone()).await;
+            let _ = log
+                .record(QueuePhase::Accepted, Some(&rid), extra.clone())
+                .await;
         }
-        if let Err(e) = log.record("started", Some(&rid), extra.clone()).await {
+        if let Err(e) = log
+            .record(QueuePhase::Started, Some(&rid), extra.clone())
+            .await
+        {
             send(Response::Error {
                 error: WireError::from_runtime(&e),
             });
@@ -370,15 +375,15 @@ impl Worker {
             Ok(Response::Result { outcome }) => {
                 let mut m = extra;
                 m.insert("outcome".into(), json!(outcome.outcome));
-                ("done", m)
+                (QueuePhase::Done, m)
             }
-            Ok(_) => ("done", extra),
+            Ok(_) => (QueuePhase::Done, extra),
             Err(e) => {
                 let w = WireError::from_runtime(e);
                 let mut m = extra;
                 m.insert("code".into(), json!(w.code));
                 m.insert("message".into(), json!(w.message));
-                ("error", m)
+                (QueuePhase::Error, m)
             }
         };
         extra.insert("ownerPid".into(), json!(std::process::id()));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use acpx_model::event::{
     ControlDonePayload, ControlErrorDetail, ControlErrorPayload, ControlStartedPayload,
 };
-use acpx_model::{EventPayload, EventSource, EventStream};
+use acpx_model::{ControlAction, EventPayload, EventSource, EventStream};
 use serde_json::{json, Map, Value};
 
 use crate::agent::{self, AgentExit, AgentProcess, CallError, Connection};
@@ -83,7 +83,7 @@ pub(super) struct Controls<'a> {
 impl Controls<'_> {
     async fn run(
         &self,
-        action: &str,
+        action: ControlAction,
         method: &str,
         input: Value,
         params: Value,
@@ -99,7 +99,7 @@ impl Controls<'_> {
         };
         self.core
             .try_record(draft(EventPayload::ControlStarted(ControlStartedPayload {
-                action: action.to_owned(),
+                action: action.clone(),
                 input: input.clone(),
                 extra: Map::new(),
             })))
@@ -111,7 +111,7 @@ impl Controls<'_> {
                 extra.insert("input".into(), input);
                 self.core
                     .try_record(draft(EventPayload::ControlDone(ControlDonePayload {
-                        action: action.to_owned(),
+                        action: action.clone(),
                         ok: true,
                         result: result.clone(),
                         extra,
@@ -133,7 +133,7 @@ impl Controls<'_> {
                 extra.insert("input".into(), input);
                 self.core
                     .try_record(draft(EventPayload::ControlError(ControlErrorPayload {
-                        action: action.to_owned(),
+                        action: action.clone(),
                         ok: false,
                         error: ControlErrorDetail {
                             code: "RUNTIME".into(),
@@ -151,7 +151,7 @@ impl Controls<'_> {
 
     pub(super) async fn set_mode(&self, mode_id: &str) -> RuntimeResult<()> {
         self.run(
-            "set_mode",
+            ControlAction::SetMode,
             "session/set_mode",
             json!({"modeId": mode_id}),
             json!({"sessionId": self.acp_session_id, "modeId": mode_id}),
@@ -188,7 +188,7 @@ impl Controls<'_> {
         }
         let result = self
             .run(
-                "set_config_option",
+                ControlAction::SetConfigOption,
                 "session/set_config_option",
                 input,
                 params,
@@ -207,7 +207,7 @@ impl Controls<'_> {
     /// option.
     pub(super) async fn set_model_rpc(&self, model_id: &str) -> RuntimeResult<()> {
         self.run(
-            "set_model",
+            ControlAction::SetModel,
             "session/set_model",
             json!({"modelId": model_id}),
             json!({"sessionId": self.acp_session_id, "modelId": model_id}),

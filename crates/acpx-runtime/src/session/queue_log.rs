@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 
 use acpx_model::event::QueueEventPayload;
-use acpx_model::{EventPayload, EventSource, EventStream};
+use acpx_model::{EventPayload, EventSource, EventStream, QueuePhase};
 use serde_json::{Map, Value};
 
 use crate::core::SessionCore;
@@ -34,7 +34,7 @@ impl QueueLog {
     /// `request_id`, with `extra` keys in its payload.
     pub async fn record(
         &self,
-        phase: &str,
+        phase: QueuePhase,
         request_id: Option<&str>,
         extra: Map<String, Value>,
     ) -> RuntimeResult<()> {
@@ -46,7 +46,7 @@ impl QueueLog {
             EventStream::Queue,
             EventSource::Queue,
             EventPayload::QueueEvent(QueueEventPayload {
-                phase: phase.to_owned(),
+                phase,
                 request_id: request_id.map(str::to_owned),
                 extra,
             }),
