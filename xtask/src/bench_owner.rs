@@ -13,6 +13,10 @@
 //!   one-process figure includes its agent start and stop (the owner's were paid before), so
 //!   the ratio is also reported without them, measured as the wall time of a one-process
 //!   `echo hi` minus its turn.
+//! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
+//!   of Node acpx 0.19.1 and of this acpx, alternating, same scripted agent, each in its own
+//!   empty home (Node keeps its files under `$HOME/.acpx`); ratio of the median wall times;
+//!   target ≤ 0.1. Install Node acpx with `npm install acpx@0.19.1` in a scratch directory.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,6 +30,8 @@ type BenchResult<T> = Result<T, String>;
 pub struct Options {
     runs: usize,
     stream_runs: usize,
+    node: Option<PathBuf>,
+    node_runs: usize,
 }
 
 impl Options {
@@ -33,6 +39,8 @@ impl Options {
         let mut o = Options {
             runs: 30,
             stream_runs: 5,
+            node: None,
+            node_runs: 10,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -45,6 +53,13 @@ impl Options {
             match a.as_str() {
                 "--runs" => o.runs = num("--runs")?,
                 "--stream-runs" => o.stream_runs = num("--stream-runs")?,
+                "--node-runs" => o.node_runs = num("--node-runs")?,
+                "--node" => {
+                    let path = it
+                        .next()
+                        .ok_or("--node needs the path of Node acpx's bin")?;
+                    o.node = Some(PathBuf::from(path));
+                }
                 other => return Err(format!("unknown option {other:?}")),
             }
         }
@@ -266,8 +281,57 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         "ratio owner / one process: {ratio:.3} (target <= 1.05: {}); against the one-process run without its start: {ratio_net:.3}\n",
         if ratio <= 1.05 { "met" } else { "NOT met" }
     );
+    if let Some(node) = &opts.node {
+        against_node(&bench, node, opts.node_runs)?;
+    }
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
+    Ok(())
+}
+
+/// Warm prompts of Node acpx and of this acpx, alternating, against the same scripted agent.
+fn against_node(bench: &Bench, node: &Path, runs: usize) -> BenchResult<()> {
+    let node_home = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let node_project = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::create_dir(node_project.path().join(".git")).map_err(|e| e.to_string())?;
+    let node_run = |args: &[&str]| -> BenchResult<Duration> {
+        let start = Instant::now();
+        let out = Command::new(node)
+            .args(["--agent", &bench.agent])
+            .args(args)
+            .current_dir(node_project.path())
+            .env("HOME", node_home.path())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run Node acpx at {}: {e}", node.display()))?;
+        let wall = start.elapsed();
+        if !out.status.success() {
+            return Err(format!(
+                "Node acpx {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(wall)
+    };
+    node_run(&["sessions", "new"])?;
+    // The first prompt starts Node's queue owner; the runs below find it warm.
+    node_run(&["--format", "quiet", "prompt", "echo warm-up"])?;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        theirs.push(node_run(&["--format", "quiet", "prompt", "echo hi"])?);
+        ours.push(bench.timed(&["--format", "quiet", "prompt", "echo hi"])?.0);
+    }
+    let (o, n) = (quantile(&mut ours, 0.5), quantile(&mut theirs, 0.5));
+    let ratio = o.as_secs_f64() / n.as_secs_f64();
+    println!("## warm prompt against Node acpx ({runs} runs each, alternating)\n");
+    println!(
+        "acpx median {:.1} ms; Node acpx median {:.1} ms; ratio {ratio:.3} (target <= 0.1: {})\n",
+        ms(o),
+        ms(n),
+        if ratio <= 0.1 { "met" } else { "NOT met" }
+    );
+    // Node's owner exits with its TTL; close the session so it does not wait for it.
+    let _ = node_run(&["sessions", "close"]);
     Ok(())
 }

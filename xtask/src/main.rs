@@ -1,5 +1,5 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
-//! `cargo xtask bench owner [--runs N] [--stream-runs N]`.
+//! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick] [--dir DIR]
-       cargo xtask bench owner [--runs N] [--stream-runs N]
+       cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
@@ -24,7 +24,10 @@ const USAGE: &str =
                 agent: warm second prompt through the session's queue owner (overhead = wall
                 minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
                 and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
-                (--stream-runs each, default 5; ratio of medians; target <= 1.05)";
+                (--stream-runs each, default 5; ratio of medians; target <= 1.05)
+  --node PATH   also time warm prompts of Node acpx 0.19.1 (its bin/acpx; `npm install
+                acpx@0.19.1`) against ours, alternating, --node-runs each (default 10);
+                ratio of median wall times; target <= 0.1";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
