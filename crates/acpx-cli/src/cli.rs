@@ -273,12 +273,8 @@ pub struct PromptArgs {
     #[arg(long = "no-wait")]
     pub no_wait: bool,
 
-    /// The prompt text (words are joined with spaces)
-    #[arg(
-        value_name = "TEXT",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
+    #[arg(value_name = "TEXT")]
     pub text: Vec<String>,
 }
 
@@ -288,12 +284,8 @@ pub struct ExecArgs {
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<String>,
 
-    /// The prompt text (words are joined with spaces)
-    #[arg(
-        value_name = "TEXT",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
+    #[arg(value_name = "TEXT")]
     pub text: Vec<String>,
 }
 

@@ -175,8 +175,16 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
             .unwrap_or("invalid arguments")
             .trim_start_matches("error: ")
             .to_owned();
+        // clap's own "did you mean" (`tip: a similar argument exists: '--format'`) is the
+        // best hint there is; the generic pointer to --help otherwise.
+        let tip = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("tip: "))
+            .map(str::to_owned);
         let err = CliError::usage(first)
-            .with_hint("see `acpx --help`, or `acpx <command> --help`")
+            .with_hint(
+                tip.unwrap_or_else(|| "see `acpx --help`, or `acpx <command> --help`".into()),
+            )
             .with_data("usage", serde_json::json!(text.trim()));
         Out::new(format, false).error(&err);
         return 2;
