@@ -46,8 +46,11 @@ Examples:
 Files: <home>/config.json and .acpxrc.json (project) configure defaults; sessions live under
 <home> (--home, ACPX_HOME, default ~/.acpx).
 
-Exit codes: 0 ok (a cancelled turn included), 1 runtime error, 2 usage, 3 timeout,
-4 no session, 5 permission denied, 130 interrupted.";
+Exit codes: 0 ok (a cancelled turn included), 1 runtime error (also: stdout failed, e.g.
+/dev/full, after the turn was recorded), 2 usage (any unknown option), 3 timeout, 4 no session,
+5 permission denied, 130 interrupted (SIGINT or SIGTERM: the turn is cancelled through ACP and
+recorded first). A stdout closed by its reader (`| head`) keeps the turn's own status.
+Prompt text that starts with a dash follows `--`: acpx codex -- -v means verbose";
 
 /// The root of the grammar.
 #[derive(Debug, Parser)]
@@ -194,7 +197,8 @@ pub enum Command {
         after_help = "The session is the one of (agent, directory, --session name), found by walking from the\n\
 working directory up to the git root. Create one first with `acpx sessions new`.\n\
 With no text and no --file, the prompt is read from stdin.\n\
-Ctrl-C cancels the turn (it ends with stopReason cancelled); a second Ctrl-C stops the agent."
+Ctrl-C or SIGTERM cancels the turn (it ends with stopReason cancelled, exit 130); a second\n\
+Ctrl-C stops the agent."
     )]
     Prompt(PromptArgs),
 

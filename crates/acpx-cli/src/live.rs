@@ -8,14 +8,14 @@
 //! - `quiet`: nothing while streaming (the caller prints the final text).
 
 use std::collections::HashMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::{EventEnvelope, EventType};
 use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion};
 use serde_json::Value;
 
-use crate::output::{Out, Style};
+use crate::output::{stderr_line, stderr_text, Out, Style};
 use crate::render::clip;
 
 /// What was printed last, to place newlines between stdout text and stderr notes.
@@ -115,9 +115,9 @@ impl LiveOutput {
             st.reply_open = false;
         }
         if st.last == Last::Thought {
-            eprintln!();
+            stderr_line("");
         }
-        eprintln!("{line}");
+        stderr_line(&line);
         st.last = Last::Note;
     }
 
@@ -137,7 +137,7 @@ impl LiveOutput {
                             .and_then(Value::as_str)
                         {
                             if st.last == Last::Thought {
-                                eprintln!();
+                                stderr_line("");
                             }
                             o.raw(t);
                             st.reply_open = !t.ends_with('\n');
@@ -155,10 +155,12 @@ impl LiveOutput {
                                     o.raw("\n");
                                     st.reply_open = false;
                                 }
-                                eprint!("{} ", o.paint_err(Style::Magenta, "[thinking]"));
+                                stderr_text(&format!(
+                                    "{} ",
+                                    o.paint_err(Style::Magenta, "[thinking]")
+                                ));
                             }
-                            eprint!("{}", o.paint_err(Style::Dim, t));
-                            let _ = std::io::stderr().flush();
+                            stderr_text(&o.paint_err(Style::Dim, t));
                             st.last = Last::Thought;
                         }
                     }
@@ -329,8 +331,7 @@ impl PermissionPrompter for TtyPrompter {
             .map(|k| format!(" [{k}]"))
             .unwrap_or_default();
         tokio::task::spawn_blocking(move || {
-            eprint!("\n[permission] Allow {title}{kind}? (y/N) ");
-            let _ = std::io::stderr().flush();
+            stderr_text(&format!("\n[permission] Allow {title}{kind}? (y/N) "));
             let Ok(tty) = std::fs::File::open("/dev/tty") else {
                 return false;
             };

@@ -17,7 +17,6 @@ use acpx_runtime::owner::protocol::{
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::OwnerArgs;
 use crate::config::{Format, PermissionMode as CliPermission};
@@ -144,8 +143,7 @@ pub(super) async fn prompt(
     };
     // One listener for the whole wait: a Ctrl-C that arrives while a line is being rendered
     // is kept for the next select, not lost between two `ctrl_c()` futures.
-    let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| CliError::runtime(format!("cannot watch Ctrl-C: {e}")))?;
+    let mut sigint = super::Interrupts::new();
     let mut answer = send_or_spawn(ctx, id, &request).await?;
     let mut cancels = 0u32;
     loop {
@@ -163,7 +161,7 @@ pub(super) async fn prompt(
                     ));
                 }
                 if ctx.out.is_text() {
-                    eprintln!("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
+                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
                 }
                 let _ = cancel_request(ctx, id).await;
                 continue;
@@ -377,10 +375,10 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
         ))),
         other => {
             if ctx.out.format != Format::Quiet {
-                eprintln!(
+                crate::output::stderr_line(&format!(
                     "acpx queue owner {}: stopped ({other:?})",
                     std::process::id()
-                );
+                ));
             }
             Ok(())
         }
