@@ -155,6 +155,20 @@ pub struct GlobalArgs {
     /// [default: `noOwner` from the config, else false]
     #[arg(long, global = true)]
     pub no_owner: bool,
+
+    /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
+    /// not with --verbose)
+    #[arg(long, global = true, conflicts_with = "verbose")]
+    pub json_strict: bool,
+
+    /// Neither advertise nor serve fs/read_text_file and fs/write_text_file (the agent is
+    /// told why if it calls them anyway)
+    #[arg(long, global = true)]
+    pub no_fs: bool,
+
+    /// Neither advertise nor serve terminal/* (the agent is told why if it calls anyway)
+    #[arg(long, global = true)]
+    pub no_terminal: bool,
 }
 
 fn parse_ttl(s: &str) -> Result<u64, String> {
@@ -335,6 +349,16 @@ pub struct ConfigArgs {
 pub enum ConfigCommand {
     /// Show the resolved configuration and the known agents (the default)
     Show,
+    /// Write <home>/config.json: every setting at its default, each explained by a
+    /// "// key" entry (refuses to replace an existing file without --force)
+    Init(ConfigInitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigInitArgs {
+    /// Replace an existing config file
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,10 @@ pub struct Ctx {
     pub resume_policy: ResumePolicy,
     /// `--non-interactive-permissions`, else config `nonInteractivePermissions`.
     pub non_interactive: NonInteractivePermissions,
+    /// `--no-fs`: the client neither advertises nor serves `fs/*`.
+    pub no_fs: bool,
+    /// `--no-terminal`: the client neither advertises nor serves `terminal/*`.
+    pub no_terminal: bool,
     store: OnceCell<OpenStore>,
 }
 
@@ -135,6 +139,10 @@ impl Ctx {
         registry: AgentRegistry,
     ) -> CliResult<Ctx> {
         let format = global.format.or(config.format).unwrap_or(Format::Text);
+        if global.json_strict && format != Format::Json {
+            return Err(CliError::usage("--json-strict needs --format json")
+                .with_hint("add --format json (or set `format` to json in the config)"));
+        }
         let out = Out::new(format, global.verbose);
         let backend = global.store.or(config.store).unwrap_or(Backend::Fs);
         let permission = if global.approve_all {
@@ -235,6 +243,8 @@ impl Ctx {
         Ok(Ctx {
             mcp_servers,
             model: global.model.clone(),
+            no_fs: global.no_fs,
+            no_terminal: global.no_terminal,
             resume_policy,
             non_interactive,
             out,

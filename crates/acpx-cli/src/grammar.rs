@@ -46,6 +46,9 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[
     "--no-owner",
+    "--json-strict",
+    "--no-fs",
+    "--no-terminal",
     "--approve-all",
     "--approve-reads",
     "--deny-all",

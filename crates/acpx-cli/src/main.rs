@@ -125,11 +125,16 @@ fn run(args: Vec<OsString>) -> i32 {
         Ok(c) => c,
         Err(e) => return clap_error(format, e),
     };
+    let json_strict = cli.global.json_strict;
     diagnostics::install(format, cli.global.verbose);
     let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
         Ok(c) => c,
         Err(e) => return fail(format, &e),
     };
+    // After the settings check, so that a refused `--json-strict` is still explained.
+    if json_strict {
+        output::silence_stderr();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

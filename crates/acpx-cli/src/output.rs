@@ -221,11 +221,27 @@ fn write_stdout(bytes: &[u8]) {
     }
 }
 
-/// Text on stderr, flushed; a closed or failing stderr loses it silently (`eprint!` would
+/// Set by `--json-strict`: nothing but JSON anywhere, so stderr stays silent.
+static STDERR_SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--json-strict`: from now on nothing is written to stderr (notes, warnings, diagnostics).
+pub fn silence_stderr() {
+    STDERR_SILENT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Bytes on stderr, flushed; a closed or failing stderr loses them silently (`eprint!` would
 /// panic on EPIPE, e.g. `acpx --verbose prompt hi 2>&1 | head -1`).
-pub fn stderr_text(s: &str) {
+pub fn stderr_bytes(b: &[u8]) {
+    if STDERR_SILENT.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     let mut err = std::io::stderr().lock();
-    let _ = err.write_all(s.as_bytes()).and_then(|_| err.flush());
+    let _ = err.write_all(b).and_then(|_| err.flush());
+}
+
+/// Text on stderr ([`stderr_bytes`]).
+pub fn stderr_text(s: &str) {
+    stderr_bytes(s.as_bytes());
 }
 
 /// A line on stderr that never panics ([`stderr_text`]).

@@ -437,6 +437,20 @@ impl SessionCore {
             m if m.starts_with("terminal/") && self.policy.terminal => {
                 self.terminal(m, params).await
             }
+            // Switched off (`--no-fs`, `--no-terminal`): not advertised in `initialize`
+            // either; an agent that calls anyway is told why, not just "method not found".
+            m if m.starts_with("fs/") || m.starts_with("terminal/") => {
+                let flag = if m.starts_with("fs/") {
+                    "--no-fs"
+                } else {
+                    "--no-terminal"
+                };
+                Err(SdkError::new(
+                    -32601,
+                    format!("acpx refused {m}: this client does not offer it ({flag})"),
+                )
+                .data(json!({"acpxCode": "CAPABILITY_DISABLED", "method": m})))
+            }
             _ => Err(SdkError::method_not_found()),
         }
     }

@@ -29,6 +29,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Migrate(a) => migrate::run(ctx, a).await,
         Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {
             ConfigCommand::Show => config_cmd::show(ctx),
+            ConfigCommand::Init(a) => config_cmd::init(ctx, a.force),
         },
         Command::Sessions(s) => match s.command {
             None => sessions::list(ctx, s.list).await,

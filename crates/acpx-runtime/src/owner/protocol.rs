@@ -44,6 +44,12 @@ pub struct TaskOptions {
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--no-fs`: the agent is neither offered nor served `fs/*`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_fs: bool,
+    /// `--no-terminal`: the agent is neither offered nor served `terminal/*`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_terminal: bool,
     /// Whether the client's user can answer permission questions (it would ask at its
     /// terminal on the one-process path): the owner then sends it `permission_request` lines
     /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.

@@ -1,0 +1,161 @@
+//! Flags scripts rely on (Node acpx's meanings): `--json-strict`, `--no-fs`, `--no-terminal`,
+//! and `config init`, with the session owner and with `--no-owner`, on both stores.
+
+mod common;
+
+use common::{Env, BACKENDS};
+
+const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
+
+fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--agent", agent];
+    v.extend(mode);
+    v.extend(rest);
+    v
+}
+
+#[test]
+fn json_strict_keeps_stderr_silent_and_needs_json() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            // No session yet: the error is a JSON line, exit 4, and stderr stays empty.
+            let r = env.run(&args(
+                &agent,
+                mode,
+                &["--json-strict", "--format", "json", "hi"],
+            ));
+            assert_eq!(r.code, 4, "{r:?}");
+            assert!(r.stderr.is_empty(), "{}", r.stderr);
+            assert_eq!(r.json()["error"]["data"]["acpxCode"], "NO_SESSION");
+
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            // `tools` normally prints `[tool]` and `[done]` notes on stderr.
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &["--json-strict", "--format", "json", "tools"],
+                ))
+                .ok();
+            assert!(r.stderr.is_empty(), "{backend} {mode:?}: {}", r.stderr);
+            let lines = r.json_lines();
+            assert_eq!(lines.last().unwrap()["type"], "prompt_done");
+
+            for bad in [
+                vec!["--json-strict", "hi"],
+                vec!["--json-strict", "--format", "json", "--verbose", "hi"],
+            ] {
+                let r = env.run(&args(&agent, mode, &bad));
+                assert_eq!(r.code, 2, "{bad:?}: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn no_fs_and_no_terminal_neither_advertise_nor_serve() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let file = env.cwd().join("notes.txt");
+            std::fs::write(&file, "secret").unwrap();
+            let path = file.to_str().unwrap();
+
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &["--format", "quiet", "read-file", path],
+                ))
+                .ok();
+            assert!(r.stdout.contains("secret"), "{r:?}");
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &["--no-fs", "--format", "quiet", "read-file", path],
+                ))
+                .ok();
+            assert!(!r.stdout.contains("secret"), "{r:?}");
+            assert!(
+                r.stdout.contains("acpx refused fs/read_text_file") && r.stdout.contains("--no-fs"),
+                "{backend} {mode:?}: {r:?}"
+            );
+
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &[
+                        "--no-terminal",
+                        "--approve-all",
+                        "--format",
+                        "quiet",
+                        "terminal",
+                        "echo",
+                        "hi",
+                    ],
+                ))
+                .ok();
+            assert!(
+                r.stdout.contains("acpx refused terminal/create")
+                    && r.stdout.contains("--no-terminal"),
+                "{backend} {mode:?}: {r:?}"
+            );
+            // And the next command without the flags has both again (the owner reattaches).
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &["--format", "quiet", "read-file", path],
+                ))
+                .ok();
+            assert!(r.stdout.contains("secret"), "{r:?}");
+        }
+        // What `initialize` advertised (the agent says it on its stderr, shown by --verbose).
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let r = env
+            .run(&[
+                "--agent",
+                &agent,
+                "--no-owner",
+                "--verbose",
+                "--no-fs",
+                "--no-terminal",
+                "sessions",
+                "new",
+            ])
+            .ok();
+        assert!(r.stderr.contains("read_text_file: false"), "{}", r.stderr);
+        assert!(r.stderr.contains("terminal=false"), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn config_init_writes_a_template_and_never_overwrites_silently() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let r = env.run(&["--format", "json", "config", "init"]).ok();
+        let path = env.home().join("config.json");
+        assert_eq!(r.json()["path"], path.to_str().unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"// defaultAgent\""), "{text}");
+        // The template loads without a warning and is what `config show` reads.
+        let r = env.run(&["config", "show"]).ok();
+        assert!(r.stderr.is_empty(), "{}", r.stderr);
+        assert!(r.stdout.contains(path.to_str().unwrap()), "{}", r.stdout);
+
+        std::fs::write(&path, "{\"ttl\": 5}").unwrap();
+        let r = env.run(&["config", "init"]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.contains("--force"), "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"ttl\": 5}");
+        env.run(&["config", "init", "--force"]).ok();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+}
