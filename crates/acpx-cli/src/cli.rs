@@ -156,6 +156,18 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub no_owner: bool,
 
+    /// Permission rules, as JSON or a JSON file: {"autoApprove": [...], "autoDeny": [...],
+    /// "escalate": [...], "defaultAction": "approve|deny|escalate"}; a rule is a tool kind, a
+    /// title, a word of the title, or *; deny > escalate > approve, then defaultAction, then
+    /// the permission mode
+    #[arg(
+        long,
+        visible_alias = "policy",
+        global = true,
+        value_name = "JSON|FILE"
+    )]
+    pub permission_policy: Option<String>,
+
     /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
     /// not with --verbose)
     #[arg(long, global = true, conflicts_with = "verbose")]

@@ -42,6 +42,8 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--model",
     "--resume-policy",
     "--non-interactive-permissions",
+    "--permission-policy",
+    "--policy",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[

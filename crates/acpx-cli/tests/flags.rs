@@ -159,3 +159,111 @@ fn config_init_writes_a_template_and_never_overwrites_silently() {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     }
 }
+
+#[test]
+fn permission_policy_rules_decide_before_the_mode() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let ask = |extra: &[&str], tool: &[&str]| {
+                let mut a = args(&agent, mode, &["--format", "quiet"]);
+                a.extend(extra);
+                a.push("permission");
+                a.extend(tool);
+                env.run(&a)
+            };
+            // Without rules, approve-reads refuses an edit without a terminal (exit 5).
+            let r = ask(&[], &["edit", "Edit", "README.md"]);
+            assert_eq!(
+                (r.code, r.stdout.as_str()),
+                (5, "selected reject\n"),
+                "{r:?}"
+            );
+            // A title word approves it (`--policy` is the alias).
+            let r = ask(
+                &["--policy", r#"{"autoApprove": ["readme.md"]}"#],
+                &["edit", "Edit", "README.md"],
+            );
+            assert_eq!(
+                (r.code, r.stdout.as_str()),
+                (0, "selected allow\n"),
+                "{r:?}"
+            );
+            // A kind denies a read that the mode would allow; deny beats approve.
+            let r = ask(
+                &[
+                    "--permission-policy",
+                    r#"{"autoApprove": ["*"], "autoDeny": ["read"]}"#,
+                ],
+                &["read", "Read", "x"],
+            );
+            assert_eq!(
+                (r.code, r.stdout.as_str()),
+                (5, "selected reject\n"),
+                "{r:?}"
+            );
+            // defaultAction when nothing matches, even under --deny-all.
+            let r = ask(
+                &[
+                    "--deny-all",
+                    "--permission-policy",
+                    r#"{"defaultAction": "approve"}"#,
+                ],
+                &["execute", "Run", "ls"],
+            );
+            assert_eq!(
+                (r.code, r.stdout.as_str()),
+                (0, "selected allow\n"),
+                "{r:?}"
+            );
+            // Escalate needs a human: none here, so with `fail` the turn fails (exit 5).
+            let r = ask(
+                &[
+                    "--approve-all",
+                    "--non-interactive-permissions",
+                    "fail",
+                    "--policy",
+                    r#"{"escalate": ["execute"]}"#,
+                ],
+                &["execute", "Run", "ls"],
+            );
+            assert_eq!(r.code, 5, "{r:?}");
+            assert!(r.stderr.contains("no terminal to ask"), "{}", r.stderr);
+            // The rule is recorded with the decision.
+            let ops = env
+                .run(&[
+                    "--format",
+                    "json",
+                    "--agent",
+                    &agent,
+                    "sessions",
+                    "events",
+                    "--type",
+                    "client_operation",
+                ])
+                .ok()
+                .json_lines();
+            assert!(
+                ops.iter().any(|e| e["payload"]["rule"] == "escalate"),
+                "{ops:?}"
+            );
+
+            // A policy file works too; bad rules are usage errors before anything is sent.
+            let file = env.home().join("policy.json");
+            std::fs::write(&file, r#"{"autoApprove": ["edit"]}"#).unwrap();
+            let r = ask(
+                &["--policy", file.to_str().unwrap()],
+                &["edit", "Edit", "x"],
+            );
+            assert_eq!(r.code, 0, "{r:?}");
+            let r = ask(
+                &["--policy", r#"{"autoAprove": []}"#],
+                &["edit", "Edit", "x"],
+            );
+            assert_eq!(r.code, 2, "{r:?}");
+            assert!(r.stderr.contains("autoAprove"), "{}", r.stderr);
+        }
+    }
+}

@@ -44,6 +44,9 @@ pub struct TaskOptions {
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--permission-policy` rules for this task's permission requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_policy: Option<crate::permission_rules::PermissionRules>,
     /// `--no-fs`: the agent is neither offered nor served `fs/*`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_fs: bool,

@@ -108,6 +108,7 @@ impl Runtime {
             permission_mode: self.options.permission_mode,
             prompter: self.options.prompter.clone(),
             non_interactive: self.options.non_interactive,
+            permission_rules: self.options.permission_rules.clone(),
             terminal_output_limit: self.options.terminal_output_limit,
             terminal_output_ceiling: self.options.terminal_output_ceiling,
         }

@@ -15,6 +15,7 @@ use crate::client_ops::{
 };
 use crate::mapping::RollForward;
 use crate::mcp_servers::McpServers;
+use crate::permission_rules::PermissionRules;
 use crate::recorder::{Observer, DEFAULT_SNAPSHOT_INTERVAL};
 
 /// The protocol version acpx speaks.
@@ -68,6 +69,8 @@ pub struct RuntimeOptions {
     /// A model chosen for this invocation (`--model`): applied after attaching and stored as
     /// the session's desired model.
     pub model: Option<String>,
+    /// `--permission-policy` rules: they decide permission requests before the mode.
+    pub permission_rules: Option<PermissionRules>,
 }
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
@@ -136,6 +139,7 @@ impl Default for RuntimeOptions {
             mcp_servers: None,
             default_mcp_servers: None,
             model: None,
+            permission_rules: None,
         }
     }
 }

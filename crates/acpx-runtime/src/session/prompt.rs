@@ -30,6 +30,9 @@ pub struct TurnOptions {
     /// What happens in this turn when a decision needs a human and there is none (used
     /// only with `permission_mode`; `None` there keeps the session's rule).
     pub non_interactive: Option<NonInteractivePermissions>,
+    /// The `--permission-policy` rules of this turn (used only with `permission_mode`, like
+    /// `prompter`).
+    pub permission_rules: Option<crate::permission_rules::PermissionRules>,
     /// The prompt timeout of this turn; `None` keeps the session's.
     pub prompt_timeout: Option<Option<Duration>>,
     /// The turn's `requestId` in the log; `None` makes a fresh one.
@@ -43,6 +46,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("permission_mode", &self.permission_mode)
             .field("prompter", &self.prompter.is_some())
             .field("non_interactive", &self.non_interactive)
+            .field("permission_rules", &self.permission_rules)
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
             .finish()
@@ -98,6 +102,7 @@ impl Session {
                 non_interactive: options
                     .non_interactive
                     .unwrap_or(self.options.non_interactive),
+                permission_rules: options.permission_rules.clone(),
             }));
         }
         let result = turn::run(parts, prompt, options.observer, options.request_id).await;

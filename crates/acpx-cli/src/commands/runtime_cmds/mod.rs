@@ -76,6 +76,7 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         mcp_servers: ctx.mcp_servers.clone(),
         default_mcp_servers: ctx.config.mcp_servers.clone(),
         model: ctx.model.clone(),
+        permission_rules: ctx.permission_rules.clone(),
         fs: !ctx.no_fs,
         terminal: !ctx.no_terminal,
         ..RuntimeOptions::default()

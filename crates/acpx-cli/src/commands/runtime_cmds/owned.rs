@@ -109,6 +109,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
         model: ctx.model.clone(),
+        permission_policy: ctx.permission_rules.clone(),
         no_fs: ctx.no_fs,
         no_terminal: ctx.no_terminal,
         interactive: false,
