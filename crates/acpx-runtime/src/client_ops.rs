@@ -452,6 +452,15 @@ impl ExitStatus {
         }
     }
 
+    /// How it ended, for people: `exited with code 0`, `killed by SIGTERM`.
+    pub fn describe(&self) -> String {
+        match (self.exit_code, &self.signal) {
+            (Some(c), _) => format!("exited with code {c}"),
+            (None, Some(s)) => format!("killed by {s}"),
+            (None, None) => "ended".into(),
+        }
+    }
+
     /// `{exitCode, signal}` as ACP writes it.
     pub fn to_json(&self) -> Value {
         json!({"exitCode": self.exit_code, "signal": self.signal})

@@ -751,7 +751,7 @@ impl SessionCore {
                 self.log_operation(
                     method,
                     true,
-                    format!("{id} exited ({:?}, {:?})", status.exit_code, status.signal),
+                    format!("{id} {}", status.describe()),
                     None,
                     extra,
                 )
