@@ -417,6 +417,11 @@ pub enum SessionsCommand {
     History(HistoryArgs),
     /// Show the session's event log
     Events(EventsArgs),
+    /// A readable transcript of the whole conversation, thinking and tool calls included
+    Read(ReadArgs),
+    /// Replay the session's event log, then follow it (across processes) until the session
+    /// is closed
+    Watch(WatchArgs),
     /// Write a session out as Markdown, session JSON, NDJSON log, or an importable archive
     Export(ExportArgs),
     /// Import an exported session, or sessions written by the Node acpx
@@ -494,6 +499,24 @@ pub struct HistoryArgs {
     /// Show thinking and tool calls in full
     #[arg(long)]
     pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Only the last N messages
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Start at this seq instead of replaying the whole log
+    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    pub from_seq: u64,
 }
 
 #[derive(Debug, Args)]

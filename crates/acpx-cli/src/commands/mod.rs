@@ -42,6 +42,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Delete(a)) => sessions::delete(ctx, a).await,
             Some(SessionsCommand::History(a)) => sessions::history(ctx, a).await,
             Some(SessionsCommand::Events(a)) => sessions::events(ctx, a).await,
+            Some(SessionsCommand::Read(a)) => sessions::read(ctx, a).await,
+            Some(SessionsCommand::Watch(a)) => sessions::watch(ctx, a).await,
             Some(SessionsCommand::Export(a)) => transfer::export(ctx, a).await,
             Some(SessionsCommand::Import(a)) => transfer::import(ctx, a).await,
             Some(SessionsCommand::Prune(a)) => sessions::prune(ctx, a).await,
