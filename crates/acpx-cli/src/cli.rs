@@ -257,6 +257,12 @@ Ctrl-C stops the agent."
     /// Show the resolved configuration and the known agents
     Config(ConfigArgs),
 
+    /// Print a shell completion script (e.g. `acpx completions bash > /etc/bash_completion.d/acpx`)
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff; e.g. `acpx man | man -l -`)
+    Man,
+
     /// The queue owner of one session (started by acpx itself, detached)
     #[command(name = "__owner", hide = true)]
     Owner(OwnerArgs),
@@ -276,9 +282,29 @@ pub struct OwnerArgs {
 
 /// The names clap knows as commands (for telling a command from an agent name).
 pub const COMMAND_NAMES: &[&str] = &[
-    "prompt", "exec", "cancel", "set-mode", "set", "status", "sessions", "fsck", "migrate",
-    "config", "help", "__owner",
+    "prompt",
+    "exec",
+    "cancel",
+    "set-mode",
+    "set",
+    "status",
+    "sessions",
+    "fsck",
+    "migrate",
+    "config",
+    "completions",
+    "man",
+    "help",
+    "__owner",
 ];
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
 
 /// `-s/--session <name>`: the named session of this agent and directory.
 #[derive(Debug, Clone, Args)]

@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod node_import;
 pub mod runtime_cmds;
 pub mod sessions;
+pub mod shell;
 pub mod transfer;
 
 use acpx_model::SessionRecord;
@@ -26,6 +27,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Status(a) => runtime_cmds::status(ctx, a).await,
         Command::Owner(a) => runtime_cmds::owner_main(ctx, a).await,
         Command::Fsck(a) => fsck::run(ctx, a).await,
+        Command::Completions(a) => shell::completions(ctx, a.shell),
+        Command::Man => shell::man(ctx),
         Command::Migrate(a) => migrate::run(ctx, a).await,
         Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {
             ConfigCommand::Show => config_cmd::show(ctx),
