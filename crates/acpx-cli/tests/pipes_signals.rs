@@ -195,3 +195,80 @@ fn sigint_and_sigterm_cancel_the_turn_through_acp_and_exit_130() {
         }
     }
 }
+
+/// Shell-quotes one word for `script -c`.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[test]
+fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
+    // `script` gives acpx a real terminal, so the question is asked at it (forwarded by the
+    // owner); a Ctrl-C typed at that terminal is a real SIGINT from the line discipline.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let mut line = vec![
+                common::acpx_bin().to_string_lossy().into_owned(),
+                "--home".into(),
+                env.home().to_string_lossy().into_owned(),
+                "--store".into(),
+                backend.into(),
+                "--agent".into(),
+                agent.clone(),
+            ];
+            line.extend(mode.iter().map(|m| m.to_string()));
+            line.extend(["prompt".into(), "wait-permission".into()]);
+            let line: Vec<String> = line.iter().map(|w| quote(w)).collect();
+            let mut child = std::process::Command::new("script")
+                .args(["-qfec", &line.join(" "), "/dev/null"])
+                .current_dir(env.cwd())
+                .env_remove("ACPX_HOME")
+                .env_remove("ACPX_STORE")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 256];
+            while !String::from_utf8_lossy(&seen).contains("(y/N)") {
+                let n = stdout.read(&mut buf).unwrap();
+                assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
+                seen.extend_from_slice(&buf[..n]);
+            }
+            use std::io::Write;
+            child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = stdout.read_to_string(&mut rest);
+                rest
+            });
+            let code = wait_with_deadline(&mut child);
+            drop(child.stdin.take());
+            let rest = reader.join().unwrap();
+            assert_eq!(code, 130, "{backend} {mode:?}: {rest}");
+            let turn = last_turn(&env, &agent);
+            let end = turn.last().unwrap();
+            assert_eq!(end["type"], "prompt_done", "{end}");
+            assert_eq!(end["payload"]["stopReason"], "cancelled", "{end}");
+            assert_eq!(end["payload"]["permissionStats"]["cancelled"], 1, "{end}");
+            assert!(
+                turn.iter().any(|e| e["payload"]["decision"] == "cancelled"),
+                "{turn:?}"
+            );
+            assert_session_agrees(&env, &agent);
+        }
+    }
+}

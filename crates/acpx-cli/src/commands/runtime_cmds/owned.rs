@@ -194,11 +194,30 @@ pub(super) async fn prompt(
                 report_notices(ctx, &into_notices(notices));
             }
             Some(Response::Event { envelope }) => live.on_event(&envelope),
-            Some(Response::PermissionRequest { id, question }) => {
+            Some(Response::PermissionRequest { id: qid, question }) => {
                 // Only an interactive request is asked; refuse anything else.
                 let answered = match &prompter {
-                    Some(p) => answer.answer_with(id, question, p.as_ref()).await,
-                    None => answer.answer_permission(id, false).await.map(|_| false),
+                    Some(p) => {
+                        let asked = tokio::select! {
+                            a = answer.answer_with(qid, question, p.as_ref()) => Some(a),
+                            _ = sigint.recv() => None,
+                        };
+                        match asked {
+                            Some(a) => a,
+                            None => {
+                                // Ctrl-C while the question is open: the turn is cancelled
+                                // through the owner, which answers the open question as
+                                // cancelled; the refusal sent after it only closes ours.
+                                cancels += 1;
+                                if ctx.out.is_text() {
+                                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
+                                }
+                                let _ = cancel_request(ctx, id).await;
+                                answer.answer_permission(qid, false).await.map(|_| false)
+                            }
+                        }
+                    }
+                    None => answer.answer_permission(qid, false).await.map(|_| false),
                 };
                 if let Err(e) = answered {
                     ctx.out.warn(&format!(
