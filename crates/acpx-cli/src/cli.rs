@@ -208,6 +208,13 @@ pub enum ResumePolicyArg {
     SameSessionOnly,
 }
 
+fn parse_config_option(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
@@ -339,6 +346,11 @@ pub struct ExecArgs {
     /// Read the prompt from this file ("-" for stdin)
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<String>,
+
+    /// Set this ACP config option before the prompt (repeatable, in order), e.g.
+    /// --config-option model=large
+    #[arg(long = "config-option", value_name = "KEY=VALUE", value_parser = parse_config_option)]
+    pub config_options: Vec<(String, String)>,
 
     /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
     #[arg(value_name = "TEXT")]

@@ -267,3 +267,42 @@ fn permission_policy_rules_decide_before_the_mode() {
         }
     }
 }
+
+#[test]
+fn exec_config_options_are_set_before_the_prompt() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    let r = env
+        .run(&[
+            "--agent",
+            &agent,
+            "--format",
+            "quiet",
+            "exec",
+            "--config-option",
+            "model=large",
+            "state",
+        ])
+        .ok();
+    assert_eq!(r.stdout, "mode=default; model=large; mcp=\n");
+    // A refused option fails before the prompt (exit 1); a malformed one is a usage error.
+    let r = env.run(&[
+        "--agent",
+        &agent,
+        "exec",
+        "--config-option",
+        "nope=1",
+        "state",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("nope"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    let r = env.run(&["--agent", &agent, "exec", "--config-option", "bad", "state"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    // exec stores nothing.
+    let list = env
+        .run(&["--format", "json", "sessions", "list"])
+        .ok()
+        .json();
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 0, "{list}");
+}
