@@ -168,6 +168,11 @@ pub struct GlobalArgs {
     )]
     pub permission_policy: Option<String>,
 
+    /// Retry a prompt up to N times when it fails transiently (agent error -32603 or -32700)
+    /// before any update or client operation; each attempt is recorded as a turn [default: 0]
+    #[arg(long, global = true, value_name = "N")]
+    pub prompt_retries: Option<u32>,
+
     /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
     /// not with --verbose)
     #[arg(long, global = true, conflicts_with = "verbose")]

@@ -68,6 +68,8 @@ pub struct Ctx {
     pub non_interactive: NonInteractivePermissions,
     /// `--permission-policy` rules.
     pub permission_rules: Option<PermissionRules>,
+    /// `--prompt-retries`.
+    pub prompt_retries: u32,
     /// `--no-fs`: the client neither advertises nor serves `fs/*`.
     pub no_fs: bool,
     /// `--no-terminal`: the client neither advertises nor serves `terminal/*`.
@@ -268,6 +270,7 @@ impl Ctx {
                 .as_deref()
                 .map(read_permission_policy)
                 .transpose()?,
+            prompt_retries: global.prompt_retries.unwrap_or(0),
             no_fs: global.no_fs,
             no_terminal: global.no_terminal,
             resume_policy,

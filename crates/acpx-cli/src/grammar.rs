@@ -44,6 +44,7 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--non-interactive-permissions",
     "--permission-policy",
     "--policy",
+    "--prompt-retries",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[

@@ -40,6 +40,9 @@ struct State {
     /// Set once the turn's terminal event was shown: later events (shutdown) are not turn
     /// output.
     done: bool,
+    /// The turn ended with `prompt_error`: a `prompt_started` after it is a retry
+    /// (`--prompt-retries`), shown as this invocation's turn.
+    failed: bool,
 }
 
 /// Renders recorded events as they arrive.
@@ -84,6 +87,10 @@ impl LiveOutput {
     /// Renders one recorded event (as the observer does).
     pub fn on_event(&self, e: &EventEnvelope) {
         let mut st = self.lock();
+        if st.done && st.failed && e.kind() == EventType::PromptStarted {
+            st.done = false;
+            st.turn = None;
+        }
         if st.done {
             return;
         }
@@ -106,6 +113,7 @@ impl LiveOutput {
         }
         if terminal {
             st.done = true;
+            st.failed = e.kind() == EventType::PromptError;
         }
     }
 

@@ -306,3 +306,54 @@ fn exec_config_options_are_set_before_the_prompt() {
         .json();
     assert_eq!(list["sessions"].as_array().unwrap().len(), 0, "{list}");
 }
+
+#[test]
+fn prompt_retries_retry_only_transient_failures_before_any_update() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let ends = |env: &Env| {
+                env.run(&["--format", "json", "--agent", &agent, "sessions", "events"])
+                    .ok()
+                    .json_lines()
+                    .into_iter()
+                    .filter(|e| e["type"] == "prompt_error" || e["type"] == "prompt_done")
+                    .collect::<Vec<_>>()
+            };
+            // Two -32603 failures before any update, then an answer: 3 turns, exit 0, and
+            // the JSON output shows every attempt up to the last turn's end.
+            let r = env
+                .run(&args(
+                    &agent,
+                    mode,
+                    &["--format", "json", "--prompt-retries", "2", "flaky", "2"],
+                ))
+                .ok();
+            let lines = r.json_lines();
+            assert_eq!(
+                lines.last().unwrap()["type"],
+                "prompt_done",
+                "{backend} {mode:?}"
+            );
+            assert_eq!(
+                lines.iter().filter(|e| e["type"] == "prompt_error").count(),
+                2,
+                "{backend} {mode:?}"
+            );
+            let e = ends(&env);
+            assert_eq!(e.len(), 3, "{e:?}");
+            let ids: std::collections::HashSet<_> = e
+                .iter()
+                .map(|e| e["requestId"].as_str().unwrap().to_owned())
+                .collect();
+            assert_eq!(ids.len(), 3, "each attempt is a turn of its own");
+
+            // A failure after an update is not retried, whatever --prompt-retries says.
+            let r = env.run(&args(&agent, mode, &["--prompt-retries", "3", "error"]));
+            assert_eq!(r.code, 1, "{r:?}");
+            assert_eq!(ends(&env).len(), 4);
+        }
+    }
+}

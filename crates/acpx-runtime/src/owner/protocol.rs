@@ -44,6 +44,9 @@ pub struct TaskOptions {
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--prompt-retries` (`None`: the owner's, 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_retries: Option<u32>,
     /// `--permission-policy` rules for this task's permission requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_policy: Option<crate::permission_rules::PermissionRules>,

@@ -71,6 +71,9 @@ pub struct RuntimeOptions {
     pub model: Option<String>,
     /// `--permission-policy` rules: they decide permission requests before the mode.
     pub permission_rules: Option<PermissionRules>,
+    /// `--prompt-retries`: how many times a transient prompt failure before any side effect
+    /// is retried ([`crate::session::TRANSIENT_PROMPT_ERRORS`]).
+    pub prompt_retries: u32,
 }
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
@@ -140,6 +143,7 @@ impl Default for RuntimeOptions {
             default_mcp_servers: None,
             model: None,
             permission_rules: None,
+            prompt_retries: 0,
         }
     }
 }

@@ -77,6 +77,7 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         default_mcp_servers: ctx.config.mcp_servers.clone(),
         model: ctx.model.clone(),
         permission_rules: ctx.permission_rules.clone(),
+        prompt_retries: ctx.prompt_retries,
         fs: !ctx.no_fs,
         terminal: !ctx.no_terminal,
         ..RuntimeOptions::default()

@@ -110,6 +110,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
         model: ctx.model.clone(),
         permission_policy: ctx.permission_rules.clone(),
+        prompt_retries: Some(ctx.prompt_retries),
         no_fs: ctx.no_fs,
         no_terminal: ctx.no_terminal,
         interactive: false,
