@@ -46,8 +46,11 @@ Examples:
 Files: <home>/config.json and .acpxrc.json (project) configure defaults; sessions live under
 <home> (--home, ACPX_HOME, default ~/.acpx).
 
-Exit codes: 0 ok (a cancelled turn included), 1 runtime error, 2 usage, 3 timeout,
-4 no session, 5 permission denied, 130 interrupted.";
+Exit codes: 0 ok (a cancelled turn included), 1 runtime error (also: stdout failed, e.g.
+/dev/full, after the turn was recorded), 2 usage (any unknown option), 3 timeout, 4 no session,
+5 permission denied, 130 interrupted (SIGINT or SIGTERM: the turn is cancelled through ACP and
+recorded first). A stdout closed by its reader (`| head`) keeps the turn's own status.
+Prompt text that starts with a dash follows `--`: acpx codex -- -v means verbose";
 
 /// The root of the grammar.
 #[derive(Debug, Parser)]
@@ -152,6 +155,37 @@ pub struct GlobalArgs {
     /// [default: `noOwner` from the config, else false]
     #[arg(long, global = true)]
     pub no_owner: bool,
+
+    /// Permission rules, as JSON or a JSON file: {"autoApprove": [...], "autoDeny": [...],
+    /// "escalate": [...], "defaultAction": "approve|deny|escalate"}; a rule is a tool kind, a
+    /// title, a word of the title, or *; deny > escalate > approve, then defaultAction, then
+    /// the permission mode
+    #[arg(
+        long,
+        visible_alias = "policy",
+        global = true,
+        value_name = "JSON|FILE"
+    )]
+    pub permission_policy: Option<String>,
+
+    /// Retry a prompt up to N times when it fails transiently (agent error -32603 or -32700)
+    /// before any update or client operation; each attempt is recorded as a turn [default: 0]
+    #[arg(long, global = true, value_name = "N")]
+    pub prompt_retries: Option<u32>,
+
+    /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
+    /// not with --verbose)
+    #[arg(long, global = true, conflicts_with = "verbose")]
+    pub json_strict: bool,
+
+    /// Neither advertise nor serve fs/read_text_file and fs/write_text_file (the agent is
+    /// told why if it calls them anyway)
+    #[arg(long, global = true)]
+    pub no_fs: bool,
+
+    /// Neither advertise nor serve terminal/* (the agent is told why if it calls anyway)
+    #[arg(long, global = true)]
+    pub no_terminal: bool,
 }
 
 fn parse_ttl(s: &str) -> Result<u64, String> {
@@ -179,6 +213,13 @@ pub enum ResumePolicyArg {
     SameSessionOnly,
 }
 
+fn parse_config_option(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
 fn parse_timeout(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
@@ -194,7 +235,8 @@ pub enum Command {
         after_help = "The session is the one of (agent, directory, --session name), found by walking from the\n\
 working directory up to the git root. Create one first with `acpx sessions new`.\n\
 With no text and no --file, the prompt is read from stdin.\n\
-Ctrl-C cancels the turn (it ends with stopReason cancelled); a second Ctrl-C stops the agent."
+Ctrl-C or SIGTERM cancels the turn (it ends with stopReason cancelled, exit 130); a second\n\
+Ctrl-C stops the agent."
     )]
     Prompt(PromptArgs),
 
@@ -227,6 +269,12 @@ Ctrl-C cancels the turn (it ends with stopReason cancelled); a second Ctrl-C sto
     /// Show the resolved configuration and the known agents
     Config(ConfigArgs),
 
+    /// Print a shell completion script (e.g. `acpx completions bash > /etc/bash_completion.d/acpx`)
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff; e.g. `acpx man | man -l -`)
+    Man,
+
     /// The queue owner of one session (started by acpx itself, detached)
     #[command(name = "__owner", hide = true)]
     Owner(OwnerArgs),
@@ -246,9 +294,29 @@ pub struct OwnerArgs {
 
 /// The names clap knows as commands (for telling a command from an agent name).
 pub const COMMAND_NAMES: &[&str] = &[
-    "prompt", "exec", "cancel", "set-mode", "set", "status", "sessions", "fsck", "migrate",
-    "config", "help", "__owner",
+    "prompt",
+    "exec",
+    "cancel",
+    "set-mode",
+    "set",
+    "status",
+    "sessions",
+    "fsck",
+    "migrate",
+    "config",
+    "completions",
+    "man",
+    "help",
+    "__owner",
 ];
+
+/// `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
 
 /// `-s/--session <name>`: the named session of this agent and directory.
 #[derive(Debug, Clone, Args)]
@@ -273,12 +341,8 @@ pub struct PromptArgs {
     #[arg(long = "no-wait")]
     pub no_wait: bool,
 
-    /// The prompt text (words are joined with spaces)
-    #[arg(
-        value_name = "TEXT",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
+    #[arg(value_name = "TEXT")]
     pub text: Vec<String>,
 }
 
@@ -288,12 +352,13 @@ pub struct ExecArgs {
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub file: Option<String>,
 
-    /// The prompt text (words are joined with spaces)
-    #[arg(
-        value_name = "TEXT",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    /// Set this ACP config option before the prompt (repeatable, in order), e.g.
+    /// --config-option model=large
+    #[arg(long = "config-option", value_name = "KEY=VALUE", value_parser = parse_config_option)]
+    pub config_options: Vec<(String, String)>,
+
+    /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
+    #[arg(value_name = "TEXT")]
     pub text: Vec<String>,
 }
 
@@ -339,6 +404,16 @@ pub struct ConfigArgs {
 pub enum ConfigCommand {
     /// Show the resolved configuration and the known agents (the default)
     Show,
+    /// Write <home>/config.json: every setting at its default, each explained by a
+    /// "// key" entry (refuses to replace an existing file without --force)
+    Init(ConfigInitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigInitArgs {
+    /// Replace an existing config file
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -385,6 +460,11 @@ pub enum SessionsCommand {
     History(HistoryArgs),
     /// Show the session's event log
     Events(EventsArgs),
+    /// A readable transcript of the whole conversation, thinking and tool calls included
+    Read(ReadArgs),
+    /// Replay the session's event log, then follow it (across processes) until the session
+    /// is closed
+    Watch(WatchArgs),
     /// Write a session out as Markdown, session JSON, NDJSON log, or an importable archive
     Export(ExportArgs),
     /// Import an exported session, or sessions written by the Node acpx
@@ -462,6 +542,24 @@ pub struct HistoryArgs {
     /// Show thinking and tool calls in full
     #[arg(long)]
     pub full: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Only the last N messages
+    #[arg(long, value_name = "N")]
+    pub tail: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Start at this seq instead of replaying the whole log
+    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    pub from_seq: u64,
 }
 
 #[derive(Debug, Args)]

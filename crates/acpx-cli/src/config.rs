@@ -301,6 +301,8 @@ impl Config {
                     });
                 }
                 k if IGNORED_NODE_KEYS.contains(&k) => {}
+                // Comments (`acpx config init` explains each key with a "// key" entry).
+                k if k.starts_with("//") => {}
                 other => self.unknown_keys.push(format!(
                     "{}: unknown key `{other}` (ignored)",
                     path.display()

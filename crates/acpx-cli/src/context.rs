@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use acpx_model::Store;
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
+use acpx_runtime::permission_rules::PermissionRules;
 use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
@@ -65,6 +66,14 @@ pub struct Ctx {
     pub resume_policy: ResumePolicy,
     /// `--non-interactive-permissions`, else config `nonInteractivePermissions`.
     pub non_interactive: NonInteractivePermissions,
+    /// `--permission-policy` rules.
+    pub permission_rules: Option<PermissionRules>,
+    /// `--prompt-retries`.
+    pub prompt_retries: u32,
+    /// `--no-fs`: the client neither advertises nor serves `fs/*`.
+    pub no_fs: bool,
+    /// `--no-terminal`: the client neither advertises nor serves `terminal/*`.
+    pub no_terminal: bool,
     store: OnceCell<OpenStore>,
 }
 
@@ -80,6 +89,23 @@ pub fn read_mcp_config(path: &Path) -> CliResult<McpServers> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
     parse_mcp_servers(&value).map_err(|e| bad(e.0))
+}
+
+/// `--permission-policy`: the rules as JSON text (starting with `{`) or a file holding them.
+/// Anything wrong is a usage error naming the problem.
+pub fn read_permission_policy(arg: &str) -> CliResult<PermissionRules> {
+    let bad = |m: String| {
+        CliError::usage(format!("--permission-policy: {m}"))
+            .with_detail("PERMISSION_POLICY_INVALID")
+    };
+    let text = if arg.trim_start().starts_with('{') {
+        arg.to_owned()
+    } else {
+        std::fs::read_to_string(arg).map_err(|e| bad(format!("cannot read {arg}: {e}")))?
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+    PermissionRules::from_json(&value).map_err(bad)
 }
 
 /// `~/.acpx`, from `$HOME`.
@@ -135,6 +161,10 @@ impl Ctx {
         registry: AgentRegistry,
     ) -> CliResult<Ctx> {
         let format = global.format.or(config.format).unwrap_or(Format::Text);
+        if global.json_strict && format != Format::Json {
+            return Err(CliError::usage("--json-strict needs --format json")
+                .with_hint("add --format json (or set `format` to json in the config)"));
+        }
         let out = Out::new(format, global.verbose);
         let backend = global.store.or(config.store).unwrap_or(Backend::Fs);
         let permission = if global.approve_all {
@@ -235,6 +265,14 @@ impl Ctx {
         Ok(Ctx {
             mcp_servers,
             model: global.model.clone(),
+            permission_rules: global
+                .permission_policy
+                .as_deref()
+                .map(read_permission_policy)
+                .transpose()?,
+            prompt_retries: global.prompt_retries.unwrap_or(0),
+            no_fs: global.no_fs,
+            no_terminal: global.no_terminal,
             resume_policy,
             non_interactive,
             out,

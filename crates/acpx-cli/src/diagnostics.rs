@@ -78,7 +78,7 @@ struct StderrIgnoringErrors;
 
 impl Write for StderrIgnoringErrors {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = io::stderr().lock().write_all(buf);
+        crate::output::stderr_bytes(buf);
         Ok(buf.len())
     }
 

@@ -15,8 +15,12 @@
 //!    With `--agent <command>` there is no positional agent: the first word that is not a
 //!    command starts the prompt text (`acpx --agent ./my-agent fix the bug`), and a word that
 //!    names an agent is an error (both an agent and `--agent`).
-//! 5. An option first (`acpx -s api hi`) starts a `prompt`; nothing but global options runs
-//!    `prompt` reading stdin; no arguments at all, `--help` or `--version` go to clap unchanged.
+//! 5. An option of `prompt` first (`acpx -s api hi`) starts a `prompt`; nothing but global
+//!    options runs `prompt` reading stdin; no arguments at all, `--help` or `--version` go to
+//!    clap unchanged.
+//! 6. Any other option is left where it is, so clap reports it as a usage error (exit 2, with a
+//!    "did you mean" tip): an unknown option is never prompt text. Prompt text that starts with
+//!    a dash follows `--` (`acpx codex -- -v means verbose`).
 //!
 //! So prompt text that equals a command name needs the explicit form: `acpx codex prompt status`.
 
@@ -38,10 +42,16 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--model",
     "--resume-policy",
     "--non-interactive-permissions",
+    "--permission-policy",
+    "--policy",
+    "--prompt-retries",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[
     "--no-owner",
+    "--json-strict",
+    "--no-fs",
+    "--no-terminal",
     "--approve-all",
     "--approve-reads",
     "--deny-all",
@@ -53,6 +63,15 @@ const GLOBAL_FLAGS: &[&str] = &[
     "-V",
 ];
 const HELP_FLAGS: &[&str] = &["--help", "-h", "--version", "-V"];
+/// The options of `prompt`, which may start the default command (`acpx codex -s api hi`).
+const PROMPT_OPTIONS: &[&str] = &["-s", "--session", "-f", "--file", "--no-wait"];
+
+/// Whether `word` is an option of `prompt` (`-s`, `-sapi`, `--session=api`, `--no-wait`, …).
+fn is_prompt_option(word: &str) -> bool {
+    let name = word.split_once('=').map_or(word, |(n, _)| n);
+    PROMPT_OPTIONS.contains(&name)
+        || ((word.starts_with("-s") || word.starts_with("-f")) && !word.starts_with("--"))
+}
 
 /// argv with the positional agent taken out, and that agent's word.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +128,10 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
             "both an agent name ({word}) and --agent were given"
         ))
         .with_hint("use one of them; to send prompt text that starts with an agent's name, say `acpx --agent … prompt \"…\"`"));
+    }
+    if word.starts_with('-') && word != "--" && !is_prompt_option(&word) {
+        // Unknown here: clap reports it (with its "did you mean" tip) as a usage error.
+        return Ok(Split { args, agent: None });
     }
     if word.starts_with('-') || has_raw_agent(&args) {
         args.insert(j, "prompt".into());
@@ -273,6 +296,19 @@ mod tests {
         assert_eq!(args, ["--verbose", "prompt"]);
         let (args, _) = split(&["-s", "x", "hi"]).unwrap();
         assert_eq!(args, ["prompt", "-s", "x", "hi"]);
+        let (args, _) = split(&["--", "-x"]).unwrap();
+        assert_eq!(args, ["prompt", "--", "-x"]);
+    }
+
+    #[test]
+    fn unknown_options_are_left_for_clap() {
+        let (args, agent) = split(&["--formt", "json", "prompt", "hi"]).unwrap();
+        assert_eq!(args, ["--formt", "json", "prompt", "hi"]);
+        assert_eq!(agent, None);
+        let (args, _) = split(&["--verbose", "-x", "hi"]).unwrap();
+        assert_eq!(args, ["--verbose", "-x", "hi"]);
+        let (args, _) = split(&["--session=api", "hi"]).unwrap();
+        assert_eq!(args, ["prompt", "--session=api", "hi"]);
     }
 
     #[test]

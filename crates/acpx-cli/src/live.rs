@@ -8,14 +8,14 @@
 //! - `quiet`: nothing while streaming (the caller prints the final text).
 
 use std::collections::HashMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::{EventEnvelope, EventType};
 use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion};
 use serde_json::Value;
 
-use crate::output::{Out, Style};
+use crate::output::{stderr_line, stderr_text, Out, Style};
 use crate::render::clip;
 
 /// What was printed last, to place newlines between stdout text and stderr notes.
@@ -40,6 +40,9 @@ struct State {
     /// Set once the turn's terminal event was shown: later events (shutdown) are not turn
     /// output.
     done: bool,
+    /// The turn ended with `prompt_error`: a `prompt_started` after it is a retry
+    /// (`--prompt-retries`), shown as this invocation's turn.
+    failed: bool,
 }
 
 /// Renders recorded events as they arrive.
@@ -84,6 +87,10 @@ impl LiveOutput {
     /// Renders one recorded event (as the observer does).
     pub fn on_event(&self, e: &EventEnvelope) {
         let mut st = self.lock();
+        if st.done && st.failed && e.kind() == EventType::PromptStarted {
+            st.done = false;
+            st.turn = None;
+        }
         if st.done {
             return;
         }
@@ -106,6 +113,7 @@ impl LiveOutput {
         }
         if terminal {
             st.done = true;
+            st.failed = e.kind() == EventType::PromptError;
         }
     }
 
@@ -115,9 +123,9 @@ impl LiveOutput {
             st.reply_open = false;
         }
         if st.last == Last::Thought {
-            eprintln!();
+            stderr_line("");
         }
-        eprintln!("{line}");
+        stderr_line(&line);
         st.last = Last::Note;
     }
 
@@ -137,7 +145,7 @@ impl LiveOutput {
                             .and_then(Value::as_str)
                         {
                             if st.last == Last::Thought {
-                                eprintln!();
+                                stderr_line("");
                             }
                             o.raw(t);
                             st.reply_open = !t.ends_with('\n');
@@ -155,10 +163,12 @@ impl LiveOutput {
                                     o.raw("\n");
                                     st.reply_open = false;
                                 }
-                                eprint!("{} ", o.paint_err(Style::Magenta, "[thinking]"));
+                                stderr_text(&format!(
+                                    "{} ",
+                                    o.paint_err(Style::Magenta, "[thinking]")
+                                ));
                             }
-                            eprint!("{}", o.paint_err(Style::Dim, t));
-                            let _ = std::io::stderr().flush();
+                            stderr_text(&o.paint_err(Style::Dim, t));
                             st.last = Last::Thought;
                         }
                     }
@@ -329,8 +339,7 @@ impl PermissionPrompter for TtyPrompter {
             .map(|k| format!(" [{k}]"))
             .unwrap_or_default();
         tokio::task::spawn_blocking(move || {
-            eprint!("\n[permission] Allow {title}{kind}? (y/N) ");
-            let _ = std::io::stderr().flush();
+            stderr_text(&format!("\n[permission] Allow {title}{kind}? (y/N) "));
             let Ok(tty) = std::fs::File::open("/dev/tty") else {
                 return false;
             };

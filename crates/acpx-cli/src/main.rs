@@ -47,10 +47,10 @@ fn main() {
         {
             Ok(rt) => rt.block_on(acpx_test_agent::serve(flags)),
             Err(e) => {
-                eprintln!(
+                crate::output::stderr_line(&format!(
                     "acpx {}: cannot start a runtime: {e}",
                     agents::TEST_AGENT_COMMAND
-                );
+                ));
                 std::process::exit(1);
             }
         }
@@ -75,7 +75,7 @@ fn fail(format: Format, e: &CliError) -> i32 {
     } else if format == Format::Text {
         // The message was shown (for example as the turn's `[error]` line); the advice not.
         if let Some(h) = &e.hint {
-            eprintln!("  hint: {h}");
+            crate::output::stderr_line(&format!("  hint: {h}"));
         }
     }
     e.kind.exit_code()
@@ -125,11 +125,16 @@ fn run(args: Vec<OsString>) -> i32 {
         Ok(c) => c,
         Err(e) => return clap_error(format, e),
     };
+    let json_strict = cli.global.json_strict;
     diagnostics::install(format, cli.global.verbose);
     let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
         Ok(c) => c,
         Err(e) => return fail(format, &e),
     };
+    // After the settings check, so that a refused `--json-strict` is still explained.
+    if json_strict {
+        output::silence_stderr();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -146,9 +151,33 @@ fn run(args: Vec<OsString>) -> i32 {
     let result = rt.block_on(commands::run(&ctx, cli.command));
     // Do not wait for blocking tasks (a stdin reader, a lock waiter) that no one needs any more.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    exit_status(&ctx, result)
+}
+
+/// The exit status of a command that ran, once its turn (if any) was recorded to its end:
+/// - SIGINT or SIGTERM cancelled the turn through ACP: 130 (unless the command failed
+///   otherwise);
+/// - stdout closed by its reader (`| head -c 10`): the command's own status, quietly;
+/// - stdout failing otherwise (`> /dev/full`): 1, with the reason on stderr — what was printed
+///   is incomplete, the session's log is not.
+fn exit_status(ctx: &Ctx, result: Result<(), CliError>) -> i32 {
+    let failed_stdout = match output::stdout_failure() {
+        Some(output::StdoutFailure::Failed(why)) => Some(why),
+        _ => None,
+    };
     match result {
-        Ok(()) => 0,
         Err(e) => fail(ctx.out.format, &e),
+        Ok(()) if commands::runtime_cmds::was_interrupted() => ErrorKind::Interrupted.exit_code(),
+        Ok(()) => match failed_stdout {
+            Some(why) => {
+                let e = CliError::runtime(format!("cannot write to stdout: {why}"))
+                    .with_detail("STDOUT_FAILED")
+                    .with_hint("the output is incomplete; the session's event log holds everything (`acpx sessions events`)");
+                Out::new(Format::Text, false).error(&e);
+                e.kind.exit_code()
+            }
+            None => 0,
+        },
     }
 }
 
@@ -175,8 +204,16 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
             .unwrap_or("invalid arguments")
             .trim_start_matches("error: ")
             .to_owned();
+        // clap's own "did you mean" (`tip: a similar argument exists: '--format'`) is the
+        // best hint there is; the generic pointer to --help otherwise.
+        let tip = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("tip: "))
+            .map(str::to_owned);
         let err = CliError::usage(first)
-            .with_hint("see `acpx --help`, or `acpx <command> --help`")
+            .with_hint(
+                tip.unwrap_or_else(|| "see `acpx --help`, or `acpx <command> --help`".into()),
+            )
             .with_data("usage", serde_json::json!(text.trim()));
         Out::new(format, false).error(&err);
         return 2;

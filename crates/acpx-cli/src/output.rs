@@ -125,21 +125,24 @@ impl Out {
     /// A note on stderr, in text format only.
     pub fn note(&self, s: &str) {
         if self.is_text() {
-            eprintln!("{s}");
+            stderr_line(s);
         }
     }
 
     /// A warning on stderr in every format except quiet (JSON consumers read stdout only).
     pub fn warn(&self, s: &str) {
         if self.format != Format::Quiet {
-            eprintln!("{} {s}", self.paint_err(Style::Yellow, "warning:"));
+            stderr_line(&format!(
+                "{} {s}",
+                self.paint_err(Style::Yellow, "warning:")
+            ));
         }
     }
 
     /// A note shown with `--verbose`.
     pub fn verbose(&self, s: &str) {
         if self.verbose {
-            eprintln!("{} {s}", self.paint_err(Style::Dim, "[acpx]"));
+            stderr_line(&format!("{} {s}", self.paint_err(Style::Dim, "[acpx]")));
         }
     }
 
@@ -148,13 +151,13 @@ impl Out {
         if self.is_json() {
             self.json(&e.to_json());
         } else {
-            eprintln!(
+            stderr_line(&format!(
                 "{} {}",
                 self.paint_err(Style::Red, "acpx: error:"),
                 e.message
-            );
+            ));
             if let Some(h) = &e.hint {
-                eprintln!("  {} {h}", self.paint_err(Style::Dim, "hint:"));
+                stderr_line(&format!("  {} {h}", self.paint_err(Style::Dim, "hint:")));
             }
         }
     }
@@ -168,11 +171,80 @@ fn paint(on: bool, style: Style, s: &str) -> String {
     }
 }
 
-/// Writes to stdout and flushes. A closed pipe (`acpx … | head`) ends the process quietly
-/// instead of panicking like `print!` would.
-fn write_stdout(bytes: &[u8]) {
-    let mut out = std::io::stdout().lock();
-    if out.write_all(bytes).and_then(|_| out.flush()).is_err() {
-        std::process::exit(0);
+/// What became of stdout: 0 fine, 1 closed by its reader (EPIPE), 2 failing otherwise.
+static STDOUT_STATE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+static STDOUT_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// How stdout failed during this invocation, if it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdoutFailure {
+    /// The reader went away (`acpx … | head -c 10`): it wanted no more, nothing to report.
+    Closed,
+    /// Writing failed (`> /dev/full`): what was printed is incomplete.
+    Failed(String),
+}
+
+/// Whether (and how) stdout failed; see `docs/format.md` and `acpx --help` (exit codes).
+pub fn stdout_failure() -> Option<StdoutFailure> {
+    use std::sync::atomic::Ordering;
+    match STDOUT_STATE.load(Ordering::SeqCst) {
+        0 => None,
+        1 => Some(StdoutFailure::Closed),
+        _ => Some(StdoutFailure::Failed(
+            STDOUT_ERROR
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_default(),
+        )),
     }
+}
+
+/// Writes to stdout and flushes. A closed or failing stdout is remembered and later output is
+/// dropped: the turn goes on and is recorded to its end (the log is the record, stdout only a
+/// view of it), and `main` picks the exit status from [`stdout_failure`]. Never panics, unlike
+/// `print!`.
+fn write_stdout(bytes: &[u8]) {
+    use std::sync::atomic::Ordering;
+    if STDOUT_STATE.load(Ordering::SeqCst) != 0 {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|_| out.flush()) {
+        let state = if e.kind() == std::io::ErrorKind::BrokenPipe {
+            1
+        } else {
+            *STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            2
+        };
+        STDOUT_STATE.store(state, Ordering::SeqCst);
+    }
+}
+
+/// Set by `--json-strict`: nothing but JSON anywhere, so stderr stays silent.
+static STDERR_SILENT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--json-strict`: from now on nothing is written to stderr (notes, warnings, diagnostics).
+pub fn silence_stderr() {
+    STDERR_SILENT.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Bytes on stderr, flushed; a closed or failing stderr loses them silently (`eprint!` would
+/// panic on EPIPE, e.g. `acpx --verbose prompt hi 2>&1 | head -1`).
+pub fn stderr_bytes(b: &[u8]) {
+    if STDERR_SILENT.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(b).and_then(|_| err.flush());
+}
+
+/// Text on stderr ([`stderr_bytes`]).
+pub fn stderr_text(s: &str) {
+    stderr_bytes(s.as_bytes());
+}
+
+/// A line on stderr that never panics ([`stderr_text`]).
+pub fn stderr_line(s: &str) {
+    stderr_text(&format!("{s}\n"));
 }

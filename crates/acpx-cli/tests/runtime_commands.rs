@@ -473,7 +473,8 @@ fn ctrl_c_cancels_then_interrupts() {
         new_session(&env, &agent, &[]);
         // One process holds the agent (`--no-owner`), so the second Ctrl-C below has an
         // agent of its own to stop; through a queue owner the turn belongs to the owner.
-        // One Ctrl-C: the turn is cancelled, exit 0.
+        // One Ctrl-C: the turn is cancelled through ACP and recorded, exit 130 (Node's
+        // INTERRUPTED).
         let run = spawn_until(
             &env,
             &[
@@ -489,7 +490,7 @@ fn ctrl_c_cancels_then_interrupts() {
         );
         kill(&run.child, libc::SIGINT);
         let (code, lines, stderr) = run.finish();
-        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(code, 130, "{stderr}");
         let last = lines.last().unwrap();
         assert_eq!(
             last["payload"]["stopReason"], "cancelled",

@@ -14,6 +14,7 @@
 //! `approve-all`, refused under `deny-all`, asked through the [`PermissionPrompter`] under
 //! `approve-reads` (refused when there is none). Reads are refused only under `deny-all`.
 
+use crate::permission_rules::{PermissionRules, RuleAction};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
@@ -201,6 +202,44 @@ pub async fn decide(
             }
         }
     }
+}
+
+/// [`decide`] with `--permission-policy` rules first ([`crate::permission_rules`]): a rule that
+/// approves or denies decides as `approve-all` / `deny-all` would; `escalate` asks the
+/// prompter (even about reads) and rejects without one; no matching rule leaves it to `mode`.
+pub async fn decide_with_rules(
+    mode: PermissionMode,
+    rules: Option<&PermissionRules>,
+    prompter: Option<&dyn PermissionPrompter>,
+    params: &Value,
+) -> PermissionDecision {
+    let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+    let forced = match rules.and_then(|r| r.decide(&tool_call)) {
+        None => return decide(mode, prompter, params).await,
+        Some(RuleAction::Approve) => PermissionMode::ApproveAll,
+        Some(RuleAction::Deny) => PermissionMode::DenyAll,
+        Some(RuleAction::Escalate) => {
+            let has_options = params
+                .get("options")
+                .and_then(Value::as_array)
+                .is_some_and(|o| !o.is_empty());
+            let question = PermissionQuestion {
+                method: "session/request_permission".into(),
+                title: tool_call
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(untitled tool call)")
+                    .to_owned(),
+                kind: tool_kind(&tool_call),
+                details: params.clone(),
+            };
+            match prompter {
+                Some(p) if has_options && p.ask(&question).await => PermissionMode::ApproveAll,
+                _ => PermissionMode::DenyAll,
+            }
+        }
+    };
+    decide(forced, None, params).await
 }
 
 /// Whether a write or terminal may proceed under `mode` (asking when the mode says so).
@@ -410,6 +449,15 @@ impl ExitStatus {
         ExitStatus {
             exit_code: status.code(),
             signal: status.signal().map(signal_name),
+        }
+    }
+
+    /// How it ended, for people: `exited with code 0`, `killed by SIGTERM`.
+    pub fn describe(&self) -> String {
+        match (self.exit_code, &self.signal) {
+            (Some(c), _) => format!("exited with code {c}"),
+            (None, Some(s)) => format!("killed by {s}"),
+            (None, None) => "ended".into(),
         }
     }
 

@@ -18,10 +18,11 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::client_ops::{
-    decide, gate, permission_denied, FsRoot, PermissionDecision, PermissionMode,
+    decide_with_rules, gate, permission_denied, FsRoot, PermissionDecision, PermissionMode,
     PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
+use crate::permission_rules::{PermissionRules, RuleAction};
 use crate::recorder::{EventDraft, Recorder};
 use crate::session::NonInteractivePermissions;
 
@@ -52,6 +53,8 @@ pub(crate) struct ClientPolicy {
     pub permission_mode: PermissionMode,
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
     pub non_interactive: NonInteractivePermissions,
+    /// `--permission-policy` rules, applied to `session/request_permission` before the mode.
+    pub permission_rules: Option<PermissionRules>,
     pub terminal_output_limit: usize,
     pub terminal_output_ceiling: usize,
 }
@@ -85,6 +88,7 @@ pub(crate) struct TurnPolicy {
     pub permission_mode: PermissionMode,
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
     pub non_interactive: NonInteractivePermissions,
+    pub permission_rules: Option<PermissionRules>,
 }
 
 impl SessionCore {
@@ -131,6 +135,14 @@ impl SessionCore {
         Self::lock(&self.turn_policy)
             .as_ref()
             .map_or(self.policy.non_interactive, |p| p.non_interactive)
+    }
+
+    /// The `--permission-policy` rules now: the turn's, else the session's.
+    pub fn permission_rules(&self) -> Option<PermissionRules> {
+        match Self::lock(&self.turn_policy).as_ref() {
+            Some(p) => p.permission_rules.clone(),
+            None => self.policy.permission_rules.clone(),
+        }
     }
 
     /// Sets (or clears) the permission policy of the turn in progress.
@@ -189,9 +201,15 @@ impl SessionCore {
     /// Whether a decision needs a human that is not there and the policy says to fail; if
     /// so, marks the turn (it fails with `PERMISSION_PROMPT_UNAVAILABLE`).
     fn fail_without_prompter(&self, what: &str) -> bool {
+        self.fail_without_prompter_if(what, self.permission_mode() == PermissionMode::ApproveReads)
+    }
+
+    /// [`Self::fail_without_prompter`] for a decision that needs a human when `needs_human`
+    /// (an `escalate` rule needs one whatever the mode).
+    fn fail_without_prompter_if(&self, what: &str, needs_human: bool) -> bool {
         // The turn's policy when its caller chose one (a queue owner's task), else the
         // session's.
-        let unavailable = self.permission_mode() == PermissionMode::ApproveReads
+        let unavailable = needs_human
             && self.prompter().is_none()
             && self.non_interactive() == NonInteractivePermissions::Fail;
         if unavailable && Self::lock(&self.turn).is_some() {
@@ -437,6 +455,20 @@ impl SessionCore {
             m if m.starts_with("terminal/") && self.policy.terminal => {
                 self.terminal(m, params).await
             }
+            // Switched off (`--no-fs`, `--no-terminal`): not advertised in `initialize`
+            // either; an agent that calls anyway is told why, not just "method not found".
+            m if m.starts_with("fs/") || m.starts_with("terminal/") => {
+                let flag = if m.starts_with("fs/") {
+                    "--no-fs"
+                } else {
+                    "--no-terminal"
+                };
+                Err(SdkError::new(
+                    -32601,
+                    format!("acpx refused {m}: this client does not offer it ({flag})"),
+                )
+                .data(json!({"acpxCode": "CAPABILITY_DISABLED", "method": m})))
+            }
             _ => Err(SdkError::method_not_found()),
         }
     }
@@ -490,15 +522,28 @@ impl SessionCore {
             .and_then(Value::as_str)
             .unwrap_or("a tool call")
             .to_owned();
+        // A `--permission-policy` rule decides before the mode; `escalate` needs a human.
+        let rules = self.permission_rules();
+        let rule = rules.as_ref().and_then(|r| r.decide(&tool));
+        let needs_human = match rule {
+            Some(RuleAction::Escalate) => true,
+            Some(_) => false,
+            None => !is_read && self.permission_mode() == PermissionMode::ApproveReads,
+        };
         // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
         // fail` (which also fails the turn).
         let decision = if already_cancelled
-            || (has_options && !is_read && self.fail_without_prompter(&title))
+            || (has_options && self.fail_without_prompter_if(&title, needs_human))
         {
             PermissionDecision::Cancelled
         } else {
             let prompter = self.prompter();
-            let ask = decide(self.permission_mode(), prompter.as_deref(), params);
+            let ask = decide_with_rules(
+                self.permission_mode(),
+                rules.as_ref(),
+                prompter.as_deref(),
+                params,
+            );
             match cancel {
                 Some(mut c) => tokio::select! {
                     d = ask => d,
@@ -537,6 +582,9 @@ impl SessionCore {
             json!(crate::client_ops::tool_kind(&tool_call)),
         );
         extra.insert("policy".into(), json!(self.permission_mode().as_str()));
+        if let Some(r) = rule {
+            extra.insert("rule".into(), json!(r));
+        }
         self.log_operation(
             "session/request_permission",
             true,
@@ -703,7 +751,7 @@ impl SessionCore {
                 self.log_operation(
                     method,
                     true,
-                    format!("{id} exited ({:?}, {:?})", status.exit_code, status.signal),
+                    format!("{id} {}", status.describe()),
                     None,
                     extra,
                 )

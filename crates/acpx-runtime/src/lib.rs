@@ -124,6 +124,7 @@ pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
 pub mod owner;
+pub mod permission_rules;
 pub mod private_socket;
 pub mod recorder;
 pub mod runs;

@@ -22,6 +22,7 @@
 //! | `slow N` | opens a tool call, then N chunks 50 ms apart; stops with `cancelled` on `session/cancel` |
 //! | `stream N` | N 8-character chunks as fast as possible |
 //! | `error` | fails the prompt with JSON-RPC error -32603 and data |
+//! | `flaky N` | fails the first N `flaky` prompts of the process with -32603 before any update, then replies |
 //! | `die` | sends one chunk, then exits with code 3 mid-turn |
 //! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
 //! | `late` | answers, then sends one more chunk after the response |

@@ -468,6 +468,16 @@ pub(crate) async fn prompt(
                 say(cx, &format!("{:07} ", i % 10_000_000))?;
             }
         }
+        "flaky" => {
+            // Fails the first N `flaky` prompts of this agent process with -32603, before
+            // any update (a transient failure `--prompt-retries` may retry), then answers.
+            static FAILED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n: u64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(1);
+            if FAILED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < n {
+                return Err(Error::new(-32603, "scripted transient failure"));
+            }
+            say(cx, "Steady now.")?;
+        }
         "error" => {
             say(cx, "About to fail.")?;
             return Err(Error::new(-32603, "scripted failure")

@@ -1,9 +1,10 @@
-//! `config show`: the resolved settings, where they came from, and the known agents.
+//! `config show`: the resolved settings, where they came from, and the known agents;
+//! `config init`: a commented template of the global config file.
 
 use serde_json::{json, Map, Value};
 
 use crate::context::Ctx;
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::render::action;
 
 /// `config show`.
@@ -67,4 +68,68 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         o.line(&format!("  {n:<14} {c}"));
     }
     Ok(())
+}
+
+/// What `config init` writes: every key at its default, explained by the "// key" entry
+/// before it (JSON has no comments; the loader skips keys that start with `//`).
+const TEMPLATE: &str = r#"{
+  "//": "acpx configuration, written by `acpx config init`. Keys starting with // are comments. A project's .acpxrc.json overrides this file; flags override both.",
+  "// defaultAgent": "the agent when none is named: a built-in name (`acpx config show` lists them) or one of `agents`",
+  "defaultAgent": "codex",
+  "// defaultPermissions": "approve-reads (reads and searches allowed, anything else asked on a terminal), approve-all or deny-all",
+  "defaultPermissions": "approve-reads",
+  "// nonInteractivePermissions": "when a question needs a terminal and there is none: deny (the turn goes on) or fail (exit 5)",
+  "nonInteractivePermissions": "deny",
+  "// format": "output format: text, json (one JSON value per line) or quiet (the reply only)",
+  "format": "text",
+  "// store": "storage backend: fs (files under the home) or sqlite (one database)",
+  "store": "fs",
+  "// timeout": "add \"timeout\": <seconds> to give up on a turn after that long (exit 3); no limit by default",
+  "// ttl": "seconds the session's queue owner keeps its agent warm after the last task; 0 = until the session is closed",
+  "ttl": 300,
+  "// queueMaxDepth": "the most tasks waiting behind the running one in a session",
+  "queueMaxDepth": 16,
+  "// noOwner": "true: every command runs the agent in its own process (no queue owner)",
+  "noOwner": false,
+  "// resumePolicy": "when the agent cannot restore a session: allow-new (continue in a new ACP session, said on stderr) or same-session-only (fail)",
+  "resumePolicy": "allow-new",
+  "// agents": "your own agents: \"name\": \"command line\" (or {\"command\": \"…\"}); they override built-in names",
+  "agents": {}
+}
+"#;
+
+/// `config init`.
+pub fn init(ctx: &Ctx, force: bool) -> CliResult<()> {
+    let path = ctx.home.join("config.json");
+    if path.exists() && !force {
+        return Err(
+            CliError::usage(format!("{} already exists", path.display()))
+                .with_detail("CONFIG_EXISTS")
+                .with_hint("pass --force to replace it, or edit it"),
+        );
+    }
+    std::fs::create_dir_all(&ctx.home)
+        .and_then(|_| std::fs::write(&path, TEMPLATE))
+        .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
+    if ctx.out.is_json() {
+        let mut m = Map::new();
+        m.insert("path".into(), json!(path.to_string_lossy()));
+        ctx.out.json(&action("config_init", m));
+    } else {
+        ctx.out.line(&format!("wrote {}", path.display()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_template_loads_without_warnings() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.json"), super::TEMPLATE).unwrap();
+        let c = crate::config::Config::load(home.path(), home.path()).unwrap();
+        assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+        assert_eq!(c.ttl, Some(300));
+        assert_eq!(c.queue_max_depth, Some(16));
+    }
 }

@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod node_import;
 pub mod runtime_cmds;
 pub mod sessions;
+pub mod shell;
 pub mod transfer;
 
 use acpx_model::SessionRecord;
@@ -26,9 +27,12 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Status(a) => runtime_cmds::status(ctx, a).await,
         Command::Owner(a) => runtime_cmds::owner_main(ctx, a).await,
         Command::Fsck(a) => fsck::run(ctx, a).await,
+        Command::Completions(a) => shell::completions(ctx, a.shell),
+        Command::Man => shell::man(ctx),
         Command::Migrate(a) => migrate::run(ctx, a).await,
         Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {
             ConfigCommand::Show => config_cmd::show(ctx),
+            ConfigCommand::Init(a) => config_cmd::init(ctx, a.force),
         },
         Command::Sessions(s) => match s.command {
             None => sessions::list(ctx, s.list).await,
@@ -41,6 +45,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Delete(a)) => sessions::delete(ctx, a).await,
             Some(SessionsCommand::History(a)) => sessions::history(ctx, a).await,
             Some(SessionsCommand::Events(a)) => sessions::events(ctx, a).await,
+            Some(SessionsCommand::Read(a)) => sessions::read(ctx, a).await,
+            Some(SessionsCommand::Watch(a)) => sessions::watch(ctx, a).await,
             Some(SessionsCommand::Export(a)) => transfer::export(ctx, a).await,
             Some(SessionsCommand::Import(a)) => transfer::import(ctx, a).await,
             Some(SessionsCommand::Prune(a)) => sessions::prune(ctx, a).await,

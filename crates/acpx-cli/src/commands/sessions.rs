@@ -13,7 +13,10 @@ use acpx_runtime::ops::scope;
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use serde_json::{json, Map, Value};
 
-use crate::cli::{DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, SearchArgs, Target};
+use crate::cli::{
+    DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
+    WatchArgs,
+};
 use crate::commands::{runtime_cmds, select};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
@@ -297,6 +300,30 @@ pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
         ctx.out.raw(&text);
     }
     Ok(())
+}
+
+/// `sessions read`: the conversation in full (`sessions history --full`), every message
+/// unless `--tail` says otherwise.
+pub async fn read(ctx: &Ctx, a: ReadArgs) -> CliResult<()> {
+    let args = HistoryArgs {
+        target: a.target,
+        limit: a.tail,
+        full: true,
+    };
+    history(ctx, args).await
+}
+
+/// `sessions watch`: the whole log (or from `--from-seq`), then every new event as any process
+/// appends it, until the session is closed or deleted (`sessions events --follow`).
+pub async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult<()> {
+    let r = select(ctx, &a.target).await?;
+    // A watcher reports a damaged line and goes on rather than stop.
+    let query = EventQuery {
+        from_seq: a.from_seq,
+        mode: ReadMode::Lenient,
+        ..EventQuery::default()
+    };
+    follow(ctx, &r, &query).await
 }
 
 fn event_query(a: &EventsArgs) -> EventQuery {

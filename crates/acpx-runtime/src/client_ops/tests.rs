@@ -288,3 +288,14 @@ async fn terminal_kill_stops_the_whole_process_group() {
     }
     assert!(gone, "grandchild {grandchild} survived the kill");
 }
+
+#[test]
+fn exit_statuses_read_as_words() {
+    let st = |exit_code, signal: Option<&str>| ExitStatus {
+        exit_code,
+        signal: signal.map(str::to_owned),
+    };
+    assert_eq!(st(Some(0), None).describe(), "exited with code 0");
+    assert_eq!(st(None, Some("SIGTERM")).describe(), "killed by SIGTERM");
+    assert_eq!(st(None, None).describe(), "ended");
+}

@@ -306,14 +306,41 @@ pub async fn exec(
     spec: NewSessionSpec,
     prompt: Vec<Value>,
     interrupts: watch::Receiver<u32>,
+    events: impl FnMut(LocalEvent<'_>),
+) -> LocalResult<Turn> {
+    exec_with_config(runtime, spec, &[], prompt, interrupts, events).await
+}
+
+/// [`exec`], setting the session's ACP config options (`exec --config-option k=v`) in order
+/// before the turn. An option the agent refuses fails the command before the prompt is sent.
+pub async fn exec_with_config(
+    runtime: &Runtime,
+    spec: NewSessionSpec,
+    config_options: &[(String, String)],
+    prompt: Vec<Value>,
+    interrupts: watch::Receiver<u32>,
     mut events: impl FnMut(LocalEvent<'_>),
 ) -> LocalResult<Turn> {
     let mut presses = Presses::new(interrupts);
-    let session = presses
+    let mut session = presses
         .unless_pressed(runtime.open_new(spec))
         .await
         .ok_or(LocalError::Interrupted)??;
     events(LocalEvent::Opened(&session));
+    for (key, value) in config_options {
+        let set = session.set_config_option(key, Value::String(value.clone()));
+        match presses.unless_pressed(set).await {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                stop_now(session).await;
+                return Err(e.into());
+            }
+            None => {
+                stop_now(session).await;
+                return Err(LocalError::Interrupted);
+            }
+        }
+    }
     run_turn(session, prompt, &mut presses, None, &mut events).await
 }
 

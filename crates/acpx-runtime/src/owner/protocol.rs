@@ -44,6 +44,18 @@ pub struct TaskOptions {
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `--prompt-retries` (`None`: the owner's, 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_retries: Option<u32>,
+    /// `--permission-policy` rules for this task's permission requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_policy: Option<crate::permission_rules::PermissionRules>,
+    /// `--no-fs`: the agent is neither offered nor served `fs/*`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_fs: bool,
+    /// `--no-terminal`: the agent is neither offered nor served `terminal/*`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_terminal: bool,
     /// Whether the client's user can answer permission questions (it would ask at its
     /// terminal on the one-process path): the owner then sends it `permission_request` lines
     /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.

@@ -30,9 +30,21 @@ pub(super) struct Worker {
     base: RuntimeOptions,
     shared: Arc<Shared>,
     session: Option<Session>,
-    /// The MCP servers (ACP array form) the agent of `session` was given.
-    session_mcp: Value,
+    /// The MCP servers (ACP array form) the agent of `session` was given, and whether it was
+    /// offered fs and terminal (`--no-fs`, `--no-terminal`): a task that wants otherwise
+    /// reattaches, since capabilities are fixed at `initialize`.
+    session_mcp: (Value, bool, bool),
     attach_sink: AttachSink,
+}
+
+/// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and whether fs
+/// and terminal are offered.
+fn wanted_agent(options: &TaskOptions, record: &acpx_model::SessionRecord) -> (Value, bool, bool) {
+    (
+        wanted_mcp(options, record),
+        !options.no_fs,
+        !options.no_terminal,
+    )
 }
 
 /// The MCP servers a task wants: its own (`--mcp-config`), else the record's, else the
@@ -73,7 +85,7 @@ impl Worker {
             base,
             shared,
             session: None,
-            session_mcp: Value::Null,
+            session_mcp: (Value::Null, true, true),
             attach_sink,
         }
     }
@@ -212,10 +224,10 @@ impl Worker {
     ) -> RuntimeResult<Option<Vec<Notice>>> {
         if let Some(s) = &self.session {
             if s.is_connected() {
-                if wanted_mcp(options, &s.record().await) == self.session_mcp {
+                if wanted_agent(options, &s.record().await) == self.session_mcp {
                     return Ok(None);
                 }
-                tracing::info!("the task names other MCP servers; reattaching with them");
+                tracing::info!("the task names other MCP servers or capabilities; reattaching");
             } else {
                 tracing::warn!("the agent went away; restarting it for the next task");
             }
@@ -235,6 +247,8 @@ impl Worker {
             attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
         }
         attach.model = options.model.clone();
+        attach.fs = !options.no_fs;
+        attach.terminal = !options.no_terminal;
         let runtime = Runtime::new(self.store.clone(), attach);
         *locked(&self.attach_sink) = sink.cloned();
         let opened = runtime.open_existing(&self.shared.config.record_id).await;
@@ -244,7 +258,7 @@ impl Worker {
                 *locked(&self.shared.agent_pid) = Some(s.pid());
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
                 self.shared.write_lease(Some(s.pid()));
-                self.session_mcp = wanted_mcp(options, &s.record().await);
+                self.session_mcp = wanted_agent(options, &s.record().await);
                 let notices = s.notices().to_vec();
                 self.session = Some(s);
                 Ok(Some(notices))
@@ -333,6 +347,8 @@ impl Worker {
                     ),
                     prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
                     non_interactive: options.non_interactive,
+                    permission_rules: options.permission_policy.clone(),
+                    prompt_retries: options.prompt_retries,
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),
                 };

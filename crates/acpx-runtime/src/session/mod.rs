@@ -15,6 +15,7 @@ mod options;
 mod prompt;
 mod queue_log;
 mod recover;
+mod retry;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub use options::{
 pub use prompt::TurnOptions;
 pub use queue_log::QueueLog;
 pub use recover::load_rolled_forward;
+pub use retry::TRANSIENT_PROMPT_ERRORS;
 
 /// Opens sessions against a [`Store`].
 #[derive(Clone)]
@@ -108,6 +110,7 @@ impl Runtime {
             permission_mode: self.options.permission_mode,
             prompter: self.options.prompter.clone(),
             non_interactive: self.options.non_interactive,
+            permission_rules: self.options.permission_rules.clone(),
             terminal_output_limit: self.options.terminal_output_limit,
             terminal_output_ceiling: self.options.terminal_output_ceiling,
         }

@@ -15,6 +15,7 @@ use crate::client_ops::{
 };
 use crate::mapping::RollForward;
 use crate::mcp_servers::McpServers;
+use crate::permission_rules::PermissionRules;
 use crate::recorder::{Observer, DEFAULT_SNAPSHOT_INTERVAL};
 
 /// The protocol version acpx speaks.
@@ -68,6 +69,11 @@ pub struct RuntimeOptions {
     /// A model chosen for this invocation (`--model`): applied after attaching and stored as
     /// the session's desired model.
     pub model: Option<String>,
+    /// `--permission-policy` rules: they decide permission requests before the mode.
+    pub permission_rules: Option<PermissionRules>,
+    /// `--prompt-retries`: how many times a transient prompt failure before any side effect
+    /// is retried ([`crate::session::TRANSIENT_PROMPT_ERRORS`]).
+    pub prompt_retries: u32,
 }
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
@@ -136,6 +142,8 @@ impl Default for RuntimeOptions {
             mcp_servers: None,
             default_mcp_servers: None,
             model: None,
+            permission_rules: None,
+            prompt_retries: 0,
         }
     }
 }

@@ -30,6 +30,12 @@ pub struct TurnOptions {
     /// What happens in this turn when a decision needs a human and there is none (used
     /// only with `permission_mode`; `None` there keeps the session's rule).
     pub non_interactive: Option<NonInteractivePermissions>,
+    /// The `--permission-policy` rules of this turn (used only with `permission_mode`, like
+    /// `prompter`).
+    pub permission_rules: Option<crate::permission_rules::PermissionRules>,
+    /// How many times a transient failure is retried (`--prompt-retries`); `None` keeps the
+    /// session's.
+    pub prompt_retries: Option<u32>,
     /// The prompt timeout of this turn; `None` keeps the session's.
     pub prompt_timeout: Option<Option<Duration>>,
     /// The turn's `requestId` in the log; `None` makes a fresh one.
@@ -43,6 +49,8 @@ impl std::fmt::Debug for TurnOptions {
             .field("permission_mode", &self.permission_mode)
             .field("prompter", &self.prompter.is_some())
             .field("non_interactive", &self.non_interactive)
+            .field("permission_rules", &self.permission_rules)
+            .field("prompt_retries", &self.prompt_retries)
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
             .finish()
@@ -72,8 +80,37 @@ impl Session {
     }
 
     /// Runs one prompt turn with its own [`TurnOptions`]; the session's own options apply
-    /// again after it.
+    /// again after it. A transient failure before any side effect is retried as a new turn
+    /// up to `prompt_retries` times ([`super::retry`]).
     pub async fn prompt_with_options(
+        &mut self,
+        prompt: Vec<Value>,
+        options: TurnOptions,
+    ) -> RuntimeResult<TurnOutcome> {
+        let retries = options
+            .prompt_retries
+            .unwrap_or(self.options.prompt_retries);
+        let mut attempt = 0;
+        loop {
+            let mut this = options.clone();
+            if attempt > 0 {
+                // Each attempt is a turn of its own in the log.
+                this.request_id = None;
+            }
+            let outcome = self.prompt_once(prompt.clone(), this).await?;
+            if attempt >= retries || !self.retryable(&outcome).await {
+                return Ok(outcome);
+            }
+            attempt += 1;
+            tracing::info!(
+                attempt,
+                retries,
+                "the prompt failed transiently before any update; retrying"
+            );
+        }
+    }
+
+    async fn prompt_once(
         &mut self,
         prompt: Vec<Value>,
         options: TurnOptions,
@@ -98,6 +135,7 @@ impl Session {
                 non_interactive: options
                     .non_interactive
                     .unwrap_or(self.options.non_interactive),
+                permission_rules: options.permission_rules.clone(),
             }));
         }
         let result = turn::run(parts, prompt, options.observer, options.request_id).await;

@@ -76,6 +76,10 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         mcp_servers: ctx.mcp_servers.clone(),
         default_mcp_servers: ctx.config.mcp_servers.clone(),
         model: ctx.model.clone(),
+        permission_rules: ctx.permission_rules.clone(),
+        prompt_retries: ctx.prompt_retries,
+        fs: !ctx.no_fs,
+        terminal: !ctx.no_terminal,
         ..RuntimeOptions::default()
     };
     if let Some(t) = ctx.timeout {
@@ -115,22 +119,69 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
     }
 }
 
-/// Counts the Ctrl-Cs from now on, for [`acpx_runtime::ops::local`]: the first one during a
-/// turn cancels it, the second stops the agent (see the module docs there). The handler is
-/// installed before this returns, so no Ctrl-C kills the process meanwhile.
+/// Set once SIGINT or SIGTERM arrived during a command: the turn was cancelled through ACP and
+/// recorded, and the process then exits 130 (see [`was_interrupted`]).
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn mark_interrupted() {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether SIGINT or SIGTERM interrupted this invocation (its exit status is then 130).
+pub fn was_interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Resolves on the next SIGINT or SIGTERM (both cancel a turn the same way); `None` when
+/// a stream of them ended. A signal that cannot be watched never arrives.
+pub(super) struct Interrupts {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    /// Installs both handlers now, so no signal kills the process from here on.
+    pub(super) fn new() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        Interrupts {
+            int: signal(SignalKind::interrupt()).ok(),
+            term: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next interrupt (marking the invocation as interrupted).
+    pub(super) async fn recv(&mut self) -> Option<()> {
+        async fn one(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+            match s {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        }
+        let r = tokio::select! {
+            r = one(&mut self.int) => r,
+            r = one(&mut self.term) => r,
+        };
+        if r.is_some() {
+            mark_interrupted();
+        }
+        r
+    }
+}
+
+/// Counts the Ctrl-Cs (and SIGTERMs) from now on, for [`acpx_runtime::ops::local`]: the first
+/// one during a turn cancels it, the second stops the agent (see the module docs there). The
+/// handlers are installed before this returns, so no signal kills the process meanwhile.
 fn sigint_count() -> tokio::sync::watch::Receiver<u32> {
     let (tx, rx) = tokio::sync::watch::channel(0);
-    let signals = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
-    if let Ok(mut signals) = signals {
-        tokio::spawn(async move {
-            while signals.recv().await.is_some() {
-                tx.send_modify(|n| *n += 1);
-                if tx.is_closed() {
-                    return;
-                }
+    let mut signals = Interrupts::new();
+    tokio::spawn(async move {
+        while signals.recv().await.is_some() {
+            tx.send_modify(|n| *n += 1);
+            if tx.is_closed() {
+                return;
             }
-        });
-    }
+        }
+    });
     rx
 }
 
@@ -145,7 +196,7 @@ fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
         }
         LocalEvent::CancellingTurn => {
             if ctx.out.is_text() {
-                eprintln!("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
+                crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
             }
         }
         LocalEvent::TurnOver => {}
@@ -254,10 +305,10 @@ fn report_notices(ctx: &Ctx, notices: &[Notice]) {
                         }),
                     );
                 } else if ctx.out.is_text() {
-                    eprintln!(
+                    crate::output::stderr_line(&format!(
                         "[acpx] the agent could not restore ACP session {previous_acp_session_id} ({}); continuing in new ACP session {acp_session_id}: the agent does not remember earlier turns",
                         describe_attempts(failed_attempts)
-                    );
+                    ));
                 }
             }
             Notice::ChoiceNotRestored {

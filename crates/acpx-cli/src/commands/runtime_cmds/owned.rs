@@ -17,7 +17,6 @@ use acpx_runtime::owner::protocol::{
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::cli::OwnerArgs;
 use crate::config::{Format, PermissionMode as CliPermission};
@@ -110,6 +109,10 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
         model: ctx.model.clone(),
+        permission_policy: ctx.permission_rules.clone(),
+        prompt_retries: Some(ctx.prompt_retries),
+        no_fs: ctx.no_fs,
+        no_terminal: ctx.no_terminal,
         interactive: false,
     }
 }
@@ -144,8 +147,7 @@ pub(super) async fn prompt(
     };
     // One listener for the whole wait: a Ctrl-C that arrives while a line is being rendered
     // is kept for the next select, not lost between two `ctrl_c()` futures.
-    let mut sigint = signal(SignalKind::interrupt())
-        .map_err(|e| CliError::runtime(format!("cannot watch Ctrl-C: {e}")))?;
+    let mut sigint = super::Interrupts::new();
     let mut answer = send_or_spawn(ctx, id, &request).await?;
     let mut cancels = 0u32;
     loop {
@@ -163,7 +165,7 @@ pub(super) async fn prompt(
                     ));
                 }
                 if ctx.out.is_text() {
-                    eprintln!("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
+                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
                 }
                 let _ = cancel_request(ctx, id).await;
                 continue;
@@ -193,11 +195,30 @@ pub(super) async fn prompt(
                 report_notices(ctx, &into_notices(notices));
             }
             Some(Response::Event { envelope }) => live.on_event(&envelope),
-            Some(Response::PermissionRequest { id, question }) => {
+            Some(Response::PermissionRequest { id: qid, question }) => {
                 // Only an interactive request is asked; refuse anything else.
                 let answered = match &prompter {
-                    Some(p) => answer.answer_with(id, question, p.as_ref()).await,
-                    None => answer.answer_permission(id, false).await.map(|_| false),
+                    Some(p) => {
+                        let asked = tokio::select! {
+                            a = answer.answer_with(qid, question, p.as_ref()) => Some(a),
+                            _ = sigint.recv() => None,
+                        };
+                        match asked {
+                            Some(a) => a,
+                            None => {
+                                // Ctrl-C while the question is open: the turn is cancelled
+                                // through the owner, which answers the open question as
+                                // cancelled; the refusal sent after it only closes ours.
+                                cancels += 1;
+                                if ctx.out.is_text() {
+                                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
+                                }
+                                let _ = cancel_request(ctx, id).await;
+                                answer.answer_permission(qid, false).await.map(|_| false)
+                            }
+                        }
+                    }
+                    None => answer.answer_permission(qid, false).await.map(|_| false),
                 };
                 if let Err(e) = answered {
                     ctx.out.warn(&format!(
@@ -377,10 +398,10 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
         ))),
         other => {
             if ctx.out.format != Format::Quiet {
-                eprintln!(
+                crate::output::stderr_line(&format!(
                     "acpx queue owner {}: stopped ({other:?})",
                     std::process::id()
-                );
+                ));
             }
             Ok(())
         }

@@ -230,9 +230,10 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         cwd: ctx.cwd.clone(),
         name: None,
     };
-    let turn = local::exec(
+    let turn = local::exec_with_config(
         &runtime,
         spec,
+        &a.config_options,
         text_prompt(&text),
         sigint_count(),
         |event| turn_event(ctx, &live, event),

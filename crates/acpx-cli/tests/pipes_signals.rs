@@ -1,0 +1,274 @@
+//! Closed or failing output never costs the record, and signals cancel through ACP: real
+//! pipes closed early, `/dev/full`, SIGINT and SIGTERM, with the session owner and with
+//! `--no-owner`, on both stores.
+
+mod common;
+
+use std::io::Read;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Env, BACKENDS};
+use serde_json::Value;
+
+const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
+
+fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--agent", agent];
+    v.extend(mode);
+    v.extend(rest);
+    v
+}
+
+/// The events of the session's last turn (from its `prompt_started`; queue bookkeeping left
+/// out, so the last one is the turn's end).
+fn last_turn(env: &Env, agent: &str) -> Vec<Value> {
+    let all = env
+        .run(&["--format", "json", "--agent", agent, "sessions", "events"])
+        .ok()
+        .json_lines();
+    let start = all
+        .iter()
+        .rposition(|e| e["type"] == "prompt_started")
+        .expect("a prompt_started");
+    let rid = all[start]["requestId"].clone();
+    all[start..]
+        .iter()
+        .filter(|e| e["requestId"] == rid && e["stream"] == "prompt")
+        .cloned()
+        .collect()
+}
+
+fn chunks(turn: &[Value]) -> usize {
+    turn.iter()
+        .filter(|e| e["payload"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .count()
+}
+
+/// `status` and `sessions show` after the turn: neither says the session died.
+fn assert_session_agrees(env: &Env, agent: &str) {
+    let st = env
+        .run(&["--format", "json", "--agent", agent, "status"])
+        .ok()
+        .json();
+    assert!(
+        st["status"] == "idle" || st["status"] == "alive",
+        "status after the turn: {st}"
+    );
+    let show = env
+        .run(&["--format", "json", "--agent", agent, "sessions", "show"])
+        .ok()
+        .json();
+    assert_eq!(show["closed"], false, "{show}");
+    assert_eq!(show["acpxRecordId"], st["acpxRecordId"]);
+}
+
+fn wait_with_deadline(child: &mut Child) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code().unwrap_or(-1);
+        }
+        assert!(Instant::now() < deadline, "acpx did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_pipe_closed_early_costs_nothing_and_exits_with_the_turns_status() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            for format in ["text", "json"] {
+                // `acpx prompt "stream 3000" | head -c 10`: read 10 bytes, close the pipe.
+                let mut child = env
+                    .cmd()
+                    .args(args(
+                        &agent,
+                        mode,
+                        &["--format", format, "prompt", "stream 3000"],
+                    ))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut stdout = child.stdout.take().unwrap();
+                let mut first = [0u8; 10];
+                stdout.read_exact(&mut first).unwrap();
+                drop(stdout);
+                let mut stderr = child.stderr.take().unwrap();
+                let code = wait_with_deadline(&mut child);
+                let mut err = String::new();
+                stderr.read_to_string(&mut err).unwrap();
+                assert_eq!(code, 0, "{backend} {mode:?} {format}: {err}");
+                assert!(!err.contains("panicked"), "{err}");
+                assert!(!err.contains("error"), "a closed pipe is quiet: {err}");
+                let turn = last_turn(&env, &agent);
+                assert_eq!(chunks(&turn), 3000, "{backend} {mode:?} {format}");
+                let end = turn.last().unwrap();
+                assert_eq!(end["type"], "prompt_done", "{end}");
+                assert_eq!(end["payload"]["stopReason"], "end_turn", "{end}");
+                assert_session_agrees(&env, &agent);
+            }
+
+            // stderr closed early (`--verbose … 2>&1 | head -1`): no panic, same record.
+            let mut child = env
+                .cmd()
+                .args(args(&agent, mode, &["--verbose", "prompt", "stream 500"]))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stderr = child.stderr.take().unwrap();
+            let mut first = [0u8; 1];
+            stderr.read_exact(&mut first).unwrap();
+            drop(stderr);
+            assert_eq!(wait_with_deadline(&mut child), 0, "{backend} {mode:?}");
+            assert_eq!(chunks(&last_turn(&env, &agent)), 500);
+        }
+    }
+}
+
+#[test]
+fn a_failing_stdout_exits_1_after_the_turn_is_recorded() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            let o = env
+                .cmd()
+                .args(args(&agent, mode, &["prompt", "stream 400"]))
+                .stdout(full)
+                .stderr(Stdio::piped())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{backend} {mode:?}: {err}");
+            assert!(err.contains("cannot write to stdout"), "{err}");
+            assert!(!err.contains("panicked"), "{err}");
+            let turn = last_turn(&env, &agent);
+            assert_eq!(chunks(&turn), 400);
+            assert_eq!(turn.last().unwrap()["type"], "prompt_done");
+            assert_session_agrees(&env, &agent);
+        }
+    }
+}
+
+#[test]
+fn sigint_and_sigterm_cancel_the_turn_through_acp_and_exit_130() {
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            for signal in [libc::SIGINT, libc::SIGTERM] {
+                let mut child = env
+                    .cmd()
+                    .args(args(&agent, mode, &["prompt", "slow 200"]))
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                // Wait for the reply to start streaming: the turn is running.
+                let mut stdout = child.stdout.take().unwrap();
+                let mut first = [0u8; 1];
+                stdout.read_exact(&mut first).unwrap();
+                let pid = i32::try_from(child.id()).unwrap();
+                // SAFETY: kill(2) on the pid of a child this test spawned and has not reaped.
+                assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+                let code = wait_with_deadline(&mut child);
+                assert_eq!(code, 130, "{backend} {mode:?} signal {signal}");
+                let turn = last_turn(&env, &agent);
+                let end = turn.last().unwrap();
+                assert_eq!(end["type"], "prompt_done", "{end}");
+                assert_eq!(end["payload"]["stopReason"], "cancelled", "{end}");
+                assert!(chunks(&turn) < 200, "the turn was cut short");
+                assert_session_agrees(&env, &agent);
+            }
+        }
+    }
+}
+
+/// Shell-quotes one word for `script -c`.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[test]
+fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
+    // `script` gives acpx a real terminal, so the question is asked at it (forwarded by the
+    // owner); a Ctrl-C typed at that terminal is a real SIGINT from the line discipline.
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    for backend in BACKENDS {
+        for mode in MODES {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+            let mut line = vec![
+                common::acpx_bin().to_string_lossy().into_owned(),
+                "--home".into(),
+                env.home().to_string_lossy().into_owned(),
+                "--store".into(),
+                backend.into(),
+                "--agent".into(),
+                agent.clone(),
+            ];
+            line.extend(mode.iter().map(|m| m.to_string()));
+            line.extend(["prompt".into(), "wait-permission".into()]);
+            let line: Vec<String> = line.iter().map(|w| quote(w)).collect();
+            let mut child = std::process::Command::new("script")
+                .args(["-qfec", &line.join(" "), "/dev/null"])
+                .current_dir(env.cwd())
+                .env_remove("ACPX_HOME")
+                .env_remove("ACPX_STORE")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 256];
+            while !String::from_utf8_lossy(&seen).contains("(y/N)") {
+                let n = stdout.read(&mut buf).unwrap();
+                assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
+                seen.extend_from_slice(&buf[..n]);
+            }
+            use std::io::Write;
+            child.stdin.as_mut().unwrap().write_all(b"\x03").unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = stdout.read_to_string(&mut rest);
+                rest
+            });
+            let code = wait_with_deadline(&mut child);
+            drop(child.stdin.take());
+            let rest = reader.join().unwrap();
+            assert_eq!(code, 130, "{backend} {mode:?}: {rest}");
+            let turn = last_turn(&env, &agent);
+            let end = turn.last().unwrap();
+            assert_eq!(end["type"], "prompt_done", "{end}");
+            assert_eq!(end["payload"]["stopReason"], "cancelled", "{end}");
+            assert_eq!(end["payload"]["permissionStats"]["cancelled"], 1, "{end}");
+            assert!(
+                turn.iter().any(|e| e["payload"]["decision"] == "cancelled"),
+                "{turn:?}"
+            );
+            assert_session_agrees(&env, &agent);
+        }
+    }
+}
