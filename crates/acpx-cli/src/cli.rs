@@ -117,8 +117,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub deny_all: bool,
 
-    /// Give up on a turn after this many seconds (exit 3)
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    /// Give up on a turn after this many seconds (exit 3). Every other request to the agent
+    /// (initialize, session/new, load, set-mode, …) gives up after 120 s, or
+    /// `requestTimeout` from the config, or this value when it is shorter
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::timeout_flag)]
     pub timeout: Option<f64>,
 
     /// Without a terminal to ask: deny the operation (default), or fail the turn (exit 5)
@@ -145,20 +147,13 @@ pub struct GlobalArgs {
 
     /// Keep the session's queue owner (its warm agent) this many seconds after its last task;
     /// 0 keeps it until the session is closed [default: 300, or `ttl` from the config]
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_ttl)]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::ttl_flag)]
     pub ttl: Option<u64>,
 
     /// Run the agent in this process for this command only (no background queue owner)
     /// [default: `noOwner` from the config, else false]
     #[arg(long, global = true)]
     pub no_owner: bool,
-}
-
-fn parse_ttl(s: &str) -> Result<u64, String> {
-    match s.parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n.round() as u64),
-        _ => Err(format!("{s:?} is not a number of seconds (0 or more)")),
-    }
 }
 
 /// `--non-interactive-permissions`.
@@ -177,13 +172,6 @@ pub enum ResumePolicyArg {
     AllowNew,
     // Fail instead of starting a new ACP session.
     SameSessionOnly,
-}
-
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
-    }
 }
 
 /// The commands.
