@@ -18,8 +18,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::client_ops::{
-    decide, gate, permission_denied, FsRoot, PermissionDecision, PermissionMode,
-    PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
+    decide, gate, not_offered, permission_denied, refusal, FsRoot, PermissionDecision,
+    PermissionMode, PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
 use crate::recorder::{EventDraft, Recorder};
@@ -437,7 +437,7 @@ impl SessionCore {
             m if m.starts_with("terminal/") && self.policy.terminal => {
                 self.terminal(m, params).await
             }
-            _ => Err(SdkError::method_not_found()),
+            other => Err(not_offered(other)),
         }
     }
 
@@ -553,10 +553,7 @@ impl SessionCore {
             .get("terminalId")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let unknown = || {
-            SdkError::invalid_params()
-                .data(json!({"reason": format!("unknown terminal id {id:?}")}))
-        };
+        let unknown = || refusal(&format!("unknown terminal id {id:?}"));
         let mut extra = Map::new();
         extra.insert("terminalId".into(), json!(id));
         match method {
@@ -584,7 +581,7 @@ impl SessionCore {
                 extra.insert("command".into(), json!(command));
                 extra.insert("args".into(), json!(args));
                 if command.is_empty() {
-                    let e = SdkError::invalid_params().data(json!({"reason": "command is empty"}));
+                    let e = refusal("terminal/create: the command is empty");
                     self.log_operation(
                         method,
                         false,
@@ -724,7 +721,7 @@ impl SessionCore {
                     .await;
                 Ok(json!({}))
             }
-            _ => Err(SdkError::method_not_found()),
+            other => Err(not_offered(other)),
         }
     }
 }
