@@ -146,7 +146,7 @@ impl SessionCore {
         Self::lock(&self.fatal).clone()
     }
 
-    fn set_fatal(&self, msg: String) {
+    pub(crate) fn set_fatal(&self, msg: String) {
         tracing::error!("{msg}");
         *Self::lock(&self.fatal) = Some(msg);
         self.fatal_notify.notify_waiters();

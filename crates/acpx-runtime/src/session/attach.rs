@@ -236,6 +236,7 @@ impl Runtime {
             cwd,
             &self.options.agent_env,
             self.options.wire_observer.clone(),
+            super::agent_output::recording_sink(core),
         )?;
         let conn = Connection::start(client_builder(core.clone()), transport).await?;
         Ok((agent, conn))
