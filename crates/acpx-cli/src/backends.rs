@@ -79,9 +79,7 @@ impl OpenStore {
             }
             Backend::Sqlite => {
                 let path = sqlite_path(home);
-                std::fs::create_dir_all(home).map_err(|e| {
-                    CliError::runtime(format!("cannot create {}: {e}", home.display()))
-                })?;
+                std::fs::create_dir_all(home).map_err(|e| home_error(home, &e))?;
                 let mut opts = SqliteStoreOptions::default();
                 if let Some(b) = max_segment_bytes {
                     opts.max_segment_bytes = b;
@@ -120,4 +118,23 @@ impl OpenStore {
             OpenStore::Sqlite(_) => sqlite_path(home),
         }
     }
+}
+
+/// Why the home directory `home` cannot be created, naming the path and the problem (an
+/// existing file is not "File exists" but "exists and is not a directory").
+fn home_error(home: &Path, e: &std::io::Error) -> CliError {
+    let problem = match std::fs::metadata(home) {
+        Ok(m) if !m.is_dir() => "it exists and is not a directory".to_owned(),
+        _ => match home.ancestors().skip(1).find(|a| a.exists()) {
+            Some(a) if !a.is_dir() => {
+                format!("{} exists and is not a directory", a.display())
+            }
+            _ => e.to_string(),
+        },
+    };
+    CliError::runtime(format!(
+        "cannot use {} as the acpx home: {problem}",
+        home.display()
+    ))
+    .with_hint("check --home / ACPX_HOME: it must be a directory acpx may create and write")
 }

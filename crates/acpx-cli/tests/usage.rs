@@ -345,3 +345,20 @@ fn duration_flags_name_the_flag_and_the_range() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("`requestTimeout`"), "{}", r.stderr);
 }
+
+/// A home that cannot be a directory is named with the problem, on both stores.
+#[test]
+fn a_home_that_is_not_a_directory_is_named() {
+    let env = Env::new("fs");
+    for store in ["fs", "sqlite"] {
+        for home in ["/dev/null", "/dev/null/acpx"] {
+            let r = env.run(&["--home", home, "--store", store, "sessions", "list"]);
+            assert_eq!(r.code, 1, "{store} {home}: {r:?}");
+            assert!(
+                r.stderr.contains(home) && r.stderr.contains("not a directory"),
+                "{store} {home}: {}",
+                r.stderr
+            );
+        }
+    }
+}
