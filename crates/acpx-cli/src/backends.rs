@@ -64,6 +64,9 @@ impl OpenStore {
             );
             err.with_hint("check --home / ACPX_HOME and the permissions of that directory")
         };
+        if let Some(problem) = not_a_directory(home) {
+            return Err(home_problem(home, &problem));
+        }
         Ok(match backend {
             Backend::Fs => {
                 let mut opts = FsStoreOptions::default();
@@ -120,18 +123,24 @@ impl OpenStore {
     }
 }
 
-/// Why the home directory `home` cannot be created, naming the path and the problem (an
-/// existing file is not "File exists" but "exists and is not a directory").
+/// Why `home` cannot be a directory: it, or its nearest existing ancestor, is something else.
+fn not_a_directory(home: &Path) -> Option<String> {
+    let existing = home.ancestors().find(|a| a.exists())?;
+    if existing.is_dir() {
+        None
+    } else if existing == home {
+        Some("it exists and is not a directory".to_owned())
+    } else {
+        Some(format!("{} exists and is not a directory", existing.display()))
+    }
+}
+
+/// Why the home directory `home` cannot be created, naming the path and the problem.
 fn home_error(home: &Path, e: &std::io::Error) -> CliError {
-    let problem = match std::fs::metadata(home) {
-        Ok(m) if !m.is_dir() => "it exists and is not a directory".to_owned(),
-        _ => match home.ancestors().skip(1).find(|a| a.exists()) {
-            Some(a) if !a.is_dir() => {
-                format!("{} exists and is not a directory", a.display())
-            }
-            _ => e.to_string(),
-        },
-    };
+    home_problem(home, &not_a_directory(home).unwrap_or_else(|| e.to_string()))
+}
+
+fn home_problem(home: &Path, problem: &str) -> CliError {
     CliError::runtime(format!(
         "cannot use {} as the acpx home: {problem}",
         home.display()
