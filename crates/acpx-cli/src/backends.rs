@@ -131,13 +131,19 @@ fn not_a_directory(home: &Path) -> Option<String> {
     } else if existing == home {
         Some("it exists and is not a directory".to_owned())
     } else {
-        Some(format!("{} exists and is not a directory", existing.display()))
+        Some(format!(
+            "{} exists and is not a directory",
+            existing.display()
+        ))
     }
 }
 
 /// Why the home directory `home` cannot be created, naming the path and the problem.
 fn home_error(home: &Path, e: &std::io::Error) -> CliError {
-    home_problem(home, &not_a_directory(home).unwrap_or_else(|| e.to_string()))
+    home_problem(
+        home,
+        &not_a_directory(home).unwrap_or_else(|| e.to_string()),
+    )
 }
 
 fn home_problem(home: &Path, problem: &str) -> CliError {

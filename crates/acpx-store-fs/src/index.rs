@@ -148,6 +148,9 @@ impl IndexCache {
             parsed: 0,
         };
         let mut changed = false;
+        // Active logs seen, to report those whose snapshot is missing.
+        let mut logs: Vec<RecordId> = Vec::new();
+        let mut snapshots: std::collections::HashSet<RecordId> = std::collections::HashSet::new();
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
             let os_name = entry.file_name();
@@ -155,21 +158,30 @@ impl IndexCache {
             let Some(name) = os_name.to_str() else {
                 continue;
             };
+            if let Some(id) = name
+                .strip_suffix(".events.ndjson")
+                .and_then(|i| RecordId::parse(i).ok())
+            {
+                logs.push(id);
+                continue;
+            }
             let Some(Entry::Snapshot(id)) = classify(name) else {
                 continue;
             };
+            snapshots.insert(id.clone());
             let path = entry.path();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    skip(&mut out, &path, format!("cannot stat the file: {e}"));
+                    skip(&mut out, &id, &path, format!("cannot stat the file: {e}"));
                     continue;
                 }
             };
             if !meta.is_file() {
                 skip(
                     &mut out,
+                    &id,
                     &path,
                     "not a regular file (symlinks and directories are not followed)".into(),
                 );
@@ -188,7 +200,7 @@ impl IndexCache {
                         Ok(b) => b,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                         Err(e) => {
-                            skip(&mut out, &path, format!("cannot read the file: {e}"));
+                            skip(&mut out, &id, &path, format!("cannot read the file: {e}"));
                             continue;
                         }
                     };
@@ -212,11 +224,26 @@ impl IndexCache {
                 (Some(s), _) => out.summaries.push(s.clone()),
                 (None, err) => skip(
                     &mut out,
+                    &id,
                     &path,
                     err.clone().unwrap_or_else(|| "malformed snapshot".into()),
                 ),
             }
             fresh.insert(name.to_owned(), e);
+        }
+        for id in logs.iter().filter(|id| !snapshots.contains(*id)) {
+            // A session whose snapshot is gone but whose log is there: reported, so `fsck`
+            // can rebuild it from the log (`docs/format.md` § Damaged snapshots). A session
+            // being created has its snapshot before its log, so this is never a new one.
+            let path = layout.snapshot(id);
+            if !path.exists() {
+                skip(
+                    &mut out,
+                    id,
+                    &path,
+                    "the snapshot is missing; its event log is there".into(),
+                );
+            }
         }
         let gone = !self.entries.is_empty();
         self.entries = fresh;
@@ -241,10 +268,14 @@ fn revision_agrees(path: &Path, e: &IndexEntry) -> bool {
     }
 }
 
-fn skip(out: &mut Listing, path: &Path, reason: String) {
+fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
     let location = path.display().to_string();
     tracing::warn!(file = %location, %reason, "skipping a malformed session snapshot");
-    out.skipped.push(SkippedEntry { location, reason });
+    out.skipped.push(SkippedEntry {
+        acpx_record_id: Some(id.clone()),
+        location,
+        reason,
+    });
 }
 
 /// Writes the cache (temp file, then rename; no fsync: losing it only costs a re-parse).
