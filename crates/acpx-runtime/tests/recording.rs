@@ -21,11 +21,11 @@ backend_tests! {
     a_disk_full_mid_stream_stops_the_turn_and_shows_only_stored_events => full_mid_stream;
 }
 
+/// What an observer was shown: each envelope's seq and JSON text, in order.
+type Shown = Arc<std::sync::Mutex<Vec<(u64, String)>>>;
+
 /// Every envelope an observer was shown, as JSON text, by seq.
-fn byte_collector() -> (
-    acpx_runtime::Observer,
-    Arc<std::sync::Mutex<Vec<(u64, String)>>>,
-) {
+fn byte_collector() -> (acpx_runtime::Observer, Shown) {
     let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = shown.clone();
     let observer: acpx_runtime::Observer = Arc::new(move |e: &acpx_model::EventEnvelope| {

@@ -500,7 +500,7 @@ struct LogIdentity {
 impl LogIdentity {
     fn learn(&mut self, e: &EventEnvelope) {
         if self.created_at.is_none() {
-            self.created_at = Some(e.timestamp.clone());
+            self.created_at = Some(e.timestamp);
             self.acp_session_id = Some(e.acp_session_id.clone());
         }
         if e.event_type != "lifecycle_event" {

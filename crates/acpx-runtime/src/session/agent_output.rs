@@ -51,7 +51,7 @@ pub(super) fn recording_sink(core: &Arc<SessionCore>) -> NonProtocolSink {
     Arc::new(move |line: &str| {
         let n = count.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::debug!(target: "acpx::agent_stdout", count = n, "agent stdout line that is not JSON-RPC: {line}");
-        if n <= RECORDED_IN_FULL || n % RECORD_EVERY == 0 {
+        if n <= RECORDED_IN_FULL || n.is_multiple_of(RECORD_EVERY) {
             let _ = tx.send((n, clip(line).to_owned(), line.len()));
         }
     })
