@@ -304,7 +304,7 @@ pub trait Store: Send + Sync + fmt::Debug {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock>;
 
     /// Writes `record` as the snapshot of the session whose writer lock is `writer`, whatever
-    /// the stored snapshot holds (missing, truncated, not JSON, invalid), leaving the log as
+    /// the stored snapshot holds (truncated, not JSON, invalid), leaving the log as
     /// it is: the repair of a damaged snapshot from its log (`docs/format.md` § Damaged
     /// snapshots). On success `record.revision` is the revision stored. A backend that keeps
     /// no snapshot separate from what it validates on write refuses with `InvalidArgument`.

@@ -278,7 +278,12 @@ impl Recorder {
         self.record.note_append_result(&result);
         self.dirty = true;
         if result.is_ok() {
-            self.unwritten.clear();
+            // Stored now: shown now, in order, as `record` shows held-back events.
+            for e in std::mem::take(&mut self.unwritten) {
+                for o in self.observers.iter().chain(self.turn_observer.iter()) {
+                    o(&e);
+                }
+            }
         }
         Ok(())
     }

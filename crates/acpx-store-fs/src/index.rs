@@ -148,9 +148,6 @@ impl IndexCache {
             parsed: 0,
         };
         let mut changed = false;
-        // Active logs seen, to report those whose snapshot is missing.
-        let mut logs: Vec<RecordId> = Vec::new();
-        let mut snapshots: std::collections::HashSet<RecordId> = std::collections::HashSet::new();
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
             let os_name = entry.file_name();
@@ -158,17 +155,9 @@ impl IndexCache {
             let Some(name) = os_name.to_str() else {
                 continue;
             };
-            if let Some(id) = name
-                .strip_suffix(".events.ndjson")
-                .and_then(|i| RecordId::parse(i).ok())
-            {
-                logs.push(id);
-                continue;
-            }
             let Some(Entry::Snapshot(id)) = classify(name) else {
                 continue;
             };
-            snapshots.insert(id.clone());
             let path = entry.path();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
@@ -230,20 +219,6 @@ impl IndexCache {
                 ),
             }
             fresh.insert(name.to_owned(), e);
-        }
-        for id in logs.iter().filter(|id| !snapshots.contains(*id)) {
-            // A session whose snapshot is gone but whose log is there: reported, so `fsck`
-            // can rebuild it from the log (`docs/format.md` § Damaged snapshots). A session
-            // being created has its snapshot before its log, so this is never a new one.
-            let path = layout.snapshot(id);
-            if !path.exists() {
-                skip(
-                    &mut out,
-                    id,
-                    &path,
-                    "the snapshot is missing; its event log is there".into(),
-                );
-            }
         }
         let gone = !self.entries.is_empty();
         self.entries = fresh;

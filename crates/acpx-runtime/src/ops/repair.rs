@@ -11,7 +11,7 @@
 //! that runs when a session is reopened) rolls the snapshot forward with the reducer, records
 //! an unfinished turn as interrupted, a stale agent pid as gone, and a snapshot ahead of its
 //! log as a log gap, each as a logged lifecycle or prompt event, and saves. A snapshot that is
-//! missing, truncated or garbage is rebuilt from the log with the reducer ([`rebuild_from_log`],
+//! truncated or garbage is rebuilt from the log with the reducer ([`rebuild_from_log`],
 //! `docs/format.md` § Damaged snapshots). Damaged log lines and seq gaps are reported, not
 //! guessed at. Sessions with a prompt running are skipped: their snapshot is legitimately
 //! behind.
@@ -34,8 +34,7 @@ use crate::session::{load_rolled_forward, Runtime, RuntimeOptions};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
-    /// The snapshot is missing, does not parse or does not validate (repairable: rebuilt
-    /// from the log).
+    /// The snapshot does not parse or does not validate (repairable: rebuilt from the log).
     SnapshotInvalid,
     /// A complete log line is not a valid event (not repairable).
     LogDamaged,
@@ -584,7 +583,7 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
     Ok(record)
 }
 
-/// Rebuilds a damaged or missing snapshot from the log ([`rebuild_from_log`]) and stores it
+/// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it
 /// under the session's writer lock, then runs the runtime's recovery (an unfinished turn
 /// recorded as interrupted, a stale agent pid as gone). Returns the stored record and what
 /// was done, or why it could not be done.

@@ -330,15 +330,9 @@ impl FsCore {
         self.require_snapshot(id)
     }
 
-    /// The session exists: its snapshot, or (when the snapshot is missing) its active log,
-    /// which is the truth the snapshot is rebuilt from (`docs/format.md` § Damaged snapshots).
     pub(super) fn require_snapshot(&self, id: &RecordId) -> StoreResult<()> {
         let path = self.layout.snapshot(id);
-        if stat_opt(&path).map_err(|e| io_err(&path, e))?.is_some() {
-            return Ok(());
-        }
-        let log = self.layout.segment(id, 0);
-        match stat_opt(&log).map_err(|e| io_err(&log, e))? {
+        match stat_opt(&path).map_err(|e| io_err(&path, e))? {
             Some(_) => Ok(()),
             None => Err(StoreError::NotFound(id.clone())),
         }
