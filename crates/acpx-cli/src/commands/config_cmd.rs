@@ -32,6 +32,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         if let Some(t) = ctx.timeout {
             m.insert("timeout".into(), json!(t.as_secs_f64()));
         }
+        m.insert("requestTimeout".into(), json!(request_timeout(ctx)));
         m.insert("agent".into(), json!(ctx.agent.command));
         m.insert("configFiles".into(), json!(files));
         m.insert("agents".into(), Value::Object(agents));
@@ -49,6 +50,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
             .map(|t| format!("{}s", t.as_secs_f64()))
             .unwrap_or_else(|| "none".into())
     ));
+    o.line(&format!("request timeout: {}s", request_timeout(ctx)));
     o.line(&format!(
         "agent:         {} ({})",
         ctx.agent.label(),
@@ -67,4 +69,13 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         o.line(&format!("  {n:<14} {c}"));
     }
     Ok(())
+}
+
+/// Seconds every ACP request but the prompt may take: `requestTimeout`, else the default.
+fn request_timeout(ctx: &Ctx) -> f64 {
+    ctx.config.request_timeout.unwrap_or_else(|| {
+        acpx_runtime::RuntimeOptions::default()
+            .request_timeout
+            .as_secs_f64()
+    })
 }
