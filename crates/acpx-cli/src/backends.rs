@@ -64,6 +64,9 @@ impl OpenStore {
             );
             err.with_hint("check --home / ACPX_HOME and the permissions of that directory")
         };
+        if let Some(problem) = not_a_directory(home) {
+            return Err(home_problem(home, &problem));
+        }
         Ok(match backend {
             Backend::Fs => {
                 let mut opts = FsStoreOptions::default();
@@ -79,9 +82,7 @@ impl OpenStore {
             }
             Backend::Sqlite => {
                 let path = sqlite_path(home);
-                std::fs::create_dir_all(home).map_err(|e| {
-                    CliError::runtime(format!("cannot create {}: {e}", home.display()))
-                })?;
+                std::fs::create_dir_all(home).map_err(|e| home_error(home, &e))?;
                 let mut opts = SqliteStoreOptions::default();
                 if let Some(b) = max_segment_bytes {
                     opts.max_segment_bytes = b;
@@ -120,4 +121,35 @@ impl OpenStore {
             OpenStore::Sqlite(_) => sqlite_path(home),
         }
     }
+}
+
+/// Why `home` cannot be a directory: it, or its nearest existing ancestor, is something else.
+fn not_a_directory(home: &Path) -> Option<String> {
+    let existing = home.ancestors().find(|a| a.exists())?;
+    if existing.is_dir() {
+        None
+    } else if existing == home {
+        Some("it exists and is not a directory".to_owned())
+    } else {
+        Some(format!(
+            "{} exists and is not a directory",
+            existing.display()
+        ))
+    }
+}
+
+/// Why the home directory `home` cannot be created, naming the path and the problem.
+fn home_error(home: &Path, e: &std::io::Error) -> CliError {
+    home_problem(
+        home,
+        &not_a_directory(home).unwrap_or_else(|| e.to_string()),
+    )
+}
+
+fn home_problem(home: &Path, problem: &str) -> CliError {
+    CliError::runtime(format!(
+        "cannot use {} as the acpx home: {problem}",
+        home.display()
+    ))
+    .with_hint("check --home / ACPX_HOME: it must be a directory acpx may create and write")
 }

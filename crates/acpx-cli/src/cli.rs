@@ -120,8 +120,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub deny_all: bool,
 
-    /// Give up on a turn after this many seconds (exit 3)
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_timeout)]
+    /// Give up on a turn after this many seconds (exit 3). Every other request to the agent
+    /// (initialize, session/new, load, set-mode, …) gives up after 120 s, or
+    /// `requestTimeout` from the config, or this value when it is shorter
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::timeout_flag)]
     pub timeout: Option<f64>,
 
     /// Without a terminal to ask: deny the operation (default), or fail the turn (exit 5)
@@ -148,7 +150,7 @@ pub struct GlobalArgs {
 
     /// Keep the session's queue owner (its warm agent) this many seconds after its last task;
     /// 0 keeps it until the session is closed [default: 300, or `ttl` from the config]
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = parse_ttl)]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::ttl_flag)]
     pub ttl: Option<u64>,
 
     /// Run the agent in this process for this command only (no background queue owner)
@@ -188,13 +190,6 @@ pub struct GlobalArgs {
     pub no_terminal: bool,
 }
 
-fn parse_ttl(s: &str) -> Result<u64, String> {
-    match s.parse::<f64>() {
-        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n.round() as u64),
-        _ => Err(format!("{s:?} is not a number of seconds (0 or more)")),
-    }
-}
-
 /// `--non-interactive-permissions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NonInteractiveArg {
@@ -217,13 +212,6 @@ fn parse_config_option(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
         _ => Err(format!("{s:?} is not KEY=VALUE")),
-    }
-}
-
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
     }
 }
 

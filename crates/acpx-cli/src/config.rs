@@ -7,7 +7,8 @@
 //!
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
 //! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
-//! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
+//! (seconds, a positive number), `requestTimeout` (seconds every other ACP request may take,
+//! default 120; both at most a year, see `crate::durations`), `agents` (`{"name": {"command": "..."}}` or
 //! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
 //! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
 //! in each command's own process), `mcpServers` (the MCP servers of new sessions:
@@ -22,8 +23,9 @@ use std::path::{Path, PathBuf};
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::ops::lookup::walk_dirs;
 use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::durations::{check_seconds, Range};
 use crate::error::{CliError, CliResult};
 
 /// The output format.
@@ -81,6 +83,8 @@ pub struct Config {
     pub format: Option<Format>,
     pub store: Option<Backend>,
     pub timeout: Option<f64>,
+    /// `requestTimeout`: seconds every ACP request but the prompt may take (default 120).
+    pub request_timeout: Option<f64>,
     /// name → agent command.
     pub agents: BTreeMap<String, String>,
     pub disable_exec: bool,
@@ -102,46 +106,81 @@ pub struct Config {
     pub unknown_keys: Vec<String>,
 }
 
+/// A duration key's value in seconds, checked against `range` (`crate::durations`).
+fn seconds(path: &Path, key: &str, value: &Value, range: Range) -> CliResult<f64> {
+    let checked = match value.as_f64() {
+        Some(n) => check_seconds(n, range).map(|_| n),
+        None => Err(format!("expected a number of seconds, got {value}")),
+    };
+    checked.map_err(|e| config_error(path, key, &e))
+}
+
 /// Keys of Node acpx's config that this version accepts without acting on them.
 const IGNORED_NODE_KEYS: &[&str] = &["authPolicy", "auth", "$schema"];
 
 impl Config {
-    /// Reads the global file under `home` and the project file found from `cwd`.
+    /// Reads the global file under `home` and the project file found from `cwd`; the first
+    /// problem in either fails the load.
+    #[cfg(test)]
     pub fn load(home: &Path, cwd: &Path) -> CliResult<Config> {
+        let (config, problem) = Config::load_lenient(home, cwd);
+        match problem {
+            Some(e) => Err(e),
+            None => Ok(config),
+        }
+    }
+
+    /// [`Config::load`] that keeps going: a file that cannot be read or parsed is left out,
+    /// a key with a bad value is left out, and the first such problem is returned next to
+    /// the settings that were good (what commands that do not need the config run with).
+    pub fn load_lenient(home: &Path, cwd: &Path) -> (Config, Option<CliError>) {
         let mut config = Config::default();
+        let mut problem = None;
         let global = home.join("config.json");
         if global.is_file() {
-            config.merge_file(&global)?;
+            if let Err(e) = config.merge_file(&global) {
+                problem.get_or_insert(e);
+            }
         }
         if let Some(project) = find_project_config(cwd) {
             // A project file that is also the global file (home inside the project) counts once.
             if project != global {
-                config.merge_file(&project)?;
+                if let Err(e) = config.merge_file(&project) {
+                    problem.get_or_insert(e);
+                }
             }
         }
-        Ok(config)
+        (config, problem)
     }
 
     fn merge_file(&mut self, path: &Path) -> CliResult<()> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            CliError::usage(format!("cannot read config file {}: {e}", path.display()))
+            config_problem(format!("cannot read config file {}: {e}", path.display()))
         })?;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
-            CliError::usage(format!("config file {}: invalid JSON: {e}", path.display()))
-                .with_hint("fix the file or remove it")
-                .with_detail("CONFIG_INVALID")
+            config_problem(format!(
+                "config file {}: invalid JSON at line {}, column {}: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
         })?;
         let Value::Object(map) = value else {
             return Err(config_error(path, ".", "the file must hold a JSON object"));
         };
-        self.merge(path, &map)?;
         self.files.push(path.to_owned());
-        Ok(())
+        let mut first = None;
+        for (key, value) in &map {
+            if let Err(e) = self.merge_key(path, key, value) {
+                first.get_or_insert(at_line(e, &text, key));
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 
-    fn merge(&mut self, path: &Path, map: &Map<String, Value>) -> CliResult<()> {
-        for (key, value) in map {
-            match key.as_str() {
+    fn merge_key(&mut self, path: &Path, key: &str, value: &Value) -> CliResult<()> {
+        {
+            match key {
                 "defaultAgent" => {
                     let s = expect_string(path, key, value)?;
                     if s.trim().is_empty() {
@@ -190,29 +229,14 @@ impl Config {
                         }
                     });
                 }
-                "timeout" => {
-                    let n = value.as_f64().filter(|n| n.is_finite() && *n > 0.0);
-                    match n {
-                        Some(n) => self.timeout = Some(n),
-                        None => {
-                            return Err(config_error(
-                                path,
-                                key,
-                                &format!("expected a positive number of seconds, got {value}"),
-                            ))
-                        }
-                    }
+                "timeout" => self.timeout = Some(seconds(path, key, value, Range::Positive)?),
+                "requestTimeout" => {
+                    self.request_timeout = Some(seconds(path, key, value, Range::Positive)?)
                 }
-                "ttl" => match value.as_f64().filter(|n| n.is_finite() && *n >= 0.0) {
-                    Some(n) => self.ttl = Some(n.round() as u64),
-                    None => {
-                        return Err(config_error(
-                            path,
-                            key,
-                            &format!("expected a number of seconds (0 or more), got {value}"),
-                        ))
-                    }
-                },
+                "ttl" => {
+                    let n = seconds(path, key, value, Range::ZeroOrMore)?;
+                    self.ttl = Some(n.round() as u64);
+                }
                 "queueMaxDepth" => match value.as_u64().filter(|n| *n >= 1) {
                     Some(n) => {
                         self.queue_max_depth = Some(usize::try_from(n).unwrap_or(usize::MAX))
@@ -369,12 +393,30 @@ fn expect_string(path: &Path, key: &str, value: &Value) -> CliResult<String> {
 }
 
 fn config_error(path: &Path, key: &str, message: &str) -> CliError {
-    CliError::usage(format!(
+    config_problem(format!(
         "config file {}: key `{key}`: {message}",
         path.display()
     ))
-    .with_hint("fix the value in that file (see `acpx --help` for the accepted keys)")
-    .with_detail("CONFIG_INVALID")
+}
+
+/// A config file that cannot be used: exit 1 (`CONFIG_INVALID`), not the usage code 2,
+/// since nothing on the command line is wrong (`docs/format.md` § Configuration errors).
+fn config_problem(message: String) -> CliError {
+    CliError::runtime(message)
+        .with_hint("fix that file or remove it (see `acpx --help` for the accepted keys); `acpx fsck`, `acpx sessions list`, --help and --version work without it")
+        .with_detail("CONFIG_INVALID")
+}
+
+/// Adds the line of the top-level `key` in the file's `text` to a key error.
+fn at_line(mut e: CliError, text: &str, key: &str) -> CliError {
+    let quoted = format!("\"{key}\"");
+    if let Some(pos) = text.find(&quoted) {
+        let line = text[..pos].matches('\n').count() + 1;
+        e.message = e
+            .message
+            .replacen(": key `", &format!(": line {line}: key `"), 1);
+    }
+    e
 }
 
 fn find_project_config(cwd: &Path) -> Option<PathBuf> {

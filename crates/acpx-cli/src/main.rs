@@ -13,6 +13,7 @@ mod commands;
 mod config;
 mod context;
 mod diagnostics;
+mod durations;
 mod error;
 mod grammar;
 mod live;
@@ -91,10 +92,10 @@ fn run(args: Vec<OsString>) -> i32 {
     let setup = (|| -> Result<_, CliError> {
         let home = resolve_home(home_flag.as_deref())?;
         let cwd = resolve_cwd(pre.cwd.as_deref().map(std::path::Path::new))?;
-        let config = Config::load(&home, &cwd)?;
-        Ok((home, cwd, config))
+        let (config, config_problem) = Config::load_lenient(&home, &cwd);
+        Ok((home, cwd, config, config_problem))
     })();
-    let (home, cwd, config) = match setup {
+    let (home, cwd, config, config_problem) = match setup {
         Ok(s) => s,
         Err(e) => return fail(early_format(&pre, None), &e),
     };
@@ -112,6 +113,10 @@ fn run(args: Vec<OsString>) -> i32 {
 
     let split = match grammar::split_agent(args, |w| registry.contains(w)) {
         Ok(s) => s,
+        // The agent may be one the broken config file defines: its problem comes first.
+        Err(_) if config_problem.is_some() => {
+            return config_problem.map_or(1, |e| fail(format, &e));
+        }
         Err(mut e) => {
             if e.detail_code.as_deref() == Some("UNKNOWN_AGENT") {
                 let names = registry.names();
@@ -127,6 +132,15 @@ fn run(args: Vec<OsString>) -> i32 {
     };
     let json_strict = cli.global.json_strict;
     diagnostics::install(format, cli.global.verbose);
+    if let Some(e) = config_problem {
+        if !works_without_config(&cli.command) {
+            return fail(format, &e);
+        }
+        Out::new(format, false).warn(&format!(
+            "{} (ignored: this command runs with the other settings and the defaults)",
+            e.message
+        ));
+    }
     let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
         Ok(c) => c,
         Err(e) => return fail(format, &e),
@@ -178,6 +192,17 @@ fn exit_status(ctx: &Ctx, result: Result<(), CliError>) -> i32 {
             }
             None => 0,
         },
+    }
+}
+
+/// Commands that still run when a config file is broken (`docs/format.md` § Configuration
+/// errors): the ones an operator needs to look at and repair the store.
+fn works_without_config(command: &cli::Command) -> bool {
+    use cli::{Command, SessionsCommand};
+    match command {
+        Command::Fsck(_) => true,
+        Command::Sessions(s) => matches!(s.command, None | Some(SessionsCommand::List(_))),
+        _ => false,
     }
 }
 

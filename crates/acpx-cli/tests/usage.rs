@@ -73,6 +73,11 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
         vec!["--store", "mongo", "sessions"],
         vec!["--timeout", "-3", "status"],
         vec!["--timeout", "soon", "status"],
+        vec!["--timeout", "1e20", "status"],
+        vec!["--timeout", "NaN", "status"],
+        vec!["--timeout", "inf", "status"],
+        vec!["--ttl", "-1", "status"],
+        vec!["--ttl", "1e20", "status"],
         vec!["--approve-all", "--deny-all", "status"],
         vec!["set-mode"],
         vec!["sessions", "search"],
@@ -186,32 +191,52 @@ fn config_files_set_defaults_and_bad_values_name_file_and_key() {
     assert_eq!(cfg["timeout"], 60.0);
     assert_eq!(cfg["configFiles"].as_array().unwrap().len(), 2);
 
-    // Invalid values: exit 2, naming the file and the key.
-    std::fs::write(env.home().join("config.json"), r#"{"timeout": "soon"}"#).unwrap();
-    let r = env.run(&["sessions", "list"]);
-    assert_eq!(r.code, 2, "{r:?}");
+    // A broken config file: exit 1 (CONFIG_INVALID, not the usage code) where it is needed,
+    // naming the file, the line and the key; commands that do not need it still run and warn.
+    std::fs::write(
+        env.home().join("config.json"),
+        "{\n  \"format\": \"text\",\n  \"timeout\": \"soon\"\n}",
+    )
+    .unwrap();
+    let r = env.run(&["config", "show"]);
+    assert_eq!(r.code, 1, "{r:?}");
     assert!(
-        r.stderr.contains("config.json") && r.stderr.contains("`timeout`"),
+        r.stderr.contains("config.json")
+            && r.stderr.contains("line 3")
+            && r.stderr.contains("`timeout`"),
         "{}",
         r.stderr
     );
+    let r = env.run(&["sessions", "list"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("`timeout`"), "{}", r.stderr);
+    let r = env.run(&["fsck"]);
+    assert!(r.stderr.contains("checked 1 session(s)"), "{r:?}");
+    assert_eq!(env.run(&["--version"]).code, 0);
+    assert_eq!(env.run(&["--help"]).code, 0);
     std::fs::write(env.home().join("config.json"), "{}").unwrap();
     std::fs::write(
         env.project.path().join(".acpxrc.json"),
         r#"{"defaultPermissions": "sure"}"#,
     )
     .unwrap();
-    let r = env.run(&["--format", "json", "sessions", "list"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    let msg = r.json()["error"]["message"].as_str().unwrap().to_owned();
+    let r = env.run(&["--format", "json", "status"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = r.json()["error"].clone();
+    assert_eq!(err["data"]["detailCode"], "CONFIG_INVALID", "{err}");
+    let msg = err["message"].as_str().unwrap().to_owned();
     assert!(
         msg.contains(".acpxrc.json") && msg.contains("`defaultPermissions`"),
         "{msg}"
     );
     std::fs::write(env.project.path().join(".acpxrc.json"), "{not json").unwrap();
-    let r = env.run(&["sessions", "list"]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains(".acpxrc.json"), "{}", r.stderr);
+    let r = env.run(&["status"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains(".acpxrc.json") && r.stderr.contains("line 1, column 2"),
+        "{}",
+        r.stderr
+    );
     std::fs::write(
         env.project.path().join(".acpxrc.json"),
         r#"{"defaultAgent": "nobody"}"#,
@@ -287,4 +312,53 @@ fn home_and_store_come_from_flags_environment_or_config() {
     );
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("ACPX_MAX_SEGMENT_BYTES"), "{}", r.stderr);
+}
+
+/// Every duration flag is bounded: a huge, negative or meaningless value is a usage error that
+/// names the flag and the allowed range, never a panic.
+#[test]
+fn duration_flags_name_the_flag_and_the_range() {
+    let env = Env::new("fs");
+    for (flag, value, range) in [
+        ("--timeout", "1e20", "more than 0 and at most 31536000"),
+        ("--timeout=-5", "", "more than 0 and at most 31536000"),
+        ("--timeout", "nan", "more than 0 and at most 31536000"),
+        ("--ttl", "inf", "from 0 to 31536000"),
+    ] {
+        let mut args = vec![flag];
+        args.extend([value].into_iter().filter(|v| !v.is_empty()));
+        args.push("status");
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{flag} {value}: {r:?}");
+        assert!(
+            r.stderr.contains(flag.trim_end_matches("=-5")) && r.stderr.contains(range),
+            "{flag} {value}: {}",
+            r.stderr
+        );
+    }
+    std::fs::write(
+        env.home().join("config.json"),
+        r#"{"requestTimeout": 1e20}"#,
+    )
+    .unwrap();
+    let r = env.run(&["config", "show"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("`requestTimeout`"), "{}", r.stderr);
+}
+
+/// A home that cannot be a directory is named with the problem, on both stores.
+#[test]
+fn a_home_that_is_not_a_directory_is_named() {
+    let env = Env::new("fs");
+    for store in ["fs", "sqlite"] {
+        for home in ["/dev/null", "/dev/null/acpx"] {
+            let r = env.run(&["--home", home, "--store", store, "sessions", "list"]);
+            assert_eq!(r.code, 1, "{store} {home}: {r:?}");
+            assert!(
+                r.stderr.contains(home) && r.stderr.contains("not a directory"),
+                "{store} {home}: {}",
+                r.stderr
+            );
+        }
+    }
 }

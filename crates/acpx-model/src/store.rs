@@ -79,6 +79,10 @@ pub struct ListPage {
 /// A stored entry `list` had to skip.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SkippedEntry {
+    /// The session the entry belongs to, when its name says (a snapshot file `<id>.json`, a
+    /// row's key): what `fsck` names and rebuilds from the log.
+    #[serde(rename = "acpxRecordId", skip_serializing_if = "Option::is_none")]
+    pub acpx_record_id: Option<RecordId>,
     /// The file or row.
     pub location: String,
     /// Why it could not be read (the field and what is wrong with it, when known).
@@ -298,6 +302,23 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the
     /// operating system when the process dies.
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock>;
+
+    /// Writes `record` as the snapshot of the session whose writer lock is `writer`, whatever
+    /// the stored snapshot holds (truncated, not JSON, invalid), leaving the log as
+    /// it is: the repair of a damaged snapshot from its log (`docs/format.md` § Damaged
+    /// snapshots). On success `record.revision` is the revision stored. A backend that keeps
+    /// no snapshot separate from what it validates on write refuses with `InvalidArgument`.
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        let _ = (writer, record);
+        Err(StoreError::InvalidArgument(format!(
+            "the {} store cannot replace a damaged snapshot",
+            self.backend_name()
+        )))
+    }
 }
 
 /// Normalizes a `cwd` for comparison: must be absolute; trailing `/` removed (except `/`).

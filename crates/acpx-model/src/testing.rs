@@ -20,7 +20,7 @@
 //! assert_eq!(store.backend_name(), "memory");
 //! ```
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,6 +99,15 @@ pub trait Fault<S: Store + ?Sized>: Send + Sync + std::fmt::Debug {
     async fn lock(&self, inner: &S, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         inner.lock(id, timeout).await
     }
+    /// [`Store::replace_snapshot`].
+    async fn replace_snapshot(
+        &self,
+        inner: &S,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        inner.replace_snapshot(writer, record).await
+    }
 }
 
 /// A store that sends every call through the fault `F` to the real store `S` it wraps
@@ -174,12 +183,24 @@ impl<S: Store + ?Sized, F: Fault<S>> Store for FaultStore<S, F> {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         self.fault.lock(&self.inner, id, timeout).await
     }
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        self.fault
+            .replace_snapshot(&self.inner, writer, record)
+            .await
+    }
 }
 
 /// The ready-made faults. None is active in [`Faults::new`].
 #[derive(Debug, Default)]
 pub struct Faults {
     failing_appends: AtomicBool,
+    /// Appends still allowed while `counting` (see [`Faults::fail_appends_after`]).
+    appends_left: AtomicU64,
+    counting: AtomicBool,
     tamper_appends: Option<fn(&mut Vec<EventEnvelope>)>,
     tamper_reads: Option<fn(&mut EventPage)>,
 }
@@ -193,7 +214,36 @@ impl Faults {
     /// While `on`, every append fails, writing nothing, with the I/O error of a full disk
     /// (`No space left on device` on the log file); switchable while the store is in use.
     pub fn fail_appends(&self, on: bool) {
+        self.counting.store(false, Ordering::SeqCst);
         self.failing_appends.store(on, Ordering::SeqCst);
+    }
+
+    /// Lets `n` more appends through, then fails every later one like
+    /// [`Faults::fail_appends`] (a disk that fills up at a chosen point of a stream).
+    /// [`Faults::fail_appends`]`(false)` ends the outage.
+    pub fn fail_appends_after(&self, n: u64) {
+        self.appends_left.store(n, Ordering::SeqCst);
+        self.counting.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether this append fails: switched on, or past the count of
+    /// [`Faults::fail_appends_after`] (which then switches the failure on).
+    fn this_append_fails(&self) -> bool {
+        if self.failing_appends.load(Ordering::SeqCst) {
+            return true;
+        }
+        if !self.counting.load(Ordering::SeqCst) {
+            return false;
+        }
+        let left = self
+            .appends_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if left.is_err() {
+            self.counting.store(false, Ordering::SeqCst);
+            self.failing_appends.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
     }
 
     /// Alters every batch before it is appended (a lossy store: what it keeps differs from
@@ -219,7 +269,7 @@ impl<S: Store + ?Sized> Fault<S> for Faults {
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
-        if self.failing_appends.load(Ordering::SeqCst) {
+        if self.this_append_fails() {
             return Err(StoreError::io(
                 "events.ndjson",
                 std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),

@@ -168,6 +168,17 @@ impl Drop for AgentProcess {
 type OutgoingLines = std::pin::Pin<Box<dyn Sink<String, Error = std::io::Error> + Send>>;
 type IncomingLines = std::pin::Pin<Box<dyn Stream<Item = std::io::Result<String>> + Send>>;
 
+/// Sees every line of the agent's stdout that is not JSON-RPC (`docs/format.md` § Agent output
+/// that is not JSON-RPC); such lines never reach the ACP connection.
+pub(crate) type NonProtocolSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Whether a stdout line goes to the ACP connection: a JSON object (whose errors the
+/// connection reports), or a blank line (which it skips). Anything else is not JSON-RPC.
+fn is_protocol_line(line: &str) -> bool {
+    let t = line.trim_start();
+    t.is_empty() || t.starts_with('{')
+}
+
 /// The transport to a spawned agent.
 pub(crate) type AgentTransport = Lines<OutgoingLines, IncomingLines>;
 
@@ -177,6 +188,7 @@ pub(crate) fn spawn(
     cwd: &Path,
     extra_env: &[(String, String)],
     wire: Option<WireObserver>,
+    non_protocol: NonProtocolSink,
 ) -> RuntimeResult<(AgentProcess, AgentTransport)> {
     let spawn_err = |reason: String| RuntimeError::Spawn {
         command: command_line.to_owned(),
@@ -265,16 +277,23 @@ pub(crate) fn spawn(
             BufReader::new(stdout).lines(),
             move |mut lines| {
                 let wire = wire.clone();
+                let non_protocol = non_protocol.clone();
                 async move {
-                    match lines.next_line().await {
-                        Ok(Some(line)) => {
-                            if let Some(w) = &wire {
-                                w(WireDirection::FromAgent, &line);
+                    loop {
+                        match lines.next_line().await {
+                            Ok(Some(line)) => {
+                                if let Some(w) = &wire {
+                                    w(WireDirection::FromAgent, &line);
+                                }
+                                if !is_protocol_line(&line) {
+                                    non_protocol(&line);
+                                    continue;
+                                }
+                                return Some((Ok(line), lines));
                             }
-                            Some((Ok(line), lines))
+                            Ok(None) => return None,
+                            Err(e) => return Some((Err(e), lines)),
                         }
-                        Ok(None) => None,
-                        Err(e) => Some((Err(e), lines)),
                     }
                 }
             },

@@ -270,6 +270,26 @@ pub(crate) fn permission_denied(what: &str, mode: PermissionMode) -> SdkError {
     .data(json!({"acpxCode": "PERMISSION_DENIED"}))
 }
 
+/// A JSON-RPC `Invalid params` error (-32602) that says why in its message, not only in
+/// `data.reason`: an agent (and the person reading its log) sees the reason wherever it
+/// shows errors, as with permission-mode refusals.
+pub(crate) fn refusal(reason: &str) -> SdkError {
+    SdkError::new(-32602, format!("Invalid params: {reason}")).data(json!({"reason": reason}))
+}
+
+/// A JSON-RPC `Method not found` error (-32601) for a client method acpx did not offer this
+/// agent, saying so.
+pub(crate) fn not_offered(method: &str) -> SdkError {
+    SdkError::new(
+        -32601,
+        format!(
+            "Method not found: acpx does not offer `{method}` to this agent (its client \
+             capabilities in `initialize` say what it offers)"
+        ),
+    )
+    .data(json!({"method": method}))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Filesystem
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +308,7 @@ pub enum FsError {
 impl FsError {
     pub(crate) fn to_sdk(&self) -> SdkError {
         match self {
-            FsError::Refused(m) => SdkError::invalid_params().data(json!({"reason": m})),
+            FsError::Refused(m) => refusal(m),
             FsError::NotFound(m) => SdkError::new(-32002, format!("Resource not found: {m}")),
             FsError::Io(m) => SdkError::new(-32603, m.clone()),
         }

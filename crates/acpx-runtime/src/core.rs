@@ -18,8 +18,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{watch, Notify};
 
 use crate::client_ops::{
-    decide_with_rules, gate, permission_denied, FsRoot, PermissionDecision, PermissionMode,
-    PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
+    decide_with_rules, gate, not_offered, permission_denied, refusal, FsRoot, PermissionDecision,
+    PermissionMode, PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
 use crate::permission_rules::{PermissionRules, RuleAction};
@@ -158,7 +158,7 @@ impl SessionCore {
         Self::lock(&self.fatal).clone()
     }
 
-    fn set_fatal(&self, msg: String) {
+    pub(crate) fn set_fatal(&self, msg: String) {
         tracing::error!("{msg}");
         *Self::lock(&self.fatal) = Some(msg);
         self.fatal_notify.notify_waiters();
@@ -469,7 +469,7 @@ impl SessionCore {
                 )
                 .data(json!({"acpxCode": "CAPABILITY_DISABLED", "method": m})))
             }
-            _ => Err(SdkError::method_not_found()),
+            other => Err(not_offered(other)),
         }
     }
 
@@ -601,10 +601,7 @@ impl SessionCore {
             .get("terminalId")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let unknown = || {
-            SdkError::invalid_params()
-                .data(json!({"reason": format!("unknown terminal id {id:?}")}))
-        };
+        let unknown = || refusal(&format!("unknown terminal id {id:?}"));
         let mut extra = Map::new();
         extra.insert("terminalId".into(), json!(id));
         match method {
@@ -632,7 +629,7 @@ impl SessionCore {
                 extra.insert("command".into(), json!(command));
                 extra.insert("args".into(), json!(args));
                 if command.is_empty() {
-                    let e = SdkError::invalid_params().data(json!({"reason": "command is empty"}));
+                    let e = refusal("terminal/create: the command is empty");
                     self.log_operation(
                         method,
                         false,
@@ -772,7 +769,7 @@ impl SessionCore {
                     .await;
                 Ok(json!({}))
             }
-            _ => Err(SdkError::method_not_found()),
+            other => Err(not_offered(other)),
         }
     }
 }

@@ -115,9 +115,11 @@ pub enum RuntimeError {
         detail: String,
     },
 
-    /// The agent did not answer in time.
-    #[error("the agent did not answer `{method}` within {seconds} s")]
+    /// The agent did not answer in time (the request timeout, `RuntimeOptions::request_timeout`).
+    #[error("the agent `{agent}` did not answer `{method}` within {seconds} s")]
     Timeout {
+        /// The agent's command line.
+        agent: String,
         /// The ACP method that timed out.
         method: String,
         /// The limit.

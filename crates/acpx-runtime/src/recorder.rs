@@ -233,18 +233,28 @@ impl Recorder {
     /// Appends the events not written yet under the writer lock.
     async fn append_unwritten(&self) -> StoreResult<EventLogState> {
         let Some(writer) = self.writer.upgrade() else {
-            return Err(StoreError::InvalidArgument(format!(
-                "the writer lock of session {} was released; nothing more can be appended",
-                self.record.acpx_record_id
-            )));
+            return Err(self.writer_released());
         };
         self.store
             .append(&writer, &self.unwritten, self.durability)
             .await
     }
 
+    fn writer_released(&self) -> StoreError {
+        StoreError::InvalidArgument(format!(
+            "the writer lock of session {} was released; nothing more can be written",
+            self.record.acpx_record_id
+        ))
+    }
+
     /// Writes `session.json` now (atomic replace, conditional on the revision).
     pub async fn save(&mut self) -> RuntimeResult<()> {
+        // Only the holder of the writer lock may write the snapshot: a recorder whose session
+        // was dropped (events still draining from a killed agent's pipe) must not race the
+        // next holder's open. The upgraded guard keeps the lock held for the whole save.
+        let Some(_writer) = self.writer.upgrade() else {
+            return Err(RuntimeError::Store(self.writer_released()));
+        };
         self.store.save(&mut self.record).await?;
         self.dirty = false;
         self.last_save = Instant::now();
@@ -268,7 +278,12 @@ impl Recorder {
         self.record.note_append_result(&result);
         self.dirty = true;
         if result.is_ok() {
-            self.unwritten.clear();
+            // Stored now: shown now, in order, as `record` shows held-back events.
+            for e in std::mem::take(&mut self.unwritten) {
+                for o in self.observers.iter().chain(self.turn_observer.iter()) {
+                    o(&e);
+                }
+            }
         }
         Ok(())
     }

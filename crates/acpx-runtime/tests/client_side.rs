@@ -246,6 +246,15 @@ async fn fs_confinement(env: Env) {
             out.agent_text
         );
         assert!(!out.agent_text.contains("s3cret"));
+        if code == -32602 {
+            // The reason is in the message itself, not only in `data.reason`.
+            let why = out
+                .agent_text
+                .split("Invalid params: ")
+                .nth(1)
+                .unwrap_or("");
+            assert!(why.len() > 10, "{path}: {}", out.agent_text);
+        }
     }
     let escape = format!("{cwd}/leak");
     let out = s

@@ -18,6 +18,75 @@ backend_tests! {
     a_failing_append_is_recorded_surfaced_and_retried => append_failure;
     events_lost_with_their_append_are_reported_as_a_log_gap => log_gap;
     a_snapshot_behind_its_log_is_rolled_forward_on_open => roll_forward;
+    a_disk_full_mid_stream_stops_the_turn_and_shows_only_stored_events => full_mid_stream;
+}
+
+/// What an observer was shown: each envelope's seq and JSON text, in order.
+type Shown = Arc<std::sync::Mutex<Vec<(u64, String)>>>;
+
+/// Every envelope an observer was shown, as JSON text, by seq.
+fn byte_collector() -> (acpx_runtime::Observer, Shown) {
+    let shown = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = shown.clone();
+    let observer: acpx_runtime::Observer = Arc::new(move |e: &acpx_model::EventEnvelope| {
+        let text = serde_json::to_string(e).unwrap();
+        seen.lock().unwrap().push((e.seq, text));
+    });
+    (observer, shown)
+}
+
+/// Every shown envelope is stored under its seq with identical bytes, and the log is
+/// gap-free (so no seq holds two events).
+async fn assert_shown_is_stored(env: &Env, id: &acpx_model::RecordId, shown: &[(u64, String)]) {
+    let stored = env.events(id).await;
+    assert_gap_free(&stored);
+    for (seq, text) in shown {
+        let e = stored
+            .get(usize::try_from(*seq).unwrap() - 1)
+            .unwrap_or_else(|| panic!("shown seq {seq} is not stored"));
+        assert_eq!(&serde_json::to_string(e).unwrap(), text, "seq {seq}");
+    }
+}
+
+async fn full_mid_stream(env: Env) {
+    let flaky = flaky_log(&env);
+    let (observer, shown) = byte_collector();
+    let options = RuntimeOptions {
+        observer: Some(observer),
+        ..RuntimeOptions::default()
+    };
+    let rt = Runtime::new(flaky.clone(), options);
+    let mut s = rt.open_new(env.spec(agent("--resume"))).await.unwrap();
+    let id = s.id().clone();
+    // The disk fills up after 300 more appends, in the middle of a 3,000-chunk reply.
+    flaky.fault().fail_appends_after(300);
+    let result = s.prompt(text_prompt("stream 3000")).await;
+    let err = match result {
+        Err(e) => e.to_string(),
+        Ok(out) => panic!("the turn must stop when it cannot be recorded: {out:?}"),
+    };
+    assert!(err.contains("event log cannot be written"), "{err}");
+    let shown_now = shown.lock().unwrap().clone();
+    assert!(shown_now.len() >= 300, "{}", shown_now.len());
+    assert_shown_is_stored(&env, &id, &shown_now).await;
+    let logged = env.events(&id).await.len();
+    assert!(
+        logged < 1000,
+        "the stream was stopped, not stored to its end"
+    );
+    drop(s);
+    // Space is freed: the next process continues numbering from the log, and every seq
+    // anyone saw still holds the event they saw.
+    flaky.fault().fail_appends(false);
+    let mut s = rt.open_existing(&id).await.unwrap();
+    assert!(s.recovery().log_gap.is_some());
+    let out = s.prompt(text_prompt("echo after")).await.unwrap();
+    assert_eq!(out.outcome, "completed");
+    assert_eq!(out.log_write_error, None);
+    s.shutdown().await.unwrap();
+    let shown_all = shown.lock().unwrap().clone();
+    assert!(shown_all.len() > shown_now.len());
+    assert_shown_is_stored(&env, &id, &shown_all).await;
 }
 
 async fn append_failure(env: Env) {

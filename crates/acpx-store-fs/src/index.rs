@@ -163,13 +163,14 @@ impl IndexCache {
                 Ok(m) => m,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    skip(&mut out, &path, format!("cannot stat the file: {e}"));
+                    skip(&mut out, &id, &path, format!("cannot stat the file: {e}"));
                     continue;
                 }
             };
             if !meta.is_file() {
                 skip(
                     &mut out,
+                    &id,
                     &path,
                     "not a regular file (symlinks and directories are not followed)".into(),
                 );
@@ -188,7 +189,7 @@ impl IndexCache {
                         Ok(b) => b,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                         Err(e) => {
-                            skip(&mut out, &path, format!("cannot read the file: {e}"));
+                            skip(&mut out, &id, &path, format!("cannot read the file: {e}"));
                             continue;
                         }
                     };
@@ -212,6 +213,7 @@ impl IndexCache {
                 (Some(s), _) => out.summaries.push(s.clone()),
                 (None, err) => skip(
                     &mut out,
+                    &id,
                     &path,
                     err.clone().unwrap_or_else(|| "malformed snapshot".into()),
                 ),
@@ -241,10 +243,14 @@ fn revision_agrees(path: &Path, e: &IndexEntry) -> bool {
     }
 }
 
-fn skip(out: &mut Listing, path: &Path, reason: String) {
+fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
     let location = path.display().to_string();
     tracing::warn!(file = %location, %reason, "skipping a malformed session snapshot");
-    out.skipped.push(SkippedEntry { location, reason });
+    out.skipped.push(SkippedEntry {
+        acpx_record_id: Some(id.clone()),
+        location,
+        reason,
+    });
 }
 
 /// Writes the cache (temp file, then rename; no fsync: losing it only costs a re-parse).

@@ -464,4 +464,26 @@ impl Store for FsStore {
         let id = id.clone();
         self.run(move |c| c.lock(&id, timeout)).await
     }
+
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        self.core.check_writer(writer)?;
+        if writer.id() != &record.acpx_record_id {
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of {} cannot replace the snapshot of {}",
+                writer.id(),
+                record.acpx_record_id
+            )));
+        }
+        let revision = record.revision + 1;
+        let bytes = self.core.prepare_snapshot(record, revision)?;
+        let id = record.acpx_record_id.clone();
+        self.run(move |c| c.replace_snapshot_bytes(&id, &bytes, revision))
+            .await?;
+        record.revision = revision;
+        Ok(())
+    }
 }

@@ -345,6 +345,26 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        writer.check_issuer(self.inner.held.issuer(), "sqlite")?;
+        let id = record.acpx_record_id.clone();
+        if writer.id() != &id {
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of {} cannot replace the snapshot of {id}",
+                writer.id()
+            )));
+        }
+        // The row's columns survive a damaged `document`: saving against the row's own
+        // revision replaces the document (and the columns and messages derived from it).
+        let owned = id.clone();
+        record.revision = self.run(move |inner| inner.row_revision(&owned)).await?;
+        self.save(record).await
+    }
+
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
         let owned = id.clone();
         self.run_held(id, move |inner| inner.close(&owned, at))

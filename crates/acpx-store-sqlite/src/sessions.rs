@@ -108,6 +108,20 @@ impl Inner {
         })
     }
 
+    /// The `revision` column of a session's row, read without its document (which may be
+    /// damaged): what `Store::replace_snapshot` saves against.
+    pub(crate) fn row_revision(&self, id: &RecordId) -> StoreResult<u64> {
+        let conn = self.conn();
+        let revision: Option<i64> = conn
+            .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")
+            .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)).optional())
+            .map_err(self.sql("read the session's revision"))?;
+        match revision {
+            Some(r) => Ok(u64::try_from(r).unwrap_or(0)),
+            None => Err(StoreError::NotFound(id.clone())),
+        }
+    }
+
     pub(crate) fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let conn = self.conn();
         let mut stmt = conn
@@ -262,6 +276,7 @@ impl Inner {
                     page.sessions.push(s);
                 }
                 Err(reason) => pending.push(SkippedEntry {
+                    acpx_record_id: RecordId::parse(&key).ok(),
                     location: self.row_location(&key),
                     reason,
                 }),

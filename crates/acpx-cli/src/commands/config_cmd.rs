@@ -33,6 +33,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         if let Some(t) = ctx.timeout {
             m.insert("timeout".into(), json!(t.as_secs_f64()));
         }
+        m.insert("requestTimeout".into(), json!(request_timeout(ctx)));
         m.insert("agent".into(), json!(ctx.agent.command));
         m.insert("configFiles".into(), json!(files));
         m.insert("agents".into(), Value::Object(agents));
@@ -50,6 +51,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
             .map(|t| format!("{}s", t.as_secs_f64()))
             .unwrap_or_else(|| "none".into())
     ));
+    o.line(&format!("request timeout: {}s", request_timeout(ctx)));
     o.line(&format!(
         "agent:         {} ({})",
         ctx.agent.label(),
@@ -70,6 +72,15 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
     Ok(())
 }
 
+/// Seconds every ACP request but the prompt may take: `requestTimeout`, else the default.
+fn request_timeout(ctx: &Ctx) -> f64 {
+    ctx.config.request_timeout.unwrap_or_else(|| {
+        acpx_runtime::RuntimeOptions::default()
+            .request_timeout
+            .as_secs_f64()
+    })
+}
+
 /// What `config init` writes: every key at its default, explained by the "// key" entry
 /// before it (JSON has no comments; the loader skips keys that start with `//`).
 const TEMPLATE: &str = r#"{
@@ -85,6 +96,7 @@ const TEMPLATE: &str = r#"{
   "// store": "storage backend: fs (files under the home) or sqlite (one database)",
   "store": "fs",
   "// timeout": "add \"timeout\": <seconds> to give up on a turn after that long (exit 3); no limit by default",
+  "// requestTimeout": "seconds every ACP request but the prompt may take before it is abandoned (default 120)",
   "// ttl": "seconds the session's queue owner keeps its agent warm after the last task; 0 = until the session is closed",
   "ttl": 300,
   "// queueMaxDepth": "the most tasks waiting behind the running one in a session",

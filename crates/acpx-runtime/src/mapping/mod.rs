@@ -130,6 +130,9 @@ pub mod lifecycle {
     /// On open, the record named an agent process of an earlier acpx process that did not
     /// shut down cleanly: `pid`. Clears `pid`.
     pub const STALE_AGENT: &str = "stale_agent";
+    /// A line on the agent's stdout that is not JSON-RPC: `stream`, `line`, `count` (and
+    /// `bytes`, `truncated` when cut). No snapshot effect.
+    pub const AGENT_OUTPUT: &str = "agent_output";
     /// Events the snapshot had folded in never reached the log: `fromSeq`, `toSeq`.
     pub const LOG_GAP: &str = "log_gap";
     /// The session was closed: sets `closed` and `closedAt`.

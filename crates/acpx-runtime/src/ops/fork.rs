@@ -141,7 +141,10 @@ pub async fn record_fork(
     let writer = Arc::new(store.lock(child, LOCK_WAIT).await?);
     let (r, _, _, _) = load_rolled_forward(&*store, child).await?;
     let origin = forked_from(parent, method, Timestamp::now());
-    let extra = session_forked_payload(parent, &r, origin);
+    let mut extra = session_forked_payload(parent, &r, origin);
+    // The child's identity, so its log alone can rebuild a lost snapshot (`docs/format.md`
+    // § Damaged snapshots).
+    crate::ops::repair::add_identity(&mut extra, &r);
     let mut recorder = Recorder::new(
         store.clone(),
         &writer,

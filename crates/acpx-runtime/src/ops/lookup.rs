@@ -6,7 +6,8 @@
 //! root ([`walk_dirs`]) are tried nearest first; in each, the open sessions of exactly this
 //! agent command and name (no name matches only unnamed sessions) are candidates and the
 //! newest `lastUsedAt` wins. The nearest directory with a candidate wins over a newer session
-//! further up.
+//! further up. When none is readable, a session of the scope whose snapshot is damaged (its
+//! log says it belongs here) is an error naming it, not "no session".
 //!
 //! Id resolution ([`resolve_id`]): the exact record id, then the exact ACP session id, then a
 //! unique suffix of either. Several matches are [`OpsError::AmbiguousId`].
@@ -17,6 +18,7 @@ use acpx_model::{
     ClosedFilter, ListQuery, RecordId, SessionRecord, SessionSummary, Store, StoreError,
 };
 
+use super::repair::rebuild_from_log;
 use super::{OpsError, OpsResult};
 
 /// The nearest ancestor of `dir` (itself included) that holds a `.git` directory or file.
@@ -47,7 +49,9 @@ pub async fn find_in_scope(
     cwd: &Path,
     name: Option<&str>,
 ) -> OpsResult<Option<SessionSummary>> {
-    for dir in walk_dirs(cwd) {
+    let dirs = walk_dirs(cwd);
+    let mut damaged: Vec<(RecordId, String)> = Vec::new();
+    for dir in &dirs {
         let query = ListQuery {
             cwd: Some(dir.to_string_lossy().into_owned()),
             agent_command: Some(agent_command.to_owned()),
@@ -57,6 +61,13 @@ pub async fn find_in_scope(
             cursor: None,
         };
         let page = store.list(&query).await?;
+        for skipped in page.skipped {
+            if let Some(id) = skipped.acpx_record_id {
+                if !damaged.iter().any(|(d, _)| *d == id) {
+                    damaged.push((id, format!("{}: {}", skipped.location, skipped.reason)));
+                }
+            }
+        }
         // `list` is newest first; an absent name matches only unnamed sessions.
         if let Some(found) = page
             .sessions
@@ -64,6 +75,29 @@ pub async fn find_in_scope(
             .find(|s| name.is_some() || s.name.is_none())
         {
             return Ok(Some(found));
+        }
+    }
+    // None readable: a session of this scope whose snapshot is damaged but whose log says
+    // it belongs here is reported as damaged, not as absent (`docs/format.md` § Damaged
+    // snapshots).
+    for (id, why) in damaged {
+        let Ok(r) = rebuild_from_log(store, &id).await else {
+            continue;
+        };
+        let in_scope = r.agent_command == agent_command
+            && dirs.iter().any(|d| d.to_string_lossy() == r.cwd)
+            && r.name.as_deref() == name
+            && !r.closed;
+        if in_scope {
+            return Err(StoreError::Corrupt {
+                location: why,
+                line: None,
+                reason: format!(
+                    "session {id} of this agent and directory has a damaged snapshot; its event \
+                     log is intact: run `acpx fsck --repair` to rebuild the snapshot from it"
+                ),
+            }
+            .into());
         }
     }
     Ok(None)

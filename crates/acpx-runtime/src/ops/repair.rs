@@ -10,18 +10,21 @@
 //! the bytes are kept); then the runtime's recovery ([`crate::Runtime::recover`], the same code
 //! that runs when a session is reopened) rolls the snapshot forward with the reducer, records
 //! an unfinished turn as interrupted, a stale agent pid as gone, and a snapshot ahead of its
-//! log as a log gap, each as a logged lifecycle or prompt event, and saves. Damaged lines, seq
-//! gaps and invalid snapshots are reported, not guessed at. Sessions with a prompt running are
-//! skipped: their snapshot is legitimately behind.
+//! log as a log gap, each as a logged lifecycle or prompt event, and saves. A snapshot that is
+//! truncated or garbage is rebuilt from the log with the reducer ([`rebuild_from_log`],
+//! `docs/format.md` § Damaged snapshots). Damaged log lines and seq gaps are reported, not
+//! guessed at. Sessions with a prompt running are skipped: their snapshot is legitimately
+//! behind.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::{
-    ClosedFilter, EventQuery, ListQuery, ReadMode, RecordId, SessionRecord, Store, StoreError,
-    StoreResult, TornTail,
+    ClosedFilter, EventEnvelope, EventQuery, ListQuery, NewSession, ReadMode, RecordId,
+    SessionRecord, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use serde::Serialize;
+use serde_json::{json, Map, Value};
 
 use super::OpsError;
 use crate::mapping::turn_is_running;
@@ -31,7 +34,7 @@ use crate::session::{load_rolled_forward, Runtime, RuntimeOptions};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
-    /// The snapshot does not parse or validate (not repairable).
+    /// The snapshot does not parse or does not validate (repairable: rebuilt from the log).
     SnapshotInvalid,
     /// A complete log line is not a valid event (not repairable).
     LogDamaged,
@@ -180,13 +183,28 @@ pub async fn fsck<E: From<OpsError>>(
         .await
         .map_err(store_err)?;
     let mut report = FsckReport::default();
+    // Sessions whose snapshot could not be read are counted and named; with their id known,
+    // the repair rebuilds the snapshot from the log.
     for s in &page.skipped {
-        report.problems.push(Problem::new(
-            None,
+        report.checked += 1;
+        let id = s.acpx_record_id.as_ref();
+        if let Some(id) = id {
+            if is_busy(id)? {
+                report.checked -= 1;
+                report.skipped_busy.push(id.clone());
+                continue;
+            }
+        }
+        let mut found = vec![Problem::new(
+            id,
             ProblemKind::SnapshotInvalid,
             format!("{}: {}", s.location, s.reason),
-            false,
-        ));
+            id.is_some(),
+        )];
+        if let (Some(id), true) = (id, options.repair) {
+            repair(&store, options.set_aside_torn_tail, id, &mut found).await;
+        }
+        report.problems.extend(found);
     }
     for s in &page.sessions {
         let id = &s.acpx_record_id;
@@ -203,7 +221,7 @@ pub async fn fsck<E: From<OpsError>>(
                     Some(id),
                     ProblemKind::SnapshotInvalid,
                     e.to_string(),
-                    false,
+                    true,
                 ));
                 None
             }
@@ -406,6 +424,20 @@ async fn repair(
             Err(e) => p.action = Some(format!("could not set the tail aside: {e}")),
         }
     }
+    // A snapshot that cannot be read is rebuilt from the log (which includes the recovery).
+    if let Some(p) = found
+        .iter_mut()
+        .find(|p| p.kind == ProblemKind::SnapshotInvalid)
+    {
+        match restore_snapshot(store, id).await {
+            Ok((_, action)) => {
+                p.repaired = true;
+                p.action = Some(action);
+            }
+            Err(why) => p.action = Some(format!("could not rebuild it from the log: {why}")),
+        }
+        return;
+    }
     if !found.iter().any(|p| p.kind.recovered()) {
         return;
     }
@@ -441,4 +473,149 @@ async fn repair(
             Err(e) => p.action = Some(format!("could not recover the session: {e}")),
         }
     }
+}
+
+/// Adds the record's identity (`agentCommand`, `cwd`, `name`) to the payload of the event
+/// that starts its log (`session_created`, `session_forked`), so the log alone can rebuild
+/// a lost snapshot (`docs/format.md` § Damaged snapshots).
+pub(crate) fn add_identity(payload: &mut Map<String, Value>, r: &SessionRecord) {
+    payload.insert("agentCommand".into(), json!(r.agent_command));
+    payload.insert("cwd".into(), json!(r.cwd));
+    if let Some(name) = &r.name {
+        payload.insert("name".into(), json!(name));
+    }
+}
+
+/// A session's identity as its log tells it.
+#[derive(Debug, Default)]
+struct LogIdentity {
+    acp_session_id: Option<String>,
+    agent_command: Option<String>,
+    cwd: Option<String>,
+    name: Option<String>,
+    created_at: Option<Timestamp>,
+}
+
+impl LogIdentity {
+    fn learn(&mut self, e: &EventEnvelope) {
+        if self.created_at.is_none() {
+            self.created_at = Some(e.timestamp);
+            self.acp_session_id = Some(e.acp_session_id.clone());
+        }
+        if e.event_type != "lifecycle_event" {
+            return;
+        }
+        let p = &e.payload;
+        let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+        match p.get("phase").and_then(Value::as_str) {
+            Some("session_created" | "session_forked") if self.cwd.is_none() => {
+                if let Some(c) = text("agentCommand") {
+                    self.agent_command = Some(c);
+                }
+                self.cwd = text("cwd");
+                self.name = text("name");
+            }
+            Some("agent_started") if self.agent_command.is_none() => {
+                self.agent_command = text("command");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Rebuilds the snapshot of session `id` from its log alone, with the reducer: the identity
+/// from the log's envelopes and lifecycle events (`session_created` / `session_forked` carry
+/// `agentCommand`, `cwd` and `name`; `agent_started` the command), everything else by
+/// rolling the log forward. The result is not stored (revision 0). Fails, saying why, when
+/// the log is empty or does not tell the session's directory or agent (logs written before
+/// the identity keys existed).
+pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<SessionRecord, String> {
+    let mut events = Vec::new();
+    let mut from = 0;
+    loop {
+        let page = store
+            .read_events(
+                id,
+                &EventQuery {
+                    from_seq: from,
+                    limit: Some(5000),
+                    mode: ReadMode::Lenient,
+                    ..EventQuery::default()
+                },
+            )
+            .await
+            .map_err(|e| format!("cannot read the event log: {e}"))?;
+        events.extend(page.events);
+        match page.next_seq {
+            Some(n) if n > from => from = n,
+            _ => break,
+        }
+    }
+    let mut identity = LogIdentity::default();
+    for e in &events {
+        identity.learn(e);
+    }
+    let (Some(acp_session_id), Some(created_at)) = (identity.acp_session_id, identity.created_at)
+    else {
+        return Err("the event log is empty: there is nothing to rebuild from".into());
+    };
+    let Some(cwd) = identity.cwd else {
+        return Err("the event log does not record the session's directory (it was written before acpx logged a session's identity)".into());
+    };
+    let Some(agent_command) = identity.agent_command else {
+        return Err("the event log does not record the session's agent command".into());
+    };
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: id.clone(),
+            acp_session_id,
+            agent_session_id: None,
+            agent_command,
+            cwd,
+            name: identity.name,
+        },
+        created_at,
+    );
+    crate::mapping::roll_forward(&mut record, &events);
+    if let Ok(state) = store.event_log_state(id).await {
+        record.acpx.event_log = state;
+    }
+    Ok(record)
+}
+
+/// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it
+/// under the session's writer lock, then runs the runtime's recovery (an unfinished turn
+/// recorded as interrupted, a stale agent pid as gone). Returns the stored record and what
+/// was done, or why it could not be done.
+pub async fn restore_snapshot(
+    store: &Arc<dyn Store>,
+    id: &RecordId,
+) -> Result<(SessionRecord, String), String> {
+    let writer = store
+        .lock(id, Duration::from_secs(10))
+        .await
+        .map_err(|e| format!("cannot take the session's writer lock: {e}"))?;
+    let mut record = rebuild_from_log(&**store, id).await?;
+    let events = record.acpx.audit_seq;
+    store
+        .replace_snapshot(&writer, &mut record)
+        .await
+        .map_err(|e| format!("cannot write the rebuilt snapshot: {e}"))?;
+    drop(writer);
+    let runtime = Runtime::new(
+        store.clone(),
+        RuntimeOptions {
+            lock_timeout: Duration::from_secs(10),
+            ..RuntimeOptions::default()
+        },
+    );
+    let (record, recovery) = runtime
+        .recover(id)
+        .await
+        .map_err(|e| format!("rebuilt the snapshot, but its recovery failed: {e}"))?;
+    let mut action = format!("rebuilt the snapshot from the log ({events} event(s))");
+    if let Some(turn) = recovery.interrupted_turn {
+        action.push_str(&format!("; recorded turn {turn} as interrupted"));
+    }
+    Ok((record, action))
 }

@@ -108,6 +108,13 @@ impl Runtime {
             setup.record_started(&init).await?;
             let mut facts = session_facts(&response);
             facts.insert("acpSessionId".into(), json!(acp_session_id));
+            // The record's identity, so the log alone can rebuild a lost snapshot
+            // (`docs/format.md` § Damaged snapshots).
+            facts.insert("agentCommand".into(), json!(spec.agent_command));
+            facts.insert("cwd".into(), json!(cwd.display().to_string()));
+            if let Some(name) = &spec.name {
+                facts.insert("name".into(), json!(name));
+            }
             if let Some(m) = &mcp {
                 facts.insert("mcpServers".into(), m.to_json());
             }
@@ -236,6 +243,7 @@ impl Runtime {
             cwd,
             &self.options.agent_env,
             self.options.wire_observer.clone(),
+            super::agent_output::recording_sink(core),
         )?;
         let conn = Connection::start(client_builder(core.clone()), transport).await?;
         Ok((agent, conn))

@@ -51,6 +51,7 @@ pub(super) async fn call_with_deadline(
             })
         }
         _ = tokio::time::sleep(timeout) => Err(RuntimeError::Timeout {
+            agent: agent.command.clone(),
             method: method.to_owned(),
             seconds: timeout.as_secs(),
         }),

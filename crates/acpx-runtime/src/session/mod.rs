@@ -7,6 +7,7 @@
 //! `controls` (set mode, set config option, raw agent requests), `prompt` (one turn, run by
 //! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
 
+mod agent_output;
 mod attach;
 mod choices;
 mod controls;

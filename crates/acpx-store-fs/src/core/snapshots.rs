@@ -85,6 +85,17 @@ impl FsCore {
         })
     }
 
+    /// Writes a snapshot whatever the stored one holds (`Store::replace_snapshot`): the file
+    /// is not read, only replaced atomically, as every save replaces it.
+    pub(crate) fn replace_snapshot_bytes(
+        &self,
+        id: &RecordId,
+        bytes: &[u8],
+        revision: u64,
+    ) -> StoreResult<()> {
+        self.with_write(id, |core, st| core.write_snapshot(id, st, bytes, revision))
+    }
+
     /// The revision of the stored snapshot: from the cache while this store has held the lock
     /// continuously since it wrote the file, else from the first bytes of the file (the layout
     /// this store writes), else by parsing the document.

@@ -82,12 +82,17 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         terminal: !ctx.no_terminal,
         ..RuntimeOptions::default()
     };
+    if let Some(t) = ctx.config.request_timeout {
+        o.request_timeout = Duration::from_secs_f64(t);
+    }
     if let Some(t) = ctx.timeout {
         o.request_timeout = o.request_timeout.min(t.max(Duration::from_secs(1)));
     }
     o
 }
 
+/// Said with `AGENT_TIMEOUT` for a request other than the prompt.
+const REQUEST_TIMEOUT_HINT: &str = "ACP requests other than the prompt wait 120 s by default; set `requestTimeout` (seconds) in config.json to wait longer";
 /// Said with `MODE_NOT_RESTORED`, on either path.
 const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`";
 /// Said with `SESSION_RESUME_REQUIRED`, on either path.
@@ -102,9 +107,9 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
             ctx.agent.command
         ))
         .with_detail("AGENT_SPAWN_FAILED"),
-        RuntimeError::Timeout { .. } => {
-            CliError::new(ErrorKind::Timeout, e.to_string()).with_detail("AGENT_TIMEOUT")
-        }
+        RuntimeError::Timeout { .. } => CliError::new(ErrorKind::Timeout, e.to_string())
+            .with_detail("AGENT_TIMEOUT")
+            .with_hint(REQUEST_TIMEOUT_HINT),
         RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
             .with_detail("MODE_NOT_RESTORED")
             .with_hint(MODE_NOT_RESTORED_HINT),

@@ -1,0 +1,130 @@
+//! A session whose snapshot is truncated or garbage while its log is intact: `prompt`
+//! and `sessions show` report it as damaged (not as absent), `sessions list` and `fsck` count
+//! and name it, and `fsck --repair` rebuilds it from the log with the reducer, on both stores
+//! (`docs/format.md` § Damaged snapshots).
+
+mod common;
+
+use common::{Env, BACKENDS};
+
+/// Damages the stored snapshot of `id` in one of the ways a disk or a person can.
+fn damage(env: &Env, id: &str, how: &str) {
+    if env.backend == "fs" {
+        let path = env.home().join(format!("sessions/{id}.json"));
+        match how {
+            "truncated" => {
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+            }
+            _ => std::fs::write(&path, "\u{0}garbage{").unwrap(),
+        }
+    } else {
+        let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();
+        let doc: String = db
+            .query_row(
+                "SELECT document FROM sessions WHERE acpx_record_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let bad = match how {
+            "truncated" => doc[..doc.len() / 3].to_owned(),
+            _ => "garbage{".to_owned(),
+        };
+        db.execute(
+            "UPDATE sessions SET document = ?2, document_checked = 0 WHERE acpx_record_id = ?1",
+            [id, bad.as_str()],
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
+    for backend in BACKENDS {
+        for how in ["truncated", "garbage"] {
+            let env = Env::new(backend);
+            let agent = env.agent_cmd("");
+            let created = env
+                .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
+                .ok()
+                .json();
+            let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+            // A second, healthy session in another scope: fsck must count both.
+            env.run(&[
+                "--format", "json", "--agent", &agent, "sessions", "new", "--name", "other",
+            ])
+            .ok();
+            env.run(&["--no-owner", "--agent", &agent, "echo", "before", "damage"])
+                .ok();
+            let before = env
+                .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+                .ok()
+                .json();
+            damage(&env, &id, how);
+            let what = format!("{backend} {how}");
+
+            // prompt and show: reported as damaged, naming the session, not "no session".
+            for args in [
+                vec!["--no-owner", "--agent", &agent, "echo", "after"],
+                vec!["--agent", &agent, "sessions", "show"],
+            ] {
+                let r = env.run(&args);
+                assert_eq!(r.code, 1, "{what} {args:?}: {r:?}");
+                assert!(
+                    r.stderr.contains(&id)
+                        && r.stderr.contains("damaged snapshot")
+                        && r.stderr.contains("fsck --repair"),
+                    "{what} {args:?}: {}",
+                    r.stderr
+                );
+            }
+            // list: the damaged one is reported.
+            let r = env.run(&["--agent", &agent, "sessions", "list"]);
+            assert!(r.stderr.contains(&id), "{what}: {}", r.stderr);
+
+            // fsck counts and names it.
+            let r = env.run(&["--format", "json", "fsck"]);
+            assert_eq!(r.code, 1, "{what}: {r:?}");
+            let report = r.json();
+            assert_eq!(report["sessions"], 2, "{what}: {report}");
+            let problems = report["problems"].as_array().unwrap();
+            assert!(
+                problems.iter().any(|p| p["acpxRecordId"] == id.as_str()
+                    && p["kind"] == "snapshot_invalid"
+                    && p["repairable"] == true),
+                "{what}: {report}"
+            );
+
+            // fsck --repair rebuilds it from the log.
+            let r = env.run(&["--format", "json", "fsck", "--repair"]);
+            assert_eq!(r.code, 0, "{what}: {r:?}");
+            let after = env
+                .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+                .ok()
+                .json();
+            for key in ["acpxRecordId", "agentCommand", "cwd", "thread"] {
+                assert_eq!(after[key], before[key], "{what}: {key}");
+            }
+            assert_eq!(
+                after["acpx"]["audit_seq"], before["acpx"]["audit_seq"],
+                "{what}: every logged event folded in"
+            );
+            let r = env.run(&["--format", "json", "fsck"]);
+            assert_eq!(r.code, 0, "{what}: clean after the repair: {r:?}");
+            // And the session goes on.
+            let r = env
+                .run(&[
+                    "--format",
+                    "quiet",
+                    "--no-owner",
+                    "--agent",
+                    &agent,
+                    "echo",
+                    "after",
+                ])
+                .ok();
+            assert_eq!(r.stdout, "after\n", "{what}");
+        }
+    }
+}
