@@ -6,7 +6,8 @@
 //! are merged name by name.
 //!
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
-//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
+//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite` | `postgres`),
+//! `storeUrl` (the PostgreSQL URL of `store: postgres`; `ACPX_STORE_URL` wins), `timeout`
 //! (seconds, a positive number), `agents` (`{"name": {"command": "..."}}` or
 //! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
 //! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
@@ -44,6 +45,8 @@ pub enum Backend {
     Fs,
     // One SQLite database, `<home>/acpx.db`.
     Sqlite,
+    // A PostgreSQL database shared by several hosts (`ACPX_STORE_URL` or `storeUrl`).
+    Postgres,
 }
 
 impl Backend {
@@ -51,6 +54,7 @@ impl Backend {
         match self {
             Backend::Fs => "fs",
             Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
         }
     }
 }
@@ -80,6 +84,8 @@ pub struct Config {
     pub default_permissions: Option<PermissionMode>,
     pub format: Option<Format>,
     pub store: Option<Backend>,
+    /// `storeUrl`: the PostgreSQL URL (its `Debug` hides the password).
+    pub store_url: Option<crate::backends::StoreUrl>,
     pub timeout: Option<f64>,
     /// name → agent command.
     pub agents: BTreeMap<String, String>,
@@ -181,14 +187,21 @@ impl Config {
                     self.store = Some(match expect_string(path, key, value)?.as_str() {
                         "fs" => Backend::Fs,
                         "sqlite" => Backend::Sqlite,
+                        "postgres" => Backend::Postgres,
                         other => {
                             return Err(config_error(
                                 path,
                                 key,
-                                &format!("expected \"fs\" or \"sqlite\", got {other:?}"),
+                                &format!(
+                                    "expected \"fs\", \"sqlite\" or \"postgres\", got {other:?}"
+                                ),
                             ))
                         }
                     });
+                }
+                "storeUrl" => {
+                    self.store_url =
+                        Some(crate::backends::StoreUrl(expect_string(path, key, value)?));
                 }
                 "timeout" => {
                     let n = value.as_f64().filter(|n| n.is_finite() && *n > 0.0);
