@@ -321,3 +321,58 @@ fn the_store_password_is_never_shown() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ACPX_STORE_URL"), "{stderr}");
 }
+
+#[test]
+fn two_hosts_never_own_one_session_at_once() {
+    let Some(url) = server_url() else { return };
+    let schema = Schema::new(&url, "owners");
+    let a = schema.host();
+    let b = schema.host();
+    let agent = a.agent_cmd("");
+    let created = a
+        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
+        .ok()
+        .json();
+    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let project = a.cwd();
+    // Host A's queue owner runs the turn and keeps the session (its writer lock) while idle.
+    let r = in_dir(&a, &project)
+        .args(["--ttl", "12", "--format", "quiet", "--agent", &agent])
+        .args(["echo", "owned-by-a"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let owned_since = Instant::now();
+    // Host B has its own owner lease (another machine), but not the session: refused after
+    // the runtime's lock wait (5 s, less than A's idle TTL).
+    let r = in_dir(&b, &project)
+        .args(["--ttl", "1", "--format", "quiet", "--agent", &agent])
+        .args(["echo", "refused-on-b"])
+        .output()
+        .unwrap();
+    assert!(
+        !r.status.success(),
+        "host B ran a turn while host A owned the session"
+    );
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("locked"), "{stderr}");
+    // Once A's owner has gone (idle TTL), B takes the session over.
+    std::thread::sleep(Duration::from_secs(15).saturating_sub(owned_since.elapsed()));
+    let r = in_dir(&b, &project)
+        .args(["--ttl", "1", "--format", "quiet", "--agent", &agent])
+        .args(["echo", "now-on-b"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "now-on-b\n");
+    let log = events(&a, &id);
+    let text = serde_json::to_string(&log).unwrap();
+    assert!(text.contains("owned-by-a") && text.contains("now-on-b"));
+    assert!(
+        !text.contains("refused-on-b\""),
+        "the refused turn wrote no reply"
+    );
+    let seqs: Vec<u64> = log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_secs(2));
+}
