@@ -206,7 +206,8 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
         (1, Durability::Fsync, scale.fsync_events_batch1),
         (64, Durability::Fsync, scale.fsync_events_batch64),
     ] {
-        let store = open_backend(backend, &dir.join(format!("append-{batch}-{durability:?}"))).await?;
+        let store =
+            open_backend(backend, &dir.join(format!("append-{batch}-{durability:?}"))).await?;
         let id = create_session(&store, 0).await?;
         let secs = append_run(&store, &id, 0, events, batch, durability).await?;
         println!(
@@ -322,11 +323,7 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
 }
 
 /// A new handle on the same data (memory: the same store, since it has nothing on disk).
-async fn reopen(
-    backend: &str,
-    dir: &Path,
-    current: Arc<dyn Store>,
-) -> BenchResult<Arc<dyn Store>> {
+async fn reopen(backend: &str, dir: &Path, current: Arc<dyn Store>) -> BenchResult<Arc<dyn Store>> {
     match backend {
         "memory" => Ok(current),
         _ => {
