@@ -44,6 +44,14 @@ impl std::fmt::Debug for StoreUrl {
     }
 }
 
+/// The PostgreSQL URL in effect: `ACPX_STORE_URL`, else the config's `storeUrl`.
+pub fn postgres_url(config_url: Option<&StoreUrl>) -> Option<String> {
+    match std::env::var(ENV_STORE_URL) {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => config_url.map(|u| u.0.clone()),
+    }
+}
+
 /// An opened store, keeping the concrete type for backend-specific operations.
 #[derive(Debug, Clone)]
 pub enum OpenStore {
@@ -120,16 +128,14 @@ impl OpenStore {
                 ))
             }
             Backend::Postgres => {
-                let url = match std::env::var(ENV_STORE_URL) {
-                    Ok(u) if !u.trim().is_empty() => u,
-                    _ => config_url.map(|u| u.0.clone()).ok_or_else(|| {
-                        CliError::usage("--store postgres needs the database URL".to_owned())
-                            .with_hint(format!(
-                                "set {ENV_STORE_URL}=postgres://user:password@host/db or \
+                let url = postgres_url(config_url).ok_or_else(|| {
+                    CliError::usage("--store postgres needs the database URL".to_owned()).with_hint(
+                        format!(
+                            "set {ENV_STORE_URL}=postgres://user:password@host/db or \
                                  \"storeUrl\" in the config"
-                            ))
-                    })?,
-                };
+                        ),
+                    )
+                })?;
                 let mut opts = PostgresStoreOptions::default();
                 if let Ok(schema) = std::env::var(ENV_STORE_SCHEMA) {
                     if !schema.trim().is_empty() {

@@ -300,6 +300,32 @@ fn the_store_password_is_never_shown() {
         "postgres://someone:hunter2@127.0.0.1:1/acpx?connect_timeout=2".into(),
     )];
     for args in [
+        &["config", "show"][..],
+        &["--format", "json", "config", "show"][..],
+    ] {
+        let r = env.run(args).ok();
+        assert!(!r.stdout.contains("hunter2"), "{}", r.stdout);
+        assert!(r.stdout.contains("someone:***@127.0.0.1:1"), "{}", r.stdout);
+    }
+    // The config's storeUrl too.
+    std::fs::write(
+        env.home().join("config.json"),
+        r#"{"store": "postgres", "storeUrl": "postgres://cfg:hunter3@127.0.0.1:1/x?connect_timeout=2"}"#,
+    )
+    .unwrap();
+    let r = env
+        .cmd()
+        .env_remove("ACPX_STORE_URL")
+        .args(["--verbose", "sessions", "list"])
+        .output()
+        .unwrap();
+    let all = String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
+    assert!(!r.status.success());
+    assert!(
+        !all.contains("hunter3") && all.contains("cfg:***@"),
+        "{all}"
+    );
+    for args in [
         &["sessions", "list"][..],
         &["--verbose", "--format", "json", "sessions", "list"][..],
     ] {
