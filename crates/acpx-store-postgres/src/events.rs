@@ -1,5 +1,5 @@
-//! The event log: appends (lock and seq checks, one insert per batch, retention trimming),
-//! reads and the log state.
+//! The event log: appends (one call of the schema's `acpx_append` function: lock and seq
+//! checks, the rows, retention trimming, the notification), reads and the log state.
 
 use std::collections::HashMap;
 use std::sync::MutexGuard;
@@ -12,7 +12,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use crate::lock::lock_halves;
-use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS, INSERT_EVENTS};
+use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS};
 use crate::watch::NOTIFY_CHANNEL;
 use crate::Inner;
 
@@ -56,93 +56,82 @@ impl Inner {
         let ctx = "append events";
         // `Store::append` checked that the lock was issued by this store: it is registered.
         let held = self.held.get(id).ok_or_else(|| self.lock_lost(id))?;
+        let Some(&first) = events.first().map(|e| &e.seq) else {
+            return self.event_log_state(id).await;
+        };
+        // What does not depend on the stored log (contiguity, record ids) is checked here;
+        // the server checks that the batch starts at its log's end.
+        if first == 0 || check_append_batch(id, first - 1, events).is_err() {
+            let last = self.event_log_state(id).await?.last_seq;
+            check_append_batch(id, last, events)?;
+        }
         let budget = i64::try_from(
             self.options
                 .max_segment_bytes
                 .saturating_mul(u64::from(self.options.max_segments)),
         )
         .unwrap_or(i64::MAX);
-        let mut conn = self.conn().await?;
-        let tx = conn.transaction().await.map_err(self.pg(ctx))?;
-        if !fsync {
-            tx.batch_execute("SET LOCAL synchronous_commit = off")
-                .await
-                .map_err(self.pg(ctx))?;
-        }
         let (classid, objid) = lock_halves(held.key);
-        // The log row is locked for the transaction (seq order), and the writer lock must
-        // still be held by the connection that took it.
-        let row = tx
-            .query_opt(
-                "SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at, \
-                 EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = $2 \
-                 AND classid = $3 AND objid = $4 AND objsubid = 1 AND granted) \
-                 FROM sessions s JOIN event_logs l ON l.session_key = s.session_key \
-                 WHERE s.acpx_record_id = $1 FOR UPDATE OF l",
-                &[&id.as_str(), &held.pid, &classid, &objid],
+        let now = ts_text(&Timestamp::now());
+        let notify = self.notify_payload(id);
+        let conn = self.conn().await?;
+        let stmt = conn
+            .prepare_cached(
+                "SELECT status, last_seq, retained_bytes, last_write_at FROM acpx_append(\
+                 $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+                 $18, $19, $20)",
             )
             .await
             .map_err(self.pg(ctx))?;
-        let Some(row) = row else {
-            return Err(StoreError::NotFound(id.clone()));
-        };
-        if !row.get::<_, bool>(4) {
-            return Err(self.lock_lost(id));
-        }
-        let mut log = LogRow {
-            key: row.get(0),
+        let row = conn
+            .query_one(
+                &stmt,
+                &[
+                    &id.as_str(),
+                    &held.pid,
+                    &classid,
+                    &objid,
+                    &columns.seq,
+                    &columns.event_version,
+                    &columns.timestamp,
+                    &columns.acp_session_id,
+                    &columns.request_id,
+                    &columns.stream,
+                    &columns.source,
+                    &columns.event_type,
+                    &columns.payload,
+                    &columns.extra,
+                    &columns.bytes,
+                    &budget,
+                    &now,
+                    &!fsync,
+                    &NOTIFY_CHANNEL,
+                    &notify,
+                ],
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        let status: &str = row.get(0);
+        let log = LogRow {
+            // Not part of the state `log_state` reports.
+            key: 0,
             last_seq: row.get(1),
             retained: row.get(2),
             last_write_at: row.get(3),
         };
-        check_append_batch(id, u64::try_from(log.last_seq).unwrap_or(0), events)?;
-        let Some(&last) = columns.seq.last() else {
-            return self.log_state(id, log, None);
-        };
-        tx.execute(
-            INSERT_EVENTS,
-            &[
-                &log.key,
-                &columns.seq,
-                &columns.event_version,
-                &columns.timestamp,
-                &columns.acp_session_id,
-                &columns.request_id,
-                &columns.stream,
-                &columns.source,
-                &columns.event_type,
-                &columns.payload,
-                &columns.extra,
-                &columns.bytes,
-            ],
-        )
-        .await
-        .map_err(self.pg(ctx))?;
-        log.retained += columns.total_bytes();
-        log.last_seq = last;
-        if log.retained > budget {
-            log.retained -= self
-                .trim(&tx, log.key, log.last_seq, log.retained - budget)
-                .await?;
+        match status {
+            "ok" => self.log_state(id, log, None),
+            "not_found" => Err(StoreError::NotFound(id.clone())),
+            "lock_lost" => Err(self.lock_lost(id)),
+            _ => {
+                check_append_batch(id, u64::try_from(log.last_seq).unwrap_or(0), events)?;
+                Err(crate::connection::backend_error(
+                    &self.location,
+                    ctx,
+                    format!("the server answered {status:?} for a batch that continues its log"),
+                ))
+            }
         }
-        let now = ts_text(&Timestamp::now());
-        tx.execute(
-            "UPDATE event_logs SET last_seq = $2, retained_bytes = $3, last_write_at = $4 \
-             WHERE session_key = $1",
-            &[&log.key, &log.last_seq, &log.retained, &now],
-        )
-        .await
-        .map_err(self.pg(ctx))?;
-        // Delivered at commit, to followers on every host (see watch.rs).
-        tx.execute(
-            "SELECT pg_notify($1, $2)",
-            &[&NOTIFY_CHANNEL, &self.notify_payload(id)],
-        )
-        .await
-        .map_err(self.pg(ctx))?;
-        tx.commit().await.map_err(self.pg(ctx))?;
-        log.last_write_at = Some(now);
-        self.log_state(id, log, None)
     }
 
     pub(crate) fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
@@ -313,50 +302,5 @@ impl Inner {
             }
         }
         Ok(page)
-    }
-
-    /// Deletes the oldest events until at least `excess` bytes are freed, never the newest
-    /// event (a single line larger than the budget stays, like the file store's active
-    /// segment). Returns the bytes freed.
-    async fn trim(
-        &self,
-        tx: &deadpool_postgres::Transaction<'_>,
-        key: i64,
-        newest: i64,
-        excess: i64,
-    ) -> StoreResult<i64> {
-        let ctx = "trim the event log";
-        let cut = tx
-            .query_opt(
-                "SELECT seq, running FROM (SELECT seq, (sum(bytes) OVER (ORDER BY seq))::bigint AS running \
-                 FROM event_rows WHERE session_key = $1 AND seq < $2) t \
-                 WHERE running >= $3 ORDER BY seq LIMIT 1",
-                &[&key, &newest, &excess],
-            )
-            .await
-            .map_err(self.pg(ctx))?;
-        let (cut, freed): (Option<i64>, Option<i64>) = match cut {
-            Some(row) => (Some(row.get(0)), Some(row.get::<_, i64>(1))),
-            None => {
-                let row = tx
-                    .query_one(
-                        "SELECT MAX(seq), SUM(bytes)::bigint FROM event_rows \
-                         WHERE session_key = $1 AND seq < $2",
-                        &[&key, &newest],
-                    )
-                    .await
-                    .map_err(self.pg(ctx))?;
-                (row.get(0), row.get(1))
-            }
-        };
-        if let Some(cut) = cut {
-            tx.execute(
-                "DELETE FROM event_rows WHERE session_key = $1 AND seq <= $2",
-                &[&key, &cut],
-            )
-            .await
-            .map_err(self.pg(ctx))?;
-        }
-        Ok(freed.unwrap_or(0))
     }
 }

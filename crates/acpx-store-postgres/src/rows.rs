@@ -226,8 +226,8 @@ pub(crate) fn parse_document(
     Ok(record)
 }
 
-/// The rows of one appended batch as column arrays, inserted with one
-/// `INSERT … SELECT FROM unnest(…)` statement whatever the batch size.
+/// The rows of one appended batch as column arrays, inserted by the schema's `acpx_append`
+/// function with one `INSERT … SELECT FROM unnest(…)` whatever the batch size.
 #[derive(Default)]
 pub(crate) struct EventColumns {
     pub seq: Vec<i64>,
@@ -242,12 +242,6 @@ pub(crate) struct EventColumns {
     pub extra: Vec<Option<String>>,
     pub bytes: Vec<i64>,
 }
-
-/// The insert of an [`EventColumns`] batch into the session whose key is `$1`.
-pub(crate) const INSERT_EVENTS: &str = "INSERT INTO event_rows (session_key, seq, event_version, \
-     timestamp, acp_session_id, request_id, stream, source, type, payload, extra, bytes) \
-     SELECT $1, * FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], \
-     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::bigint[])";
 
 impl EventColumns {
     pub(crate) fn new(events: &[EventEnvelope]) -> StoreResult<Self> {
@@ -283,10 +277,6 @@ impl EventColumns {
                 .push(to_i64(line_len as u64 + 1, "event line length")?);
         }
         Ok(c)
-    }
-
-    pub(crate) fn total_bytes(&self) -> i64 {
-        self.bytes.iter().sum()
     }
 }
 

@@ -116,6 +116,77 @@ CREATE TABLE messages (
     PRIMARY KEY (session_key, message_index)
 );
 
+-- One append in one round trip (the hot path: one call per streamed chunk). Under the log
+-- row's lock: the writer lock must still be held by the connection that took it (pid and key
+-- halves as in pg_locks), and the batch must continue the log; then the rows go in, retention
+-- trims the oldest ones beyond the budget, the log row is updated, and followers are notified
+-- at commit. `status`: ok, not_found, lock_lost, or seq (nothing written; `last_seq` is the
+-- log's end, for the caller's error).
+CREATE FUNCTION acpx_append(
+    p_record_id text, p_lock_pid integer, p_classid oid, p_objid oid,
+    p_seq bigint[], p_event_version integer[], p_timestamp text[], p_acp_session_id text[],
+    p_request_id text[], p_stream text[], p_source text[], p_type text[], p_payload text[],
+    p_extra text[], p_bytes bigint[], p_budget bigint, p_now text, p_async_commit boolean,
+    p_channel text, p_notify text)
+RETURNS TABLE (status text, last_seq bigint, retained_bytes bigint, last_write_at text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bigint;
+    v_last bigint;
+    v_retained bigint;
+    v_written text;
+    v_cut bigint;
+    v_freed bigint;
+BEGIN
+    IF p_async_commit THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at
+        INTO v_key, v_last, v_retained, v_written
+        FROM sessions s JOIN event_logs l ON l.session_key = s.session_key
+        WHERE s.acpx_record_id = p_record_id
+        FOR UPDATE OF l;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found'::text, 0::bigint, 0::bigint, NULL::text;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = p_lock_pid
+                   AND classid = p_classid AND objid = p_objid AND objsubid = 1 AND granted) THEN
+        RETURN QUERY SELECT 'lock_lost'::text, v_last, v_retained, v_written;
+        RETURN;
+    END IF;
+    IF p_seq[1] IS DISTINCT FROM v_last + 1 THEN
+        RETURN QUERY SELECT 'seq'::text, v_last, v_retained, v_written;
+        RETURN;
+    END IF;
+    INSERT INTO event_rows (session_key, seq, event_version, timestamp, acp_session_id,
+        request_id, stream, source, type, payload, extra, bytes)
+    SELECT v_key, * FROM unnest(p_seq, p_event_version, p_timestamp, p_acp_session_id,
+        p_request_id, p_stream, p_source, p_type, p_payload, p_extra, p_bytes);
+    v_last := p_seq[array_upper(p_seq, 1)];
+    v_retained := v_retained + (SELECT COALESCE(sum(b), 0) FROM unnest(p_bytes) b);
+    IF v_retained > p_budget THEN
+        -- The oldest rows until the excess is freed, never the newest event.
+        SELECT t.seq, t.running INTO v_cut, v_freed FROM (
+            SELECT e.seq, (sum(e.bytes) OVER (ORDER BY e.seq))::bigint AS running
+            FROM event_rows e WHERE e.session_key = v_key AND e.seq < v_last) t
+        WHERE t.running >= v_retained - p_budget ORDER BY t.seq LIMIT 1;
+        IF v_cut IS NULL THEN
+            SELECT max(e.seq), sum(e.bytes)::bigint INTO v_cut, v_freed
+            FROM event_rows e WHERE e.session_key = v_key AND e.seq < v_last;
+        END IF;
+        IF v_cut IS NOT NULL THEN
+            DELETE FROM event_rows e WHERE e.session_key = v_key AND e.seq <= v_cut;
+            v_retained := v_retained - v_freed;
+        END IF;
+    END IF;
+    UPDATE event_logs l SET last_seq = v_last, retained_bytes = v_retained,
+        last_write_at = p_now WHERE l.session_key = v_key;
+    PERFORM pg_notify(p_channel, p_notify);
+    RETURN QUERY SELECT 'ok'::text, v_last, v_retained, p_now;
+END
+$$;
+
 -- The events with their record id, for hand-written queries.
 CREATE VIEW events AS
 SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
