@@ -23,6 +23,19 @@ pub struct Options {
     dir: Option<PathBuf>,
 }
 
+/// The server of `--backend postgres`: `ACPX_STORE_URL`, else `ACPX_TEST_POSTGRES_URL`. The
+/// benchmark works in scratch schemas (`acpx_bench_<pid>_<part>`), dropped at the end.
+fn postgres_url() -> BenchResult<String> {
+    ["ACPX_STORE_URL", "ACPX_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .ok_or_else(|| "--backend postgres needs ACPX_STORE_URL (a PostgreSQL URL)".into())
+}
+
+/// The PostgreSQL stores opened by this run, whose schemas are dropped at its end.
+static POSTGRES_STORES: std::sync::Mutex<Vec<acpx_store_postgres::PostgresStore>> =
+    std::sync::Mutex::new(Vec::new());
+
 impl Options {
     pub fn parse(args: &[String]) -> Result<Options, String> {
         let mut it = args.iter();
@@ -39,11 +52,12 @@ impl Options {
         while let Some(arg) = it.next() {
             match arg.as_str() {
                 "--quick" => opts.quick = true,
-                "--backend" => {
+                // `--store` as in acpx itself.
+                "--backend" | "--store" => {
                     let b = it.next().ok_or("--backend needs a value")?;
                     opts.backends = if b == "all" {
                         all_backends()
-                    } else if all_backends().contains(b) {
+                    } else if all_backends().contains(b) || b == "postgres" {
                         vec![b.clone()]
                     } else {
                         return Err(format!(
@@ -65,8 +79,32 @@ fn all_backends() -> Vec<String> {
 }
 
 /// Opens a store of `backend` under `dir` (a new handle on what is already there, if anything).
-fn open_backend(backend: &str, dir: &Path) -> Result<Arc<dyn Store>, String> {
+/// For postgres, `dir`'s last component names the scratch schema.
+async fn open_backend(backend: &str, dir: &Path) -> Result<Arc<dyn Store>, String> {
     match backend {
+        "postgres" => {
+            let part: String = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().to_lowercase())
+                .unwrap_or_default()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            let store = acpx_store_postgres::PostgresStore::connect(
+                &postgres_url()?,
+                acpx_store_postgres::PostgresStoreOptions {
+                    schema: format!("acpx_bench_{}_{part}", std::process::id()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(err)?;
+            POSTGRES_STORES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(store.clone());
+            Ok(Arc::new(store))
+        }
         "memory" => Ok(Arc::new(MemoryStore::new())),
         "fs" => Ok(Arc::new(acpx_store_fs::FsStore::open(dir).map_err(err)?)),
         "sqlite" => Ok(Arc::new(
@@ -104,7 +142,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     for backend in &opts.backends {
         let dir = base.path().join(backend);
         std::fs::create_dir_all(&dir).map_err(err)?;
-        rt.block_on(bench_backend(backend, &dir, opts.quick))?;
+        let result = rt.block_on(bench_backend(backend, &dir, opts.quick));
+        rt.block_on(drop_postgres_schemas())?;
+        result?;
     }
     Ok(())
 }
@@ -166,7 +206,8 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
         (1, Durability::Fsync, scale.fsync_events_batch1),
         (64, Durability::Fsync, scale.fsync_events_batch64),
     ] {
-        let store = open_backend(backend, &dir.join(format!("append-{batch}-{durability:?}")))?;
+        let store =
+            open_backend(backend, &dir.join(format!("append-{batch}-{durability:?}"))).await?;
         let id = create_session(&store, 0).await?;
         let secs = append_run(&store, &id, 0, events, batch, durability).await?;
         println!(
@@ -182,7 +223,7 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
     );
     println!("| messages | bytes | ms per save |");
     println!("|---:|---:|---:|");
-    let store = open_backend(backend, &dir.join("save"))?;
+    let store = open_backend(backend, &dir.join("save")).await?;
     for messages in [10usize, 1_000, 10_000] {
         let mut record = sample_record(messages);
         store.create(&mut record).await.map_err(err)?;
@@ -200,7 +241,7 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
     println!("\n### per-event append cost vs events already stored (batch 1, flush)\n");
     println!("| events already stored | events timed | µs per event |");
     println!("|---:|---:|---:|");
-    let store = open_backend(backend, &dir.join("flat"))?;
+    let store = open_backend(backend, &dir.join("flat")).await?;
     let mut costs = Vec::new();
     for (i, prefill) in [scale.flat_small, scale.flat_large].into_iter().enumerate() {
         let id = create_session(&store, i as u64 + 1).await?;
@@ -216,12 +257,12 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
     );
 
     println!("\n### list {} sessions\n", scale.list_sessions);
-    let store = open_backend(backend, &dir.join("list"))?;
+    let store = open_backend(backend, &dir.join("list")).await?;
     for i in 0..scale.list_sessions {
         create_session(&store, 1_000_000 + i as u64).await?;
     }
     // A fresh handle, as a new CLI process would have.
-    let store = reopen(backend, &dir.join("list"), store)?;
+    let store = reopen(backend, &dir.join("list"), store).await?;
     let t = Instant::now();
     let page = store.list(&ListQuery::default()).await.map_err(err)?;
     let first = t.elapsed();
@@ -251,7 +292,7 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
         "\n### read the last 1,000 events of a {}-event session\n",
         scale.tail_session_events
     );
-    let store = open_backend(backend, &dir.join("tail"))?;
+    let store = open_backend(backend, &dir.join("tail")).await?;
     let id = create_session(&store, 2_000_000).await?;
     append_run(
         &store,
@@ -262,7 +303,7 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
         Durability::None,
     )
     .await?;
-    let store = reopen(backend, &dir.join("tail"), store)?;
+    let store = reopen(backend, &dir.join("tail"), store).await?;
     let from = scale.tail_session_events - 999;
     let mut times = Vec::new();
     for _ in 0..5 {
@@ -282,14 +323,26 @@ async fn bench_backend(backend: &str, dir: &Path, quick: bool) -> BenchResult<()
 }
 
 /// A new handle on the same data (memory: the same store, since it has nothing on disk).
-fn reopen(backend: &str, dir: &Path, current: Arc<dyn Store>) -> BenchResult<Arc<dyn Store>> {
+async fn reopen(backend: &str, dir: &Path, current: Arc<dyn Store>) -> BenchResult<Arc<dyn Store>> {
     match backend {
         "memory" => Ok(current),
         _ => {
             drop(current);
-            open_backend(backend, dir)
+            open_backend(backend, dir).await
         }
     }
+}
+
+/// Drops the scratch schemas of the PostgreSQL stores this run opened.
+async fn drop_postgres_schemas() -> BenchResult<()> {
+    let stores = std::mem::take(&mut *POSTGRES_STORES.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut dropped = std::collections::HashSet::new();
+    for store in stores {
+        if dropped.insert(store.location().to_owned()) {
+            store.drop_schema().await.map_err(err)?;
+        }
+    }
+    Ok(())
 }
 
 async fn create_session(store: &Arc<dyn Store>, n: u64) -> BenchResult<RecordId> {

@@ -1,4 +1,4 @@
-//! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
+//! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
@@ -10,7 +10,7 @@ mod tidy;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick] [--dir DIR]
+    "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
@@ -19,6 +19,8 @@ const USAGE: &str =
                 time to read the last 1,000 events of a 1,000,000-event session.
   --quick       smaller counts, for a smoke run (figures are not comparable with a full run)
   --dir DIR     where the stores are created (default: a temporary directory on /tmp's disk)
+  --backend postgres  (or --store postgres; not part of `all`) on the server of ACPX_STORE_URL,
+                in scratch schemas dropped at the end
 
   bench owner   builds the release acpx, then times whole invocations against the scripted
                 agent: warm second prompt through the session's queue owner (overhead = wall

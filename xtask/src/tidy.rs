@@ -134,7 +134,11 @@ fn the_model_stays_pure() {
 
 #[test]
 fn stores_depend_only_on_the_model_and_the_lock_crate() {
-    for store in ["crates/acpx-store-fs", "crates/acpx-store-sqlite"] {
+    for store in [
+        "crates/acpx-store-fs",
+        "crates/acpx-store-sqlite",
+        "crates/acpx-store-postgres",
+    ] {
         for dep in deps_of(store) {
             if dep.starts_with("acpx-") {
                 assert!(

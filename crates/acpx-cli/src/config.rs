@@ -6,7 +6,8 @@
 //! are merged name by name.
 //!
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
-//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite`), `timeout`
+//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite` | `postgres`),
+//! `storeUrl` (the PostgreSQL URL of `store: postgres`; `ACPX_STORE_URL` wins), `timeout`
 //! (seconds, a positive number), `requestTimeout` (seconds every other ACP request may take,
 //! default 120; both at most a year, see `crate::durations`), `agents` (`{"name": {"command": "..."}}` or
 //! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
@@ -46,6 +47,8 @@ pub enum Backend {
     Fs,
     // One SQLite database, `<home>/acpx.db`.
     Sqlite,
+    // A PostgreSQL database shared by several hosts (`ACPX_STORE_URL` or `storeUrl`).
+    Postgres,
 }
 
 impl Backend {
@@ -53,6 +56,7 @@ impl Backend {
         match self {
             Backend::Fs => "fs",
             Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
         }
     }
 }
@@ -82,6 +86,8 @@ pub struct Config {
     pub default_permissions: Option<PermissionMode>,
     pub format: Option<Format>,
     pub store: Option<Backend>,
+    /// `storeUrl`: the PostgreSQL URL (its `Debug` hides the password).
+    pub store_url: Option<crate::backends::StoreUrl>,
     pub timeout: Option<f64>,
     /// `requestTimeout`: seconds every ACP request but the prompt may take (default 120).
     pub request_timeout: Option<f64>,
@@ -220,14 +226,21 @@ impl Config {
                     self.store = Some(match expect_string(path, key, value)?.as_str() {
                         "fs" => Backend::Fs,
                         "sqlite" => Backend::Sqlite,
+                        "postgres" => Backend::Postgres,
                         other => {
                             return Err(config_error(
                                 path,
                                 key,
-                                &format!("expected \"fs\" or \"sqlite\", got {other:?}"),
+                                &format!(
+                                    "expected \"fs\", \"sqlite\" or \"postgres\", got {other:?}"
+                                ),
                             ))
                         }
                     });
+                }
+                "storeUrl" => {
+                    self.store_url =
+                        Some(crate::backends::StoreUrl(expect_string(path, key, value)?));
                 }
                 "timeout" => self.timeout = Some(seconds(path, key, value, Range::Positive)?),
                 "requestTimeout" => {

@@ -294,8 +294,15 @@ impl Ctx {
     /// The store of `--store`, opened on first use.
     pub async fn opened(&self) -> CliResult<&OpenStore> {
         self.store
-            .get_or_try_init(|| async { OpenStore::open(self.backend, &self.home) })
+            .get_or_try_init(|| async {
+                OpenStore::open(self.backend, &self.home, self.config.store_url.as_ref()).await
+            })
             .await
+    }
+
+    /// The store, if it was opened already.
+    pub fn opened_now(&self) -> Option<&OpenStore> {
+        self.store.get()
     }
 
     /// The store as a trait object.

@@ -319,6 +319,22 @@ pub trait Store: Send + Sync + fmt::Debug {
             self.backend_name()
         )))
     }
+
+    /// Waits until the log of `id` may hold events after `after_seq`, or until `timeout` has
+    /// passed, whichever comes first, for followers of a log written by another process or
+    /// host. It may return early; the caller reads the log again either way. The default
+    /// sleeps `timeout` (polling); a backend that is told of appends (PostgreSQL's
+    /// `LISTEN`/`NOTIFY`) returns as soon as one is committed.
+    async fn wait_for_events(
+        &self,
+        id: &RecordId,
+        after_seq: u64,
+        timeout: Duration,
+    ) -> StoreResult<()> {
+        let _ = (id, after_seq);
+        futures_timer::Delay::new(timeout).await;
+        Ok(())
+    }
 }
 
 /// Normalizes a `cwd` for comparison: must be absolute; trailing `/` removed (except `/`).

@@ -7,6 +7,7 @@
 //! acpx-store-worker --backend fs --root DIR [--max-segment-bytes N] [--max-segments N]
 //!                   [--lock-timeout-ms N]  <op> [op args]
 //! acpx-store-worker --backend sqlite --path FILE [same options]  <op> [op args]
+//! acpx-store-worker --backend postgres --url URL --schema S [same options]  <op> [op args]
 //!
 //! append      --id X --count N [--batch B] [--durability none|flush|fsync]
 //!             [--mode lock|retry] [--tag T]                       prints `ack seq=<last>`
@@ -119,6 +120,25 @@ async fn open_backend(flags: &Flags) -> Result<Arc<dyn Store>, String> {
                 options.lock_timeout = Duration::from_millis(num(flags, "lock-timeout-ms", None)?);
             }
             let store = acpx_store_sqlite::SqliteStore::open_with(get(flags, "path")?, options)
+                .map_err(|e| e.to_string())?;
+            Ok(Arc::new(store))
+        }
+        "postgres" => {
+            let mut options = acpx_store_postgres::PostgresStoreOptions {
+                schema: get(flags, "schema")?.to_owned(),
+                ..acpx_store_postgres::PostgresStoreOptions::default()
+            };
+            if flags.contains_key("max-segment-bytes") {
+                options.max_segment_bytes = num(flags, "max-segment-bytes", None)?;
+            }
+            if flags.contains_key("max-segments") {
+                options.max_segments = num(flags, "max-segments", None)?;
+            }
+            if flags.contains_key("lock-timeout-ms") {
+                options.lock_timeout = Duration::from_millis(num(flags, "lock-timeout-ms", None)?);
+            }
+            let store = acpx_store_postgres::PostgresStore::connect(get(flags, "url")?, options)
+                .await
                 .map_err(|e| e.to_string())?;
             Ok(Arc::new(store))
         }

@@ -25,6 +25,13 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         m.insert("home".into(), json!(ctx.home.to_string_lossy()));
         m.insert("cwd".into(), json!(ctx.cwd.to_string_lossy()));
         m.insert("store".into(), json!(ctx.backend.as_str()));
+        if let Some(url) = crate::backends::postgres_url(ctx.config.store_url.as_ref()) {
+            // Never with its password.
+            m.insert(
+                "storeUrl".into(),
+                json!(acpx_store_postgres::redact_url(&url)),
+            );
+        }
         m.insert(
             "format".into(),
             json!(format!("{:?}", ctx.out.format).to_lowercase()),
@@ -44,6 +51,12 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
     o.line(&format!("home:          {}", ctx.home.display()));
     o.line(&format!("directory:     {}", ctx.cwd.display()));
     o.line(&format!("store:         {}", ctx.backend.as_str()));
+    if let Some(url) = crate::backends::postgres_url(ctx.config.store_url.as_ref()) {
+        o.line(&format!(
+            "store url:     {}",
+            acpx_store_postgres::redact_url(&url)
+        ));
+    }
     o.line(&format!("permissions:   {}", ctx.permission.as_str()));
     o.line(&format!(
         "timeout:       {}",

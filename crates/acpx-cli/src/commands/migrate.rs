@@ -1,4 +1,4 @@
-//! `migrate --to sqlite|fs`: copies every session and its whole log from the `--store` backend
+//! `migrate --to sqlite|fs|postgres`: copies every session and its whole log from the `--store` backend
 //! to the other one with [`acpx_model::migrate::copy_store`], which verifies each copy (event
 //! count, last seq, and SHA-256 digests of the log lines and of the snapshot).
 //!
@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     }
     crate::commands::runtime_cmds::release_all_owners(ctx).await?;
     let from = ctx.opened().await?;
-    let to = OpenStore::open(a.to, &ctx.home)?;
+    let to = OpenStore::open(a.to, &ctx.home, ctx.config.store_url.as_ref()).await?;
     let report = copy_store(&*from.as_dyn(), &*to.as_dyn())
         .await
         .map_err(|e| {
@@ -51,10 +51,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         let mut m = Map::new();
         m.insert("from".into(), json!(ctx.backend.as_str()));
         m.insert("to".into(), json!(a.to.as_str()));
-        m.insert(
-            "location".into(),
-            json!(to.location(&ctx.home).to_string_lossy()),
-        );
+        m.insert("location".into(), json!(to.location(&ctx.home)));
         m.insert("verified".into(), json!(true));
         m.insert("sessionCount".into(), json!(report.sessions.len()));
         m.insert("eventCount".into(), json!(events));
@@ -73,7 +70,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
             report.sessions.len(),
             ctx.backend.as_str(),
             a.to.as_str(),
-            to.location(&ctx.home).display(),
+            to.location(&ctx.home),
             a.to.as_str()
         ));
     } else {

@@ -193,7 +193,8 @@ impl LogFollower {
 }
 
 /// Follows `id`'s log (see [`LogFollower`]), calling `on` with each item as it is seen and
-/// waiting `interval` between reads that found nothing new, until the follower stops.
+/// waiting up to `interval` between reads that found nothing new
+/// ([`Store::wait_for_events`]), until the follower stops.
 pub async fn follow(
     store: &dyn Store,
     id: &RecordId,
@@ -211,7 +212,12 @@ pub async fn follow(
             return Ok(end);
         }
         if !poll.more {
-            tokio::time::sleep(interval).await;
+            // Polling for most stores; a store told of appends (PostgreSQL's LISTEN/NOTIFY)
+            // returns as soon as another process or host commits one.
+            let after = follower.next_seq().saturating_sub(1);
+            if store.wait_for_events(id, after, interval).await.is_err() {
+                tokio::time::sleep(interval).await;
+            }
         }
     }
 }

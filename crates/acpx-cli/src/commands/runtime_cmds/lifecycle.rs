@@ -51,6 +51,14 @@ fn print_ensured(
             crate::backends::sqlite_path(&ctx.home).display(),
             record.acpx_record_id
         ),
+        // The store is open by now: the session was just found or created in it.
+        crate::config::Backend::Postgres => format!(
+            "{} (sessions row {})",
+            ctx.opened_now()
+                .map(|s| s.location(&ctx.home))
+                .unwrap_or_else(|| "postgres".into()),
+            record.acpx_record_id
+        ),
     };
     ctx.out.line(&format!(
         "{verb} session {}{} for agent {} in {}",

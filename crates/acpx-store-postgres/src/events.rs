@@ -1,0 +1,306 @@
+//! The event log: appends (one call of the schema's `acpx_append` function: lock and seq
+//! checks, the rows, retention trimming, the notification), reads and the log state.
+
+use std::collections::HashMap;
+use std::sync::MutexGuard;
+
+use acpx_model::{
+    check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery,
+    EventType, ReadMode, RecordId, StoreError, StoreResult, Timestamp,
+};
+use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
+
+use crate::lock::lock_halves;
+use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS};
+use crate::watch::NOTIFY_CHANNEL;
+use crate::Inner;
+
+/// A session's key and its `event_logs` row.
+pub(crate) struct LogRow {
+    key: i64,
+    last_seq: i64,
+    retained: i64,
+    last_write_at: Option<String>,
+}
+
+impl Inner {
+    pub(crate) async fn append(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        fsync: bool,
+    ) -> StoreResult<EventLogState> {
+        let columns = EventColumns::new(events)?;
+        let result = self.append_rows(id, events, columns, fsync).await;
+        match &result {
+            Ok(_) => self.note_write_error(id, None),
+            // A failed transaction (lost connection, lost lock, server error) is a failed
+            // write and stays reported until the next append succeeds. A refused call (wrong
+            // seq, unknown session) wrote nothing and is only the caller's error.
+            Err(e @ (StoreError::Backend { .. } | StoreError::Io { .. })) => {
+                self.note_write_error(id, Some(e.to_string()))
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn append_rows(
+        &self,
+        id: &RecordId,
+        events: &[EventEnvelope],
+        columns: EventColumns,
+        fsync: bool,
+    ) -> StoreResult<EventLogState> {
+        let ctx = "append events";
+        // `Store::append` checked that the lock was issued by this store: it is registered.
+        let held = self.held.get(id).ok_or_else(|| self.lock_lost(id))?;
+        let Some(&first) = events.first().map(|e| &e.seq) else {
+            return self.event_log_state(id).await;
+        };
+        // What does not depend on the stored log (contiguity, record ids) is checked here;
+        // the server checks that the batch starts at its log's end.
+        if first == 0 || check_append_batch(id, first - 1, events).is_err() {
+            let last = self.event_log_state(id).await?.last_seq;
+            check_append_batch(id, last, events)?;
+        }
+        let budget = i64::try_from(
+            self.options
+                .max_segment_bytes
+                .saturating_mul(u64::from(self.options.max_segments)),
+        )
+        .unwrap_or(i64::MAX);
+        let (classid, objid) = lock_halves(held.key);
+        let now = ts_text(&Timestamp::now());
+        let notify = self.notify_payload(id);
+        let conn = self.conn().await?;
+        let stmt = conn
+            .prepare_cached(
+                "SELECT status, last_seq, retained_bytes, last_write_at FROM acpx_append(\
+                 $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+                 $18, $19, $20)",
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        let row = conn
+            .query_one(
+                &stmt,
+                &[
+                    &id.as_str(),
+                    &held.pid,
+                    &classid,
+                    &objid,
+                    &columns.seq,
+                    &columns.event_version,
+                    &columns.timestamp,
+                    &columns.acp_session_id,
+                    &columns.request_id,
+                    &columns.stream,
+                    &columns.source,
+                    &columns.event_type,
+                    &columns.payload,
+                    &columns.extra,
+                    &columns.bytes,
+                    &budget,
+                    &now,
+                    &!fsync,
+                    &NOTIFY_CHANNEL,
+                    &notify,
+                ],
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        let status: &str = row.get(0);
+        let log = LogRow {
+            // Not part of the state `log_state` reports.
+            key: 0,
+            last_seq: row.get(1),
+            retained: row.get(2),
+            last_write_at: row.get(3),
+        };
+        match status {
+            "ok" => self.log_state(id, log, None),
+            "not_found" => Err(StoreError::NotFound(id.clone())),
+            "lock_lost" => Err(self.lock_lost(id)),
+            _ => {
+                check_append_batch(id, u64::try_from(log.last_seq).unwrap_or(0), events)?;
+                Err(crate::connection::backend_error(
+                    &self.location,
+                    ctx,
+                    format!("the server answered {status:?} for a batch that continues its log"),
+                ))
+            }
+        }
+    }
+
+    pub(crate) fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
+        // The map stays consistent even if a holder panicked.
+        self.write_errors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn note_write_error(&self, id: &RecordId, error: Option<String>) {
+        let mut errors = self.write_errors();
+        match error {
+            Some(e) => {
+                errors.insert(id.clone(), e);
+            }
+            None => {
+                if !errors.is_empty() {
+                    errors.remove(id);
+                }
+            }
+        }
+    }
+
+    fn log_state(
+        &self,
+        id: &RecordId,
+        log: LogRow,
+        last_write_error: Option<String>,
+    ) -> StoreResult<EventLogState> {
+        let max = self.options.max_segment_bytes;
+        let retained = u64::try_from(log.retained).unwrap_or(0);
+        Ok(EventLogState {
+            format_version: 1,
+            active_path: format!("{}/{id}", self.location),
+            // Retained bytes in units of max_segment_bytes: how many file segments the same
+            // events would fill. See docs/format.md.
+            segment_count: u32::try_from(retained.div_ceil(max))
+                .unwrap_or(u32::MAX)
+                .min(self.options.max_segments),
+            max_segment_bytes: max,
+            max_segments: self.options.max_segments,
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
+            last_write_at: log
+                .last_write_at
+                .map(|t| {
+                    Timestamp::parse(&t).map_err(|e| {
+                        StoreError::corrupt(
+                            format!("{} event_logs row {:?}", self.location, id.as_str()),
+                            None,
+                            format!("column `last_write_at`: {e}"),
+                        )
+                    })
+                })
+                .transpose()?,
+            last_write_error,
+        })
+    }
+
+    /// A session's key and log row; `NotFound` without a session.
+    async fn log_row(&self, conn: &impl GenericClient, id: &RecordId) -> StoreResult<LogRow> {
+        let row = conn
+            .query_opt(
+                "SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at \
+                 FROM sessions s LEFT JOIN event_logs l ON l.session_key = s.session_key \
+                 WHERE s.acpx_record_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg("read the event log state"))?
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        Ok(LogRow {
+            key: row.get(0),
+            last_seq: row.get::<_, Option<i64>>(1).unwrap_or(0),
+            retained: row.get::<_, Option<i64>>(2).unwrap_or(0),
+            last_write_at: row.get(3),
+        })
+    }
+
+    pub(crate) async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        let conn = self.conn().await?;
+        let log = self.log_row(&conn, id).await?;
+        let error = self.write_errors().get(id).cloned();
+        self.log_state(id, log, error)
+    }
+
+    pub(crate) async fn read_events(
+        &self,
+        id: &RecordId,
+        query: &EventQuery,
+    ) -> StoreResult<EventPage> {
+        let ctx = "read events";
+        let mut conn = self.conn().await?;
+        // One snapshot for the log row, the oldest seq and the rows.
+        let tx = conn
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(self.pg(ctx))?;
+        let log = self.log_row(&tx, id).await?;
+        let oldest: Option<i64> = tx
+            .query_one(
+                "SELECT MIN(seq) FROM event_rows WHERE session_key = $1",
+                &[&log.key],
+            )
+            .await
+            .map_err(self.pg(ctx))?
+            .get(0);
+        let from = i64::try_from(query.from_seq).unwrap_or(i64::MAX);
+        let mut sql =
+            format!("SELECT {EVENT_COLUMNS} FROM event_rows WHERE session_key = $1 AND seq >= $2");
+        let types: Vec<&str> = query.types.iter().map(EventType::as_str).collect();
+        let streams: Vec<&str> = query.streams.iter().map(|s| s.as_str()).collect();
+        let limit = query
+            .limit
+            .map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1).saturating_add(1));
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&log.key, &from];
+        if !types.is_empty() {
+            params.push(&types);
+            sql.push_str(&format!(" AND type = ANY(${})", params.len()));
+        }
+        if !streams.is_empty() {
+            params.push(&streams);
+            sql.push_str(&format!(" AND stream = ANY(${})", params.len()));
+        }
+        if let Some(r) = &query.request_id {
+            params.push(r);
+            sql.push_str(&format!(" AND request_id = ${}", params.len()));
+        }
+        sql.push_str(" ORDER BY seq");
+        if let Some(limit) = &limit {
+            // One more than asked: its seq is where the next page starts.
+            params.push(limit);
+            sql.push_str(&format!(" LIMIT ${}", params.len()));
+        }
+        let rows = tx.query(&sql, &params).await.map_err(self.pg(ctx))?;
+        tx.commit().await.map_err(self.pg(ctx))?;
+        let mut page = EventPage {
+            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
+            oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
+            ..EventPage::default()
+        };
+        for row in &rows {
+            let seq: i64 = row.get(0);
+            if query.limit.is_some_and(|l| page.events.len() >= l) {
+                page.next_seq = u64::try_from(seq).ok();
+                break;
+            }
+            match event_from_row(row, id) {
+                Ok(e) => page.events.push(e),
+                Err(reason) => match query.mode {
+                    ReadMode::Strict => {
+                        return Err(StoreError::corrupt(
+                            format!(
+                                "{} events row ({:?}, seq {seq})",
+                                self.location,
+                                id.as_str()
+                            ),
+                            None,
+                            reason,
+                        ))
+                    }
+                    ReadMode::Lenient => page.damaged.push(DamagedLine {
+                        location: format!("{} events", self.location),
+                        line: u64::try_from(seq).unwrap_or(0),
+                        reason,
+                    }),
+                },
+            }
+        }
+        Ok(page)
+    }
+}

@@ -1,0 +1,419 @@
+//! The `sessions` and `messages` rows: create, save, load, close, delete and list.
+
+use std::collections::HashMap;
+
+use acpx_model::{
+    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
+    SkippedEntry, StoreError, StoreResult, Timestamp,
+};
+use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::types::ToSql;
+
+use crate::connection::{is_unique_violation, pg_error};
+use crate::lock::{lock_for_transaction, lock_key};
+use crate::rows::{
+    parse_document, summary_difference, summary_from_row, to_i64, MessageRow, SessionColumns,
+    SUMMARY_COLUMNS, WRITE_COLUMNS, WRITE_VALUES,
+};
+use crate::Inner;
+
+impl Inner {
+    /// Maps a client error of the step `context`.
+    pub(crate) fn pg(
+        &self,
+        context: &'static str,
+    ) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+        move |e| pg_error(&self.location, context, e)
+    }
+
+    /// The writer lock of `id` for this transaction, unless this store holds it already.
+    pub(crate) async fn lock_unless_held(
+        &self,
+        tx: &Transaction<'_>,
+        id: &RecordId,
+    ) -> StoreResult<()> {
+        if self.held.get(id).is_some() {
+            return Ok(());
+        }
+        lock_for_transaction(
+            tx,
+            id,
+            lock_key(&self.schema, id),
+            self.options.lock_timeout,
+            &self.location,
+        )
+        .await
+    }
+
+    pub(crate) async fn create(
+        &self,
+        id: &RecordId,
+        cols: SessionColumns,
+        msgs: Vec<MessageRow>,
+    ) -> StoreResult<()> {
+        let ctx = "create the session";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(self.pg(ctx))?;
+        self.lock_unless_held(&tx, id).await?;
+        let key = id.as_str().to_owned();
+        let inserted = tx
+            .query_opt(
+                &format!(
+                    "INSERT INTO sessions (acpx_record_id, {WRITE_COLUMNS}, document_checked) \
+                     VALUES ($1, {WRITE_VALUES}, true) \
+                     ON CONFLICT (acpx_record_id) DO NOTHING RETURNING session_key"
+                ),
+                &cols.params(&key),
+            )
+            .await;
+        let session_key: i64 = match inserted {
+            Ok(Some(row)) => row.get(0),
+            Ok(None) => return Err(StoreError::AlreadyExists(id.clone())),
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::AlreadyExists(id.clone())),
+            Err(e) => return Err(self.pg(ctx)(e)),
+        };
+        tx.execute(
+            "INSERT INTO event_logs (session_key) VALUES ($1)",
+            &[&session_key],
+        )
+        .await
+        .map_err(self.pg(ctx))?;
+        self.sync_messages(&tx, session_key, &msgs).await?;
+        tx.commit().await.map_err(self.pg(ctx))
+    }
+
+    pub(crate) async fn save(
+        &self,
+        id: &RecordId,
+        expected: u64,
+        cols: SessionColumns,
+        msgs: Vec<MessageRow>,
+    ) -> StoreResult<()> {
+        let ctx = "save the session";
+        let expected_i = to_i64(expected, "revision")?;
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(self.pg(ctx))?;
+        self.lock_unless_held(&tx, id).await?;
+        let key = id.as_str().to_owned();
+        let mut params: Vec<&(dyn ToSql + Sync)> = cols.params(&key).to_vec();
+        params.push(&expected_i);
+        let updated = tx
+            .query_opt(
+                &format!(
+                    "UPDATE sessions SET ({WRITE_COLUMNS}) = ROW({WRITE_VALUES}), \
+                     document_checked = true \
+                     WHERE acpx_record_id = $1 AND revision = $18 RETURNING session_key"
+                ),
+                &params,
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        let Some(row) = updated else {
+            let actual = tx
+                .query_opt(
+                    "SELECT revision FROM sessions WHERE acpx_record_id = $1",
+                    &[&key],
+                )
+                .await
+                .map_err(self.pg(ctx))?;
+            return Err(match actual {
+                None => StoreError::NotFound(id.clone()),
+                Some(r) => StoreError::Conflict {
+                    id: id.clone(),
+                    expected,
+                    actual: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+                },
+            });
+        };
+        self.sync_messages(&tx, row.get(0), &msgs).await?;
+        tx.commit().await.map_err(self.pg(ctx))
+    }
+
+    pub(crate) async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        let ctx = "load the session";
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT revision, document FROM sessions WHERE acpx_record_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg(ctx))?
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        parse_document(
+            row.get(1),
+            id.as_str(),
+            row.get(0),
+            &self.row_location(id.as_str()),
+        )
+    }
+
+    pub(crate) async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+        let ctx = "close the session";
+        let location = self.row_location(id.as_str());
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(self.pg(ctx))?;
+        self.lock_unless_held(&tx, id).await?;
+        let row = tx
+            .query_opt(
+                "SELECT revision, document FROM sessions WHERE acpx_record_id = $1 FOR UPDATE",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg(ctx))?
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        let revision: i64 = row.get(0);
+        let mut record = parse_document(row.get(1), id.as_str(), revision, &location)?;
+        if record.closed {
+            return Ok(record);
+        }
+        record.closed = true;
+        record.closed_at = Some(at);
+        record.pid = None;
+        record.revision += 1;
+        let cols = SessionColumns::from_record(&record)?;
+        let key = id.as_str().to_owned();
+        let mut params: Vec<&(dyn ToSql + Sync)> = cols.params(&key).to_vec();
+        params.push(&revision);
+        tx.execute(
+            &format!(
+                "UPDATE sessions SET ({WRITE_COLUMNS}) = ROW({WRITE_VALUES}), \
+                 document_checked = true WHERE acpx_record_id = $1 AND revision = $18"
+            ),
+            &params,
+        )
+        .await
+        .map_err(self.pg(ctx))?;
+        tx.commit().await.map_err(self.pg(ctx))?;
+        Ok(record)
+    }
+
+    pub(crate) async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        let ctx = "delete the session";
+        let mut conn = self.conn().await?;
+        let tx = conn.transaction().await.map_err(self.pg(ctx))?;
+        self.lock_unless_held(&tx, id).await?;
+        // The events, log row and messages go with it (ON DELETE CASCADE).
+        let deleted = tx
+            .execute(
+                "DELETE FROM sessions WHERE acpx_record_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        tx.commit().await.map_err(self.pg(ctx))?;
+        self.write_errors().remove(id);
+        Ok(deleted > 0)
+    }
+
+    pub(crate) async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
+        let after = query.decode_cursor()?;
+        if query.limit == Some(0) {
+            return Err(StoreError::InvalidArgument(
+                "limit must be at least 1".into(),
+            ));
+        }
+        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE true");
+        let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+        let mut bind = |value: Box<dyn ToSql + Sync + Send>| {
+            args.push(value);
+            format!("${}", args.len())
+        };
+        if let Some(cwd) = cwd {
+            sql.push_str(&format!(" AND cwd_key = {}", bind(Box::new(cwd))));
+        }
+        if let Some(a) = &query.agent_command {
+            sql.push_str(&format!(
+                " AND agent_command = {}",
+                bind(Box::new(a.clone()))
+            ));
+        }
+        if let Some(n) = &query.name {
+            sql.push_str(&format!(" AND name = {}", bind(Box::new(n.clone()))));
+        }
+        match query.closed {
+            ClosedFilter::Any => {}
+            ClosedFilter::Open => sql.push_str(" AND NOT closed"),
+            ClosedFilter::Closed => sql.push_str(" AND closed"),
+        }
+        if let Some((t, last_id)) = after {
+            let t = bind(Box::new(t));
+            let last_id = bind(Box::new(last_id));
+            sql.push_str(&format!(
+                " AND (last_used_ms < {t} OR (last_used_ms = {t} AND acpx_record_id > {last_id}))"
+            ));
+        }
+        sql.push_str(" ORDER BY last_used_ms DESC, acpx_record_id ASC");
+        let ctx = "list sessions";
+        let conn = self.conn().await?;
+        let params: Vec<&(dyn ToSql + Sync)> = args
+            .iter()
+            .map(|a| a.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        // One more row than asked: it tells whether a next page exists. Malformed rows do not
+        // fill the page; when the rows ran out on some, the query runs again without a limit.
+        if let Some(limit) = query.limit {
+            let fetch = i64::try_from(limit)
+                .unwrap_or(i64::MAX / 2)
+                .saturating_add(1);
+            let limited = format!("{sql} LIMIT {fetch}");
+            let rows = conn.query(&limited, &params).await.map_err(self.pg(ctx))?;
+            let page = self.list_page(&conn, query, &rows).await;
+            if page.next_cursor.is_some() || rows.len() < limit.saturating_add(1) {
+                return Ok(page);
+            }
+        }
+        let rows = conn.query(&sql, &params).await.map_err(self.pg(ctx))?;
+        Ok(self.list_page(&conn, query, &rows).await)
+    }
+
+    /// A page of `list` from the rows in list order.
+    async fn list_page(
+        &self,
+        conn: &impl GenericClient,
+        query: &ListQuery,
+        rows: &[tokio_postgres::Row],
+    ) -> ListPage {
+        let mut page = ListPage::default();
+        // Bad rows between the last session of this page and the first of the next one are
+        // reported by the next page (which reads them again), not twice.
+        let mut pending: Vec<SkippedEntry> = Vec::new();
+        for row in rows {
+            let key: String = row.try_get(0).unwrap_or_default();
+            let checked: bool = row.try_get(15).unwrap_or(false);
+            let summary = match summary_from_row(row) {
+                Ok(s) if checked => Ok(s),
+                Ok(s) => self.check_document(conn, &s).await,
+                Err(reason) => Err(reason),
+            };
+            match summary {
+                Ok(s) => {
+                    if query.limit.is_some_and(|l| page.sessions.len() >= l) {
+                        page.next_cursor = page.sessions.last().map(|l| query.cursor_after(l));
+                        pending.clear();
+                        break;
+                    }
+                    page.skipped.append(&mut pending);
+                    page.sessions.push(s);
+                }
+                Err(reason) => pending.push(SkippedEntry {
+                    acpx_record_id: RecordId::parse(&key).ok(),
+                    location: self.row_location(&key),
+                    reason,
+                }),
+            }
+        }
+        page.skipped.append(&mut pending);
+        for s in &page.skipped {
+            tracing::warn!(location = %s.location, reason = %s.reason, "skipping malformed session row");
+        }
+        page
+    }
+
+    /// For a row changed outside acpx: the columns are used only if the document validates
+    /// and says the same.
+    async fn check_document(
+        &self,
+        conn: &impl GenericClient,
+        columns: &SessionSummary,
+    ) -> Result<SessionSummary, String> {
+        let id = columns.acpx_record_id.as_str();
+        let revision = i64::try_from(columns.revision).unwrap_or(i64::MAX);
+        let row = conn
+            .query_one(
+                "SELECT document FROM sessions WHERE acpx_record_id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(|e| format!("reading the document: {e}"))?;
+        let record = parse_document(row.get(0), id, revision, &self.row_location(id)).map_err(
+            |e| match e {
+                StoreError::Corrupt { reason, .. } => reason,
+                other => other.to_string(),
+            },
+        )?;
+        let from_document = record.summary();
+        match summary_difference(&from_document, columns) {
+            None => Ok(from_document),
+            Some(field) => Err(format!(
+                "the document was edited outside acpx and its field `{field}` no longer \
+                 matches the row's columns; load and save the session to re-derive them"
+            )),
+        }
+    }
+
+    pub(crate) async fn exists(&self, id: &RecordId) -> StoreResult<bool> {
+        let conn = self.conn().await?;
+        Ok(conn
+            .query_opt(
+                "SELECT 1 FROM sessions WHERE acpx_record_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg("look up the session"))?
+            .is_some())
+    }
+
+    /// Brings the `messages` rows in step with a snapshot, touching only the messages that
+    /// changed.
+    async fn sync_messages(
+        &self,
+        tx: &Transaction<'_>,
+        session_key: i64,
+        msgs: &[MessageRow],
+    ) -> StoreResult<()> {
+        let ctx = "index the messages";
+        let mut existing: HashMap<i32, i64> = tx
+            .query(
+                "SELECT message_index, text_hash FROM messages WHERE session_key = $1",
+                &[&session_key],
+            )
+            .await
+            .map_err(self.pg(ctx))?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let mut upsert = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for m in msgs {
+            if existing.remove(&m.index) == Some(m.hash) {
+                continue;
+            }
+            upsert.0.push(m.index);
+            upsert.1.push(m.role);
+            upsert.2.push(m.message_id.as_deref());
+            upsert.3.push(m.text.as_str());
+            upsert.4.push(m.hash);
+        }
+        if !upsert.0.is_empty() {
+            tx.execute(
+                "INSERT INTO messages (session_key, message_index, role, message_id, text, \
+                 text_hash) SELECT $1, * FROM unnest($2::integer[], $3::text[], $4::text[], \
+                 $5::text[], $6::bigint[]) \
+                 ON CONFLICT (session_key, message_index) DO UPDATE SET role = EXCLUDED.role, \
+                 message_id = EXCLUDED.message_id, text = EXCLUDED.text, \
+                 text_hash = EXCLUDED.text_hash",
+                &[
+                    &session_key,
+                    &upsert.0,
+                    &upsert.1,
+                    &upsert.2,
+                    &upsert.3,
+                    &upsert.4,
+                ],
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        }
+        if !existing.is_empty() {
+            let gone: Vec<i32> = existing.into_keys().collect();
+            tx.execute(
+                "DELETE FROM messages WHERE session_key = $1 AND message_index = ANY($2)",
+                &[&session_key, &gone],
+            )
+            .await
+            .map_err(self.pg(ctx))?;
+        }
+        Ok(())
+    }
+}

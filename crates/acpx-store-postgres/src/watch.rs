@@ -1,0 +1,95 @@
+//! Waiting for new events: `LISTEN` on a connection of the store's own, woken by the
+//! `pg_notify` that every append sends at commit, from whichever host.
+
+use std::time::Duration;
+
+use acpx_model::{RecordId, StoreResult};
+use tokio::sync::broadcast;
+use tokio_postgres::{Client, Config};
+
+use crate::connection::{dedicated, pg_error};
+use crate::Inner;
+
+/// The channel appends notify; the payload is `<schema>/<record id>`.
+pub(crate) const NOTIFY_CHANNEL: &str = "acpx_events";
+
+/// The store's listening connection, made on the first wait and made again when it was
+/// closed (server restart).
+pub(crate) struct Watcher {
+    config: Config,
+    listener: tokio::sync::Mutex<Option<Listener>>,
+}
+
+struct Listener {
+    client: Client,
+    notifications: broadcast::Sender<String>,
+}
+
+impl Watcher {
+    pub(crate) fn new(config: Config) -> Self {
+        Watcher {
+            config,
+            listener: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// A receiver of every notification payload, from now on.
+    async fn subscribe(&self, location: &str) -> StoreResult<broadcast::Receiver<String>> {
+        let mut listener = self.listener.lock().await;
+        if let Some(l) = listener.as_ref() {
+            if !l.client.is_closed() {
+                return Ok(l.notifications.subscribe());
+            }
+        }
+        let (tx, rx) = broadcast::channel(256);
+        let client = dedicated(&self.config, location, Some(tx.clone())).await?;
+        client
+            .batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}"))
+            .await
+            .map_err(|e| pg_error(location, "listen for appends", e))?;
+        *listener = Some(Listener {
+            client,
+            notifications: tx,
+        });
+        Ok(rx)
+    }
+}
+
+impl Inner {
+    pub(crate) fn notify_payload(&self, id: &RecordId) -> String {
+        format!("{}/{id}", self.schema)
+    }
+
+    /// Returns once the log of `id` has events after `after_seq` (an append committed from
+    /// any host), or when `timeout` has passed.
+    pub(crate) async fn wait_for_events(
+        &self,
+        id: &RecordId,
+        after_seq: u64,
+        timeout: Duration,
+    ) -> StoreResult<()> {
+        let mut rx = self.watcher.subscribe(&self.location).await?;
+        // Subscribed first, then checked: an append committed in between is seen either way.
+        if self.event_log_state(id).await?.last_seq > after_seq {
+            return Ok(());
+        }
+        let ours = self.notify_payload(id);
+        let wait = async {
+            loop {
+                match rx.recv().await {
+                    Ok(payload) if payload == ours => return,
+                    Ok(_) => {}
+                    // Missed some: one of them may have been ours; let the caller read.
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    // The listening connection ended: fall back to the caller's next read.
+                    Err(broadcast::error::RecvError::Closed) => {
+                        tokio::time::sleep(timeout).await;
+                        return;
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        Ok(())
+    }
+}
