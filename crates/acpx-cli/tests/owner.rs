@@ -455,13 +455,14 @@ fn a_client_killed_while_it_waits_leaves_its_task_to_complete() {
         });
         let done = events(&env, &agent, "prompt_done");
         assert_eq!(done[0]["payload"]["stopReason"], "end_turn", "{done:?}");
-        let queue = events(&env, &agent, "queue_event");
-        assert!(
-            queue
+        // The queue's `done` is appended right after the turn's `prompt_done`, so it may
+        // not be in the log yet when `prompt_done` is first seen.
+        let queue_done = || {
+            events(&env, &agent, "queue_event")
                 .iter()
-                .any(|e| e["payload"]["phase"] == "done" && e["payload"]["outcome"] == "completed"),
-            "{queue:?}"
-        );
+                .any(|e| e["payload"]["phase"] == "done" && e["payload"]["outcome"] == "completed")
+        };
+        wait_for("the queue's done event in the log", queue_done);
         // And the owner serves the next command.
         let r = env
             .run(&["--format", "quiet", "--agent", &agent, "echo", "next"])
