@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::client_ops::{signal_group, signal_name};
 use crate::error::{AcpError, RuntimeError, RuntimeResult};
+use crate::flow::UpdateGate;
 
 /// Which way a raw JSON-RPC line went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +178,7 @@ pub(crate) fn spawn(
     cwd: &Path,
     extra_env: &[(String, String)],
     wire: Option<WireObserver>,
+    gate: Arc<UpdateGate>,
 ) -> RuntimeResult<(AgentProcess, AgentTransport)> {
     let spawn_err = |reason: String| RuntimeError::Spawn {
         command: command_line.to_owned(),
@@ -265,12 +267,16 @@ pub(crate) fn spawn(
             BufReader::new(stdout).lines(),
             move |mut lines| {
                 let wire = wire.clone();
+                let gate = gate.clone();
                 async move {
                     match lines.next_line().await {
                         Ok(Some(line)) => {
                             if let Some(w) = &wire {
                                 w(WireDirection::FromAgent, &line);
                             }
+                            // Backpressure: the rest of a fast agent's turn waits in its
+                            // stdout pipe, not in this process (see `crate::flow`).
+                            gate.admit(&line).await;
                             Some((Ok(line), lines))
                         }
                         Ok(None) => None,

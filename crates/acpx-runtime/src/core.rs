@@ -6,6 +6,7 @@
 //! the loop keeps going (and a cancel can still reach a pending permission request).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::event::ClientOperationPayload;
@@ -22,8 +23,25 @@ use crate::client_ops::{
     PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
+use crate::flow::UpdateGate;
 use crate::recorder::{EventDraft, Recorder};
 use crate::session::NonInteractivePermissions;
+
+/// Tells the connection's [`UpdateGate`] that one `session/update` was handled, on drop.
+struct UpdateHandled(Arc<UpdateGate>);
+
+impl Drop for UpdateHandled {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
+/// A new [`UpdateGate`] for a new agent connection, installed as the session's current one.
+pub(crate) fn new_update_gate(core: &SessionCore) -> Arc<UpdateGate> {
+    let gate = UpdateGate::new();
+    *SessionCore::lock(&core.update_gate) = gate.clone();
+    gate
+}
 
 /// Where incoming `session/update`s go.
 #[derive(Debug)]
@@ -77,6 +95,21 @@ pub(crate) struct SessionCore {
     /// [`NonInteractivePermissions::Fail`]: the turn fails with `PERMISSION_PROMPT_UNAVAILABLE`.
     pub prompt_unavailable: Mutex<Option<String>>,
     pub prompt_unavailable_notify: Notify,
+    /// The flow control of the current agent connection's `session/update`s (a new one per
+    /// agent process: a dead connection's lines in flight are never handled).
+    pub update_gate: Mutex<Arc<UpdateGate>>,
+    /// Live `session/update`s handed over by the connection and not recorded yet, in order.
+    pending_updates: Mutex<Vec<PendingUpdate>>,
+    /// Whether a task is recording `pending_updates` (see [`SessionCore::on_session_update`]).
+    draining: AtomicBool,
+}
+
+/// A live `session/update` waiting to be recorded.
+struct PendingUpdate {
+    request_id: Option<String>,
+    params: Value,
+    /// Frees its place in the connection's gate once recorded.
+    _handled: UpdateHandled,
 }
 
 /// A permission policy chosen for one turn.
@@ -103,6 +136,9 @@ impl SessionCore {
             turn_policy: Mutex::new(None),
             prompt_unavailable: Mutex::new(None),
             prompt_unavailable_notify: Notify::new(),
+            update_gate: Mutex::new(UpdateGate::new()),
+            pending_updates: Mutex::new(Vec::new()),
+            draining: AtomicBool::new(false),
         }
     }
 
@@ -253,6 +289,7 @@ impl SessionCore {
             );
             return Ok(None);
         };
+        self.record_pending(rec).await?;
         let e = rec.record(draft).await?;
         if rec.is_dirty() {
             self.dirty_notify.notify_one();
@@ -281,7 +318,15 @@ impl SessionCore {
     // -----------------------------------------------------------------------------------------
 
     /// A `session/update` notification.
-    pub async fn on_session_update(&self, params: Value) {
+    ///
+    /// A live update is queued and recorded by a task of its own, so that the connection
+    /// reads on while an append runs: the updates that arrive meanwhile are recorded together
+    /// by the next one ([`Recorder::record_all`]). Every other record first records the
+    /// queued updates (under the recorder lock), so the log's order is the arrival order.
+    /// The connection's [`UpdateGate`] bounds the queue.
+    pub fn on_session_update(self: &Arc<Self>, params: Value) {
+        // Frees the update's place in the gate once it is handled, whichever way.
+        let handled = UpdateHandled(Self::lock(&self.update_gate).clone());
         {
             let mut phase = Self::lock(&self.phase);
             match &mut *phase {
@@ -297,8 +342,65 @@ impl SessionCore {
             }
         }
         let request_id = self.turn_request_id();
-        self.record(update_draft(request_id.as_deref(), params))
-            .await;
+        Self::lock(&self.pending_updates).push(PendingUpdate {
+            request_id,
+            params,
+            _handled: handled,
+        });
+        if !self.draining.swap(true, Ordering::AcqRel) {
+            let core = self.clone();
+            tokio::spawn(async move { core.drain_pending().await });
+        }
+    }
+
+    /// The queue's task: records queued updates until none is left.
+    async fn drain_pending(&self) {
+        loop {
+            {
+                let mut guard = self.recorder.lock().await;
+                match guard.as_mut() {
+                    Some(rec) => {
+                        if let Err(e) = self.record_pending(rec).await {
+                            self.set_fatal(e.to_string());
+                        }
+                        if rec.is_dirty() {
+                            self.dirty_notify.notify_one();
+                        }
+                    }
+                    None => {
+                        tracing::debug!("updates before the session record exists: dropped");
+                        Self::lock(&self.pending_updates).clear();
+                    }
+                }
+            }
+            self.draining.store(false, Ordering::Release);
+            // An update queued after the last take, while `draining` was still set, found
+            // no task to start: take it over unless a new task already did.
+            if Self::lock(&self.pending_updates).is_empty()
+                || self.draining.swap(true, Ordering::AcqRel)
+            {
+                return;
+            }
+        }
+    }
+
+    /// Records the queued updates (called with the recorder lock held).
+    pub(crate) async fn record_pending(&self, rec: &mut Recorder) -> RuntimeResult<()> {
+        let pending = std::mem::take(&mut *Self::lock(&self.pending_updates));
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut handled = Vec::with_capacity(pending.len());
+        let drafts: Vec<EventDraft> = pending
+            .into_iter()
+            .map(|u| {
+                handled.push(u._handled);
+                update_draft(u.request_id.as_deref(), u.params)
+            })
+            .collect();
+        rec.record_all(drafts).await?;
+        drop(handled);
+        Ok(())
     }
 
     async fn log_operation(
@@ -761,7 +863,7 @@ pub(crate) fn client_builder(
         .on_receive_notification(
             async move |n: UntypedMessage, cx: ConnectionTo<Agent>| {
                 if n.method == "session/update" {
-                    for_notifications.on_session_update(n.params).await;
+                    for_notifications.on_session_update(n.params);
                     return Ok(Handled::Yes);
                 }
                 Ok(Handled::No {
