@@ -104,6 +104,12 @@ pub(crate) struct SessionCore {
     draining: AtomicBool,
 }
 
+/// Queued updates below this many wait [`BATCH_WAIT`] for more before they are recorded.
+const BATCH_TARGET: usize = 32;
+
+/// How long a short queue of updates waits for more (see [`SessionCore::on_session_update`]).
+const BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// A live `session/update` waiting to be recorded.
 struct PendingUpdate {
     request_id: Option<String>,
@@ -356,6 +362,13 @@ impl SessionCore {
     /// The queue's task: records queued updates until none is left.
     async fn drain_pending(&self) {
         loop {
+            // A store pays a fixed cost per append (a SQLite transaction commit writes its
+            // pages to the WAL: tens of µs), and an agent streams a chunk every few µs to tens
+            // of µs. Letting a short queue fill for a moment turns one append per chunk into
+            // one per few dozen, for a delay no reader can see.
+            if Self::lock(&self.pending_updates).len() < BATCH_TARGET {
+                tokio::time::sleep(BATCH_WAIT).await;
+            }
             {
                 let mut guard = self.recorder.lock().await;
                 match guard.as_mut() {
