@@ -132,6 +132,7 @@ pub mod recorder;
 pub mod runs;
 pub mod session;
 mod turn;
+mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};

@@ -236,7 +236,7 @@ impl Runtime {
             cwd,
             &self.options.agent_env,
             self.options.wire_observer.clone(),
-            crate::core::new_update_gate(core),
+            crate::update_queue::new_update_gate(core),
         )?;
         let conn = Connection::start(client_builder(core.clone()), transport).await?;
         Ok((agent, conn))
