@@ -165,7 +165,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Builds the release `acpx` and returns its path.
-fn build_release() -> BenchResult<PathBuf> {
+pub(crate) fn build_release() -> BenchResult<PathBuf> {
     let root = workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)

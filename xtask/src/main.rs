@@ -1,10 +1,12 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
-//! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`.
+//! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`,
+//! `cargo xtask bench turn|session …`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
 mod bench_owner;
+mod bench_turn;
 mod tidy;
 
 use std::process::ExitCode;
@@ -12,6 +14,10 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]
+       cargo xtask bench turn [--backend fs|sqlite|all] [--chunks N,N,..] [--runs N] [--dir DIR]
+                              [--acpx PATH]
+       cargo xtask bench session [--backend fs|sqlite|all] [--chunks N] [--prefill N] [--runs N]
+                                 [--dir DIR] [--acpx PATH]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
@@ -29,7 +35,15 @@ const USAGE: &str =
                 (--stream-runs each, default 5; ratio of medians; target <= 1.05)
   --node PATH   also time warm prompts of Node acpx 0.19.1 (its bin/acpx; `npm install
                 acpx@0.19.1`) against ours, alternating, --node-runs each (default 10);
-                ratio of median wall times; target <= 0.1";
+                ratio of median wall times; target <= 0.1
+
+  bench turn    builds the release acpx, then streams prompts of 10k, 100k and 1M chunks
+                (--chunks) with --no-owner on each backend, alternating: wall time, cost per
+                chunk, peak RSS of the acpx process (VmHWM from /proc), store bytes per chunk
+  bench session gives a session one --prefill-chunk prompt (default 1M), then times 10k-chunk
+                prompts on it and on new sessions, alternating: ratio of medians (wall, RSS)
+  --dir DIR     where the homes are created (default: the temporary directory); deleted after
+  --acpx PATH   measure this acpx binary instead of building the release one";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,6 +59,26 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench")
+            if matches!(
+                args.get(1).map(String::as_str),
+                Some("turn") | Some("session")
+            ) =>
+        {
+            match bench_turn::Options::parse(&args[1], &args[2..]) {
+                Ok(opts) => match bench_turn::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench {}: {e}", args[1]);
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench {}: {e}\n\n{USAGE}", args[1]);
                     ExitCode::from(2)
                 }
             }

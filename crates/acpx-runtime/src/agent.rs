@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::client_ops::{signal_group, signal_name};
 use crate::error::{AcpError, RuntimeError, RuntimeResult};
+use crate::flow::UpdateGate;
 
 /// Which way a raw JSON-RPC line went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +190,7 @@ pub(crate) fn spawn(
     extra_env: &[(String, String)],
     wire: Option<WireObserver>,
     non_protocol: NonProtocolSink,
+    gate: Arc<UpdateGate>,
 ) -> RuntimeResult<(AgentProcess, AgentTransport)> {
     let spawn_err = |reason: String| RuntimeError::Spawn {
         command: command_line.to_owned(),
@@ -278,6 +280,7 @@ pub(crate) fn spawn(
             move |mut lines| {
                 let wire = wire.clone();
                 let non_protocol = non_protocol.clone();
+                let gate = gate.clone();
                 async move {
                     loop {
                         match lines.next_line().await {
@@ -289,6 +292,9 @@ pub(crate) fn spawn(
                                     non_protocol(&line);
                                     continue;
                                 }
+                                // Backpressure: the rest of a fast agent's turn waits in its
+                                // stdout pipe, not in this process (see `crate::flow`).
+                                gate.admit(&line).await;
                                 return Some((Ok(line), lines));
                             }
                             Ok(None) => return None,

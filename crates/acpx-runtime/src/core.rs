@@ -6,6 +6,7 @@
 //! the loop keeps going (and a cancel can still reach a pending permission request).
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use acpx_model::event::ClientOperationPayload;
@@ -22,9 +23,11 @@ use crate::client_ops::{
     PermissionMode, PermissionPrompter, PermissionQuestion, TerminalSpec, Terminals,
 };
 use crate::error::RuntimeResult;
+use crate::flow::UpdateGate;
 use crate::permission_rules::{PermissionRules, RuleAction};
 use crate::recorder::{EventDraft, Recorder};
 use crate::session::NonInteractivePermissions;
+use crate::update_queue::PendingUpdate;
 
 /// Where incoming `session/update`s go.
 #[derive(Debug)]
@@ -80,6 +83,13 @@ pub(crate) struct SessionCore {
     /// [`NonInteractivePermissions::Fail`]: the turn fails with `PERMISSION_PROMPT_UNAVAILABLE`.
     pub prompt_unavailable: Mutex<Option<String>>,
     pub prompt_unavailable_notify: Notify,
+    /// The flow control of the current agent connection's `session/update`s (a new one per
+    /// agent process: a dead connection's lines in flight are never handled).
+    pub update_gate: Mutex<Arc<UpdateGate>>,
+    /// Live `session/update`s handed over by the connection and not recorded yet, in order.
+    pub(crate) pending_updates: Mutex<Vec<PendingUpdate>>,
+    /// Whether a task is recording `pending_updates` (see [`SessionCore::on_session_update`]).
+    pub(crate) draining: AtomicBool,
 }
 
 /// A permission policy chosen for one turn.
@@ -107,10 +117,13 @@ impl SessionCore {
             turn_policy: Mutex::new(None),
             prompt_unavailable: Mutex::new(None),
             prompt_unavailable_notify: Notify::new(),
+            update_gate: Mutex::new(UpdateGate::new()),
+            pending_updates: Mutex::new(Vec::new()),
+            draining: AtomicBool::new(false),
         }
     }
 
-    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -271,6 +284,7 @@ impl SessionCore {
             );
             return Ok(None);
         };
+        self.record_pending(rec).await?;
         let e = rec.record(draft).await?;
         if rec.is_dirty() {
             self.dirty_notify.notify_one();
@@ -297,27 +311,6 @@ impl SessionCore {
     // -----------------------------------------------------------------------------------------
     // Handlers
     // -----------------------------------------------------------------------------------------
-
-    /// A `session/update` notification.
-    pub async fn on_session_update(&self, params: Value) {
-        {
-            let mut phase = Self::lock(&self.phase);
-            match &mut *phase {
-                Phase::Buffering(buf) => {
-                    buf.push(params);
-                    return;
-                }
-                Phase::Replaying(n) => {
-                    *n += 1;
-                    return;
-                }
-                Phase::Live => {}
-            }
-        }
-        let request_id = self.turn_request_id();
-        self.record(update_draft(request_id.as_deref(), params))
-            .await;
-    }
 
     async fn log_operation(
         &self,
@@ -806,7 +799,7 @@ pub(crate) fn client_builder(
         .on_receive_notification(
             async move |n: UntypedMessage, cx: ConnectionTo<Agent>| {
                 if n.method == "session/update" {
-                    for_notifications.on_session_update(n.params).await;
+                    for_notifications.on_session_update(n.params);
                     return Ok(Handled::Yes);
                 }
                 Ok(Handled::No {

@@ -95,8 +95,10 @@
 //!   that history; the replayed updates are counted (`replayedUpdates` of `session_attached`)
 //!   and dropped. Updates after the load answer are live again (the switch happens on the
 //!   SDK's dispatch loop together with the answer).
-//! - **Snapshots** are saved at turn boundaries, on controls and lifecycle events, and at
-//!   most every 300 ms while events stream ([`recorder::DEFAULT_SNAPSHOT_INTERVAL`]); opening
+//! - **Snapshots** are saved at turn boundaries, on controls and lifecycle events, and while
+//!   events stream only under the debounce budget of `docs/format.md` § Write ordering (at
+//!   most every [`recorder::DEFAULT_SNAPSHOT_INTERVAL`], and only once the events since the
+//!   last save at least equal the events before it, or when the stream pauses); opening
 //!   rolls a snapshot that is behind forward from the log. With [`acpx_model::Durability::Flush`]
 //!   (the default) every recorded event survives a `kill -9`; an unfinished turn is recorded
 //!   as `interrupted` when the session is next opened (or by [`Runtime::recover`]).
@@ -120,6 +122,7 @@ pub mod agents;
 mod client_ops;
 mod core;
 pub mod error;
+pub(crate) mod flow;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
@@ -130,6 +133,7 @@ pub mod recorder;
 pub mod runs;
 pub mod session;
 mod turn;
+mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};

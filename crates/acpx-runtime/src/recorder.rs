@@ -13,11 +13,17 @@
 //!    audit ring);
 //! 6. persists `session.json` when the event ends or starts something (`prompt_*`,
 //!    `control_*`, `lifecycle_event`), when an append has just failed (the failure must reach
-//!    disk), and otherwise at most every [`DEFAULT_SNAPSHOT_INTERVAL`] (300 ms) while events
-//!    stream. Saving after every chunk would rewrite the whole thread per chunk; the log is
-//!    the source of truth in between, and [`crate::mapping::roll_forward`] catches a snapshot
-//!    up with it on the next open. A background flusher saves a dirty snapshot once the
-//!    stream pauses, so readers in other processes see it at most one interval late;
+//!    disk), and otherwise only when a save is *due* ([`Recorder::save_is_due`]): at least
+//!    [`DEFAULT_SNAPSHOT_INTERVAL`] (300 ms) since the last save **and** at least as many
+//!    events recorded since that save as the log held at it (the snapshot-debounce budget of
+//!    `docs/format.md`, § Write ordering). A save costs O(snapshot) and the snapshot grows
+//!    with the events, so a save every interval made a long turn quadratic; with the budget
+//!    the snapshot bytes written while a turn streams stay within a small multiple of the
+//!    events recorded, and a 10k-chunk turn on a large session saves only at its start and
+//!    end. The log is the source of truth in between, and [`crate::mapping::roll_forward`]
+//!    catches a snapshot up with it on the next open. A background flusher saves a dirty
+//!    snapshot when a save is due or once the events pause for an interval, so readers in
+//!    other processes see a quiet session's snapshot at most one interval late;
 //! 7. shows the event to the observers (the CLI's output, a queue owner's clients) only once
 //!    its append has returned: an event held back by a failed append is shown, in order,
 //!    when a later append stores it, and never if none does. What anyone saw is stored.
@@ -89,6 +95,11 @@ pub struct Recorder {
     durability: Durability,
     snapshot_interval: Duration,
     last_save: Instant,
+    /// `acpx.audit_seq` when `session.json` was last saved: the debounce budget's measure of
+    /// the snapshot's size (see [`Recorder::save_is_due`]).
+    saved_at_seq: u64,
+    /// When the last event was recorded: the flusher saves once the events pause.
+    last_event_at: Instant,
     dirty: bool,
     unwritten: Vec<EventEnvelope>,
     observers: Vec<Observer>,
@@ -133,10 +144,12 @@ impl Recorder {
         Recorder {
             store,
             writer: Arc::downgrade(writer),
-            record,
             durability,
             snapshot_interval,
             last_save: Instant::now(),
+            saved_at_seq: record.acpx.audit_seq,
+            last_event_at: Instant::now(),
+            record,
             dirty: false,
             unwritten: Vec::new(),
             observers: Vec::new(),
@@ -171,16 +184,40 @@ impl Recorder {
 
     /// Records one event (see the module docs for the exact order).
     pub async fn record(&mut self, draft: EventDraft) -> RuntimeResult<EventEnvelope> {
-        let seq = self.record.acpx.audit_seq + 1;
-        let ctx = EventContext {
-            acpx_record_id: &self.record.acpx_record_id,
-            acp_session_id: &self.record.acp_session_id,
-            request_id: draft.request_id.as_deref(),
-            stream: draft.stream,
-            source: draft.source,
-        };
-        let event = EventEnvelope::new(&ctx, seq, Timestamp::now(), draft.payload);
-        self.unwritten.push(event.clone());
+        match self.record_all(std::iter::once(draft)).await? {
+            Some(event) => Ok(event),
+            None => unreachable!("one draft recorded gives one event"),
+        }
+    }
+
+    /// Records several events with one append (the order of the module docs, per batch):
+    /// consecutive seqs, one [`Store::append`] call, then each event folded into the snapshot
+    /// in order and shown to the observers. A turn's streamed updates come here in the
+    /// batches that queued up while the previous append ran, so a store's fixed cost per
+    /// append (a SQLite transaction, a `write(2)`) is shared by the batch. Returns the last
+    /// event (`None` for no drafts).
+    pub async fn record_all(
+        &mut self,
+        drafts: impl IntoIterator<Item = EventDraft>,
+    ) -> RuntimeResult<Option<EventEnvelope>> {
+        let first_new = self.unwritten.len();
+        let mut seq = self.record.acpx.audit_seq;
+        for draft in drafts {
+            seq += 1;
+            let ctx = EventContext {
+                acpx_record_id: &self.record.acpx_record_id,
+                acp_session_id: &self.record.acp_session_id,
+                request_id: draft.request_id.as_deref(),
+                stream: draft.stream,
+                source: draft.source,
+            };
+            let event = EventEnvelope::new(&ctx, seq, Timestamp::now(), draft.payload);
+            self.unwritten.push(event);
+        }
+        let new_count = self.unwritten.len() - first_new;
+        if new_count == 0 {
+            return Ok(None);
+        }
         let result = self.append_unwritten().await;
         self.record.note_append_result(&result);
         // Only events whose append returned are shown to observers (the CLI's output, the
@@ -199,15 +236,23 @@ impl Recorder {
                     pending = self.unwritten.len(),
                     "event log append failed: {e}"
                 );
-                self.unwritten.len() == 1
+                self.unwritten.len() == new_count
             }
         };
-        mapping::apply_event(&mut self.record, &event);
+        let new_events = if stored.is_empty() {
+            &self.unwritten[first_new..]
+        } else {
+            &stored[first_new..]
+        };
+        let mut forced = false;
+        for event in new_events {
+            mapping::apply_event(&mut self.record, event);
+            forced |= forces_save(event.event_type.as_str());
+        }
+        let last = new_events.last().cloned();
         self.dirty = true;
-        if first_failure
-            || forces_save(event.event_type.as_str())
-            || self.last_save.elapsed() >= self.snapshot_interval
-        {
+        self.last_event_at = Instant::now();
+        if first_failure || forced || self.save_is_due() {
             self.save().await?;
         }
         for e in &stored {
@@ -227,7 +272,7 @@ impl Recorder {
                     .unwrap_or_default(),
             });
         }
-        Ok(event)
+        Ok(last)
     }
 
     /// Appends the events not written yet under the writer lock.
@@ -247,6 +292,19 @@ impl Recorder {
         ))
     }
 
+    /// Whether a save that no event forces may happen now: the snapshot has unsaved changes,
+    /// the snapshot interval has passed since the last save, and at least as many events were
+    /// recorded since that save as the log held at it. The event count stands for the
+    /// snapshot's size (the thread is folded from the events), so the saves of a streaming
+    /// turn come at seq s, 2s, 4s, … and their total cost is a small multiple of the last
+    /// one's, instead of one full rewrite per interval.
+    pub fn save_is_due(&self) -> bool {
+        let since = self.record.acpx.audit_seq.saturating_sub(self.saved_at_seq);
+        self.dirty
+            && self.last_save.elapsed() >= self.snapshot_interval
+            && since >= self.saved_at_seq.max(1)
+    }
+
     /// Writes `session.json` now (atomic replace, conditional on the revision).
     pub async fn save(&mut self) -> RuntimeResult<()> {
         // Only the holder of the writer lock may write the snapshot: a recorder whose session
@@ -258,6 +316,18 @@ impl Recorder {
         self.store.save(&mut self.record).await?;
         self.dirty = false;
         self.last_save = Instant::now();
+        self.saved_at_seq = self.record.acpx.audit_seq;
+        Ok(())
+    }
+
+    /// The background flusher's call: saves if a save is due ([`Recorder::save_is_due`]) or
+    /// if there are unsaved changes and no event came for a snapshot interval (the stream
+    /// paused or ended).
+    pub async fn save_if_due_or_paused(&mut self) -> RuntimeResult<()> {
+        let paused = self.dirty && self.last_event_at.elapsed() >= self.snapshot_interval;
+        if paused || self.save_is_due() {
+            self.save().await?;
+        }
         Ok(())
     }
 

@@ -19,6 +19,7 @@ backend_tests! {
     events_lost_with_their_append_are_reported_as_a_log_gap => log_gap;
     a_snapshot_behind_its_log_is_rolled_forward_on_open => roll_forward;
     a_disk_full_mid_stream_stops_the_turn_and_shows_only_stored_events => full_mid_stream;
+    a_streaming_turn_saves_its_snapshot_a_logarithmic_number_of_times => save_budget;
 }
 
 /// What an observer was shown: each envelope's seq and JSON text, in order.
@@ -265,4 +266,37 @@ async fn roll_forward(env: Env) {
     );
     s.shutdown().await.unwrap();
     assert_gap_free(&env.events(&id).await);
+}
+
+async fn save_budget(env: Env) {
+    // A short interval: alone it would allow a save every 100 ms of the turn; the debounce
+    // budget (docs/format.md § Snapshot debounce) allows one per doubling of the log.
+    let rt = env.runtime(RuntimeOptions {
+        snapshot_interval: Duration::from_millis(100),
+        ..RuntimeOptions::default()
+    });
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let revision_before = env.stored(&id).await.revision;
+    let out = s.prompt(text_prompt("stream 20000")).await.unwrap();
+    assert_eq!(out.outcome, "completed");
+    let r = s.shutdown().await.unwrap();
+    let saves = r.revision - revision_before;
+    // Forced saves (turn start and end, shutdown), one per doubling of the log (about 16 in
+    // all), and one after each pause of 100 ms in the stream (a loaded machine stalls the
+    // agent now and then). A save per interval would be over 100 for a turn this long in a
+    // debug build.
+    assert!(saves <= 60, "{saves} saves for a 20000-chunk turn");
+    let ev = env.events(&id).await;
+    assert_gap_free(&ev);
+    assert_eq!(r.acpx.audit_seq, ev.len() as u64);
+    assert_eq!(updates(&ev, "agent_message_chunk").len(), 20000);
+    let text = match r.thread.messages.last() {
+        Some(acpx_model::Message::Agent(a)) => match a.content.first() {
+            Some(acpx_model::AgentContent::Text(t)) => t.len(),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(text, 20000 * 8, "every chunk is in the thread");
 }

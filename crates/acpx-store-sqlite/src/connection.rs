@@ -299,7 +299,13 @@ impl Inner {
         fsync: bool,
         f: impl FnOnce(&Transaction<'_>) -> TxResult<T>,
     ) -> StoreResult<T> {
-        let _lock = self.call_lock(id)?;
-        self.transaction(context, fsync, f)
+        let lock = self.call_lock(id)?;
+        let result = self.transaction(context, fsync, f);
+        // A per-call lock leaves no file behind (see `lock::remove_lock_file`): a migration of
+        // 10,000 sessions would otherwise leave 10,000 lock files.
+        if let Some(lock) = &lock {
+            crate::lock::remove_lock_file(lock);
+        }
+        result
     }
 }

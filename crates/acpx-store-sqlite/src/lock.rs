@@ -73,8 +73,10 @@ pub(crate) fn acquire(path: &Path, id: &RecordId, timeout: Duration) -> StoreRes
     })
 }
 
-/// Removes the lock file while still holding the lock (used when the session is deleted).
-/// Waiters on the old file notice the unlink and start over on a fresh file.
+/// Removes the lock file while still holding the lock (when the session is deleted, and on
+/// every release: lock files are not left behind, one per session ever written). Waiters on
+/// the old file notice the unlink ([`acpx_lock`] re-checks the inode after acquiring) and
+/// start over on a fresh file.
 pub(crate) fn remove_lock_file(lock: &FileLock) {
     if let Err(e) = lock.unlink() {
         tracing::debug!(path = %lock.path().display(), error = %e, "could not remove lock file");
@@ -105,6 +107,7 @@ impl Drop for SqliteLockGuard {
             // Unregister first: a mutation that starts now must take the file lock itself,
             // and it will get it as soon as the file is closed just below.
             self.held.set().remove(lock.path());
+            remove_lock_file(&lock);
             drop(lock);
         }
     }

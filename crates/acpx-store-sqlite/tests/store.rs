@@ -843,6 +843,38 @@ async fn search_text_can_never_inject_fts_syntax() {
 }
 
 #[tokio::test]
+async fn released_locks_leave_no_lock_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for n in 0..20 {
+        let name = format!("s{n}");
+        let id = rid(&name);
+        // A per-call lock (create, save) and a held one (lock, append), as a migration takes.
+        store.create(&mut record(&name, "/r", 1)).await.unwrap();
+        let guard = store.lock(&id, Duration::from_secs(1)).await.unwrap();
+        store
+            .append(&guard, &events(&id, 1, 2), Durability::Flush)
+            .await
+            .unwrap();
+        let mut r = store.load(&id).await.unwrap();
+        store.save(&mut r).await.unwrap();
+        drop(guard);
+        let mut again = store.load(&id).await.unwrap();
+        store.save(&mut again).await.unwrap();
+    }
+    let mut locks = store.path().as_os_str().to_owned();
+    locks.push(".locks");
+    let left: Vec<_> = std::fs::read_dir(&locks).unwrap().flatten().collect();
+    assert!(left.is_empty(), "lock files left behind: {left:?}");
+    // The ids lock as before.
+    let g = store
+        .lock(&rid("s3"), Duration::from_millis(50))
+        .await
+        .unwrap();
+    drop(g);
+}
+
+#[tokio::test]
 async fn locks_exclude_other_holders_and_release_on_drop() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);

@@ -66,7 +66,7 @@ impl Session {
                     let Some(core) = weak.upgrade() else { break };
                     let mut guard = core.recorder.lock().await;
                     if let Some(r) = guard.as_mut() {
-                        if let Err(e) = r.save_if_dirty().await {
+                        if let Err(e) = r.save_if_due_or_paused().await {
                             tracing::error!("saving the session snapshot failed: {e}");
                         }
                     }
@@ -171,6 +171,7 @@ impl Session {
             let Some(r) = guard.as_mut() else {
                 unreachable!("a Session always has its recorder")
             };
+            self.core.record_pending(r).await?;
             r.retry_unwritten().await?;
             r.flush_log().await?;
             r.save_if_dirty().await?;

@@ -1,0 +1,418 @@
+//! `cargo xtask bench turn` and `cargo xtask bench session`: end-to-end figures of one streamed
+//! turn, measured on whole `acpx` invocations (`docs/BENCHMARKS.md`, § Turn size and session
+//! size).
+//!
+//! Method: the release `acpx` (built first) runs `--no-owner --format quiet stream N` against
+//! the scripted test agent, so the measured process is the one that records every event. Its
+//! wall time is spawn to exit; its peak resident set is `VmHWM` of `/proc/<pid>/status`, read
+//! every 5 ms while it runs (the high-water mark only grows, so the last reading is the peak
+//! up to a few ms before exit). Backends alternate run by run, so a burst of load from other
+//! jobs on the machine hits both alike; ratios are taken within one run of this command.
+//!
+//! - **turn**: prompts of 10k, 100k and 1M chunks (`--chunks`), each on a new session; wall
+//!   time, per-chunk cost (wall minus the fixed cost of a one-process `echo hi`, divided by N),
+//!   peak RSS, and bytes the store grew by per chunk.
+//! - **session**: a session first given one 1M-chunk prompt (`--prefill`); then 10k-chunk
+//!   prompts alternately on it and on a new session; ratio of the medians (wall and RSS).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bench_owner::build_release;
+
+type BenchResult<T> = Result<T, String>;
+
+/// Parsed options of `bench turn` / `bench session`.
+pub struct Options {
+    session_sweep: bool,
+    backends: Vec<String>,
+    chunks: Vec<u64>,
+    prefill: u64,
+    runs: usize,
+    dir: PathBuf,
+    /// A prebuilt `acpx` to measure instead of building the release one (to compare builds).
+    acpx: Option<PathBuf>,
+}
+
+impl Options {
+    pub fn parse(which: &str, args: &[String]) -> BenchResult<Options> {
+        let mut o = Options {
+            session_sweep: which == "session",
+            backends: vec!["fs".into(), "sqlite".into()],
+            chunks: vec![10_000, 100_000, 1_000_000],
+            prefill: 1_000_000,
+            runs: 3,
+            dir: std::env::temp_dir(),
+            acpx: None,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = |what: &str| -> BenchResult<String> {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{what} needs a value"))
+            };
+            match a.as_str() {
+                "--backend" => {
+                    o.backends = match value("--backend")?.as_str() {
+                        "all" => vec!["fs".into(), "sqlite".into()],
+                        b @ ("fs" | "sqlite") => vec![b.to_owned()],
+                        other => {
+                            return Err(format!("unknown backend {other:?}; known: fs, sqlite"))
+                        }
+                    }
+                }
+                "--chunks" => {
+                    o.chunks = value("--chunks")?
+                        .split(',')
+                        .map(|n| n.trim().parse::<u64>().ok().filter(|n| *n > 0))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or("--chunks needs positive numbers separated by commas")?
+                }
+                "--prefill" => {
+                    o.prefill = value("--prefill")?
+                        .parse()
+                        .map_err(|_| "--prefill needs a number")?
+                }
+                "--runs" => {
+                    o.runs = value("--runs")?
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or("--runs needs a positive number")?
+                }
+                "--dir" => o.dir = PathBuf::from(value("--dir")?),
+                "--acpx" => o.acpx = Some(PathBuf::from(value("--acpx")?)),
+                other => return Err(format!("unknown option {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// One measured invocation.
+struct Run {
+    wall: Duration,
+    peak_kb: u64,
+}
+
+/// A home and project per backend.
+struct Home {
+    backend: String,
+    home: tempfile::TempDir,
+    project: tempfile::TempDir,
+}
+
+struct Bench {
+    acpx: PathBuf,
+    agent: String,
+}
+
+impl Bench {
+    fn cmd(&self, home: &Home, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.acpx);
+        c.arg("--home")
+            .arg(home.home.path())
+            .args(["--store", &home.backend, "--agent", &self.agent])
+            .args(args)
+            .current_dir(home.project.path())
+            .env_remove("ACPX_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Runs `acpx <args>` to its end, sampling its peak RSS.
+    fn run(&self, home: &Home, args: &[&str]) -> BenchResult<Run> {
+        let start = Instant::now();
+        let mut child = self
+            .cmd(home, args)
+            .spawn()
+            .map_err(|e| format!("cannot run acpx: {e}"))?;
+        let status_path = format!("/proc/{}/status", child.id());
+        let mut peak_kb = 0;
+        let status = loop {
+            if let Some(kb) = vm_hwm_kb(&status_path) {
+                peak_kb = peak_kb.max(kb);
+            }
+            match child.try_wait().map_err(|e| e.to_string())? {
+                Some(status) => break status,
+                None => std::thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        let wall = start.elapsed();
+        if !status.success() {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut stderr);
+            }
+            return Err(format!("acpx {args:?} failed ({status}): {stderr}"));
+        }
+        Ok(Run { wall, peak_kb })
+    }
+
+    fn new_session(&self, home: &Home, name: &str) -> BenchResult<()> {
+        self.run(home, &["sessions", "new", "--name", name])
+            .map(|_| ())
+    }
+
+    fn stream(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<Run> {
+        let n = chunks.to_string();
+        self.run(
+            home,
+            &[
+                "--no-owner",
+                "--format",
+                "quiet",
+                "prompt",
+                "-s",
+                session,
+                "stream",
+                &n,
+            ],
+        )
+    }
+}
+
+/// `VmHWM` of a `/proc/<pid>/status` file, in kB.
+fn vm_hwm_kb(path: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Bytes of every file under `dir`.
+fn disk_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+fn median_wall(runs: &[Run]) -> Duration {
+    let mut v: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn median_kb(runs: &[Run]) -> u64 {
+    let mut v: Vec<u64> = runs.iter().map(|r| r.peak_kb).collect();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub fn run(opts: &Options) -> BenchResult<()> {
+    let acpx = match &opts.acpx {
+        Some(p) => p.clone(),
+        None => build_release()?,
+    };
+    let bench = Bench {
+        agent: format!("{} __test-agent", acpx.display()),
+        acpx,
+    };
+    std::fs::create_dir_all(&opts.dir).map_err(|e| e.to_string())?;
+    let mut homes = Vec::new();
+    for backend in &opts.backends {
+        let project = tempfile::tempdir_in(&opts.dir).map_err(|e| e.to_string())?;
+        std::fs::create_dir(project.path().join(".git")).map_err(|e| e.to_string())?;
+        homes.push(Home {
+            backend: backend.clone(),
+            home: tempfile::tempdir_in(&opts.dir).map_err(|e| e.to_string())?,
+            project,
+        });
+    }
+    println!(
+        "# acpx {} benchmark\n\nrelease build, `--no-owner`, scripted test agent; {} cores; load average at start {}\n",
+        if opts.session_sweep { "session-size" } else { "turn-size" },
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
+    // The fixed cost of a one-process run: `echo hi`, alternating backends.
+    let mut fixed: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
+    for h in &homes {
+        bench.new_session(h, "fixed")?;
+    }
+    for _ in 0..opts.runs {
+        for (i, h) in homes.iter().enumerate() {
+            fixed[i].push(bench.run(
+                h,
+                &[
+                    "--no-owner",
+                    "--format",
+                    "quiet",
+                    "prompt",
+                    "-s",
+                    "fixed",
+                    "echo",
+                    "hi",
+                ],
+            )?);
+        }
+    }
+    for (h, f) in homes.iter().zip(&fixed) {
+        println!(
+            "{}: one-process `echo hi` median {:.0} ms, peak RSS {} kB",
+            h.backend,
+            ms(median_wall(f)),
+            median_kb(f)
+        );
+    }
+    println!();
+    if opts.session_sweep {
+        session_sweep(&bench, &homes, &fixed, opts)?;
+    } else {
+        turn_sweep(&bench, &homes, &fixed, opts)?;
+    }
+    println!("\nload average at end {}", loadavg());
+    Ok(())
+}
+
+fn turn_sweep(
+    bench: &Bench,
+    homes: &[Home],
+    fixed: &[Vec<Run>],
+    opts: &Options,
+) -> BenchResult<()> {
+    println!("| backend | chunks | runs | wall median ms | µs per chunk (net of the fixed cost) | peak RSS kB (median) | store bytes per chunk |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut per_chunk: Vec<Vec<(u64, f64, u64)>> = homes.iter().map(|_| Vec::new()).collect();
+    for &n in &opts.chunks {
+        // One run of 1M chunks takes tens of seconds; fewer repeats above 100k.
+        let runs = if n >= 1_000_000 { 1 } else { opts.runs };
+        let mut results: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
+        let mut bytes: Vec<u64> = vec![0; homes.len()];
+        for r in 0..runs {
+            for (i, h) in homes.iter().enumerate() {
+                let name = format!("turn-{n}-{r}");
+                bench.new_session(h, &name)?;
+                let before = disk_bytes(h.home.path());
+                results[i].push(bench.stream(h, &name, n)?);
+                bytes[i] = disk_bytes(h.home.path()).saturating_sub(before);
+            }
+        }
+        for (i, h) in homes.iter().enumerate() {
+            let wall = median_wall(&results[i]);
+            let net = wall.saturating_sub(median_wall(&fixed[i]));
+            let us = net.as_secs_f64() * 1e6 / n as f64;
+            let kb = median_kb(&results[i]);
+            per_chunk[i].push((n, us, kb));
+            println!(
+                "| {} | {n} | {runs} | {:.0} | {us:.2} | {kb} | {:.0} |",
+                h.backend,
+                ms(wall),
+                bytes[i] as f64 / n as f64
+            );
+        }
+    }
+    println!("\nRatios, largest prompt ÷ smallest (per-chunk cost; peak RSS):\n");
+    for (i, h) in homes.iter().enumerate() {
+        if let (Some(small), Some(large)) = (per_chunk[i].first(), per_chunk[i].last()) {
+            println!(
+                "- {}: {} vs {} chunks: per chunk {:.2}, RSS {:.2}",
+                h.backend,
+                large.0,
+                small.0,
+                large.1 / small.1,
+                large.2 as f64 / small.2 as f64
+            );
+        }
+    }
+    let (Some(fs), Some(sq)) = (
+        homes.iter().position(|h| h.backend == "fs"),
+        homes.iter().position(|h| h.backend == "sqlite"),
+    ) else {
+        return Ok(());
+    };
+    if let (Some(a), Some(b)) = (per_chunk[fs].first(), per_chunk[sq].first()) {
+        println!(
+            "- sqlite ÷ fs per chunk at {} chunks: {:.2}",
+            a.0,
+            b.1 / a.1
+        );
+    }
+    Ok(())
+}
+
+fn session_sweep(
+    bench: &Bench,
+    homes: &[Home],
+    fixed: &[Vec<Run>],
+    opts: &Options,
+) -> BenchResult<()> {
+    let n = opts.chunks.first().copied().unwrap_or(10_000);
+    for h in homes {
+        bench.new_session(h, "large")?;
+        let t = bench.stream(h, "large", opts.prefill)?;
+        println!(
+            "{}: prefill of {} chunks: {:.1} s, peak RSS {} kB",
+            h.backend,
+            opts.prefill,
+            t.wall.as_secs_f64(),
+            t.peak_kb
+        );
+    }
+    let mut on_large: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
+    let mut on_fresh: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
+    for r in 0..opts.runs {
+        for (i, h) in homes.iter().enumerate() {
+            on_large[i].push(bench.stream(h, "large", n)?);
+            let name = format!("fresh-{r}");
+            bench.new_session(h, &name)?;
+            on_fresh[i].push(bench.stream(h, &name, n)?);
+        }
+    }
+    println!("\n| backend | {n}-chunk prompt on | runs | wall median ms | peak RSS kB (median) |");
+    println!("|---|---|---:|---:|---:|");
+    for (i, h) in homes.iter().enumerate() {
+        for (label, runs) in [
+            ("a new session", &on_fresh[i]),
+            ("the large session", &on_large[i]),
+        ] {
+            println!(
+                "| {} | {label} | {} | {:.0} | {} |",
+                h.backend,
+                runs.len(),
+                ms(median_wall(runs)),
+                median_kb(runs)
+            );
+        }
+    }
+    println!("\nRatios, large session ÷ new session (wall; wall net of the fixed cost; RSS):\n");
+    for (i, h) in homes.iter().enumerate() {
+        let f = median_wall(&fixed[i]);
+        let (l, s) = (median_wall(&on_large[i]), median_wall(&on_fresh[i]));
+        println!(
+            "- {}: {:.2}; {:.2}; {:.2}",
+            h.backend,
+            l.as_secs_f64() / s.as_secs_f64(),
+            l.saturating_sub(f).as_secs_f64() / s.saturating_sub(f).as_secs_f64().max(1e-9),
+            median_kb(&on_large[i]) as f64 / median_kb(&on_fresh[i]) as f64
+        );
+    }
+    Ok(())
+}
