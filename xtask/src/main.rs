@@ -1,9 +1,10 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
-//! `cargo xtask bench owner [--runs N] [--stream-runs N]`.
+//! `cargo xtask bench owner [--runs N] [--stream-runs N]`, `cargo xtask bench import [--quick]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
+mod bench_import;
 mod bench_owner;
 mod tidy;
 
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick] [--dir DIR]
        cargo xtask bench owner [--runs N] [--stream-runs N]
+       cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
@@ -24,7 +26,11 @@ const USAGE: &str =
                 agent: warm second prompt through the session's queue owner (overhead = wall
                 minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
                 and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
-                (--stream-runs each, default 5; ratio of medians; target <= 1.05)";
+                (--stream-runs each, default 5; ratio of medians; target <= 1.05)
+
+  bench import  `sessions import --from-node-acpx` of a synthetic Node home (default 40
+                sessions x 10 turns x 250 chunks) into the file store; events/s over the whole
+                import (target >= 50,000)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -40,6 +46,21 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("import") => {
+            match bench_import::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_import::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench import: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench import: {e}\n\n{USAGE}");
                     ExitCode::from(2)
                 }
             }

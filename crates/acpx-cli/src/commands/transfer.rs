@@ -112,7 +112,7 @@ fn parse_import(file: &Path, events: Option<&PathBuf>) -> CliResult<ImportedSess
 /// `sessions import`.
 pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     if let Some(dir) = &a.from_node_acpx {
-        return crate::commands::node_import::run(ctx, dir, a.new_id).await;
+        return crate::commands::node_import::run(ctx, dir, a.new_id, a.dry_run).await;
     }
     let Some(file) = &a.file else {
         return Err(CliError::usage(

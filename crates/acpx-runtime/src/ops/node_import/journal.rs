@@ -98,6 +98,16 @@ fn prompt_error(message: &str, outcome: &str, acp: Option<AcpErrorObject>) -> Ev
     })
 }
 
+/// The ACP session a frame names: `params.sessionId` of a request or notification, or
+/// `result.sessionId` of a `session/new` response.
+fn frame_session_id(v: &Value) -> Option<&str> {
+    v.get("params")
+        .and_then(|p| p.get("sessionId"))
+        .or_else(|| v.get("result").and_then(|r| r.get("sessionId")))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
 fn is_client_method(m: &str) -> bool {
     m.starts_with("fs/") || m.starts_with("terminal/") || m == "session/request_permission"
 }
@@ -223,6 +233,13 @@ pub fn convert_journal(
 
         let method = str_of(&v, "method");
         let rpc_id = v.get("id").cloned();
+        // A journal spans every ACP session the record had (Node's load -> new fallback):
+        // each event carries the ACP session its frame names, so the reducer keeps them all.
+        if let Some(sid) = frame_session_id(&v) {
+            if sid != b.acp {
+                b.acp = sid.to_owned();
+            }
+        }
         let rid = turn.as_ref().map(|t| t.request_id.clone());
         match method {
             Some("session/prompt") if rpc_id.is_some() => {

@@ -30,10 +30,14 @@
 //! | [`record`] | the record document, [`ThreadSource`], [`Converted`] |
 //! | [`journal`] | the journal lines → events |
 //! | [`convert`] | one session: record + journal, id sanitising ([`safe_id`]) |
-//! | [`scan`] | the home directory: record files, journal segments, [`import_node_home`] |
+//! | [`scan`] | the home directory: record files, journal segments (torn tails), [`import_node`] |
+//! | [`loadable`] | which files Node itself would load (the others are skipped, with the reason) |
+//! | [`archive`] | Node's `sessions export` archive |
 
+pub mod archive;
 pub mod convert;
 pub mod journal;
+pub mod loadable;
 pub mod record;
 pub mod scan;
 
@@ -42,4 +46,7 @@ pub use journal::{convert_journal, JournalConversion};
 pub use record::{
     convert_record, is_node_record, Converted, ThreadSource, JOURNAL_SCHEMA, NODE_FRAME_EVENT,
 };
-pub use scan::{import_node_home, NodeImportReport, NodeImported, NodeSkipped, SkipKind};
+pub use scan::{
+    import_node, import_node_home, NodeImportOptions, NodeImportReport, NodeImported, NodeSkipped,
+    SkipKind,
+};
