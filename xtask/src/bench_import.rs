@@ -164,6 +164,7 @@ pub fn run(o: &Options) -> Result<(), String> {
             report.skipped
         ));
     }
+    let breakdown = phases(&sessions, &rt, tmp.path())?;
     println!(
         "import --from-node-acpx into the file store: {} sessions, {lines} journal lines ({:.1} MB), {events} events",
         o.sessions,
@@ -175,5 +176,66 @@ pub fn run(o: &Options) -> Result<(), String> {
         events as f64 / wall,
         bytes as f64 / 1e6 / wall
     );
+    println!("  where the time goes (the same work again, phase by phase, no store):");
+    for (name, secs) in breakdown {
+        println!("    {name:<28} {secs:>7.3} s");
+    }
     Ok(())
+}
+
+/// The import's pure phases timed one by one over every session of the home: reading the
+/// journal, converting its lines to events, rebuilding the thread with the reducer.
+fn phases(
+    sessions: &Path,
+    rt: &tokio::runtime::Runtime,
+    tmp: &Path,
+) -> Result<Vec<(&'static str, f64)>, String> {
+    use acpx_runtime::ops::node_import::{convert_journal, convert_session, scan};
+    let mut read = 0.0;
+    let mut convert = 0.0;
+    let mut reduce = 0.0;
+    let mut whole = 0.0;
+    let mut store_time = 0.0;
+    let store = acpx_store_fs::FsStore::open(tmp.join("acpx-home-phases")).map_err(err)?;
+    for file in scan::record_files(sessions).map_err(err)? {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).map_err(err)?).map_err(err)?;
+        let t = Instant::now();
+        let journal = scan::read_journal(&scan::journal_files(&file)).map_err(err)?;
+        read += t.elapsed().as_secs_f64();
+        let id = acpx_model::RecordId::parse("bench").map_err(err)?;
+        let t = Instant::now();
+        let conv = convert_journal(&journal.lines, &id, "acp", acpx_model::Timestamp::now());
+        convert += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut record = acpx_model::SessionRecord::new(
+            acpx_model::NewSession {
+                acpx_record_id: id,
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "a".into(),
+                cwd: "/".into(),
+                name: None,
+            },
+            acpx_model::Timestamp::now(),
+        );
+        acpx_runtime::mapping::roll_forward(&mut record, conv.events.iter());
+        reduce += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let c = convert_session(&doc, &journal.lines, "bench", acpx_model::Timestamp::now())?;
+        whole += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        rt.block_on(acpx_runtime::ops::transfer::store_new_session(
+            &store, c.record, &c.events,
+        ))
+        .map_err(err)?;
+        store_time += t.elapsed().as_secs_f64();
+    }
+    Ok(vec![
+        ("read journal lines", read),
+        ("lines -> events", convert),
+        ("reducer (rebuild thread)", reduce),
+        ("convert_session (all of it)", whole),
+        ("store (create, append, save)", store_time),
+    ])
 }

@@ -113,6 +113,10 @@ async fn lifecycle_keeps_every_turn_tokens_title_and_choices() {
     assert_eq!(stored.acpx_record_id.as_str(), node["acpx_record_id"]);
     assert_eq!(stored.thread.title, node["title"].as_str().unwrap_or(""));
     assert_eq!(stored.closed, node["closed"].as_bool().unwrap());
+    assert_eq!(
+        stored.acpx.extra["context_usage"]["cost"]["currency"],
+        "USD"
+    );
     let usage = &stored.thread.cumulative_token_usage;
     assert_eq!((usage.input_tokens, usage.thought_tokens), (100, Some(7)));
     assert_eq!(

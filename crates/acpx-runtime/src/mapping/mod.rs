@@ -174,22 +174,14 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         return Effect::AlreadyApplied;
     }
     let at = event.timestamp;
-    let effect = match event.payload_typed() {
-        Ok(EventPayload::SessionUpdate(p)) => apply_session_update(record, &p, event, at),
-        Ok(EventPayload::PromptStarted(p)) => apply_prompt_started(record, &p, event, at),
-        Ok(EventPayload::PromptDone(p)) => apply_prompt_done(record, &p, at),
-        Ok(EventPayload::PromptError(p)) => apply_prompt_error(record, &p, event, at),
-        Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
-        Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
-        Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
-        Ok(EventPayload::ClientOperation(p)) => tool_content::apply_client_operation(record, &p),
-        Ok(EventPayload::ControlStarted(_)) | Ok(EventPayload::QueueEvent(_)) => {
-            Effect::ignored("audit only")
-        }
-        Ok(EventPayload::Unknown { event_type, .. }) => {
-            Effect::ignored(format!("unknown event type {event_type:?}"))
-        }
-        Err(e) => Effect::ignored(format!("payload does not fit its type: {e}")),
+    // The most frequent event is read in place: a typed copy of every chunk would cost more
+    // than applying it.
+    let update_in_place = (event.event_type.as_str() == "session_update")
+        .then(|| session_update_parts(&event.payload))
+        .flatten();
+    let effect = match update_in_place {
+        Some((session_id, update)) => apply_session_update(record, session_id, update, event, at),
+        None => apply_typed(record, event, at),
     };
     record.acpx.audit_seq = event.seq;
     if at > record.last_used_at {
@@ -205,6 +197,41 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         DEFAULT_AUDIT_RING_CAPACITY,
     );
     effect
+}
+
+/// `sessionId` and `update` of a `session_update` payload that has the shape of
+/// [`acpx_model::event::SessionUpdatePayload`]; `None` sends it down the typed path.
+fn session_update_parts(payload: &serde_json::Value) -> Option<(&str, &serde_json::Value)> {
+    let session_id = payload.get("sessionId")?.as_str()?;
+    let update = payload.get("update")?;
+    Some((session_id, update))
+}
+
+/// Every event but a well-formed `session_update`, through its typed payload.
+fn apply_typed(
+    record: &mut SessionRecord,
+    event: &EventEnvelope,
+    at: acpx_model::Timestamp,
+) -> Effect {
+    match event.payload_typed() {
+        Ok(EventPayload::SessionUpdate(p)) => {
+            apply_session_update(record, &p.session_id, &p.update, event, at)
+        }
+        Ok(EventPayload::PromptStarted(p)) => apply_prompt_started(record, &p, event, at),
+        Ok(EventPayload::PromptDone(p)) => apply_prompt_done(record, &p, at),
+        Ok(EventPayload::PromptError(p)) => apply_prompt_error(record, &p, event, at),
+        Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
+        Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
+        Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
+        Ok(EventPayload::ClientOperation(p)) => tool_content::apply_client_operation(record, &p),
+        Ok(EventPayload::ControlStarted(_)) | Ok(EventPayload::QueueEvent(_)) => {
+            Effect::ignored("audit only")
+        }
+        Ok(EventPayload::Unknown { event_type, .. }) => {
+            Effect::ignored(format!("unknown event type {event_type:?}"))
+        }
+        Err(e) => Effect::ignored(format!("payload does not fit its type: {e}")),
+    }
 }
 
 /// The result of [`roll_forward`].

@@ -209,6 +209,11 @@ pub fn convert_session(
     if record.acpx.config_options.is_empty() {
         record.acpx.config_options = rebuilt.acpx.config_options;
     }
+    // What else the log says (the context window and cost of `usage_update`, …), unless the
+    // record says it already.
+    for (k, v) in rebuilt.acpx.extra {
+        record.acpx.extra.entry(k).or_insert(v);
+    }
     record.extra.insert(
         "importedFrom".into(),
         json!({

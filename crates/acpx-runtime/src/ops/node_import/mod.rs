@@ -18,6 +18,13 @@
 //! | any other frame (initialize, session/new, responses, …) | `node_journal` (`{"message": <frame>}`), kept verbatim |
 //! | `segment` markers | nothing (anchors of Node's own reader) |
 //!
+//! Each event carries the ACP session id its frame names (`params.sessionId`, or the
+//! `session/new` result's), so a journal spanning several ACP sessions (Node's load → new
+//! fallback) keeps every turn. The journal's prompts take the ids of Node's `User` messages
+//! (paired from the end, texts agreeing), so Node's token usage keyed by them still applies.
+//! Only files Node itself would load are imported ([`loadable`]); a torn last journal line is
+//! withheld and reported with its byte offset.
+//!
 //! Node trims the stored conversation (200 messages, long text cut with "..."), while the
 //! journal holds every update. So the thread is rebuilt from the converted events with the
 //! runtime's reducer, and used whenever it holds at least as many user turns as the record;
