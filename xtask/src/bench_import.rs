@@ -120,6 +120,24 @@ fn write_node_session(sessions: &Path, i: usize, o: &Options) -> Result<usize, S
     Ok(lines.len())
 }
 
+/// User plus system CPU time of this process (Linux `/proc/self/stat`), in seconds.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some(ticks / 100.0)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -145,6 +163,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(err)?;
+    let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let report = rt
         .block_on(import_node(
@@ -155,6 +174,7 @@ pub fn run(o: &Options) -> Result<(), String> {
         ))
         .map_err(err)?;
     let wall = started.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let events: usize = report.imported.iter().map(|i| i.events).sum();
     if report.imported.len() != o.sessions {
         return Err(format!(
@@ -176,6 +196,13 @@ pub fn run(o: &Options) -> Result<(), String> {
         events as f64 / wall,
         bytes as f64 / 1e6 / wall
     );
+    if let Some(cpu) = cpu.filter(|c| *c > 0.0) {
+        println!(
+            "  cpu  {cpu:.3} s   {:.0} events per CPU second (what a machine without other load gives, about)",
+            events as f64 / cpu
+        );
+    }
+    println!("  load average at the end: {}", load_average());
     println!("  where the time goes (the same work again, phase by phase, no store):");
     for (name, secs) in breakdown {
         println!("    {name:<28} {secs:>7.3} s");
