@@ -32,6 +32,10 @@ pub(super) struct OpenToolCall {
     locations: Vec<Value>,
     #[serde(default)]
     raw_output: Option<Value>,
+    /// Every terminal the call showed, in order: a later `content` list replaces the earlier
+    /// one, and agents often drop the terminal item when they report the final text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) terminal_ids: Vec<String>,
 }
 
 pub(super) fn open_tool_calls(record: &SessionRecord) -> BTreeMap<String, OpenToolCall> {
@@ -102,6 +106,15 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     }
     if let Some(c) = non_null(update, "content").and_then(Value::as_array) {
         state.content = c.clone();
+        for item in c {
+            if item.get("type").and_then(Value::as_str) == Some("terminal") {
+                if let Some(id) = item.get("terminalId").and_then(Value::as_str) {
+                    if !state.terminal_ids.iter().any(|t| t == id) {
+                        state.terminal_ids.push(id.to_owned());
+                    }
+                }
+            }
+        }
     }
     if let Some(l) = non_null(update, "locations").and_then(Value::as_array) {
         state.locations = l.clone();
@@ -120,7 +133,13 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     let terminal = matches!(state.status.as_str(), "completed" | "failed");
     // Diffs and terminal output of a finished call, read before the message is borrowed.
     let mut content_extra = Map::new();
-    let content_cut = terminal && content_extras(record, &state.content, &mut content_extra);
+    let content_cut = terminal
+        && content_extras(
+            record,
+            &state.content,
+            &state.terminal_ids,
+            &mut content_extra,
+        );
 
     let ix = match existing {
         Some(ix) => ix,

@@ -83,11 +83,12 @@ impl ToolCallEnd {
     }
 }
 
-/// The diffs and terminals of a call's ACP `content` items, as ToolResult extras, and whether
-/// something was cut. `budget` is what is left of the result's byte cap.
+/// The diffs of a call's ACP `content` items and its terminals (`terminal_ids`, every one it
+/// showed), as ToolResult extras; returns whether something was cut.
 pub(super) fn content_extras(
     record: &mut SessionRecord,
     content: &[Value],
+    terminal_ids: &[String],
     extra: &mut Map<String, Value>,
 ) -> bool {
     let mut budget = TOOL_OUTPUT_CAP_BYTES;
@@ -118,26 +119,23 @@ pub(super) fn content_extras(
                 }
                 diffs.push(d);
             }
-            Some("terminal") => {
-                let Some(id) = item.get("terminalId").and_then(Value::as_str) else {
-                    continue;
-                };
-                let known = outputs.remove(id).unwrap_or_else(|| json!({}));
-                let output = known.get("output").and_then(Value::as_str).unwrap_or("");
-                let kept = tail_at_char_boundary(output, budget);
-                budget -= kept.len();
-                let cut = kept.len() < output.len();
-                truncated |= cut;
-                terminals.push(json!({
-                    "terminal_id": id,
-                    "output": kept,
-                    "exit_status": known.get("exit_status").cloned().unwrap_or(Value::Null),
-                    "truncated": cut || known.get("truncated").and_then(Value::as_bool).unwrap_or(false),
-                    "output_bytes": known.get("output_bytes").cloned().unwrap_or(json!(output.len())),
-                }));
-            }
             _ => {}
         }
+    }
+    for id in terminal_ids {
+        let known = outputs.remove(id).unwrap_or_else(|| json!({}));
+        let output = known.get("output").and_then(Value::as_str).unwrap_or("");
+        let kept = tail_at_char_boundary(output, budget);
+        budget -= kept.len();
+        let cut = kept.len() < output.len();
+        truncated |= cut;
+        terminals.push(json!({
+            "terminal_id": id,
+            "output": kept,
+            "exit_status": known.get("exit_status").cloned().unwrap_or(Value::Null),
+            "truncated": cut || known.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+            "output_bytes": known.get("output_bytes").cloned().unwrap_or(json!(output.len())),
+        }));
     }
     if !diffs.is_empty() {
         extra.insert(DIFFS_KEY.into(), Value::Array(diffs));
