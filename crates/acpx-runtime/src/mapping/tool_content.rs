@@ -97,29 +97,26 @@ pub(super) fn content_extras(
     let mut terminals = Vec::new();
     let mut outputs = terminal_outputs(record);
     for item in content {
-        match item.get("type").and_then(Value::as_str) {
-            Some("diff") => {
-                let path = item.get("path").cloned().unwrap_or(Value::Null);
-                let old = item.get("oldText").and_then(Value::as_str);
-                let new = item.get("newText").and_then(Value::as_str).unwrap_or("");
-                let mut cut = false;
-                let mut take = |s: &str| {
-                    let kept = cut_at_char_boundary(s, budget);
-                    budget -= kept.len();
-                    cut |= kept.len() < s.len();
-                    kept.to_owned()
-                };
-                let old_text = old.map(&mut take);
-                let new_text = take(new);
-                let mut d = json!({"path": path, "old_text": old_text, "new_text": new_text});
-                if cut {
-                    d["truncated"] = json!(true);
-                    d["bytes"] = json!(old.map_or(0, str::len) + new.len());
-                    truncated = true;
-                }
-                diffs.push(d);
+        if item.get("type").and_then(Value::as_str) == Some("diff") {
+            let path = item.get("path").cloned().unwrap_or(Value::Null);
+            let old = item.get("oldText").and_then(Value::as_str);
+            let new = item.get("newText").and_then(Value::as_str).unwrap_or("");
+            let mut cut = false;
+            let mut take = |s: &str| {
+                let kept = cut_at_char_boundary(s, budget);
+                budget -= kept.len();
+                cut |= kept.len() < s.len();
+                kept.to_owned()
+            };
+            let old_text = old.map(&mut take);
+            let new_text = take(new);
+            let mut d = json!({"path": path, "old_text": old_text, "new_text": new_text});
+            if cut {
+                d["truncated"] = json!(true);
+                d["bytes"] = json!(old.map_or(0, str::len) + new.len());
+                truncated = true;
             }
-            _ => {}
+            diffs.push(d);
         }
     }
     for id in terminal_ids {
