@@ -74,6 +74,7 @@ pub fn rich_session(id: &str, messages: usize) -> SessionRecord {
         output_tokens: 340,
         cache_creation_input_tokens: 5,
         cache_read_input_tokens: 900,
+        ..TokenUsage::default()
     };
     t.extra.insert(
         "draft_prompt".into(),

@@ -1,10 +1,11 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`,
-//! `cargo xtask bench turn|session …`.
+//! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
+mod bench_import;
 mod bench_owner;
 mod bench_turn;
 mod tidy;
@@ -18,6 +19,7 @@ const USAGE: &str =
                               [--acpx PATH]
        cargo xtask bench session [--backend fs|sqlite|all] [--chunks N] [--prefill N] [--runs N]
                                  [--dir DIR] [--acpx PATH]
+       cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
@@ -43,7 +45,11 @@ const USAGE: &str =
   bench session gives a session one --prefill-chunk prompt (default 1M), then times 10k-chunk
                 prompts on it and on new sessions, alternating: ratio of medians (wall, RSS)
   --dir DIR     where the homes are created (default: the temporary directory); deleted after
-  --acpx PATH   measure this acpx binary instead of building the release one";
+  --acpx PATH   measure this acpx binary instead of building the release one
+
+  bench import  `sessions import --from-node-acpx` of a synthetic Node home (default 40
+                sessions x 10 turns x 250 chunks) into the file store; events/s over the whole
+                import (target >= 50,000)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -59,6 +65,21 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("import") => {
+            match bench_import::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_import::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench import: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench import: {e}\n\n{USAGE}");
                     ExitCode::from(2)
                 }
             }

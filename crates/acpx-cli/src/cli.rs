@@ -622,9 +622,13 @@ pub struct ImportArgs {
     /// Import under a fresh record id (when the original id is taken)
     #[arg(long)]
     pub new_id: bool,
-    /// Import every session of a Node acpx 0.19 home (or its sessions directory)
+    /// Import every session of a Node acpx 0.19 home (or its sessions directory), or a Node
+    /// `sessions export` archive
     #[arg(long, value_name = "DIR")]
     pub from_node_acpx: Option<PathBuf>,
+    /// With --from-node-acpx: show what would be imported, store nothing
+    #[arg(long, requires = "from_node_acpx")]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,8 +1,6 @@
 //! Turning records, summaries and events into JSON objects and readable text.
 
-use acpx_model::{
-    AgentContent, EventEnvelope, Message, ResultContent, SessionRecord, SessionSummary, UserContent,
-};
+use acpx_model::{EventEnvelope, SessionRecord, SessionSummary};
 use serde_json::{json, Map, Value};
 
 /// `{"action": <action>}` followed by `fields`, as one object (action first).
@@ -101,54 +99,6 @@ pub fn record_show_json(r: &SessionRecord) -> Value {
     Value::Object(m)
 }
 
-/// The text of a user message.
-pub fn user_text(content: &[UserContent]) -> String {
-    content
-        .iter()
-        .map(|c| match c {
-            UserContent::Text(t) => t.clone(),
-            UserContent::Mention(m) => {
-                if m.content.is_empty() {
-                    format!("@{}", mention_label(&m.uri))
-                } else {
-                    format!("@{}\n{}", mention_label(&m.uri), m.content)
-                }
-            }
-            UserContent::Image(_) => "[image]".to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn mention_label(uri: &Value) -> String {
-    // Zed's MentionUri is externally tagged: {"File": {"abs_path": ...}} and the like.
-    if let Some(obj) = uri.as_object() {
-        if let Some((tag, inner)) = obj.iter().next() {
-            let path = inner
-                .get("abs_path")
-                .or_else(|| inner.get("path"))
-                .or_else(|| inner.get("url"))
-                .and_then(Value::as_str);
-            return match path {
-                Some(p) => p.to_owned(),
-                None => tag.clone(),
-            };
-        }
-    }
-    uri.as_str().map_or_else(|| uri.to_string(), str::to_owned)
-}
-
-fn result_text(content: &[ResultContent]) -> String {
-    content
-        .iter()
-        .map(|c| match c {
-            ResultContent::Text(t) => t.clone(),
-            ResultContent::Image(_) => "[image]".to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// `s` cut to `max` characters, with `…` when cut, on one line.
 pub fn clip(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ");
@@ -159,133 +109,6 @@ pub fn clip(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
-}
-
-/// The conversation as readable text. `full` shows thinking and tool calls in full.
-pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
-    let msgs = &r.thread.messages;
-    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
-    let mut s = String::new();
-    if skip > 0 {
-        s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
-    }
-    for m in &msgs[skip..] {
-        match m {
-            Message::User(u) => {
-                s.push_str("## user\n");
-                s.push_str(&user_text(&u.content));
-                s.push_str("\n\n");
-            }
-            Message::Agent(a) => {
-                s.push_str("## agent\n");
-                for c in &a.content {
-                    match c {
-                        AgentContent::Text(t) => {
-                            s.push_str(t);
-                            if !t.ends_with('\n') {
-                                s.push('\n');
-                            }
-                        }
-                        AgentContent::Thinking(t) => {
-                            let text = if full {
-                                t.text.clone()
-                            } else {
-                                clip(&t.text, 100)
-                            };
-                            s.push_str(&format!("[thinking] {text}\n"));
-                        }
-                        AgentContent::RedactedThinking(_) => s.push_str("[thinking redacted]\n"),
-                        AgentContent::ToolUse(t) => {
-                            let status = match a.tool_results.get(&t.id) {
-                                Some(r) if r.is_error => "failed",
-                                Some(_) => "completed",
-                                None => "no result",
-                            };
-                            s.push_str(&format!("[tool] {} ({status})\n", t.name));
-                            if full {
-                                s.push_str(&format!("  input: {}\n", t.raw_input));
-                                if let Some(res) = a.tool_results.get(&t.id) {
-                                    s.push_str(&format!(
-                                        "  output: {}\n",
-                                        result_text(&res.content)
-                                    ));
-                                }
-                            }
-                        }
-                    }
-                }
-                s.push('\n');
-            }
-            Message::Resume => s.push_str("[resumed]\n\n"),
-        }
-    }
-    s
-}
-
-/// A Markdown transcript.
-pub fn markdown(r: &SessionRecord) -> String {
-    let mut s = String::new();
-    let title = if r.thread.title.is_empty() {
-        format!("Session {}", r.acpx_record_id)
-    } else {
-        r.thread.title.clone()
-    };
-    s.push_str(&format!("# {title}\n\n"));
-    s.push_str(&format!("- record id: `{}`\n", r.acpx_record_id));
-    s.push_str(&format!("- ACP session id: `{}`\n", r.acp_session_id));
-    if let Some(a) = &r.agent_session_id {
-        s.push_str(&format!("- agent session id: `{a}`\n"));
-    }
-    s.push_str(&format!("- agent: `{}`\n", r.agent_command));
-    s.push_str(&format!("- directory: `{}`\n", r.cwd));
-    if let Some(n) = &r.name {
-        s.push_str(&format!("- name: {n}\n"));
-    }
-    s.push_str(&format!("- created: {}\n\n", r.created_at));
-    for m in &r.thread.messages {
-        match m {
-            Message::User(u) => {
-                s.push_str("## User\n\n");
-                s.push_str(&user_text(&u.content));
-                s.push_str("\n\n");
-            }
-            Message::Agent(a) => {
-                s.push_str("## Agent\n\n");
-                for c in &a.content {
-                    match c {
-                        AgentContent::Text(t) => {
-                            s.push_str(t);
-                            s.push_str("\n\n");
-                        }
-                        AgentContent::Thinking(t) => {
-                            for line in t.text.lines() {
-                                s.push_str(&format!("> {line}\n"));
-                            }
-                            s.push('\n');
-                        }
-                        AgentContent::RedactedThinking(_) => {
-                            s.push_str("> (thinking redacted)\n\n")
-                        }
-                        AgentContent::ToolUse(t) => {
-                            s.push_str(&format!(
-                                "**Tool: {}**\n\n```json\n{}\n```\n\n",
-                                t.name, t.raw_input
-                            ));
-                            if let Some(res) = a.tool_results.get(&t.id) {
-                                let label = if res.is_error { "Error" } else { "Result" };
-                                s.push_str(&format!(
-                                    "{label}:\n\n```\n{}\n```\n\n",
-                                    result_text(&res.content)
-                                ));
-                            }
-                        }
-                    }
-                }
-            }
-            Message::Resume => s.push_str("*(resumed)*\n\n"),
-        }
-    }
-    s
 }
 
 /// One short line describing an event (the `sessions events` text format).

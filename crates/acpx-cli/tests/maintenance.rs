@@ -507,3 +507,44 @@ fn node_acpx_import_rebuilds_trimmed_threads_from_the_journal() {
         assert_eq!(r.code, 2, "{r:?}");
     }
 }
+
+#[test]
+fn node_acpx_dry_run_stores_nothing_and_history_shows_tool_calls() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../acpx-runtime/tests/fixtures/node-0.19.1/lifecycle");
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let import = |extra: &[&str]| {
+            let mut args = vec![
+                "--format",
+                "json",
+                "sessions",
+                "import",
+                "--from-node-acpx",
+                dir.to_str().unwrap(),
+            ];
+            args.extend_from_slice(extra);
+            env.run(&args).ok().json()
+        };
+        let dry = import(&["--dry-run"]);
+        assert_eq!(dry["dryRun"], true);
+        assert_eq!(dry["imported"].as_array().unwrap().len(), 1, "{dry}");
+        let listed = env
+            .run(&["--format", "json", "sessions", "list"])
+            .ok()
+            .json();
+        assert_eq!(listed["sessions"], serde_json::json!([]), "{listed}");
+
+        let real = import(&[]);
+        let id = real["imported"][0]["acpxRecordId"].as_str().unwrap();
+        let hist = env.run(&["sessions", "history", id]).ok().stdout;
+        assert!(
+            hist.contains("[tool] Read README.md (read, completed)"),
+            "{hist}"
+        );
+        assert!(
+            hist.contains("[tool] Search TODO (search, failed)"),
+            "{hist}"
+        );
+    }
+}

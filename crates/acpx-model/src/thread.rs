@@ -148,8 +148,10 @@ pub enum Speed {
     Fast,
 }
 
-/// Token counts. All four fields are always written (`docs/format.md`, Decisions 5); a missing field reads
-/// as 0; negative, fractional or non-numeric values are rejected.
+/// Token counts. Zed's four fields are always written (`docs/format.md`, Decisions 5); a missing
+/// field reads as 0; negative, fractional or non-numeric values are rejected. `thought_tokens`
+/// and `total_tokens` are written only when the agent reported them (`docs/format.md`, § Tool
+/// calls, diffs, terminals and tokens in the thread); Zed ignores them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Input tokens.
@@ -164,6 +166,12 @@ pub struct TokenUsage {
     /// Input tokens read from the prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
+    /// Reasoning tokens, when the agent reports them (ACP `thoughtTokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_tokens: Option<u64>,
+    /// The agent's own total, when it reports one (ACP `totalTokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tokens: Option<u64>,
 }
 
 impl TokenUsage {
@@ -178,7 +186,17 @@ impl TokenUsage {
             cache_read_input_tokens: self
                 .cache_read_input_tokens
                 .saturating_add(o.cache_read_input_tokens),
+            thought_tokens: add_reported(self.thought_tokens, o.thought_tokens),
+            total_tokens: add_reported(self.total_tokens, o.total_tokens),
         }
+    }
+}
+
+/// The sum of two optional counts: absent only when neither side reported one.
+fn add_reported(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
     }
 }
 
@@ -514,6 +532,24 @@ mod tests {
         let u: TokenUsage = serde_json::from_value(json!({"output_tokens": 3})).unwrap();
         assert_eq!(u.output_tokens, 3);
         assert_eq!(u.input_tokens, 0);
+        assert_eq!(u.thought_tokens, None);
+    }
+
+    #[test]
+    fn thought_and_total_tokens_are_written_only_when_reported() {
+        let plain = TokenUsage::default();
+        assert_eq!(
+            serde_json::to_value(plain).unwrap(),
+            json!({"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+        );
+        let reported: TokenUsage = serde_json::from_value(
+            json!({"input_tokens": 2, "thought_tokens": 5, "total_tokens": 9}),
+        )
+        .unwrap();
+        assert_eq!(serde_json::to_value(reported).unwrap()["thought_tokens"], 5);
+        let sum = reported.saturating_add(plain);
+        assert_eq!((sum.thought_tokens, sum.total_tokens), (Some(5), Some(9)));
+        assert_eq!(plain.saturating_add(plain).total_tokens, None);
     }
 
     #[test]

@@ -723,6 +723,11 @@ impl SessionCore {
                 let t = self.terminals.get(id).ok_or_else(unknown)?;
                 let out = t.output();
                 extra.insert("truncated".into(), out["truncated"].clone());
+                // The whole output goes to the log; the thread keeps its end (mapping).
+                extra.insert("output".into(), out["output"].clone());
+                if let Some(status) = out.get("exitStatus") {
+                    extra.insert("exitStatus".into(), status.clone());
+                }
                 let bytes = out["output"].as_str().map_or(0, str::len);
                 self.log_operation(
                     method,

@@ -48,6 +48,7 @@
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
 //! | [`private_socket`] | where a control socket lives when its natural path is too long |
+//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export) |
 //!
 //! ## What a session records
 //!
@@ -132,6 +133,7 @@ pub mod private_socket;
 pub mod recorder;
 pub mod runs;
 pub mod session;
+pub mod transcript;
 mod turn;
 mod update_queue;
 

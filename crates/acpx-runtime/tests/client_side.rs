@@ -381,6 +381,14 @@ async fn terminals(env: Env) {
         t["messages"][1]["Agent"]["tool_results"]["call_term"]["output"]["exitCode"],
         4
     );
+    // The thread keeps the terminal's own output and exit status (from the logged
+    // terminal/output), though the agent's final update no longer lists the terminal.
+    let term = &t["messages"][1]["Agent"]["tool_results"]["call_term"]["terminals"][0];
+    assert!(
+        term["output"].as_str().unwrap().starts_with("hi\n"),
+        "{term}"
+    );
+    assert_eq!(term["exit_status"]["exitCode"], 4, "{term}");
     let ev = env.events(&id).await;
     for m in [
         "terminal/create",

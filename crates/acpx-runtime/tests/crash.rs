@@ -185,10 +185,13 @@ async fn kill_9_mid_turn(backend: Backend) {
         "every logged chunk is in the thread"
     );
     assert!(logged_text.starts_with("chunk 0. chunk 1. "));
+    // The call did not end by a cancel: its result says acpx stopped mid-turn.
+    let slow = &t["messages"][1]["Agent"]["tool_results"]["call_slow"];
     assert_eq!(
-        t["messages"][1]["Agent"]["tool_results"]["call_slow"]["content"][0]["Text"],
-        "Tool canceled by user"
+        slow["content"][0]["Text"],
+        "Tool call unfinished: acpx stopped before the turn ended"
     );
+    assert_eq!(slow["unfinished"], "interrupted");
     assert_eq!(r.acpx.last_turn.as_ref().unwrap().outcome, "interrupted");
     // The session works again.
     let out = s.prompt(text_prompt("echo alive")).await.unwrap();

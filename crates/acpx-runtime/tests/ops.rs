@@ -344,6 +344,7 @@ async fn a_node_home_is_imported_once_with_its_journal() {
         "cwd": "/repo",
         "created_at": "2026-01-01T00:00:00.000Z",
         "last_used_at": "2026-01-01T00:05:00.000Z",
+        "last_seq": 3,
         "closed": false,
         "title": "t",
         "messages": [{"User": {"id": "u1", "content": [{"Text": "hello"}]}}],

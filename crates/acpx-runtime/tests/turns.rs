@@ -159,7 +159,9 @@ async fn scripted_updates(env: Env) {
     let key = usage_user["id"].as_str().unwrap();
     assert_eq!(
         t["request_token_usage"][key],
-        json!({"input_tokens": 100, "output_tokens": 50, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 20})
+        json!({"input_tokens": 100, "output_tokens": 50, "cache_creation_input_tokens": 5, "cache_read_input_tokens": 20,
+               "thought_tokens": 7, "total_tokens": 150}),
+        "every token field the agent reports is kept"
     );
     assert_eq!(t["cumulative_token_usage"]["input_tokens"], 100);
     assert_eq!(r.acpx.extra["context_usage"]["size"], 200000);

@@ -293,7 +293,7 @@ pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
         ctx.out.json(&action("session_history", m));
         return Ok(());
     }
-    let text = render::history_text(&r, a.limit, a.full);
+    let text = acpx_runtime::transcript::history_text(&r, a.limit, a.full);
     if text.is_empty() {
         ctx.out.note("no messages yet");
     } else {

@@ -17,7 +17,7 @@ use crate::cli::{ExportArgs, ExportKind, ImportArgs};
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::{self, action, record_identity};
+use crate::render::{action, record_identity};
 
 /// `sessions export`.
 pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
@@ -36,7 +36,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     let mut events = 0;
     match a.kind {
         ExportKind::Markdown => sink
-            .write_all(render::markdown(&r).as_bytes())
+            .write_all(acpx_runtime::transcript::markdown(&r).as_bytes())
             .map_err(werr)?,
         ExportKind::Json => sink.write_all(&r.to_json_vec()).map_err(werr)?,
         ExportKind::Ndjson | ExportKind::Archive => {
@@ -112,7 +112,7 @@ fn parse_import(file: &Path, events: Option<&PathBuf>) -> CliResult<ImportedSess
 /// `sessions import`.
 pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     if let Some(dir) = &a.from_node_acpx {
-        return crate::commands::node_import::run(ctx, dir, a.new_id).await;
+        return crate::commands::node_import::run(ctx, dir, a.new_id, a.dry_run).await;
     }
     let Some(file) = &a.file else {
         return Err(CliError::usage(

@@ -1,7 +1,6 @@
 //! `session/update` notifications: message and thought chunks, and the session-level updates
 //! (plan, commands, mode, config options, title, usage); tool calls go to [`super::tool_calls`].
 
-use acpx_model::event::SessionUpdatePayload;
 use acpx_model::{
     AgentContent, AgentMessage, EventEnvelope, Message, PlanState, SessionRecord, Thinking,
     Timestamp,
@@ -12,19 +11,21 @@ use super::tool_calls::upsert_tool_call;
 use super::usage::{set_request_usage, token_usage_from};
 use super::{turn_is_running, Effect, CONTEXT_USAGE_KEY, MESSAGE_ID_KEY};
 
+/// One `session/update` notification: its `sessionId` and `update` object.
 pub(super) fn apply_session_update(
     record: &mut SessionRecord,
-    p: &SessionUpdatePayload,
+    session_id: &str,
+    update: &Value,
     event: &EventEnvelope,
     at: Timestamp,
 ) -> Effect {
-    if p.session_id != event.acp_session_id {
+    if session_id != event.acp_session_id {
         return Effect::ignored(format!(
             "update for ACP session {:?}, not this session's {:?}",
-            p.session_id, event.acp_session_id
+            session_id, event.acp_session_id
         ));
     }
-    let Some(update) = p.update.as_object() else {
+    let Some(update) = update.as_object() else {
         return Effect::ignored("`update` is not an object");
     };
     let kind = update

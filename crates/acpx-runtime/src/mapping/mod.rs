@@ -18,7 +18,7 @@
 //! | `current_mode_update` | `acpx.current_mode_id` |
 //! | `config_option_update` | `acpx.config_options` |
 //! | `session_info_update` | `thread.title` (`null` clears), `thread.updated_at` |
-//! | `usage_update` | `acpx.context_usage` (`used`, `size`, `cost`); token counts found in its `_meta` go to the turn's `request_token_usage` |
+//! | `usage_update` | `acpx.context_usage` (`used`, `size`, `cost`); token counts found in its `_meta` go to the turn's `request_token_usage` (thought and total tokens included) |
 //! | `user_message_chunk`, non-text chunks, unknown kinds | nothing (the event log keeps them) |
 //!
 //! The "current Agent message" is the last message of the thread when it is an Agent message,
@@ -44,9 +44,15 @@
 //!   string holding the first bytes of its JSON text. An oversized `rawInput` is cut the same
 //!   way (`ToolUse.raw_input` holds the first bytes, `input` a string preview, and the ToolUse
 //!   carries `"input_truncated": true` and `"input_bytes"`). The event log keeps everything.
+//! - The ToolUse keeps the ACP `kind`, `title` and `status` as extra keys; its `name` is ACP
+//!   `name`, else a `toolName` in the update's `_meta`, else the title. A finished result keeps
+//!   the call's `diffs` (path, old and new text) and `terminals` (output, exit status), within
+//!   the same cap (see [`tool_content`]); terminal output comes from the `client_operation`
+//!   events of `terminal/output` and `terminal/wait_for_exit`.
 //! - When a turn ends (`prompt_done` / `prompt_error`), every tool use still without a result
-//!   gets `{"is_error": true, "content": [{"Text": "Tool canceled by user"}]}` and
-//!   `is_input_complete: true`.
+//!   gets an error result whose text says why ([`ToolCallEnd`]: "Tool canceled by user" for a
+//!   cancel, else the failed turn, the agent's exit, the timeout or the interruption), with the
+//!   reason under `unfinished`, and `is_input_complete: true`.
 //!
 //! # Other events
 //!
@@ -63,6 +69,7 @@ mod messages;
 mod prompt;
 mod summary;
 mod tool_calls;
+pub mod tool_content;
 mod usage;
 
 use acpx_model::session::DEFAULT_AUDIT_RING_CAPACITY;
@@ -75,6 +82,7 @@ pub use prompt::user_content_from_acp;
 use prompt::{apply_prompt_done, apply_prompt_error, apply_prompt_started};
 pub use summary::summarize;
 pub use tool_calls::flush_open_tool_uses;
+pub use tool_content::ToolCallEnd;
 pub use usage::token_usage_from;
 
 /// Most bytes of tool output (result text, and separately the `rawOutput` JSON) and tool input
@@ -169,21 +177,14 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         return Effect::AlreadyApplied;
     }
     let at = event.timestamp;
-    let effect = match event.payload_typed() {
-        Ok(EventPayload::SessionUpdate(p)) => apply_session_update(record, &p, event, at),
-        Ok(EventPayload::PromptStarted(p)) => apply_prompt_started(record, &p, event, at),
-        Ok(EventPayload::PromptDone(p)) => apply_prompt_done(record, &p, at),
-        Ok(EventPayload::PromptError(p)) => apply_prompt_error(record, &p, event, at),
-        Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
-        Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
-        Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
-        Ok(EventPayload::ClientOperation(_))
-        | Ok(EventPayload::ControlStarted(_))
-        | Ok(EventPayload::QueueEvent(_)) => Effect::ignored("audit only"),
-        Ok(EventPayload::Unknown { event_type, .. }) => {
-            Effect::ignored(format!("unknown event type {event_type:?}"))
-        }
-        Err(e) => Effect::ignored(format!("payload does not fit its type: {e}")),
+    // The most frequent event is read in place: a typed copy of every chunk would cost more
+    // than applying it.
+    let update_in_place = (event.event_type.as_str() == "session_update")
+        .then(|| session_update_parts(&event.payload))
+        .flatten();
+    let effect = match update_in_place {
+        Some((session_id, update)) => apply_session_update(record, session_id, update, event, at),
+        None => apply_typed(record, event, at),
     };
     record.acpx.audit_seq = event.seq;
     if at > record.last_used_at {
@@ -199,6 +200,41 @@ pub fn apply_event(record: &mut SessionRecord, event: &EventEnvelope) -> Effect 
         DEFAULT_AUDIT_RING_CAPACITY,
     );
     effect
+}
+
+/// `sessionId` and `update` of a `session_update` payload that has the shape of
+/// [`acpx_model::event::SessionUpdatePayload`]; `None` sends it down the typed path.
+fn session_update_parts(payload: &serde_json::Value) -> Option<(&str, &serde_json::Value)> {
+    let session_id = payload.get("sessionId")?.as_str()?;
+    let update = payload.get("update")?;
+    Some((session_id, update))
+}
+
+/// Every event but a well-formed `session_update`, through its typed payload.
+fn apply_typed(
+    record: &mut SessionRecord,
+    event: &EventEnvelope,
+    at: acpx_model::Timestamp,
+) -> Effect {
+    match event.payload_typed() {
+        Ok(EventPayload::SessionUpdate(p)) => {
+            apply_session_update(record, &p.session_id, &p.update, event, at)
+        }
+        Ok(EventPayload::PromptStarted(p)) => apply_prompt_started(record, &p, event, at),
+        Ok(EventPayload::PromptDone(p)) => apply_prompt_done(record, &p, at),
+        Ok(EventPayload::PromptError(p)) => apply_prompt_error(record, &p, event, at),
+        Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
+        Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
+        Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
+        Ok(EventPayload::ClientOperation(p)) => tool_content::apply_client_operation(record, &p),
+        Ok(EventPayload::ControlStarted(_)) | Ok(EventPayload::QueueEvent(_)) => {
+            Effect::ignored("audit only")
+        }
+        Ok(EventPayload::Unknown { event_type, .. }) => {
+            Effect::ignored(format!("unknown event type {event_type:?}"))
+        }
+        Err(e) => Effect::ignored(format!("payload does not fit its type: {e}")),
+    }
 }
 
 /// The result of [`roll_forward`].

@@ -9,6 +9,7 @@ use acpx_model::{
 use serde_json::{json, Map, Value};
 
 use super::tool_calls::{flush_open_tool_uses, png_size};
+use super::tool_content::ToolCallEnd;
 use super::usage::{set_request_usage, token_usage_from};
 use super::{turn_is_running, Effect};
 
@@ -20,7 +21,7 @@ pub(super) fn apply_prompt_started(
 ) -> Effect {
     // A turn that never ended (a crash) is closed before the next one opens.
     if turn_is_running(record) {
-        flush_open_tool_uses(record, at);
+        flush_open_tool_uses(record, at, &ToolCallEnd::Interrupted);
         if let Some(t) = record.acpx.last_turn.as_mut() {
             t.outcome = "interrupted".into();
             t.ended_at = Some(at);
@@ -63,7 +64,12 @@ pub(super) fn apply_prompt_done(
     p: &PromptDonePayload,
     at: Timestamp,
 ) -> Effect {
-    flush_open_tool_uses(record, at);
+    let end = if p.stop_reason == "cancelled" {
+        ToolCallEnd::Cancelled
+    } else {
+        ToolCallEnd::TurnEnded(p.stop_reason.clone())
+    };
+    flush_open_tool_uses(record, at, &end);
     if let Some(usage) = p.extra.get("usage").and_then(token_usage_from) {
         set_request_usage(record, usage);
     }
@@ -87,12 +93,12 @@ pub(super) fn apply_prompt_error(
     event: &EventEnvelope,
     at: Timestamp,
 ) -> Effect {
-    flush_open_tool_uses(record, at);
     let outcome = p
         .extra
         .get("outcome")
         .and_then(Value::as_str)
         .map_or(TurnState::Failed, TurnState::from);
+    flush_open_tool_uses(record, at, &tool_call_end(p, &outcome));
     let stats = p
         .extra
         .get("permissionStats")
@@ -132,6 +138,21 @@ pub(super) fn apply_prompt_error(
     });
     record.thread.updated_at = at;
     Effect::Applied
+}
+
+/// Why a failed turn ended, for the tool calls it left open.
+fn tool_call_end(p: &PromptErrorPayload, outcome: &TurnState) -> ToolCallEnd {
+    match outcome {
+        TurnState::Cancelled => ToolCallEnd::Cancelled,
+        TurnState::Timeout => ToolCallEnd::TimedOut,
+        TurnState::Interrupted => ToolCallEnd::Interrupted,
+        _ if p.detail_code.as_deref() == Some("AGENT_DISCONNECTED")
+            || p.extra.contains_key("agentExit") =>
+        {
+            ToolCallEnd::AgentExited(p.message.clone())
+        }
+        _ => ToolCallEnd::TurnFailed(p.message.clone()),
+    }
 }
 
 pub(super) fn end_turn(record: &mut SessionRecord, at: Timestamp, f: impl FnOnce(&mut LastTurn)) {

@@ -24,23 +24,24 @@ pub fn summarize(event: &EventEnvelope, effect: &Effect) -> String {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
     let base = match event.event_type.as_str() {
         "session_update" => {
-            let u = p.get("update").cloned().unwrap_or(Value::Null);
-            let kind = s(&u, "sessionUpdate");
+            // Borrowed, not cloned: this runs for every event, chunks included.
+            let u = p.get("update").unwrap_or(&Value::Null);
+            let kind = s(u, "sessionUpdate");
             match kind.as_str() {
                 "agent_message_chunk" | "agent_thought_chunk" | "user_message_chunk" => {
-                    let content = u.get("content").cloned().unwrap_or(Value::Null);
+                    let content = u.get("content").unwrap_or(&Value::Null);
                     match content.get("text").and_then(Value::as_str) {
                         Some(t) => format!("{kind} ({} chars)", t.chars().count()),
-                        None => format!("{kind} ({})", s(&content, "type")),
+                        None => format!("{kind} ({})", s(content, "type")),
                     }
                 }
                 "tool_call" | "tool_call_update" => {
-                    let mut line = format!("{kind} {}", s(&u, "toolCallId"));
-                    let title = s(&u, "title");
+                    let mut line = format!("{kind} {}", s(u, "toolCallId"));
+                    let title = s(u, "title");
                     if !title.is_empty() {
                         line.push_str(&format!(" {title:?}"));
                     }
-                    let status = s(&u, "status");
+                    let status = s(u, "status");
                     if !status.is_empty() {
                         line.push_str(&format!(" ({status})"));
                     }
@@ -52,8 +53,8 @@ pub fn summarize(event: &EventEnvelope, effect: &Effect) -> String {
                         .and_then(Value::as_array)
                         .map_or(0, Vec::len)
                 ),
-                "current_mode_update" => format!("current_mode_update {}", s(&u, "currentModeId")),
-                "session_info_update" => format!("session_info_update {}", s(&u, "title")),
+                "current_mode_update" => format!("current_mode_update {}", s(u, "currentModeId")),
+                "session_info_update" => format!("session_info_update {}", s(u, "title")),
                 "" => "session_update (no kind)".into(),
                 other => other.to_owned(),
             }

@@ -146,6 +146,8 @@ fn message_id_change_and_text_after_finished_tool_start_new_agent_messages() {
     );
 }
 
+mod fidelity;
+
 #[test]
 fn tool_call_lifecycle_upserts_and_builds_the_result() {
     let mut l = Log::new();
@@ -187,7 +189,13 @@ fn tool_call_lifecycle_upserts_and_builds_the_result() {
     assert!(!r.is_error);
     assert_eq!(r.content, vec![ResultContent::Text("only".into())]);
     assert_eq!(r.output, Some(json!({"ok": true})));
-    assert!(r.extra.is_empty(), "nothing was truncated");
+    assert!(!r.extra.contains_key("truncated"), "nothing was truncated");
+    assert_eq!(
+        r.extra["diffs"],
+        json!([{"path": "/repo/foo", "old_text": null, "new_text": "x"}])
+    );
+    assert_eq!(t.extra["kind"], "read");
+    assert_eq!(t.extra["status"], "completed");
     assert!(
         !l.record.acpx.extra.contains_key(OPEN_TOOL_CALLS_KEY),
         "finished calls leave the open map"
@@ -423,7 +431,9 @@ fn usage_goes_to_the_turns_user_message_and_sums() {
             input_tokens: 10,
             output_tokens: 5,
             cache_creation_input_tokens: 0,
-            cache_read_input_tokens: 2
+            cache_read_input_tokens: 2,
+            thought_tokens: None,
+            total_tokens: Some(15),
         }
     );
     assert_eq!(
@@ -436,7 +446,9 @@ fn usage_goes_to_the_turns_user_message_and_sums() {
             input_tokens: 14,
             output_tokens: 8,
             cache_creation_input_tokens: 1,
-            cache_read_input_tokens: 2
+            cache_read_input_tokens: 2,
+            thought_tokens: None,
+            total_tokens: Some(22),
         }
     );
 }

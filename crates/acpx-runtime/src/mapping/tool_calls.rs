@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::messages::current_agent_message;
-use super::{Effect, CANCELED_TOOL_TEXT, OPEN_TOOL_CALLS_KEY, TOOL_OUTPUT_CAP_BYTES};
+use super::tool_content::{clear_terminal_outputs, content_extras, ToolCallEnd, UNFINISHED_KEY};
+use super::{Effect, OPEN_TOOL_CALLS_KEY, TOOL_OUTPUT_CAP_BYTES};
 
 /// The ACP state of a tool call that has not finished.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -31,6 +32,10 @@ pub(super) struct OpenToolCall {
     locations: Vec<Value>,
     #[serde(default)]
     raw_output: Option<Value>,
+    /// Every terminal the call showed, in order: a later `content` list replaces the earlier
+    /// one, and agents often drop the terminal item when they report the final text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) terminal_ids: Vec<String>,
 }
 
 pub(super) fn open_tool_calls(record: &SessionRecord) -> BTreeMap<String, OpenToolCall> {
@@ -101,6 +106,15 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     }
     if let Some(c) = non_null(update, "content").and_then(Value::as_array) {
         state.content = c.clone();
+        for item in c {
+            if item.get("type").and_then(Value::as_str) == Some("terminal") {
+                if let Some(id) = item.get("terminalId").and_then(Value::as_str) {
+                    if !state.terminal_ids.iter().any(|t| t == id) {
+                        state.terminal_ids.push(id.to_owned());
+                    }
+                }
+            }
+        }
     }
     if let Some(l) = non_null(update, "locations").and_then(Value::as_array) {
         state.locations = l.clone();
@@ -108,12 +122,24 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     if let Some(o) = non_null(update, "rawOutput") {
         state.raw_output = Some(o.clone());
     }
-    let name = non_null(update, "name").and_then(Value::as_str);
+    let name = non_null(update, "name")
+        .and_then(Value::as_str)
+        .or_else(|| meta_tool_name(update));
     if name.is_some() {
         state.has_name = true;
     }
     let raw_input = non_null(update, "rawInput");
     let input_complete = state.status != "pending";
+    let terminal = matches!(state.status.as_str(), "completed" | "failed");
+    // Diffs and terminal output of a finished call, read before the message is borrowed.
+    let mut content_extra = Map::new();
+    let content_cut = terminal
+        && content_extras(
+            record,
+            &state.content,
+            &state.terminal_ids,
+            &mut content_extra,
+        );
 
     let ix = match existing {
         Some(ix) => ix,
@@ -148,16 +174,43 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
         set_tool_input(tool_use, input);
     }
     tool_use.is_input_complete |= input_complete;
+    set_acp_fields(tool_use, &state);
     let tool_name = tool_use.name.clone();
 
-    if matches!(state.status.as_str(), "completed" | "failed") {
-        let result = build_result(id, &tool_name, &state);
+    if terminal {
+        let mut result = build_result(id, &tool_name, &state);
+        if content_cut {
+            result.extra.insert("truncated".into(), json!(true));
+        }
+        result.extra.extend(content_extra);
         msg.tool_results.insert(id.to_owned(), result);
     } else {
         open.insert(id.to_owned(), state);
     }
     store_open_tool_calls(record, &open);
     Effect::Applied
+}
+
+/// The ACP `kind`, `title` and `status` of a call, kept on its ToolUse (`docs/format.md`,
+/// § Tool calls, diffs, terminals and tokens in the thread).
+fn set_acp_fields(tool_use: &mut ToolUse, state: &OpenToolCall) {
+    if let Some(k) = &state.kind {
+        tool_use.extra.insert("kind".into(), json!(k));
+    }
+    if let Some(t) = &state.title {
+        tool_use.extra.insert("title".into(), json!(t));
+    }
+    tool_use.extra.insert("status".into(), json!(state.status));
+}
+
+/// A programmatic tool name some agents send in `_meta` (`{"<agent>": {"toolName": ..}}`)
+/// when ACP `name` is absent.
+fn meta_tool_name(update: &Map<String, Value>) -> Option<&str> {
+    let meta = update.get("_meta")?.as_object()?;
+    meta.get("toolName").and_then(Value::as_str).or_else(|| {
+        meta.values()
+            .find_map(|v| v.get("toolName").and_then(Value::as_str))
+    })
 }
 
 pub(super) fn set_tool_input(tool_use: &mut ToolUse, input: &Value) {
@@ -310,9 +363,12 @@ pub(super) fn png_size(base64_data: &str) -> Option<ImageSize> {
     Some(ImageSize { width, height })
 }
 
-/// Gives every tool use without a result the "canceled" error result and marks every input
-/// complete (`docs/format.md`, § `session.json`). Returns how many tool uses were closed.
-pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp) -> usize {
+/// Gives every tool use without a result an error result that says why it ended (`end`), and
+/// marks every input complete (`docs/format.md`, § Tool calls, diffs, terminals and tokens in
+/// the thread). Returns how many tool uses were closed.
+pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp, end: &ToolCallEnd) -> usize {
+    let open = open_tool_calls(record);
+    clear_terminal_outputs(record);
     let mut closed = 0;
     for message in &mut record.thread.messages {
         let Message::Agent(m) = message else { continue };
@@ -321,20 +377,26 @@ pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp) -> usize 
             if let AgentContent::ToolUse(t) = c {
                 t.is_input_complete = true;
                 if !m.tool_results.contains_key(&t.id) {
+                    if let Some(state) = open.get(&t.id) {
+                        set_acp_fields(t, state);
+                    }
+                    t.extra.insert("status".into(), json!(end.status()));
                     dangling.push((t.id.clone(), t.name.clone()));
                 }
             }
         }
         for (id, name) in dangling {
+            let mut extra = Map::new();
+            extra.insert(UNFINISHED_KEY.into(), json!(end.key()));
             m.tool_results.insert(
                 id.clone(),
                 ToolResult {
                     tool_use_id: id,
                     tool_name: name,
                     is_error: true,
-                    content: vec![ResultContent::Text(CANCELED_TOOL_TEXT.into())],
+                    content: vec![ResultContent::Text(end.text())],
                     output: None,
-                    extra: Map::new(),
+                    extra,
                 },
             );
             closed += 1;

@@ -4,7 +4,8 @@ use acpx_model::{SessionRecord, TokenUsage};
 use serde_json::Value;
 
 /// Reads an ACP usage object (`inputTokens`, `outputTokens`, `cachedReadTokens`,
-/// `cachedWriteTokens`; snake_case spellings are accepted too). `None` when it holds no count.
+/// `cachedWriteTokens`, `thoughtTokens`, `totalTokens`; snake_case spellings are accepted too).
+/// `None` when it holds no count.
 pub fn token_usage_from(v: &Value) -> Option<TokenUsage> {
     let o = v.as_object()?;
     let get = |camel: &str, snake: &str| {
@@ -16,7 +17,12 @@ pub fn token_usage_from(v: &Value) -> Option<TokenUsage> {
     let output = get("outputTokens", "output_tokens");
     let cache_read = get("cachedReadTokens", "cache_read_input_tokens");
     let cache_write = get("cachedWriteTokens", "cache_creation_input_tokens");
-    if input.is_none() && output.is_none() && cache_read.is_none() && cache_write.is_none() {
+    let thought = get("thoughtTokens", "thought_tokens");
+    let total = get("totalTokens", "total_tokens");
+    if [input, output, cache_read, cache_write, thought, total]
+        .iter()
+        .all(Option::is_none)
+    {
         return None;
     }
     Some(TokenUsage {
@@ -24,6 +30,8 @@ pub fn token_usage_from(v: &Value) -> Option<TokenUsage> {
         output_tokens: output.unwrap_or(0),
         cache_creation_input_tokens: cache_write.unwrap_or(0),
         cache_read_input_tokens: cache_read.unwrap_or(0),
+        thought_tokens: thought,
+        total_tokens: total,
     })
 }
 

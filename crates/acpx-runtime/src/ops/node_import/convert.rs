@@ -1,7 +1,10 @@
 //! One Node session (record + journal) → a record and its event log, the thread rebuilt
 //! with the pure reducer ([`crate::mapping::roll_forward`]).
 
-use acpx_model::{Message, NewSession, RecordId, SessionRecord, Thread, Timestamp};
+use acpx_model::{
+    EventEnvelope, Message, NewSession, RecordId, SessionRecord, Thread, Timestamp, UserContent,
+    UserMessage,
+};
 use serde_json::{json, Value};
 
 use super::journal::convert_journal;
@@ -37,6 +40,58 @@ pub fn safe_id(original: &str) -> RecordId {
     RecordId::parse(&candidate).unwrap_or_else(|_| RecordId::generate())
 }
 
+/// Gives the journal's prompts the ids of Node's `User` messages, so token usage keyed by them
+/// and anything else naming a turn still match. Node keeps the last 200 messages, so the
+/// record's users are the journal's last ones: they are paired from the end, and only when the
+/// texts agree (Node cuts long text and ends it with "..."). Returns a note when some could
+/// not be paired.
+fn keep_user_message_ids(events: &mut [EventEnvelope], messages: &[Message]) -> Option<String> {
+    let users: Vec<&UserMessage> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User(u) => Some(u),
+            _ => None,
+        })
+        .collect();
+    let mut prompts: Vec<&mut EventEnvelope> = events
+        .iter_mut()
+        .filter(|e| e.event_type.as_str() == "prompt_started")
+        .collect();
+    let mut unpaired = 0;
+    for (prompt, user) in prompts.iter_mut().rev().zip(users.iter().rev()) {
+        let sent: String = prompt
+            .payload
+            .get("prompt")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        let stored: String = user
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let stored_head = stored.strip_suffix("...").unwrap_or(&stored);
+        if sent == stored || (stored.ends_with("...") && sent.starts_with(stored_head)) {
+            prompt.payload["userMessageId"] = json!(user.id);
+        } else {
+            unpaired += 1;
+        }
+    }
+    (unpaired > 0).then(|| {
+        format!("{unpaired} turn(s) of the journal do not match the record's user messages; they got new ids")
+    })
+}
+
 fn user_turns(messages: &[Message]) -> usize {
     messages
         .iter()
@@ -69,7 +124,10 @@ pub fn convert_session(
     let bytes = serde_json::to_vec(&doc).unwrap_or_default();
     let mut record = SessionRecord::from_json_slice(&bytes, origin).map_err(|e| e.to_string())?;
 
-    let conv = convert_journal(journal, &new_id, &record.acp_session_id, record.created_at);
+    let mut conv = convert_journal(journal, &new_id, &record.acp_session_id, record.created_at);
+    if let Some(note) = keep_user_message_ids(&mut conv.events, &record.thread.messages) {
+        notes.push(note);
+    }
     if conv.bad_lines > 0 {
         notes.push(format!(
             "{} journal line(s) were not JSON and were skipped",
@@ -99,10 +157,21 @@ pub fn convert_session(
         if record.thread.title.is_empty() {
             record.thread.title = stored.title;
         }
-        if record.thread.request_token_usage.is_empty() {
-            record.thread.request_token_usage = stored.request_token_usage;
+        // Node's usage is keyed by its user message ids, which the rebuilt thread keeps: the
+        // journal's own counts win, Node's fill the turns the journal has none for.
+        let rebuilt_had_usage = !record.thread.request_token_usage.is_empty();
+        for (k, v) in stored.request_token_usage {
+            record.thread.request_token_usage.entry(k).or_insert(v);
         }
-        if record.thread.cumulative_token_usage == Default::default() {
+        if rebuilt_had_usage || stored.cumulative_token_usage == Default::default() {
+            record.thread.cumulative_token_usage = record
+                .thread
+                .request_token_usage
+                .values()
+                .fold(Default::default(), |acc: acpx_model::TokenUsage, u| {
+                    acc.saturating_add(*u)
+                });
+        } else {
             record.thread.cumulative_token_usage = stored.cumulative_token_usage;
         }
         record.thread.updated_at = record.thread.updated_at.max(stored.updated_at);
@@ -139,6 +208,11 @@ pub fn convert_session(
     }
     if record.acpx.config_options.is_empty() {
         record.acpx.config_options = rebuilt.acpx.config_options;
+    }
+    // What else the log says (the context window and cost of `usage_update`, …), unless the
+    // record says it already.
+    for (k, v) in rebuilt.acpx.extra {
+        record.acpx.extra.entry(k).or_insert(v);
     }
     record.extra.insert(
         "importedFrom".into(),

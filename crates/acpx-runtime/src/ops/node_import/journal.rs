@@ -98,6 +98,16 @@ fn prompt_error(message: &str, outcome: &str, acp: Option<AcpErrorObject>) -> Ev
     })
 }
 
+/// The ACP session a frame names: `params.sessionId` of a request or notification, or
+/// `result.sessionId` of a `session/new` response.
+fn frame_session_id(v: &Value) -> Option<&str> {
+    v.get("params")
+        .and_then(|p| p.get("sessionId"))
+        .or_else(|| v.get("result").and_then(|r| r.get("sessionId")))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
 fn is_client_method(m: &str) -> bool {
     m.starts_with("fs/") || m.starts_with("terminal/") || m == "session/request_permission"
 }
@@ -138,7 +148,7 @@ pub fn convert_journal(
     };
 
     for line in lines {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Ok(mut v) = serde_json::from_str::<Value>(line) else {
             if !line.trim().is_empty() {
                 bad_lines += 1;
             }
@@ -221,10 +231,17 @@ pub fn convert_journal(
             continue;
         }
 
-        let method = str_of(&v, "method");
+        let method = str_of(&v, "method").map(str::to_owned);
         let rpc_id = v.get("id").cloned();
+        // A journal spans every ACP session the record had (Node's load -> new fallback):
+        // each event carries the ACP session its frame names, so the reducer keeps them all.
+        if let Some(sid) = frame_session_id(&v) {
+            if sid != b.acp {
+                b.acp = sid.to_owned();
+            }
+        }
         let rid = turn.as_ref().map(|t| t.request_id.clone());
-        match method {
+        match method.as_deref() {
             Some("session/prompt") if rpc_id.is_some() => {
                 if turn.as_ref().is_none_or(|t| t.started) {
                     end_open_turn(&mut b, &mut turn);
@@ -263,13 +280,24 @@ pub fn convert_journal(
                 );
             }
             Some("session/update") => {
-                let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
-                let payload = match EventPayload::from_parts("session_update", &params) {
-                    Ok(p) => p,
-                    Err(_) => EventPayload::Unknown {
+                // The params move into the event as they are (the most frequent line: no
+                // typed round trip) when they have the notification's shape.
+                let fits = v.get("params").is_some_and(|p| {
+                    p.get("sessionId").is_some_and(Value::is_string) && p.get("update").is_some()
+                });
+                let payload = if fits {
+                    EventPayload::Unknown {
+                        event_type: "session_update".into(),
+                        payload: v
+                            .as_object_mut()
+                            .and_then(|o| o.remove("params"))
+                            .unwrap_or_default(),
+                    }
+                } else {
+                    EventPayload::Unknown {
                         event_type: NODE_FRAME_EVENT.into(),
                         payload: json!({"message": v}),
-                    },
+                    }
                 };
                 let stream = if rid.is_some() {
                     EventStream::Prompt

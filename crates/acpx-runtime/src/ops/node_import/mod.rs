@@ -18,6 +18,13 @@
 //! | any other frame (initialize, session/new, responses, …) | `node_journal` (`{"message": <frame>}`), kept verbatim |
 //! | `segment` markers | nothing (anchors of Node's own reader) |
 //!
+//! Each event carries the ACP session id its frame names (`params.sessionId`, or the
+//! `session/new` result's), so a journal spanning several ACP sessions (Node's load → new
+//! fallback) keeps every turn. The journal's prompts take the ids of Node's `User` messages
+//! (paired from the end, texts agreeing), so Node's token usage keyed by them still applies.
+//! Only files Node itself would load are imported ([`loadable`]); a torn last journal line is
+//! withheld and reported with its byte offset.
+//!
 //! Node trims the stored conversation (200 messages, long text cut with "..."), while the
 //! journal holds every update. So the thread is rebuilt from the converted events with the
 //! runtime's reducer, and used whenever it holds at least as many user turns as the record;
@@ -30,10 +37,14 @@
 //! | [`record`] | the record document, [`ThreadSource`], [`Converted`] |
 //! | [`journal`] | the journal lines → events |
 //! | [`convert`] | one session: record + journal, id sanitising ([`safe_id`]) |
-//! | [`scan`] | the home directory: record files, journal segments, [`import_node_home`] |
+//! | [`scan`] | the home directory: record files, journal segments (torn tails), [`import_node`] |
+//! | [`loadable`] | which files Node itself would load (the others are skipped, with the reason) |
+//! | [`archive`] | Node's `sessions export` archive |
 
+pub mod archive;
 pub mod convert;
 pub mod journal;
+pub mod loadable;
 pub mod record;
 pub mod scan;
 
@@ -42,4 +53,7 @@ pub use journal::{convert_journal, JournalConversion};
 pub use record::{
     convert_record, is_node_record, Converted, ThreadSource, JOURNAL_SCHEMA, NODE_FRAME_EVENT,
 };
-pub use scan::{import_node_home, NodeImportReport, NodeImported, NodeSkipped, SkipKind};
+pub use scan::{
+    import_node, import_node_home, NodeImportOptions, NodeImportReport, NodeImported, NodeSkipped,
+    SkipKind,
+};

@@ -6,8 +6,10 @@ use std::path::{Path, PathBuf};
 use acpx_model::{RecordId, SessionRecord, Store, StoreError, Timestamp};
 use serde_json::Value;
 
+use super::archive::{is_node_archive, parse_node_archive};
 use super::convert::convert_session;
-use super::record::{is_node_record, ThreadSource};
+use super::loadable::{encode_uri_component, node_would_not_load};
+use super::record::{is_node_record, str_of, Converted, ThreadSource};
 use crate::ops::transfer::store_new_session;
 use crate::ops::{OpsError, OpsResult};
 
@@ -48,23 +50,52 @@ pub fn journal_files(record_file: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The complete lines of journal segments, oldest first.
-pub fn read_journal(files: &[PathBuf]) -> OpsResult<Vec<String>> {
-    let mut lines = Vec::new();
+/// A segment whose last line has no newline: a write Node never finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment.
+    pub path: PathBuf,
+    /// Where the torn line starts (the size of the good prefix).
+    pub offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
+/// The lines of a journal, and the torn tails left out of them.
+#[derive(Debug, Clone, Default)]
+pub struct JournalLines {
+    /// Complete lines, oldest first.
+    pub lines: Vec<String>,
+    /// Torn last lines (withheld, as Node's own reader does).
+    pub torn: Vec<TornTail>,
+}
+
+/// The complete lines of journal segments, oldest first; a torn last line is withheld and
+/// reported with its byte offset.
+pub fn read_journal(files: &[PathBuf]) -> OpsResult<JournalLines> {
+    let mut out = JournalLines::default();
     for f in files {
         let bytes = std::fs::read(f).map_err(|source| OpsError::Read {
             path: f.clone(),
             source,
         })?;
-        let text = String::from_utf8_lossy(&bytes);
-        // A last line without its newline is a torn write: Node's own reader withholds it.
-        let complete = match text.rfind('\n') {
-            Some(i) => &text[..=i],
-            None => "",
-        };
-        lines.extend(complete.lines().map(str::to_owned));
+        journal_lines(&bytes, f, &mut out);
     }
-    Ok(lines)
+    Ok(out)
+}
+
+/// Splits one segment's bytes into `out` (see [`read_journal`]).
+pub fn journal_lines(bytes: &[u8], path: &Path, out: &mut JournalLines) {
+    let good = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    if good < bytes.len() {
+        out.torn.push(TornTail {
+            path: path.to_path_buf(),
+            offset: good as u64,
+            bytes: (bytes.len() - good) as u64,
+        });
+    }
+    let text = String::from_utf8_lossy(&bytes[..good]);
+    out.lines.extend(text.lines().map(str::to_owned));
 }
 
 /// The Node session record files under `dir` (or `dir/sessions`), sorted. A directory that
@@ -116,6 +147,10 @@ pub struct NodeImported {
 pub enum SkipKind {
     /// Not a Node session record: not an error.
     Ignored,
+    /// A Node record file that Node itself would not load (not JSON, wrong schema, a file name
+    /// that is not its record id, …): not imported, so no phantom session appears. Not an
+    /// error: Node ignores these files too.
+    NotLoadable,
     /// The session is in the store already (an earlier import): not an error.
     AlreadyPresent,
     /// It could not be converted or stored.
@@ -131,6 +166,18 @@ pub struct NodeSkipped {
     pub reason: String,
     /// Why not, for programs.
     pub kind: SkipKind,
+}
+
+/// How [`import_node`] works.
+#[derive(Debug, Clone, Default)]
+pub struct NodeImportOptions {
+    /// Give every session a fresh record id (a copy next to an earlier import).
+    pub new_id: bool,
+    /// Convert and report, store nothing.
+    pub dry_run: bool,
+    /// The directory a Node export archive's relative `cwd` is resolved against (the home
+    /// directory, as Node's own import does); `None` keeps it as it is.
+    pub home: Option<PathBuf>,
 }
 
 /// What [`import_node_home`] did.
@@ -155,95 +202,186 @@ impl NodeImportReport {
 }
 
 /// Imports every session of a Node acpx home `dir` (or its `sessions/` directory) into
-/// `store`. With `new_id` each gets a fresh record id (a copy next to an earlier import).
-///
-/// A file that cannot be converted or stored is skipped (and a half-stored session removed
-/// again), never fatal; an unreadable directory is [`OpsError::Invalid`], an unreadable
-/// journal [`OpsError::Read`].
+/// `store`: [`import_node`] with only `new_id` set and no progress.
 pub async fn import_node_home(
     store: &dyn Store,
     dir: &Path,
     new_id: bool,
 ) -> OpsResult<NodeImportReport> {
-    let files = record_files(dir)?;
+    let options = NodeImportOptions {
+        new_id,
+        ..NodeImportOptions::default()
+    };
+    import_node(store, dir, &options, &|_, _| {}).await
+}
+
+/// Imports into `store` every session Node acpx would load from `path`: a Node home (or its
+/// `sessions/` directory), one record file, or a Node `sessions export` archive.
+/// `progress(done, total)` is called after each file.
+///
+/// A file that cannot be converted or stored is skipped (and a half-stored session removed
+/// again), never fatal; files Node would not load are skipped with the reason
+/// ([`SkipKind::NotLoadable`]); an unreadable directory is [`OpsError::Invalid`], an
+/// unreadable journal [`OpsError::Read`].
+pub async fn import_node(
+    store: &dyn Store,
+    path: &Path,
+    options: &NodeImportOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> OpsResult<NodeImportReport> {
+    let files = if path.is_file() {
+        vec![path.to_path_buf()]
+    } else {
+        record_files(path)?
+    };
     let now = Timestamp::now();
     let mut report = NodeImportReport {
         files: files.len(),
         ..NodeImportReport::default()
     };
-    let skip = |path: &str, kind: SkipKind, reason: String| NodeSkipped {
-        path: path.to_owned(),
-        reason,
-        kind,
+    for (done, file) in files.iter().enumerate() {
+        match prepare(file, options, now)? {
+            Prepared::Skip(kind, reason) => report.skipped.push(NodeSkipped {
+                path: file.display().to_string(),
+                reason,
+                kind,
+            }),
+            Prepared::Session(conv) => store_one(store, file, *conv, options, &mut report).await,
+        }
+        progress(done + 1, files.len());
+    }
+    Ok(report)
+}
+
+enum Prepared {
+    Skip(SkipKind, String),
+    Session(Box<Converted>),
+}
+
+/// Reads and converts one file (record or archive), or says why it is skipped.
+fn prepare(file: &Path, options: &NodeImportOptions, now: Timestamp) -> OpsResult<Prepared> {
+    let origin = file.display().to_string();
+    let doc: Value = match std::fs::read(file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Prepared::Skip(
+                SkipKind::NotLoadable,
+                format!("not JSON, Node would not load it: {e}"),
+            ))
+        }
     };
-    for file in &files {
-        let origin = file.display().to_string();
-        let doc: Value = match std::fs::read(file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(v) => v,
-            Err(e) => {
-                report.skipped.push(skip(
-                    &origin,
-                    SkipKind::Failed,
-                    format!("not readable JSON: {e}"),
-                ));
-                continue;
+    let (doc, journal) = if is_node_archive(&doc) {
+        match parse_node_archive(&doc, options.home.as_deref()) {
+            Ok(a) => {
+                let id = str_of(&a.record, "acpx_record_id").unwrap_or_default();
+                let name = format!("{}.json", encode_uri_component(id));
+                if let Some(why) = node_would_not_load(&a.record, &name) {
+                    return Ok(Prepared::Skip(SkipKind::NotLoadable, why));
+                }
+                let journal = JournalLines {
+                    lines: a.lines,
+                    torn: Vec::new(),
+                };
+                (a.record, journal)
             }
-        };
+            Err(e) => return Ok(Prepared::Skip(SkipKind::NotLoadable, e)),
+        }
+    } else {
         if !is_node_record(&doc) {
-            report.skipped.push(skip(
-                &origin,
+            return Ok(Prepared::Skip(
                 SkipKind::Ignored,
                 "not a Node acpx session record (no acpx_record_id)".into(),
             ));
-            continue;
+        }
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(why) = node_would_not_load(&doc, &name) {
+            return Ok(Prepared::Skip(
+                SkipKind::NotLoadable,
+                format!("Node would not load it: {why}"),
+            ));
         }
         let journal = read_journal(&journal_files(file))?;
-        let mut conv = match convert_session(&doc, &journal, &origin, now) {
-            Ok(c) => c,
-            Err(e) => {
-                report.skipped.push(skip(&origin, SkipKind::Failed, e));
-                continue;
-            }
-        };
-        if new_id {
-            let id = RecordId::generate();
-            for e in &mut conv.events {
-                e.acpx_record_id = id.clone();
-            }
-            conv.record.acpx_record_id = id;
+        (doc, journal)
+    };
+    let mut conv = match convert_session(&doc, &journal.lines, &origin, now) {
+        Ok(c) => c,
+        Err(e) => return Ok(Prepared::Skip(SkipKind::Failed, e)),
+    };
+    for t in &journal.torn {
+        conv.notes.push(format!(
+            "the last line of {} is torn at byte offset {} ({} bytes, never finished by Node): \
+             imported the {} bytes before it",
+            t.path.display(),
+            t.offset,
+            t.bytes,
+            t.offset
+        ));
+    }
+    if options.new_id {
+        let id = RecordId::generate();
+        for e in &mut conv.events {
+            e.acpx_record_id = id.clone();
         }
-        let id = conv.record.acpx_record_id.clone();
-        match store_new_session(store, conv.record, &conv.events).await {
-            Ok(stored) => report.imported.push(NodeImported {
-                origin,
-                node_record_id: conv.original_id,
-                record: stored,
-                events: conv.events.len(),
-                thread_source: conv.thread_source,
-                notes: conv.notes,
-            }),
-            Err(OpsError::Store(StoreError::AlreadyExists(_))) => {
-                report.skipped.push(skip(
-                    &origin,
-                    SkipKind::AlreadyPresent,
-                    format!(
-                        "session {id} already exists in the store (pass --new-id to import a copy)"
-                    ),
-                ));
+        conv.record.acpx_record_id = id;
+    }
+    Ok(Prepared::Session(Box::new(conv)))
+}
+
+/// Stores one converted session (or, in a dry run, checks that it could be).
+async fn store_one(
+    store: &dyn Store,
+    file: &Path,
+    conv: Converted,
+    options: &NodeImportOptions,
+    report: &mut NodeImportReport,
+) {
+    let origin = file.display().to_string();
+    let id = conv.record.acpx_record_id.clone();
+    let exists = || NodeSkipped {
+        path: origin.clone(),
+        reason: format!(
+            "session {id} already exists in the store (pass --new-id to import a copy)"
+        ),
+        kind: SkipKind::AlreadyPresent,
+    };
+    let events = conv.events.len();
+    let stored = if options.dry_run {
+        match store.load(&id).await {
+            Ok(_) => {
+                report.skipped.push(exists());
+                return;
             }
-            Err(e) => {
-                let _ = store.delete(&id).await.or_else(|e| match e {
-                    StoreError::NotFound(_) => Ok(false),
-                    other => Err(other),
-                });
-                report
-                    .skipped
-                    .push(skip(&origin, SkipKind::Failed, e.to_string()));
-            }
+            Err(_) => Ok(conv.record),
+        }
+    } else {
+        store_new_session(store, conv.record, &conv.events).await
+    };
+    match stored {
+        Ok(record) => report.imported.push(NodeImported {
+            origin,
+            node_record_id: conv.original_id,
+            record,
+            events,
+            thread_source: conv.thread_source,
+            notes: conv.notes,
+        }),
+        Err(OpsError::Store(StoreError::AlreadyExists(_))) => report.skipped.push(exists()),
+        Err(e) => {
+            let _ = store.delete(&id).await.or_else(|e| match e {
+                StoreError::NotFound(_) => Ok(false),
+                other => Err(other),
+            });
+            report.skipped.push(NodeSkipped {
+                path: origin,
+                reason: e.to_string(),
+                kind: SkipKind::Failed,
+            });
         }
     }
-    Ok(report)
 }

@@ -1,0 +1,512 @@
+//! A session's conversation as readable text: the plain transcript of `sessions history` /
+//! `sessions read` and the Markdown export. Pure functions of the record, so every front end
+//! shows the same thing.
+//!
+//! Tool calls show their ACP kind and status, the diffs of the files they wrote (a line diff
+//! of the changed region) and the output of the terminals they ran, as kept in the thread
+//! (`docs/format.md`, § Tool calls, diffs, terminals and tokens in the thread); a part the
+//! thread cut says so.
+
+use acpx_model::{
+    AgentContent, AgentMessage, Message, ResultContent, SessionRecord, ToolResult, ToolUse,
+    UserContent,
+};
+use serde_json::Value;
+
+use crate::mapping::tool_content::{DIFFS_KEY, TERMINALS_KEY};
+
+/// Lines of a terminal's output shown by the short transcript (the full one shows all).
+const SHORT_TERMINAL_LINES: usize = 5;
+
+/// The text of a user message.
+pub fn user_text(content: &[UserContent]) -> String {
+    content
+        .iter()
+        .map(|c| match c {
+            UserContent::Text(t) => t.clone(),
+            UserContent::Mention(m) => {
+                if m.content.is_empty() {
+                    format!("@{}", mention_label(&m.uri))
+                } else {
+                    format!("@{}\n{}", mention_label(&m.uri), m.content)
+                }
+            }
+            UserContent::Image(_) => "[image]".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn mention_label(uri: &Value) -> String {
+    // Zed's MentionUri is externally tagged: {"File": {"abs_path": ...}} and the like.
+    if let Some((tag, inner)) = uri.as_object().and_then(|o| o.iter().next()) {
+        let path = inner
+            .get("abs_path")
+            .or_else(|| inner.get("path"))
+            .or_else(|| inner.get("url"))
+            .and_then(Value::as_str);
+        return path.map_or_else(|| tag.clone(), str::to_owned);
+    }
+    uri.as_str().map_or_else(|| uri.to_string(), str::to_owned)
+}
+
+fn result_text(content: &[ResultContent]) -> String {
+    content
+        .iter()
+        .map(|c| match c {
+            ResultContent::Text(t) => t.clone(),
+            ResultContent::Image(_) => "[image]".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `s` on one line, cut to `max` characters with `…`.
+fn clip(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut t: String = one_line.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// A line diff of `old` → `new`: the lines both share at the start and end are left out,
+/// the changed region is shown as `-` / `+` lines. `None` for `old` is a new file.
+pub fn line_diff(path: &str, old: Option<&str>, new: &str) -> String {
+    let old_lines: Vec<&str> = old.map_or_else(Vec::new, |o| o.lines().collect());
+    let new_lines: Vec<&str> = new.lines().collect();
+    let prefix = old_lines
+        .iter()
+        .zip(&new_lines)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let suffix = old_lines[prefix..]
+        .iter()
+        .rev()
+        .zip(new_lines[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut s = format!(
+        "--- {}\n+++ {path}\n",
+        if old.is_some() { path } else { "/dev/null" }
+    );
+    if prefix > 0 || suffix > 0 {
+        s.push_str(&format!(
+            "@@ line {} ({prefix} unchanged before, {suffix} after) @@\n",
+            prefix + 1
+        ));
+    }
+    for l in &old_lines[prefix..old_lines.len() - suffix] {
+        s.push_str(&format!("-{l}\n"));
+    }
+    for l in &new_lines[prefix..new_lines.len() - suffix] {
+        s.push_str(&format!("+{l}\n"));
+    }
+    s
+}
+
+/// One diff kept on a tool result.
+struct Diff<'a> {
+    path: &'a str,
+    old: Option<&'a str>,
+    new: &'a str,
+    truncated: bool,
+}
+
+/// One terminal kept on a tool result.
+struct Terminal<'a> {
+    id: &'a str,
+    output: &'a str,
+    exit: String,
+    truncated: bool,
+}
+
+fn diffs(r: &ToolResult) -> Vec<Diff<'_>> {
+    let Some(items) = r.extra.get(DIFFS_KEY).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .map(|d| Diff {
+            path: d.get("path").and_then(Value::as_str).unwrap_or("?"),
+            old: d.get("old_text").and_then(Value::as_str),
+            new: d.get("new_text").and_then(Value::as_str).unwrap_or(""),
+            truncated: d.get("truncated").and_then(Value::as_bool) == Some(true),
+        })
+        .collect()
+}
+
+fn terminals(r: &ToolResult) -> Vec<Terminal<'_>> {
+    let Some(items) = r.extra.get(TERMINALS_KEY).and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .map(|t| {
+            let status = t.get("exit_status");
+            let code = status
+                .and_then(|s| s.get("exitCode"))
+                .and_then(Value::as_i64);
+            let signal = status.and_then(|s| s.get("signal")).and_then(Value::as_str);
+            Terminal {
+                id: t.get("terminal_id").and_then(Value::as_str).unwrap_or("?"),
+                output: t.get("output").and_then(Value::as_str).unwrap_or(""),
+                exit: match (code, signal) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (None, Some(s)) => format!("signal {s}"),
+                    (None, None) => "no exit status".into(),
+                },
+                truncated: t.get("truncated").and_then(Value::as_bool) == Some(true),
+            }
+        })
+        .collect()
+}
+
+/// `read, completed` and the like: the ACP kind (when known) and the status.
+fn tool_state(t: &ToolUse, result: Option<&ToolResult>) -> String {
+    let status = t
+        .extra
+        .get("status")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            match result {
+                Some(r) if r.is_error => "failed",
+                Some(_) => "completed",
+                None => "no result",
+            }
+            .to_owned()
+        });
+    match t.extra.get("kind").and_then(Value::as_str) {
+        Some(k) => format!("{k}, {status}"),
+        None => status,
+    }
+}
+
+fn tool_label(t: &ToolUse) -> &str {
+    t.extra
+        .get("title")
+        .and_then(Value::as_str)
+        .filter(|title| *title != t.name)
+        .unwrap_or(&t.name)
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines().map(|l| format!("{by}{l}\n")).collect()
+}
+
+fn last_lines(text: &str, n: usize) -> (String, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let skip = lines.len().saturating_sub(n);
+    (lines[skip..].join("\n"), skip)
+}
+
+fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
+    let result = a.tool_results.get(&t.id);
+    s.push_str(&format!(
+        "[tool] {} ({})\n",
+        tool_label(t),
+        tool_state(t, result)
+    ));
+    if full {
+        s.push_str(&format!("  input: {}\n", t.raw_input));
+    }
+    let Some(r) = result else { return };
+    if full || r.is_error {
+        s.push_str(&indent(&result_text(&r.content), "  output: "));
+    }
+    for d in diffs(r) {
+        if full {
+            s.push_str(&indent(&line_diff(d.path, d.old, d.new), "  "));
+        } else {
+            let added = d.new.lines().count();
+            let removed = d.old.map_or(0, |o| o.lines().count());
+            s.push_str(&format!(
+                "  edited {} (-{removed} +{added} lines)\n",
+                d.path
+            ));
+        }
+        if d.truncated {
+            s.push_str("  (diff cut in the thread; the event log has all of it)\n");
+        }
+    }
+    for term in terminals(r) {
+        s.push_str(&format!("  terminal {} ({}):\n", term.id, term.exit));
+        let (shown, hidden) = if full {
+            (term.output.to_owned(), 0)
+        } else {
+            last_lines(term.output, SHORT_TERMINAL_LINES)
+        };
+        if hidden > 0 {
+            s.push_str(&format!("    … {hidden} earlier lines\n"));
+        }
+        s.push_str(&indent(&shown, "    "));
+        if term.truncated {
+            s.push_str("    (output cut in the thread; the event log has all of it)\n");
+        }
+    }
+}
+
+/// The conversation as readable text: the last `limit` messages, thinking and tool input in
+/// full when `full`.
+pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
+    let msgs = &r.thread.messages;
+    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
+    let mut s = String::new();
+    if skip > 0 {
+        s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
+    }
+    for m in &msgs[skip..] {
+        match m {
+            Message::User(u) => {
+                s.push_str("## user\n");
+                s.push_str(&user_text(&u.content));
+                s.push_str("\n\n");
+            }
+            Message::Agent(a) => {
+                s.push_str("## agent\n");
+                for c in &a.content {
+                    match c {
+                        AgentContent::Text(t) => {
+                            s.push_str(t);
+                            if !t.ends_with('\n') {
+                                s.push('\n');
+                            }
+                        }
+                        AgentContent::Thinking(t) => {
+                            let text = if full {
+                                t.text.clone()
+                            } else {
+                                clip(&t.text, 100)
+                            };
+                            s.push_str(&format!("[thinking] {text}\n"));
+                        }
+                        AgentContent::RedactedThinking(_) => s.push_str("[thinking redacted]\n"),
+                        AgentContent::ToolUse(t) => text_tool(&mut s, a, t, full),
+                    }
+                }
+                s.push('\n');
+            }
+            Message::Resume => s.push_str("[resumed]\n\n"),
+        }
+    }
+    s
+}
+
+/// A fence longer than any backtick run in `text`, so the text cannot close it.
+fn fence(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+fn fenced(s: &mut String, lang: &str, text: &str) {
+    let f = fence(text);
+    s.push_str(&format!("{f}{lang}\n{text}"));
+    if !text.ends_with('\n') {
+        s.push('\n');
+    }
+    s.push_str(&format!("{f}\n\n"));
+}
+
+fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
+    let result = a.tool_results.get(&t.id);
+    s.push_str(&format!(
+        "**Tool: {}** ({})\n\n",
+        tool_label(t),
+        tool_state(t, result)
+    ));
+    fenced(s, "json", &t.raw_input);
+    let Some(r) = result else { return };
+    let label = if r.is_error { "Error" } else { "Result" };
+    s.push_str(&format!("{label}:\n\n"));
+    fenced(s, "", &result_text(&r.content));
+    for d in diffs(r) {
+        s.push_str(&format!("Diff of `{}`:\n\n", d.path));
+        fenced(s, "diff", &line_diff(d.path, d.old, d.new));
+        if d.truncated {
+            s.push_str("*(diff cut in the thread; the event log has all of it)*\n\n");
+        }
+    }
+    for term in terminals(r) {
+        s.push_str(&format!("Terminal `{}` ({}):\n\n", term.id, term.exit));
+        fenced(s, "console", term.output);
+        if term.truncated {
+            s.push_str("*(output cut in the thread; the event log has all of it)*\n\n");
+        }
+    }
+}
+
+/// A Markdown transcript: a header with the session's identity, then every message.
+pub fn markdown(r: &SessionRecord) -> String {
+    let mut s = String::new();
+    let title = if r.thread.title.is_empty() {
+        format!("Session {}", r.acpx_record_id)
+    } else {
+        r.thread.title.clone()
+    };
+    s.push_str(&format!("# {title}\n\n"));
+    s.push_str(&format!("- record id: `{}`\n", r.acpx_record_id));
+    s.push_str(&format!("- ACP session id: `{}`\n", r.acp_session_id));
+    if let Some(a) = &r.agent_session_id {
+        s.push_str(&format!("- agent session id: `{a}`\n"));
+    }
+    s.push_str(&format!("- agent: `{}`\n", r.agent_command));
+    s.push_str(&format!("- directory: `{}`\n", r.cwd));
+    if let Some(n) = &r.name {
+        s.push_str(&format!("- name: {n}\n"));
+    }
+    s.push_str(&format!("- created: {}\n\n", r.created_at));
+    for m in &r.thread.messages {
+        match m {
+            Message::User(u) => {
+                s.push_str("## User\n\n");
+                s.push_str(&user_text(&u.content));
+                s.push_str("\n\n");
+            }
+            Message::Agent(a) => {
+                s.push_str("## Agent\n\n");
+                for c in &a.content {
+                    match c {
+                        AgentContent::Text(t) => {
+                            s.push_str(t);
+                            s.push_str("\n\n");
+                        }
+                        AgentContent::Thinking(t) => {
+                            for line in t.text.lines() {
+                                s.push_str(&format!("> {line}\n"));
+                            }
+                            s.push('\n');
+                        }
+                        AgentContent::RedactedThinking(_) => {
+                            s.push_str("> (thinking redacted)\n\n")
+                        }
+                        AgentContent::ToolUse(t) => markdown_tool(&mut s, a, t),
+                    }
+                }
+            }
+            Message::Resume => s.push_str("*(resumed)*\n\n"),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acpx_model::{NewSession, RecordId, Timestamp, UserMessage};
+    use serde_json::{json, Map};
+
+    fn record_with_tools() -> SessionRecord {
+        let mut r = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse("rec-1").unwrap(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/repo".into(),
+                name: None,
+            },
+            Timestamp::from_millis(1_000).unwrap(),
+        );
+        r.thread.messages.push(Message::User(UserMessage {
+            id: "u1".into(),
+            content: vec![UserContent::Text("fix it".into())],
+            extra: Map::new(),
+        }));
+        let mut a = AgentMessage::new();
+        let mut tool = |id: &str, kind: &str, title: &str| {
+            let mut extra = Map::new();
+            extra.insert("kind".into(), json!(kind));
+            extra.insert("title".into(), json!(title));
+            extra.insert("status".into(), json!("completed"));
+            a.content.push(AgentContent::ToolUse(ToolUse {
+                id: id.into(),
+                name: title.into(),
+                raw_input: "{}".into(),
+                input: json!({}),
+                is_input_complete: true,
+                thought_signature: None,
+                extra,
+            }));
+        };
+        tool("e", "edit", "Edit lib.rs");
+        tool("t", "execute", "cargo test");
+        let result = |id: &str, key: &str, v: Value| {
+            let mut extra = Map::new();
+            extra.insert(key.into(), v);
+            ToolResult {
+                tool_use_id: id.into(),
+                tool_name: id.into(),
+                is_error: false,
+                content: vec![ResultContent::Text("done".into())],
+                output: None,
+                extra,
+            }
+        };
+        a.tool_results.insert(
+            "e".into(),
+            result(
+                "e",
+                DIFFS_KEY,
+                json!([{"path": "/repo/lib.rs", "old_text": "a\nb\nc\n", "new_text": "a\nB\nc\n"}]),
+            ),
+        );
+        let output: String = (1..=8).map(|i| format!("line {i}\n")).collect();
+        a.tool_results.insert(
+            "t".into(),
+            result(
+                "t",
+                TERMINALS_KEY,
+                json!([{"terminal_id": "term-1", "output": output, "exit_status": {"exitCode": 0}, "truncated": false}]),
+            ),
+        );
+        r.thread.messages.push(Message::Agent(a));
+        r
+    }
+
+    #[test]
+    fn line_diff_shows_only_the_changed_region() {
+        assert_eq!(
+            line_diff("/f", Some("a\nb\nc\n"), "a\nB\nc\n"),
+            "--- /f\n+++ /f\n@@ line 2 (1 unchanged before, 1 after) @@\n-b\n+B\n"
+        );
+        assert_eq!(line_diff("/n", None, "x\n"), "--- /dev/null\n+++ /n\n+x\n");
+    }
+
+    #[test]
+    fn history_shows_diffs_and_terminal_output() {
+        let r = record_with_tools();
+        let short = history_text(&r, None, false);
+        assert!(
+            short.contains("[tool] Edit lib.rs (edit, completed)"),
+            "{short}"
+        );
+        assert!(
+            short.contains("edited /repo/lib.rs (-3 +3 lines)"),
+            "{short}"
+        );
+        assert!(short.contains("terminal term-1 (exit code 0):"), "{short}");
+        assert!(short.contains("… 3 earlier lines") && short.contains("    line 8"));
+        assert!(!short.contains("    line 3\n"));
+        let full = history_text(&r, None, true);
+        assert!(full.contains("  -b\n  +B\n"), "{full}");
+        assert!(full.contains("    line 1\n"));
+    }
+
+    #[test]
+    fn markdown_fences_diffs_and_terminals() {
+        let md = markdown(&record_with_tools());
+        assert!(md.contains("Diff of `/repo/lib.rs`:\n\n```diff\n"), "{md}");
+        assert!(md.contains("-b\n+B\n```"), "{md}");
+        assert!(md.contains("Terminal `term-1` (exit code 0):\n\n```console\nline 1\n"));
+        assert_eq!(fence("a ```` b"), "`````");
+    }
+}
