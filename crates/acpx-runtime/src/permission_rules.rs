@@ -11,7 +11,7 @@
 //! whole title, or one token of its title (the title split at whitespace and punctuation other
 //! than `-`, `_`, `.`). `autoDeny` wins over `escalate`, which wins over `autoApprove`; when no
 //! rule matches, `defaultAction` decides, and without one the permission mode does. This
-//! module is pure: [`crate::client_ops::decide_with_rules`] applies its answer.
+//! module is pure: the runtime applies its answer to `session/request_permission`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -81,7 +81,7 @@ impl Session {
 
     /// Runs one prompt turn with its own [`TurnOptions`]; the session's own options apply
     /// again after it. A transient failure before any side effect is retried as a new turn
-    /// up to `prompt_retries` times ([`super::retry`]).
+    /// up to `prompt_retries` times (see [`crate::session::TRANSIENT_PROMPT_ERRORS`]).
     pub async fn prompt_with_options(
         &mut self,
         prompt: Vec<Value>,

@@ -16,7 +16,10 @@ use acpx_model::{EventQuery, EventType, ReadMode};
 use super::Session;
 use crate::TurnOutcome;
 
-/// The JSON-RPC codes of a transient prompt failure.
+/// The JSON-RPC codes of a transient prompt failure. `--prompt-retries` retries a turn that
+/// failed with one of them only when the log holds no `session_update` and no
+/// `client_operation` of that turn (nothing was said or done yet); each attempt is a turn of
+/// its own.
 pub const TRANSIENT_PROMPT_ERRORS: &[i64] = &[-32603, -32700];
 
 impl Session {
