@@ -198,8 +198,8 @@ impl<S: Store + ?Sized, F: Fault<S>> Store for FaultStore<S, F> {
 #[derive(Debug, Default)]
 pub struct Faults {
     failing_appends: AtomicBool,
-    /// Appends still allowed while `counting` (see [`Faults::fail_appends_after`]).
-    appends_left: AtomicU64,
+    /// Events still allowed while `counting` (see [`Faults::fail_appends_after`]).
+    events_left: AtomicU64,
     counting: AtomicBool,
     tamper_appends: Option<fn(&mut Vec<EventEnvelope>)>,
     tamper_reads: Option<fn(&mut EventPage)>,
@@ -218,26 +218,29 @@ impl Faults {
         self.failing_appends.store(on, Ordering::SeqCst);
     }
 
-    /// Lets `n` more appends through, then fails every later one like
-    /// [`Faults::fail_appends`] (a disk that fills up at a chosen point of a stream).
-    /// [`Faults::fail_appends`]`(false)` ends the outage.
+    /// Lets `n` more events be appended, then fails the append that would go past them and
+    /// every later one like [`Faults::fail_appends`] (a disk that fills up at a chosen point
+    /// of a stream). Counting events rather than calls keeps the point where the disk fills
+    /// the same however the caller batches. [`Faults::fail_appends`]`(false)` ends the
+    /// outage.
     pub fn fail_appends_after(&self, n: u64) {
-        self.appends_left.store(n, Ordering::SeqCst);
+        self.events_left.store(n, Ordering::SeqCst);
         self.counting.store(true, Ordering::SeqCst);
     }
 
     /// Whether this append fails: switched on, or past the count of
     /// [`Faults::fail_appends_after`] (which then switches the failure on).
-    fn this_append_fails(&self) -> bool {
+    fn this_append_fails(&self, events: usize) -> bool {
         if self.failing_appends.load(Ordering::SeqCst) {
             return true;
         }
         if !self.counting.load(Ordering::SeqCst) {
             return false;
         }
+        let count = u64::try_from(events).unwrap_or(u64::MAX);
         let left = self
-            .appends_left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            .events_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(count));
         if left.is_err() {
             self.counting.store(false, Ordering::SeqCst);
             self.failing_appends.store(true, Ordering::SeqCst);
@@ -269,7 +272,7 @@ impl<S: Store + ?Sized> Fault<S> for Faults {
         events: &[EventEnvelope],
         durability: Durability,
     ) -> StoreResult<EventLogState> {
-        if self.this_append_fails() {
+        if self.this_append_fails(events.len()) {
             return Err(StoreError::io(
                 "events.ndjson",
                 std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),
