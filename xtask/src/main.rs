@@ -1,11 +1,13 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
-//! `cargo xtask bench owner [--runs N] [--stream-runs N]`.
+//! `cargo xtask bench owner [--runs N] [--stream-runs N]`,
+//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--seed N] [--acpx PATH] [--strict]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
 mod bench_owner;
 mod tidy;
+mod torture;
 
 use std::process::ExitCode;
 
@@ -24,7 +26,14 @@ const USAGE: &str =
                 agent: warm second prompt through the session's queue owner (overhead = wall
                 minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
                 and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
-                (--stream-runs each, default 5; ratio of medians; target <= 1.05)";
+                (--stream-runs each, default 5; ratio of medians; target <= 1.05)
+
+       cargo xtask torture [--quick] [--store fs|sqlite|all] [--seed N] [--acpx PATH] [--strict]
+
+  torture       builds acpx (debug) and runs real processes: SIGKILL during streamed prompts,
+                concurrent prompts, a full disk (tmpfs), closed stdout, damaged files,
+                misbehaving agents; prints tried / lost / panics / failures per scenario and
+                exits 1 when anything was lost or panicked (--strict: also on failures)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -54,6 +63,20 @@ fn main() -> ExitCode {
             },
             Err(e) => {
                 eprintln!("xtask bench: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("torture") => match torture::Plan::parse(&args[1..]) {
+            Ok(plan) => match torture::run(&plan) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("xtask torture: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            Err(e) => {
+                eprintln!("xtask torture: {e}\n\n{USAGE}");
                 ExitCode::from(2)
             }
         },
