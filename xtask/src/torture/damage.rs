@@ -152,7 +152,10 @@ const SQLITE_DAMAGES: &[Damage] = &[
         apply: |home, id| {
             sql(
                 home,
-                &format!("UPDATE events SET payload = '{{' WHERE acpx_record_id = '{id}' AND seq = 3"),
+                &format!(
+                    "UPDATE event_rows SET payload = '{{' WHERE seq = 3 AND session_key = \
+                     (SELECT session_key FROM sessions WHERE acpx_record_id = '{id}')"
+                ),
             )
         },
     },
