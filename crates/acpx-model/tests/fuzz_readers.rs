@@ -84,11 +84,23 @@ fn fuzz_list_cursor() {
 /// here (or next to the target of its crate) as a regression test; none has so far.
 #[test]
 fn edge_inputs_read_without_panic() {
-    let snapshots: &[&[u8]] = &[b"", b"{}", b"[", b"{\"schema\":\"acpx.session.v1\"}", b"\xff"];
+    let snapshots: &[&[u8]] = &[
+        b"",
+        b"{}",
+        b"[",
+        b"{\"schema\":\"acpx.session.v1\"}",
+        b"\xff",
+    ];
     for s in snapshots {
         check_snapshot(s);
     }
-    let lines: &[&[u8]] = &[b"", b"\n", b"{}", b"{\"seq\":18446744073709551616}", b"null"];
+    let lines: &[&[u8]] = &[
+        b"",
+        b"\n",
+        b"{}",
+        b"{\"seq\":18446744073709551616}",
+        b"null",
+    ];
     for l in lines {
         check_log_line(l);
     }

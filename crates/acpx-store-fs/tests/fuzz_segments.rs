@@ -67,9 +67,17 @@ fn write_files(dir: &Path, log: &[u8], s: &Sides) {
     };
     let (older, active) = lines.split_at(split);
     if !older.is_empty() {
-        fs::write(sessions.join(format!("{ID}.events.1.ndjson")), older.concat()).expect("write");
+        fs::write(
+            sessions.join(format!("{ID}.events.1.ndjson")),
+            older.concat(),
+        )
+        .expect("write");
     }
-    fs::write(sessions.join(format!("{ID}.events.ndjson")), active.concat()).expect("write");
+    fs::write(
+        sessions.join(format!("{ID}.events.ndjson")),
+        active.concat(),
+    )
+    .expect("write");
     if let Some(b) = damaged(SNAPSHOT, s.flags) {
         fs::write(sessions.join(format!("{ID}.json")), b).expect("write");
     }

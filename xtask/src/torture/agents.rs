@@ -163,12 +163,21 @@ fn ended_in_log(env: &Env, start: &Value, label: &str, f: &mut Figures) {
     let mut ended = false;
     for _ in 0..50 {
         let r = env.run(
-            &["--format", "json", "sessions", "events", id, "--request-id", req],
+            &[
+                "--format",
+                "json",
+                "sessions",
+                "events",
+                id,
+                "--request-id",
+                req,
+            ],
             Duration::from_secs(30),
         );
-        ended = r.json_lines().iter().any(|(_, v)| {
-            matches!(v["type"].as_str(), Some("prompt_done" | "prompt_error"))
-        });
+        ended = r
+            .json_lines()
+            .iter()
+            .any(|(_, v)| matches!(v["type"].as_str(), Some("prompt_done" | "prompt_error")));
         if ended {
             break;
         }
@@ -176,6 +185,8 @@ fn ended_in_log(env: &Env, start: &Value, label: &str, f: &mut Figures) {
     }
     if !ended {
         f.lost += 1;
-        f.note(format!("{label}: turn {req} started but never recorded as ended"));
+        f.note(format!(
+            "{label}: turn {req} started but never recorded as ended"
+        ));
     }
 }

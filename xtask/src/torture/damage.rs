@@ -68,10 +68,13 @@ const FS_DAMAGES: &[Damage] = &[
     Damage {
         name: "torn log tail",
         apply: |home, id| {
-            rewrite(&sessions(home).join(format!("{id}.events.ndjson")), |mut b| {
-                b.extend_from_slice(b"{\"eventVersion\":1,\"seq\":");
-                b
-            })
+            rewrite(
+                &sessions(home).join(format!("{id}.events.ndjson")),
+                |mut b| {
+                    b.extend_from_slice(b"{\"eventVersion\":1,\"seq\":");
+                    b
+                },
+            )
         },
     },
     Damage {
@@ -161,9 +164,7 @@ const SQLITE_DAMAGES: &[Damage] = &[
     },
     Damage {
         name: "truncated database file",
-        apply: |home, _| {
-            rewrite(&home.join("acpx.db"), |b| b[..b.len() / 2].to_vec())
-        },
+        apply: |home, _| rewrite(&home.join("acpx.db"), |b| b[..b.len() / 2].to_vec()),
     },
     Damage {
         name: "garbage database header",
@@ -211,12 +212,22 @@ fn base_home(env: &Env) -> Result<String, String> {
         return Err(format!("sessions new: {}", first_line(&other.stderr)));
     }
     let _ = env.run(
-        &["--no-owner", "demo", "prompt", "-s", "intact", "echo intact"],
+        &[
+            "--no-owner",
+            "demo",
+            "prompt",
+            "-s",
+            "intact",
+            "echo intact",
+        ],
         Duration::from_secs(60),
     );
     let id = env.new_session()?;
     for p in ["echo one", "tools", "stream 50"] {
-        let r = env.run(&["--no-owner", "demo", "prompt", p], Duration::from_secs(60));
+        let r = env.run(
+            &["--no-owner", "demo", "prompt", p],
+            Duration::from_secs(60),
+        );
         if r.code != Some(0) {
             return Err(format!("prompt {p:?}: {}", first_line(&r.stderr)));
         }
@@ -255,11 +266,17 @@ pub fn corpus(plan: &Plan, store: &str) -> Figures {
         ("events", vec!["demo", "sessions", "events", &id]),
         ("history", vec!["demo", "sessions", "history", &id]),
         ("status", vec!["demo", "status"]),
-        ("prompt", vec!["--no-owner", "demo", "prompt", "echo after damage"]),
+        (
+            "prompt",
+            vec!["--no-owner", "demo", "prompt", "echo after damage"],
+        ),
         ("fsck", vec!["fsck"]),
         ("repair", vec!["fsck", "--repair"]),
         ("fsck2", vec!["fsck"]),
-        ("prompt2", vec!["--no-owner", "demo", "prompt", "echo after repair"]),
+        (
+            "prompt2",
+            vec!["--no-owner", "demo", "prompt", "echo after repair"],
+        ),
     ];
     // The demo agent's command names its home, so a damaged copy must live at the same path:
     // the pristine home is kept aside and copied back before each damage.

@@ -45,7 +45,10 @@ fn unmount(at: &Path) {
 
 pub fn full_disk(plan: &Plan, store: &str) -> Figures {
     let mut f = Figures::new("full disk (2 MiB tmpfs home)", store);
-    let dir = match tempfile::Builder::new().prefix("acpx-torture-disk-").tempdir() {
+    let dir = match tempfile::Builder::new()
+        .prefix("acpx-torture-disk-")
+        .tempdir()
+    {
         Ok(d) => d,
         Err(e) => {
             f.not_run = Some(format!("no temporary directory: {e}"));
@@ -95,9 +98,16 @@ fn full_disk_on(
                 errors += 1;
                 if !run.explained() {
                     f.failures += 1;
-                    f.note(format!("prompt failed (exit {:?}) without a message", run.code));
+                    f.note(format!(
+                        "prompt failed (exit {:?}) without a message",
+                        run.code
+                    ));
                 } else {
-                    f.note(format!("prompt exit {:?}: {}", run.code, first_line(&run.stderr)));
+                    f.note(format!(
+                        "prompt exit {:?}: {}",
+                        run.code,
+                        first_line(&run.stderr)
+                    ));
                 }
             }
             for (_, v) in run.json_lines() {
@@ -114,7 +124,14 @@ fn full_disk_on(
         if round + 1 == plan.disk_rounds {
             let _ = std::fs::remove_file(&filler);
             let run = env.run(
-                &["--format", "json", "--no-owner", "demo", "prompt", "echo after"],
+                &[
+                    "--format",
+                    "json",
+                    "--no-owner",
+                    "demo",
+                    "prompt",
+                    "echo after",
+                ],
                 Duration::from_secs(120),
             );
             f.tried += 1;
@@ -191,14 +208,15 @@ pub fn closed_pipes(plan: &Plan, store: &str) -> Figures {
                 cmd.stderr(Stdio::null());
                 match sink {
                     Sink::Head => cmd.stdout(Stdio::piped()),
-                    Sink::DevFull => match std::fs::OpenOptions::new().write(true).open("/dev/full")
-                    {
-                        Ok(file) => cmd.stdout(file),
-                        Err(e) => {
-                            f.note(format!("/dev/full not available: {e}"));
-                            continue;
+                    Sink::DevFull => {
+                        match std::fs::OpenOptions::new().write(true).open("/dev/full") {
+                            Ok(file) => cmd.stdout(file),
+                            Err(e) => {
+                                f.note(format!("/dev/full not available: {e}"));
+                                continue;
+                            }
                         }
-                    },
+                    }
                 };
                 let Ok(mut child) = cmd.spawn() else {
                     f.failures += 1;

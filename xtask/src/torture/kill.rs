@@ -82,7 +82,9 @@ pub fn sigkill(plan: &Plan, store: &str, rng: &mut Rng) -> Figures {
         let _ = child.kill();
         let _ = child.wait();
         f.tried += 1;
-        let stdout = out.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+        let stdout = out
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default();
         let run = super::harness::Run {
             stdout,
             ..Default::default()
@@ -119,7 +121,10 @@ pub fn sigkill(plan: &Plan, store: &str, rng: &mut Rng) -> Figures {
         f.check_panic("sessions show", &show);
         if show.code != Some(0) {
             unreadable += 1;
-            f.note(format!("kill {i}: snapshot unreadable: {}", first_line(&show.stderr)));
+            f.note(format!(
+                "kill {i}: snapshot unreadable: {}",
+                first_line(&show.stderr)
+            ));
         }
         if (i + 1) % plan.fsck_every == 0 || i + 1 == plan.kills {
             if let Err(e) = env.fsck(&mut f) {
@@ -199,7 +204,10 @@ pub fn concurrent(plan: &Plan, store: &str) -> Figures {
                 }
             } else if !run.explained() {
                 f.failures += 1;
-                f.note(format!("a prompt failed (exit {:?}) without a message", run.code));
+                f.note(format!(
+                    "a prompt failed (exit {:?}) without a message",
+                    run.code
+                ));
             } else {
                 f.note(format!(
                     "{} refused: exit {:?}: {}",
@@ -243,7 +251,9 @@ pub fn concurrent(plan: &Plan, store: &str) -> Figures {
                     .count();
                 if foreign > 0 {
                     f.failures += 1;
-                    f.note(format!("turn {req} interleaved with {foreign} foreign events"));
+                    f.note(format!(
+                        "turn {req} interleaved with {foreign} foreign events"
+                    ));
                 }
             }
             _ => {

@@ -108,9 +108,31 @@ fn vocabulary() -> Vec<String> {
     let mut out = Vec::new();
     walk(&Cli::command(), &mut out);
     for v in [
-        "", "-", "--", "=", "demo", "codex", "1e20", "-1", "0", "NaN", "inf", "1e-300",
-        "99999999999999999999", "/tmp", "../..", "--timeout=1e20", "--ttl=-1", "--format=",
-        "--home=", "--agent=", "-s", "-vv", "--cwd=/nonexistent", "prompt text", "\u{0}",
+        "",
+        "-",
+        "--",
+        "=",
+        "demo",
+        "codex",
+        "1e20",
+        "-1",
+        "0",
+        "NaN",
+        "inf",
+        "1e-300",
+        "99999999999999999999",
+        "/tmp",
+        "../..",
+        "--timeout=1e20",
+        "--ttl=-1",
+        "--format=",
+        "--home=",
+        "--agent=",
+        "-s",
+        "-vv",
+        "--cwd=/nonexistent",
+        "prompt text",
+        "\u{0}",
     ] {
         out.push(v.to_owned());
     }
@@ -140,8 +162,7 @@ fn words() -> impl Strategy<Value = Vec<Word>> {
 fn parse_argv(argv: Vec<OsString>) {
     let pre = grammar::prescan(&argv);
     let _ = pre.format.as_deref();
-    let Ok(split) = grammar::split_agent(argv, |w| matches!(w, "demo" | "codex" | "claude"))
-    else {
+    let Ok(split) = grammar::split_agent(argv, |w| matches!(w, "demo" | "codex" | "claude")) else {
         return;
     };
     match Cli::try_parse_from(&split.args) {
