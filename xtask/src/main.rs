@@ -1,6 +1,6 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|all] [--quick]`,
 //! `cargo xtask bench owner [--runs N] [--stream-runs N]`,
-//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--seed N] [--acpx PATH] [--strict]`.
+//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH] [--strict]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
@@ -28,7 +28,7 @@ const USAGE: &str =
                 and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
                 (--stream-runs each, default 5; ratio of medians; target <= 1.05)
 
-       cargo xtask torture [--quick] [--store fs|sqlite|all] [--seed N] [--acpx PATH] [--strict]
+       cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH] [--strict]
 
   torture       builds acpx (debug) and runs real processes: SIGKILL during streamed prompts,
                 concurrent prompts, a full disk (tmpfs), closed stdout, damaged files,

@@ -255,9 +255,28 @@ impl Env {
     /// The stored log of session `id` (seq → envelope), read through the CLI; `Err` with the
     /// reason when it cannot be read.
     pub fn stored(&self, id: &str) -> Result<BTreeMap<u64, (String, Value)>, String> {
+        self.stored_from(id, 1)
+    }
+
+    /// [`Env::stored`] from seq `from` on.
+    pub fn stored_from(
+        &self,
+        id: &str,
+        from: u64,
+    ) -> Result<BTreeMap<u64, (String, Value)>, String> {
+        let from = from.max(1).to_string();
         let r = self.run(
-            &["--format", "json", "demo", "sessions", "events", id],
-            Duration::from_secs(120),
+            &[
+                "--format",
+                "json",
+                "demo",
+                "sessions",
+                "events",
+                id,
+                "--from-seq",
+                &from,
+            ],
+            Duration::from_secs(300),
         );
         if r.code != Some(0) {
             return Err(format!(

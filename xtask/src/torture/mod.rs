@@ -1,4 +1,4 @@
-//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--seed N] [--acpx PATH]`: the
+//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]`: the
 //! reliability torture suite of docs/RELIABILITY.md, run with real `acpx` processes against
 //! the scripted agent (`acpx __test-agent`, the built-in `demo` agent).
 //!
@@ -55,6 +55,7 @@ impl Plan {
         let mut store = "all".to_owned();
         let mut seed = None;
         let mut acpx = None;
+        let mut kills = None;
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match a.as_str() {
@@ -66,6 +67,14 @@ impl Plan {
                         it.next()
                             .and_then(|v| v.parse().ok())
                             .ok_or("--seed needs a number")?,
+                    )
+                }
+                "--kills" => {
+                    kills = Some(
+                        it.next()
+                            .and_then(|v| v.parse().ok())
+                            .filter(|n| *n > 0)
+                            .ok_or("--kills needs a positive number")?,
                     )
                 }
                 "--acpx" => acpx = Some(PathBuf::from(it.next().ok_or("--acpx needs a path")?)),
@@ -96,7 +105,7 @@ impl Plan {
             seed,
             strict,
             quick,
-            kills: if quick { 4 } else { 100 },
+            kills: kills.unwrap_or(if quick { 4 } else { 100 }),
             stream_chunks: if quick { 2_000 } else { 20_000 },
             kill_window_ms: if quick { 1_000 } else { 4_000 },
             fsck_every: if quick { 3 } else { 10 },

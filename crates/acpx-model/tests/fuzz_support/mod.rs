@@ -240,7 +240,7 @@ fn mutate_bytes(buf: &mut Vec<u8>, kind: u8, a: u32, b: u32) {
             let i = a as usize % lines.len();
             let mut out = Vec::with_capacity(buf.len() * 2);
             for (j, line) in lines.iter().enumerate() {
-                if j == i && b % 2 == 0 {
+                if j == i && b.is_multiple_of(2) {
                     continue;
                 }
                 out.extend_from_slice(line);
