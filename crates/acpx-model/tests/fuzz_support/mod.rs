@@ -16,7 +16,7 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -42,6 +42,14 @@ pub fn cases() -> u32 {
         .and_then(|v| v.replace('_', "").parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_CASES)
+}
+
+/// The time budget of a long run, if any.
+fn budget() -> Option<Duration> {
+    std::env::var("ACPX_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_secs)
 }
 
 /// The inputs over `samples` samples.
@@ -323,17 +331,28 @@ where
     let mut runner = TestRunner::new(config);
     let count = Cell::new(0u64);
     let started = Instant::now();
+    let budget = budget();
+    let out_of_time = Cell::new(false);
     let result = runner.run(&strategy, |input| {
+        if budget.is_some_and(|b| started.elapsed() > b) {
+            out_of_time.set(true);
+            return Ok(());
+        }
         count.set(count.get() + 1);
         let kept = input.clone();
         catch_unwind(AssertUnwindSafe(|| check(input)))
             .map_err(|_| TestCaseError::fail(format!("panicked on {kept:?}")))
     });
     eprintln!(
-        "fuzz {name}: {} inputs, {:.1} s, {}",
+        "fuzz {name}: {} inputs, {:.1} s, {}{}",
         count.get(),
         started.elapsed().as_secs_f64(),
-        if result.is_ok() { "0 panics" } else { "PANIC" }
+        if result.is_ok() { "0 panics" } else { "PANIC" },
+        if out_of_time.get() {
+            " (stopped by ACPX_FUZZ_SECONDS)"
+        } else {
+            ""
+        }
     );
     if let Err(e) = result {
         panic!("fuzz target {name}: {e}");
