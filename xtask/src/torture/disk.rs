@@ -196,6 +196,7 @@ pub fn closed_pipes(plan: &Plan, store: &str) -> Figures {
     };
     let prompt = format!("stream {}", plan.stream_chunks);
     let mut codes = BTreeMap::<String, u32>::new();
+    let mut known_last = 0u64;
     for sink in [Sink::Head, Sink::DevFull] {
         for format in ["text", "json"] {
             for no_owner in [false, true] {
@@ -250,7 +251,7 @@ pub fn closed_pipes(plan: &Plan, store: &str) -> Figures {
                     f.failures += 1;
                     f.note(format!("{label}: status still says running after 120 s"));
                 }
-                check_last_turn(&env, &id, &label, &mut f);
+                known_last = check_new_turn(&env, &id, known_last, &label, &mut f);
             }
         }
     }
@@ -260,21 +261,24 @@ pub fn closed_pipes(plan: &Plan, store: &str) -> Figures {
     f
 }
 
-/// The session's last turn must be recorded to its end.
-fn check_last_turn(env: &Env, id: &str, label: &str, f: &mut Figures) {
-    let stored = match env.stored(id) {
+/// The turn this run started (the events after seq `known_last`) must be recorded to its end.
+/// Returns the log's new last seq.
+fn check_new_turn(env: &Env, id: &str, known_last: u64, label: &str, f: &mut Figures) -> u64 {
+    let stored = match env.stored_from(id, known_last + 1) {
         Ok(s) => s,
         Err(e) => {
             f.lost += 1;
             f.note(format!("{label}: the log cannot be read: {e}"));
-            return;
+            return known_last;
         }
     };
+    let last = stored.keys().last().copied().unwrap_or(known_last);
     let events: Vec<&Value> = stored.values().map(|(_, v)| v).collect();
-    let Some(start) = events.iter().rposition(|v| v["type"] == "prompt_started") else {
-        f.lost += 1;
-        f.note(format!("{label}: no turn recorded at all"));
-        return;
+    let Some(start) = events.iter().position(|v| v["type"] == "prompt_started") else {
+        f.note(format!(
+            "{label}: the prompt was never sent (no turn recorded)"
+        ));
+        return last;
     };
     let req = events[start]["requestId"].clone();
     let ended = events[start..].iter().any(|v| {
@@ -290,4 +294,5 @@ fn check_last_turn(env: &Env, id: &str, label: &str, f: &mut Figures) {
             "{label}: turn not recorded to its end ({chunks} updates stored)"
         ));
     }
+    last
 }
