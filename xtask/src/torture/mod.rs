@@ -185,10 +185,19 @@ pub fn run(plan: &Plan) -> TortureResult<bool> {
         for scenario in scenarios {
             let t = Instant::now();
             let f = scenario(&mut rng);
+            // Each scenario's figures as soon as it ends, so that a run cut short still tells.
             eprintln!(
-                "  {} [{store}]: {:.0} s",
+                "  {} [{store}]: {:.0} s: tried {}, lost {}, panics {}, failures {}{}",
                 f.scenario,
-                t.elapsed().as_secs_f64()
+                t.elapsed().as_secs_f64(),
+                f.tried,
+                f.lost,
+                f.panics,
+                f.failures,
+                f.not_run
+                    .as_deref()
+                    .map(|w| format!(" (not run: {w})"))
+                    .unwrap_or_default()
             );
             all.push(f);
         }
