@@ -1,6 +1,8 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]`,
-//! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`.
+//! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
+//! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
+//! [--strict]`.
 //!
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
@@ -9,6 +11,7 @@ mod bench_import;
 mod bench_owner;
 mod bench_turn;
 mod tidy;
+mod torture;
 
 use std::process::ExitCode;
 
@@ -20,6 +23,8 @@ const USAGE: &str =
        cargo xtask bench session [--backend fs|sqlite|all] [--chunks N] [--prefill N] [--runs N]
                                  [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
+       cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
+                           [--strict]
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
@@ -49,7 +54,12 @@ const USAGE: &str =
 
   bench import  `sessions import --from-node-acpx` of a synthetic Node home (default 40
                 sessions x 10 turns x 250 chunks) into the file store; events/s over the whole
-                import (target >= 50,000)";
+                import (target >= 50,000)
+
+  torture       builds acpx (debug) and runs real processes: SIGKILL during streamed prompts,
+                concurrent prompts, a full disk (tmpfs), closed stdout, damaged files,
+                misbehaving agents; prints tried / lost / panics / failures per scenario and
+                exits 1 when anything was lost or panicked (--strict: also on failures)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -114,6 +124,20 @@ fn main() -> ExitCode {
             },
             Err(e) => {
                 eprintln!("xtask bench: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("torture") => match torture::Plan::parse(&args[1..]) {
+            Ok(plan) => match torture::run(&plan) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("xtask torture: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            Err(e) => {
+                eprintln!("xtask torture: {e}\n\n{USAGE}");
                 ExitCode::from(2)
             }
         },

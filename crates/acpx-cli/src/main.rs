@@ -22,6 +22,11 @@ mod output;
 mod render;
 mod runs;
 
+// The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
+#[cfg(test)]
+#[path = "../tests/fuzz_cli/mod.rs"]
+mod fuzz_cli;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 
