@@ -471,3 +471,30 @@ fn a_client_killed_while_it_waits_leaves_its_task_to_complete() {
         close(&env, &agent);
     }
 }
+
+#[test]
+fn the_task_timeout_bounds_an_agent_that_never_answers_initialize() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        // The agent hangs before speaking ACP once the flag file exists.
+        let flag = env.home.path().with_extension("hang");
+        let agent = format!(
+            "sh -c 'if [ -e {} ]; then exec sleep 1000; fi; exec {}'",
+            flag.display(),
+            env.agent_cmd("")
+        );
+        env.run(&["--no-owner", "--agent", &agent, "sessions", "new"])
+            .ok();
+        std::fs::write(&flag, b"").unwrap();
+        let start = Instant::now();
+        let r = env.run(&["--agent", &agent, "--timeout", "2", "prompt", "echo hi"]);
+        let waited = start.elapsed();
+        let _ = std::fs::remove_file(&flag);
+        assert_eq!(r.code, 3, "{backend}: {}", r.stderr);
+        assert!(
+            waited < Duration::from_secs(30),
+            "{backend}: the client waited {waited:?}"
+        );
+        close(&env, &agent);
+    }
+}

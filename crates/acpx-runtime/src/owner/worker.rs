@@ -247,6 +247,13 @@ impl Worker {
             attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
         }
         attach.model = options.model.clone();
+        // The task's `--timeout` also bounds the agent's start and reattach, as it does in
+        // one process (`docs/format.md`, § Durations): an agent that never answers
+        // `initialize` must not hold the client longer than it asked to wait.
+        if let Some(ms) = options.timeout_ms {
+            let task = Duration::from_millis(ms).max(Duration::from_secs(1));
+            attach.request_timeout = attach.request_timeout.min(task);
+        }
         attach.fs = !options.no_fs;
         attach.terminal = !options.no_terminal;
         let runtime = Runtime::new(self.store.clone(), attach);
