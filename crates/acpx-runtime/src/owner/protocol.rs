@@ -61,6 +61,10 @@ pub struct TaskOptions {
     /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// The client renders none of the turn's events (`--format quiet`): the owner sends it
+    /// only the answer, so a streamed turn costs no socket traffic per event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_events: bool,
 }
 
 /// What a client may send after its request, on the same connection.

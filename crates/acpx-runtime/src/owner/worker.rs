@@ -341,11 +341,13 @@ impl Worker {
                 prompter,
             } => {
                 let reply = job.reply.clone();
-                let observer: crate::Observer = Arc::new(move |e: &EventEnvelope| {
-                    let _ = reply.send(event_line(e));
+                let observer = (!options.no_events).then(|| -> crate::Observer {
+                    Arc::new(move |e: &EventEnvelope| {
+                        let _ = reply.send(event_line(e));
+                    })
                 });
                 let turn = TurnOptions {
-                    observer: Some(observer),
+                    observer,
                     permission_mode: Some(
                         options
                             .permission_mode

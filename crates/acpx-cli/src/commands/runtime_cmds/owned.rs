@@ -114,6 +114,8 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         no_fs: ctx.no_fs,
         no_terminal: ctx.no_terminal,
         interactive: false,
+        // Quiet output prints only the answer: the owner need not stream the events.
+        no_events: ctx.out.format == crate::config::Format::Quiet,
     }
 }
 
