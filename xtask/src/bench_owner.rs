@@ -243,13 +243,23 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     );
 
     // Streamed prompt, owner vs one process, alternating.
+    // Quiet (the answer only: the owner streams no events to the client) and JSON (every
+    // event crosses the socket and is printed), each owner / one process, alternating.
     let mut owner = Vec::new();
     let mut single = Vec::new();
+    let mut owner_json = Vec::new();
+    let mut single_json = Vec::new();
     for _ in 0..opts.stream_runs {
         owner.push(bench.timed(&["--format", "quiet", "stream", "10000"])?.0);
         single.push(
             bench
                 .timed(&["--no-owner", "--format", "quiet", "stream", "10000"])?
+                .0,
+        );
+        owner_json.push(bench.timed(&["--format", "json", "stream", "10000"])?.0);
+        single_json.push(
+            bench
+                .timed(&["--no-owner", "--format", "json", "stream", "10000"])?
                 .0,
         );
     }
@@ -284,6 +294,17 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     if let Some(node) = &opts.node {
         against_node(&bench, node, opts.node_runs)?;
     }
+    let (oj, sj) = (
+        quantile(&mut owner_json, 0.5),
+        quantile(&mut single_json, 0.5),
+    );
+    let ratio_json = oj.as_secs_f64() / sj.as_secs_f64();
+    let ratio_json_net = oj.as_secs_f64() / sj.saturating_sub(start).as_secs_f64().max(1e-9);
+    println!(
+        "--format json: owner median {:.0} ms; --no-owner median {:.0} ms; ratio {ratio_json:.3}; against the one-process run without its start: {ratio_json_net:.3}\n",
+        ms(oj),
+        ms(sj)
+    );
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
