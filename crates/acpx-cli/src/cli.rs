@@ -188,6 +188,21 @@ pub struct GlobalArgs {
     /// Neither advertise nor serve terminal/* (the agent is told why if it calls anyway)
     #[arg(long, global = true)]
     pub no_terminal: bool,
+
+    /// When the agent lists auth methods and no credential (ACPX_AUTH_<METHOD>, or `auth` in
+    /// the config) matches: go on (skip) or fail (exit 1) [default: `authPolicy` from the
+    /// config, else skip]
+    #[arg(long, global = true, value_enum, value_name = "POLICY")]
+    pub auth_policy: Option<AuthPolicyArg>,
+}
+
+/// `--auth-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthPolicyArg {
+    // Go on without authenticating (the agent may handle it itself).
+    Skip,
+    // Fail before any session request (exit 1, AUTH_REQUIRED).
+    Fail,
 }
 
 /// `--non-interactive-permissions`.

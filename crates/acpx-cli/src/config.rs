@@ -14,16 +14,16 @@
 //! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
 //! in each command's own process), `mcpServers` (the MCP servers of new sessions:
 //! `{"name": {"command", "args", "env"}}` or ACP's array), `nonInteractivePermissions`
-//! (`deny` | `fail`), `resumePolicy` (`allow-new` | `same-session-only`). Keys Node acpx also
-//! reads (`authPolicy`, `auth`) are accepted and ignored; any other key is reported with
-//! `--verbose`.
+//! (`deny` | `fail`), `resumePolicy` (`allow-new` | `same-session-only`), `authPolicy` (`skip` |
+//! `fail`), `auth` (`{"<auth method id>": "<credential>"}`, see `docs/format.md` §
+//! Authentication). Any other key is reported with `--verbose`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::ops::lookup::walk_dirs;
-use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
+use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 use serde_json::Value;
 
 use crate::durations::{check_seconds, Range};
@@ -106,6 +106,10 @@ pub struct Config {
     pub non_interactive: Option<NonInteractivePermissions>,
     /// `resumePolicy`.
     pub resume_policy: Option<ResumePolicy>,
+    /// `authPolicy`.
+    pub auth_policy: Option<AuthPolicy>,
+    /// `auth`: credentials by auth method id.
+    pub auth: BTreeMap<String, String>,
     /// The files that were read, global first.
     pub files: Vec<PathBuf>,
     /// Unknown keys, as `file: key`, reported with `--verbose`.
@@ -122,7 +126,7 @@ fn seconds(path: &Path, key: &str, value: &Value, range: Range) -> CliResult<f64
 }
 
 /// Keys of Node acpx's config that this version accepts without acting on them.
-const IGNORED_NODE_KEYS: &[&str] = &["authPolicy", "auth", "$schema"];
+const IGNORED_NODE_KEYS: &[&str] = &["$schema"];
 
 impl Config {
     /// Reads the global file under `home` and the project file found from `cwd`; the first
@@ -321,6 +325,42 @@ impl Config {
                             ))
                         }
                     });
+                }
+                "authPolicy" => {
+                    self.auth_policy = Some(match expect_string(path, key, value)?.as_str() {
+                        "skip" => AuthPolicy::Skip,
+                        "fail" => AuthPolicy::Fail,
+                        other => {
+                            return Err(config_error(
+                                path,
+                                key,
+                                &format!("expected \"skip\" or \"fail\", got {other:?}"),
+                            ))
+                        }
+                    });
+                }
+                "auth" => {
+                    let Value::Object(methods) = value else {
+                        return Err(config_error(
+                            path,
+                            key,
+                            "expected an object of {\"<auth method id>\": \"<credential>\"}",
+                        ));
+                    };
+                    for (id, credential) in methods {
+                        match credential.as_str().filter(|c| !c.trim().is_empty()) {
+                            Some(c) => {
+                                self.auth.insert(id.clone(), c.to_owned());
+                            }
+                            None => {
+                                return Err(config_error(
+                                    path,
+                                    &format!("auth.{id}"),
+                                    "expected a non-empty string",
+                                ))
+                            }
+                        }
+                    }
                 }
                 "resumePolicy" => {
                     self.resume_policy = Some(match expect_string(path, key, value)?.as_str() {

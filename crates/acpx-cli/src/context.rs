@@ -7,12 +7,12 @@ use std::time::Duration;
 use acpx_model::Store;
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::permission_rules::PermissionRules;
-use acpx_runtime::{NonInteractivePermissions, ResumePolicy};
+use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
 use crate::agents::{AgentRegistry, DEFAULT_AGENT};
 use crate::backends::OpenStore;
-use crate::cli::{GlobalArgs, NonInteractiveArg, ResumePolicyArg};
+use crate::cli::{AuthPolicyArg, GlobalArgs, NonInteractiveArg, ResumePolicyArg};
 use crate::config::{Backend, Config, Format, PermissionMode};
 use crate::error::{CliError, CliResult};
 use crate::output::Out;
@@ -70,6 +70,8 @@ pub struct Ctx {
     pub permission_rules: Option<PermissionRules>,
     /// `--prompt-retries`.
     pub prompt_retries: u32,
+    /// `--auth-policy`, else config `authPolicy`.
+    pub auth_policy: AuthPolicy,
     /// `--no-fs`: the client neither advertises nor serves `fs/*`.
     pub no_fs: bool,
     /// `--no-terminal`: the client neither advertises nor serves `terminal/*`.
@@ -262,7 +264,13 @@ impl Ctx {
             Some(NonInteractiveArg::Fail) => NonInteractivePermissions::Fail,
             None => config.non_interactive.unwrap_or_default(),
         };
+        let auth_policy = match global.auth_policy {
+            Some(AuthPolicyArg::Skip) => AuthPolicy::Skip,
+            Some(AuthPolicyArg::Fail) => AuthPolicy::Fail,
+            None => config.auth_policy.unwrap_or_default(),
+        };
         Ok(Ctx {
+            auth_policy,
             mcp_servers,
             model: global.model.clone(),
             permission_rules: global

@@ -45,6 +45,7 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--permission-policy",
     "--policy",
     "--prompt-retries",
+    "--auth-policy",
 ];
 /// Global options without a value (help and version included).
 const GLOBAL_FLAGS: &[&str] = &[

@@ -19,6 +19,7 @@ mod grammar;
 mod live;
 mod lookup;
 mod output;
+mod progress;
 mod render;
 mod runs;
 

@@ -78,6 +78,10 @@ open_enum!(
         AgentStarted => "agent_started",
         /// `initialize` was answered.
         Initialized => "initialized",
+        /// `authenticate` succeeded.
+        Authenticated => "authenticated",
+        /// The agent advertised auth methods and none had a credential (`skip` policy).
+        AuthenticationSkipped => "authentication_skipped",
         /// `session/new` was answered.
         SessionCreated => "session_created",
         /// `session/load` or `session/resume` succeeded.

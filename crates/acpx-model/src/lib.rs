@@ -49,6 +49,7 @@ pub mod event;
 pub mod id;
 pub mod memory;
 pub mod migrate;
+pub mod progress;
 pub mod search;
 pub mod session;
 pub mod store;

@@ -66,6 +66,15 @@ pub struct SessionCopy {
 /// A source log whose oldest events were removed by retention (it does not start at seq 1)
 /// cannot be recreated through [`Store::append`] and is refused with `InvalidArgument`.
 pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyReport> {
+    copy_store_with_progress(from, to, &crate::progress::NoProgress).await
+}
+
+/// [`copy_store`], telling `progress` about each session copied and verified.
+pub async fn copy_store_with_progress(
+    from: &dyn Store,
+    to: &dyn Store,
+    progress: &dyn crate::progress::Progress,
+) -> StoreResult<CopyReport> {
     let mut report = CopyReport::default();
     let mut ids = Vec::new();
     let mut query = ListQuery {
@@ -92,6 +101,7 @@ pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyRep
             Err(e) => return Err(e),
         }
     }
+    progress.begin(ids.len() as u64);
     for id in &ids {
         let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
         let mut created = false;
@@ -136,6 +146,7 @@ pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyRep
             events_sha256: hex(&source.events_digest),
             snapshot_sha256: hex(&source.snapshot_digest),
         });
+        progress.advance(id.as_str());
     }
     Ok(report)
 }

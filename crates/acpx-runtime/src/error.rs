@@ -162,6 +162,17 @@ pub enum RuntimeError {
         why: String,
     },
 
+    /// The agent advertises auth methods, no credential matches any of them, and the auth
+    /// policy is `fail` (`docs/format.md`, § Authentication). Nothing was asked of the agent
+    /// after `initialize`.
+    #[error("the agent requires authentication (auth methods: {}) and no credential was found; set {} in the environment, or add {} to the configuration", methods.join(", "), env_vars.join(" or "), methods.iter().map(|m| format!("auth.{m}")).collect::<Vec<_>>().join(" or "))]
+    AuthRequired {
+        /// The advertised method ids.
+        methods: Vec<String>,
+        /// The environment variables that would hold their credentials.
+        env_vars: Vec<String>,
+    },
+
     /// The session is not usable any more (closed, or its agent is gone).
     #[error("session {id} is not connected to an agent any more: {detail}")]
     NotConnected {

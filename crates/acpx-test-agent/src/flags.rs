@@ -17,9 +17,16 @@ pub(crate) struct Flags {
     pub(crate) refuse_mode: Option<String>,
     pub(crate) cancel_on_deny: bool,
     pub(crate) state_dir: Option<PathBuf>,
+    pub(crate) require_auth: Option<String>,
+    pub(crate) advertise_auth: Option<String>,
 }
 
 impl Flags {
+    /// The auth method this agent lists (`--require-auth`, else `--advertise-auth`).
+    pub(crate) fn auth_method(&self) -> Option<&String> {
+        self.require_auth.as_ref().or(self.advertise_auth.as_ref())
+    }
+
     pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
         let mut f = Flags::default();
         let mut it = args.into_iter();
@@ -48,6 +55,12 @@ impl Flags {
                 "--cancel-on-deny" => f.cancel_on_deny = true,
                 "--state-dir" => {
                     f.state_dir = Some(PathBuf::from(it.next().ok_or("--state-dir needs a value")?))
+                }
+                "--require-auth" => {
+                    f.require_auth = Some(it.next().ok_or("--require-auth needs a method id")?)
+                }
+                "--advertise-auth" => {
+                    f.advertise_auth = Some(it.next().ok_or("--advertise-auth needs a method id")?)
                 }
                 other => return Err(format!("unknown flag {other:?}")),
             }

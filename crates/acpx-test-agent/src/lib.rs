@@ -42,7 +42,11 @@
 //! option; answers carry the unstable `models` and `session/set_model` is served),
 //! `--refuse-mode <id>` (`session/set_mode` to that mode fails with -32603),
 //! `--cancel-on-deny` (a refused permission ends the turn with stopReason `cancelled`, as
-//! codex does), `--state-dir <dir>`.
+//! codex does), `--state-dir <dir>`, `--require-auth <method-id>` (advertise that auth method;
+//! `session/new`, `load` and `resume` fail with -32000 "Authentication required" until
+//! `authenticate {methodId}` succeeded, which needs a non-empty `ACPX_AUTH_<METHOD_ID>` in the
+//! agent's environment), `--advertise-auth <method-id>` (list that method and serve
+//! `authenticate` the same way, but never require it).
 //!
 //! The mode and model of a session live in the agent process only: a new process starts
 //! every loaded or resumed session in `default` / `small`, as real agents do.
@@ -70,8 +74,8 @@ use serde_json::{json, Value};
 use crate::flags::Flags;
 use crate::scripts::prompt;
 use crate::sessions::{
-    close_session, fork_session, initialize, load_session, new_session, resume_session, set_config,
-    set_mode, set_model, AgentState, Shared,
+    authenticate, check_authenticated, close_session, fork_session, initialize, load_session,
+    new_session, resume_session, set_config, set_mode, set_model, AgentState, Shared,
 };
 
 /// Serves one client on stdio until it closes stdin. `args` are the flags above; more are
@@ -91,6 +95,7 @@ pub async fn serve(mut args: Vec<String>) {
         flags,
         sessions: Mutex::new(HashMap::new()),
         cancelled: Mutex::new(HashMap::new()),
+        authenticated: std::sync::atomic::AtomicBool::new(false),
     });
     let s_req = state.clone();
     let s_not = state.clone();
@@ -122,9 +127,21 @@ pub async fn serve(mut args: Vec<String>) {
                 };
                 match req.method.as_str() {
                     "initialize" => answer(responder, initialize(&state, &req.params)),
-                    "session/new" => answer(responder, new_session(&state, &req.params)),
-                    "session/load" => answer(responder, load_session(&state, &req.params, &cx)),
-                    "session/resume" => answer(responder, resume_session(&state, &req.params)),
+                    "authenticate" => answer(responder, authenticate(&state, &req.params)),
+                    "session/new" => answer(
+                        responder,
+                        check_authenticated(&state).and_then(|()| new_session(&state, &req.params)),
+                    ),
+                    "session/load" => answer(
+                        responder,
+                        check_authenticated(&state)
+                            .and_then(|()| load_session(&state, &req.params, &cx)),
+                    ),
+                    "session/resume" => answer(
+                        responder,
+                        check_authenticated(&state)
+                            .and_then(|()| resume_session(&state, &req.params)),
+                    ),
                     "session/fork" if state.flags.fork => {
                         answer(responder, fork_session(&state, &req.params))
                     }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema as acp;
@@ -27,6 +27,8 @@ pub(crate) struct AgentState {
     pub(crate) flags: Flags,
     pub(crate) sessions: Mutex<HashMap<String, SessionState>>,
     pub(crate) cancelled: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Whether `authenticate` succeeded (only asked for under `--require-auth`).
+    pub(crate) authenticated: AtomicBool,
 }
 
 pub(crate) type Shared = Arc<AgentState>;
@@ -165,9 +167,67 @@ pub(crate) fn initialize(state: &AgentState, params: &Value) -> Result<Value, Er
             "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
             "sessionCapabilities": session_caps,
         },
-        "authMethods": [],
+        "authMethods": auth_methods(state),
         "agentInfo": {"name": "acpx-test-agent", "version": env!("CARGO_PKG_VERSION")}
     }))
+}
+
+fn auth_methods(state: &AgentState) -> Value {
+    match state.flags.auth_method() {
+        Some(id) => json!([{"id": id, "name": format!("test method {id}"),
+                            "description": "needs a non-empty ACPX_AUTH_<ID> in the agent's environment"}]),
+        None => json!([]),
+    }
+}
+
+/// The environment variable that must hold the credential of method `id`: `ACPX_AUTH_` and
+/// the id upper-cased, runs of other characters than letters and digits as one `_`.
+pub(crate) fn auth_env_key(id: &str) -> String {
+    let mut token = String::new();
+    for c in id.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            token.push(c.to_ascii_uppercase());
+        } else if !token.ends_with('_') {
+            token.push('_');
+        }
+    }
+    format!("ACPX_AUTH_{}", token.trim_matches('_'))
+}
+
+/// `authenticate {methodId}`: succeeds for the `--require-auth` method when its credential is
+/// in this process's environment.
+pub(crate) fn authenticate(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let method = params.get("methodId").and_then(Value::as_str).unwrap_or("");
+    let Some(required) = state.flags.auth_method() else {
+        return Err(invalid_params("this agent advertises no auth methods"));
+    };
+    if method != required {
+        return Err(invalid_params(format!("unknown auth method {method:?}")));
+    }
+    let key = auth_env_key(required);
+    if std::env::var(&key)
+        .map(|v| v.trim().is_empty())
+        .unwrap_or(true)
+    {
+        return Err(auth_required().data(json!({"methodId": required, "missing": key})));
+    }
+    state.authenticated.store(true, Ordering::SeqCst);
+    eprintln!("acpx-test-agent: authenticated with {method}");
+    Ok(json!({}))
+}
+
+fn auth_required() -> Error {
+    Error::new(-32000, "Authentication required")
+}
+
+/// Under `--require-auth`, the session methods fail until `authenticate` succeeded.
+pub(crate) fn check_authenticated(state: &AgentState) -> Result<(), Error> {
+    match &state.flags.require_auth {
+        Some(id) if !state.authenticated.load(Ordering::SeqCst) => {
+            Err(auth_required().data(json!({"methodId": id, "authRequired": true})))
+        }
+        _ => Ok(()),
+    }
 }
 
 pub(crate) fn with_meta(mut v: Value, meta: Option<Value>) -> Value {

@@ -41,6 +41,12 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
             m.insert("timeout".into(), json!(t.as_secs_f64()));
         }
         m.insert("requestTimeout".into(), json!(request_timeout(ctx)));
+        m.insert("authPolicy".into(), json!(ctx.auth_policy.as_str()));
+        // The method ids only: credentials are never shown.
+        m.insert(
+            "authMethods".into(),
+            json!(ctx.config.auth.keys().collect::<Vec<_>>()),
+        );
         m.insert("agent".into(), json!(ctx.agent.command));
         m.insert("configFiles".into(), json!(files));
         m.insert("agents".into(), Value::Object(agents));
@@ -65,6 +71,20 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
             .unwrap_or_else(|| "none".into())
     ));
     o.line(&format!("request timeout: {}s", request_timeout(ctx)));
+    o.line(&format!(
+        "auth:          policy {}; credentials for {}",
+        ctx.auth_policy.as_str(),
+        if ctx.config.auth.is_empty() {
+            "no method".to_owned()
+        } else {
+            ctx.config
+                .auth
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    ));
     o.line(&format!(
         "agent:         {} ({})",
         ctx.agent.label(),
@@ -118,6 +138,9 @@ const TEMPLATE: &str = r#"{
   "noOwner": false,
   "// resumePolicy": "when the agent cannot restore a session: allow-new (continue in a new ACP session, said on stderr) or same-session-only (fail)",
   "resumePolicy": "allow-new",
+  "// authPolicy": "when the agent lists auth methods and no credential matches: skip (go on) or fail (exit 1)",
+  "authPolicy": "skip",
+  "// auth": "add \"auth\": {\"<auth method id>\": \"<credential>\"} to authenticate; ACPX_AUTH_<METHOD_ID> in the environment wins",
   "// agents": "your own agents: \"name\": \"command line\" (or {\"command\": \"…\"}); they override built-in names",
   "agents": {}
 }

@@ -1,8 +1,9 @@
 //! `fsck [--repair]`: checks every stored session with [`acpx_runtime::ops::repair::fsck`]
 //! (see there for the checks and repairs) and renders its report. Sessions with a prompt
-//! running (this process's run locks, [`crate::runs`]) are skipped.
+//! running (this process's run locks, [`crate::runs`]) are skipped. On a terminal a progress
+//! bar ([`crate::progress`]) counts the sessions on stderr.
 
-use acpx_runtime::ops::repair::{fsck, FsckOptions};
+use acpx_runtime::ops::repair::{fsck_with_progress, FsckOptions};
 use serde_json::{json, Map};
 
 use crate::cli::FsckArgs;
@@ -23,10 +24,15 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         repair: a.repair,
         set_aside_torn_tail: Some(&set_aside),
     };
-    let report = fsck(opened.as_dyn(), options, |id| {
-        Ok::<_, CliError>(matches!(runs::probe(&ctx.home, id)?, Probe::Running(_)))
-    })
+    let bar = crate::progress::Bar::new(&ctx.out, "checking");
+    let report = fsck_with_progress(
+        opened.as_dyn(),
+        options,
+        |id| Ok::<_, CliError>(matches!(runs::probe(&ctx.home, id)?, Probe::Running(_))),
+        &bar,
+    )
     .await?;
+    drop(bar);
     let problems = &report.problems;
     let busy: Vec<String> = report.skipped_busy.iter().map(|b| b.to_string()).collect();
     let checked = report.checked;

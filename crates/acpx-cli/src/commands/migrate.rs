@@ -1,11 +1,12 @@
 //! `migrate --to sqlite|fs|postgres`: copies every session and its whole log from the `--store` backend
 //! to the other one with [`acpx_model::migrate::copy_store`], which verifies each copy (event
-//! count, last seq, and SHA-256 digests of the log lines and of the snapshot).
+//! count, last seq, and SHA-256 digests of the log lines and of the snapshot). On a terminal
+//! a progress bar ([`crate::progress`]) counts the sessions on stderr.
 //!
 //! The source is left as it is; after a successful migration, pass `--store <to>` (or set
 //! `store` in the config) to use the copy.
 
-use acpx_model::migrate::copy_store;
+use acpx_model::migrate::copy_store_with_progress;
 use serde_json::{json, Map};
 
 use crate::backends::OpenStore;
@@ -27,19 +28,20 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     crate::commands::runtime_cmds::release_all_owners(ctx).await?;
     let from = ctx.opened().await?;
     let to = OpenStore::open(a.to, &ctx.home, ctx.config.store_url.as_ref()).await?;
-    let report = copy_store(&*from.as_dyn(), &*to.as_dyn())
-        .await
-        .map_err(|e| {
-            let detail = e.kind();
-            let mut err = CliError::from(e);
-            if detail == "already_exists" {
-                err = err.with_hint(format!(
-                    "the {} store already holds that session; nothing was copied",
-                    a.to.as_str()
-                ));
-            }
-            err
-        })?;
+    let bar = crate::progress::Bar::new(&ctx.out, "migrating");
+    let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
+    drop(bar);
+    let report = copied.map_err(|e| {
+        let detail = e.kind();
+        let mut err = CliError::from(e);
+        if detail == "already_exists" {
+            err = err.with_hint(format!(
+                "the {} store already holds that session; nothing was copied",
+                a.to.as_str()
+            ));
+        }
+        err
+    })?;
     let events: u64 = report.sessions.iter().map(|s| s.events).sum();
     for s in &report.skipped {
         ctx.out.warn(&format!(

@@ -460,7 +460,11 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
         dry_run: a.dry_run,
     };
     let mut reported = Vec::new();
-    for p in prune::prune(&*store, &options).await? {
+    let pruned = {
+        let bar = crate::progress::Bar::new(&ctx.out, "pruning");
+        prune::prune_with_progress(&*store, &options, &bar).await?
+    };
+    for p in pruned {
         let s = &p.session;
         let mut m = render::identity(
             s.acpx_record_id.as_str(),

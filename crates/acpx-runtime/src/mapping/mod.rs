@@ -117,6 +117,12 @@ pub mod lifecycle {
     pub const AGENT_STARTED: &str = "agent_started";
     /// `initialize` answered: `protocolVersion`, `agentCapabilities`, `agentInfo`.
     pub const INITIALIZED: &str = "initialized";
+    /// `authenticate` succeeded: `methodId` and `source` (`env` or `config`; never the
+    /// credential). Does not change the record.
+    pub const AUTHENTICATED: &str = "authenticated";
+    /// The agent advertised auth methods but no credential matched and the auth policy is
+    /// `skip`: `authMethods` (the ids), `reason` (`no_credentials`). Does not change the record.
+    pub const AUTHENTICATION_SKIPPED: &str = "authentication_skipped";
     /// `session/new` answered: `acpSessionId`, `agentSessionId`, `modes`, `configOptions`,
     /// `mcpServers` (the same keys on the next two phases set the ACP session id, the agent
     /// session id when non-empty, the current mode, the config options and the stored MCP

@@ -78,8 +78,19 @@ pub async fn select(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<
 /// Deletes the sessions [`select`] chooses, each after keeping its log when asked; in a dry
 /// run only reports them. A failure stops the pruning: the sessions before it are gone.
 pub async fn prune(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<Pruned>> {
+    prune_with_progress(store, options, &acpx_model::progress::NoProgress).await
+}
+
+/// [`prune`], telling `progress` about each session deleted (or, in a dry run, chosen).
+pub async fn prune_with_progress(
+    store: &dyn Store,
+    options: &PruneOptions,
+    progress: &dyn acpx_model::progress::Progress,
+) -> OpsResult<Vec<Pruned>> {
     let mut out = Vec::new();
-    for session in select(store, options).await? {
+    let chosen = select(store, options).await?;
+    progress.begin(chosen.len() as u64);
+    for session in chosen {
         let mut kept_log = None;
         if !options.dry_run {
             if let Some(dir) = &options.keep_logs_in {
@@ -89,6 +100,7 @@ pub async fn prune(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<P
             }
             store.delete(&session.acpx_record_id).await?;
         }
+        progress.advance(session.acpx_record_id.as_str());
         out.push(Pruned {
             closed_at: closed_at(&session),
             session,

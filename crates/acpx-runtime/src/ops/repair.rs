@@ -172,7 +172,17 @@ impl std::fmt::Debug for FsckOptions<'_> {
 pub async fn fsck<E: From<OpsError>>(
     store: Arc<dyn Store>,
     options: FsckOptions<'_>,
+    is_busy: impl FnMut(&RecordId) -> Result<bool, E>,
+) -> Result<FsckReport, E> {
+    fsck_with_progress(store, options, is_busy, &acpx_model::progress::NoProgress).await
+}
+
+/// [`fsck`], telling `progress` about each session checked (or skipped as busy).
+pub async fn fsck_with_progress<E: From<OpsError>>(
+    store: Arc<dyn Store>,
+    options: FsckOptions<'_>,
     mut is_busy: impl FnMut(&RecordId) -> Result<bool, E>,
+    progress: &dyn acpx_model::progress::Progress,
 ) -> Result<FsckReport, E> {
     let store_err = |e: StoreError| E::from(OpsError::Store(e));
     let page = store
@@ -183,9 +193,11 @@ pub async fn fsck<E: From<OpsError>>(
         .await
         .map_err(store_err)?;
     let mut report = FsckReport::default();
+    progress.begin((page.skipped.len() + page.sessions.len()) as u64);
     // Sessions whose snapshot could not be read are counted and named; with their id known,
     // the repair rebuilds the snapshot from the log.
     for s in &page.skipped {
+        progress.advance(&s.location);
         report.checked += 1;
         let id = s.acpx_record_id.as_ref();
         if let Some(id) = id {
@@ -208,6 +220,7 @@ pub async fn fsck<E: From<OpsError>>(
     }
     for s in &page.sessions {
         let id = &s.acpx_record_id;
+        progress.advance(id.as_str());
         if is_busy(id)? {
             report.skipped_busy.push(id.clone());
             continue;

@@ -50,6 +50,9 @@ pub struct TaskOptions {
     /// `--permission-policy` rules for this task's permission requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission_policy: Option<crate::permission_rules::PermissionRules>,
+    /// `--auth-policy` (`None`: the owner's), for the attach this task causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_policy: Option<crate::session::AuthPolicy>,
     /// `--no-fs`: the agent is neither offered nor served `fs/*`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_fs: bool,
@@ -216,6 +219,7 @@ impl WireError {
             RuntimeError::Timeout { .. } => ("TIMEOUT", Some("AGENT_TIMEOUT")),
             RuntimeError::ModeNotRestored { .. } => ("RUNTIME", Some("MODE_NOT_RESTORED")),
             RuntimeError::ResumeRequired { .. } => ("RUNTIME", Some("SESSION_RESUME_REQUIRED")),
+            RuntimeError::AuthRequired { .. } => ("RUNTIME", Some("AUTH_REQUIRED")),
             RuntimeError::Agent { error, .. } if error.is_not_found() => ("NO_SESSION", None),
             _ => ("RUNTIME", None),
         };

@@ -242,6 +242,9 @@ impl Worker {
         if let Some(n) = options.non_interactive {
             attach.non_interactive = n;
         }
+        if let Some(a) = options.auth_policy {
+            attach.auth_policy = a;
+        }
         attach.mcp_servers = parse_mcp(options.mcp_servers.as_ref())?;
         if options.default_mcp_servers.is_some() {
             attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;

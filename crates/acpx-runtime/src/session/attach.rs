@@ -18,6 +18,7 @@ use crate::error::{AcpError, RuntimeError, RuntimeResult};
 use crate::mapping::{lifecycle, MCP_SERVERS_KEY};
 use crate::mcp_servers::McpServers;
 
+use super::auth::{self, AuthDecision};
 use super::choices::{self, Desired};
 use super::controls::{call_with_deadline, Controls};
 use super::lifecycle::record_exit;
@@ -72,6 +73,15 @@ impl Runtime {
             conn: &conn,
         };
         let init = setup.initialize().await?;
+        let auth = match setup.authenticate(&init).await {
+            Ok(a) => a,
+            Err(e) => {
+                let mut conn = conn;
+                conn.shutdown().await;
+                let _ = agent.stop().await;
+                return Err(e);
+            }
+        };
         let mcp = self
             .options
             .mcp_servers
@@ -106,6 +116,7 @@ impl Runtime {
         let mut notices = left_out_notice(left_out);
         let setup_done = async {
             setup.record_started(&init).await?;
+            setup.record_auth(&auth).await?;
             let mut facts = session_facts(&response);
             facts.insert("acpSessionId".into(), json!(acp_session_id));
             // The record's identity, so the log alone can rebuild a lost snapshot
@@ -184,6 +195,8 @@ impl Runtime {
         let reattached = async {
             let init = setup.initialize().await?;
             setup.record_started(&init).await?;
+            let auth = setup.authenticate(&init).await?;
+            setup.record_auth(&auth).await?;
             let attached = setup.reattach(&record, &init).await?;
             // Every attach: the user's choices again, before anything else is sent.
             let acp_now = core
@@ -238,10 +251,15 @@ impl Runtime {
         cwd: &Path,
         core: &Arc<SessionCore>,
     ) -> RuntimeResult<(AgentProcess, Connection)> {
+        // The configured credentials reach the agent through its environment (§ Authentication).
+        let mut env = auth::credential_env(&self.options.auth_credentials, |k| {
+            std::env::var_os(k).map(|v| v.to_string_lossy().into_owned())
+        });
+        env.extend(self.options.agent_env.iter().cloned());
         let (agent, transport) = agent::spawn(
             command,
             cwd,
-            &self.options.agent_env,
+            &env,
             self.options.wire_observer.clone(),
             super::agent_output::recording_sink(core),
             crate::update_queue::new_update_gate(core),
@@ -418,6 +436,38 @@ impl Setup<'_> {
             |_| {},
         )
         .await
+    }
+
+    /// Decides on the methods of `init` and, when a credential matched, sends `authenticate`
+    /// (before any session request, as the agent may refuse those until then).
+    async fn authenticate(&self, init: &Value) -> RuntimeResult<AuthDecision> {
+        let opts = &self.runtime.options;
+        let decision = auth::decide(init, opts.auth_policy, &opts.auth_credentials, |k| {
+            std::env::var(k).ok()
+        });
+        match &decision {
+            AuthDecision::Fail { methods } => {
+                return Err(RuntimeError::AuthRequired {
+                    env_vars: methods.iter().filter_map(|m| auth::env_key(m)).collect(),
+                    methods: methods.clone(),
+                })
+            }
+            AuthDecision::Authenticate { method_id, .. } => {
+                self.call("authenticate", json!({"methodId": method_id}), |_| {})
+                    .await?;
+            }
+            AuthDecision::NotNeeded | AuthDecision::Skip { .. } => {}
+        }
+        Ok(decision)
+    }
+
+    async fn record_auth(&self, decision: &AuthDecision) -> RuntimeResult<()> {
+        if let Some((phase, facts)) = auth::lifecycle_facts(decision) {
+            self.core
+                .try_record(lifecycle_draft(lifecycle_payload(phase, facts)))
+                .await?;
+        }
+        Ok(())
     }
 
     async fn record_started(&self, init: &Value) -> RuntimeResult<()> {

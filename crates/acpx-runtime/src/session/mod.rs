@@ -9,6 +9,7 @@
 
 mod agent_output;
 mod attach;
+pub mod auth;
 mod choices;
 mod controls;
 mod lifecycle;
@@ -33,6 +34,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::recorder::{EventDraft, Recorder};
 
 pub use crate::turn::{agent_text_after, CancelHandle, TurnOutcome};
+pub use auth::AuthPolicy;
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,
     ResumePolicy, RuntimeOptions, PROTOCOL_VERSION,

@@ -74,6 +74,11 @@ pub struct RuntimeOptions {
     /// `--prompt-retries`: how many times a transient prompt failure before any side effect
     /// is retried ([`crate::session::TRANSIENT_PROMPT_ERRORS`]).
     pub prompt_retries: u32,
+    /// `--auth-policy`: what happens when the agent advertises auth methods and no credential
+    /// matches ([`super::auth`]).
+    pub auth_policy: super::AuthPolicy,
+    /// The configuration's `auth`: credentials by auth method id.
+    pub auth_credentials: std::collections::BTreeMap<String, String>,
 }
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
@@ -144,6 +149,8 @@ impl Default for RuntimeOptions {
             model: None,
             permission_rules: None,
             prompt_retries: 0,
+            auth_policy: super::AuthPolicy::default(),
+            auth_credentials: std::collections::BTreeMap::new(),
         }
     }
 }

@@ -80,6 +80,8 @@ fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
         prompt_retries: ctx.prompt_retries,
         fs: !ctx.no_fs,
         terminal: !ctx.no_terminal,
+        auth_policy: ctx.auth_policy,
+        auth_credentials: ctx.config.auth.clone(),
         ..RuntimeOptions::default()
     };
     if let Some(t) = ctx.config.request_timeout {
@@ -97,6 +99,9 @@ const REQUEST_TIMEOUT_HINT: &str = "ACP requests other than the prompt wait 120 
 const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`";
 /// Said with `SESSION_RESUME_REQUIRED`, on either path.
 const RESUME_REQUIRED_HINT: &str = "start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new";
+
+/// Said with `AUTH_REQUIRED`.
+const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy skip goes on without authenticating";
 
 /// A runtime error as the user sees it.
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
@@ -116,6 +121,9 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
             .with_detail("SESSION_RESUME_REQUIRED")
             .with_hint(RESUME_REQUIRED_HINT),
+        RuntimeError::AuthRequired { .. } => CliError::runtime(e.to_string())
+            .with_detail("AUTH_REQUIRED")
+            .with_hint(AUTH_REQUIRED_HINT),
         RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
             CliError::no_session(e.to_string())
                 .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")

@@ -113,6 +113,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         prompt_retries: Some(ctx.prompt_retries),
         no_fs: ctx.no_fs,
         no_terminal: ctx.no_terminal,
+        auth_policy: Some(ctx.auth_policy),
         interactive: false,
         // Quiet output prints only the answer: the owner need not stream the events.
         no_events: ctx.out.format == crate::config::Format::Quiet,
