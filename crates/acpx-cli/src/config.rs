@@ -140,9 +140,9 @@ impl Config {
         }
     }
 
-    /// [`Config::load`] that keeps going: a file that cannot be read or parsed is left out,
-    /// a key with a bad value is left out, and the first such problem is returned next to
-    /// the settings that were good (what commands that do not need the config run with).
+    /// Reads the global and the project file, and keeps going: a file that cannot be read or
+    /// parsed is left out, a key with a bad value is left out, and the first such problem is
+    /// returned next to the settings that were good (what commands that do not need the config run with).
     pub fn load_lenient(home: &Path, cwd: &Path) -> (Config, Option<CliError>) {
         let mut config = Config::default();
         let mut problem = None;
