@@ -290,6 +290,25 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        writer.check_issuer(self.inner.held.issuer(), BACKEND)?;
+        let id = record.acpx_record_id.clone();
+        if writer.id() != &id {
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of {} cannot replace the snapshot of {id}",
+                writer.id()
+            )));
+        }
+        // The row's columns survive a damaged `document`: saving against the row's own
+        // revision replaces the document (and the columns and messages derived from it).
+        record.revision = self.inner.row_revision(&id).await?;
+        self.save(record).await
+    }
+
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
         self.inner.close(id, at).await
     }
