@@ -145,8 +145,11 @@ impl Default for PostgresStoreOptions {
 /// Snapshot saves, creates, closes and deletes use the server's default.
 ///
 /// Runtime: calls run on the caller's tokio runtime; connections are driven by tasks spawned
-/// on it. A connection that was closed (server restart, `pg_terminate_backend`) fails the
-/// call that was using it with an error saying so; the next call takes a fresh one.
+/// on it. A connection that was closed (server restart, `pg_terminate_backend`) while a call
+/// was using it fails that call with an error saying so. Between calls, a pooled connection
+/// found closed is replaced, and one idle for a second or more is checked with an empty query
+/// before use (and replaced if that fails): after a restart between turns, the next command
+/// works.
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
