@@ -4,11 +4,12 @@
 # ACPX_TEST_POSTGRES_URL. Installs the distribution's package when no server is found.
 #
 #   eval "$(bash scripts/pg-test-server.sh start DIR [PORT])"   # exports ACPX_TEST_POSTGRES_URL
+#   bash scripts/pg-test-server.sh restart DIR   # pg_ctl restart: every connection is ended
 #   bash scripts/pg-test-server.sh stop DIR
 set -euo pipefail
 
-cmd=${1:?usage: pg-test-server.sh start|stop DIR [PORT]}
-dir=${2:?usage: pg-test-server.sh start|stop DIR [PORT]}
+cmd=${1:?usage: pg-test-server.sh start|restart|stop DIR [PORT]}
+dir=${2:?usage: pg-test-server.sh start|restart|stop DIR [PORT]}
 port=${3:-54329}
 
 find_bin() {
@@ -58,6 +59,10 @@ case "$cmd" in
       -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$dir -c max_connections=200" \
       start >&2 || { cat "$dir/server.log" >&2; exit 1; }
     echo "export ACPX_TEST_POSTGRES_URL=postgres://acpx@127.0.0.1:$port/postgres"
+    ;;
+  restart)
+    as_user "$pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart >&2 \
+      || { cat "$dir/server.log" >&2; exit 1; }
     ;;
   stop)
     if [ -d "$dir/data" ]; then

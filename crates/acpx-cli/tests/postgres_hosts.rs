@@ -402,3 +402,129 @@ fn two_hosts_never_own_one_session_at_once() {
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     std::thread::sleep(Duration::from_secs(2));
 }
+
+/// Runs `statement` (with `$1` = `id`) on the server, as a person in `psql` would.
+fn execute(url: &str, schema: &str, statement: &str, id: &str) {
+    let (url, statement, id) = (url.to_owned(), statement.to_owned(), id.to_owned());
+    let schema = schema.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            c.batch_execute(&format!("SET search_path TO {schema}"))
+                .await
+                .unwrap();
+            let changed = c.execute(&statement, &[&id]).await.unwrap();
+            assert_eq!(changed, 1, "{statement}");
+        });
+    })
+    .join()
+    .unwrap();
+}
+
+/// A `document` made garbage (or cut short) by hand while the log is intact: `prompt` and
+/// `sessions show` report the damaged snapshot, `sessions list` and `fsck` name it, and
+/// `fsck --repair` rebuilds it from the log (`docs/format.md` § Damaged snapshots).
+#[test]
+fn a_damaged_document_is_found_reported_and_rebuilt_by_fsck_repair() {
+    let Some(url) = server_url() else { return };
+    for (how, damage) in [
+        (
+            "garbage",
+            "UPDATE sessions SET document = 'garbage{' WHERE acpx_record_id = $1",
+        ),
+        (
+            "truncated",
+            "UPDATE sessions SET document = left(document, length(document) / 3) \
+             WHERE acpx_record_id = $1",
+        ),
+    ] {
+        let schema = Schema::new(&url, "damaged");
+        let env = schema.host();
+        let agent = env.agent_cmd("");
+        let id = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
+            .ok()
+            .json()["acpxRecordId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        env.run(&[
+            "--format", "json", "--agent", &agent, "sessions", "new", "--name", "other",
+        ])
+        .ok();
+        env.run(&["--no-owner", "--agent", &agent, "echo", "before", "damage"])
+            .ok();
+        let before = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        execute(&url, &schema.name, damage, &id);
+
+        for args in [
+            vec!["--no-owner", "--agent", &agent, "echo", "after"],
+            vec!["--agent", &agent, "sessions", "show"],
+        ] {
+            let r = env.run(&args);
+            assert_eq!(r.code, 1, "{how} {args:?}: {r:?}");
+            assert!(
+                r.stderr.contains(&id)
+                    && r.stderr.contains("damaged snapshot")
+                    && r.stderr.contains("fsck --repair"),
+                "{how} {args:?}: {}",
+                r.stderr
+            );
+        }
+        let r = env.run(&["--agent", &agent, "sessions", "list"]);
+        assert!(r.stderr.contains(&id), "{how}: {}", r.stderr);
+
+        let r = env.run(&["--format", "json", "fsck"]);
+        assert_eq!(r.code, 1, "{how}: {r:?}");
+        let report = r.json();
+        assert_eq!(report["sessions"], 2, "{how}: {report}");
+        assert!(
+            report["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["acpxRecordId"] == id.as_str()
+                    && p["kind"] == "snapshot_invalid"
+                    && p["repairable"] == true),
+            "{how}: {report}"
+        );
+
+        let r = env.run(&["--format", "json", "fsck", "--repair"]);
+        assert_eq!(r.code, 0, "{how}: {r:?}");
+        let after = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        for key in ["acpxRecordId", "agentCommand", "cwd", "thread"] {
+            assert_eq!(after[key], before[key], "{how}: {key}");
+        }
+        assert_eq!(
+            after["acpx"]["audit_seq"], before["acpx"]["audit_seq"],
+            "{how}"
+        );
+        let r = env.run(&["--format", "json", "fsck"]);
+        assert_eq!(r.code, 0, "{how}: clean after the repair: {r:?}");
+        let r = env
+            .run(&[
+                "--format",
+                "quiet",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "echo",
+                "after",
+            ])
+            .ok();
+        assert_eq!(r.stdout, "after\n", "{how}");
+    }
+}

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use acpx_model::{RecordId, StoreError};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
@@ -107,8 +107,16 @@ pub(crate) fn parse_config(url: &str, schema: &str) -> Result<Config, StoreError
     Ok(config)
 }
 
+/// How long a pooled connection may go unused before it is checked with a round trip when
+/// next taken. Within a turn connections are taken back to back and trusted; between turns
+/// (the server may have restarted, a proxy may have dropped the connection) one empty query
+/// proves the connection alive, so the first call of the next command does not fail on it.
+const IDLE_BEFORE_CHECK: Duration = Duration::from_secs(1);
+
 /// The pool of connections for ordinary calls. A connection found closed (the server
-/// restarted, or an administrator ended its backend) is replaced when it is next taken.
+/// restarted, or an administrator ended its backend) is replaced when it is next taken;
+/// one idle for [`IDLE_BEFORE_CHECK`] is first checked with an empty query and replaced if
+/// that fails, before any statement of the caller runs on it.
 pub(crate) fn pool(config: &Config, size: usize) -> Result<Pool, StoreError> {
     let manager = Manager::from_config(
         config.clone(),
@@ -119,6 +127,15 @@ pub(crate) fn pool(config: &Config, size: usize) -> Result<Pool, StoreError> {
     );
     Pool::builder(manager)
         .max_size(size.max(1))
+        .pre_recycle(Hook::async_fn(|client, metrics| {
+            let idle = metrics.last_used() >= IDLE_BEFORE_CHECK;
+            Box::pin(async move {
+                if idle {
+                    client.simple_query("").await.map_err(HookError::Backend)?;
+                }
+                Ok(())
+            })
+        }))
         .build()
         .map_err(|e| backend_error("", "build the connection pool", e))
 }

@@ -145,8 +145,11 @@ impl Default for PostgresStoreOptions {
 /// Snapshot saves, creates, closes and deletes use the server's default.
 ///
 /// Runtime: calls run on the caller's tokio runtime; connections are driven by tasks spawned
-/// on it. A connection that was closed (server restart, `pg_terminate_backend`) fails the
-/// call that was using it with an error saying so; the next call takes a fresh one.
+/// on it. A connection that was closed (server restart, `pg_terminate_backend`) while a call
+/// was using it fails that call with an error saying so. Between calls, a pooled connection
+/// found closed is replaced, and one idle for a second or more is checked with an empty query
+/// before use (and replaced if that fails): after a restart between turns, the next command
+/// works.
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
@@ -288,6 +291,25 @@ impl Store for PostgresStore {
         self.inner.save(&id, expected, cols?, msgs).await?;
         record.revision = expected + 1;
         Ok(())
+    }
+
+    async fn replace_snapshot(
+        &self,
+        writer: &SessionLock,
+        record: &mut SessionRecord,
+    ) -> StoreResult<()> {
+        writer.check_issuer(self.inner.held.issuer(), BACKEND)?;
+        let id = record.acpx_record_id.clone();
+        if writer.id() != &id {
+            return Err(StoreError::InvalidArgument(format!(
+                "the writer lock of {} cannot replace the snapshot of {id}",
+                writer.id()
+            )));
+        }
+        // The row's columns survive a damaged `document`: saving against the row's own
+        // revision replaces the document (and the columns and messages derived from it).
+        record.revision = self.inner.row_revision(&id).await?;
+        self.save(record).await
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {

@@ -129,6 +129,21 @@ impl Inner {
         tx.commit().await.map_err(self.pg(ctx))
     }
 
+    /// The `revision` column of a session's row, read without its document (which may be
+    /// damaged): what `Store::replace_snapshot` saves against.
+    pub(crate) async fn row_revision(&self, id: &RecordId) -> StoreResult<u64> {
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                "SELECT revision FROM sessions WHERE acpx_record_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg("read the session's revision"))?
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
     pub(crate) async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let ctx = "load the session";
         let conn = self.conn().await?;

@@ -173,6 +173,70 @@ pub async fn malformed_snapshots_reported_not_fatal(b: &dyn Backend) {
     }
 }
 
+/// A damaged snapshot is rebuilt with `replace_snapshot` under the session's writer lock
+/// (`docs/format.md` § Damaged snapshots): `list` reports the damaged one by id, the
+/// replacement is what `load` returns afterwards with a revision past the damaged one, `list`
+/// shows it again, the log is untouched, and ordinary saves go on from the new revision.
+pub async fn damaged_snapshot_replaced_under_the_writer_lock(b: &dyn Backend) {
+    const CHECK: &str = "damaged_snapshot_replaced_under_the_writer_lock";
+    let id = rid("replace-me");
+    let store = b.open().await;
+    create(&*store, rich_session("replace-me", 2)).await;
+    let writer = store.lock(&id, Duration::from_secs(5)).await.unwrap();
+    store
+        .append(&writer, &events(&id, 1, 3), Durability::Flush)
+        .await
+        .unwrap();
+    drop(writer);
+    drop(store);
+    if b.inject_snapshot(&id, b"garbage{").await.is_none() {
+        undeclared(b, CHECK, "raw snapshot bytes");
+    }
+
+    let store = b.open().await;
+    let page = store.list(&ListQuery::default()).await.unwrap();
+    assert!(page.sessions.is_empty(), "{:#?}", page.sessions);
+    assert_eq!(page.skipped.len(), 1, "{:#?}", page.skipped);
+    assert_eq!(page.skipped[0].acpx_record_id.as_ref(), Some(&id));
+    assert!(matches!(
+        store.load(&id).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+
+    let writer = store.lock(&id, Duration::from_secs(5)).await.unwrap();
+    let mut rebuilt = rich_session("replace-me", 4);
+    store
+        .replace_snapshot(&writer, &mut rebuilt)
+        .await
+        .expect("replace the damaged snapshot");
+    assert!(rebuilt.revision >= 1, "revision {}", rebuilt.revision);
+    let loaded = store.load(&id).await.unwrap();
+    assert_eq!(loaded, rebuilt);
+    let page = store.list(&ListQuery::default()).await.unwrap();
+    assert!(page.skipped.is_empty(), "{:#?}", page.skipped);
+    assert_eq!(page.sessions.len(), 1);
+    assert_eq!(seqs(&read_all(&*store, &id).await.events), vec![1, 2, 3]);
+
+    // Another session's lock cannot replace this snapshot.
+    create(&*store, session("replace-other", 0)).await;
+    let other = store
+        .lock(&rid("replace-other"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut wrong = loaded.clone();
+    assert!(matches!(
+        store.replace_snapshot(&other, &mut wrong).await,
+        Err(StoreError::InvalidArgument(_))
+    ));
+    drop(other);
+
+    let mut next = loaded;
+    next.thread.title = "after the repair".into();
+    store.save(&mut next).await.unwrap();
+    assert_eq!(next.revision, rebuilt.revision + 1);
+    drop(writer);
+}
+
 /// A partial last line is withheld and reported; the next append starts on a fresh line and
 /// continues the seq; afterwards the log reads strictly with no damage.
 pub async fn torn_tail_withheld_and_next_append_is_clean(b: &dyn Backend) {

@@ -138,6 +138,10 @@ pub const CHECKS: &[Check] = &[
     check!(hostile_inner_id_is_corrupt, RAW_SNAPSHOT),
     check!(nothing_created_outside_the_store, DATA_DIR),
     check!(malformed_snapshots_reported_not_fatal, RAW_SNAPSHOT),
+    check!(
+        damaged_snapshot_replaced_under_the_writer_lock,
+        RAW_SNAPSHOT
+    ),
     check!(torn_tail_withheld_and_next_append_is_clean, RAW_LOG),
     check!(mid_log_damage_strict_and_lenient, RAW_LOG),
     check!(crash_kill_mid_append, WORKER),
