@@ -172,6 +172,16 @@ pub(crate) async fn dedicated(
     Ok(client)
 }
 
+/// Said of a call that failed because its connection was closed under it.
+const CLOSED_NOTE: &str = " (the database connection was closed; the next call reconnects)";
+
+/// Whether `e` says that the connection a call used was closed under it (a server restart,
+/// `pg_terminate_backend`): nothing of the call was committed, and a fresh connection from
+/// the pool may serve it.
+pub(crate) fn is_closed_connection(e: &StoreError) -> bool {
+    matches!(e, StoreError::Backend { message, .. } if message.ends_with(CLOSED_NOTE))
+}
+
 /// A client error as a [`StoreError`] naming where and what was being done. Passwords never
 /// appear: `location` is already redacted, and the client's errors do not carry the URL.
 pub(crate) fn pg_error(location: &str, context: &str, e: tokio_postgres::Error) -> StoreError {
@@ -183,7 +193,7 @@ pub(crate) fn pg_error(location: &str, context: &str, e: tokio_postgres::Error) 
                 text.push_str(&format!(": {source}"));
             }
             if e.is_closed() {
-                text.push_str(" (the database connection was closed; the next call reconnects)");
+                text.push_str(CLOSED_NOTE);
             }
             text
         }

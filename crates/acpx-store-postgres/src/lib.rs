@@ -255,6 +255,25 @@ impl Inner {
     }
 }
 
+/// Runs a read, and runs it once more when the pooled connection it took had been closed
+/// under it without the pool noticing yet (the server restarted or ended the backend just
+/// before): a read changes nothing, so a second try on a fresh connection is safe, and a
+/// long-lived process (the queue owner) does not fail a task on a connection the server
+/// dropped between two of its calls. Writes are not retried: their caller decides.
+async fn read_once_more<T, F, Fut>(read: F) -> StoreResult<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    match read().await {
+        Err(e) if connection::is_closed_connection(&e) => {
+            tracing::debug!(error = %e, "a pooled PostgreSQL connection was closed; reading again");
+            read().await
+        }
+        other => other,
+    }
+}
+
 #[async_trait]
 impl Store for PostgresStore {
     fn backend_name(&self) -> &'static str {
@@ -275,7 +294,7 @@ impl Store for PostgresStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        self.inner.load(id).await
+        read_once_more(|| self.inner.load(id)).await
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
@@ -321,7 +340,7 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
-        self.inner.list(query).await
+        read_once_more(|| self.inner.list(query)).await
     }
 
     async fn append(
@@ -337,11 +356,11 @@ impl Store for PostgresStore {
     }
 
     async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
-        self.inner.read_events(id, query).await
+        read_once_more(|| self.inner.read_events(id, query)).await
     }
 
     async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
-        self.inner.event_log_state(id).await
+        read_once_more(|| self.inner.event_log_state(id)).await
     }
 
     async fn flush(&self, id: &RecordId) -> StoreResult<()> {
@@ -354,7 +373,7 @@ impl Store for PostgresStore {
     }
 
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
-        self.inner.search(query).await
+        read_once_more(|| self.inner.search(query)).await
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
