@@ -183,7 +183,14 @@ async fn control(env: Env) {
     assert_eq!(opened, 1);
     assert!(done.resumed, "the loading agent loads its session");
     assert_eq!(done.record.acpx.current_mode_id.as_deref(), Some("plan"));
-    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+    // The run lock is released when the control returns; a child that another test of this
+    // process is forking at that moment holds a copy of the lock's file descriptor until it
+    // execs (close-on-exec), so the release can show a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while runs::probe(&home, &id).unwrap() != Probe::Idle {
+        assert!(std::time::Instant::now() < deadline, "the run stays held");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     // Another holder has the run: the control waits, and a press gives up.
     let (_held, _cancels) = runs::acquire(&home, &id, "held", |_| {}).await.unwrap();
