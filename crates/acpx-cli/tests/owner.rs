@@ -498,3 +498,22 @@ fn the_task_timeout_bounds_an_agent_that_never_answers_initialize() {
         close(&env, &agent);
     }
 }
+
+#[test]
+fn fsck_leaves_a_session_held_by_its_queue_owner_alone() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        env.run(&["--format", "quiet", "--agent", &agent, "echo", "hi"])
+            .ok();
+        // The warm owner runs the agent the record names and saves its snapshot when due:
+        // neither is a problem while it lives.
+        let r = env.run(&["fsck"]);
+        assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("queue owner"), "{backend}: {}", r.stderr);
+        close(&env, &agent);
+        let r = env.run(&["fsck"]);
+        assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
+    }
+}

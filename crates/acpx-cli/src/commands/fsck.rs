@@ -28,7 +28,14 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
     let report = fsck_with_progress(
         opened.as_dyn(),
         options,
-        |id| Ok::<_, CliError>(matches!(runs::probe(&ctx.home, id)?, Probe::Running(_))),
+        // In use: a one-process prompt, or a queue owner (it saves its snapshot when due and
+        // runs the agent the record names; `--repair` released the owners above).
+        |id| {
+            let owned = acpx_runtime::owner::lease::is_alive(
+                &acpx_runtime::owner::lease::LeasePaths::new(&ctx.home, id),
+            );
+            Ok::<_, CliError>(owned || matches!(runs::probe(&ctx.home, id)?, Probe::Running(_)))
+        },
         &bar,
     )
     .await?;
@@ -66,8 +73,9 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
             }
         }
         for b in &busy {
-            ctx.out
-                .note(&format!("skipped {b}: a prompt is running in it"));
+            ctx.out.note(&format!(
+                "skipped {b}: in use by a running prompt or its queue owner"
+            ));
         }
         ctx.out.note(&format!(
             "checked {checked} session(s): {} problem(s), {repaired} repaired",
