@@ -259,7 +259,19 @@ fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
             drop(child.stdin.take());
             let rest = reader.join().unwrap();
             assert_eq!(code, 130, "{backend} {mode:?}: {rest}");
-            let turn = last_turn(&env, &agent);
+            // Through the owner the client exits once the cancel is answered; the owner
+            // appends the turn's end right after, so it may not be in the log yet.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let turn = loop {
+                let turn = last_turn(&env, &agent);
+                let ended = turn
+                    .last()
+                    .is_some_and(|e| e["type"] == "prompt_done" || e["type"] == "prompt_error");
+                if ended || std::time::Instant::now() >= deadline {
+                    break turn;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            };
             let end = turn.last().unwrap();
             assert_eq!(end["type"], "prompt_done", "{end}");
             assert_eq!(end["payload"]["stopReason"], "cancelled", "{end}");

@@ -215,7 +215,8 @@ fn config_files_set_defaults_and_bad_values_name_file_and_key() {
     let r = env.run(&["fsck"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
-        r.stderr.contains("in use by a running prompt or its queue owner")
+        r.stderr
+            .contains("in use by a running prompt or its queue owner")
             && r.stderr.contains("checked 0 session(s)"),
         "{r:?}"
     );
