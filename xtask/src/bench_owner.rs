@@ -10,6 +10,7 @@
 //!   Median and p90 of the overheads; target ≤ 15 ms.
 //! - **streamed prompt**: `stream 10000` (10,000 chunks) through the owner and with
 //!   `--no-owner`, alternating, the owner warm; ratio of the medians; target ≤ 1.05. The
+//!   one-process runs use a second home, since `--no-owner` stops a session's owner. The
 //!   one-process figure includes its agent start and stop (the owner's were paid before), so
 //!   the ratio is also reported without them, measured as the wall time of a one-process
 //!   `echo hi` minus its turn.
@@ -203,6 +204,17 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         loadavg()
     );
     bench.timed(&["sessions", "new"])?;
+    // One-process runs use a home of their own: `--no-owner` stops a session's owner before it
+    // takes the session, so sharing one session would make every owner run a cold start.
+    let single_project = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::create_dir(single_project.path().join(".git")).map_err(|e| e.to_string())?;
+    let single_bench = Bench {
+        agent: bench.agent.clone(),
+        acpx: bench.acpx.clone(),
+        home: tempfile::tempdir().map_err(|e| e.to_string())?,
+        project: single_project,
+    };
+    single_bench.timed(&["--no-owner", "sessions", "new"])?;
 
     // Warm second prompt.
     bench.timed(&["--format", "quiet", "echo", "warm-up"])?;
@@ -252,13 +264,13 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     for _ in 0..opts.stream_runs {
         owner.push(bench.timed(&["--format", "quiet", "stream", "10000"])?.0);
         single.push(
-            bench
+            single_bench
                 .timed(&["--no-owner", "--format", "quiet", "stream", "10000"])?
                 .0,
         );
         owner_json.push(bench.timed(&["--format", "json", "stream", "10000"])?.0);
         single_json.push(
-            bench
+            single_bench
                 .timed(&["--no-owner", "--format", "json", "stream", "10000"])?
                 .0,
         );
@@ -266,9 +278,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     // A one-process run's fixed cost: a one-process `echo hi` minus its turn.
     let mut start_costs = Vec::new();
     for _ in 0..opts.stream_runs {
-        let n = bench.turn_spans()?.len();
-        let (w, _) = bench.timed(&["--no-owner", "--format", "quiet", "echo", "hi"])?;
-        let spans = bench.turn_spans()?;
+        let n = single_bench.turn_spans()?.len();
+        let (w, _) = single_bench.timed(&["--no-owner", "--format", "quiet", "echo", "hi"])?;
+        let spans = single_bench.turn_spans()?;
         if let Some(s) = spans.get(n) {
             start_costs.push(w.saturating_sub(*s));
         }

@@ -3,7 +3,10 @@
 //! size).
 //!
 //! Method: the release `acpx` (built first) runs `--no-owner --format quiet stream N` against
-//! the scripted test agent, so the measured process is the one that records every event. Its
+//! the scripted test agent, so the measured process is the one that records every event
+//! (`--owner`: through the session's warm queue owner instead, warmed by one `echo` first; the
+//! RSS is then the client's, not the recording owner's). `--backend postgres` uses the server of
+//! `ACPX_STORE_URL` (or `ACPX_TEST_POSTGRES_URL`) in a scratch schema dropped at the end. Its
 //! wall time is spawn to exit; its peak resident set is `VmHWM` of `/proc/<pid>/status`, read
 //! every 5 ms while it runs (the high-water mark only grows, so the last reading is the peak
 //! up to a few ms before exit). Backends alternate run by run, so a burst of load from other
@@ -33,6 +36,8 @@ pub struct Options {
     dir: PathBuf,
     /// A prebuilt `acpx` to measure instead of building the release one (to compare builds).
     acpx: Option<PathBuf>,
+    /// Through the session's warm queue owner instead of `--no-owner`.
+    owner: bool,
 }
 
 impl Options {
@@ -45,6 +50,7 @@ impl Options {
             runs: 3,
             dir: std::env::temp_dir(),
             acpx: None,
+            owner: false,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -55,14 +61,23 @@ impl Options {
             };
             match a.as_str() {
                 "--backend" => {
-                    o.backends = match value("--backend")?.as_str() {
-                        "all" => vec!["fs".into(), "sqlite".into()],
-                        b @ ("fs" | "sqlite") => vec![b.to_owned()],
-                        other => {
-                            return Err(format!("unknown backend {other:?}; known: fs, sqlite"))
-                        }
+                    let v = value("--backend")?;
+                    o.backends = if v == "all" {
+                        vec!["fs".into(), "sqlite".into()]
+                    } else {
+                        v.split(',').map(|b| b.trim().to_owned()).collect()
+                    };
+                    if let Some(bad) = o
+                        .backends
+                        .iter()
+                        .find(|b| !["fs", "sqlite", "postgres"].contains(&b.as_str()))
+                    {
+                        return Err(format!(
+                            "unknown backend {bad:?}; known: fs, sqlite, postgres (comma-separated), all"
+                        ));
                     }
                 }
+                "--owner" => o.owner = true,
                 "--chunks" => {
                     o.chunks = value("--chunks")?
                         .split(',')
@@ -107,17 +122,28 @@ struct Home {
 struct Bench {
     acpx: PathBuf,
     agent: String,
+    /// `--no-owner`, or nothing (through the warm owner).
+    mode: &'static [&'static str],
+    /// The scratch schema of the postgres homes (one per run of this command).
+    pg_schema: String,
 }
 
 impl Bench {
     fn cmd(&self, home: &Home, args: &[&str]) -> Command {
         let mut c = Command::new(&self.acpx);
+        if home.backend == "postgres" {
+            if let Ok(url) = postgres_url() {
+                c.env("ACPX_STORE_URL", url);
+            }
+            c.env("ACPX_STORE_SCHEMA", &self.pg_schema);
+        }
         c.arg("--home")
             .arg(home.home.path())
             .args(["--store", &home.backend, "--agent", &self.agent])
             .args(args)
             .current_dir(home.project.path())
             .env_remove("ACPX_HOME")
+            .env("ACPX_TTL", "60")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -161,20 +187,59 @@ impl Bench {
 
     fn stream(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<Run> {
         let n = chunks.to_string();
-        self.run(
-            home,
-            &[
-                "--no-owner",
-                "--format",
-                "quiet",
-                "prompt",
-                "-s",
-                session,
-                "stream",
-                &n,
-            ],
-        )
+        self.prompt(home, session, &["stream", &n])
     }
+
+    /// `acpx [--no-owner] --format quiet prompt -s <session> <words>`.
+    fn prompt(&self, home: &Home, session: &str, words: &[&str]) -> BenchResult<Run> {
+        let mut args: Vec<&str> = self.mode.to_vec();
+        args.extend(["--format", "quiet", "prompt", "-s", session]);
+        args.extend(words);
+        self.run(home, &args)
+    }
+
+    /// Through the owner, a new session's owner is started (and its agent attached) by one
+    /// untimed `echo`, so the timed prompt meets a warm owner.
+    fn warm(&self, home: &Home, session: &str) -> BenchResult<()> {
+        if self.mode.is_empty() {
+            self.prompt(home, session, &["echo", "warm"])?;
+        }
+        Ok(())
+    }
+
+    /// Ends the owner of `session` (through the owner; a no-op otherwise).
+    fn release(&self, home: &Home, session: &str) {
+        if self.mode.is_empty() {
+            let _ = self.run(home, &["sessions", "close", session]);
+        }
+    }
+}
+
+fn postgres_url() -> BenchResult<String> {
+    ["ACPX_STORE_URL", "ACPX_TEST_POSTGRES_URL"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .ok_or_else(|| "--backend postgres needs ACPX_STORE_URL (a PostgreSQL URL)".into())
+}
+
+/// Drops the scratch schema of the postgres homes.
+fn drop_pg_schema(schema: &str) -> BenchResult<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let store = acpx_store_postgres::PostgresStore::connect(
+            &postgres_url()?,
+            acpx_store_postgres::PostgresStoreOptions {
+                schema: schema.to_owned(),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        store.drop_schema().await.map_err(|e| e.to_string())
+    })
 }
 
 /// `VmHWM` of a `/proc/<pid>/status` file, in kB.
@@ -234,7 +299,20 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     let bench = Bench {
         agent: format!("{} __test-agent", acpx.display()),
         acpx,
+        mode: if opts.owner { &[] } else { &["--no-owner"] },
+        pg_schema: format!("acpx_bench_turn_{}", std::process::id()),
     };
+    if opts.backends.iter().any(|b| b == "postgres") {
+        postgres_url()?;
+    }
+    let result = measure(&bench, opts);
+    if opts.backends.iter().any(|b| b == "postgres") {
+        drop_pg_schema(&bench.pg_schema)?;
+    }
+    result
+}
+
+fn measure(bench: &Bench, opts: &Options) -> BenchResult<()> {
     std::fs::create_dir_all(&opts.dir).map_err(|e| e.to_string())?;
     let mut homes = Vec::new();
     for backend in &opts.backends {
@@ -247,36 +325,29 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         });
     }
     println!(
-        "# acpx {} benchmark\n\nrelease build, `--no-owner`, scripted test agent; {} cores; load average at start {}\n",
+        "# acpx {} benchmark\n\nrelease build, {}, scripted test agent; {} cores; load average at start {}\n",
         if opts.session_sweep { "session-size" } else { "turn-size" },
+        if opts.owner { "through the warm queue owner" } else { "`--no-owner`" },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
     );
-    // The fixed cost of a one-process run: `echo hi`, alternating backends.
+    // The fixed cost of a run: `echo hi`, alternating backends.
     let mut fixed: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
     for h in &homes {
         bench.new_session(h, "fixed")?;
+        bench.warm(h, "fixed")?;
     }
     for _ in 0..opts.runs {
         for (i, h) in homes.iter().enumerate() {
-            fixed[i].push(bench.run(
-                h,
-                &[
-                    "--no-owner",
-                    "--format",
-                    "quiet",
-                    "prompt",
-                    "-s",
-                    "fixed",
-                    "echo",
-                    "hi",
-                ],
-            )?);
+            fixed[i].push(bench.prompt(h, "fixed", &["echo", "hi"])?);
         }
+    }
+    for h in &homes {
+        bench.release(h, "fixed");
     }
     for (h, f) in homes.iter().zip(&fixed) {
         println!(
-            "{}: one-process `echo hi` median {:.0} ms, peak RSS {} kB",
+            "{}: `echo hi` median {:.0} ms, peak RSS {} kB",
             h.backend,
             ms(median_wall(f)),
             median_kb(f)
@@ -284,9 +355,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     }
     println!();
     if opts.session_sweep {
-        session_sweep(&bench, &homes, &fixed, opts)?;
+        session_sweep(bench, &homes, &fixed, opts)?;
     } else {
-        turn_sweep(&bench, &homes, &fixed, opts)?;
+        turn_sweep(bench, &homes, &fixed, opts)?;
     }
     println!("\nload average at end {}", loadavg());
     Ok(())
@@ -300,7 +371,7 @@ fn turn_sweep(
 ) -> BenchResult<()> {
     println!("| backend | chunks | runs | wall median ms | µs per chunk (net of the fixed cost) | peak RSS kB (median) | store bytes per chunk |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut per_chunk: Vec<Vec<(u64, f64, u64)>> = homes.iter().map(|_| Vec::new()).collect();
+    let mut per_chunk: Vec<Vec<(u64, f64, u64, f64)>> = homes.iter().map(|_| Vec::new()).collect();
     for &n in &opts.chunks {
         // One run of 1M chunks takes tens of seconds; fewer repeats above 100k.
         let runs = if n >= 1_000_000 { 1 } else { opts.runs };
@@ -310,9 +381,11 @@ fn turn_sweep(
             for (i, h) in homes.iter().enumerate() {
                 let name = format!("turn-{n}-{r}");
                 bench.new_session(h, &name)?;
+                bench.warm(h, &name)?;
                 let before = disk_bytes(h.home.path());
                 results[i].push(bench.stream(h, &name, n)?);
                 bytes[i] = disk_bytes(h.home.path()).saturating_sub(before);
+                bench.release(h, &name);
             }
         }
         for (i, h) in homes.iter().enumerate() {
@@ -320,7 +393,7 @@ fn turn_sweep(
             let net = wall.saturating_sub(median_wall(&fixed[i]));
             let us = net.as_secs_f64() * 1e6 / n as f64;
             let kb = median_kb(&results[i]);
-            per_chunk[i].push((n, us, kb));
+            per_chunk[i].push((n, us, kb, ms(wall)));
             println!(
                 "| {} | {n} | {runs} | {:.0} | {us:.2} | {kb} | {:.0} |",
                 h.backend,
@@ -342,18 +415,19 @@ fn turn_sweep(
             );
         }
     }
-    let (Some(fs), Some(sq)) = (
-        homes.iter().position(|h| h.backend == "fs"),
-        homes.iter().position(|h| h.backend == "sqlite"),
-    ) else {
+    let Some(fs) = homes.iter().position(|h| h.backend == "fs") else {
         return Ok(());
     };
-    if let (Some(a), Some(b)) = (per_chunk[fs].first(), per_chunk[sq].first()) {
-        println!(
-            "- sqlite ÷ fs per chunk at {} chunks: {:.2}",
-            a.0,
-            b.1 / a.1
-        );
+    for (i, h) in homes.iter().enumerate().filter(|(i, _)| *i != fs) {
+        for (a, b) in per_chunk[fs].iter().zip(&per_chunk[i]) {
+            println!(
+                "- {} ÷ fs at {} chunks: per chunk {:.2}, wall {:.2}",
+                h.backend,
+                a.0,
+                b.1 / a.1,
+                b.3 / a.3
+            );
+        }
     }
     Ok(())
 }
@@ -367,6 +441,7 @@ fn session_sweep(
     let n = opts.chunks.first().copied().unwrap_or(10_000);
     for h in homes {
         bench.new_session(h, "large")?;
+        bench.warm(h, "large")?;
         let t = bench.stream(h, "large", opts.prefill)?;
         println!(
             "{}: prefill of {} chunks: {:.1} s, peak RSS {} kB",
@@ -383,8 +458,13 @@ fn session_sweep(
             on_large[i].push(bench.stream(h, "large", n)?);
             let name = format!("fresh-{r}");
             bench.new_session(h, &name)?;
+            bench.warm(h, &name)?;
             on_fresh[i].push(bench.stream(h, &name, n)?);
+            bench.release(h, &name);
         }
+    }
+    for h in homes {
+        bench.release(h, "large");
     }
     println!("\n| backend | {n}-chunk prompt on | runs | wall median ms | peak RSS kB (median) |");
     println!("|---|---|---:|---:|---:|");

@@ -18,10 +18,10 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--node PATH [--node-runs N]]
-       cargo xtask bench turn [--backend fs|sqlite|all] [--chunks N,N,..] [--runs N] [--dir DIR]
-                              [--acpx PATH]
-       cargo xtask bench session [--backend fs|sqlite|all] [--chunks N] [--prefill N] [--runs N]
-                                 [--dir DIR] [--acpx PATH]
+       cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
+                              [--dir DIR] [--acpx PATH]
+       cargo xtask bench session [--backend B[,B..]|all] [--owner] [--chunks N] [--prefill N]
+                                 [--runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
        cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
                            [--strict]
@@ -49,6 +49,9 @@ const USAGE: &str =
                 chunk, peak RSS of the acpx process (VmHWM from /proc), store bytes per chunk
   bench session gives a session one --prefill-chunk prompt (default 1M), then times 10k-chunk
                 prompts on it and on new sessions, alternating: ratio of medians (wall, RSS)
+  --backend B   fs, sqlite, postgres, comma-separated (all = fs,sqlite); postgres uses the
+                server of ACPX_STORE_URL (or ACPX_TEST_POSTGRES_URL) in a scratch schema
+  --owner       through the session's warm queue owner instead of --no-owner (RSS: the client's)
   --dir DIR     where the homes are created (default: the temporary directory); deleted after
   --acpx PATH   measure this acpx binary instead of building the release one
 
