@@ -202,9 +202,6 @@ fn quote(s: &str) -> String {
 }
 
 #[test]
-#[ignore = "known race: with the other tests of this file running beside it, the forwarded \
-            question is sometimes answered as denied (turn ends end_turn) before the Ctrl-C \
-            cancel; passes alone (`--ignored`); see the stop note"]
 fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
     // `script` gives acpx a real terminal, so the question is asked at it (forwarded by the
     // owner); a Ctrl-C typed at that terminal is a real SIGINT from the line discipline.
@@ -276,9 +273,15 @@ fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             };
             let end = turn.last().unwrap();
-            assert_eq!(end["type"], "prompt_done", "{end}");
-            assert_eq!(end["payload"]["stopReason"], "cancelled", "{end}");
-            assert_eq!(end["payload"]["permissionStats"]["cancelled"], 1, "{end}");
+            assert_eq!(end["type"], "prompt_done", "{backend} {mode:?}: {end}");
+            assert_eq!(
+                end["payload"]["stopReason"], "cancelled",
+                "{backend} {mode:?}: {end}"
+            );
+            assert_eq!(
+                end["payload"]["permissionStats"]["cancelled"], 1,
+                "{backend} {mode:?}: {end}"
+            );
             assert!(
                 turn.iter().any(|e| e["payload"]["decision"] == "cancelled"),
                 "{turn:?}"

@@ -488,10 +488,14 @@ impl SessionCore {
         let prompter = self.prompter();
         let ask = gate(self.permission_mode(), prompter.as_deref(), question);
         match cancel {
-            Some(mut c) => tokio::select! {
-                ok = ask => ok,
-                _ = c.wait_for(|v| *v) => false,
-            },
+            Some(mut c) => {
+                let ok = tokio::select! {
+                    biased;
+                    _ = c.wait_for(|v| *v) => false,
+                    ok = ask => ok,
+                };
+                ok && !*c.borrow()
+            }
             None => ask.await,
         }
     }
@@ -538,10 +542,22 @@ impl SessionCore {
                 params,
             );
             match cancel {
-                Some(mut c) => tokio::select! {
-                    d = ask => d,
-                    _ = c.wait_for(|v| *v) => PermissionDecision::Cancelled,
-                },
+                // A cancel wins over an answer that arrives with or after it: the human's
+                // Ctrl-C and the prompter's reply (a forwarded question's client sends its
+                // refusal right after asking the owner to cancel) can be ready at once, and the
+                // turn is cancelled either way (ACP: pending requests end as `cancelled`).
+                Some(mut c) => {
+                    let d = tokio::select! {
+                        biased;
+                        _ = c.wait_for(|v| *v) => PermissionDecision::Cancelled,
+                        d = ask => d,
+                    };
+                    if *c.borrow() {
+                        PermissionDecision::Cancelled
+                    } else {
+                        d
+                    }
+                }
                 None => ask.await,
             }
         };

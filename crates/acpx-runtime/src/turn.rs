@@ -467,22 +467,33 @@ pub struct TurnOutcome {
 pub struct CancelHandle {
     running: Arc<AtomicBool>,
     tx: Arc<watch::Sender<bool>>,
+    /// The session's core, whose pending permission requests a cancel answers at once.
+    core: std::sync::Weak<SessionCore>,
 }
 
 impl CancelHandle {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(core: &Arc<SessionCore>) -> Self {
         let (tx, _) = watch::channel(false);
         CancelHandle {
             running: Arc::new(AtomicBool::new(false)),
             tx: Arc::new(tx),
+            core: Arc::downgrade(core),
         }
     }
 
     /// Asks the agent to stop the turn in progress (`session/cancel`). Returns `false` when no
     /// turn is running (a no-op).
+    ///
+    /// An open permission question is answered `cancelled` here, before this returns, not
+    /// when the turn's loop gets to send `session/cancel`: whoever asked for the cancel (the
+    /// owner's client after a Ctrl-C) may answer the question next, and that answer must find
+    /// the question already cancelled.
     pub fn cancel(&self) -> bool {
         if self.running.load(Ordering::SeqCst) {
             self.tx.send_replace(true);
+            if let Some(core) = self.core.upgrade() {
+                core.cancel_turn();
+            }
             true
         } else {
             false

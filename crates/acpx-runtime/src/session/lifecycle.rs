@@ -96,6 +96,7 @@ impl Session {
                 record_exit(&core, e, reason, stderr).await;
             })
         };
+        let cancel = CancelHandle::new(&core);
         Session {
             core,
             store: runtime.store.clone(),
@@ -109,7 +110,7 @@ impl Session {
             recovery,
             notices: Vec::new(),
             models: None,
-            cancel: CancelHandle::new(),
+            cancel,
             shutting_down,
             flusher,
             exit_logger: Some(exit_logger),
