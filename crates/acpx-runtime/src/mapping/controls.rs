@@ -159,7 +159,7 @@ pub(super) fn apply_lifecycle(
             if let Some(id) = non_empty("acpSessionId") {
                 record.acp_session_id = id;
             }
-            // Seed 004: replaced only by a new non-empty value, never invented.
+            // docs/format.md § Identity: replaced only by a new non-empty value, never invented.
             if let Some(id) = non_empty("agentSessionId") {
                 record.agent_session_id = Some(id);
             }
