@@ -179,7 +179,7 @@ fn pairs(entry: &Map<String, Value>, at: &str, key: &str) -> Result<Vec<Value>, 
             .map(|(k, v)| match v {
                 // The array shape refuses an empty name; so does this one, or a list accepted
                 // here would not read back from its stored (array) form.
-                _ if k.is_empty() => Err(McpConfigError(format!(
+                _ if k.trim().is_empty() => Err(McpConfigError(format!(
                     "{at}.{key}: a name must not be empty"
                 ))),
                 Value::String(s) => Ok(json!({"name": k, "value": s})),
@@ -344,13 +344,14 @@ mod tests {
         assert_eq!(left.len(), 2);
     }
 
-    /// Found by `fuzz_mcp_servers`: an empty header name was accepted in the object shape,
-    /// and the stored array form then refused it.
+    /// Found by `fuzz_mcp_servers`: an empty (or blank) header name was accepted in the
+    /// object shape, and the stored array form then refused it.
     #[test]
     fn an_empty_env_or_header_name_is_refused_in_both_shapes() {
         for v in [
             json!({"mcpServers": {"w": {"url": "http://127.0.0.1:1/", "headers": {"": "x"}}}}),
             json!({"mcpServers": {"a": {"command": "x", "env": {"": "1"}}}}),
+            json!({"mcpServers": {"a": {"command": "x", "env": {" \t": "1"}}}}),
             json!([{"type": "http", "name": "w", "url": "http://127.0.0.1:1/",
                     "headers": [{"name": "", "value": "x"}]}]),
         ] {
