@@ -11,9 +11,10 @@
 //!    on failure `last_write_error` says why);
 //! 5. folds the event into the snapshot with [`crate::mapping::apply_event`] (thread, `acpx`,
 //!    audit ring);
-//! 6. persists `session.json` when the event ends or starts something (`prompt_*`,
-//!    `control_*`, `lifecycle_event`), when an append has just failed (the failure must reach
-//!    disk), and otherwise only when a save is *due* ([`Recorder::save_is_due`]): at least
+//! 6. persists `session.json` when the event ends a turn or a control (`prompt_done`,
+//!    `prompt_error`, `control_done`, `control_error`), when an append has just failed (the
+//!    failure must reach disk), and otherwise only when a save is *due*
+//!    ([`Recorder::save_is_due`]), the events pause, or the session finishes: at least
 //!    [`DEFAULT_SNAPSHOT_INTERVAL`] (300 ms) since the last save **and** at least as many
 //!    events recorded since that save as the log held at it (the snapshot-debounce budget of
 //!    `docs/format.md`, § Write ordering). A save costs O(snapshot) and the snapshot grows
@@ -117,16 +118,16 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// Whether recording `event_type` saves the snapshot at once: the end of a turn or a control,
+/// whose result the caller is told about next (docs/format.md § Snapshot debounce). Starts and
+/// lifecycle events are not worth a save of their own: each is followed within the same
+/// operation by an end, a pause of one snapshot interval, or the session's final save, and a
+/// save costs O(snapshot), so forcing them made one short turn on a large session rewrite its
+/// snapshot six times instead of two.
 fn forces_save(event_type: &str) -> bool {
     matches!(
         event_type,
-        "prompt_started"
-            | "prompt_done"
-            | "prompt_error"
-            | "control_started"
-            | "control_done"
-            | "control_error"
-            | "lifecycle_event"
+        "prompt_done" | "prompt_error" | "control_done" | "control_error"
     )
 }
 
