@@ -20,11 +20,12 @@
 //!    `docs/format.md`, § Write ordering). A save costs O(snapshot) and the snapshot grows
 //!    with the events, so a save every interval made a long turn quadratic; with the budget
 //!    the snapshot bytes written while a turn streams stay within a small multiple of the
-//!    events recorded, and a 10k-chunk turn on a large session saves only at its start and
-//!    end. The log is the source of truth in between, and [`crate::mapping::roll_forward`]
-//!    catches a snapshot up with it on the next open. A background flusher saves a dirty
-//!    snapshot when a save is due or once the events pause for an interval, so readers in
-//!    other processes see a quiet session's snapshot at most one interval late;
+//!    events recorded, and a 10k-chunk turn on a large session saves only at its end (and
+//!    the session once more when it finishes). The log is the source of truth in between,
+//!    and [`crate::mapping::roll_forward`] catches a snapshot up with it on the next open.
+//!    A background flusher saves a dirty snapshot when a save is due or once the events
+//!    pause for an interval, so readers in other processes see a quiet session's snapshot at
+//!    most one interval late;
 //! 7. shows the event to the observers (the CLI's output, a queue owner's clients) only once
 //!    its append has returned: an event held back by a failed append is shown, in order,
 //!    when a later append stores it, and never if none does. What anyone saw is stored.
