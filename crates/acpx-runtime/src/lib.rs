@@ -96,7 +96,7 @@
 //!   that history; the replayed updates are counted (`replayedUpdates` of `session_attached`)
 //!   and dropped. Updates after the load answer are live again (the switch happens on the
 //!   SDK's dispatch loop together with the answer).
-//! - **Snapshots** are saved at turn boundaries, on controls and lifecycle events, and while
+//! - **Snapshots** are saved at the end of each turn and control, when the session finishes, and while
 //!   events stream only under the debounce budget of `docs/format.md` § Write ordering (at
 //!   most every [`recorder::DEFAULT_SNAPSHOT_INTERVAL`], and only once the events since the
 //!   last save at least equal the events before it, or when the stream pauses); opening

@@ -11,19 +11,21 @@
 //!    on failure `last_write_error` says why);
 //! 5. folds the event into the snapshot with [`crate::mapping::apply_event`] (thread, `acpx`,
 //!    audit ring);
-//! 6. persists `session.json` when the event ends or starts something (`prompt_*`,
-//!    `control_*`, `lifecycle_event`), when an append has just failed (the failure must reach
-//!    disk), and otherwise only when a save is *due* ([`Recorder::save_is_due`]): at least
+//! 6. persists `session.json` when the event ends a turn or a control (`prompt_done`,
+//!    `prompt_error`, `control_done`, `control_error`), when an append has just failed (the
+//!    failure must reach disk), and otherwise only when a save is *due*
+//!    ([`Recorder::save_is_due`]), the events pause, or the session finishes: at least
 //!    [`DEFAULT_SNAPSHOT_INTERVAL`] (300 ms) since the last save **and** at least as many
 //!    events recorded since that save as the log held at it (the snapshot-debounce budget of
 //!    `docs/format.md`, § Write ordering). A save costs O(snapshot) and the snapshot grows
 //!    with the events, so a save every interval made a long turn quadratic; with the budget
 //!    the snapshot bytes written while a turn streams stay within a small multiple of the
-//!    events recorded, and a 10k-chunk turn on a large session saves only at its start and
-//!    end. The log is the source of truth in between, and [`crate::mapping::roll_forward`]
-//!    catches a snapshot up with it on the next open. A background flusher saves a dirty
-//!    snapshot when a save is due or once the events pause for an interval, so readers in
-//!    other processes see a quiet session's snapshot at most one interval late;
+//!    events recorded, and a 10k-chunk turn on a large session saves only at its end (and
+//!    the session once more when it finishes). The log is the source of truth in between,
+//!    and [`crate::mapping::roll_forward`] catches a snapshot up with it on the next open.
+//!    A background flusher saves a dirty snapshot when a save is due or once the events
+//!    pause for an interval, so readers in other processes see a quiet session's snapshot at
+//!    most one interval late;
 //! 7. shows the event to the observers (the CLI's output, a queue owner's clients) only once
 //!    its append has returned: an event held back by a failed append is shown, in order,
 //!    when a later append stores it, and never if none does. What anyone saw is stored.
@@ -117,16 +119,16 @@ impl std::fmt::Debug for Recorder {
     }
 }
 
+/// Whether recording `event_type` saves the snapshot at once: the end of a turn or a control,
+/// whose result the caller is told about next (docs/format.md § Snapshot debounce). Starts and
+/// lifecycle events are not worth a save of their own: each is followed within the same
+/// operation by an end, a pause of one snapshot interval, or the session's final save, and a
+/// save costs O(snapshot), so forcing them made one short turn on a large session rewrite its
+/// snapshot six times instead of two.
 fn forces_save(event_type: &str) -> bool {
     matches!(
         event_type,
-        "prompt_started"
-            | "prompt_done"
-            | "prompt_error"
-            | "control_started"
-            | "control_done"
-            | "control_error"
-            | "lifecycle_event"
+        "prompt_done" | "prompt_error" | "control_done" | "control_error"
     )
 }
 

@@ -335,26 +335,25 @@ async fn drive(
             payload,
         ))
         .await?;
-    let record = {
-        let guard = p.core.recorder.lock().await;
-        guard
-            .as_ref()
-            .map(|r| r.snapshot().clone())
-            .unwrap_or_else(|| unreachable!("a Session always has its recorder"))
+    // Read what the outcome needs from the live snapshot under the lock: cloning the whole
+    // record held a second copy of the thread (the whole conversation, megabytes on a long
+    // session) at the peak of the turn (docs/BENCHMARKS.md § Turn size and session size).
+    let guard = p.core.recorder.lock().await;
+    let Some(recorder) = guard.as_ref() else {
+        unreachable!("a Session always has its recorder")
     };
-    let turn = record.acpx.last_turn.clone();
+    let record = recorder.snapshot();
+    let turn = record.acpx.last_turn.as_ref();
     Ok(TurnOutcome {
         request_id: request_id.to_owned(),
         user_message_id: user_id.to_owned(),
-        outcome: turn
-            .as_ref()
-            .map_or(TurnState::Other(String::new()), |t| t.outcome.clone()),
-        stop_reason: turn.as_ref().and_then(|t| t.stop_reason.clone()),
-        error: turn.as_ref().and_then(|t| t.error.clone()),
+        outcome: turn.map_or(TurnState::Other(String::new()), |t| t.outcome.clone()),
+        stop_reason: turn.and_then(|t| t.stop_reason.clone()),
+        error: turn.and_then(|t| t.error.clone()),
         acp_error,
         permission_stats: turn.map(|t| t.permission_stats).unwrap_or_default(),
         usage: usage_value.as_ref().and_then(mapping::token_usage_from),
-        agent_text: agent_text_after(&record, user_id),
+        agent_text: agent_text_after(record, user_id),
         log_write_error: record.acpx.event_log.last_write_error.clone(),
         cancel_requested: cancelled && !timed_out && prompt_unavailable.is_none(),
     })
@@ -537,22 +536,28 @@ impl CancelHandle {
 
 /// The text of the Agent messages that follow the `User` message `user_message_id`.
 pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String {
-    let mut out = String::new();
-    let mut seen = false;
-    for m in &record.thread.messages {
-        match m {
-            Message::User(u) if u.id == user_message_id => seen = true,
-            Message::User(_) if seen => break,
-            Message::Agent(a) if seen => {
-                for c in &a.content {
-                    if let AgentContent::Text(t) = c {
-                        out.push_str(t);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    let texts = || {
+        record
+            .thread
+            .messages
+            .iter()
+            .skip_while(move |m| !matches!(m, Message::User(u) if u.id == user_message_id))
+            .skip(1)
+            .take_while(|m| !matches!(m, Message::User(_)))
+            .filter_map(|m| match m {
+                Message::Agent(a) => Some(a.content.iter()),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+    };
+    // Sized once: a 1M-chunk turn's text is 8 MB, and growing it by doubling would hold up to
+    // twice that.
+    let mut out = String::with_capacity(texts().map(str::len).sum());
+    texts().for_each(|t| out.push_str(t));
     out
 }
 

@@ -20,6 +20,7 @@ backend_tests! {
     a_snapshot_behind_its_log_is_rolled_forward_on_open => roll_forward;
     a_disk_full_mid_stream_stops_the_turn_and_shows_only_stored_events => full_mid_stream;
     a_streaming_turn_saves_its_snapshot_a_logarithmic_number_of_times => save_budget;
+    a_prompt_on_a_reopened_session_saves_its_snapshot_twice => saves_per_prompt;
 }
 
 /// What an observer was shown: each envelope's seq and JSON text, in order.
@@ -305,4 +306,35 @@ async fn save_budget(env: Env) {
         other => panic!("{other:?}"),
     };
     assert_eq!(text, 20000 * 8, "every chunk is in the thread");
+}
+
+async fn saves_per_prompt(env: Env) {
+    // A save costs O(snapshot): a short turn on a large session must not rewrite it for each
+    // start and lifecycle event (docs/format.md § Snapshot debounce). With an interval longer
+    // than the test, no pause of the stream saves either, so the count is exact: the turn's
+    // end and the session's final save (agent exit).
+    let rt = env.runtime(RuntimeOptions {
+        snapshot_interval: Duration::from_secs(600),
+        ..RuntimeOptions::default()
+    });
+    let s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    s.shutdown().await.unwrap();
+    let before = env.stored(&id).await;
+    let mut s = rt.open_existing(&id).await.unwrap();
+    let out = s.prompt(text_prompt("stream 50")).await.unwrap();
+    assert_eq!(out.outcome, "completed");
+    let r = s.shutdown().await.unwrap();
+    assert_eq!(
+        r.revision - before.revision,
+        2,
+        "saves for one reopened prompt"
+    );
+    // Nothing was left unsaved: the snapshot on disk holds every logged event.
+    let stored = env.stored(&id).await;
+    let ev = env.events(&id).await;
+    assert_gap_free(&ev);
+    assert_eq!(stored.acpx.audit_seq, ev.len() as u64);
+    assert!(stored.acpx.audit_seq > before.acpx.audit_seq + 50);
+    assert_eq!(stored.revision, r.revision);
 }

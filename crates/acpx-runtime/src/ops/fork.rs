@@ -179,5 +179,8 @@ pub async fn record_fork(
         }
         .into());
     }
+    // A lifecycle event does not save the snapshot by itself (docs/format.md § Snapshot
+    // debounce); this recorder ends here, so it saves now.
+    recorder.save_if_dirty().await?;
     Ok(recorder.snapshot().clone())
 }

@@ -224,7 +224,7 @@ impl Worker {
     ) -> RuntimeResult<Option<Vec<Notice>>> {
         if let Some(s) = &self.session {
             if s.is_connected() {
-                if wanted_agent(options, &s.record().await) == self.session_mcp {
+                if s.with_record(|r| wanted_agent(options, r)).await == self.session_mcp {
                     return Ok(None);
                 }
                 tracing::info!("the task names other MCP servers or capabilities; reattaching");
@@ -268,7 +268,7 @@ impl Worker {
                 *locked(&self.shared.agent_pid) = Some(s.pid());
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
                 self.shared.write_lease(Some(s.pid()));
-                self.session_mcp = wanted_agent(options, &s.record().await);
+                self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await;
                 let notices = s.notices().to_vec();
                 self.session = Some(s);
                 Ok(Some(notices))

@@ -216,9 +216,12 @@ impl Session {
     /// whether the config option route was used.
     pub async fn set_model(&mut self, model_id: &str) -> RuntimeResult<(Vec<Value>, bool)> {
         self.ensure_connected()?;
-        let record = self.record().await;
-        let route = model_route(&record.acpx.config_options, self.models.as_ref());
-        let acp = record.acp_session_id.clone();
+        let (route, acp) = self
+            .with_record(|r| {
+                let route = model_route(&r.acpx.config_options, self.models.as_ref());
+                (route, r.acp_session_id.clone())
+            })
+            .await;
         let controls = self.controls(&acp);
         let options = apply_model(&controls, &route, model_id).await?;
         Ok((options, matches!(route, ModelRoute::ConfigOption(_))))

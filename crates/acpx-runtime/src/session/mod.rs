@@ -188,9 +188,20 @@ impl Session {
             .unwrap_or_else(|| unreachable!("a Session always has its recorder"))
     }
 
+    /// Runs `f` on the current snapshot without copying it: [`Session::record`] copies the
+    /// whole thread, megabytes on a long session, which a caller that needs one field should
+    /// not pay for (docs/BENCHMARKS.md § Turn size and session size).
+    pub async fn with_record<T>(&self, f: impl FnOnce(&SessionRecord) -> T) -> T {
+        let guard = self.core.recorder.lock().await;
+        let Some(recorder) = guard.as_ref() else {
+            unreachable!("a Session always has its recorder")
+        };
+        f(recorder.snapshot())
+    }
+
     /// The ACP session id in use.
     pub async fn acp_session_id(&self) -> String {
-        self.record().await.acp_session_id
+        self.with_record(|r| r.acp_session_id.clone()).await
     }
 
     /// The agent's `initialize` answer.
