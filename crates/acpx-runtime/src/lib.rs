@@ -43,6 +43,7 @@
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`], [`ops::ensure`], [`ops::local`] (a turn or control in this process, with Ctrl-C and remote cancel) |
+//! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
 //! | [`agents`] | the agent registry: built-in names → command lines |
 //! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
@@ -124,6 +125,7 @@ mod client_ops;
 mod core;
 pub mod error;
 pub(crate) mod flow;
+pub mod live;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
