@@ -1,7 +1,11 @@
-//! Turning records, summaries and events into JSON objects and readable text.
+//! Turning records, summaries and events into JSON objects (their readable text is
+//! `acpx_runtime::transcript`'s).
 
-use acpx_model::{EventEnvelope, SessionRecord, SessionSummary};
+use acpx_model::{SessionRecord, SessionSummary};
 use serde_json::{json, Map, Value};
+
+/// The readable text of records and events is `acpx_runtime::transcript`'s.
+pub use acpx_runtime::transcript::{clip, event_line};
 
 /// `{"action": <action>}` followed by `fields`, as one object (action first).
 pub fn action(action: &str, fields: Map<String, Value>) -> Value {
@@ -97,88 +101,6 @@ pub fn record_show_json(r: &SessionRecord) -> Value {
         }
     }
     Value::Object(m)
-}
-
-/// `s` cut to `max` characters, with `…` when cut, on one line.
-pub fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let mut t: String = one_line.chars().take(max).collect();
-        t.push('…');
-        t
-    }
-}
-
-/// One short line describing an event (the `sessions events` text format).
-pub fn event_line(e: &EventEnvelope) -> String {
-    let ts = e.timestamp.to_rfc3339();
-    let req = e
-        .request_id
-        .as_deref()
-        .map(|r| format!(" [{}]", clip(r, 12)))
-        .unwrap_or_default();
-    format!(
-        "#{} {ts} {}/{} {}{req} {}",
-        e.seq,
-        e.stream,
-        e.source,
-        e.event_type,
-        event_detail(e)
-    )
-}
-
-/// The interesting part of an event's payload, short.
-pub fn event_detail(e: &EventEnvelope) -> String {
-    let p = &e.payload;
-    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    match e.event_type.as_str() {
-        "session_update" => {
-            let u = p.get("update").cloned().unwrap_or(Value::Null);
-            let kind = u
-                .get("sessionUpdate")
-                .and_then(Value::as_str)
-                .unwrap_or("?");
-            let text = u
-                .get("content")
-                .and_then(|c| c.get("text"))
-                .and_then(Value::as_str)
-                .map(|t| format!(" {:?}", clip(t, 60)));
-            let title = u
-                .get("title")
-                .and_then(Value::as_str)
-                .map(|t| format!(" {:?}", clip(t, 60)));
-            let status = u
-                .get("status")
-                .and_then(Value::as_str)
-                .map(|t| format!(" ({t})"));
-            format!(
-                "{kind}{}{}",
-                text.or(title).unwrap_or_default(),
-                status.unwrap_or_default()
-            )
-        }
-        "prompt_started" => format!("{:?}", clip(&s("message_preview"), 60)),
-        "prompt_done" => format!("stopReason={}", s("stopReason")),
-        "prompt_error" => format!("{}: {}", s("code"), clip(&s("message"), 80)),
-        "client_operation" => format!(
-            "{} {} {}",
-            s("method"),
-            s("status"),
-            clip(&s("summary"), 60)
-        ),
-        "control_started" | "control_done" | "control_error" => s("action"),
-        "lifecycle_event" | "queue_event" => {
-            let reason = s("reason");
-            if reason.is_empty() {
-                s("phase")
-            } else {
-                format!("{} ({})", s("phase"), clip(&reason, 60))
-            }
-        }
-        _ => clip(&p.to_string(), 80),
-    }
 }
 
 #[cfg(test)]

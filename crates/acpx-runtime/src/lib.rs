@@ -49,7 +49,7 @@
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
 //! | [`private_socket`] | where a control socket lives when its natural path is too long |
-//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export) |
+//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`) |
 //!
 //! ## What a session records
 //!

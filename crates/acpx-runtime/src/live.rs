@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use acpx_model::{EventEnvelope, EventType};
 use serde_json::Value;
 
+use crate::transcript::clip;
+
 /// How a turn is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LiveFormat {
@@ -106,18 +108,6 @@ pub struct LiveRenderer {
     done: bool,
     /// The turn ended with `prompt_error`: a `prompt_started` after it is a retry.
     failed: bool,
-}
-
-/// `s` on one line, cut to `max` characters (with `…`).
-fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let mut t: String = one_line.chars().take(max).collect();
-        t.push('…');
-        t
-    }
 }
 
 fn field(v: &Value, k: &str) -> String {

@@ -1,6 +1,7 @@
 //! A session's conversation as readable text: the plain transcript of `sessions history` /
-//! `sessions read` and the Markdown export. Pure functions of the record, so every front end
-//! shows the same thing.
+//! `sessions read`, the Markdown export, and one short line per event ([`event_line`], the
+//! `sessions events` text). Pure functions of the record, so every front end shows the same
+//! thing.
 //!
 //! Tool calls show their ACP kind and status, the diffs of the files they wrote (a line diff
 //! of the changed region) and the output of the terminals they ran, as kept in the thread
@@ -8,8 +9,8 @@
 //! thread cut says so.
 
 use acpx_model::{
-    AgentContent, AgentMessage, Message, ResultContent, SessionRecord, ToolResult, ToolUse,
-    UserContent,
+    AgentContent, AgentMessage, EventEnvelope, Message, ResultContent, SessionRecord, ToolResult,
+    ToolUse, UserContent,
 };
 use serde_json::Value;
 
@@ -62,7 +63,7 @@ fn result_text(content: &[ResultContent]) -> String {
 }
 
 /// `s` on one line, cut to `max` characters with `…`.
-fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ");
     if one_line.chars().count() <= max {
         one_line
@@ -398,6 +399,76 @@ pub fn markdown(r: &SessionRecord) -> String {
     s
 }
 
+/// One short line describing an event (the `sessions events` text format).
+pub fn event_line(e: &EventEnvelope) -> String {
+    let ts = e.timestamp.to_rfc3339();
+    let req = e
+        .request_id
+        .as_deref()
+        .map(|r| format!(" [{}]", clip(r, 12)))
+        .unwrap_or_default();
+    format!(
+        "#{} {ts} {}/{} {}{req} {}",
+        e.seq,
+        e.stream,
+        e.source,
+        e.event_type,
+        event_detail(e)
+    )
+}
+
+/// The interesting part of an event's payload, short.
+pub fn event_detail(e: &EventEnvelope) -> String {
+    let p = &e.payload;
+    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    match e.event_type.as_str() {
+        "session_update" => {
+            let u = p.get("update").cloned().unwrap_or(Value::Null);
+            let kind = u
+                .get("sessionUpdate")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            let text = u
+                .get("content")
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let title = u
+                .get("title")
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let status = u
+                .get("status")
+                .and_then(Value::as_str)
+                .map(|t| format!(" ({t})"));
+            format!(
+                "{kind}{}{}",
+                text.or(title).unwrap_or_default(),
+                status.unwrap_or_default()
+            )
+        }
+        "prompt_started" => format!("{:?}", clip(&s("message_preview"), 60)),
+        "prompt_done" => format!("stopReason={}", s("stopReason")),
+        "prompt_error" => format!("{}: {}", s("code"), clip(&s("message"), 80)),
+        "client_operation" => format!(
+            "{} {} {}",
+            s("method"),
+            s("status"),
+            clip(&s("summary"), 60)
+        ),
+        "control_started" | "control_done" | "control_error" => s("action"),
+        "lifecycle_event" | "queue_event" => {
+            let reason = s("reason");
+            if reason.is_empty() {
+                s("phase")
+            } else {
+                format!("{} ({})", s("phase"), clip(&reason, 60))
+            }
+        }
+        _ => clip(&p.to_string(), 80),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,5 +579,11 @@ mod tests {
         assert!(md.contains("-b\n+B\n```"), "{md}");
         assert!(md.contains("Terminal `term-1` (exit code 0):\n\n```console\nline 1\n"));
         assert_eq!(fence("a ```` b"), "`````");
+    }
+
+    #[test]
+    fn clip_cuts_on_characters() {
+        assert_eq!(clip("héllo wörld", 5), "héllo…");
+        assert_eq!(clip("a\nb", 5), "a b");
     }
 }
