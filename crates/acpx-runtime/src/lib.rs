@@ -44,6 +44,7 @@
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`], [`ops::ensure`], [`ops::local`] (a turn or control in this process, with Ctrl-C and remote cancel) |
 //! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
+//! | [`record_json`] | the JSON objects that name and describe a session (identity triple, listed session, record without its conversation) |
 //! | [`config_file`] | the global and project config files, read and checked; [`durations`]: seconds from a user, bounded |
 //! | [`agents`] | the agent registry: built-in names → command lines |
 //! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
@@ -135,6 +136,7 @@ pub mod ops;
 pub mod owner;
 pub mod permission_rules;
 pub mod private_socket;
+pub mod record_json;
 pub mod recorder;
 pub mod runs;
 pub mod session;
