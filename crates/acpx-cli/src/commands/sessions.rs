@@ -423,18 +423,12 @@ async fn follow(ctx: &Ctx, r: &SessionRecord, query: &EventQuery) -> CliResult<(
     Ok(())
 }
 
-/// Parses `--before`: RFC 3339, or a date (midnight UTC).
+/// Parses `--before` ([`prune::parse_cutoff`]).
 fn parse_date(s: &str) -> CliResult<Timestamp> {
-    if let Ok(t) = Timestamp::parse(s) {
-        return Ok(t);
-    }
-    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        if let Some(dt) = d.and_hms_opt(0, 0, 0) {
-            return Ok(Timestamp::from_datetime(dt.and_utc()));
-        }
-    }
-    Err(CliError::usage(format!("--before {s:?} is not a date"))
-        .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z"))
+    prune::parse_cutoff(s).ok_or_else(|| {
+        CliError::usage(format!("--before {s:?} is not a date"))
+            .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z")
+    })
 }
 
 /// `sessions prune`: deletes closed sessions older than the cutoff ([`prune::prune`]).
