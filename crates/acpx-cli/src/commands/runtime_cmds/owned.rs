@@ -2,14 +2,12 @@
 //! finds or starts the owner, sends the request and renders the answer with the same
 //! renderers and exit codes as the one-process path.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
 
 use acpx_model::RecordId;
-use acpx_runtime::owner::lease::{self, LeasePaths};
+use acpx_runtime::owner::lease;
 use acpx_runtime::owner::protocol::{OwnerStatus, Request, TaskOptions, WireError};
 use acpx_runtime::owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
@@ -57,13 +55,7 @@ pub(super) fn wire_error(e: WireError) -> CliError {
 /// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
 /// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
 fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
-    let paths = LeasePaths::new(&ctx.home, id);
-    lease::prepare_dirs(&paths)?;
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(lease::owners_dir(&ctx.home).join(format!("{id}.log")))?;
+    let log = lease::open_log(&ctx.home, id)?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--home")
