@@ -1,7 +1,7 @@
 //! A session's conversation as readable text: the plain transcript of `sessions history` /
-//! `sessions read`, the Markdown export, and one short line per event ([`event_line`], the
-//! `sessions events` text). Pure functions of the record, so every front end shows the same
-//! thing.
+//! `sessions read`, the Markdown export, a record's facts ([`record_facts`], `sessions
+//! show`) and one short line per event ([`event_line`], the `sessions events` text). Pure
+//! functions of the record, so every front end shows the same thing.
 //!
 //! Tool calls show their ACP kind and status, the diffs of the files they wrote (a line diff
 //! of the changed region) and the output of the terminals they ran, as kept in the thread
@@ -15,6 +15,7 @@ use acpx_model::{
 use serde_json::Value;
 
 use crate::mapping::tool_content::{DIFFS_KEY, TERMINALS_KEY};
+use crate::runs::Probe;
 
 /// Lines of a terminal's output shown by the short transcript (the full one shows all).
 const SHORT_TERMINAL_LINES: usize = 5;
@@ -399,6 +400,75 @@ pub fn markdown(r: &SessionRecord) -> String {
     s
 }
 
+/// A record's facts as labelled values, in the order `acpx sessions show` lists them: its
+/// ids, agent, directory, name and title, times, state (closed, or open with `run`, what
+/// [`crate::runs::probe`] found), messages, mode, last turn and event log.
+pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
+    let mut l = vec![
+        ("record id", r.acpx_record_id.to_string()),
+        ("ACP session id", r.acp_session_id.clone()),
+    ];
+    if let Some(a) = &r.agent_session_id {
+        l.push(("agent session id", a.clone()));
+    }
+    l.push(("agent", r.agent_command.clone()));
+    l.push(("directory", r.cwd.clone()));
+    if let Some(n) = &r.name {
+        l.push(("name", n.clone()));
+    }
+    if !r.thread.title.is_empty() {
+        l.push(("title", r.thread.title.clone()));
+    }
+    l.push(("created", r.created_at.to_string()));
+    l.push(("last used", r.last_used_at.to_string()));
+    if let Some(t) = r.last_prompt_at {
+        l.push(("last prompt", t.to_string()));
+    }
+    let state = match (r.closed, run) {
+        (true, _) => format!(
+            "closed {}",
+            r.closed_at.map(|t| t.to_string()).unwrap_or_default()
+        ),
+        (false, Probe::Running(Some(i))) => format!("open, prompt running (pid {})", i.pid),
+        (false, Probe::Running(None)) => "open, prompt running".to_owned(),
+        (false, Probe::Dead(_)) => "open, its last prompt process died mid-turn".to_owned(),
+        (false, Probe::Idle) => "open".to_owned(),
+    };
+    l.push(("state", state));
+    l.push(("messages", r.thread.messages.len().to_string()));
+    if let Some(m) = &r.acpx.current_mode_id {
+        l.push(("mode", m.clone()));
+    }
+    if let Some(t) = &r.acpx.last_turn {
+        let mut s = format!("{} at {}", t.outcome, t.started_at);
+        if let Some(sr) = &t.stop_reason {
+            s.push_str(&format!(", stopReason {sr}"));
+        }
+        if let Some(e) = &t.error {
+            s.push_str(&format!(", {}: {}", e.code, e.message));
+        }
+        l.push(("last turn", s));
+    }
+    let el = &r.acpx.event_log;
+    l.push((
+        "event log",
+        format!(
+            "{} events, {} segment(s){}",
+            el.last_seq,
+            el.segment_count,
+            if el.active_path.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", el.active_path)
+            }
+        ),
+    ));
+    if let Some(e) = &el.last_write_error {
+        l.push(("last write error", e.clone()));
+    }
+    l
+}
+
 /// One short line describing an event (the `sessions events` text format).
 pub fn event_line(e: &EventEnvelope) -> String {
     let ts = e.timestamp.to_rfc3339();
@@ -585,5 +655,19 @@ mod tests {
     fn clip_cuts_on_characters() {
         assert_eq!(clip("héllo wörld", 5), "héllo…");
         assert_eq!(clip("a\nb", 5), "a b");
+    }
+
+    #[test]
+    fn record_facts_say_ids_state_and_messages() {
+        let r = record_with_tools();
+        let facts = record_facts(&r, &Probe::Idle);
+        let get = |k: &str| facts.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone());
+        assert_eq!(facts[0], ("record id", "rec-1".to_owned()));
+        assert_eq!(get("ACP session id").as_deref(), Some("acp"));
+        assert_eq!(get("agent session id"), None);
+        assert_eq!(get("state").as_deref(), Some("open"));
+        assert_eq!(get("messages"), Some(r.thread.messages.len().to_string()));
+        let running = record_facts(&r, &Probe::Running(None));
+        assert!(running.contains(&("state", "open, prompt running".to_owned())));
     }
 }
