@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::Store;
-use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
+use acpx_runtime::mcp_servers::{read_mcp_servers_file, McpServers};
 use acpx_runtime::permission_rules::PermissionRules;
 use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
@@ -82,32 +82,20 @@ pub struct Ctx {
 /// Reads an `--mcp-config` file: `{"mcpServers": {...}}` or ACP's array. A bad file is a
 /// usage error naming the file and the field.
 pub fn read_mcp_config(path: &Path) -> CliResult<McpServers> {
-    let bad = |m: String| {
-        CliError::usage(format!("--mcp-config {}: {m}", path.display()))
+    read_mcp_servers_file(path).map_err(|e| {
+        CliError::usage(format!("--mcp-config {}: {e}", path.display()))
             .with_detail("MCP_CONFIG_INVALID")
             .with_hint("expected {\"mcpServers\": {\"<name>\": {\"command\", \"args\", \"env\"}}} or ACP's array of servers")
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
-    parse_mcp_servers(&value).map_err(|e| bad(e.0))
+    })
 }
 
 /// `--permission-policy`: the rules as JSON text (starting with `{`) or a file holding them.
 /// Anything wrong is a usage error naming the problem.
 pub fn read_permission_policy(arg: &str) -> CliResult<PermissionRules> {
-    let bad = |m: String| {
+    PermissionRules::from_arg(arg).map_err(|m| {
         CliError::usage(format!("--permission-policy: {m}"))
             .with_detail("PERMISSION_POLICY_INVALID")
-    };
-    let text = if arg.trim_start().starts_with('{') {
-        arg.to_owned()
-    } else {
-        std::fs::read_to_string(arg).map_err(|e| bad(format!("cannot read {arg}: {e}")))?
-    };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
-    PermissionRules::from_json(&value).map_err(bad)
+    })
 }
 
 /// `~/.acpx`, from `$HOME`.

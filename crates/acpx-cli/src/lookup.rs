@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-pub use acpx_runtime::ops::lookup::{find_in_scope, load_in_scope, resolve_id, walk_dirs};
+pub use acpx_runtime::ops::lookup::{find_in_scope, load_in_scope, resolve_id_or_name, walk_dirs};
 
 use crate::error::CliError;
 

@@ -13,7 +13,7 @@ mod commands;
 mod config;
 mod context;
 mod diagnostics;
-mod durations;
+use acpx_runtime::durations;
 mod error;
 mod grammar;
 mod live;

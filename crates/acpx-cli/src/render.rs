@@ -1,7 +1,12 @@
-//! Turning records, summaries and events into JSON objects and readable text.
+//! Turning records, summaries and events into JSON objects (their shapes are
+//! `acpx_runtime::record_json`'s, their readable text `acpx_runtime::transcript`'s).
 
-use acpx_model::{EventEnvelope, SessionRecord, SessionSummary};
 use serde_json::{json, Map, Value};
+
+/// The JSON shapes of records and summaries are `acpx_runtime::record_json`'s.
+pub use acpx_runtime::record_json::{identity, record_identity, record_show_json, summary_json};
+/// The readable text of records and events is `acpx_runtime::transcript`'s.
+pub use acpx_runtime::transcript::{clip, event_line};
 
 /// `{"action": <action>}` followed by `fields`, as one object (action first).
 pub fn action(action: &str, fields: Map<String, Value>) -> Value {
@@ -9,176 +14,6 @@ pub fn action(action: &str, fields: Map<String, Value>) -> Value {
     m.insert("action".into(), json!(action));
     m.extend(fields);
     Value::Object(m)
-}
-
-/// The identity triple (`docs/format.md`, "Identity"): `acpxRecordId`, `acpxSessionId` (the ACP session id), and
-/// `agentSessionId` only when known.
-pub fn identity(
-    record_id: &str,
-    acp_session_id: &str,
-    agent_session_id: Option<&str>,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("acpxRecordId".into(), json!(record_id));
-    m.insert("acpxSessionId".into(), json!(acp_session_id));
-    if let Some(a) = agent_session_id.filter(|a| !a.is_empty()) {
-        m.insert("agentSessionId".into(), json!(a));
-    }
-    m
-}
-
-/// The identity of a record.
-pub fn record_identity(r: &SessionRecord) -> Map<String, Value> {
-    identity(
-        r.acpx_record_id.as_str(),
-        &r.acp_session_id,
-        r.agent_session_id.as_deref(),
-    )
-}
-
-fn put_opt<T: serde::Serialize>(m: &mut Map<String, Value>, key: &str, v: Option<T>) {
-    if let Some(v) = v {
-        m.insert(key.into(), json!(v));
-    }
-}
-
-/// A listed session, with the canonical identity names and no null placeholders.
-pub fn summary_json(s: &SessionSummary) -> Value {
-    let mut m = identity(
-        s.acpx_record_id.as_str(),
-        &s.acp_session_id,
-        s.agent_session_id.as_deref(),
-    );
-    m.insert("agentCommand".into(), json!(s.agent_command));
-    m.insert("cwd".into(), json!(s.cwd));
-    put_opt(&mut m, "name", s.name.as_ref());
-    put_opt(&mut m, "title", s.title.as_ref());
-    m.insert("createdAt".into(), json!(s.created_at));
-    m.insert("lastUsedAt".into(), json!(s.last_used_at));
-    m.insert("closed".into(), json!(s.closed));
-    put_opt(&mut m, "closedAt", s.closed_at);
-    put_opt(&mut m, "lastPromptAt", s.last_prompt_at);
-    m.insert("messageCount".into(), json!(s.message_count));
-    Value::Object(m)
-}
-
-/// A record for `sessions show`: the stored document with the canonical identity names, the
-/// conversation replaced by its size (use `sessions history` or `export` for it).
-pub fn record_show_json(r: &SessionRecord) -> Value {
-    let mut m = record_identity(r);
-    let Ok(Value::Object(doc)) = serde_json::to_value(r) else {
-        return Value::Object(m);
-    };
-    for (k, v) in doc {
-        match k.as_str() {
-            "acpxRecordId" | "acpSessionId" | "agentSessionId" => {}
-            "thread" => {
-                let mut t = Map::new();
-                t.insert(
-                    "title".into(),
-                    v.get("title").cloned().unwrap_or(Value::Null),
-                );
-                t.insert("messageCount".into(), json!(r.thread.messages.len()));
-                t.insert(
-                    "updated_at".into(),
-                    v.get("updated_at").cloned().unwrap_or(Value::Null),
-                );
-                t.insert(
-                    "cumulative_token_usage".into(),
-                    v.get("cumulative_token_usage")
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                );
-                m.insert("thread".into(), Value::Object(t));
-            }
-            _ => {
-                m.insert(k, v);
-            }
-        }
-    }
-    Value::Object(m)
-}
-
-/// `s` cut to `max` characters, with `…` when cut, on one line.
-pub fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    if one_line.chars().count() <= max {
-        one_line
-    } else {
-        let mut t: String = one_line.chars().take(max).collect();
-        t.push('…');
-        t
-    }
-}
-
-/// One short line describing an event (the `sessions events` text format).
-pub fn event_line(e: &EventEnvelope) -> String {
-    let ts = e.timestamp.to_rfc3339();
-    let req = e
-        .request_id
-        .as_deref()
-        .map(|r| format!(" [{}]", clip(r, 12)))
-        .unwrap_or_default();
-    format!(
-        "#{} {ts} {}/{} {}{req} {}",
-        e.seq,
-        e.stream,
-        e.source,
-        e.event_type,
-        event_detail(e)
-    )
-}
-
-/// The interesting part of an event's payload, short.
-pub fn event_detail(e: &EventEnvelope) -> String {
-    let p = &e.payload;
-    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-    match e.event_type.as_str() {
-        "session_update" => {
-            let u = p.get("update").cloned().unwrap_or(Value::Null);
-            let kind = u
-                .get("sessionUpdate")
-                .and_then(Value::as_str)
-                .unwrap_or("?");
-            let text = u
-                .get("content")
-                .and_then(|c| c.get("text"))
-                .and_then(Value::as_str)
-                .map(|t| format!(" {:?}", clip(t, 60)));
-            let title = u
-                .get("title")
-                .and_then(Value::as_str)
-                .map(|t| format!(" {:?}", clip(t, 60)));
-            let status = u
-                .get("status")
-                .and_then(Value::as_str)
-                .map(|t| format!(" ({t})"));
-            format!(
-                "{kind}{}{}",
-                text.or(title).unwrap_or_default(),
-                status.unwrap_or_default()
-            )
-        }
-        "prompt_started" => format!("{:?}", clip(&s("message_preview"), 60)),
-        "prompt_done" => format!("stopReason={}", s("stopReason")),
-        "prompt_error" => format!("{}: {}", s("code"), clip(&s("message"), 80)),
-        "client_operation" => format!(
-            "{} {} {}",
-            s("method"),
-            s("status"),
-            clip(&s("summary"), 60)
-        ),
-        "control_started" | "control_done" | "control_error" => s("action"),
-        "lifecycle_event" | "queue_event" => {
-            let reason = s("reason");
-            if reason.is_empty() {
-                s("phase")
-            } else {
-                format!("{} ({})", s("phase"), clip(&reason, 60))
-            }
-        }
-        _ => clip(&p.to_string(), 80),
-    }
 }
 
 #[cfg(test)]

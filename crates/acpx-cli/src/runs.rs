@@ -3,7 +3,7 @@
 //! [`crate::error`]).
 
 pub use acpx_runtime::runs::{
-    cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe, RunInfo,
+    cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe,
 };
 
 use std::path::Path;

@@ -43,12 +43,15 @@
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
 //! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`], [`ops::ensure`], [`ops::local`] (a turn or control in this process, with Ctrl-C and remote cancel) |
+//! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
+//! | [`record_json`] | the JSON objects that name and describe a session (identity triple, listed session, record without its conversation) |
+//! | [`config_file`] | the global and project config files, read and checked; [`durations`]: seconds from a user, bounded |
 //! | [`agents`] | the agent registry: built-in names → command lines |
 //! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
 //! | [`private_socket`] | where a control socket lives when its natural path is too long |
-//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export) |
+//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`) |
 //!
 //! ## What a session records
 //!
@@ -121,15 +124,19 @@
 mod agent;
 pub mod agents;
 mod client_ops;
+pub mod config_file;
 mod core;
+pub mod durations;
 pub mod error;
 pub(crate) mod flow;
+pub mod live;
 pub mod mapping;
 pub mod mcp_servers;
 pub mod ops;
 pub mod owner;
 pub mod permission_rules;
 pub mod private_socket;
+pub mod record_json;
 pub mod recorder;
 pub mod runs;
 pub mod session;

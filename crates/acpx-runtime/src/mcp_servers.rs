@@ -79,6 +79,16 @@ impl McpServers {
     }
 }
 
+/// Reads a file of MCP servers (acpx's `--mcp-config`) in either accepted shape; the error
+/// says whether the file could not be read, is not JSON, or which entry is wrong.
+pub fn read_mcp_servers_file(path: &std::path::Path) -> Result<McpServers, McpConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| McpConfigError(format!("cannot read it: {e}")))?;
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| McpConfigError(format!("invalid JSON: {e}")))?;
+    parse_mcp_servers(&value)
+}
+
 /// Validates MCP servers in either accepted shape (see the module docs) and returns them in
 /// ACP's array form.
 pub fn parse_mcp_servers(value: &Value) -> Result<McpServers, McpConfigError> {
@@ -293,6 +303,20 @@ fn acp_entry(entry: &Value, at: &str) -> Result<Value, McpConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_read_in_either_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mcp.json");
+        std::fs::write(&file, r#"{"mcpServers": {"fs": {"command": "npx"}}}"#).unwrap();
+        let servers = read_mcp_servers_file(&file).unwrap();
+        assert_eq!(servers.as_slice()[0]["name"], "fs");
+        let e = read_mcp_servers_file(&dir.path().join("missing.json")).unwrap_err();
+        assert!(e.0.starts_with("cannot read it: "), "{e}");
+        std::fs::write(&file, "{").unwrap();
+        let e = read_mcp_servers_file(&file).unwrap_err();
+        assert!(e.0.starts_with("invalid JSON: "), "{e}");
+    }
 
     #[test]
     fn the_common_file_shape_becomes_acp_form() {

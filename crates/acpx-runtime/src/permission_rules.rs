@@ -48,6 +48,18 @@ pub struct PermissionRules {
 }
 
 impl PermissionRules {
+    /// Reads the rules from acpx's `--permission-policy` argument: the JSON text itself when
+    /// it starts with `{`, else the path of a file holding it. The error says what is wrong.
+    pub fn from_arg(arg: &str) -> Result<PermissionRules, String> {
+        let text = if arg.trim_start().starts_with('{') {
+            arg.to_owned()
+        } else {
+            std::fs::read_to_string(arg).map_err(|e| format!("cannot read {arg}: {e}"))?
+        };
+        let value: Value = serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?;
+        PermissionRules::from_json(&value)
+    }
+
     /// Reads the rules from their JSON form; the error says what is wrong.
     pub fn from_json(v: &Value) -> Result<PermissionRules, String> {
         if !v.is_object() {
@@ -99,6 +111,21 @@ mod tests {
 
     fn rules(v: Value) -> PermissionRules {
         PermissionRules::from_json(&v).unwrap()
+    }
+
+    #[test]
+    fn the_argument_is_json_text_or_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("policy.json");
+        std::fs::write(&file, r#"{"autoDeny": ["rm"]}"#).unwrap();
+        let from_file = PermissionRules::from_arg(file.to_str().unwrap()).unwrap();
+        let inline = PermissionRules::from_arg(r#" {"autoDeny": ["rm"]}"#).unwrap();
+        assert_eq!(from_file, inline);
+        let missing = dir.path().join("missing.json");
+        let e = PermissionRules::from_arg(missing.to_str().unwrap()).unwrap_err();
+        assert!(e.starts_with("cannot read "), "{e}");
+        let e = PermissionRules::from_arg("{autoDeny").unwrap_err();
+        assert!(e.starts_with("invalid JSON: "), "{e}");
     }
 
     #[test]

@@ -365,6 +365,14 @@ pub enum LocalTurn {
     Idle,
 }
 
+/// Whether session `id` is in use by a process of this home: a queue owner holds its lease
+/// ([`crate::owner::lease::is_alive`]) or a one-process prompt holds its run lock
+/// ([`probe`]). What must not be repaired or rewritten under that process.
+pub fn in_use(home: &Path, id: &RecordId) -> RunsResult<bool> {
+    let owned = crate::owner::lease::is_alive(&crate::owner::lease::LeasePaths::new(home, id));
+    Ok(owned || matches!(probe(home, id)?, Probe::Running(_)))
+}
+
 /// The state of `record`'s last turn under `home` (see [`LocalTurn`]).
 pub fn local_turn(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<LocalTurn> {
     Ok(match probe(home, &record.acpx_record_id)? {

@@ -1,6 +1,7 @@
 //! A session's conversation as readable text: the plain transcript of `sessions history` /
-//! `sessions read` and the Markdown export. Pure functions of the record, so every front end
-//! shows the same thing.
+//! `sessions read`, the Markdown export, a record's facts ([`record_facts`], `sessions
+//! show`) and one short line per event ([`event_line`], the `sessions events` text). Pure
+//! functions of the record, so every front end shows the same thing.
 //!
 //! Tool calls show their ACP kind and status, the diffs of the files they wrote (a line diff
 //! of the changed region) and the output of the terminals they ran, as kept in the thread
@@ -8,12 +9,13 @@
 //! thread cut says so.
 
 use acpx_model::{
-    AgentContent, AgentMessage, Message, ResultContent, SessionRecord, ToolResult, ToolUse,
-    UserContent,
+    AgentContent, AgentMessage, EventEnvelope, Message, ResultContent, SessionRecord, ToolResult,
+    ToolUse, UserContent,
 };
 use serde_json::Value;
 
 use crate::mapping::tool_content::{DIFFS_KEY, TERMINALS_KEY};
+use crate::runs::Probe;
 
 /// Lines of a terminal's output shown by the short transcript (the full one shows all).
 const SHORT_TERMINAL_LINES: usize = 5;
@@ -62,7 +64,7 @@ fn result_text(content: &[ResultContent]) -> String {
 }
 
 /// `s` on one line, cut to `max` characters with `…`.
-fn clip(s: &str, max: usize) -> String {
+pub fn clip(s: &str, max: usize) -> String {
     let one_line = s.replace('\n', " ");
     if one_line.chars().count() <= max {
         one_line
@@ -398,6 +400,145 @@ pub fn markdown(r: &SessionRecord) -> String {
     s
 }
 
+/// A record's facts as labelled values, in the order `acpx sessions show` lists them: its
+/// ids, agent, directory, name and title, times, state (closed, or open with `run`, what
+/// [`crate::runs::probe`] found), messages, mode, last turn and event log.
+pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
+    let mut l = vec![
+        ("record id", r.acpx_record_id.to_string()),
+        ("ACP session id", r.acp_session_id.clone()),
+    ];
+    if let Some(a) = &r.agent_session_id {
+        l.push(("agent session id", a.clone()));
+    }
+    l.push(("agent", r.agent_command.clone()));
+    l.push(("directory", r.cwd.clone()));
+    if let Some(n) = &r.name {
+        l.push(("name", n.clone()));
+    }
+    if !r.thread.title.is_empty() {
+        l.push(("title", r.thread.title.clone()));
+    }
+    l.push(("created", r.created_at.to_string()));
+    l.push(("last used", r.last_used_at.to_string()));
+    if let Some(t) = r.last_prompt_at {
+        l.push(("last prompt", t.to_string()));
+    }
+    let state = match (r.closed, run) {
+        (true, _) => format!(
+            "closed {}",
+            r.closed_at.map(|t| t.to_string()).unwrap_or_default()
+        ),
+        (false, Probe::Running(Some(i))) => format!("open, prompt running (pid {})", i.pid),
+        (false, Probe::Running(None)) => "open, prompt running".to_owned(),
+        (false, Probe::Dead(_)) => "open, its last prompt process died mid-turn".to_owned(),
+        (false, Probe::Idle) => "open".to_owned(),
+    };
+    l.push(("state", state));
+    l.push(("messages", r.thread.messages.len().to_string()));
+    if let Some(m) = &r.acpx.current_mode_id {
+        l.push(("mode", m.clone()));
+    }
+    if let Some(t) = &r.acpx.last_turn {
+        let mut s = format!("{} at {}", t.outcome, t.started_at);
+        if let Some(sr) = &t.stop_reason {
+            s.push_str(&format!(", stopReason {sr}"));
+        }
+        if let Some(e) = &t.error {
+            s.push_str(&format!(", {}: {}", e.code, e.message));
+        }
+        l.push(("last turn", s));
+    }
+    let el = &r.acpx.event_log;
+    l.push((
+        "event log",
+        format!(
+            "{} events, {} segment(s){}",
+            el.last_seq,
+            el.segment_count,
+            if el.active_path.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", el.active_path)
+            }
+        ),
+    ));
+    if let Some(e) = &el.last_write_error {
+        l.push(("last write error", e.clone()));
+    }
+    l
+}
+
+/// One short line describing an event (the `sessions events` text format).
+pub fn event_line(e: &EventEnvelope) -> String {
+    let ts = e.timestamp.to_rfc3339();
+    let req = e
+        .request_id
+        .as_deref()
+        .map(|r| format!(" [{}]", clip(r, 12)))
+        .unwrap_or_default();
+    format!(
+        "#{} {ts} {}/{} {}{req} {}",
+        e.seq,
+        e.stream,
+        e.source,
+        e.event_type,
+        event_detail(e)
+    )
+}
+
+/// The interesting part of an event's payload, short.
+pub fn event_detail(e: &EventEnvelope) -> String {
+    let p = &e.payload;
+    let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    match e.event_type.as_str() {
+        "session_update" => {
+            let u = p.get("update").cloned().unwrap_or(Value::Null);
+            let kind = u
+                .get("sessionUpdate")
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            let text = u
+                .get("content")
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let title = u
+                .get("title")
+                .and_then(Value::as_str)
+                .map(|t| format!(" {:?}", clip(t, 60)));
+            let status = u
+                .get("status")
+                .and_then(Value::as_str)
+                .map(|t| format!(" ({t})"));
+            format!(
+                "{kind}{}{}",
+                text.or(title).unwrap_or_default(),
+                status.unwrap_or_default()
+            )
+        }
+        "prompt_started" => format!("{:?}", clip(&s("message_preview"), 60)),
+        "prompt_done" => format!("stopReason={}", s("stopReason")),
+        "prompt_error" => format!("{}: {}", s("code"), clip(&s("message"), 80)),
+        "client_operation" => format!(
+            "{} {} {}",
+            s("method"),
+            s("status"),
+            clip(&s("summary"), 60)
+        ),
+        "control_started" | "control_done" | "control_error" => s("action"),
+        "lifecycle_event" | "queue_event" => {
+            let reason = s("reason");
+            if reason.is_empty() {
+                s("phase")
+            } else {
+                format!("{} ({})", s("phase"), clip(&reason, 60))
+            }
+        }
+        _ => clip(&p.to_string(), 80),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,5 +649,25 @@ mod tests {
         assert!(md.contains("-b\n+B\n```"), "{md}");
         assert!(md.contains("Terminal `term-1` (exit code 0):\n\n```console\nline 1\n"));
         assert_eq!(fence("a ```` b"), "`````");
+    }
+
+    #[test]
+    fn clip_cuts_on_characters() {
+        assert_eq!(clip("héllo wörld", 5), "héllo…");
+        assert_eq!(clip("a\nb", 5), "a b");
+    }
+
+    #[test]
+    fn record_facts_say_ids_state_and_messages() {
+        let r = record_with_tools();
+        let facts = record_facts(&r, &Probe::Idle);
+        let get = |k: &str| facts.iter().find(|(l, _)| *l == k).map(|(_, v)| v.clone());
+        assert_eq!(facts[0], ("record id", "rec-1".to_owned()));
+        assert_eq!(get("ACP session id").as_deref(), Some("acp"));
+        assert_eq!(get("agent session id"), None);
+        assert_eq!(get("state").as_deref(), Some("open"));
+        assert_eq!(get("messages"), Some(r.thread.messages.len().to_string()));
+        let running = record_facts(&r, &Probe::Running(None));
+        assert!(running.contains(&("state", "open, prompt running".to_owned())));
     }
 }

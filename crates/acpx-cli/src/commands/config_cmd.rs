@@ -3,6 +3,8 @@
 
 use serde_json::{json, Map, Value};
 
+use acpx_runtime::config_file::TEMPLATE;
+
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render::action;
@@ -113,38 +115,6 @@ fn request_timeout(ctx: &Ctx) -> f64 {
             .as_secs_f64()
     })
 }
-
-/// What `config init` writes: every key at its default, explained by the "// key" entry
-/// before it (JSON has no comments; the loader skips keys that start with `//`).
-const TEMPLATE: &str = r#"{
-  "//": "acpx configuration, written by `acpx config init`. Keys starting with // are comments. A project's .acpxrc.json overrides this file; flags override both.",
-  "// defaultAgent": "the agent when none is named: a built-in name (`acpx config show` lists them) or one of `agents`",
-  "defaultAgent": "codex",
-  "// defaultPermissions": "approve-reads (reads and searches allowed, anything else asked on a terminal), approve-all or deny-all",
-  "defaultPermissions": "approve-reads",
-  "// nonInteractivePermissions": "when a question needs a terminal and there is none: deny (the turn goes on) or fail (exit 5)",
-  "nonInteractivePermissions": "deny",
-  "// format": "output format: text, json (one JSON value per line) or quiet (the reply only)",
-  "format": "text",
-  "// store": "storage backend: fs (files under the home) or sqlite (one database)",
-  "store": "fs",
-  "// timeout": "add \"timeout\": <seconds> to give up on a turn after that long (exit 3); no limit by default",
-  "// requestTimeout": "seconds every ACP request but the prompt may take before it is abandoned (default 120)",
-  "// ttl": "seconds the session's queue owner keeps its agent warm after the last task; 0 = until the session is closed",
-  "ttl": 300,
-  "// queueMaxDepth": "the most tasks waiting behind the running one in a session",
-  "queueMaxDepth": 16,
-  "// noOwner": "true: every command runs the agent in its own process (no queue owner)",
-  "noOwner": false,
-  "// resumePolicy": "when the agent cannot restore a session: allow-new (continue in a new ACP session, said on stderr) or same-session-only (fail)",
-  "resumePolicy": "allow-new",
-  "// authPolicy": "when the agent lists auth methods and no credential matches: skip (go on) or fail (exit 1)",
-  "authPolicy": "skip",
-  "// auth": "add \"auth\": {\"<auth method id>\": \"<credential>\"} to authenticate; ACPX_AUTH_<METHOD_ID> in the environment wins",
-  "// agents": "your own agents: \"name\": \"command line\" (or {\"command\": \"…\"}); they override built-in names",
-  "agents": {}
-}
-"#;
 
 /// `config init`.
 pub fn init(ctx: &Ctx, force: bool) -> CliResult<()> {

@@ -1,6 +1,6 @@
 //! `fsck [--repair]`: checks every stored session with [`acpx_runtime::ops::repair::fsck`]
-//! (see there for the checks and repairs) and renders its report. Sessions with a prompt
-//! running (this process's run locks, [`crate::runs`]) are skipped. On a terminal a progress
+//! (see there for the checks and repairs) and renders its report. Sessions in use (a queue
+//! owner or a one-process prompt, [`acpx_runtime::runs::in_use`]) are skipped. On a terminal a progress
 //! bar ([`crate::progress`]) counts the sessions on stderr.
 
 use acpx_runtime::ops::repair::{fsck_with_progress, FsckOptions};
@@ -11,7 +11,6 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render::action;
-use crate::runs::{self, Probe};
 
 /// `fsck`.
 pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
@@ -30,12 +29,7 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         options,
         // In use: a one-process prompt, or a queue owner (it saves its snapshot when due and
         // runs the agent the record names; `--repair` released the owners above).
-        |id| {
-            let owned = acpx_runtime::owner::lease::is_alive(
-                &acpx_runtime::owner::lease::LeasePaths::new(&ctx.home, id),
-            );
-            Ok::<_, CliError>(owned || matches!(runs::probe(&ctx.home, id)?, Probe::Running(_)))
-        },
+        |id| acpx_runtime::runs::in_use(&ctx.home, id).map_err(CliError::from),
         &bar,
     )
     .await?;

@@ -14,7 +14,7 @@ use acpx_model::SessionRecord;
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::lookup::{load_in_scope, no_session_error, resolve_id};
+use crate::lookup::{load_in_scope, no_session_error, resolve_id_or_name};
 
 /// Runs one command.
 pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
@@ -70,10 +70,7 @@ pub async fn select(ctx: &Ctx, target: &Target) -> CliResult<SessionRecord> {
         return select_in_scope(ctx, target.session.as_deref()).await;
     };
     let store = ctx.store().await?;
-    if let Some(r) = resolve_id(&*store, text).await? {
-        return Ok(r);
-    }
-    if let Some(r) = load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, Some(text)).await? {
+    if let Some(r) = resolve_id_or_name(&*store, text, &ctx.agent.command, &ctx.cwd).await? {
         return Ok(r);
     }
     Err(CliError::no_session(format!(

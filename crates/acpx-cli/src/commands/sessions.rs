@@ -11,6 +11,7 @@ use acpx_model::{
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::scope;
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
+use acpx_runtime::transcript::record_facts;
 use serde_json::{json, Map, Value};
 
 use crate::cli::{
@@ -124,76 +125,10 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
         return Ok(());
     }
     let run = runtime_cmds::probe_run(ctx, &r.acpx_record_id).await?;
-    for (k, v) in show_lines(&r, &run) {
+    for (k, v) in record_facts(&r, &run) {
         ctx.out.line(&format!("{:<18} {v}", format!("{k}:")));
     }
     Ok(())
-}
-
-fn show_lines(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
-    let mut l = vec![
-        ("record id", r.acpx_record_id.to_string()),
-        ("ACP session id", r.acp_session_id.clone()),
-    ];
-    if let Some(a) = &r.agent_session_id {
-        l.push(("agent session id", a.clone()));
-    }
-    l.push(("agent", r.agent_command.clone()));
-    l.push(("directory", r.cwd.clone()));
-    if let Some(n) = &r.name {
-        l.push(("name", n.clone()));
-    }
-    if !r.thread.title.is_empty() {
-        l.push(("title", r.thread.title.clone()));
-    }
-    l.push(("created", r.created_at.to_string()));
-    l.push(("last used", r.last_used_at.to_string()));
-    if let Some(t) = r.last_prompt_at {
-        l.push(("last prompt", t.to_string()));
-    }
-    let state = match (r.closed, run) {
-        (true, _) => format!(
-            "closed {}",
-            r.closed_at.map(|t| t.to_string()).unwrap_or_default()
-        ),
-        (false, Probe::Running(Some(i))) => format!("open, prompt running (pid {})", i.pid),
-        (false, Probe::Running(None)) => "open, prompt running".to_owned(),
-        (false, Probe::Dead(_)) => "open, its last prompt process died mid-turn".to_owned(),
-        (false, Probe::Idle) => "open".to_owned(),
-    };
-    l.push(("state", state));
-    l.push(("messages", r.thread.messages.len().to_string()));
-    if let Some(m) = &r.acpx.current_mode_id {
-        l.push(("mode", m.clone()));
-    }
-    if let Some(t) = &r.acpx.last_turn {
-        let mut s = format!("{} at {}", t.outcome, t.started_at);
-        if let Some(sr) = &t.stop_reason {
-            s.push_str(&format!(", stopReason {sr}"));
-        }
-        if let Some(e) = &t.error {
-            s.push_str(&format!(", {}: {}", e.code, e.message));
-        }
-        l.push(("last turn", s));
-    }
-    let el = &r.acpx.event_log;
-    l.push((
-        "event log",
-        format!(
-            "{} events, {} segment(s){}",
-            el.last_seq,
-            el.segment_count,
-            if el.active_path.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", el.active_path)
-            }
-        ),
-    ));
-    if let Some(e) = &el.last_write_error {
-        l.push(("last write error", e.clone()));
-    }
-    l
 }
 
 /// `sessions close`: cancels a running prompt first, then marks the session closed.
@@ -423,18 +358,12 @@ async fn follow(ctx: &Ctx, r: &SessionRecord, query: &EventQuery) -> CliResult<(
     Ok(())
 }
 
-/// Parses `--before`: RFC 3339, or a date (midnight UTC).
+/// Parses `--before` ([`prune::parse_cutoff`]).
 fn parse_date(s: &str) -> CliResult<Timestamp> {
-    if let Ok(t) = Timestamp::parse(s) {
-        return Ok(t);
-    }
-    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        if let Some(dt) = d.and_hms_opt(0, 0, 0) {
-            return Ok(Timestamp::from_datetime(dt.and_utc()));
-        }
-    }
-    Err(CliError::usage(format!("--before {s:?} is not a date"))
-        .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z"))
+    prune::parse_cutoff(s).ok_or_else(|| {
+        CliError::usage(format!("--before {s:?} is not a date"))
+            .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z")
+    })
 }
 
 /// `sessions prune`: deletes closed sessions older than the cutoff ([`prune::prune`]).

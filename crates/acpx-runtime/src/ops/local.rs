@@ -128,20 +128,21 @@ pub enum LocalError {
 /// The result of this module.
 pub type LocalResult<T> = Result<T, LocalError>;
 
-/// The interrupt presses seen since an operation started.
-struct Presses {
+/// The interrupt presses seen since an operation started (also what
+/// [`crate::owner::submit`] counts).
+pub(crate) struct Presses {
     rx: watch::Receiver<u32>,
     seen: u32,
 }
 
 impl Presses {
-    fn new(mut rx: watch::Receiver<u32>) -> Presses {
+    pub(crate) fn new(mut rx: watch::Receiver<u32>) -> Presses {
         let seen = *rx.borrow_and_update();
         Presses { rx, seen }
     }
 
     /// Resolves with the number of new presses (never, once the counter is gone).
-    async fn next(&mut self) -> u32 {
+    pub(crate) async fn next(&mut self) -> u32 {
         loop {
             if self.rx.changed().await.is_err() {
                 std::future::pending::<()>().await;

@@ -116,6 +116,20 @@ pub async fn load_in_scope(
     }
 }
 
+/// What a user's `SESSION` word designates: a typed id ([`resolve_id`]), failing that the
+/// open session of this agent and directory scope named so ([`load_in_scope`]).
+pub async fn resolve_id_or_name(
+    store: &dyn Store,
+    text: &str,
+    agent_command: &str,
+    cwd: &Path,
+) -> OpsResult<Option<SessionRecord>> {
+    if let Some(r) = resolve_id(store, text).await? {
+        return Ok(Some(r));
+    }
+    load_in_scope(store, agent_command, cwd, Some(text)).await
+}
+
 /// Every stored session (open and closed), in list order.
 pub async fn all_sessions(store: &dyn Store) -> OpsResult<Vec<SessionSummary>> {
     let page = store

@@ -47,6 +47,18 @@ pub struct Pruned {
     pub kept_log: Option<KeptLog>,
 }
 
+/// A cutoff as a user writes it (acpx's `--before`): an RFC 3339 timestamp, or a date
+/// `YYYY-MM-DD` meaning its midnight UTC. `None` when it is neither.
+pub fn parse_cutoff(s: &str) -> Option<Timestamp> {
+    if let Ok(t) = Timestamp::parse(s) {
+        return Some(t);
+    }
+    let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    Some(Timestamp::from_datetime(
+        date.and_hms_opt(0, 0, 0)?.and_utc(),
+    ))
+}
+
 /// The instant `days` days before `now`; `None` unless `days` is a finite number, 0 or more.
 /// A cutoff before what a timestamp can hold is the Unix epoch (no session is older).
 pub fn days_before(now: Timestamp, days: f64) -> Option<Timestamp> {
@@ -112,4 +124,19 @@ pub async fn prune_with_progress(
 
 fn closed_at(s: &SessionSummary) -> Timestamp {
     s.closed_at.unwrap_or(s.last_used_at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cutoff_is_a_timestamp_or_a_date_at_midnight_utc() {
+        let t = parse_cutoff("2026-02-27T12:00:00Z").unwrap();
+        assert_eq!(t, Timestamp::parse("2026-02-27T12:00:00Z").unwrap());
+        let d = parse_cutoff("2026-02-27").unwrap();
+        assert_eq!(d, Timestamp::parse("2026-02-27T00:00:00Z").unwrap());
+        assert!(parse_cutoff("yesterday").is_none());
+        assert!(parse_cutoff("2026-02-30").is_none());
+    }
 }

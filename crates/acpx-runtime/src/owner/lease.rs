@@ -106,6 +106,17 @@ pub fn prepare_dirs(paths: &LeasePaths) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Opens `<home>/owners/<id>.log` for appending (created with mode 0600, its directories
+/// prepared as [`prepare_dirs`] does): where a detached owner's stderr goes.
+pub fn open_log(home: &Path, id: &RecordId) -> std::io::Result<std::fs::File> {
+    prepare_dirs(&LeasePaths::new(home, id))?;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(owners_dir(home).join(format!("{id}.log")))
+}
+
 /// Takes the owner lock, or `None` when a live owner holds it. Retries briefly, since a
 /// [`is_alive`] probe holds a shared lock for an instant.
 pub fn try_take(paths: &LeasePaths) -> std::io::Result<Option<FileLock>> {

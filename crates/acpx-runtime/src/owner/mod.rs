@@ -14,6 +14,7 @@
 //! | `worker` | the one task holding the [`crate::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
 //! | `permissions` | permission questions forwarded to the submitting client's user |
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
+//! | [`submit`] | a prompt or control submitted and followed (events, questions, interrupts), cancel, status, close, release |
 //!
 //! What a task runs with is its own command's: permission rules and timeout travel with it
 //! ([`protocol::TaskOptions`]) and apply to its turn only ([`crate::TurnOptions`]); the resume
@@ -28,6 +29,7 @@ pub mod lease;
 mod permissions;
 pub mod protocol;
 mod server;
+pub mod submit;
 mod worker;
 
 pub use server::{run_owner, OwnerConfig, OwnerExit, DEFAULT_QUEUE_MAX_DEPTH, DEFAULT_TTL};

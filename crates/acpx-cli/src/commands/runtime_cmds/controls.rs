@@ -8,20 +8,11 @@ use serde_json::{json, Map, Value};
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
+use crate::commands::select_in_scope as scope_session;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::lookup::{find_in_scope, no_session_error};
 use crate::render::{action, record_identity};
 use crate::runs::{self};
-
-/// The session of `-s <name>` in this scope, or the no-session error.
-async fn scope_session(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord> {
-    let store = ctx.store().await?;
-    match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
-        Some(s) => Ok(store.load(&s.acpx_record_id).await?),
-        None => Err(no_session_error(&ctx.agent.label(), &ctx.cwd, name)),
-    }
-}
 
 /// `cancel`: through the session's queue owner when one runs, else through the run file of
 /// a one-process prompt.

@@ -2,20 +2,16 @@
 //! finds or starts the owner, sends the request and renders the answer with the same
 //! renderers and exit codes as the one-process path.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Duration;
 
 use acpx_model::RecordId;
-use acpx_runtime::owner::client::{self, Answer};
-use acpx_runtime::owner::lease::{self, LeasePaths};
-use acpx_runtime::owner::protocol::{
-    OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice,
-};
+use acpx_runtime::owner::lease;
+use acpx_runtime::owner::protocol::{OwnerStatus, Request, TaskOptions, WireError};
+use acpx_runtime::owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
-use acpx_runtime::{text_prompt, Notice, Runtime, TurnOutcome};
+use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
 use serde_json::{json, Map, Value};
 
 use crate::cli::OwnerArgs;
@@ -24,7 +20,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::{LiveOutput, TtyPrompter};
 use crate::render::action;
-use crate::runs::{self, Probe, RunInfo};
+use crate::runs::Probe;
 
 use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
@@ -59,13 +55,7 @@ pub(super) fn wire_error(e: WireError) -> CliError {
 /// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
 /// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
 fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
-    let paths = LeasePaths::new(&ctx.home, id);
-    lease::prepare_dirs(&paths)?;
-    let log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(lease::owners_dir(&ctx.home).join(format!("{id}.log")))?;
+    let log = lease::open_log(&ctx.home, id)?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--home")
@@ -87,13 +77,6 @@ fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
         .process_group(0);
     // Not waited for: the owner outlives this command (init reaps it).
     cmd.spawn().map(drop)
-}
-
-async fn send_or_spawn(ctx: &Ctx, id: &RecordId, request: &Request) -> CliResult<Answer> {
-    let spawn = || spawn_owner(ctx, id);
-    client::send_or_spawn(&ctx.home, id, request, &spawn)
-        .await
-        .map_err(wire_error)
 }
 
 /// This command's own options, for the owner: the same ones the one-process path gives its
@@ -120,8 +103,17 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
     }
 }
 
-fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
-    notices.into_iter().map(Notice::from).collect()
+/// A failure to talk to the queue owner as the user sees it.
+fn submit_error(e: SubmitError) -> CliError {
+    match e {
+        SubmitError::Wire(e) => wire_error(e),
+        SubmitError::Interrupted => CliError::new(
+            ErrorKind::Interrupted,
+            "interrupted: the turn goes on in the session's queue owner (`acpx cancel` stops it)",
+        ),
+        SubmitError::Runs(e) => e.into(),
+        other => CliError::runtime(other.to_string()),
+    }
 }
 
 /// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`.
@@ -132,7 +124,6 @@ pub(super) async fn prompt(
     no_wait: bool,
     live: &LiveOutput,
 ) -> CliResult<Option<TurnOutcome>> {
-    let request_id = uuid::Uuid::new_v4().to_string();
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
     let prompter = if ctx.permission == CliPermission::ApproveReads {
@@ -140,108 +131,52 @@ pub(super) async fn prompt(
     } else {
         None
     };
-    let mut options = task_options(ctx);
-    options.interactive = prompter.is_some();
-    let request = Request::SubmitPrompt {
-        request_id: request_id.clone(),
-        prompt: text_prompt(text),
-        options,
-        wait: !no_wait,
+    let spawn = || spawn_owner(ctx, id);
+    let target = OwnerTarget {
+        home: &ctx.home,
+        id,
+        spawn: &spawn,
     };
-    // One listener for the whole wait: a Ctrl-C that arrives while a line is being rendered
-    // is kept for the next select, not lost between two `ctrl_c()` futures.
-    let mut sigint = super::Interrupts::new();
-    let mut answer = send_or_spawn(ctx, id, &request).await?;
-    let mut cancels = 0u32;
-    loop {
-        let next = tokio::select! {
-            n = answer.next() => n,
-            r = sigint.recv() => {
-                if r.is_none() {
-                    continue;
-                }
-                cancels += 1;
-                if cancels > 1 {
-                    return Err(CliError::new(
-                        ErrorKind::Interrupted,
-                        "interrupted: the turn goes on in the session's queue owner (`acpx cancel` stops it)",
-                    ));
-                }
+    let submitted = submit::prompt(
+        &target,
+        text_prompt(text),
+        task_options(ctx),
+        !no_wait,
+        prompter.as_deref(),
+        super::sigint_count(),
+        |event| match event {
+            SubmitEvent::Queued(depth) => ctx.out.note(&format!(
+                "[acpx] queued behind {depth} task(s) of this session"
+            )),
+            SubmitEvent::Started(notices) => report_notices(ctx, notices),
+            SubmitEvent::Event(envelope) => live.on_event(envelope),
+            SubmitEvent::CancellingTurn => {
                 if ctx.out.is_text() {
-                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
-                }
-                let _ = cancel_request(ctx, id).await;
-                continue;
-            }
-        };
-        match next.map_err(wire_error)? {
-            None => return Err(wire_error(WireError::disconnected())),
-            Some(Response::Accepted { queue_depth, .. }) => {
-                if no_wait {
-                    if ctx.out.is_json() {
-                        let mut m = Map::new();
-                        m.insert("acpxRecordId".into(), json!(id.as_str()));
-                        m.insert("requestId".into(), json!(request_id));
-                        ctx.out.json(&action("prompt_queued", m));
-                    } else {
-                        ctx.out.line(&request_id);
-                    }
-                    return Ok(None);
-                }
-                if queue_depth > 0 {
-                    ctx.out.note(&format!(
-                        "[acpx] queued behind {queue_depth} task(s) of this session"
-                    ));
+                    crate::output::stderr_line(
+                        "\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)",
+                    );
                 }
             }
-            Some(Response::Started { notices, .. }) => {
-                report_notices(ctx, &into_notices(notices));
+            SubmitEvent::PermissionAnswerFailed(e) => ctx.out.warn(&format!(
+                "could not send the permission answer to the queue owner: {e}"
+            )),
+            SubmitEvent::TurnOver => live.finish(),
+        },
+    )
+    .await
+    .map_err(submit_error)?;
+    match submitted {
+        Submitted::Finished(outcome) => Ok(Some(*outcome)),
+        Submitted::Queued { request_id } => {
+            if ctx.out.is_json() {
+                let mut m = Map::new();
+                m.insert("acpxRecordId".into(), json!(id.as_str()));
+                m.insert("requestId".into(), json!(request_id));
+                ctx.out.json(&action("prompt_queued", m));
+            } else {
+                ctx.out.line(&request_id);
             }
-            Some(Response::Event { envelope }) => live.on_event(&envelope),
-            Some(Response::PermissionRequest { id: qid, question }) => {
-                // Only an interactive request is asked; refuse anything else.
-                let answered = match &prompter {
-                    Some(p) => {
-                        let asked = tokio::select! {
-                            a = answer.answer_with(qid, question, p.as_ref()) => Some(a),
-                            _ = sigint.recv() => None,
-                        };
-                        match asked {
-                            Some(a) => a,
-                            None => {
-                                // Ctrl-C while the question is open: the turn is cancelled
-                                // through the owner, which answers the open question as
-                                // cancelled; the refusal sent after it only closes ours.
-                                cancels += 1;
-                                if ctx.out.is_text() {
-                                    crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)");
-                                }
-                                let _ = cancel_request(ctx, id).await;
-                                answer.answer_permission(qid, false).await.map(|_| false)
-                            }
-                        }
-                    }
-                    None => answer.answer_permission(qid, false).await.map(|_| false),
-                };
-                if let Err(e) = answered {
-                    ctx.out.warn(&format!(
-                        "could not send the permission answer to the queue owner: {e}"
-                    ));
-                }
-            }
-            Some(Response::Result { outcome }) => {
-                live.finish();
-                return Ok(Some(outcome.into()));
-            }
-            Some(Response::Error { error }) => {
-                live.finish();
-                return Err(wire_error(error));
-            }
-            Some(other) => {
-                return Err(CliError::runtime(format!(
-                    "the queue owner answered a prompt with {other:?}"
-                )))
-            }
+            Ok(None)
         }
     }
 }
@@ -253,34 +188,15 @@ pub(super) async fn control(
     id: &RecordId,
     request: Request,
 ) -> CliResult<(Value, bool)> {
-    let mut answer = send_or_spawn(ctx, id, &request).await?;
-    while let Some(r) = answer.next().await.map_err(wire_error)? {
-        match r {
-            Response::Accepted { .. } | Response::Event { .. } => {}
-            Response::Started { notices, .. } => report_notices(ctx, &into_notices(notices)),
-            Response::ControlResult { resumed, value } => return Ok((value, resumed)),
-            Response::Error { error } => return Err(wire_error(error)),
-            other => {
-                return Err(CliError::runtime(format!(
-                    "the queue owner answered a control with {other:?}"
-                )))
-            }
-        }
-    }
-    Err(wire_error(WireError::disconnected()))
-}
-
-async fn ask_running(ctx: &Ctx, id: &RecordId, request: Request) -> CliResult<Option<Response>> {
-    let Some(answer) = client::send_if_running(&ctx.home, id, &request)
-        .await
-        .map_err(|e| CliError::runtime(format!("cannot reach the queue owner: {e}")))?
-    else {
-        return Ok(None);
+    let spawn = || spawn_owner(ctx, id);
+    let target = OwnerTarget {
+        home: &ctx.home,
+        id,
+        spawn: &spawn,
     };
-    match answer.last().await.map_err(wire_error)? {
-        Response::Error { error } => Err(wire_error(error)),
-        r => Ok(Some(r)),
-    }
+    submit::control(&target, request, |notices| report_notices(ctx, notices))
+        .await
+        .map_err(submit_error)
 }
 
 /// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
@@ -289,91 +205,35 @@ pub(super) async fn cancel_request(
     ctx: &Ctx,
     id: &RecordId,
 ) -> CliResult<Option<(bool, Option<String>)>> {
-    match ask_running(ctx, id, Request::Cancel).await? {
-        None => Ok(None),
-        Some(Response::CancelResult {
-            cancelled,
-            request_id,
-        }) => Ok(Some((cancelled, request_id))),
-        Some(other) => Err(CliError::runtime(format!(
-            "the queue owner answered cancel with {other:?}"
-        ))),
-    }
+    submit::cancel(&ctx.home, id).await.map_err(submit_error)
 }
 
 /// A running owner's state, `None` when none runs.
 pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
-    match ask_running(ctx, id, Request::Status).await? {
-        Some(Response::Status { status }) => Ok(Some(status)),
-        _ => Ok(None),
-    }
+    submit::status(&ctx.home, id).await.map_err(submit_error)
 }
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
 /// (its run file).
 pub async fn probe_run(ctx: &Ctx, id: &RecordId) -> CliResult<Probe> {
-    if let Some(owner) = status(ctx, id).await? {
-        return Ok(match owner.running {
-            Some(request_id) => Probe::Running(Some(RunInfo {
-                pid: owner.pid,
-                request_id,
-                started_at: owner.started_at,
-                socket: LeasePaths::new(&ctx.home, id).socket,
-            })),
-            None => Probe::Idle,
-        });
-    }
-    runs::probe(&ctx.home, id)
+    submit::probe_run(&ctx.home, id).await.map_err(submit_error)
 }
 
-/// Asks a running owner to close the session (ACP `session/close` when advertised, record
-/// closed, owner and agent gone). Returns whether an owner did it.
+/// Asks a running owner to close the session. Returns whether an owner did it.
 pub async fn close(ctx: &Ctx, id: &RecordId) -> CliResult<bool> {
-    let paths = LeasePaths::new(&ctx.home, id);
-    let done = match ask_running(ctx, id, Request::Close).await? {
-        None => return Ok(false),
-        Some(Response::Closed { .. }) => true,
-        Some(other) => {
-            return Err(CliError::runtime(format!(
-                "the queue owner answered close with {other:?}"
-            )))
-        }
-    };
-    // The owner exits right after answering; wait for its lease so nothing of it is left.
-    for _ in 0..200 {
-        if !lease::is_alive(&paths) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Ok(done)
+    submit::close(&ctx.home, id).await.map_err(submit_error)
 }
 
 /// Stops a running owner of session `id` (the session stays open), so this process can take
 /// the session's writer lock.
 pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
-    client::release(&ctx.home, id, Duration::from_secs(30))
-        .await
-        .map(drop)
-        .map_err(wire_error)
+    submit::release(&ctx.home, id).await.map_err(submit_error)
 }
 
 /// Stops every running owner under the home (their sessions stay open), for commands that
 /// write every session (`migrate`, `fsck --repair`).
 pub async fn release_all_owners(ctx: &Ctx) -> CliResult<()> {
-    let Ok(entries) = std::fs::read_dir(lease::owners_dir(&ctx.home)) else {
-        return Ok(());
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
-            continue;
-        };
-        if let Ok(id) = RecordId::parse(id) {
-            release_owner_of(ctx, &id).await?;
-        }
-    }
-    Ok(())
+    submit::release_all(&ctx.home).await.map_err(submit_error)
 }
 
 /// The hidden `__owner` command: serve one session until idle, closed or signalled.

@@ -1,0 +1,412 @@
+//! A turn's live output as text, below any terminal: [`LiveRenderer`] turns the recorded
+//! events of one turn, as they arrive (from [`crate::Observer`] or a queue owner's stream),
+//! into [`Piece`]s the caller writes out.
+//!
+//! - text ([`LiveFormat::Text`]): the agent's reply is stdout text as it streams; thoughts, tool
+//!   calls, plans, mode changes, client operations and permission decisions are short
+//!   stderr lines (lifecycle, control and unknown updates only when verbose).
+//! - JSON ([`LiveFormat::Json`]): every event envelope, one per line, exactly as in the log, up to
+//!   and including the turn's `prompt_done` / `prompt_error`.
+//! - quiet ([`LiveFormat::Quiet`]): nothing.
+//!
+//! Events recorded before the turn's `prompt_started` (attaching, recovering an earlier
+//! interrupted turn) are not the turn's, nor are those after its end (shutdown); a
+//! `prompt_started` after a `prompt_error` is a retry and is followed again.
+
+use std::collections::HashMap;
+
+use acpx_model::{EventEnvelope, EventType};
+use serde_json::Value;
+
+use crate::transcript::clip;
+
+/// How a turn is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveFormat {
+    /// Human text: the reply on stdout, notes on stderr.
+    Text,
+    /// One event envelope per stdout line.
+    Json,
+    /// Nothing while streaming.
+    Quiet,
+}
+
+/// The colour a [`Span`] is meant to be shown in, where the terminal has colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// No colour.
+    Plain,
+    /// Faint.
+    Dim,
+    /// Red.
+    Red,
+    /// Green.
+    Green,
+    /// Yellow.
+    Yellow,
+    /// Blue.
+    Blue,
+    /// Magenta.
+    Magenta,
+    /// Cyan.
+    Cyan,
+}
+
+/// A piece of text in one tone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// Its colour.
+    pub tone: Tone,
+    /// The text.
+    pub text: String,
+}
+
+fn span(tone: Tone, text: impl Into<String>) -> Span {
+    Span {
+        tone,
+        text: text.into(),
+    }
+}
+
+fn plain(text: impl Into<String>) -> Span {
+    span(Tone::Plain, text)
+}
+
+/// What to write, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text for stdout, as is (reply text, a newline that ends it, or a JSON line).
+    Out(String),
+    /// A line for stderr (its newline is the writer's).
+    ErrLine(Vec<Span>),
+    /// Text for stderr with no newline (a thought as it streams).
+    ErrText(Vec<Span>),
+}
+
+/// What was written last, to place newlines between stdout text and stderr notes.
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+enum Last {
+    #[default]
+    Nothing,
+    Reply,
+    Thought,
+    Note,
+}
+
+/// Follows one turn and renders its events (see the module docs).
+#[derive(Debug)]
+pub struct LiveRenderer {
+    format: LiveFormat,
+    verbose: bool,
+    last: Last,
+    /// Whether the reply text on stdout ends without a newline.
+    reply_open: bool,
+    tool_titles: HashMap<String, String>,
+    /// The request id of the followed turn, from its `prompt_started`.
+    turn: Option<String>,
+    /// Set once the turn's terminal event was rendered.
+    done: bool,
+    /// The turn ended with `prompt_error`: a `prompt_started` after it is a retry.
+    failed: bool,
+}
+
+fn field(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+impl LiveRenderer {
+    /// A renderer for one turn; `verbose` adds lifecycle, control and unknown update lines
+    /// in text format.
+    pub fn new(format: LiveFormat, verbose: bool) -> Self {
+        LiveRenderer {
+            format,
+            verbose,
+            last: Last::Nothing,
+            reply_open: false,
+            tool_titles: HashMap::new(),
+            turn: None,
+            done: false,
+            failed: false,
+        }
+    }
+
+    /// Whether the turn's terminal event was rendered.
+    pub fn saw_end(&self) -> bool {
+        self.done
+    }
+
+    /// Ends the reply line on stdout if it is open (text format).
+    pub fn finish(&mut self) -> Option<Piece> {
+        std::mem::take(&mut self.reply_open).then(|| Piece::Out("\n".into()))
+    }
+
+    /// Renders one recorded event.
+    pub fn render(&mut self, e: &EventEnvelope) -> Vec<Piece> {
+        let mut out = Vec::new();
+        if self.done && self.failed && e.kind() == EventType::PromptStarted {
+            self.done = false;
+            self.turn = None;
+        }
+        if self.done {
+            return out;
+        }
+        if self.turn.is_none() && e.kind() == EventType::PromptStarted {
+            self.turn = Some(e.request_id.clone().unwrap_or_default());
+        }
+        let in_turn = self.turn.is_some();
+        let terminal = in_turn
+            && matches!(e.kind(), EventType::PromptDone | EventType::PromptError)
+            && e.request_id.as_deref().unwrap_or_default()
+                == self.turn.as_deref().unwrap_or_default();
+        match self.format {
+            LiveFormat::Json => out.push(Piece::Out(format!("{}\n", e.to_ndjson()))),
+            LiveFormat::Quiet => {}
+            // Before the turn only lifecycle notes (when verbose) are of interest.
+            LiveFormat::Text if in_turn || e.kind() == EventType::LifecycleEvent => {
+                self.text(&mut out, e)
+            }
+            LiveFormat::Text => {}
+        }
+        if terminal {
+            self.done = true;
+            self.failed = e.kind() == EventType::PromptError;
+        }
+        out
+    }
+
+    fn note(&mut self, out: &mut Vec<Piece>, line: Vec<Span>) {
+        if self.reply_open {
+            out.push(Piece::Out("\n".into()));
+            self.reply_open = false;
+        }
+        if self.last == Last::Thought {
+            out.push(Piece::ErrLine(Vec::new()));
+        }
+        out.push(Piece::ErrLine(line));
+        self.last = Last::Note;
+    }
+
+    fn text(&mut self, out: &mut Vec<Piece>, e: &EventEnvelope) {
+        let p = &e.payload;
+        let line = match e.kind() {
+            EventType::SessionUpdate => {
+                let u = p.get("update").cloned().unwrap_or(Value::Null);
+                self.update(out, &u)
+            }
+            EventType::ClientOperation => {
+                let summary = field(p, "summary");
+                if field(p, "method") == "session/request_permission" {
+                    Some(vec![
+                        span(Tone::Yellow, "[permission]"),
+                        plain(format!(" {}", clip(&summary, 120))),
+                    ])
+                } else {
+                    let status = field(p, "status");
+                    let colour = if status == "failed" {
+                        Tone::Red
+                    } else {
+                        Tone::Dim
+                    };
+                    Some(vec![
+                        span(Tone::Dim, "[client]"),
+                        plain(format!(" {} (", clip(&summary, 120))),
+                        span(colour, status),
+                        plain(")"),
+                    ])
+                }
+            }
+            EventType::PromptDone => Some(vec![
+                span(Tone::Green, "[done]"),
+                plain(format!(" {}", field(p, "stopReason"))),
+            ]),
+            EventType::PromptError => Some(vec![
+                span(Tone::Red, "[error]"),
+                plain(format!(" {}", field(p, "message"))),
+            ]),
+            EventType::ControlDone | EventType::ControlError | EventType::ControlStarted
+                if self.verbose =>
+            {
+                Some(vec![
+                    span(Tone::Dim, "[control]"),
+                    plain(format!(" {} {}", field(p, "action"), e.event_type)),
+                ])
+            }
+            EventType::LifecycleEvent if self.verbose => {
+                let reason = field(p, "reason");
+                let reason = if reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({reason})")
+                };
+                Some(vec![
+                    span(Tone::Dim, "[acpx]"),
+                    plain(format!(" {}{reason}", field(p, "phase"))),
+                ])
+            }
+            _ => None,
+        };
+        if let Some(line) = line {
+            self.note(out, line);
+        }
+    }
+
+    /// A `session_update`: reply and thought text is written here; a note line is returned.
+    fn update(&mut self, out: &mut Vec<Piece>, u: &Value) -> Option<Vec<Span>> {
+        let kind = field(u, "sessionUpdate");
+        let chunk = || {
+            u.get("content")
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str)
+        };
+        match kind.as_str() {
+            "agent_message_chunk" => {
+                if let Some(t) = chunk() {
+                    if self.last == Last::Thought {
+                        out.push(Piece::ErrLine(Vec::new()));
+                    }
+                    out.push(Piece::Out(t.to_owned()));
+                    self.reply_open = !t.ends_with('\n');
+                    self.last = Last::Reply;
+                }
+                None
+            }
+            "agent_thought_chunk" => {
+                if let Some(t) = chunk() {
+                    if self.last != Last::Thought {
+                        if self.reply_open {
+                            out.push(Piece::Out("\n".into()));
+                            self.reply_open = false;
+                        }
+                        out.push(Piece::ErrText(vec![
+                            span(Tone::Magenta, "[thinking]"),
+                            plain(" "),
+                        ]));
+                    }
+                    out.push(Piece::ErrText(vec![span(Tone::Dim, t)]));
+                    self.last = Last::Thought;
+                }
+                None
+            }
+            "tool_call" | "tool_call_update" => {
+                let id = field(u, "toolCallId");
+                let title = u.get("title").and_then(Value::as_str).map(str::to_owned);
+                if let Some(t) = &title {
+                    self.tool_titles.insert(id.clone(), t.clone());
+                }
+                let status = field(u, "status");
+                // Updates without a status change (streamed content) stay quiet.
+                if kind != "tool_call" && status.is_empty() {
+                    return None;
+                }
+                let name = title
+                    .or_else(|| self.tool_titles.get(&id).cloned())
+                    .unwrap_or_else(|| id.clone());
+                let status = if status.is_empty() {
+                    "pending".to_owned()
+                } else {
+                    status
+                };
+                let colour = match status.as_str() {
+                    "completed" => Tone::Green,
+                    "failed" => Tone::Red,
+                    _ => Tone::Cyan,
+                };
+                Some(vec![
+                    span(Tone::Cyan, "[tool]"),
+                    plain(format!(" {} (", clip(&name, 100))),
+                    span(colour, status),
+                    plain(")"),
+                ])
+            }
+            "plan" => {
+                let entries = u
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut rest = format!(" {} step(s)", entries.len());
+                for en in entries.iter().take(10) {
+                    rest.push_str(&format!(
+                        "\n  - {} ({})",
+                        clip(&field(en, "content"), 100),
+                        field(en, "status")
+                    ));
+                }
+                Some(vec![span(Tone::Blue, "[plan]"), plain(rest)])
+            }
+            "current_mode_update" => Some(vec![
+                span(Tone::Blue, "[mode]"),
+                plain(format!(" {}", field(u, "currentModeId"))),
+            ]),
+            "session_info_update" => u.get("title").and_then(Value::as_str).map(|t| {
+                vec![
+                    span(Tone::Blue, "[title]"),
+                    plain(format!(" {}", clip(t, 100))),
+                ]
+            }),
+            _ if self.verbose => Some(vec![span(Tone::Dim, "[update]"), plain(format!(" {kind}"))]),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(kind: &str, request_id: Option<&str>, payload: Value) -> EventEnvelope {
+        let mut line = json!({
+            "eventVersion": 1, "seq": 1, "timestamp": "2026-02-27T12:10:00.000Z",
+            "acpxRecordId": "rec-1", "acpSessionId": "acp-1", "stream": "prompt",
+            "source": "runtime", "type": kind, "payload": payload,
+        });
+        if let Some(r) = request_id {
+            line["requestId"] = json!(r);
+        }
+        EventEnvelope::from_ndjson_line(line.to_string().as_bytes()).expect("an envelope")
+    }
+
+    fn chunk(text: &str) -> EventEnvelope {
+        event(
+            "session_update",
+            Some("t"),
+            json!({"update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}),
+        )
+    }
+
+    #[test]
+    fn a_turn_streams_its_reply_and_ends_with_a_note() {
+        let mut r = LiveRenderer::new(LiveFormat::Text, false);
+        assert!(r.render(&chunk("before")).is_empty(), "not the turn's yet");
+        r.render(&event("prompt_started", Some("t"), json!({})));
+        assert_eq!(r.render(&chunk("hello")), vec![Piece::Out("hello".into())]);
+        let done = r.render(&event(
+            "prompt_done",
+            Some("t"),
+            json!({"stopReason": "end_turn"}),
+        ));
+        assert_eq!(
+            done[0],
+            Piece::Out("\n".into()),
+            "the open reply line is ended"
+        );
+        assert_eq!(
+            done[1],
+            Piece::ErrLine(vec![span(Tone::Green, "[done]"), plain(" end_turn")])
+        );
+        assert!(r.saw_end());
+        assert!(r.render(&chunk("after")).is_empty(), "after the end");
+        assert_eq!(r.finish(), None);
+    }
+
+    #[test]
+    fn json_writes_every_event_of_the_turn_as_a_line() {
+        let mut r = LiveRenderer::new(LiveFormat::Json, false);
+        let e = event("prompt_started", Some("t"), json!({}));
+        assert_eq!(
+            r.render(&e),
+            vec![Piece::Out(format!("{}\n", e.to_ndjson()))]
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! Work for a session's queue owner, below any user interface: submit a prompt and follow
+//! its answer (events, notices, forwarded permission questions, cancel on interrupt,
+//! `--no-wait`), run a control, and ask a running owner for its status, a cancel, a close
+//! or to step aside. What the CLI's `prompt`, `set-mode`, `set`, `cancel` and `status` do
+//! when the session has a queue owner (`docs/format.md`, § Queue owner).
+//!
+//! # Interrupts
+//!
+//! `interrupts` counts the user's requests to stop, as for [`crate::ops::local`]; only
+//! presses after the call started count. The first press while a turn is followed asks the
+//! owner to cancel it ([`SubmitEvent::CancellingTurn`]); the second stops following
+//! ([`SubmitError::Interrupted`]): the turn goes on in the owner, which records it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use acpx_model::{EventEnvelope, RecordId};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::client::{self, Answer};
+use super::lease::{self, LeasePaths};
+use super::protocol::{OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice};
+use crate::client_ops::PermissionPrompter;
+use crate::ops::local::Presses;
+use crate::runs::{self, Probe, RunInfo, RunsError};
+use crate::session::{Notice, TurnOutcome};
+
+/// Where the owner of one session is found, and how to start one when none runs.
+pub struct OwnerTarget<'a> {
+    /// The acpx home the owner's lease and socket live under.
+    pub home: &'a Path,
+    /// The session.
+    pub id: &'a RecordId,
+    /// Starts a detached owner for the session (the `acpx` binary runs
+    /// [`super::run_owner`] in a hidden subcommand); called again now and then while none
+    /// listens ([`client::send_or_spawn`]).
+    pub spawn: &'a (dyn Fn() -> std::io::Result<()> + Send + Sync),
+}
+
+/// What a caller may want to tell the user while a submitted task runs.
+#[derive(Debug)]
+pub enum SubmitEvent<'a> {
+    /// The owner accepted the turn behind this many tasks of the same session (only said
+    /// when there are some and the caller waits).
+    Queued(usize),
+    /// The owner started the task; what (re)attaching the session changed.
+    Started(&'a [Notice]),
+    /// One event of the turn, after its append returned.
+    Event(&'a EventEnvelope),
+    /// The first interrupt: the owner was asked to cancel the turn; another interrupt stops
+    /// waiting.
+    CancellingTurn,
+    /// The answer to a forwarded permission question could not be sent to the owner.
+    PermissionAnswerFailed(&'a std::io::Error),
+    /// The turn ended (a result or an error follows); streamed output can be closed now.
+    TurnOver,
+}
+
+/// How a [`prompt`] ended.
+#[derive(Debug, Clone)]
+pub enum Submitted {
+    /// `wait` was false: the owner queued the turn under this request id.
+    Queued {
+        /// The turn's `requestId` in the log.
+        request_id: String,
+    },
+    /// The turn ended, however it went.
+    Finished(Box<TurnOutcome>),
+}
+
+/// Why talking to the queue owner failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The owner, or starting it, failed; as the owner's wire protocol reports it.
+    #[error("{}", .0.message)]
+    Wire(WireError),
+    /// Two interrupts: this caller stopped waiting; the turn goes on in the owner.
+    #[error("interrupted: the turn goes on in the session's queue owner")]
+    Interrupted,
+    /// A running owner's socket could not be used.
+    #[error("cannot reach the queue owner: {0}")]
+    Unreachable(std::io::Error),
+    /// The owner answered with a response that does not fit the request.
+    #[error("the queue owner answered {request} with {answer}")]
+    Unexpected {
+        /// What was asked (`a prompt`, `a control`, `cancel`, `close`).
+        request: &'static str,
+        /// The response, debug-printed.
+        answer: String,
+    },
+    /// The run registry failed ([`probe_run`]).
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+}
+
+/// The result of this module.
+pub type SubmitResult<T> = Result<T, SubmitError>;
+
+fn unexpected(request: &'static str, answer: &Response) -> SubmitError {
+    SubmitError::Unexpected {
+        request,
+        answer: format!("{answer:?}"),
+    }
+}
+
+fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
+    notices.into_iter().map(Notice::from).collect()
+}
+
+async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Answer> {
+    client::send_or_spawn(target.home, target.id, request, target.spawn)
+        .await
+        .map_err(SubmitError::Wire)
+}
+
+/// Submits a prompt to the session's owner (starting one when none runs) and follows it.
+///
+/// With `wait` false the result is [`Submitted::Queued`] as soon as the owner accepted the
+/// turn. With a `prompter`, the owner forwards the turn's permission questions and they are
+/// asked through it (`options.interactive` is set accordingly); without one they are refused.
+pub async fn prompt(
+    target: &OwnerTarget<'_>,
+    prompt: Vec<Value>,
+    mut options: TaskOptions,
+    wait: bool,
+    prompter: Option<&dyn PermissionPrompter>,
+    interrupts: watch::Receiver<u32>,
+    mut events: impl FnMut(SubmitEvent<'_>),
+) -> SubmitResult<Submitted> {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    options.interactive = prompter.is_some();
+    let request = Request::SubmitPrompt {
+        request_id: request_id.clone(),
+        prompt,
+        options,
+        wait,
+    };
+    let mut presses = Presses::new(interrupts);
+    let mut answer = send_or_spawn(target, &request).await?;
+    let mut cancels = 0u32;
+    loop {
+        let next = tokio::select! {
+            n = answer.next() => n,
+            new = presses.next() => {
+                let before = cancels;
+                cancels += new;
+                if before == 0 {
+                    events(SubmitEvent::CancellingTurn);
+                    let _ = cancel(target.home, target.id).await;
+                }
+                if cancels > 1 {
+                    return Err(SubmitError::Interrupted);
+                }
+                continue;
+            }
+        };
+        match next.map_err(SubmitError::Wire)? {
+            None => return Err(SubmitError::Wire(WireError::disconnected())),
+            Some(Response::Accepted { queue_depth, .. }) => {
+                if !wait {
+                    return Ok(Submitted::Queued { request_id });
+                }
+                if queue_depth > 0 {
+                    events(SubmitEvent::Queued(queue_depth));
+                }
+            }
+            Some(Response::Started { notices, .. }) => {
+                events(SubmitEvent::Started(&into_notices(notices)));
+            }
+            Some(Response::Event { envelope }) => events(SubmitEvent::Event(&envelope)),
+            Some(Response::PermissionRequest { id: qid, question }) => {
+                // Only an interactive request is asked; refuse anything else.
+                let answered = match prompter {
+                    Some(p) => {
+                        let asked = tokio::select! {
+                            a = answer.answer_with(qid, question, p) => Some(a),
+                            new = presses.next() => { cancels += new; None }
+                        };
+                        match asked {
+                            Some(a) => a,
+                            None => {
+                                // An interrupt while the question is open: the turn is
+                                // cancelled through the owner, which answers the open
+                                // question as cancelled; the refusal sent after it only
+                                // closes ours.
+                                events(SubmitEvent::CancellingTurn);
+                                let _ = cancel(target.home, target.id).await;
+                                answer.answer_permission(qid, false).await.map(|_| false)
+                            }
+                        }
+                    }
+                    None => answer.answer_permission(qid, false).await.map(|_| false),
+                };
+                if let Err(e) = answered {
+                    events(SubmitEvent::PermissionAnswerFailed(&e));
+                }
+            }
+            Some(Response::Result { outcome }) => {
+                events(SubmitEvent::TurnOver);
+                return Ok(Submitted::Finished(Box::new(outcome.into())));
+            }
+            Some(Response::Error { error }) => {
+                events(SubmitEvent::TurnOver);
+                return Err(SubmitError::Wire(error));
+            }
+            Some(other) => return Err(unexpected("a prompt", &other)),
+        }
+    }
+}
+
+/// Submits a control (`Request::SetMode` or `Request::SetConfigOption`) to the session's
+/// owner (starting one when none runs): the agent's answer and whether the session was
+/// reattached. `notices` hears what (re)attaching changed.
+pub async fn control(
+    target: &OwnerTarget<'_>,
+    request: Request,
+    mut notices: impl FnMut(&[Notice]),
+) -> SubmitResult<(Value, bool)> {
+    let mut answer = send_or_spawn(target, &request).await?;
+    while let Some(r) = answer.next().await.map_err(SubmitError::Wire)? {
+        match r {
+            Response::Accepted { .. } | Response::Event { .. } => {}
+            Response::Started { notices: n, .. } => notices(&into_notices(n)),
+            Response::ControlResult { resumed, value } => return Ok((value, resumed)),
+            Response::Error { error } => return Err(SubmitError::Wire(error)),
+            other => return Err(unexpected("a control", &other)),
+        }
+    }
+    Err(SubmitError::Wire(WireError::disconnected()))
+}
+
+/// Sends `request` to a running owner and returns its final response; `None` when none runs.
+async fn ask_running(
+    home: &Path,
+    id: &RecordId,
+    request: Request,
+) -> SubmitResult<Option<Response>> {
+    let Some(answer) = client::send_if_running(home, id, &request)
+        .await
+        .map_err(SubmitError::Unreachable)?
+    else {
+        return Ok(None);
+    };
+    match answer.last().await.map_err(SubmitError::Wire)? {
+        Response::Error { error } => Err(SubmitError::Wire(error)),
+        r => Ok(Some(r)),
+    }
+}
+
+/// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
+/// was cancelled and its request id.
+pub async fn cancel(home: &Path, id: &RecordId) -> SubmitResult<Option<(bool, Option<String>)>> {
+    match ask_running(home, id, Request::Cancel).await? {
+        None => Ok(None),
+        Some(Response::CancelResult {
+            cancelled,
+            request_id,
+        }) => Ok(Some((cancelled, request_id))),
+        Some(other) => Err(unexpected("cancel", &other)),
+    }
+}
+
+/// A running owner's state, `None` when none runs.
+pub async fn status(home: &Path, id: &RecordId) -> SubmitResult<Option<OwnerStatus>> {
+    match ask_running(home, id, Request::Status).await? {
+        Some(Response::Status { status }) => Ok(Some(status)),
+        _ => Ok(None),
+    }
+}
+
+/// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
+/// (its run file, [`runs::probe`]).
+pub async fn probe_run(home: &Path, id: &RecordId) -> SubmitResult<Probe> {
+    if let Some(owner) = status(home, id).await? {
+        return Ok(match owner.running {
+            Some(request_id) => Probe::Running(Some(RunInfo {
+                pid: owner.pid,
+                request_id,
+                started_at: owner.started_at,
+                socket: LeasePaths::new(home, id).socket,
+            })),
+            None => Probe::Idle,
+        });
+    }
+    Ok(runs::probe(home, id)?)
+}
+
+/// Asks a running owner to close the session (ACP `session/close` when advertised, record
+/// closed, owner and agent gone) and waits for its lease. Returns whether an owner did it.
+pub async fn close(home: &Path, id: &RecordId) -> SubmitResult<bool> {
+    let paths = LeasePaths::new(home, id);
+    match ask_running(home, id, Request::Close).await? {
+        None => return Ok(false),
+        Some(Response::Closed { .. }) => {}
+        Some(other) => return Err(unexpected("close", &other)),
+    }
+    // The owner exits right after answering; wait for its lease so nothing of it is left.
+    for _ in 0..200 {
+        if !lease::is_alive(&paths) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Ok(true)
+}
+
+/// How long [`release`] waits for an owner to stop.
+const RELEASE_BOUND: Duration = Duration::from_secs(30);
+
+/// Stops a running owner of session `id` (the session stays open), so this process can
+/// take the session's writer lock.
+pub async fn release(home: &Path, id: &RecordId) -> SubmitResult<()> {
+    client::release(home, id, RELEASE_BOUND)
+        .await
+        .map(drop)
+        .map_err(SubmitError::Wire)
+}
+
+/// Stops every running owner under `home` (their sessions stay open), for work that writes
+/// every session (migrate, repair).
+pub async fn release_all(home: &Path) -> SubmitResult<()> {
+    let Ok(entries) = std::fs::read_dir(lease::owners_dir(home)) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
+            continue;
+        };
+        if let Ok(id) = RecordId::parse(id) {
+            release(home, &id).await?;
+        }
+    }
+    Ok(())
+}

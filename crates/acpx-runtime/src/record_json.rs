@@ -1,0 +1,94 @@
+//! The JSON objects that name and describe a session in command output: the identity triple
+//! (`docs/format.md`, § Identity), a listed session, and a stored record without its
+//! conversation. Pure functions of the model's types, so every front end emits the same shape.
+
+use acpx_model::{SessionRecord, SessionSummary};
+use serde_json::{json, Map, Value};
+
+/// The identity triple (`docs/format.md`, "Identity"): `acpxRecordId`, `acpxSessionId` (the ACP session id), and
+/// `agentSessionId` only when known.
+pub fn identity(
+    record_id: &str,
+    acp_session_id: &str,
+    agent_session_id: Option<&str>,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("acpxRecordId".into(), json!(record_id));
+    m.insert("acpxSessionId".into(), json!(acp_session_id));
+    if let Some(a) = agent_session_id.filter(|a| !a.is_empty()) {
+        m.insert("agentSessionId".into(), json!(a));
+    }
+    m
+}
+
+/// The identity of a record.
+pub fn record_identity(r: &SessionRecord) -> Map<String, Value> {
+    identity(
+        r.acpx_record_id.as_str(),
+        &r.acp_session_id,
+        r.agent_session_id.as_deref(),
+    )
+}
+
+fn put_opt<T: serde::Serialize>(m: &mut Map<String, Value>, key: &str, v: Option<T>) {
+    if let Some(v) = v {
+        m.insert(key.into(), json!(v));
+    }
+}
+
+/// A listed session, with the canonical identity names and no null placeholders.
+pub fn summary_json(s: &SessionSummary) -> Value {
+    let mut m = identity(
+        s.acpx_record_id.as_str(),
+        &s.acp_session_id,
+        s.agent_session_id.as_deref(),
+    );
+    m.insert("agentCommand".into(), json!(s.agent_command));
+    m.insert("cwd".into(), json!(s.cwd));
+    put_opt(&mut m, "name", s.name.as_ref());
+    put_opt(&mut m, "title", s.title.as_ref());
+    m.insert("createdAt".into(), json!(s.created_at));
+    m.insert("lastUsedAt".into(), json!(s.last_used_at));
+    m.insert("closed".into(), json!(s.closed));
+    put_opt(&mut m, "closedAt", s.closed_at);
+    put_opt(&mut m, "lastPromptAt", s.last_prompt_at);
+    m.insert("messageCount".into(), json!(s.message_count));
+    Value::Object(m)
+}
+
+/// A record for `sessions show`: the stored document with the canonical identity names, the
+/// conversation replaced by its size (use `sessions history` or `export` for it).
+pub fn record_show_json(r: &SessionRecord) -> Value {
+    let mut m = record_identity(r);
+    let Ok(Value::Object(doc)) = serde_json::to_value(r) else {
+        return Value::Object(m);
+    };
+    for (k, v) in doc {
+        match k.as_str() {
+            "acpxRecordId" | "acpSessionId" | "agentSessionId" => {}
+            "thread" => {
+                let mut t = Map::new();
+                t.insert(
+                    "title".into(),
+                    v.get("title").cloned().unwrap_or(Value::Null),
+                );
+                t.insert("messageCount".into(), json!(r.thread.messages.len()));
+                t.insert(
+                    "updated_at".into(),
+                    v.get("updated_at").cloned().unwrap_or(Value::Null),
+                );
+                t.insert(
+                    "cumulative_token_usage".into(),
+                    v.get("cumulative_token_usage")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                );
+                m.insert("thread".into(), Value::Object(t));
+            }
+            _ => {
+                m.insert(k, v);
+            }
+        }
+    }
+    Value::Object(m)
+}
