@@ -71,6 +71,7 @@ mod checkpoint;
 mod connection;
 mod events;
 mod lock;
+mod repair;
 mod rows;
 mod schema;
 mod search;
@@ -363,6 +364,13 @@ impl Store for SqliteStore {
         let owned = id.clone();
         record.revision = self.run(move |inner| inner.row_revision(&owned)).await?;
         self.save(record).await
+    }
+
+    async fn replace_damaged_events(&self, writer: &SessionLock) -> StoreResult<Vec<u64>> {
+        writer.check_issuer(self.inner.held.issuer(), "sqlite")?;
+        let id = writer.id().clone();
+        self.run(move |inner| inner.replace_damaged_events(&id))
+            .await
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
