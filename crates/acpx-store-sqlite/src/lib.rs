@@ -159,7 +159,9 @@ impl Default for SqliteStoreOptions {
 /// for it, other tasks do not). Each opened store also runs one thread, with its own
 /// connection, that copies the write-ahead log back into the database file (checkpoints) off
 /// the path of the calls; dropping the last clone of the store stops and joins it, which may
-/// wait for a checkpoint in progress.
+/// wait for a checkpoint in progress. Opening the store checkpoints a write-ahead log over
+/// 1 MiB to its end and truncates it when no other connection is busy (never waiting): after
+/// a full disk, where no checkpoint could grow the database file, that gives the space back.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
