@@ -1,4 +1,5 @@
-//! A session whose snapshot is truncated or garbage while its log is intact: `prompt`
+//! A session whose snapshot is truncated, garbage or (file store) missing while its log is
+//! intact: `prompt`
 //! and `sessions show` report it as damaged (not as absent), `sessions list` and `fsck` count
 //! and name it, and `fsck --repair` rebuilds it from the log with the reducer, on both stores
 //! (`docs/format.md` § Damaged snapshots).
@@ -16,6 +17,7 @@ fn damage(env: &Env, id: &str, how: &str) {
                 let bytes = std::fs::read(&path).unwrap();
                 std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
             }
+            "missing" => std::fs::remove_file(&path).unwrap(),
             _ => std::fs::write(&path, "\u{0}garbage{").unwrap(),
         }
     } else {
@@ -42,7 +44,13 @@ fn damage(env: &Env, id: &str, how: &str) {
 #[test]
 fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
     for backend in BACKENDS {
-        for how in ["truncated", "garbage"] {
+        // A missing snapshot is a file-store case: a SQLite row has no snapshot apart from it.
+        let hows: &[&str] = if backend == "fs" {
+            &["truncated", "garbage", "missing"]
+        } else {
+            &["truncated", "garbage"]
+        };
+        for &how in hows {
             let env = Env::new(backend);
             let agent = env.agent_cmd("");
             let created = env

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::{StoreError, StoreResult};
 use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
+
+/// The type of the event [`Store::replace_damaged_events`] puts in place of a stored event that
+/// could not be read; its payload holds what was stored (`docs/format.md` § Damaged events).
+pub const DAMAGED_EVENT_TYPE: &str = "event_damaged";
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord, SessionSummary};
 use crate::time::Timestamp;
@@ -316,6 +320,20 @@ pub trait Store: Send + Sync + fmt::Debug {
         let _ = (writer, record);
         Err(StoreError::InvalidArgument(format!(
             "the {} store cannot replace a damaged snapshot",
+            self.backend_name()
+        )))
+    }
+
+    /// Replaces every stored event of the writer's session that cannot be read (a damaged
+    /// row) with a well-formed event of type [`DAMAGED_EVENT_TYPE`] at the same seq, whose
+    /// payload keeps what was stored (`docs/format.md` § Damaged events), so that the log
+    /// reads strictly again without a gap; returns the seqs replaced. Nothing is guessed: the
+    /// lost content stays lost, and readers skip the placeholder. A backend that cannot do it
+    /// refuses with `InvalidArgument` (the default).
+    async fn replace_damaged_events(&self, writer: &SessionLock) -> StoreResult<Vec<u64>> {
+        let _ = writer;
+        Err(StoreError::InvalidArgument(format!(
+            "the {} store cannot replace damaged events",
             self.backend_name()
         )))
     }

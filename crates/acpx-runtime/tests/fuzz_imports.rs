@@ -7,10 +7,12 @@
 mod fuzz_support;
 
 use std::fs;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use acpx_model::{EventQuery, ListQuery, MemoryStore, Store};
 use acpx_runtime::mcp_servers::parse_mcp_servers;
 use acpx_runtime::ops::node_import::import_node_home;
+use acpx_runtime::ops::node_import::loadable::encode_uri_component;
 use fuzz_support::{bytes_of, fuzz, fuzz_with, inputs, Input};
 use serde_json::{json, Value};
 
@@ -34,17 +36,33 @@ fn node_samples() -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 
 /// Imports one Node session (record + journal in two segments) and checks what was stored:
 /// a gap-free log starting at 1, and a snapshot that loads.
+/// Node's file stem for the record in `record` (`encodeURIComponent` of its id), so that the
+/// importer reads the files rather than skipping them for their names as Node would; `s`
+/// when the record has no id or the name could not be a file name.
+fn node_stem(record: &[u8]) -> String {
+    serde_json::from_slice::<Value>(record)
+        .ok()
+        .and_then(|d| d.get("acpx_record_id")?.as_str().map(encode_uri_component))
+        .filter(|stem| !stem.is_empty() && stem.len() <= 200)
+        .unwrap_or_else(|| "s".into())
+}
+
+/// Sessions imported so far by [`fuzz_node_import`] (printed: inputs that reach the store).
+static IMPORTED: AtomicU64 = AtomicU64::new(0);
+
 async fn import_one(home: &std::path::Path, record: &[u8], older: &[u8], active: &[u8]) {
     let sessions = home.join("sessions");
     let _ = fs::remove_dir_all(&sessions);
     fs::create_dir_all(&sessions).expect("sessions dir");
-    fs::write(sessions.join("s.json"), record).expect("write");
-    fs::write(sessions.join("s.stream.1.ndjson"), older).expect("write");
-    fs::write(sessions.join("s.stream.ndjson"), active).expect("write");
+    let stem = node_stem(record);
+    fs::write(sessions.join(format!("{stem}.json")), record).expect("write");
+    fs::write(sessions.join(format!("{stem}.stream.1.ndjson")), older).expect("write");
+    fs::write(sessions.join(format!("{stem}.stream.ndjson")), active).expect("write");
     let store = MemoryStore::new();
     let Ok(report) = import_node_home(&store, home, false).await else {
         return;
     };
+    IMPORTED.fetch_add(report.imported.len() as u64, Ordering::Relaxed);
     for imported in &report.imported {
         let id = &imported.record.acpx_record_id;
         let page = store
@@ -65,7 +83,7 @@ fn fuzz_node_import() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let home = tempfile::tempdir().expect("a temp dir");
+    let home = tempfile::tempdir_in(fuzz_support::scratch_root()).expect("a temp dir");
     let (records, journals) = node_samples();
     let strategy = (
         inputs(records.len()),
@@ -81,6 +99,10 @@ fn fuzz_node_import() {
             let active = bytes_of(&a, &journals);
             rt.block_on(import_one(home.path(), &record, &older, &active));
         },
+    );
+    eprintln!(
+        "fuzz node record + journal: {} sessions imported",
+        IMPORTED.load(Ordering::Relaxed)
     );
 }
 

@@ -20,7 +20,7 @@ use acpx_model::{
 
 use crate::fsutil::{ensure_dir, io_err, remove_if_exists, stat_opt, FileIdent};
 use crate::index::IndexCache;
-use crate::layout::{classify, Entry, Layout};
+use crate::layout::{classify, tombstone_owner, Entry, Layout};
 use crate::log::{self, LogWriter};
 use acpx_lock::FileLock;
 
@@ -370,10 +370,13 @@ impl FsCore {
 impl FsCore {
     /// Removes temp files left by interrupted saves: `.<id>.json.tmp.*` of sessions whose lock
     /// is free (a save only runs under the lock, so nobody is writing them), and
-    /// `.index.json.tmp.*` when the index lock is free. Returns how many were removed.
+    /// `.index.json.tmp.*` when the index lock is free; and finishes deletes a crash
+    /// interrupted (a tombstone `<id>.deleted` whose session lock is free: its log files, then
+    /// the tombstone, are removed). Returns how many temp files and deletes were cleaned up.
     pub fn cleanup_stale_temp_files(&self) -> StoreResult<usize> {
         let dir = self.layout.dir();
         let mut by_session: HashMap<RecordId, Vec<PathBuf>> = HashMap::new();
+        let mut tombstones = Vec::new();
         let mut index_temps = Vec::new();
         let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
         for entry in rd {
@@ -386,10 +389,14 @@ impl FsCore {
                     by_session.entry(id).or_default().push(entry.path())
                 }
                 Some(Entry::IndexTemp) => index_temps.push(entry.path()),
-                _ => {}
+                _ => {
+                    if let Some(id) = tombstone_owner(&name) {
+                        tombstones.push(id);
+                    }
+                }
             }
         }
-        let mut removed = 0;
+        let mut removed = self.finish_interrupted_deletes(tombstones)?;
         for (id, temps) in by_session {
             let lock_path = self.layout.lock(&id);
             let Some(flock) =
@@ -424,6 +431,46 @@ impl FsCore {
             }
         }
         Ok(removed)
+    }
+}
+
+impl FsCore {
+    /// Finishes the deletes whose tombstones are given, for each session whose lock is free
+    /// (a delete runs under the lock: a busy lock is a delete still running). Returns how many
+    /// were finished.
+    fn finish_interrupted_deletes(&self, tombstones: Vec<RecordId>) -> StoreResult<usize> {
+        let mut finished = 0;
+        for id in tombstones {
+            let slot = self.slot(&id);
+            let mut st = lock_slot(&slot);
+            if st.held > 0 {
+                continue;
+            }
+            let lock_path = self.layout.lock(&id);
+            let Some(flock) =
+                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            else {
+                continue;
+            };
+            st.writer = None;
+            st.snap = None;
+            st.snapshot_present = None;
+            st.validated = false;
+            // A snapshot next to a tombstone was written by a create after the delete's
+            // commit point, which would have finished the delete first: leave such a session
+            // alone rather than guess.
+            let snapshot = self.layout.snapshot(&id);
+            if stat_opt(&snapshot)
+                .map_err(|e| io_err(&snapshot, e))?
+                .is_none()
+            {
+                self.finish_delete(&id)?;
+                tracing::info!(session = %id, "finished a delete that a crash interrupted");
+                finished += 1;
+                let _ = flock.unlink();
+            }
+        }
+        Ok(finished)
     }
 }
 

@@ -17,6 +17,7 @@ pub const FAILPOINTS: &[&str] = &[
     "append.after_partial_write",
     "rotate.after_shift",
     "delete.after_snapshot_unlink",
+    "delete.after_logs_removed",
 ];
 
 /// Whether `ACPX_FAILPOINT` names `step` (always false without the `failpoints` feature).

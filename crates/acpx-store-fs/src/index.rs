@@ -7,7 +7,7 @@
 //! worst a file is parsed again. Listing is therefore one `readdir` plus one `stat` per
 //! snapshot, and only new or changed snapshots are parsed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
@@ -19,10 +19,14 @@ use acpx_model::{
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{create_new_file, io_err, open_read, random_suffix, read_file, FileIdent};
-use crate::layout::{classify, Entry, Layout};
+use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
 use acpx_lock::FileLock;
 
 const INDEX_VERSION: u32 = 1;
+
+/// Why a session whose snapshot is missing but whose log is left is damaged (`load`, `list`).
+pub(crate) const MISSING_SNAPSHOT: &str = "the snapshot is missing but the session's event log \
+     is still there: run `acpx fsck --repair` to rebuild the snapshot from the log";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct IndexEntry {
@@ -59,6 +63,43 @@ pub(crate) struct Listing {
     pub skipped: Vec<SkippedEntry>,
     /// How many snapshot files had to be parsed (the rest came from the cache).
     pub parsed: usize,
+}
+
+/// What a listing's `readdir` saw besides snapshots: sessions with event segments, and
+/// tombstones of deletes under way (see [`Layout::tombstone`]).
+#[derive(Default)]
+struct LogsWithoutSnapshot {
+    snapshots: HashSet<RecordId>,
+    logs: HashSet<RecordId>,
+    tombstones: HashSet<RecordId>,
+}
+
+impl LogsWithoutSnapshot {
+    fn note(&mut self, name: &str) {
+        if let Some(id) = segment_owner(name) {
+            self.logs.insert(id);
+        } else if let Some(id) = tombstone_owner(name) {
+            self.tombstones.insert(id);
+        }
+    }
+
+    /// Sessions with a log but neither a snapshot nor a tombstone: damaged, not deleted
+    /// (docs/format.md § Damaged snapshots). `readdir` is not atomic, so a candidate is
+    /// checked again on its own files (a delete or create may have run meanwhile).
+    fn damaged(self, layout: &Layout) -> Vec<RecordId> {
+        let mut out: Vec<RecordId> = self
+            .logs
+            .into_iter()
+            .filter(|id| !self.snapshots.contains(id) && !self.tombstones.contains(id))
+            .filter(|id| {
+                [layout.snapshot(id), layout.tombstone(id)]
+                    .iter()
+                    .all(|p| matches!(fs::symlink_metadata(p), Err(e) if e.kind() == io::ErrorKind::NotFound))
+            })
+            .collect();
+        out.sort();
+        out
+    }
 }
 
 /// Parses and validates a snapshot the way `load` does: the document must validate and the
@@ -148,6 +189,7 @@ impl IndexCache {
             parsed: 0,
         };
         let mut changed = false;
+        let mut logs_and_tombstones = LogsWithoutSnapshot::default();
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
             let os_name = entry.file_name();
@@ -156,8 +198,10 @@ impl IndexCache {
                 continue;
             };
             let Some(Entry::Snapshot(id)) = classify(name) else {
+                logs_and_tombstones.note(name);
                 continue;
             };
+            logs_and_tombstones.snapshots.insert(id.clone());
             let path = entry.path();
             let meta = match fs::symlink_metadata(&path) {
                 Ok(m) => m,
@@ -219,6 +263,14 @@ impl IndexCache {
                 ),
             }
             fresh.insert(name.to_owned(), e);
+        }
+        for id in logs_and_tombstones.damaged(layout) {
+            skip(
+                &mut out,
+                &id,
+                &layout.snapshot(&id),
+                MISSING_SNAPSHOT.into(),
+            );
         }
         let gone = !self.entries.is_empty();
         self.entries = fresh;

@@ -46,6 +46,13 @@ impl Layout {
         self.sessions.join(format!("{id}.lock"))
     }
 
+    /// `<id>.deleted`: the tombstone of a delete in progress (the snapshot renamed, or an empty
+    /// file when there was none). While it exists the session is gone, whatever log files
+    /// are left; the delete that wrote it (or the next open, create or delete) removes them.
+    pub fn tombstone(&self, id: &RecordId) -> PathBuf {
+        self.sessions.join(format!("{id}.deleted"))
+    }
+
     /// Segment 0 is the active one (`<id>.events.ndjson`); `n >= 1` are older (`1` newest).
     pub fn segment(&self, id: &RecordId, n: u32) -> PathBuf {
         if n == 0 {
@@ -98,6 +105,25 @@ pub(crate) fn classify(name: &str) -> Option<Entry> {
     }
     let id = name.strip_suffix(".json")?;
     RecordId::parse(id).ok().map(Entry::Snapshot)
+}
+
+/// The session whose event segment (active `<id>.events.ndjson` or older
+/// `<id>.events.<n>.ndjson`) `name` is.
+pub(crate) fn segment_owner(name: &str) -> Option<RecordId> {
+    if let Some(id) = name.strip_suffix(".events.ndjson") {
+        return RecordId::parse(id).ok();
+    }
+    let (id, n) = name.strip_suffix(".ndjson")?.rsplit_once('.')?;
+    let id = id.strip_suffix(".events")?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    RecordId::parse(id).ok()
+}
+
+/// The session whose tombstone (`<id>.deleted`) `name` is.
+pub(crate) fn tombstone_owner(name: &str) -> Option<RecordId> {
+    RecordId::parse(name.strip_suffix(".deleted")?).ok()
 }
 
 /// Whether `name` is one of `id`'s event-log files other than the active segment: an older
@@ -157,6 +183,27 @@ mod tests {
         ] {
             assert_eq!(classify(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn segments_and_tombstones_name_their_session() {
+        for (name, owner) in [
+            ("a.events.ndjson", Some("a")),
+            ("a.events.3.ndjson", Some("a")),
+            ("a.events.1.events.ndjson", Some("a.events.1")),
+            ("a.events.events.2.ndjson", Some("a.events")),
+            ("a.events.x.ndjson", None),
+            ("a.events..ndjson", None),
+            ("a.json", None),
+            ("a.events.torn-17", None),
+            (".events.ndjson", None),
+        ] {
+            assert_eq!(segment_owner(name), owner.map(id), "{name}");
+        }
+        assert_eq!(tombstone_owner("a.b.deleted"), Some(id("a.b")));
+        assert_eq!(tombstone_owner("a.json"), None);
+        assert_eq!(tombstone_owner(".deleted"), None);
+        assert_eq!(classify("a.deleted"), None);
     }
 
     #[test]

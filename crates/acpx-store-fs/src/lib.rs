@@ -57,6 +57,7 @@
 //! <root>/sessions/<id>.events.1.ndjson    older segments, 1 = newest
 //! <root>/sessions/<id>.events.torn-<ms>   incomplete last lines set aside (see below)
 //! <root>/sessions/<id>.lock               the session's writer lock (flock)
+//! <root>/sessions/<id>.deleted            tombstone of a delete under way (see Delete)
 //! <root>/sessions/.index.json             listing cache (see below)
 //! <root>/sessions/.index.lock             serializes writers of the listing cache
 //! ```
@@ -197,12 +198,23 @@
 //!
 //! ## Delete and close
 //!
-//! `delete` removes, under the lock, the snapshot first (so that a crash part-way never
-//! leaves a loadable session), then every segment, set-aside torn tail and temp file of the
-//! session, fsyncs the directory, and unlinks the lock file before releasing it (unless a
-//! lock guard of this store is holding it: the guard's owner may recreate the session; the
-//! file goes when the guard is dropped). `create` removes log files left behind by an
-//! interrupted delete, so they never become the history of a new session with the same id.
+//! `delete` runs under the lock, and its commit point is the tombstone `<id>.deleted`: the
+//! snapshot is renamed to it (an empty one is written when only a log is left), and the
+//! directory fsynced; from then on `load`, `read_events`, `append` and `list` treat the
+//! session as gone whatever log files remain. Then every segment, set-aside torn tail and temp
+//! file of the session is removed, the directory fsynced, the tombstone removed, and the lock
+//! file unlinked before the lock is released (unless a lock guard of this store is holding
+//! it: the guard's owner may recreate the session; the file goes when the guard is dropped).
+//! A crash before the commit point leaves the whole session, after it nothing findable. A
+//! tombstone whose session lock is free is a delete a crash interrupted: [`FsStore::open`]
+//! finishes it (see § Stale temp files), and so do `create` of that id and another `delete`,
+//! so the old log never becomes the history of a new session with the same id.
+//!
+//! A snapshot missing *without* a tombstone while a segment of the log exists is damage, not a
+//! delete (docs/format.md § Damaged snapshots): `load` answers [`StoreError::Corrupt`] naming
+//! the missing file, `list` reports the session in `skipped`, `read_events` reads its log, the
+//! id stays taken (`create` answers `AlreadyExists`), and [`Store::replace_snapshot`] writes
+//! the rebuilt snapshot.
 //! `close` is idempotent and goes through the normal save path (revision + 1).
 //!
 //! ## Stale temp files
@@ -212,7 +224,8 @@
 //! is busy the file is left alone, whatever its age. Index temp files
 //! (`.index.json.tmp.*`) are written under `.index.lock` and cleaned by the same rule.
 //! [`FsStore::open`] runs this cleanup once; [`FsStore::cleanup_stale_temp_files`] runs it on
-//! demand.
+//! demand. The same cleanup finishes interrupted deletes (a tombstone whose session lock is
+//! free; see Delete and close).
 //!
 //! ## Failpoints
 //!
@@ -228,7 +241,8 @@
 //! | `save.after_rename` | the snapshot is renamed into place, the directory not yet fsynced |
 //! | `append.after_partial_write` | only the first half of the batch's bytes is written (a torn tail) |
 //! | `rotate.after_shift` | older segments are shifted, the active one not yet moved to `.1` |
-//! | `delete.after_snapshot_unlink` | the snapshot is unlinked, the log segments not yet |
+//! | `delete.after_snapshot_unlink` | the snapshot is renamed to the tombstone `<id>.deleted` (the commit point), the log segments not yet removed |
+//! | `delete.after_logs_removed` | the log segments are removed, the tombstone not yet |
 
 #![warn(missing_docs)]
 
@@ -330,8 +344,8 @@ impl FsStore {
         self.core.lock_path(id)
     }
 
-    /// Removes temp files of interrupted saves whose session lock is free (see the crate
-    /// docs); returns how many. Blocking.
+    /// Removes temp files of interrupted saves whose session lock is free and finishes
+    /// deletes a crash interrupted (see the crate docs); returns how many. Blocking.
     pub fn cleanup_stale_temp_files(&self) -> StoreResult<usize> {
         self.core.cleanup_stale_temp_files()
     }

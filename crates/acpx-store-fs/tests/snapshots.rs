@@ -603,16 +603,77 @@ async fn create_ignores_log_files_left_by_an_interrupted_delete() {
     append_locked(&store, &a, &events(&a, 1..=5, 10), Durability::Flush)
         .await
         .unwrap();
-    // What a crash right after the snapshot unlink leaves.
-    fs::remove_file(store.snapshot_path(&a)).unwrap();
-    let reopened = FsStore::open(tmp.path()).unwrap();
-    reopened.create(&mut record(&a, "/repo")).await.unwrap();
-    let state = append_locked(&reopened, &a, &[event(&a, 1, "note", 1)], Durability::Flush)
+    // What a crash right after the commit point of a delete leaves: the snapshot renamed to
+    // the tombstone, the log still there.
+    fs::rename(
+        store.snapshot_path(&a),
+        store.sessions_dir().join("a.deleted"),
+    )
+    .unwrap();
+    assert!(matches!(store.load(&a).await, Err(StoreError::NotFound(_))));
+    store.create(&mut record(&a, "/repo")).await.unwrap();
+    assert!(!store.sessions_dir().join("a.deleted").exists());
+    let state = append_locked(&store, &a, &[event(&a, 1, "note", 1)], Durability::Flush)
         .await
         .unwrap();
     assert_eq!(state.last_seq, 1);
-    let page = reopened.read_events(&a, &Default::default()).await.unwrap();
+    let page = store.read_events(&a, &Default::default()).await.unwrap();
     assert_eq!(seqs(&page.events), [1]);
+}
+
+/// A missing snapshot without a tombstone is damage, not a delete (docs/format.md § Damaged
+/// snapshots): the session is reported by `list` and `load`, its id stays taken, and
+/// `replace_snapshot` brings it back with its log untouched.
+#[tokio::test]
+async fn missing_snapshot_with_a_log_is_damaged_not_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(tmp.path());
+    let a = id("a");
+    let mut rec = record(&a, "/repo");
+    store.create(&mut rec).await.unwrap();
+    store.create(&mut record(&id("b"), "/repo")).await.unwrap();
+    append_locked(&store, &a, &events(&a, 1..=5, 10), Durability::Flush)
+        .await
+        .unwrap();
+    fs::remove_file(store.snapshot_path(&a)).unwrap();
+    for s in [store.clone(), FsStore::open(tmp.path()).unwrap()] {
+        match s.load(&a).await {
+            Err(StoreError::Corrupt {
+                location, reason, ..
+            }) => {
+                assert!(location.ends_with("a.json"), "{location}");
+                assert!(
+                    reason.contains("missing") && reason.contains("fsck --repair"),
+                    "{reason}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let page = s.list(&ListQuery::default()).await.unwrap();
+        assert_eq!(page.sessions.len(), 1);
+        assert_eq!(page.skipped.len(), 1, "{:?}", page.skipped);
+        assert_eq!(page.skipped[0].acpx_record_id.as_ref(), Some(&a));
+        assert!(page.skipped[0].reason.contains("missing"));
+        assert!(matches!(
+            s.create(&mut record(&a, "/repo")).await,
+            Err(StoreError::AlreadyExists(_))
+        ));
+    }
+    // Nothing was removed by the reads and the refused create.
+    let page = store.read_events(&a, &Default::default()).await.unwrap();
+    assert_eq!(seqs(&page.events), [1, 2, 3, 4, 5]);
+    let writer = store.lock(&a, Duration::from_secs(5)).await.unwrap();
+    store.replace_snapshot(&writer, &mut rec).await.unwrap();
+    drop(writer);
+    assert_eq!(store.load(&a).await.unwrap().acpx_record_id, a);
+    let page = store.list(&ListQuery::default()).await.unwrap();
+    assert_eq!((page.sessions.len(), page.skipped.len()), (2, 0));
+    // Deleting a damaged session removes its log too.
+    fs::remove_file(store.snapshot_path(&a)).unwrap();
+    assert!(store.delete(&a).await.unwrap());
+    assert!(matches!(store.load(&a).await, Err(StoreError::NotFound(_))));
+    let page = store.list(&ListQuery::default()).await.unwrap();
+    assert_eq!((page.sessions.len(), page.skipped.len()), (1, 0));
 }
 
 #[tokio::test]

@@ -13,6 +13,9 @@
 //! steady stream of commits the WAL is never fully copied at the instant a write starts, and
 //! SQLite only rewinds the file from the start then. The fallback bounds the file, and it
 //! finds most pages already copied by this thread.
+//!
+//! Opening the store truncates a WAL larger than [`RECLAIM_WAL_BYTES`] (see
+//! [`reclaim_large_wal`]): after a full disk, that is what gives the space back.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -30,6 +33,47 @@ pub(crate) const COMMITS_PER_CHECKPOINT: u64 = 32;
 /// committing call checkpoints itself. At SQLite's 1000, appends in a steady stream still
 /// paid for it every 40 batches; at 10,000 (40 MiB of WAL) every 400.
 pub(crate) const FALLBACK_PAGES: u32 = 10_000;
+
+/// Size of the `-wal` file above which opening the store checkpoints it to its end and
+/// truncates it.
+pub(crate) const RECLAIM_WAL_BYTES: u64 = 1 << 20;
+
+/// Checkpoints a WAL larger than [`RECLAIM_WAL_BYTES`] to its end and truncates it
+/// (`wal_checkpoint(TRUNCATE)`), unless another connection is using the database right now
+/// (it never waits: `busy_timeout` is restored afterwards).
+///
+/// Why at open: when the disk is full, a checkpoint cannot grow the database file, so it
+/// fails, the WAL is never rewound, and every later commit appends to it. Once space is
+/// freed, the next commit takes it for the WAL again, and the store stays full: nothing can
+/// be saved, `fsck --repair` included. A complete checkpoint while there is room copies the
+/// WAL into the database and gives its space back; the first open after space was freed is
+/// that moment.
+pub(crate) fn reclaim_large_wal(conn: &Connection, path: &Path, busy_timeout: Duration) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    match std::fs::metadata(&wal) {
+        Ok(m) if m.len() > RECLAIM_WAL_BYTES => {}
+        _ => return,
+    }
+    if conn.busy_timeout(Duration::ZERO).is_err() {
+        return;
+    }
+    let result = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    match result {
+        Ok(0) => tracing::debug!(db = %path.display(), "truncated a large write-ahead log"),
+        Ok(_) => {
+            tracing::debug!(db = %path.display(), "the database is busy; the write-ahead log stays as it is")
+        }
+        Err(e) => {
+            tracing::warn!(db = %path.display(), error = %e, "could not checkpoint the write-ahead log")
+        }
+    }
+    if let Err(e) = conn.busy_timeout(busy_timeout) {
+        tracing::warn!(db = %path.display(), error = %e, "could not restore busy_timeout");
+    }
+}
 
 #[derive(Default)]
 struct State {

@@ -76,6 +76,7 @@ pub(crate) fn open_connection(
         MigrateError::Sql(e) => err("migrate the schema")(e),
         MigrateError::Store(e) => e,
     })?;
+    checkpoint::reclaim_large_wal(&conn, path, options.busy_timeout);
     Ok(conn)
 }
 

@@ -71,6 +71,7 @@ mod checkpoint;
 mod connection;
 mod events;
 mod lock;
+mod repair;
 mod rows;
 mod schema;
 mod search;
@@ -158,7 +159,9 @@ impl Default for SqliteStoreOptions {
 /// for it, other tasks do not). Each opened store also runs one thread, with its own
 /// connection, that copies the write-ahead log back into the database file (checkpoints) off
 /// the path of the calls; dropping the last clone of the store stops and joins it, which may
-/// wait for a checkpoint in progress.
+/// wait for a checkpoint in progress. Opening the store checkpoints a write-ahead log over
+/// 1 MiB to its end and truncates it when no other connection is busy (never waiting): after
+/// a full disk, where no checkpoint could grow the database file, that gives the space back.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
@@ -363,6 +366,13 @@ impl Store for SqliteStore {
         let owned = id.clone();
         record.revision = self.run(move |inner| inner.row_revision(&owned)).await?;
         self.save(record).await
+    }
+
+    async fn replace_damaged_events(&self, writer: &SessionLock) -> StoreResult<Vec<u64>> {
+        writer.check_issuer(self.inner.held.issuer(), "sqlite")?;
+        let id = writer.id().clone();
+        self.run(move |inner| inner.replace_damaged_events(&id))
+            .await
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {

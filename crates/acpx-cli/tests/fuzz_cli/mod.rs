@@ -12,7 +12,7 @@ mod fuzz_support;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -49,8 +49,8 @@ fn config_samples() -> Vec<Vec<u8>> {
 
 #[test]
 fn fuzz_config_files() {
-    let home = tempfile::tempdir().expect("a temp dir");
-    let project = tempfile::tempdir().expect("a temp dir");
+    let home = tempfile::tempdir_in(fuzz_support::scratch_root()).expect("a temp dir");
+    let project = tempfile::tempdir_in(fuzz_support::scratch_root()).expect("a temp dir");
     std::fs::create_dir_all(project.path().join(".git")).expect("a git root");
     let samples = config_samples();
     let strategy = (
@@ -158,14 +158,19 @@ fn words() -> impl Strategy<Value = Vec<Word>> {
     prop::collection::vec(word, 0..10)
 }
 
-/// The argv handling of `main.rs::run`, without running the command.
-fn parse_argv(argv: Vec<OsString>) {
+/// The argv handling of `main.rs::run`, without running the command. `cli` is
+/// `Cli::command()`, built once: `Cli::try_parse_from` builds the same command for every call
+/// and then does exactly this, and building it cost more than parsing.
+fn parse_argv(cli: &mut clap::Command, argv: Vec<OsString>) {
     let pre = grammar::prescan(&argv);
     let _ = pre.format.as_deref();
     let Ok(split) = grammar::split_agent(argv, |w| matches!(w, "demo" | "codex" | "claude")) else {
         return;
     };
-    match Cli::try_parse_from(&split.args) {
+    let parsed = cli
+        .try_get_matches_from_mut(&split.args)
+        .and_then(|mut matches| Cli::from_arg_matches_mut(&mut matches));
+    match parsed {
         Ok(_) => {}
         Err(e) => {
             let _ = e.kind();
@@ -177,6 +182,7 @@ fn parse_argv(argv: Vec<OsString>) {
 #[test]
 fn fuzz_command_line() {
     let vocab = vocabulary();
+    let cli = std::cell::RefCell::new(Cli::command());
     fuzz_support::fuzz_with("command line", words(), |ws: Vec<Word>| {
         let mut argv: Vec<OsString> = vec!["acpx".into()];
         argv.extend(ws.into_iter().map(|w| match w {
@@ -184,6 +190,6 @@ fn fuzz_command_line() {
             Word::Text(t) => OsString::from(t),
             Word::Bytes(b) => OsString::from_vec(b),
         }));
-        parse_argv(argv);
+        parse_argv(&mut cli.borrow_mut(), argv);
     });
 }

@@ -14,7 +14,8 @@
 
 #![allow(dead_code)]
 
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,18 @@ pub fn cases() -> u32 {
         .unwrap_or(DEFAULT_CASES)
 }
 
+/// Where targets that read real files make their temp dirs: `/dev/shm` (a tmpfs) when it
+/// exists, so that the files they write and remove for every input never touch a disk; else
+/// the system temp dir.
+pub fn scratch_root() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 /// The time budget of a long run, if any.
 fn budget() -> Option<Duration> {
     std::env::var("ACPX_FUZZ_SECONDS")
@@ -61,36 +74,38 @@ pub fn inputs(samples: usize) -> impl Strategy<Value = Input> {
     ]
 }
 
-/// Values of every JSON type and the edges readers get wrong.
+/// How many values [`interesting_value`] picks from.
+const INTERESTING_VALUES: u32 = 24;
+
+/// Values of every JSON type and the edges readers get wrong (the `k`-th of
+/// [`INTERESTING_VALUES`]; only that one is built).
 fn interesting_value(k: u32) -> Value {
-    let long = "x".repeat(5000);
-    let values = [
-        Value::Null,
-        Value::Bool(true),
-        Value::Bool(false),
-        serde_json::json!(0),
-        serde_json::json!(-1),
-        serde_json::json!(1),
-        serde_json::json!(u64::MAX),
-        serde_json::json!(i64::MIN),
-        serde_json::json!(1.5),
-        serde_json::json!(-1e308),
-        serde_json::json!(""),
-        serde_json::json!("x"),
-        Value::String(long),
-        serde_json::json!("2026-01-10T09:00:00.000Z"),
-        serde_json::json!("9999-99-99T99:99:99Z"),
-        serde_json::json!("../../etc/passwd"),
-        serde_json::json!("a/b\\c\u{0}d"),
-        serde_json::json!("\u{202e}\u{fffd}"),
-        serde_json::json!([]),
-        serde_json::json!({}),
-        serde_json::json!([null]),
-        serde_json::json!({"": null}),
-        serde_json::json!("1"),
-        serde_json::json!(18446744073709551615u64),
-    ];
-    values[k as usize % values.len()].clone()
+    match k % INTERESTING_VALUES {
+        0 => Value::Null,
+        1 => Value::Bool(true),
+        2 => Value::Bool(false),
+        3 => serde_json::json!(0),
+        4 => serde_json::json!(-1),
+        5 => serde_json::json!(1),
+        6 => serde_json::json!(u64::MAX),
+        7 => serde_json::json!(i64::MIN),
+        8 => serde_json::json!(1.5),
+        9 => serde_json::json!(-1e308),
+        10 => serde_json::json!(""),
+        11 => serde_json::json!("x"),
+        12 => Value::String("x".repeat(5000)),
+        13 => serde_json::json!("2026-01-10T09:00:00.000Z"),
+        14 => serde_json::json!("9999-99-99T99:99:99Z"),
+        15 => serde_json::json!("../../etc/passwd"),
+        16 => serde_json::json!("a/b\\c\u{0}d"),
+        17 => serde_json::json!("\u{202e}\u{fffd}"),
+        18 => serde_json::json!([]),
+        19 => serde_json::json!({}),
+        20 => serde_json::json!([null]),
+        21 => serde_json::json!({"": null}),
+        22 => serde_json::json!("1"),
+        _ => serde_json::json!(18446744073709551615u64),
+    }
 }
 
 /// Byte strings that break parsers: quotes, brackets, escapes, huge numbers, invalid UTF-8.
@@ -117,23 +132,43 @@ const TOKENS: &[&[u8]] = &[
     b"\t",
 ];
 
-/// JSON pointers of every node of `v`, preorder (the root is "").
-fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
-    out.push(at.clone());
-    match v {
-        Value::Object(m) => {
-            for (k, child) in m {
-                let key = k.replace('~', "~0").replace('/', "~1");
-                pointers(child, format!("{at}/{key}"), out);
-            }
-        }
-        Value::Array(a) => {
-            for (i, child) in a.iter().enumerate() {
-                pointers(child, format!("{at}/{i}"), out);
-            }
-        }
-        _ => {}
+/// How many nodes `v` has (itself included).
+fn node_count(v: &Value) -> usize {
+    1 + match v {
+        Value::Object(m) => m.values().map(node_count).sum(),
+        Value::Array(a) => a.iter().map(node_count).sum(),
+        _ => 0,
     }
+}
+
+/// The JSON pointer of the `n`-th node of `v` in preorder (0 is `v` itself, pointer ""),
+/// built only along the path to it; `n` must be below [`node_count`].
+fn nth_pointer(v: &Value, mut n: usize) -> String {
+    let mut at = String::new();
+    let mut node = v;
+    'descend: while n > 0 {
+        n -= 1;
+        let children: Box<dyn Iterator<Item = (String, &Value)>> = match node {
+            Value::Object(m) => Box::new(
+                m.iter()
+                    .map(|(k, c)| (k.replace('~', "~0").replace('/', "~1"), c)),
+            ),
+            Value::Array(a) => Box::new(a.iter().enumerate().map(|(i, c)| (i.to_string(), c))),
+            _ => return at,
+        };
+        for (token, child) in children {
+            let size = node_count(child);
+            if n < size {
+                at.push('/');
+                at.push_str(&token);
+                node = child;
+                continue 'descend;
+            }
+            n -= size;
+        }
+        return at;
+    }
+    at
 }
 
 /// The parent pointer and the last token of `ptr` (unescaped).
@@ -144,10 +179,9 @@ fn split_pointer(ptr: &str) -> Option<(&str, String)> {
 
 /// Applies one tree mutation to `doc`.
 fn mutate_tree(doc: &mut Value, kind: u8, a: u32, b: u32) {
-    let mut ptrs = Vec::new();
-    pointers(doc, String::new(), &mut ptrs);
-    let ptr = ptrs[a as usize % ptrs.len()].clone();
-    let other = ptrs[b as usize % ptrs.len()].clone();
+    let nodes = node_count(doc);
+    let ptr = nth_pointer(doc, a as usize % nodes);
+    let other = nth_pointer(doc, b as usize % nodes);
     match kind % 6 {
         0 => {
             if let Some(node) = doc.pointer_mut(&ptr) {
@@ -261,16 +295,54 @@ fn mutate_bytes(buf: &mut Vec<u8>, kind: u8, a: u32, b: u32) {
     }
 }
 
+thread_local! {
+    /// Samples parsed as one JSON document (`None`: not one), keyed by their address and
+    /// length: a target's samples live as long as the target, and parsing a large snapshot for
+    /// every input cost more than the reader under test.
+    static PARSED_SAMPLES: RefCell<HashMap<(usize, usize), Option<Value>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// `sample` parsed as one JSON document (cached, see [`PARSED_SAMPLES`]).
+fn parsed_sample(sample: &[u8]) -> Option<Value> {
+    PARSED_SAMPLES.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry((sample.as_ptr() as usize, sample.len()))
+            .or_insert_with(|| serde_json::from_slice::<Value>(sample).ok())
+            .clone()
+    })
+}
+
 /// `sample` with `mutations` applied. A tree mutation works on one line of the sample (the
 /// whole sample when it is one JSON document), re-serialised; byte mutations on the bytes.
+///
+/// Consecutive tree mutations of a whole document work on one tree, printed (pretty) once
+/// when bytes are needed, instead of printing and parsing it again between them. That gives
+/// the same bytes, except that after a nesting mutation the tree is printed and parsed again
+/// as before, since the parser's depth limit can refuse it (the next tree mutation then works
+/// on a line, as it always did).
 pub fn apply(sample: &[u8], mutations: &[Mutation]) -> Vec<u8> {
     let mut buf = sample.to_vec();
+    let mut pristine = true;
+    let mut tree: Option<Value> = None;
+    let print = |doc: &Value| serde_json::to_vec_pretty(doc).unwrap_or_default();
     for &(kind, a, b) in mutations {
         if kind < 128 {
-            let whole = serde_json::from_slice::<Value>(&buf).ok();
-            if let Some(mut doc) = whole {
-                mutate_tree(&mut doc, kind, a, b);
-                buf = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+            if tree.is_none() {
+                tree = if pristine {
+                    parsed_sample(sample)
+                } else {
+                    serde_json::from_slice::<Value>(&buf).ok()
+                };
+            }
+            pristine = false;
+            if let Some(doc) = tree.as_mut() {
+                mutate_tree(doc, kind, a, b);
+                if kind % 6 == 5 {
+                    buf = print(doc);
+                    tree = None;
+                }
                 continue;
             }
             let mut lines: Vec<Vec<u8>> = buf
@@ -293,8 +365,15 @@ pub fn apply(sample: &[u8], mutations: &[Mutation]) -> Vec<u8> {
                 buf = lines.concat();
             }
         } else {
+            if let Some(doc) = tree.take() {
+                buf = print(&doc);
+            }
+            pristine = false;
             mutate_bytes(&mut buf, kind, a, b);
         }
+    }
+    if let Some(doc) = tree {
+        buf = print(&doc);
     }
     buf
 }
@@ -329,26 +408,38 @@ where
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
-    let count = Cell::new(0u64);
+    let mut count = 0u64;
     let started = Instant::now();
     let budget = budget();
-    let out_of_time = Cell::new(false);
-    let result = runner.run(&strategy, |input| {
+    let mut out_of_time = false;
+    let mut result = Ok(());
+    // One input at a time (rather than `TestRunner::run`), so that a time budget stops the
+    // generation too; a failing input is shrunk by `run_one` as `run` would.
+    for _ in 0..cases {
         if budget.is_some_and(|b| started.elapsed() > b) {
-            out_of_time.set(true);
-            return Ok(());
+            out_of_time = true;
+            break;
         }
-        count.set(count.get() + 1);
-        let kept = input.clone();
-        catch_unwind(AssertUnwindSafe(|| check(input)))
-            .map_err(|_| TestCaseError::fail(format!("panicked on {kept:?}")))
-    });
+        let tree = strategy
+            .new_tree(&mut runner)
+            .unwrap_or_else(|why| panic!("fuzz target {name}: cannot generate an input: {why}"));
+        count += 1;
+        let outcome = runner.run_one(tree, |input| {
+            let kept = input.clone();
+            catch_unwind(AssertUnwindSafe(|| check(input)))
+                .map_err(|_| TestCaseError::fail(format!("panicked on {kept:?}")))
+        });
+        if let Err(e) = outcome {
+            result = Err(e);
+            break;
+        }
+    }
     eprintln!(
         "fuzz {name}: {} inputs, {:.1} s, {}{}",
-        count.get(),
+        count,
         started.elapsed().as_secs_f64(),
         if result.is_ok() { "0 panics" } else { "PANIC" },
-        if out_of_time.get() {
+        if out_of_time {
             " (stopped by ACPX_FUZZ_SECONDS)"
         } else {
             ""

@@ -12,8 +12,10 @@
 //! an unfinished turn as interrupted, a stale agent pid as gone, and a snapshot ahead of its
 //! log as a log gap, each as a logged lifecycle or prompt event, and saves. A snapshot that is
 //! truncated or garbage is rebuilt from the log with the reducer ([`rebuild_from_log`],
-//! `docs/format.md` § Damaged snapshots). Damaged log lines and seq gaps are reported, not
-//! guessed at. Sessions with a prompt running are skipped: their snapshot is legitimately
+//! `docs/format.md` § Damaged snapshots). Events that cannot be read are replaced, where the
+//! backend can (SQLite), by `event_damaged` placeholders that keep what was stored
+//! (`docs/format.md` § Damaged events): the content is not guessed, and the log reads again
+//! without a gap; other seq gaps are reported. Sessions with a prompt running are skipped: their snapshot is legitimately
 //! behind.
 
 use std::sync::Arc;
@@ -270,6 +272,11 @@ async fn scan_log(
     let mut mode = ReadMode::Strict;
     let mut from = 0;
     let mut prev: Option<u64> = None;
+    let mut strict_error: Option<Problem> = None;
+    let mut lenient_damaged = 0u64;
+    // Damaged lines skipped and not yet matched with a seq jump: a jump they account for is
+    // the same damage, not a second problem.
+    let mut unmatched_damaged = 0u64;
     loop {
         let q = EventQuery {
             from_seq: from,
@@ -284,7 +291,8 @@ async fn scan_log(
                 line,
                 reason,
             }) if mode == ReadMode::Strict => {
-                problems.push(Problem::new(
+                // Reported only if the lenient read below does not name the damage itself.
+                strict_error = Some(Problem::new(
                     Some(id),
                     ProblemKind::LogDamaged,
                     format!(
@@ -302,7 +310,9 @@ async fn scan_log(
             }
             Err(e) => return Err(e),
         };
+        lenient_damaged += page.damaged.len() as u64;
         for d in &page.damaged {
+            unmatched_damaged += 1;
             if !problems.iter().any(|p| {
                 p.kind == ProblemKind::LogDamaged
                     && p.message.contains(&d.location)
@@ -318,7 +328,10 @@ async fn scan_log(
         }
         for e in &page.events {
             if let Some(p) = prev {
-                if e.seq != p + 1 {
+                let missing = e.seq.saturating_sub(p + 1);
+                if missing > 0 && missing <= unmatched_damaged {
+                    unmatched_damaged -= missing;
+                } else if e.seq != p + 1 {
                     problems.push(Problem::new(
                         Some(id),
                         ProblemKind::SeqGap,
@@ -348,7 +361,12 @@ async fn scan_log(
         }
         match page.next_seq {
             Some(n) => from = n,
-            None => return Ok(scan),
+            None => {
+                if lenient_damaged == 0 {
+                    problems.extend(strict_error);
+                }
+                return Ok(scan);
+            }
         }
     }
 }
@@ -437,6 +455,9 @@ async fn repair(
             Err(e) => p.action = Some(format!("could not set the tail aside: {e}")),
         }
     }
+    if found.iter().any(|p| p.kind == ProblemKind::LogDamaged) {
+        replace_damaged(store, id, found).await;
+    }
     // A snapshot that cannot be read is rebuilt from the log (which includes the recovery).
     if let Some(p) = found
         .iter_mut()
@@ -484,6 +505,44 @@ async fn repair(
                 });
             }
             Err(e) => p.action = Some(format!("could not recover the session: {e}")),
+        }
+    }
+}
+
+/// Replaces the events that cannot be read by `event_damaged` placeholders keeping what was
+/// stored (`Store::replace_damaged_events`, `docs/format.md` § Damaged events), then reads
+/// the log again: a damaged-line or seq-gap problem is repaired when the new read no longer
+/// finds one of its kind.
+async fn replace_damaged(store: &Arc<dyn Store>, id: &RecordId, found: &mut [Problem]) {
+    let result = match store.lock(id, Duration::from_secs(10)).await {
+        Ok(writer) => store.replace_damaged_events(&writer).await,
+        Err(e) => Err(e),
+    };
+    let mut again = Vec::new();
+    let reread = scan_log(&**store, id, &mut again).await.is_ok();
+    for p in found
+        .iter_mut()
+        .filter(|p| matches!(p.kind, ProblemKind::LogDamaged | ProblemKind::SeqGap))
+    {
+        let fixed = reread && !again.iter().any(|a| a.kind == p.kind);
+        match &result {
+            Ok(seqs) if fixed => {
+                p.repairable = true;
+                p.repaired = true;
+                if p.kind == ProblemKind::LogDamaged {
+                    let seqs: Vec<String> = seqs.iter().map(u64::to_string).collect();
+                    p.action = Some(format!(
+                        "replaced the unreadable event(s) at seq {} by `event_damaged` events \
+                         that keep what was stored",
+                        seqs.join(", ")
+                    ));
+                }
+            }
+            Ok(_) => {}
+            Err(e) if p.kind == ProblemKind::LogDamaged => {
+                p.action = Some(format!("could not replace the damaged events: {e}"));
+            }
+            Err(_) => {}
         }
     }
 }

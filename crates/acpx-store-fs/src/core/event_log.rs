@@ -330,10 +330,13 @@ impl FsCore {
         self.require_snapshot(id)
     }
 
+    /// `NotFound` unless the session exists: its snapshot, or else its log without a
+    /// tombstone (a damaged session, whose log is what `fsck --repair` rebuilds it from).
     pub(super) fn require_snapshot(&self, id: &RecordId) -> StoreResult<()> {
         let path = self.layout.snapshot(id);
         match stat_opt(&path).map_err(|e| io_err(&path, e))? {
             Some(_) => Ok(()),
+            None if self.snapshot_missing_log_left(id)? => Ok(()),
             None => Err(StoreError::NotFound(id.clone())),
         }
     }

@@ -17,7 +17,7 @@ use crate::fsutil::{
     create_new_file, fsync_dir, io_err, open_read, random_suffix, read_file, remove_if_exists,
     stat_opt, FileIdent,
 };
-use crate::index::{parse_snapshot, read_revision_prefix, reason, Listing};
+use crate::index::{parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT};
 use crate::layout::{classify, is_log_file_of, Entry};
 use crate::log::{self};
 
@@ -51,10 +51,16 @@ impl FsCore {
             if core.snapshot_present(id, st)? {
                 return Err(StoreError::AlreadyExists(id.clone()));
             }
-            // Log files without a snapshot are what an interrupted delete leaves behind; they
-            // must not become the history of the new session.
             st.writer = None;
-            core.remove_segments(id)?;
+            let tomb = core.layout.tombstone(id);
+            if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
+                // What an interrupted delete left must not become the new session's history.
+                core.finish_delete(id)?;
+            } else if core.segments_exist(id)? {
+                // A session whose snapshot is missing but whose log is intact still exists
+                // (damaged; `fsck --repair` rebuilds it): the id is taken.
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
             core.write_snapshot(id, st, bytes, 1)
         })
     }
@@ -189,7 +195,14 @@ impl FsCore {
         let bytes = match read_file(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound(id.clone()))
+                if self.snapshot_missing_log_left(id)? {
+                    return Err(StoreError::corrupt(
+                        path.display().to_string(),
+                        None,
+                        MISSING_SNAPSHOT.to_owned(),
+                    ));
+                }
+                return Err(StoreError::NotFound(id.clone()));
             }
             Err(e) => return Err(io_err(&path, e)),
         };
@@ -220,6 +233,12 @@ impl FsCore {
     }
 
     /// Removes the snapshot, every log segment, set-aside torn tails and temp files of `id`.
+    ///
+    /// The commit point is the tombstone `<id>.deleted`: the snapshot is renamed to it (an
+    /// empty one is written when there is no snapshot but a log), and the directory fsynced.
+    /// From then on the session is gone for every reader, whatever log files are left; they
+    /// are removed next, and the tombstone last. A crash before the commit point leaves the
+    /// whole session, after it nothing findable (docs/format.md § Delete).
     pub fn delete(&self, id: &RecordId) -> StoreResult<bool> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
@@ -227,27 +246,80 @@ impl FsCore {
             st.writer = None;
             st.snap = None;
             let snapshot = core.layout.snapshot(id);
-            let mut existed = remove_if_exists(&snapshot).map_err(|e| io_err(&snapshot, e))?;
-            st.snapshot_present = Some(false);
-            failpoint!("delete.after_snapshot_unlink");
-            existed |= core.remove_segments(id)?;
+            let tomb = core.layout.tombstone(id);
             let dir = core.layout.dir();
-            let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
-            for entry in rd {
-                let entry = entry.map_err(|e| io_err(dir, e))?;
-                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                    continue;
-                };
-                let ours = is_log_file_of(&name, id)
-                    || classify(&name) == Some(Entry::SnapshotTemp(id.clone()));
-                if ours {
-                    let p = entry.path();
-                    existed |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
+            let renamed = match fs::rename(&snapshot, &tomb) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+                Err(e) => return Err(io_err(&snapshot, e)),
+            };
+            st.snapshot_present = Some(false);
+            let mut existed = renamed;
+            if !renamed && stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_none() {
+                // A session whose snapshot is missing but whose log is left (damaged, found
+                // by list and rebuilt by fsck): its log goes behind a tombstone too.
+                if core.segments_exist(id)? {
+                    let f = create_new_file(&tomb).map_err(|e| io_err(&tomb, e))?;
+                    f.sync_all().map_err(|e| io_err(&tomb, e))?;
+                    existed = true;
                 }
             }
             fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+            failpoint!("delete.after_snapshot_unlink");
+            existed |= core.finish_delete(id)?;
             Ok(existed)
         })
+    }
+
+    /// The part of a delete after its commit point (the tombstone), also run for a delete a
+    /// crash interrupted: removes every segment, torn tail and temp file of `id`, fsyncs the
+    /// directory, then removes the tombstone. Returns whether anything was removed. The
+    /// caller holds the session's lock and has dropped its log writer.
+    pub(super) fn finish_delete(&self, id: &RecordId) -> StoreResult<bool> {
+        let mut existed = self.remove_segments(id)?;
+        let dir = self.layout.dir();
+        let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
+        for entry in rd {
+            let entry = entry.map_err(|e| io_err(dir, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let ours = is_log_file_of(&name, id)
+                || classify(&name) == Some(Entry::SnapshotTemp(id.clone()));
+            if ours {
+                let p = entry.path();
+                existed |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
+            }
+        }
+        fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        failpoint!("delete.after_logs_removed");
+        let tomb = self.layout.tombstone(id);
+        if remove_if_exists(&tomb).map_err(|e| io_err(&tomb, e))? {
+            fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        }
+        Ok(existed)
+    }
+
+    /// Whether any event segment of `id` (the active one or an older one) exists.
+    pub(super) fn segments_exist(&self, id: &RecordId) -> StoreResult<bool> {
+        let active = self.layout.segment(id, 0);
+        if stat_opt(&active).map_err(|e| io_err(&active, e))?.is_some() {
+            return Ok(true);
+        }
+        let dir = self.layout.dir();
+        let older = log::probe_older(&self.layout, id, self.opts.max_segments)
+            .map_err(|e| io_err(dir, e))?;
+        Ok(!older.is_empty())
+    }
+
+    /// Whether `id` is a session whose snapshot is missing while its log is still there and no
+    /// delete is under way (no tombstone): a damaged session, not a deleted one.
+    pub(super) fn snapshot_missing_log_left(&self, id: &RecordId) -> StoreResult<bool> {
+        let tomb = self.layout.tombstone(id);
+        if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
+            return Ok(false);
+        }
+        self.segments_exist(id)
     }
 
     /// Removes the active and older segments of `id` that the probe finds.

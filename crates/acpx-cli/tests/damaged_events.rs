@@ -1,0 +1,87 @@
+//! An event row of the SQLite store whose payload is garbage: `fsck` names it once (no second
+//! report of the same row, no seq gap for it), and `fsck --repair` replaces it by an
+//! `event_damaged` placeholder that keeps what was stored, after which `fsck` is clean, the
+//! events read strictly again and the session goes on (`docs/format.md` § Damaged events).
+
+mod common;
+
+use common::Env;
+
+#[test]
+fn a_garbage_event_payload_is_replaced_by_a_placeholder_and_fsck_is_clean() {
+    let env = Env::new("sqlite");
+    let agent = env.agent_cmd("");
+    let created = env
+        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
+        .ok()
+        .json();
+    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    env.run(&["--no-owner", "--agent", &agent, "echo", "one"])
+        .ok();
+    env.run(&["--no-owner", "--agent", &agent, "echo", "two"])
+        .ok();
+    let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE event_rows SET payload = '{' WHERE seq = 3 AND session_key = \
+             (SELECT session_key FROM sessions WHERE acpx_record_id = ?1)",
+            [id.as_str()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let r = env.run(&["--format", "json", "fsck"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let report = r.json();
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "one damaged row, one problem: {report}");
+    assert_eq!(problems[0]["kind"], "log_damaged", "{report}");
+
+    let r = env.run(&["--format", "json", "fsck", "--repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let report = r.json();
+    let action = report["problems"][0]["action"].as_str().unwrap_or_default();
+    assert!(
+        action.contains("seq 3") && action.contains("event_damaged"),
+        "{report}"
+    );
+    let r = env.run(&["--format", "json", "fsck"]);
+    assert_eq!(r.code, 0, "clean after the repair: {r:?}");
+
+    // The log reads strictly again, seqs 1, 2, 3, … with the placeholder at 3 keeping the
+    // stored garbage.
+    let r = env
+        .run(&[
+            "--format", "json", "--agent", &agent, "sessions", "events", &id,
+        ])
+        .ok();
+    let events = r.json_lines();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let placeholder = &events[2];
+    assert_eq!(placeholder["type"], "event_damaged", "{placeholder}");
+    assert_eq!(
+        placeholder["payload"]["stored"]["payload"], "{",
+        "{placeholder}"
+    );
+    assert!(placeholder["payload"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("payload"));
+
+    let r = env
+        .run(&[
+            "--format",
+            "quiet",
+            "--no-owner",
+            "--agent",
+            &agent,
+            "echo",
+            "three",
+        ])
+        .ok();
+    assert_eq!(r.stdout, "three\n");
+    let r = env.run(&["--format", "json", "fsck"]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
