@@ -71,6 +71,16 @@ pub(crate) fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Opens (creating it with mode 0600 if needed) a file for appending, without following a
+/// symlink.
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
+    nofollow()
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
 /// Creates a new file (failing if it exists) with mode 0600, opened for writing.
 pub(crate) fn create_new_file(path: &Path) -> io::Result<File> {
     let f = nofollow()

@@ -1,24 +1,36 @@
-//! The listing cache `<root>/sessions/.index.json`.
+//! The listing cache `<root>/sessions/.index.json` and its journal `.index.journal`.
 //!
-//! It maps each snapshot file name to the file's identity (device, inode, length, modification
-//! and change times) and what parsing it gave: its [`SessionSummary`], or why it is malformed.
-//! An entry is used only while the file's identity is unchanged, so the cache can be stale,
-//! missing, corrupt or written by another process without ever giving a wrong answer: at
-//! worst a file is parsed again. Listing is therefore one `readdir` plus one `stat` per
-//! snapshot, and only new or changed snapshots are parsed.
+//! The cache maps each snapshot file name to the file's identity (device, inode, length,
+//! modification and change times) and what parsing it gave: its [`SessionSummary`], or why it
+//! is malformed. Every snapshot write appends one line to the journal (the new file's identity
+//! and summary), so a session saved by any process is known to the next list without parsing
+//! it; the list folds the journal into the cache and empties it.
+//!
+//! An entry is used only while the file's identity is unchanged, so the cache and the journal
+//! can be stale, missing, corrupt or written by another process without ever giving a wrong
+//! answer: at worst a file is read again. An identity can repeat (an inode freed and reused
+//! within one timestamp tick, with the same length), so an entry is also checked against the
+//! revision at the start of the file, unless the file's change time lies more than
+//! [`TRUST_MARGIN_NS`] before the moment the entry was verified: a file written since then
+//! would carry a later change time, so it cannot have the same identity. Listing is therefore
+//! one `readdir` plus one `stat` per snapshot, a small read only for files changed in the last
+//! seconds, and a parse only for new or changed snapshots that no journal line describes.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use acpx_model::{
     RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreError, StoreResult, SESSION_SCHEMA,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::fsutil::{create_new_file, io_err, open_read, random_suffix, read_file, FileIdent};
+use crate::fsutil::{
+    create_new_file, io_err, open_append, open_read, random_suffix, read_file, FileIdent,
+};
 use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
 use acpx_lock::FileLock;
 
@@ -28,9 +40,23 @@ const INDEX_VERSION: u32 = 1;
 pub(crate) const MISSING_SNAPSHOT: &str = "the snapshot is missing but the session's event log \
      is still there: run `acpx fsck --repair` to rebuild the snapshot from the log";
 
+/// How far a file's change time must lie before an entry's verification for the identity
+/// alone to be trusted: well above the kernel's timestamp granularity (a clock tick) and small
+/// clock adjustments. A wall clock set back by more than this while a session is saved could
+/// make one list show the summary of the file's previous content (the next save corrects it).
+const TRUST_MARGIN_NS: i64 = 2_000_000_000;
+
+/// Past this size the journal is no longer appended to (no list has folded it in a long
+/// time); the files written meanwhile are read by the next list instead.
+const JOURNAL_MAX_BYTES: u64 = 16 << 20;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct IndexEntry {
     ident: FileIdent,
+    /// Wall-clock nanoseconds at which the file was known to have `ident` and the content
+    /// summarized here (0 in caches written before this field existed: never trusted alone).
+    #[serde(default)]
+    verified_ns: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     summary: Option<SessionSummary>,
     /// Why the file is malformed (when `summary` is absent).
@@ -48,6 +74,86 @@ struct IndexFile {
 struct IndexFileRef<'a> {
     version: u32,
     entries: &'a HashMap<String, IndexEntry>,
+}
+
+/// One journal line: a snapshot file written by this store and what it holds.
+#[derive(Serialize)]
+struct JournalLineRef<'a> {
+    name: &'a str,
+    ident: FileIdent,
+    verified_ns: i64,
+    summary: &'a SessionSummary,
+}
+
+#[derive(Deserialize)]
+struct JournalLine {
+    name: String,
+    ident: FileIdent,
+    verified_ns: i64,
+    summary: SessionSummary,
+}
+
+/// Wall-clock nanoseconds since the Unix epoch (the clock file times come from).
+pub(crate) fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// Notes in the journal that `<id>.json` now has `ident` and holds `summary`. Best effort
+/// and not synced: a lost or torn line only means the next list reads the file.
+pub(crate) fn journal_saved(
+    layout: &Layout,
+    id: &RecordId,
+    ident: FileIdent,
+    summary: &SessionSummary,
+    verified_ns: i64,
+) {
+    let name = format!("{id}.json");
+    let line = JournalLineRef {
+        name: &name,
+        ident,
+        verified_ns,
+        summary,
+    };
+    let Ok(mut bytes) = serde_json::to_vec(&line) else {
+        return;
+    };
+    bytes.push(b'\n');
+    let path = layout.index_journal();
+    let appended = open_append(&path).and_then(|mut f| {
+        if f.metadata()?.len() > JOURNAL_MAX_BYTES {
+            return Ok(());
+        }
+        // One `write` call with O_APPEND: lines of concurrent writers do not interleave.
+        f.write_all(&bytes)
+    });
+    if let Err(e) = appended {
+        tracing::debug!(journal = %path.display(), error = %e, "could not note a save in the listing journal");
+    }
+}
+
+/// Reads the journal: the last line per file name (torn or foreign lines are ignored), and
+/// the journal's length.
+fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
+    let mut out = HashMap::new();
+    let Ok(bytes) = read_file(&layout.index_journal()) else {
+        return (out, 0);
+    };
+    for line in bytes.split(|b| *b == b'\n') {
+        if let Ok(l) = serde_json::from_slice::<JournalLine>(line) {
+            out.insert(
+                l.name,
+                IndexEntry {
+                    ident: l.ident,
+                    verified_ns: l.verified_ns,
+                    summary: Some(l.summary),
+                    error: None,
+                },
+            );
+        }
+    }
+    (out, bytes.len() as u64)
 }
 
 /// The in-process copy of the index, loaded from disk on first use.
@@ -180,6 +286,9 @@ impl IndexCache {
     /// Lists every snapshot in the directory (summaries in no particular order).
     pub fn list_all(&mut self, layout: &Layout) -> StoreResult<Listing> {
         self.load(layout);
+        // Anything verified from here on held its content at least since this instant.
+        let started_ns = now_ns();
+        let (mut journal, journal_len) = read_journal(layout);
         let dir = layout.dir();
         let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
         let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(self.entries.len());
@@ -188,7 +297,7 @@ impl IndexCache {
             skipped: Vec::new(),
             parsed: 0,
         };
-        let mut changed = false;
+        let mut changed = journal_len > 0;
         let mut logs_and_tombstones = LogsWithoutSnapshot::default();
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
@@ -222,11 +331,26 @@ impl IndexCache {
             }
             let ident = FileIdent::of(&meta);
             // Taken out of the old map: whatever is left in it at the end was deleted.
-            let cached = self
-                .entries
-                .remove(name)
-                .filter(|e| e.ident == ident && revision_agrees(&path, e));
-            let e = match cached {
+            let cached = self.entries.remove(name);
+            let noted = journal.remove(name);
+            let usable = [noted, cached]
+                .into_iter()
+                .flatten()
+                .find(|e| e.ident == ident)
+                .and_then(|mut e| {
+                    if trusted(&e) {
+                        return Some(e);
+                    }
+                    if !revision_agrees(&path, &e) {
+                        return None;
+                    }
+                    e.verified_ns = started_ns;
+                    // Remembered only once it makes the entry trusted, so that a file saved in
+                    // the last seconds does not rewrite the cache on every list.
+                    changed |= trusted(&e);
+                    Some(e)
+                });
+            let e = match usable {
                 Some(e) => e,
                 None => {
                     let bytes = match read_file(&path) {
@@ -242,11 +366,13 @@ impl IndexCache {
                     match parse_snapshot(&id, &path, &bytes) {
                         Ok(r) => IndexEntry {
                             ident,
+                            verified_ns: started_ns,
                             summary: Some(r.summary()),
                             error: None,
                         },
                         Err((field, message)) => IndexEntry {
                             ident,
+                            verified_ns: started_ns,
                             summary: None,
                             error: Some(reason(&field, &message)),
                         },
@@ -275,10 +401,15 @@ impl IndexCache {
         let gone = !self.entries.is_empty();
         self.entries = fresh;
         if changed || gone {
-            write_index(layout, &self.entries);
+            write_index(layout, &self.entries, journal_len);
         }
         Ok(out)
     }
+}
+
+/// Whether `e` can be used on its identity alone (see the module docs).
+fn trusted(e: &IndexEntry) -> bool {
+    e.ident.ctime_ns < e.verified_ns.saturating_sub(TRUST_MARGIN_NS)
 }
 
 /// A file identity can repeat (a freed inode reused within one timestamp tick, same length),
@@ -305,9 +436,11 @@ fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
     });
 }
 
-/// Writes the cache (temp file, then rename; no fsync: losing it only costs a re-parse).
-/// Best effort: a read-only directory or a concurrent writer just means no cache this time.
-fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>) {
+/// Writes the cache (temp file, then rename; no fsync: losing it only costs a re-parse), then
+/// empties the journal if it still has the `journal_len` bytes folded in (a line appended in
+/// between may be lost, which only costs a read). Best effort: a read-only directory or a
+/// concurrent writer just means no cache this time.
+fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>, journal_len: u64) {
     let result = (|| -> StoreResult<()> {
         let lock_path = layout.index_lock();
         let Some(_lock) = FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
@@ -329,6 +462,16 @@ fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>) {
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             return Err(io_err(&tmp, e));
+        }
+        if journal_len > 0 {
+            let journal = layout.index_journal();
+            let emptied = open_append(&journal).and_then(|f| {
+                if f.metadata()?.len() == journal_len {
+                    f.set_len(0)?;
+                }
+                Ok(())
+            });
+            emptied.map_err(|e| io_err(&journal, e))?;
         }
         Ok(())
     })();

@@ -12,6 +12,8 @@ use acpx_model::RecordId;
 pub(crate) const INDEX_FILE: &str = ".index.json";
 /// The lock that serializes writers of [`INDEX_FILE`].
 pub(crate) const INDEX_LOCK_FILE: &str = ".index.lock";
+/// Lines appended by every snapshot write, folded into [`INDEX_FILE`] by the next list.
+pub(crate) const INDEX_JOURNAL_FILE: &str = ".index.journal";
 /// Prefix of temp files of the index (`.index.json.tmp.<pid>.<random>`).
 pub(crate) const INDEX_TEMP_PREFIX: &str = ".index.json.tmp.";
 
@@ -75,6 +77,10 @@ impl Layout {
 
     pub fn index(&self) -> PathBuf {
         self.sessions.join(INDEX_FILE)
+    }
+
+    pub fn index_journal(&self) -> PathBuf {
+        self.sessions.join(INDEX_JOURNAL_FILE)
     }
 
     pub fn index_lock(&self) -> PathBuf {

@@ -59,6 +59,7 @@
 //! <root>/sessions/<id>.lock               the session's writer lock (flock)
 //! <root>/sessions/<id>.deleted            tombstone of a delete under way (see Delete)
 //! <root>/sessions/.index.json             listing cache (see below)
+//! <root>/sessions/.index.journal          snapshot writes not yet folded into the cache
 //! <root>/sessions/.index.lock             serializes writers of the listing cache
 //! ```
 //!
@@ -177,16 +178,21 @@
 //!
 //! ## Listing
 //!
-//! `list` does one `readdir`, and one `stat` and one small read (the first 96 bytes) per
-//! `<id>.json`. The cache `.index.json` maps each snapshot file name to the file's identity
-//! (device, inode, length, modification and change times in nanoseconds) and its
-//! [`SessionSummary`](acpx_model::SessionSummary) (or why it is malformed); only files whose
-//! identity or leading `"revision"` (which every save increments) changed are parsed again.
-//! Since every entry is checked against the file itself, the cache can be stale, missing,
-//! corrupt or shared with
-//! other processes without ever changing an answer. It is kept in memory after the first
-//! list and rewritten (temp file and rename, no fsync, best effort: a read-only directory just
-//! means no cache) only when something changed.
+//! `list` does one `readdir` and one `stat` per `<id>.json`. The cache `.index.json` maps each
+//! snapshot file name to the file's identity (device, inode, length, modification and change
+//! times in nanoseconds), when that identity was verified, and its
+//! [`SessionSummary`](acpx_model::SessionSummary) (or why it is malformed). Every snapshot
+//! write appends one line to `.index.journal` (the new file's identity and summary; no fsync,
+//! skipped once the journal passes 16 MiB), and the next list folds the journal into the cache
+//! and empties it, so sessions saved by any process are listed without parsing them. An entry
+//! whose identity matches is used alone when the file's change time lies more than 2 s before
+//! the entry's verification (a file written since would carry a later change time); otherwise
+//! it is also checked against the leading `"revision"` (the first 96 bytes, which every save
+//! increments), since identities can repeat after inode reuse. Files no entry describes are
+//! parsed. Since every entry is checked against the file itself, the cache and the journal can
+//! be stale, missing, corrupt or shared with other processes without ever changing an answer.
+//! The cache is kept in memory after the first list and rewritten (temp file and rename, no
+//! fsync, best effort: a read-only directory just means no cache) only when something changed.
 //!
 //! Malformed snapshots (bad JSON, empty, not UTF-8, an array, a wrong schema, wrong types,
 //! negative token counts, timestamps without a zone, or a file name that differs from the

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use acpx_model::{
     list_order_key, normalize_cwd, ListPage, ListQuery, RecordId, SearchHit, SearchQuery,
-    SessionRecord, StoreError, StoreResult, Timestamp,
+    SessionRecord, SessionSummary, StoreError, StoreResult, Timestamp,
 };
 
 use super::{FsCore, SlotState};
@@ -17,9 +17,17 @@ use crate::fsutil::{
     create_new_file, fsync_dir, io_err, open_read, random_suffix, read_file, remove_if_exists,
     stat_opt, FileIdent,
 };
-use crate::index::{parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT};
+use crate::index::{
+    journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT,
+};
 use crate::layout::{classify, is_log_file_of, Entry};
 use crate::log::{self};
+
+/// A validated, serialized snapshot and the summary of what it holds.
+pub(crate) struct PreparedSnapshot {
+    bytes: Vec<u8>,
+    summary: SessionSummary,
+}
 
 impl FsCore {
     /// Stores a new session (revision 1). [`StoreError::AlreadyExists`] if the id is taken.
@@ -31,21 +39,23 @@ impl FsCore {
         Ok(())
     }
 
-    /// Validates `record` and serializes it with `revision` (restoring the caller's value).
+    /// Validates `record` and serializes it with `revision` (restoring the caller's value),
+    /// with the summary the listing cache records for it.
     pub(crate) fn prepare_snapshot(
         &self,
         record: &mut SessionRecord,
         revision: u64,
-    ) -> StoreResult<Vec<u8>> {
+    ) -> StoreResult<PreparedSnapshot> {
         let path = self.layout.snapshot(&record.acpx_record_id);
         record.validate(&path.display().to_string())?;
         let old = std::mem::replace(&mut record.revision, revision);
         let bytes = record.to_json_vec();
+        let summary = record.summary();
         record.revision = old;
-        Ok(bytes)
+        Ok(PreparedSnapshot { bytes, summary })
     }
 
-    pub(crate) fn create_bytes(&self, id: &RecordId, bytes: &[u8]) -> StoreResult<()> {
+    pub(crate) fn create_bytes(&self, id: &RecordId, bytes: &PreparedSnapshot) -> StoreResult<()> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
             if core.snapshot_present(id, st)? {
@@ -76,7 +86,12 @@ impl FsCore {
         Ok(())
     }
 
-    pub(crate) fn save_bytes(&self, id: &RecordId, expected: u64, bytes: &[u8]) -> StoreResult<()> {
+    pub(crate) fn save_bytes(
+        &self,
+        id: &RecordId,
+        expected: u64,
+        bytes: &PreparedSnapshot,
+    ) -> StoreResult<()> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
             let actual = core.stored_revision(id, st)?;
@@ -96,7 +111,7 @@ impl FsCore {
     pub(crate) fn replace_snapshot_bytes(
         &self,
         id: &RecordId,
-        bytes: &[u8],
+        bytes: &PreparedSnapshot,
         revision: u64,
     ) -> StoreResult<()> {
         self.with_write(id, |core, st| core.write_snapshot(id, st, bytes, revision))
@@ -150,14 +165,16 @@ impl FsCore {
     }
 
     /// Temp file in the same directory, write, fsync, rename over the snapshot, fsync the
-    /// directory. A crash at any point leaves the old or the new snapshot.
+    /// directory. A crash at any point leaves the old or the new snapshot. The new file's
+    /// identity and summary are then noted in the listing journal (see the crate docs).
     pub(super) fn write_snapshot(
         &self,
         id: &RecordId,
         st: &mut SlotState,
-        bytes: &[u8],
+        prepared: &PreparedSnapshot,
         revision: u64,
     ) -> StoreResult<()> {
+        let bytes = &prepared.bytes[..];
         let path = self.layout.snapshot(id);
         let dir = self.layout.dir();
         let mut attempt = 0;
@@ -182,11 +199,18 @@ impl FsCore {
         }
         failpoint!("save.after_rename");
         st.snapshot_present = Some(true);
+        // Taken before the stat: under the writer lock the file stat'ed is the one just
+        // written, so it held `prepared` at least from this instant on.
+        let verified_ns = now_ns();
         st.snap = stat_opt(&path)
             .ok()
             .flatten()
             .map(|m| (FileIdent::of(&m), revision));
-        fsync_dir(dir).map_err(|e| io_err(dir, e))
+        fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        if let Some((ident, _)) = st.snap {
+            journal_saved(&self.layout, id, ident, &prepared.summary, verified_ns);
+        }
+        Ok(())
     }
 
     /// Reads and validates a session snapshot.
@@ -406,7 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn list_parses_only_new_or_changed_snapshots() {
+    fn list_parses_only_snapshots_no_save_described() {
         let tmp = tempfile::tempdir().unwrap();
         let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
         for i in 0..5 {
@@ -414,20 +438,84 @@ mod tests {
         }
         let parses = || core.snapshot_parses.load(Ordering::Relaxed);
         assert_eq!(core.list(&ListQuery::default()).unwrap().sessions.len(), 5);
-        assert_eq!(parses(), 5);
+        assert_eq!(
+            parses(),
+            0,
+            "the journal describes every snapshot the store wrote"
+        );
+        assert_eq!(fs::metadata(core.layout.index_journal()).unwrap().len(), 0);
         core.list(&ListQuery::default()).unwrap();
-        assert_eq!(parses(), 5, "unchanged snapshots come from the cache");
+        assert_eq!(parses(), 0, "unchanged snapshots come from the cache");
         let mut r = core.load(&RecordId::parse("s1").unwrap()).unwrap();
-        assert_eq!(parses(), 6);
+        assert_eq!(parses(), 1);
         r.name = Some("n".into());
         core.save(&mut r).unwrap();
         let page = core.list(&ListQuery::default()).unwrap();
-        assert_eq!(parses(), 7, "only the saved snapshot is parsed again");
+        assert_eq!(
+            parses(),
+            1,
+            "a save is noted in the journal, not parsed again"
+        );
         assert!(page.sessions.iter().any(|s| s.name.as_deref() == Some("n")));
+        // A file written behind the store's back is parsed.
+        let mut hand = record("s2");
+        hand.name = Some("by hand".into());
+        hand.revision = 7;
+        fs::write(core.snapshot_path(&hand.acpx_record_id), hand.to_json_vec()).unwrap();
+        let page = core.list(&ListQuery::default()).unwrap();
+        assert_eq!(parses(), 2);
+        assert!(page
+            .sessions
+            .iter()
+            .any(|s| s.name.as_deref() == Some("by hand")));
         // A new process (fresh core) reuses the cache file.
         let other = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
         other.list(&ListQuery::default()).unwrap();
         assert_eq!(other.snapshot_parses.load(Ordering::Relaxed), 0);
+        // Without the cache, a damaged journal is ignored: every file is parsed again.
+        fs::remove_file(core.layout.index()).unwrap();
+        fs::write(
+            core.layout.index_journal(),
+            b"{\"name\":\"s0.json\",\"ident\n\0garbage\n",
+        )
+        .unwrap();
+        let third = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        assert_eq!(third.list(&ListQuery::default()).unwrap().sessions.len(), 5);
+        assert_eq!(third.snapshot_parses.load(Ordering::Relaxed), 5);
+    }
+
+    #[test]
+    fn an_entry_is_trusted_alone_only_when_verified_well_after_the_files_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        core.create(&mut record("a")).unwrap();
+        core.list(&ListQuery::default()).unwrap();
+        let tamper = |verified_ns: i64| {
+            let path = core.layout.index();
+            let mut index: serde_json::Value =
+                serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+            let e = &mut index["entries"]["a.json"];
+            e["summary"]["name"] = "from-cache".into();
+            e["summary"]["revision"] = 99.into();
+            e["verified_ns"] = verified_ns.into();
+            fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+            let fresh = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+            fresh.list(&ListQuery::default()).unwrap().sessions[0]
+                .name
+                .clone()
+        };
+        let ctime = FileIdent::of(
+            &fs::metadata(core.snapshot_path(&RecordId::parse("a").unwrap())).unwrap(),
+        )
+        .ctime_ns;
+        // Verified at the file's change time: the revision at the start of the file decides,
+        // and 99 disagrees, so the file is parsed.
+        assert_eq!(tamper(ctime), None);
+        // Verified long after the change: no file written since could have this identity.
+        assert_eq!(
+            tamper(ctime + 10_000_000_000).as_deref(),
+            Some("from-cache")
+        );
     }
 
     #[test]
