@@ -48,12 +48,32 @@ pub(crate) const RECLAIM_WAL_BYTES: u64 = 1 << 20;
 /// be saved, `fsck --repair` included. A complete checkpoint while there is room copies the
 /// WAL into the database and gives its space back; the first open after space was freed is
 /// that moment.
+///
+/// Only when the filesystem has room for it: a checkpoint grows the database file by up to the
+/// WAL's size, and one that fails half-way (the disk still nearly full) would only have taken
+/// the little space that was freed, so that the next small write (a run file, one append)
+/// fails where it would have worked.
 pub(crate) fn reclaim_large_wal(conn: &Connection, path: &Path, busy_timeout: Duration) {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    match std::fs::metadata(&wal) {
-        Ok(m) if m.len() > RECLAIM_WAL_BYTES => {}
+    let wal_len = match std::fs::metadata(&wal) {
+        Ok(m) if m.len() > RECLAIM_WAL_BYTES => m.len(),
         _ => return,
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match rustix::fs::statvfs(dir) {
+        Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) > wal_len.saturating_mul(2) => {}
+        Ok(_) => {
+            tracing::debug!(db = %path.display(), "too little free space to checkpoint the write-ahead log now");
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(db = %path.display(), error = %e, "cannot read the free space; the write-ahead log stays as it is");
+            return;
+        }
     }
     if conn.busy_timeout(Duration::ZERO).is_err() {
         return;
