@@ -5,18 +5,11 @@
 
 mod common;
 
+use common::process::{args, MODES};
 use common::{Env, BACKENDS};
 use serde_json::Value;
 
-const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
 const ENV_KEY: &str = "ACPX_AUTH_TEST_KEY";
-
-fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--agent", agent];
-    v.extend(mode);
-    v.extend(rest);
-    v
-}
 
 /// The session's lifecycle events with this phase.
 fn lifecycle(env: &Env, agent: &str, phase: &str) -> Vec<Value> {

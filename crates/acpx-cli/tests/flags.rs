@@ -3,16 +3,8 @@
 
 mod common;
 
+use common::process::{args, MODES};
 use common::{Env, BACKENDS};
-
-const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
-
-fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--agent", agent];
-    v.extend(mode);
-    v.extend(rest);
-    v
-}
 
 #[test]
 fn json_strict_keeps_stderr_silent_and_needs_json() {

@@ -5,112 +5,17 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{Env, Run, BACKENDS};
+use common::process::{alive, finish, kill, spawn, spawn_until, status, wait_for, STARTED};
+use common::{Env, BACKENDS};
 use serde_json::Value;
-
-const STARTED: &str = "\"type\":\"prompt_started\"";
 
 fn new_session(env: &Env, agent: &str) -> Value {
     env.run(&["--format", "json", "--agent", agent, "sessions", "new"])
         .ok()
         .json()
-}
-
-fn status(env: &Env, agent: &str) -> Value {
-    env.run(&["--format", "json", "--agent", agent, "status"])
-        .ok()
-        .json()
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alive(pid: u64) -> bool {
-    // A zombie still answers kill(0); /proc/<pid>/stat says Z for it.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-fn kill(pid: u64, sig: i32) {
-    // SAFETY: plain kill(2) on a pid this test read from the owner's status.
-    unsafe {
-        libc::kill(pid as i32, sig);
-    }
-}
-
-fn spawn(env: &Env, args: &[&str]) -> Child {
-    env.cmd()
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn finish(child: Child) -> Run {
-    let o = child.wait_with_output().unwrap();
-    Run {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
-}
-
-struct Running {
-    child: Child,
-    lines: std::thread::JoinHandle<Vec<String>>,
-}
-
-fn spawn_until(env: &Env, args: &[&str], needle: &str) -> Running {
-    let mut child = spawn(env, args);
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let needle = needle.to_owned();
-    let lines = std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut sent = false;
-        for l in BufReader::new(stdout).lines() {
-            let l = l.unwrap();
-            if !sent && l.contains(&needle) {
-                let _ = tx.send(());
-                sent = true;
-            }
-            all.push(l);
-        }
-        all
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .expect("the child printed the expected line");
-    Running { child, lines }
-}
-
-impl Running {
-    fn finish(self) -> (i32, Vec<Value>, String) {
-        let o = self.child.wait_with_output().unwrap();
-        let lines = self.lines.join().unwrap();
-        let json = lines
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        (
-            o.status.code().unwrap_or(-1),
-            json,
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    }
 }
 
 fn events(env: &Env, agent: &str, kind: &str) -> Vec<Value> {
@@ -448,7 +353,7 @@ fn a_client_killed_while_it_waits_leaves_its_task_to_complete() {
         );
         kill(u64::from(run.child.id()), libc::SIGKILL);
         let (code, _, _) = run.finish();
-        assert_eq!(code, -1, "killed by the signal");
+        assert_eq!(code, 128 + libc::SIGKILL, "killed by the signal");
         // The owner runs the turn to its end and records it.
         wait_for("the turn's end in the log", || {
             !events(&env, &agent, "prompt_done").is_empty()

@@ -8,36 +8,9 @@ use std::io::Read;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use common::process::{args, last_turn, MODES};
 use common::{Env, BACKENDS};
 use serde_json::Value;
-
-const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
-
-fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--agent", agent];
-    v.extend(mode);
-    v.extend(rest);
-    v
-}
-
-/// The events of the session's last turn (from its `prompt_started`; queue bookkeeping left
-/// out, so the last one is the turn's end).
-fn last_turn(env: &Env, agent: &str) -> Vec<Value> {
-    let all = env
-        .run(&["--format", "json", "--agent", agent, "sessions", "events"])
-        .ok()
-        .json_lines();
-    let start = all
-        .iter()
-        .rposition(|e| e["type"] == "prompt_started")
-        .expect("a prompt_started");
-    let rid = all[start]["requestId"].clone();
-    all[start..]
-        .iter()
-        .filter(|e| e["requestId"] == rid && e["stream"] == "prompt")
-        .cloned()
-        .collect()
-}
 
 fn chunks(turn: &[Value]) -> usize {
     turn.iter()

@@ -4,35 +4,8 @@
 
 mod common;
 
+use common::process::{args, last_turn, MODES};
 use common::{Env, BACKENDS};
-use serde_json::Value;
-
-const MODES: [&[&str]; 2] = [&[], &["--no-owner"]];
-
-fn args<'a>(agent: &'a str, mode: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--agent", agent];
-    v.extend(mode);
-    v.extend(rest);
-    v
-}
-
-/// The events of the session's last turn.
-fn last_turn(env: &Env, agent: &str) -> Vec<Value> {
-    let all = env
-        .run(&["--format", "json", "--agent", agent, "sessions", "events"])
-        .ok()
-        .json_lines();
-    let start = all
-        .iter()
-        .rposition(|e| e["type"] == "prompt_started")
-        .expect("a prompt_started");
-    let rid = all[start]["requestId"].clone();
-    all[start..]
-        .iter()
-        .filter(|e| e["requestId"] == rid && e["stream"] == "prompt")
-        .cloned()
-        .collect()
-}
 
 #[test]
 fn a_prompt_past_its_timeout_exits_3_and_is_recorded_as_timed_out() {

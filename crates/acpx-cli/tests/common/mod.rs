@@ -11,6 +11,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
+pub mod process;
+
 pub const BACKENDS: [&str; 2] = ["fs", "sqlite"];
 
 /// The `acpx` binary under test.

@@ -1,0 +1,512 @@
+//! End-to-end tests of the commands that run a turn (`prompt`, `exec`, `cancel`, Ctrl-C,
+//! `set-mode`, `set`, `--timeout`, `sessions events --follow`), with the workspace's scripted
+//! test agent (see `common::test_agent`), on both backends.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+
+use common::process::{finish, kill_child, spawn, spawn_until, status, wait_for, STARTED};
+use common::{Env, BACKENDS};
+use serde_json::Value;
+
+fn new_session(env: &Env, agent: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--format", "json", "--agent", agent, "sessions", "new"];
+    args.extend(extra);
+    env.run(&args).ok().json()
+}
+
+#[test]
+fn prompt_formats_and_inputs() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let s = new_session(&env, &agent, &[]);
+        let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+
+        // text: the reply on stdout, notes on stderr.
+        let r = env
+            .run(&["--agent", &agent, "prompt", "echo", "hello", "world"])
+            .ok();
+        assert_eq!(r.stdout, "hello world\n");
+        assert!(r.stderr.contains("[done] end_turn"), "{}", r.stderr);
+        let r = env.run(&["--agent", &agent, "think"]).ok();
+        assert!(r.stderr.contains("[thinking]"), "{}", r.stderr);
+        assert!(!r.stdout.contains("[thinking]"));
+        let r = env.run(&["--agent", &agent, "tools"]).ok();
+        assert!(
+            r.stderr.contains("[tool] Read README.md (completed)"),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("(failed)"), "{}", r.stderr);
+
+        // quiet: only the final text.
+        let r = env
+            .run(&[
+                "--format", "quiet", "--agent", &agent, "echo", "just", "this",
+            ])
+            .ok();
+        assert_eq!(r.stdout, "just this\n");
+        assert!(r.stderr.is_empty(), "{}", r.stderr);
+
+        // stdin and --file.
+        let r = env.run_stdin(
+            &["--format", "quiet", "--agent", &agent, "prompt"],
+            "echo from stdin\n",
+        );
+        assert_eq!(r.ok().stdout, "from stdin\n");
+        let f = env.home().join("p.txt");
+        std::fs::write(&f, "echo from a file").unwrap();
+        let r = env
+            .run(&[
+                "--format",
+                "quiet",
+                "--agent",
+                &agent,
+                "prompt",
+                "-f",
+                f.to_str().unwrap(),
+            ])
+            .ok();
+        assert_eq!(r.stdout, "from a file\n");
+        let r = env.run_stdin(
+            &["--format", "quiet", "--agent", &agent, "prompt", "-f", "-"],
+            "echo dash",
+        );
+        assert_eq!(r.ok().stdout, "dash\n");
+        assert_eq!(
+            env.run_stdin(&["--agent", &agent, "prompt"], "  \n").code,
+            2
+        );
+
+        // json: every event as recorded, the same objects as the log, prompt_done last.
+        let r = env
+            .run(&["--format", "json", "--agent", &agent, "prompt", "tools"])
+            .ok();
+        let lines = r.json_lines();
+        assert_eq!(lines.last().unwrap()["type"], "prompt_done");
+        assert!(lines.iter().any(|e| e["type"] == "prompt_started"));
+        let log = env
+            .run(&["--format", "json", "sessions", "events", &id])
+            .ok()
+            .json_lines();
+        for e in &lines {
+            assert!(log.contains(e), "printed event not in the log: {e}");
+        }
+        let seqs: Vec<u64> = lines.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+
+        // The conversation was stored.
+        let hist = env.run(&["sessions", "history", &id]).ok().stdout;
+        assert!(
+            hist.contains("## user\necho hello world") && hist.contains("from a file"),
+            "{hist}"
+        );
+    }
+}
+
+#[test]
+fn exec_stores_nothing() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let r = env
+            .run(&["--agent", &agent, "exec", "echo", "one", "shot"])
+            .ok();
+        assert_eq!(r.stdout, "one shot\n");
+        let r = env
+            .run(&["--format", "json", "--agent", &agent, "exec", "echo", "x"])
+            .ok();
+        assert_eq!(r.json_lines().last().unwrap()["type"], "prompt_done");
+        let list = env
+            .run(&["--format", "json", "sessions", "list"])
+            .ok()
+            .json();
+        assert!(list["sessions"].as_array().unwrap().is_empty());
+        let sessions_dir = env.home().join("sessions");
+        let files: Vec<_> = std::fs::read_dir(&sessions_dir)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(files.is_empty(), "{files:?}");
+        // exec can be disabled in the config.
+        std::fs::write(env.home().join("config.json"), r#"{"disableExec": true}"#).unwrap();
+        let r = env.run(&["--agent", &agent, "exec", "echo", "x"]);
+        assert_eq!(r.code, 2, "{r:?}");
+    }
+}
+
+#[test]
+fn cancel_from_another_process() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        // Idle: nothing to cancel, exit 0.
+        let r = env.run(&["--agent", &agent, "cancel"]).ok();
+        assert!(r.stdout.contains("nothing to cancel"), "{}", r.stdout);
+        // The one-process path (--no-owner): the prompting process itself takes the cancel
+        // through its run file (the queue owner's cancel is tested in tests/owner.rs).
+        let run = spawn_until(
+            &env,
+            &[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "prompt",
+                "slow",
+                "400",
+            ],
+            STARTED,
+        );
+        let st = status(&env, &agent);
+        assert_eq!(st["status"], "running");
+        assert_eq!(st["pid"], run.child.id());
+        let c = env
+            .run(&["--format", "json", "--agent", &agent, "cancel"])
+            .ok()
+            .json();
+        assert_eq!(c["action"], "cancel_result");
+        assert_eq!(c["cancelled"], true);
+        let (code, lines, stderr) = run.finish();
+        assert_eq!(code, 0, "{stderr}");
+        let last = lines.last().unwrap();
+        assert_eq!(last["type"], "prompt_done", "{last}");
+        assert_eq!(last["payload"]["stopReason"], "cancelled");
+        assert_eq!(status(&env, &agent)["status"], "idle");
+        // The next turn works.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "after"])
+            .ok();
+        assert_eq!(r.stdout, "after\n");
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_then_interrupts() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        // One process holds the agent (`--no-owner`), so the second Ctrl-C below has an
+        // agent of its own to stop; through a queue owner the turn belongs to the owner.
+        // One Ctrl-C: the turn is cancelled through ACP and recorded, exit 130 (Node's
+        // INTERRUPTED).
+        let run = spawn_until(
+            &env,
+            &[
+                "--no-owner",
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
+            STARTED,
+        );
+        kill_child(&run.child, libc::SIGINT);
+        let (code, lines, stderr) = run.finish();
+        assert_eq!(code, 130, "{stderr}");
+        let last = lines.last().unwrap();
+        assert_eq!(
+            last["payload"]["stopReason"], "cancelled",
+            "{last}\n{stderr}"
+        );
+
+        // A turn that does not end on cancel (the agent waits for a terminal command): the
+        // second Ctrl-C stops the agent and exits 130.
+        let run = spawn_until(
+            &env,
+            &[
+                "--no-owner",
+                "--format",
+                "json",
+                "--approve-all",
+                "--agent",
+                &agent,
+                "terminal",
+                "sleep",
+                "30",
+            ],
+            "terminal/create",
+        );
+        kill_child(&run.child, libc::SIGINT);
+        wait_for("the cancel to be recorded", || {
+            env.run(&[
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "sessions",
+                "events",
+                "--type",
+                "control_done",
+            ])
+            .json_lines()
+            .iter()
+            .any(|e| e["payload"]["action"] == "cancel")
+        });
+        kill_child(&run.child, libc::SIGINT);
+        let (code, _, stderr) = run.finish();
+        assert_eq!(code, 130, "{stderr}");
+        // The next prompt records the unfinished turn and works.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "again"])
+            .ok();
+        assert_eq!(r.stdout, "again\n");
+    }
+}
+
+#[test]
+fn killed_prompt_leaves_a_dead_status_that_never_cancels_others() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        // A one-process prompt (--no-owner) dies with its turn; a client of the queue owner
+        // does not take the turn with it (tests/owner.rs).
+        let run = spawn_until(
+            &env,
+            &[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
+            STARTED,
+        );
+        kill_child(&run.child, libc::SIGKILL);
+        let _ = run.finish();
+        let st = status(&env, &agent);
+        assert_eq!(st["status"], "dead", "{st}");
+        // The stale run file cannot reach anyone.
+        let c = env
+            .run(&["--format", "json", "--agent", &agent, "cancel"])
+            .ok()
+            .json();
+        assert_eq!(c["cancelled"], false);
+        let r = env
+            .run(&[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "echo",
+                "recovered",
+            ])
+            .ok();
+        assert_eq!(r.json_lines().last().unwrap()["type"], "prompt_done");
+        let show = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        assert_eq!(show["acpx"]["last_turn"]["outcome"], "completed");
+        let ev = env
+            .run(&[
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "sessions",
+                "events",
+                "--type",
+                "prompt_error",
+            ])
+            .ok()
+            .json_lines();
+        assert_eq!(ev.len(), 1, "the killed turn is recorded as interrupted");
+        assert_eq!(ev[0]["payload"]["outcome"], "interrupted");
+        assert_eq!(status(&env, &agent)["status"], "idle");
+    }
+}
+
+#[test]
+fn set_mode_and_config_option() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        let m = env
+            .run(&["--format", "json", "--agent", &agent, "set-mode", "plan"])
+            .ok()
+            .json();
+        assert_eq!(m["action"], "mode_set");
+        assert_eq!(m["modeId"], "plan");
+        assert!(m["acpxRecordId"].is_string() && m["acpxSessionId"].is_string());
+        let c = env
+            .run(&[
+                "--format", "json", "--agent", &agent, "set", "model", "large",
+            ])
+            .ok()
+            .json();
+        assert_eq!(c["action"], "config_set");
+        assert_eq!(c["configId"], "model");
+        assert_eq!(c["value"], "large");
+        assert!(c["configOptions"].is_array());
+        let show = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        assert_eq!(
+            show["acpx"]["last_control_update"]["action"],
+            "set_config_option"
+        );
+        let ev = env
+            .run(&[
+                "--format", "json", "--agent", &agent, "sessions", "events", "--stream", "control",
+            ])
+            .ok()
+            .json_lines();
+        assert!(ev
+            .iter()
+            .any(|e| e["type"] == "control_done" && e["payload"]["action"] == "set_mode"));
+        // A mode the agent refuses is a runtime error, recorded as control_error.
+        let r = env.run(&["--agent", &agent, "set-mode", "warp"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains("warp"), "{}", r.stderr);
+        // No session: exit 4.
+        let r = env.run(&["--agent", &agent, "set-mode", "-s", "nope", "plan"]);
+        assert_eq!(r.code, 4);
+    }
+}
+
+#[test]
+fn timeout_permission_and_agent_errors_map_to_exit_codes() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        let r = env.run(&[
+            "--format",
+            "json",
+            "--timeout",
+            "0.5",
+            "--agent",
+            &agent,
+            "slow",
+            "400",
+        ]);
+        assert_eq!(r.code, 3, "{r:?}");
+        let last = r.json_lines().pop().unwrap();
+        assert_eq!(last["type"], "prompt_error");
+        assert_eq!(last["payload"]["outcome"], "timeout");
+
+        let r = env.run(&["--timeout", "0.5", "--agent", &agent, "slow", "400"]);
+        assert_eq!(r.code, 3, "{r:?}");
+        assert!(
+            r.stderr.contains("[error]") && r.stderr.contains("hint: raise --timeout"),
+            "{}",
+            r.stderr
+        );
+
+        let r = env.run(&["--deny-all", "--agent", &agent, "permission", "edit"]);
+        assert_eq!(r.code, 5, "{r:?}");
+        assert!(r.stderr.contains("[permission]"), "{}", r.stderr);
+        assert!(r.stderr.contains("refused"), "{}", r.stderr);
+        let r = env.run(&[
+            "--format",
+            "json",
+            "--deny-all",
+            "--agent",
+            &agent,
+            "permission",
+            "edit",
+        ]);
+        assert_eq!(r.code, 5, "{r:?}");
+        let last = r.json_lines().pop().unwrap();
+        assert_eq!(
+            last["type"], "prompt_done",
+            "no error line after the turn's last event"
+        );
+        assert_eq!(last["payload"]["permissionStats"]["denied"], 1);
+        let r = env.run(&["--agent", &agent, "permission", "edit"]);
+        assert_eq!(
+            r.code, 5,
+            "approve-reads without a terminal denies an edit: {r:?}"
+        );
+        env.run(&["--agent", &agent, "permission", "read"]).ok();
+        env.run(&["--approve-all", "--agent", &agent, "permission", "edit"])
+            .ok();
+
+        let r = env.run(&["--format", "json", "--agent", &agent, "error"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        let last = r.json_lines().pop().unwrap();
+        assert_eq!(
+            last["type"], "prompt_error",
+            "JSON mode ends with prompt_error, no extra line"
+        );
+        let r = env.run(&["--agent", &agent, "die"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains("[error]"), "{}", r.stderr);
+        // A missing agent command is a runtime error naming it.
+        let r = env.run(&["--agent", "/nonexistent/agent", "sessions", "new"]);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert!(r.stderr.contains("/nonexistent/agent"), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn follow_prints_each_event_once_across_rotation() {
+    for backend in BACKENDS {
+        let mut env = Env::new(backend);
+        env.extra_env
+            .push(("ACPX_MAX_SEGMENT_BYTES".into(), "4096".into()));
+        env.extra_env
+            .push(("ACPX_MAX_SEGMENTS".into(), "1000".into()));
+        let agent = env.agent_cmd("");
+        let s = new_session(&env, &agent, &[]);
+        let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+        let mut follower = spawn(
+            &env,
+            &["--format", "json", "sessions", "events", &id, "--follow"],
+        );
+        let stdout = follower.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+                .collect::<Vec<_>>()
+        });
+        env.run(&["--format", "quiet", "--agent", &agent, "stream", "300"])
+            .ok();
+        env.run(&["--format", "quiet", "--agent", &agent, "stream", "300"])
+            .ok();
+        env.run(&["sessions", "close", &id]).ok();
+        let r = finish(follower);
+        assert_eq!(r.code, 0, "{r:?}");
+        let seen = reader.join().unwrap();
+        let seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, expected, "every event exactly once, in order");
+        let log = env
+            .run(&["--format", "json", "sessions", "events", &id])
+            .ok()
+            .json_lines();
+        assert_eq!(seen, log);
+        assert!(seqs.len() > 600);
+        if backend == "fs" {
+            let rotated = env.home().join(format!("sessions/{id}.events.1.ndjson"));
+            assert!(rotated.exists(), "the log rotated");
+        } else {
+            let show = env
+                .run(&["--format", "json", "sessions", "show", &id])
+                .ok()
+                .json();
+            assert!(
+                show["acpx"]["event_log"]["segment_count"].as_u64().unwrap() > 1,
+                "{show}"
+            );
+        }
+    }
+}
