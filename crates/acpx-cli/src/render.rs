@@ -1,20 +1,12 @@
 //! Turning records, summaries and events into JSON objects (their shapes are
 //! `acpx_runtime::record_json`'s, their readable text `acpx_runtime::transcript`'s).
 
-use serde_json::{json, Map, Value};
-
 /// The JSON shapes of records and summaries are `acpx_runtime::record_json`'s.
-pub use acpx_runtime::record_json::{identity, record_identity, record_show_json, summary_json};
+pub use acpx_runtime::record_json::{
+    action, identity, record_identity, record_show_json, summary_json,
+};
 /// The readable text of records and events is `acpx_runtime::transcript`'s.
 pub use acpx_runtime::transcript::{clip, event_line};
-
-/// `{"action": <action>}` followed by `fields`, as one object (action first).
-pub fn action(action: &str, fields: Map<String, Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("action".into(), json!(action));
-    m.extend(fields);
-    Value::Object(m)
-}
 
 #[cfg(test)]
 mod tests {

@@ -2,9 +2,7 @@
 //! through this module, whose errors are [`CliError`]s (see `impl From<RunsError>` in
 //! [`crate::error`]).
 
-pub use acpx_runtime::runs::{
-    cancel_and_wait, local_turn, request_cancel, CancelOutcome, LocalTurn, Probe,
-};
+pub use acpx_runtime::runs::{cancel_and_wait, local_turn, request_cancel, CancelOutcome, Probe};
 
 use std::path::Path;
 

@@ -5,6 +5,15 @@
 use acpx_model::{SessionRecord, SessionSummary};
 use serde_json::{json, Map, Value};
 
+/// `{"action": <action>}` followed by `fields`, as one object (action first): the shape of
+/// every command result in JSON output.
+pub fn action(action: &str, fields: Map<String, Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("action".into(), json!(action));
+    m.extend(fields);
+    Value::Object(m)
+}
+
 /// The identity triple (`docs/format.md`, "Identity"): `acpxRecordId`, `acpxSessionId` (the ACP session id), and
 /// `agentSessionId` only when known.
 pub fn identity(

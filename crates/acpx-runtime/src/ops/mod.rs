@@ -20,6 +20,7 @@
 //! | [`local`] | a turn or control run in this process (`--no-owner`, `exec`), registered in the run registry, with Ctrl-C and remote cancel |
 //! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
+//! | [`status`] | a session's local health (`acpx status`): its state, JSON object and readable lines |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 
 pub mod ensure;
@@ -30,6 +31,7 @@ pub mod node_import;
 pub mod prune;
 pub mod repair;
 pub mod scope;
+pub mod status;
 pub mod transfer;
 pub mod watch;
 

@@ -1,0 +1,233 @@
+//! The local health of a session (`acpx status`), without an ACP call: whether its queue owner
+//! runs (and what it is doing), whether a one-process prompt runs or died mid-turn, or whether
+//! the session is idle. The caller gathers the facts (the record, the owner's
+//! [`OwnerStatus`] over its socket, the run registry's [`LocalTurn`]); this module names the
+//! state and gives its JSON object (`status_snapshot`) and its readable lines, so every front
+//! end says the same.
+
+use acpx_model::SessionRecord;
+use serde_json::{json, Map, Value};
+
+use crate::owner::protocol::OwnerStatus;
+use crate::record_json::{action, record_identity};
+use crate::runs::{LocalTurn, RunInfo};
+
+/// The state word of a status (`status` in JSON, the first word in text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusState {
+    /// No open session in the scope.
+    NoSession,
+    /// A prompt is running (through the owner or in a one-process `acpx`).
+    Running,
+    /// The queue owner runs and no prompt does.
+    Alive,
+    /// The last turn was left unfinished by a process that died or was stopped.
+    Dead,
+    /// No owner, no prompt running, the last turn ended.
+    Idle,
+}
+
+impl StatusState {
+    /// The word: `no-session`, `running`, `alive`, `dead`, `idle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusState::NoSession => "no-session",
+            StatusState::Running => "running",
+            StatusState::Alive => "alive",
+            StatusState::Dead => "dead",
+            StatusState::Idle => "idle",
+        }
+    }
+}
+
+/// Where the facts of a session's status came from.
+#[derive(Debug, Clone)]
+enum Source {
+    None,
+    Owner(OwnerStatus),
+    /// A one-process prompt's run file, shown while it runs.
+    Local(Option<RunInfo>),
+}
+
+/// The health of one session (or the lack of one), ready to render.
+#[derive(Debug, Clone)]
+pub struct SessionStatus {
+    /// The state word.
+    pub state: StatusState,
+    /// One sentence saying what the state means.
+    pub summary: String,
+    record: Option<SessionRecord>,
+    source: Source,
+}
+
+impl SessionStatus {
+    /// No open session for `agent` (its name or command) in `cwd`.
+    pub fn no_session(agent: &str, cwd: &std::path::Path) -> Self {
+        SessionStatus {
+            state: StatusState::NoSession,
+            summary: format!("no open session for agent {agent} in {}", cwd.display()),
+            record: None,
+            source: Source::None,
+        }
+    }
+
+    /// A session whose queue owner answered with `owner`.
+    pub fn of_owner(record: SessionRecord, owner: OwnerStatus) -> Self {
+        let (state, summary) = match &owner.running {
+            Some(r) => (
+                StatusState::Running,
+                format!("queue owner healthy; prompt {r} is running"),
+            ),
+            None => (StatusState::Alive, "queue owner healthy".to_owned()),
+        };
+        SessionStatus {
+            state,
+            summary,
+            record: Some(record),
+            source: Source::Owner(owner),
+        }
+    }
+
+    /// A session without a queue owner, from the run registry's view of its last turn.
+    pub fn of_local(record: SessionRecord, turn: LocalTurn) -> Self {
+        let (state, summary, run) = match turn {
+            LocalTurn::Running(info) => (StatusState::Running, "a prompt is running", info),
+            LocalTurn::Died(_) => (
+                StatusState::Dead,
+                "the process running its last prompt died mid-turn; the next prompt records the turn as interrupted",
+                None,
+            ),
+            LocalTurn::Unfinished => (
+                StatusState::Dead,
+                "its last turn never finished (acpx was stopped); the next prompt records it as interrupted",
+                None,
+            ),
+            LocalTurn::Idle => (StatusState::Idle, "no prompt is running", None),
+        };
+        SessionStatus {
+            state,
+            summary: summary.to_owned(),
+            record: Some(record),
+            source: Source::Local(run),
+        }
+    }
+
+    /// The `status_snapshot` JSON object.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("status".into(), json!(self.state.as_str()));
+        m.insert("summary".into(), json!(self.summary));
+        let Some(record) = &self.record else {
+            return action("status_snapshot", m);
+        };
+        m.extend(record_identity(record));
+        match &self.source {
+            Source::Owner(owner) => {
+                m.insert("pid".into(), json!(owner.pid));
+                if let Some(p) = owner.agent_pid {
+                    m.insert("agentPid".into(), json!(p));
+                }
+                if let Some(r) = &owner.running {
+                    m.insert("requestId".into(), json!(r));
+                }
+                m.insert("uptime".into(), json!(uptime(owner.uptime_seconds)));
+                m.insert("queueDepth".into(), json!(owner.queue_depth));
+                m.insert("ownerGeneration".into(), json!(owner.generation));
+                m.insert("ttl".into(), json!(owner.ttl_seconds));
+            }
+            Source::Local(Some(i)) => {
+                m.insert("pid".into(), json!(i.pid));
+                m.insert("requestId".into(), json!(i.request_id));
+                m.insert("runningSince".into(), json!(i.started_at));
+                if let Some(p) = record.pid {
+                    m.insert("agentPid".into(), json!(p));
+                }
+            }
+            Source::Local(None) | Source::None => {}
+        }
+        if let Some(mode) = &record.acpx.current_mode_id {
+            m.insert("mode".into(), json!(mode));
+        }
+        if let Some(t) = record.last_prompt_at {
+            m.insert("lastPromptTime".into(), json!(t));
+        }
+        action("status_snapshot", m)
+    }
+
+    /// The readable lines: the state and summary, the ids, what runs, the mode and the last
+    /// prompt's time.
+    pub fn text_lines(&self) -> Vec<String> {
+        let mut lines = vec![format!("{}: {}", self.state.as_str(), self.summary)];
+        let Some(record) = &self.record else {
+            return lines;
+        };
+        lines.push(format!("  record id:        {}", record.acpx_record_id));
+        lines.push(format!("  ACP session id:   {}", record.acp_session_id));
+        if let Some(a) = &record.agent_session_id {
+            lines.push(format!("  agent session id: {a}"));
+        }
+        match &self.source {
+            Source::Owner(owner) => {
+                lines.push(format!(
+                    "  owner pid:        {} (up {}, since {})",
+                    owner.pid,
+                    uptime(owner.uptime_seconds),
+                    owner.started_at
+                ));
+                if let Some(p) = owner.agent_pid {
+                    lines.push(format!("  agent pid:        {p}"));
+                }
+                lines.push(format!("  queue depth:      {}", owner.queue_depth));
+            }
+            Source::Local(Some(i)) => {
+                lines.push(format!(
+                    "  pid:              {} (since {})",
+                    i.pid, i.started_at
+                ));
+            }
+            Source::Local(None) | Source::None => {}
+        }
+        if let Some(mode) = &record.acpx.current_mode_id {
+            lines.push(format!("  mode:             {mode}"));
+        }
+        if let Some(t) = record.last_prompt_at {
+            lines.push(format!("  last prompt:      {t}"));
+        }
+        lines
+    }
+}
+
+/// `HH:MM:SS` of a number of seconds.
+fn uptime(seconds: u64) -> String {
+    format!(
+        "{:02}:{:02}:{:02}",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uptime_is_hours_minutes_seconds() {
+        assert_eq!(uptime(3_725), "01:02:05");
+        assert_eq!(uptime(0), "00:00:00");
+    }
+
+    #[test]
+    fn no_session_has_only_its_state_and_summary() {
+        let s = SessionStatus::no_session("codex", std::path::Path::new("/p"));
+        let v = s.to_json();
+        assert_eq!(v["action"], "status_snapshot");
+        assert_eq!(v["status"], "no-session");
+        assert_eq!(v["summary"], "no open session for agent codex in /p");
+        assert_eq!(v.as_object().map(|m| m.len()), Some(3));
+        assert_eq!(
+            s.text_lines(),
+            ["no-session: no open session for agent codex in /p"]
+        );
+    }
+}
