@@ -6,7 +6,8 @@
 //!   [`MAX_LINES`] lines, and every one that is not a unit-test module (`tests.rs`) opens
 //!   with a `//!` doc comment saying what it is for.
 //! - Dependency direction: `acpx-model` depends on no async runtime, database, lock or ACP
-//!   crate; the stores depend on no other acpx crate than `acpx-model` and `acpx-lock`; only
+//!   crate; the stores depend on no other acpx crate than `acpx-model` and `acpx-lock`; the
+//!   runtime depends on no backend (`acpx-stores` opens them by name); only
 //!   `acpx-cli` uses clap and the terminal crates; nothing depends on `acpx-cli`.
 //! - The `acpx` binary has no `unsafe` code.
 
@@ -148,6 +149,17 @@ fn stores_depend_only_on_the_model_and_the_lock_crate() {
             }
             assert!(dep != "agent-client-protocol", "{store} must not speak ACP");
         }
+    }
+}
+
+#[test]
+fn the_runtime_depends_on_no_backend() {
+    for dep in deps_of("crates/acpx-runtime") {
+        assert!(
+            !dep.starts_with("acpx-store") && dep != "rusqlite" && dep != "tokio-postgres",
+            "acpx-runtime depends on {dep}: it takes an Arc<dyn Store>; opening a backend by \
+             name is acpx-stores's job"
+        );
     }
 }
 

@@ -291,7 +291,8 @@ impl Ctx {
     pub async fn opened(&self) -> CliResult<&OpenStore> {
         self.store
             .get_or_try_init(|| async {
-                OpenStore::open(self.backend, &self.home, self.config.store_url.as_ref()).await
+                crate::backends::open(self.backend, &self.home, self.config.store_url.as_ref())
+                    .await
             })
             .await
     }

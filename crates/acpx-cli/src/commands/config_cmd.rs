@@ -29,10 +29,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         m.insert("store".into(), json!(ctx.backend.as_str()));
         if let Some(url) = crate::backends::postgres_url(ctx.config.store_url.as_ref()) {
             // Never with its password.
-            m.insert(
-                "storeUrl".into(),
-                json!(acpx_store_postgres::redact_url(&url)),
-            );
+            m.insert("storeUrl".into(), json!(acpx_stores::redact_url(&url)));
         }
         m.insert(
             "format".into(),
@@ -60,10 +57,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
     o.line(&format!("directory:     {}", ctx.cwd.display()));
     o.line(&format!("store:         {}", ctx.backend.as_str()));
     if let Some(url) = crate::backends::postgres_url(ctx.config.store_url.as_ref()) {
-        o.line(&format!(
-            "store url:     {}",
-            acpx_store_postgres::redact_url(&url)
-        ));
+        o.line(&format!("store url:     {}", acpx_stores::redact_url(&url)));
     }
     o.line(&format!("permissions:   {}", ctx.permission.as_str()));
     o.line(&format!(

@@ -9,7 +9,6 @@
 use acpx_model::migrate::copy_store_with_progress;
 use serde_json::{json, Map};
 
-use crate::backends::OpenStore;
 use crate::cli::MigrateArgs;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
@@ -27,7 +26,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     }
     crate::commands::runtime_cmds::release_all_owners(ctx).await?;
     let from = ctx.opened().await?;
-    let to = OpenStore::open(a.to, &ctx.home, ctx.config.store_url.as_ref()).await?;
+    let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref()).await?;
     let bar = crate::progress::Bar::new(&ctx.out, "migrating");
     let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
     drop(bar);

@@ -1,0 +1,356 @@
+//! Opening any acpx session store backend by name, the way the `acpx` binary does for
+//! `--store fs|sqlite|postgres`, so that a program sharing a home with the CLI opens the same
+//! data in the same place (like `object_store`'s `parse_url`: one entry point over every
+//! backend crate).
+//!
+//! | backend | where | crate |
+//! |---|---|---|
+//! | [`Backend::Fs`] | files under `<home>/sessions/` | `acpx-store-fs` |
+//! | [`Backend::Sqlite`] | one database, `<home>/acpx.db` ([`sqlite_path`]) | `acpx-store-sqlite` |
+//! | [`Backend::Postgres`] | a database URL, shared by several hosts | `acpx-store-postgres` |
+//!
+//! [`StoreConfig::from_env`] reads the environment variables the CLI honours:
+//! - [`ENV_MAX_SEGMENT_BYTES`]: the size at which the active log segment rotates (default
+//!   64 MiB);
+//! - [`ENV_MAX_SEGMENTS`]: segments kept, the active one included (default 5);
+//! - [`ENV_STORE_URL`]: the PostgreSQL URL (wins over one given in the config);
+//! - [`ENV_STORE_SCHEMA`]: the PostgreSQL schema (default `acpx`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), acpx_stores::OpenError> {
+//! use acpx_stores::{Backend, OpenStore, StoreConfig};
+//! let home = std::path::PathBuf::from("/home/me/.acpx");
+//! let config = StoreConfig::new(Backend::Sqlite, home).from_env()?;
+//! let store = OpenStore::open(&config).await?.as_dyn();
+//! # let _ = store; Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use acpx_model::{RecordId, Store, StoreError, StoreResult, TornTail};
+use acpx_store_fs::{FsStore, FsStoreOptions};
+use acpx_store_postgres::{PostgresStore, PostgresStoreOptions};
+use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
+
+pub use acpx_store_postgres::redact_url;
+
+/// Environment variable: rotate the active segment above this many bytes.
+pub const ENV_MAX_SEGMENT_BYTES: &str = "ACPX_MAX_SEGMENT_BYTES";
+/// Environment variable: keep at most this many segments.
+pub const ENV_MAX_SEGMENTS: &str = "ACPX_MAX_SEGMENTS";
+/// Environment variable: the PostgreSQL URL (wins over one from the config).
+pub const ENV_STORE_URL: &str = "ACPX_STORE_URL";
+/// Environment variable: the PostgreSQL schema (default `acpx`).
+pub const ENV_STORE_SCHEMA: &str = "ACPX_STORE_SCHEMA";
+
+/// A storage backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Files under `<home>/sessions/`: `<id>.json` and `<id>.events*.ndjson`.
+    Fs,
+    /// One SQLite database, `<home>/acpx.db`.
+    Sqlite,
+    /// A PostgreSQL database shared by several hosts.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend's name: `fs`, `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Fs => "fs",
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// A database URL. Its `Debug` shows it without its password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(pub String);
+
+impl std::fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreUrl({:?})", redact_url(&self.0))
+    }
+}
+
+/// The PostgreSQL URL in effect: [`ENV_STORE_URL`] when set, else `configured`.
+pub fn postgres_url(configured: Option<&StoreUrl>) -> Option<String> {
+    match std::env::var(ENV_STORE_URL) {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => configured.map(|u| u.0.clone()),
+    }
+}
+
+/// The path of the SQLite database under `home`.
+pub fn sqlite_path(home: &Path) -> PathBuf {
+    home.join("acpx.db")
+}
+
+/// Why a store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// An environment variable that must hold a positive integer holds something else.
+    #[error("environment variable {name}={value:?} is not a positive integer")]
+    BadNumber {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The home cannot be a directory.
+    #[error("cannot use {} as the acpx home: {problem}", home.display())]
+    Home {
+        /// The home directory.
+        home: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// [`Backend::Postgres`] without a URL.
+    #[error("the postgres backend needs the database URL")]
+    MissingUrl,
+    /// The backend refused to open.
+    #[error("cannot open the {} store at {location}: {source}", backend.as_str())]
+    Store {
+        /// The backend.
+        backend: Backend,
+        /// Where (a URL without its password).
+        location: String,
+        /// Why.
+        source: StoreError,
+    },
+}
+
+/// Where and how to open a backend.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The backend.
+    pub backend: Backend,
+    /// The acpx home (`fs` and `sqlite` keep their data under it).
+    pub home: PathBuf,
+    /// The PostgreSQL URL ([`Backend::Postgres`] only).
+    pub url: Option<StoreUrl>,
+    /// The PostgreSQL schema (default `acpx`).
+    pub schema: Option<String>,
+    /// The size at which the active log segment rotates (default 64 MiB).
+    pub max_segment_bytes: Option<u64>,
+    /// Segments kept, the active one included (default 5).
+    pub max_segments: Option<u32>,
+}
+
+impl StoreConfig {
+    /// `backend` under `home`, with every default.
+    pub fn new(backend: Backend, home: PathBuf) -> Self {
+        StoreConfig {
+            backend,
+            home,
+            url: None,
+            schema: None,
+            max_segment_bytes: None,
+            max_segments: None,
+        }
+    }
+
+    /// With the settings of the environment variables (see the crate docs); the URL of
+    /// [`ENV_STORE_URL`] wins over one already set.
+    pub fn from_env(mut self) -> Result<Self, OpenError> {
+        if let Some(b) = env_number(ENV_MAX_SEGMENT_BYTES)? {
+            self.max_segment_bytes = Some(b);
+        }
+        if let Some(s) = env_number(ENV_MAX_SEGMENTS)? {
+            self.max_segments = Some(s);
+        }
+        self.url = postgres_url(self.url.as_ref()).map(StoreUrl);
+        if let Ok(schema) = std::env::var(ENV_STORE_SCHEMA) {
+            if !schema.trim().is_empty() {
+                self.schema = Some(schema.trim().to_owned());
+            }
+        }
+        Ok(self)
+    }
+}
+
+fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(
+    name: &'static str,
+) -> Result<Option<T>, OpenError> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<T>() {
+            Ok(n) if n >= T::from(1) => Ok(Some(n)),
+            _ => Err(OpenError::BadNumber { name, value: v }),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// An opened store, keeping the concrete type for backend-specific operations.
+#[derive(Debug, Clone)]
+pub enum OpenStore {
+    /// The file store.
+    Fs(Arc<FsStore>),
+    /// The SQLite store.
+    Sqlite(Arc<SqliteStore>),
+    /// The PostgreSQL store.
+    Postgres(Arc<PostgresStore>),
+}
+
+impl OpenStore {
+    /// Opens the backend `config` names, creating it (and the home) when absent.
+    pub async fn open(config: &StoreConfig) -> Result<OpenStore, OpenError> {
+        let home = &config.home;
+        let failed = |source: StoreError, location: &Path| OpenError::Store {
+            backend: config.backend,
+            location: location.display().to_string(),
+            source,
+        };
+        if let Some(problem) = not_a_directory(home) {
+            return Err(OpenError::Home {
+                home: home.clone(),
+                problem,
+            });
+        }
+        Ok(match config.backend {
+            Backend::Fs => {
+                let mut opts = FsStoreOptions::default();
+                if let Some(b) = config.max_segment_bytes {
+                    opts.max_segment_bytes = b;
+                }
+                if let Some(s) = config.max_segments {
+                    opts.max_segments = s;
+                }
+                let store = FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
+                OpenStore::Fs(Arc::new(store))
+            }
+            Backend::Sqlite => {
+                let path = sqlite_path(home);
+                std::fs::create_dir_all(home).map_err(|e| OpenError::Home {
+                    home: home.clone(),
+                    problem: not_a_directory(home).unwrap_or_else(|| e.to_string()),
+                })?;
+                let mut opts = SqliteStoreOptions::default();
+                if let Some(b) = config.max_segment_bytes {
+                    opts.max_segment_bytes = b;
+                }
+                if let Some(s) = config.max_segments {
+                    opts.max_segments = s;
+                }
+                let store = SqliteStore::open_with(&path, opts).map_err(|e| failed(e, &path))?;
+                OpenStore::Sqlite(Arc::new(store))
+            }
+            Backend::Postgres => {
+                let url = config.url.as_ref().ok_or(OpenError::MissingUrl)?;
+                let mut opts = PostgresStoreOptions::default();
+                if let Some(schema) = &config.schema {
+                    opts.schema = schema.clone();
+                }
+                if let Some(b) = config.max_segment_bytes {
+                    opts.max_segment_bytes = b;
+                }
+                if let Some(s) = config.max_segments {
+                    opts.max_segments = s;
+                }
+                let store = PostgresStore::connect(&url.0, opts)
+                    .await
+                    .map_err(|source| OpenError::Store {
+                        backend: Backend::Postgres,
+                        location: redact_url(&url.0),
+                        source,
+                    })?;
+                OpenStore::Postgres(Arc::new(store))
+            }
+        })
+    }
+
+    /// The store as a trait object.
+    pub fn as_dyn(&self) -> Arc<dyn Store> {
+        match self {
+            OpenStore::Fs(s) => s.clone(),
+            OpenStore::Sqlite(s) => s.clone(),
+            OpenStore::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// Moves an incomplete last log line aside (fs only; the databases commit whole batches,
+    /// so they never have one).
+    pub fn set_aside_torn_tail(&self, id: &RecordId) -> StoreResult<Option<TornTail>> {
+        match self {
+            OpenStore::Fs(s) => s.set_aside_torn_tail(id),
+            OpenStore::Sqlite(_) | OpenStore::Postgres(_) => Ok(None),
+        }
+    }
+
+    /// Where the backend keeps its data, for messages (a URL without its password).
+    pub fn location(&self, home: &Path) -> String {
+        match self {
+            OpenStore::Fs(_) => home.join("sessions").display().to_string(),
+            OpenStore::Sqlite(_) => sqlite_path(home).display().to_string(),
+            OpenStore::Postgres(s) => s.location().to_owned(),
+        }
+    }
+}
+
+/// Why `home` cannot be a directory: it, or its nearest existing ancestor, is something else.
+fn not_a_directory(home: &Path) -> Option<String> {
+    let existing = home.ancestors().find(|a| a.exists())?;
+    if existing.is_dir() {
+        None
+    } else if existing == home {
+        Some("it exists and is not a directory".to_owned())
+    } else {
+        Some(format!(
+            "{} exists and is not a directory",
+            existing.display()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn opens_each_file_backend_under_the_home() {
+        let dir = tempfile::tempdir().unwrap();
+        for backend in [Backend::Fs, Backend::Sqlite] {
+            let home = dir.path().join(backend.as_str());
+            let store = OpenStore::open(&StoreConfig::new(backend, home.clone()))
+                .await
+                .unwrap();
+            let listed = store.as_dyn().list(&Default::default()).await.unwrap();
+            assert!(listed.sessions.is_empty());
+            assert!(store.location(&home).starts_with(home.to_str().unwrap()));
+        }
+        assert!(sqlite_path(&dir.path().join("sqlite")).is_file());
+    }
+
+    #[tokio::test]
+    async fn a_home_that_is_a_file_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let err = OpenStore::open(&StoreConfig::new(Backend::Sqlite, file.join("home")))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OpenError::Home { .. }), "{err}");
+        assert!(
+            err.to_string().contains("exists and is not a directory"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn postgres_without_a_url_says_so() {
+        let config = StoreConfig::new(Backend::Postgres, PathBuf::from("/nonexistent-acpx"));
+        let err = OpenStore::open(&config).await.unwrap_err();
+        assert!(matches!(err, OpenError::MissingUrl));
+    }
+
+    #[test]
+    fn a_url_is_debugged_without_its_password() {
+        let url = StoreUrl("postgres://u:s3cret@h/db".into());
+        assert!(!format!("{url:?}").contains("s3cret"));
+    }
+}
