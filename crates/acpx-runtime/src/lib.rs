@@ -128,6 +128,7 @@ pub mod config_file;
 mod core;
 pub mod durations;
 pub mod error;
+pub mod error_kind;
 pub(crate) mod flow;
 pub mod live;
 pub mod mapping;

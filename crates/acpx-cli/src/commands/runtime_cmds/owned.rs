@@ -26,13 +26,7 @@ use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQU
 
 /// A wire error as the user sees it.
 pub(super) fn wire_error(e: WireError) -> CliError {
-    let kind = match e.code.as_str() {
-        "TIMEOUT" => ErrorKind::Timeout,
-        "NO_SESSION" => ErrorKind::NoSession,
-        "USAGE" => ErrorKind::Usage,
-        _ => ErrorKind::Runtime,
-    };
-    let mut err = CliError::new(kind, e.message);
+    let mut err = CliError::new(ErrorKind::from_acpx_code(&e.code), e.message);
     if let Some(d) = &e.detail_code {
         err = err.with_detail(d);
         match d.as_str() {
