@@ -133,6 +133,7 @@ pub(crate) mod flow;
 pub mod live;
 pub mod mapping;
 pub mod mcp_servers;
+pub mod notices;
 pub mod ops;
 pub mod owner;
 pub mod permission_rules;

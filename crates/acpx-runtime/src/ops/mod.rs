@@ -17,6 +17,7 @@
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
 //! | [`ensure`] | `sessions new` / `sessions ensure`: find or create a scope's session under the scope lock, resume an existing ACP session |
+//! | [`interrupts`] | Ctrl-C and SIGTERM counted for a turn (cancel, then stop), and whether the process was interrupted |
 //! | [`local`] | a turn or control run in this process (`--no-owner`, `exec`), registered in the run registry, with Ctrl-C and remote cancel |
 //! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
@@ -25,6 +26,7 @@
 
 pub mod ensure;
 pub mod fork;
+pub mod interrupts;
 pub mod local;
 pub mod lookup;
 pub mod node_import;

@@ -22,7 +22,8 @@
 //! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
-//! counting Ctrl-Cs and telling the user what opening a session changed.
+//! and telling the user what opening a session changed (the sentences are
+//! `acpx_runtime::notices`'s; Ctrl-C counting is `acpx_runtime::ops::interrupts`'s).
 
 mod controls;
 mod fork;
@@ -40,14 +41,14 @@ pub use owned::{
 pub use prompt::{exec, prompt};
 pub use status::status;
 
+pub use acpx_runtime::ops::interrupts::was_interrupted;
+
 use std::time::Duration;
 
+use acpx_runtime::notices;
+use acpx_runtime::ops::interrupts::{ctrl_c, interrupt_count as sigint_count};
 use acpx_runtime::ops::local::{LocalError, LocalEvent};
-use acpx_runtime::{
-    Attachment, FailedAttempt, Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions,
-    Session,
-};
-use serde_json::json;
+use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
 use crate::config::PermissionMode as CliPermission;
 use crate::context::Ctx;
@@ -132,72 +133,6 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
     }
 }
 
-/// Set once SIGINT or SIGTERM arrived during a command: the turn was cancelled through ACP and
-/// recorded, and the process then exits 130 (see [`was_interrupted`]).
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-fn mark_interrupted() {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// Whether SIGINT or SIGTERM interrupted this invocation (its exit status is then 130).
-pub fn was_interrupted() -> bool {
-    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// Resolves on the next SIGINT or SIGTERM (both cancel a turn the same way); `None` when
-/// a stream of them ended. A signal that cannot be watched never arrives.
-pub(super) struct Interrupts {
-    int: Option<tokio::signal::unix::Signal>,
-    term: Option<tokio::signal::unix::Signal>,
-}
-
-impl Interrupts {
-    /// Installs both handlers now, so no signal kills the process from here on.
-    pub(super) fn new() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        Interrupts {
-            int: signal(SignalKind::interrupt()).ok(),
-            term: signal(SignalKind::terminate()).ok(),
-        }
-    }
-
-    /// The next interrupt (marking the invocation as interrupted).
-    pub(super) async fn recv(&mut self) -> Option<()> {
-        async fn one(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
-            match s {
-                Some(s) => s.recv().await,
-                None => std::future::pending().await,
-            }
-        }
-        let r = tokio::select! {
-            r = one(&mut self.int) => r,
-            r = one(&mut self.term) => r,
-        };
-        if r.is_some() {
-            mark_interrupted();
-        }
-        r
-    }
-}
-
-/// Counts the Ctrl-Cs (and SIGTERMs) from now on, for [`acpx_runtime::ops::local`]: the first
-/// one during a turn cancels it, the second stops the agent (see the module docs there). The
-/// handlers are installed before this returns, so no signal kills the process meanwhile.
-fn sigint_count() -> tokio::sync::watch::Receiver<u32> {
-    let (tx, rx) = tokio::sync::watch::channel(0);
-    let mut signals = Interrupts::new();
-    tokio::spawn(async move {
-        while signals.recv().await.is_some() {
-            tx.send_modify(|n| *n += 1);
-            if tx.is_closed() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
 /// What the user is told while a one-process command runs (`waiting` is the line shown while
 /// another process's prompt holds the session).
 fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
@@ -255,44 +190,12 @@ fn interrupted_error() -> CliError {
     .with_hint("the next prompt records the unfinished turn as interrupted")
 }
 
-/// Resolves on the first Ctrl-C: what interrupts starting an agent when no turn runs yet
-/// (never, if the signal cannot be watched).
-async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// Says (with `--verbose`) how an opened session got its ACP session, and whether an
 /// unfinished turn was recorded as interrupted.
 fn report_attachment(ctx: &Ctx, session: &Session) {
-    match session.attachment() {
-        Attachment::Fallback {
-            reason,
-            previous_acp_session_id,
-        } => ctx.out.verbose(&format!(
-            "the agent could not reattach ACP session {previous_acp_session_id} ({reason}); started a fresh one under the same record"
-        )),
-        Attachment::Reattached { method, .. } => {
-            ctx.out.verbose(&format!("reattached with {method}"))
-        }
-        Attachment::Created => {}
+    for line in notices::attachment_lines(session.attachment(), session.recovery()) {
+        ctx.out.verbose(&line);
     }
-    if let Some(t) = &session.recovery().interrupted_turn {
-        ctx.out
-            .verbose(&format!("recorded the unfinished turn {t} as interrupted"));
-    }
-}
-
-fn describe_attempts(attempts: &[FailedAttempt]) -> String {
-    if attempts.is_empty() {
-        return "the agent supports neither session/resume nor session/load".into();
-    }
-    attempts
-        .iter()
-        .map(|a| format!("{}: {}", a.method, a.reason.replace('_', " ")))
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Tells the user what opening a session changed: a fallback to a new ACP session (one
@@ -301,48 +204,18 @@ fn describe_attempts(attempts: &[FailedAttempt]) -> String {
 fn report_notices(ctx: &Ctx, notices: &[Notice]) {
     for notice in notices {
         match notice {
-            Notice::Fallback {
-                previous_acp_session_id,
-                acp_session_id,
-                failed_attempts,
-            } => {
+            Notice::Fallback { .. } => {
                 if ctx.out.is_json() {
                     // A prompt streams the `session_fallback` lifecycle event itself; a
                     // command's action object carries it as `sessionFallback`.
-                    ctx.out.attach_to_next_action(
-                        "sessionFallback",
-                        json!({
-                            "previousAcpSessionId": previous_acp_session_id,
-                            "acpxSessionId": acp_session_id,
-                            "failedAttempts": failed_attempts.iter().map(FailedAttempt::to_json).collect::<Vec<_>>(),
-                        }),
-                    );
+                    if let Some(v) = notices::fallback_json(notice) {
+                        ctx.out.attach_to_next_action("sessionFallback", v);
+                    }
                 } else if ctx.out.is_text() {
-                    crate::output::stderr_line(&format!(
-                        "[acpx] the agent could not restore ACP session {previous_acp_session_id} ({}); continuing in new ACP session {acp_session_id}: the agent does not remember earlier turns",
-                        describe_attempts(failed_attempts)
-                    ));
+                    crate::output::stderr_line(&format!("[acpx] {}", notices::notice_text(notice)));
                 }
             }
-            Notice::ChoiceNotRestored {
-                kind,
-                id,
-                value,
-                error,
-            } => {
-                let what = if kind == "model" {
-                    format!("the model {value}")
-                } else {
-                    format!("config option {id} = {value}")
-                };
-                ctx.out.warn(&format!(
-                    "could not set {what} again ({error}); the agent uses its own value"
-                ));
-            }
-            Notice::McpServersLeftOut(names) => ctx.out.warn(&format!(
-                "the agent does not take these MCP servers' transport, so they were not sent: {}",
-                names.join(", ")
-            )),
+            _ => ctx.out.warn(&notices::notice_text(notice)),
         }
     }
 }

@@ -137,7 +137,7 @@ pub(super) async fn prompt(
         task_options(ctx),
         !no_wait,
         prompter.as_deref(),
-        super::sigint_count(),
+        acpx_runtime::ops::interrupts::interrupt_count(),
         |event| match event {
             SubmitEvent::Queued(depth) => ctx.out.note(&format!(
                 "[acpx] queued behind {depth} task(s) of this session"
