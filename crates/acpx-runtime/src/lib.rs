@@ -140,6 +140,7 @@ pub mod permission_rules;
 pub mod private_socket;
 pub mod record_json;
 pub mod recorder;
+pub mod results;
 pub mod runs;
 pub mod session;
 pub mod transcript;

@@ -101,3 +101,18 @@ pub fn record_show_json(r: &SessionRecord) -> Value {
     }
     Value::Object(m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_leaves_out_unknown_agent_session_id() {
+        let m = identity("r", "a", None);
+        assert_eq!(m.len(), 2);
+        let m = identity("r", "a", Some(""));
+        assert!(m.get("agentSessionId").is_none());
+        let m = identity("r", "a", Some("n"));
+        assert_eq!(m["agentSessionId"], "n");
+    }
+}

@@ -12,7 +12,7 @@ use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::scope;
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use acpx_runtime::transcript::record_facts;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::cli::{
     DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
@@ -22,8 +22,9 @@ use crate::commands::{runtime_cmds, select};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
-use crate::render::{self, action, record_identity, summary_json};
+use crate::render;
 use crate::runs::{self, CancelOutcome, Probe};
+use acpx_runtime::results;
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {
@@ -58,18 +59,7 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
         ));
     }
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert(
-            "sessions".into(),
-            Value::Array(page.sessions.iter().map(summary_json).collect()),
-        );
-        if let Some(c) = &page.next_cursor {
-            m.insert("nextCursor".into(), json!(c));
-        }
-        if !page.skipped.is_empty() {
-            m.insert("skipped".into(), json!(page.skipped));
-        }
-        ctx.out.json(&action("sessions_list", m));
+        ctx.out.json(&results::sessions_list(&page));
         return Ok(());
     }
     if page.sessions.is_empty() {
@@ -168,8 +158,7 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
 
 fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
     if ctx.out.is_json() {
-        ctx.out
-            .json(&action("session_closed", record_identity(closed)));
+        ctx.out.json(&results::session_closed(closed));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!("closed {}", closed.acpx_record_id));
     } else {
@@ -201,9 +190,7 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let store = ctx.store().await?;
     let existed = store.delete(&r.acpx_record_id).await?;
     if ctx.out.is_json() {
-        let mut m = record_identity(&r);
-        m.insert("deleted".into(), json!(existed));
-        ctx.out.json(&action("session_deleted", m));
+        ctx.out.json(&results::session_deleted(&r, existed));
     } else if ctx.out.is_text() {
         ctx.out
             .line(&format!("deleted {} and its event log", r.acpx_record_id));
@@ -217,15 +204,7 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
 pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     if ctx.out.is_json() {
-        let msgs = &r.thread.messages;
-        let skip = a.limit.map_or(0, |l| msgs.len().saturating_sub(l));
-        let mut m = record_identity(&r);
-        if !r.thread.title.is_empty() {
-            m.insert("title".into(), json!(r.thread.title));
-        }
-        m.insert("messageCount".into(), json!(msgs.len()));
-        m.insert("messages".into(), json!(&msgs[skip..]));
-        ctx.out.json(&action("session_history", m));
+        ctx.out.json(&results::session_history(&r, a.limit));
         return Ok(());
     }
     let text = acpx_runtime::transcript::history_text(&r, a.limit, a.full);
@@ -388,34 +367,13 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
         keep_logs_in: (!a.include_history).then(|| ctx.home.join("pruned")),
         dry_run: a.dry_run,
     };
-    let mut reported = Vec::new();
     let pruned = {
         let bar = crate::progress::Bar::new(&ctx.out, "pruning");
         prune::prune_with_progress(&*store, &options, &bar).await?
     };
-    for p in pruned {
-        let s = &p.session;
-        let mut m = render::identity(
-            s.acpx_record_id.as_str(),
-            &s.acp_session_id,
-            s.agent_session_id.as_deref(),
-        );
-        m.insert("closedAt".into(), json!(p.closed_at));
-        if let Some(kept) = &p.kept_log {
-            m.insert("keptLog".into(), json!(kept.path.to_string_lossy()));
-            m.insert("keptEvents".into(), json!(kept.events));
-        }
-        reported.push(m);
-    }
+    let reported: Vec<_> = pruned.iter().map(results::pruned_entry).collect();
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("dryRun".into(), json!(a.dry_run));
-        m.insert("count".into(), json!(reported.len()));
-        m.insert(
-            "sessions".into(),
-            Value::Array(reported.into_iter().map(Value::Object).collect()),
-        );
-        ctx.out.json(&action("sessions_pruned", m));
+        ctx.out.json(&results::sessions_pruned(reported, a.dry_run));
         return Ok(());
     }
     let verb = if a.dry_run { "would prune" } else { "pruned" };
@@ -447,10 +405,7 @@ pub async fn search(ctx: &Ctx, a: SearchArgs) -> CliResult<()> {
     };
     let hits = store.search(&query).await?;
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("query".into(), json!(query.text));
-        m.insert("hits".into(), json!(hits));
-        ctx.out.json(&action("sessions_search", m));
+        ctx.out.json(&results::sessions_search(&query.text, &hits));
         return Ok(());
     }
     if hits.is_empty() {

@@ -4,15 +4,15 @@ use acpx_model::SessionRecord;
 use acpx_runtime::ops::local;
 use acpx_runtime::owner::protocol::Request;
 use acpx_runtime::{Runtime, RuntimeError, Session};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::commands::select_in_scope as scope_session;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::{action, record_identity};
 use crate::runs::{self};
+use acpx_runtime::results;
 
 /// `cancel`: through the session's queue owner when one runs, else through the run file of
 /// a one-process prompt.
@@ -20,12 +20,9 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     let r = scope_session(ctx, a.session.as_deref()).await?;
     if let Some((cancelled, request_id)) = owned::cancel_request(ctx, &r.acpx_record_id).await? {
         if ctx.out.is_json() {
-            let mut m = record_identity(&r);
-            m.insert("cancelled".into(), json!(cancelled));
-            if let Some(rid) = &request_id {
-                m.insert("requestId".into(), json!(rid));
-            }
-            ctx.out.json(&action("cancel_result", m));
+            let rid = request_id.as_deref();
+            ctx.out
+                .json(&results::cancel_result(&r, cancelled, rid, None));
         } else if ctx.out.is_text() {
             ctx.out.line(if cancelled {
                 "cancel requested (the turn ends with stopReason cancelled)"
@@ -41,13 +38,10 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
         .await
         .map_err(|e| CliError::runtime(format!("cancel failed: {e}")))??;
     if ctx.out.is_json() {
-        let mut m = record_identity(&r);
-        m.insert("cancelled".into(), json!(sent.is_some()));
-        if let Some(i) = &sent {
-            m.insert("requestId".into(), json!(i.request_id));
-            m.insert("pid".into(), json!(i.pid));
-        }
-        ctx.out.json(&action("cancel_result", m));
+        let rid = sent.as_ref().map(|i| i.request_id.as_str());
+        let pid = sent.as_ref().map(|i| i.pid);
+        ctx.out
+            .json(&results::cancel_result(&r, sent.is_some(), rid, pid));
     } else if ctx.out.is_text() {
         match &sent {
             Some(i) => ctx.out.line(&format!(
@@ -108,11 +102,7 @@ pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
     )
     .await?;
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("modeId".into(), json!(a.mode));
-        m.insert("resumed".into(), json!(resumed));
-        m.extend(record_identity(&record));
-        ctx.out.json(&action("mode_set", m));
+        ctx.out.json(&results::mode_set(&record, &a.mode, resumed));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!("mode set to {}", a.mode));
     }
@@ -160,13 +150,8 @@ fn print_config_set(
     record: &SessionRecord,
 ) {
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("configId".into(), json!(key));
-        m.insert("value".into(), value.clone());
-        m.insert("resumed".into(), json!(resumed));
-        m.insert("configOptions".into(), Value::Array(options));
-        m.extend(record_identity(record));
-        ctx.out.json(&action("config_set", m));
+        ctx.out
+            .json(&results::config_set(record, key, value, resumed, options));
     } else if ctx.out.is_text() {
         let shown = value
             .as_str()
@@ -200,11 +185,8 @@ async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
         // Through the agent's model config option: reported as the config change it is.
         print_config_set(ctx, &a.key, json!(a.value), resumed, options, &record);
     } else if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("modelId".into(), json!(a.value));
-        m.insert("resumed".into(), json!(resumed));
-        m.extend(record_identity(&record));
-        ctx.out.json(&action("model_set", m));
+        ctx.out
+            .json(&results::model_set(&record, &a.value, resumed));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!("model set to {}", a.value));
     }

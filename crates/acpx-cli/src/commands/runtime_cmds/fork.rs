@@ -3,15 +3,14 @@
 
 use acpx_runtime::ops::local::{self, Forked};
 use acpx_runtime::Runtime;
-use serde_json::json;
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
 use crate::cli::ForkArgs;
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::{action, record_identity};
 use acpx_runtime::ops::fork::FORKED_FROM_KEY;
+use acpx_runtime::results;
 
 /// `sessions fork`: a new session that starts from the parent's conversation. With an agent
 /// that advertises `session/fork`, the agent forks its own session (it keeps the context);
@@ -47,25 +46,11 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
     .map_err(|e| local_error(ctx, e))?;
     let method = child.acpx.extra[FORKED_FROM_KEY]["method"].clone();
     if ctx.out.is_json() {
-        let mut m = record_identity(&child);
-        if let Some(n) = &child.name {
-            m.insert("name".into(), json!(n));
-        }
-        m.insert(
-            "parentAcpxRecordId".into(),
-            json!(parent_now.acpx_record_id),
-        );
-        m.insert(
-            "parentAcpxSessionId".into(),
-            json!(parent_now.acp_session_id),
-        );
-        m.insert("forkSeq".into(), json!(parent_now.acpx.audit_seq));
-        m.insert(
-            "forkMessageCount".into(),
-            json!(parent_now.thread.messages.len()),
-        );
-        m.insert("method".into(), method);
-        ctx.out.json(&action("session_forked", m));
+        ctx.out.json(&results::session_forked(
+            &child,
+            &parent_now,
+            method.clone(),
+        ));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!(
             "forked {} into {} ({} messages, {})",

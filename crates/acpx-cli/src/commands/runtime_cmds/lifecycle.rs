@@ -4,7 +4,6 @@
 use acpx_model::SessionRecord;
 use acpx_runtime::ops::ensure::{self, EnsureError, EnsureEvent, Scope};
 use acpx_runtime::Runtime;
-use serde_json::{json, Map};
 
 use super::{
     ctrl_c, interrupted_error, report_attachment, report_notices, runtime_error, runtime_options,
@@ -13,7 +12,7 @@ use super::{
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use crate::render::{action, record_identity};
+use acpx_runtime::results;
 
 fn print_ensured(
     ctx: &Ctx,
@@ -22,16 +21,8 @@ fn print_ensured(
     replaced: Option<&SessionRecord>,
 ) {
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("created".into(), json!(created));
-        m.extend(record_identity(record));
-        if let Some(n) = &record.name {
-            m.insert("name".into(), json!(n));
-        }
-        if let Some(r) = replaced {
-            m.insert("replacedSessionId".into(), json!(r.acpx_record_id));
-        }
-        ctx.out.json(&action("session_ensured", m));
+        ctx.out
+            .json(&results::session_ensured(record, created, replaced));
         return;
     }
     if !ctx.out.is_text() {

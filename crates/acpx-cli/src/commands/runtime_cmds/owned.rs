@@ -12,15 +12,15 @@ use acpx_runtime::owner::protocol::{OwnerStatus, Request, TaskOptions, WireError
 use acpx_runtime::owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
 use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::cli::OwnerArgs;
 use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::{LiveOutput, TtyPrompter};
-use crate::render::action;
 use crate::runs::Probe;
+use acpx_runtime::results;
 
 use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
@@ -163,10 +163,7 @@ pub(super) async fn prompt(
         Submitted::Finished(outcome) => Ok(Some(*outcome)),
         Submitted::Queued { request_id } => {
             if ctx.out.is_json() {
-                let mut m = Map::new();
-                m.insert("acpxRecordId".into(), json!(id.as_str()));
-                m.insert("requestId".into(), json!(request_id));
-                ctx.out.json(&action("prompt_queued", m));
+                ctx.out.json(&results::prompt_queued(id, &request_id));
             } else {
                 ctx.out.line(&request_id);
             }

@@ -1,0 +1,203 @@
+//! The JSON result object of each session command (`{"action": …, …}`, one line on stdout in
+//! `acpx --format json`; `docs/format.md` § CLI JSON output). Pure functions of the
+//! operations' results, so a program that runs the same operations (a wrapper, a service)
+//! answers in the same shapes, key order included, as scripts written against the CLI expect.
+
+use acpx_model::{ListPage, RecordId, SearchHit, SessionRecord};
+use serde_json::{json, Map, Value};
+
+use crate::ops::prune::Pruned;
+use crate::record_json::{action, identity, record_identity, summary_json};
+
+/// `cancel_result`: whether a running turn was asked to cancel, which, and (for a
+/// one-process prompt) the pid that ran it.
+pub fn cancel_result(
+    record: &SessionRecord,
+    cancelled: bool,
+    request_id: Option<&str>,
+    pid: Option<u32>,
+) -> Value {
+    let mut m = record_identity(record);
+    m.insert("cancelled".into(), json!(cancelled));
+    if let Some(rid) = request_id {
+        m.insert("requestId".into(), json!(rid));
+    }
+    if let Some(pid) = pid {
+        m.insert("pid".into(), json!(pid));
+    }
+    action("cancel_result", m)
+}
+
+/// `mode_set`.
+pub fn mode_set(record: &SessionRecord, mode_id: &str, resumed: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("modeId".into(), json!(mode_id));
+    m.insert("resumed".into(), json!(resumed));
+    m.extend(record_identity(record));
+    action("mode_set", m)
+}
+
+/// `config_set`, with the agent's config options as it answered them.
+pub fn config_set(
+    record: &SessionRecord,
+    config_id: &str,
+    value: Value,
+    resumed: bool,
+    options: Vec<Value>,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("configId".into(), json!(config_id));
+    m.insert("value".into(), value);
+    m.insert("resumed".into(), json!(resumed));
+    m.insert("configOptions".into(), Value::Array(options));
+    m.extend(record_identity(record));
+    action("config_set", m)
+}
+
+/// `model_set` (a model set through `session/set_model`; one set through the agent's model
+/// config option is a [`config_set`]).
+pub fn model_set(record: &SessionRecord, model_id: &str, resumed: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("modelId".into(), json!(model_id));
+    m.insert("resumed".into(), json!(resumed));
+    m.extend(record_identity(record));
+    action("model_set", m)
+}
+
+/// `session_forked`: the child, its parent as it was at the fork, and how it was forked
+/// (`method`: `session/fork` or a copy).
+pub fn session_forked(child: &SessionRecord, parent: &SessionRecord, method: Value) -> Value {
+    let mut m = record_identity(child);
+    if let Some(n) = &child.name {
+        m.insert("name".into(), json!(n));
+    }
+    m.insert("parentAcpxRecordId".into(), json!(parent.acpx_record_id));
+    m.insert("parentAcpxSessionId".into(), json!(parent.acp_session_id));
+    m.insert("forkSeq".into(), json!(parent.acpx.audit_seq));
+    m.insert(
+        "forkMessageCount".into(),
+        json!(parent.thread.messages.len()),
+    );
+    m.insert("method".into(), method);
+    action("session_forked", m)
+}
+
+/// `session_ensured`: the scope's session, whether it was created, and the session it
+/// replaced (`sessions new` over an open one).
+pub fn session_ensured(
+    record: &SessionRecord,
+    created: bool,
+    replaced: Option<&SessionRecord>,
+) -> Value {
+    let mut m = Map::new();
+    m.insert("created".into(), json!(created));
+    m.extend(record_identity(record));
+    if let Some(n) = &record.name {
+        m.insert("name".into(), json!(n));
+    }
+    if let Some(r) = replaced {
+        m.insert("replacedSessionId".into(), json!(r.acpx_record_id));
+    }
+    action("session_ensured", m)
+}
+
+/// `prompt_queued`: a `--no-wait` prompt accepted by the session's queue owner.
+pub fn prompt_queued(id: &RecordId, request_id: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("acpxRecordId".into(), json!(id.as_str()));
+    m.insert("requestId".into(), json!(request_id));
+    action("prompt_queued", m)
+}
+
+/// `sessions_list`: one page, its cursor, and the entries that could not be read.
+pub fn sessions_list(page: &ListPage) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "sessions".into(),
+        Value::Array(page.sessions.iter().map(summary_json).collect()),
+    );
+    if let Some(c) = &page.next_cursor {
+        m.insert("nextCursor".into(), json!(c));
+    }
+    if !page.skipped.is_empty() {
+        m.insert("skipped".into(), json!(page.skipped));
+    }
+    action("sessions_list", m)
+}
+
+/// `session_closed`.
+pub fn session_closed(record: &SessionRecord) -> Value {
+    action("session_closed", record_identity(record))
+}
+
+/// `session_deleted` (`deleted`: whether there was anything to delete).
+pub fn session_deleted(record: &SessionRecord, deleted: bool) -> Value {
+    let mut m = record_identity(record);
+    m.insert("deleted".into(), json!(deleted));
+    action("session_deleted", m)
+}
+
+/// `session_history`: the conversation's last `limit` messages (all without one).
+pub fn session_history(record: &SessionRecord, limit: Option<usize>) -> Value {
+    let msgs = &record.thread.messages;
+    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
+    let mut m = record_identity(record);
+    if !record.thread.title.is_empty() {
+        m.insert("title".into(), json!(record.thread.title));
+    }
+    m.insert("messageCount".into(), json!(msgs.len()));
+    m.insert("messages".into(), json!(&msgs[skip..]));
+    action("session_history", m)
+}
+
+/// One pruned session of `sessions_pruned`: its ids, its age, where its log was kept.
+pub fn pruned_entry(p: &Pruned) -> Map<String, Value> {
+    let s = &p.session;
+    let mut m = identity(
+        s.acpx_record_id.as_str(),
+        &s.acp_session_id,
+        s.agent_session_id.as_deref(),
+    );
+    m.insert("closedAt".into(), json!(p.closed_at));
+    if let Some(kept) = &p.kept_log {
+        m.insert("keptLog".into(), json!(kept.path.to_string_lossy()));
+        m.insert("keptEvents".into(), json!(kept.events));
+    }
+    m
+}
+
+/// `sessions_pruned` of the [`pruned_entry`]s.
+pub fn sessions_pruned(entries: Vec<Map<String, Value>>, dry_run: bool) -> Value {
+    let mut m = Map::new();
+    m.insert("dryRun".into(), json!(dry_run));
+    m.insert("count".into(), json!(entries.len()));
+    m.insert(
+        "sessions".into(),
+        Value::Array(entries.into_iter().map(Value::Object).collect()),
+    );
+    action("sessions_pruned", m)
+}
+
+/// `sessions_search`.
+pub fn sessions_search(text: &str, hits: &[SearchHit]) -> Value {
+    let mut m = Map::new();
+    m.insert("query".into(), json!(text));
+    m.insert("hits".into(), json!(hits));
+    action("sessions_search", m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_comes_first_and_keys_keep_their_order() {
+        let id = RecordId::parse("0b7d7a86-1f6e-4b8f-9a8e-3c2f1d0e9a71").unwrap();
+        let v = prompt_queued(&id, "req-1");
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, ["action", "acpxRecordId", "requestId"]);
+        let v = sessions_pruned(Vec::new(), true);
+        assert_eq!(v["count"], 0);
+        assert_eq!(v["dryRun"], true);
+    }
+}
