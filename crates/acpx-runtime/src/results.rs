@@ -3,10 +3,15 @@
 //! operations' results, so a program that runs the same operations (a wrapper, a service)
 //! answers in the same shapes, key order included, as scripts written against the CLI expect.
 
+use std::path::Path;
+
+use acpx_model::migrate::CopyReport;
 use acpx_model::{ListPage, RecordId, SearchHit, SessionRecord};
 use serde_json::{json, Map, Value};
 
+use crate::ops::node_import::{NodeImportReport, SkipKind};
 use crate::ops::prune::Pruned;
+use crate::ops::repair::FsckReport;
 use crate::record_json::{action, identity, record_identity, summary_json};
 
 /// `cancel_result`: whether a running turn was asked to cancel, which, and (for a
@@ -184,6 +189,99 @@ pub fn sessions_search(text: &str, hits: &[SearchHit]) -> Value {
     m.insert("query".into(), json!(text));
     m.insert("hits".into(), json!(hits));
     action("sessions_search", m)
+}
+
+/// `node_import`: the sessions brought in from a Node acpx home (`dir`) and the files left
+/// out (with why: ignored, already present, not loadable by Node, or failed).
+pub fn node_import(dir: &Path, dry_run: bool, report: &NodeImportReport) -> Value {
+    let imported: Vec<Value> = report
+        .imported
+        .iter()
+        .map(|i| {
+            let mut m = record_identity(&i.record);
+            m.insert("from".into(), json!(i.origin));
+            m.insert("nodeRecordId".into(), json!(i.node_record_id));
+            m.insert("messages".into(), json!(i.record.thread.messages.len()));
+            m.insert("events".into(), json!(i.events));
+            m.insert("threadSource".into(), json!(i.thread_source.as_str()));
+            Value::Object(m)
+        })
+        .collect();
+    let skipped: Vec<Value> = report
+        .skipped
+        .iter()
+        .map(|s| {
+            let mut v = json!({"path": s.path, "reason": s.reason});
+            match s.kind {
+                SkipKind::Ignored => v["ignored"] = json!(true),
+                SkipKind::AlreadyPresent => v["alreadyPresent"] = json!(true),
+                SkipKind::NotLoadable => v["notLoadable"] = json!(true),
+                SkipKind::Failed => {}
+            }
+            v
+        })
+        .collect();
+    let mut m = Map::new();
+    m.insert("from".into(), json!(dir.to_string_lossy()));
+    m.insert("dryRun".into(), json!(dry_run));
+    m.insert("imported".into(), Value::Array(imported));
+    m.insert("skipped".into(), Value::Array(skipped));
+    action("node_import", m)
+}
+
+/// `fsck`: whether the store is sound now, what was checked, found and repaired, and the
+/// sessions skipped because they were in use.
+pub fn fsck(report: &FsckReport) -> Value {
+    let mut m = Map::new();
+    m.insert("ok".into(), json!(report.remaining() == 0));
+    m.insert("sessions".into(), json!(report.checked));
+    m.insert("repaired".into(), json!(report.repaired()));
+    m.insert("problems".into(), json!(report.problems));
+    if !report.skipped_busy.is_empty() {
+        let busy: Vec<String> = report.skipped_busy.iter().map(|b| b.to_string()).collect();
+        m.insert("skippedBusy".into(), json!(busy));
+    }
+    action("fsck", m)
+}
+
+/// `migrated`: every session copied from backend `from` to backend `to` (at `location`),
+/// each verified, and the source entries that could not be read.
+pub fn migrated(from: &str, to: &str, location: &str, report: &CopyReport) -> Value {
+    let events: u64 = report.sessions.iter().map(|s| s.events).sum();
+    let mut m = Map::new();
+    m.insert("from".into(), json!(from));
+    m.insert("to".into(), json!(to));
+    m.insert("location".into(), json!(location));
+    m.insert("verified".into(), json!(true));
+    m.insert("sessionCount".into(), json!(report.sessions.len()));
+    m.insert("eventCount".into(), json!(events));
+    m.insert("sessions".into(), json!(report.sessions));
+    m.insert("skipped".into(), json!(report.skipped));
+    action("migrated", m)
+}
+
+/// `session_exported`: the file written, the export's kind and the events in it.
+pub fn session_exported(record: &SessionRecord, path: &Path, kind: &str, events: u64) -> Value {
+    let mut m = record_identity(record);
+    m.insert("path".into(), json!(path.to_string_lossy()));
+    m.insert("kind".into(), json!(kind));
+    m.insert("events".into(), json!(events));
+    action("session_exported", m)
+}
+
+/// `session_imported`: the stored session, its events, and the id it had when it was
+/// imported under a new one.
+pub fn session_imported(
+    stored: &SessionRecord,
+    events: usize,
+    imported_from: Option<&RecordId>,
+) -> Value {
+    let mut m = record_identity(stored);
+    m.insert("events".into(), json!(events));
+    if let Some(original) = imported_from {
+        m.insert("importedFrom".into(), json!(original));
+    }
+    action("session_imported", m)
 }
 
 #[cfg(test)]

@@ -4,13 +4,12 @@
 //! bar ([`crate::progress`]) counts the sessions on stderr.
 
 use acpx_runtime::ops::repair::{fsck_with_progress, FsckOptions};
-use serde_json::{json, Map};
 
 use crate::cli::FsckArgs;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
-use crate::render::action;
+use acpx_runtime::results;
 
 /// `fsck`.
 pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
@@ -35,21 +34,12 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
     .await?;
     drop(bar);
     let problems = &report.problems;
-    let busy: Vec<String> = report.skipped_busy.iter().map(|b| b.to_string()).collect();
     let checked = report.checked;
     let remaining = report.remaining();
     let repaired = report.repaired();
     let repairable_left = report.repairable_left();
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("ok".into(), json!(remaining == 0));
-        m.insert("sessions".into(), json!(checked));
-        m.insert("repaired".into(), json!(repaired));
-        m.insert("problems".into(), json!(problems));
-        if !busy.is_empty() {
-            m.insert("skippedBusy".into(), json!(busy));
-        }
-        ctx.out.json(&action("fsck", m));
+        ctx.out.json(&results::fsck(&report));
     } else {
         for p in problems {
             let tag = if p.repaired {
@@ -66,7 +56,7 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
                 ctx.out.line(&format!("  → {act}"));
             }
         }
-        for b in &busy {
+        for b in &report.skipped_busy {
             ctx.out.note(&format!(
                 "skipped {b}: in use by a running prompt or its queue owner"
             ));

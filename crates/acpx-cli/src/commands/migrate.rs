@@ -7,12 +7,11 @@
 //! `store` in the config) to use the copy.
 
 use acpx_model::migrate::copy_store_with_progress;
-use serde_json::{json, Map};
 
 use crate::cli::MigrateArgs;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::action;
+use acpx_runtime::results;
 
 /// `migrate`.
 pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
@@ -49,16 +48,10 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         ));
     }
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("from".into(), json!(ctx.backend.as_str()));
-        m.insert("to".into(), json!(a.to.as_str()));
-        m.insert("location".into(), json!(to.location(&ctx.home)));
-        m.insert("verified".into(), json!(true));
-        m.insert("sessionCount".into(), json!(report.sessions.len()));
-        m.insert("eventCount".into(), json!(events));
-        m.insert("sessions".into(), json!(report.sessions));
-        m.insert("skipped".into(), json!(report.skipped));
-        ctx.out.json(&action("migrated", m));
+        let (from, to_name) = (ctx.backend.as_str(), a.to.as_str());
+        let location = to.location(&ctx.home);
+        ctx.out
+            .json(&results::migrated(from, to_name, &location, &report));
     } else if ctx.out.is_text() {
         for s in &report.sessions {
             ctx.out.line(&format!(

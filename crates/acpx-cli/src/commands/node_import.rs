@@ -6,13 +6,12 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use acpx_runtime::ops::node_import::{import_node, NodeImportOptions, SkipKind};
+use acpx_runtime::ops::node_import::{import_node, NodeImportOptions};
 use acpx_runtime::ops::OpsError;
-use serde_json::{json, Map, Value};
 
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::{action, record_identity};
+use acpx_runtime::results;
 
 const HOME_HINT: &str = "pass the Node acpx home (usually ~/.acpx) or its sessions/ directory";
 
@@ -47,63 +46,28 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
         OpsError::Invalid(m) => CliError::usage(m).with_hint(HOME_HINT),
         other => other.into(),
     })?;
-    let imported: Vec<Map<String, Value>> = report
-        .imported
-        .iter()
-        .map(|i| {
-            let mut m = record_identity(&i.record);
-            m.insert("from".into(), json!(i.origin));
-            m.insert("nodeRecordId".into(), json!(i.node_record_id));
-            m.insert("messages".into(), json!(i.record.thread.messages.len()));
-            m.insert("events".into(), json!(i.events));
-            m.insert("threadSource".into(), json!(i.thread_source.as_str()));
-            m
-        })
-        .collect();
-    let skipped: Vec<Value> = report
-        .skipped
-        .iter()
-        .map(|s| {
-            let mut v = json!({"path": s.path, "reason": s.reason});
-            match s.kind {
-                SkipKind::Ignored => v["ignored"] = json!(true),
-                SkipKind::AlreadyPresent => v["alreadyPresent"] = json!(true),
-                SkipKind::NotLoadable => v["notLoadable"] = json!(true),
-                SkipKind::Failed => {}
-            }
-            v
-        })
-        .collect();
     for i in &report.imported {
         for n in &i.notes {
             ctx.out.warn(&format!("{}: {n}", i.origin));
         }
     }
     if ctx.out.is_json() {
-        let mut m = Map::new();
-        m.insert("from".into(), json!(dir.to_string_lossy()));
-        m.insert("dryRun".into(), json!(dry_run));
-        m.insert(
-            "imported".into(),
-            Value::Array(imported.iter().cloned().map(Value::Object).collect()),
-        );
-        m.insert("skipped".into(), Value::Array(skipped.clone()));
-        ctx.out.json(&action("node_import", m));
+        ctx.out.json(&results::node_import(dir, dry_run, &report));
     } else {
-        for m in &imported {
+        for i in &report.imported {
             let line = format!(
                 "{} {} from {} ({} messages from the {}, {} events)",
                 if dry_run { "would import" } else { "imported" },
-                m["acpxRecordId"].as_str().unwrap_or_default(),
-                m["from"].as_str().unwrap_or_default(),
-                m["messages"],
-                m["threadSource"].as_str().unwrap_or_default(),
-                m["events"]
+                i.record.acpx_record_id,
+                i.origin,
+                i.record.thread.messages.len(),
+                i.thread_source.as_str(),
+                i.events
             );
             if ctx.out.is_text() {
                 ctx.out.line(&line);
             } else {
-                ctx.out.line(m["acpxRecordId"].as_str().unwrap_or_default());
+                ctx.out.line(i.record.acpx_record_id.as_str());
             }
         }
         for s in &report.skipped {
@@ -112,9 +76,9 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
         ctx.out.note(&format!(
             "{} {} session(s) from {}, skipped {}",
             if dry_run { "would import" } else { "imported" },
-            imported.len(),
+            report.imported.len(),
             dir.display(),
-            skipped.len()
+            report.skipped.len()
         ));
     }
     if report.files == 0 {

@@ -11,13 +11,12 @@ use acpx_runtime::ops::transfer::{
     parse_import_file, ImportFile, ImportedSession,
 };
 use acpx_runtime::ops::OpsError;
-use serde_json::{json, Map, Value};
 
 use crate::cli::{ExportArgs, ExportKind, ImportArgs};
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::render::{action, record_identity};
+use acpx_runtime::results;
 
 /// `sessions export`.
 pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
@@ -58,11 +57,9 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     drop(sink);
     if let Some(p) = &a.output {
         if ctx.out.is_json() {
-            let mut m = record_identity(&r);
-            m.insert("path".into(), json!(p.to_string_lossy()));
-            m.insert("kind".into(), json!(format!("{:?}", a.kind).to_lowercase()));
-            m.insert("events".into(), json!(events));
-            ctx.out.json(&action("session_exported", m));
+            let kind = format!("{:?}", a.kind).to_lowercase();
+            ctx.out
+                .json(&results::session_exported(&r, p, &kind, events));
         } else {
             ctx.out
                 .note(&format!("exported {} to {}", r.acpx_record_id, p.display()));
@@ -136,12 +133,9 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         other => other?,
     };
     if ctx.out.is_json() {
-        let mut m: Map<String, Value> = record_identity(&stored);
-        m.insert("events".into(), json!(events));
-        if a.new_id {
-            m.insert("importedFrom".into(), json!(original));
-        }
-        ctx.out.json(&action("session_imported", m));
+        let from = a.new_id.then_some(&original);
+        ctx.out
+            .json(&results::session_imported(&stored, events, from));
     } else if ctx.out.is_text() {
         ctx.out.line(&format!(
             "imported {} ({} messages, {} events)",
