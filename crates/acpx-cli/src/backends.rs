@@ -21,12 +21,7 @@ pub async fn open(
     home: &Path,
     config_url: Option<&StoreUrl>,
 ) -> CliResult<OpenStore> {
-    let backend = match backend {
-        Backend::Fs => acpx_stores::Backend::Fs,
-        Backend::Sqlite => acpx_stores::Backend::Sqlite,
-        Backend::Postgres => acpx_stores::Backend::Postgres,
-    };
-    let mut config = StoreConfig::new(backend, home.to_path_buf());
+    let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
     config.url = config_url.cloned();
     let opened = match config.from_env() {
         Ok(config) => OpenStore::open(&config).await,

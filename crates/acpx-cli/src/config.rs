@@ -27,24 +27,27 @@ pub enum Format {
     Quiet,
 }
 
-/// The storage backend.
+/// The storage backend, as `--store` and `migrate --to` take it (what each one is:
+/// [`acpx_stores::Backend`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
-    // Files under `<home>/sessions/`: `<id>.json` and `<id>.events*.ndjson`.
     Fs,
-    // One SQLite database, `<home>/acpx.db`.
     Sqlite,
-    // A PostgreSQL database shared by several hosts (`ACPX_STORE_URL` or `storeUrl`).
     Postgres,
 }
 
 impl Backend {
-    pub fn as_str(self) -> &'static str {
+    /// The library's name for it.
+    pub fn to_store(self) -> acpx_stores::Backend {
         match self {
-            Backend::Fs => "fs",
-            Backend::Sqlite => "sqlite",
-            Backend::Postgres => "postgres",
+            Backend::Fs => acpx_stores::Backend::Fs,
+            Backend::Sqlite => acpx_stores::Backend::Sqlite,
+            Backend::Postgres => acpx_stores::Backend::Postgres,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.to_store().as_str()
     }
 }
 
