@@ -14,6 +14,9 @@
 //!   one-process figure includes its agent start and stop (the owner's were paid before), so
 //!   the ratio is also reported without them, measured as the wall time of a one-process
 //!   `echo hi` minus its turn.
+//! - **owner memory** (`--memory-turns N`, default 100): N more warm prompts of `stream 1000`
+//!   through the same owner; its `VmRSS` / `VmHWM` (`/proc/<pid>/status`, the pid from
+//!   `status`) after turns 1, 10, 50, 100 and at the end.
 //! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
 //!   of Node acpx 0.19.1 and of this acpx, alternating, same scripted agent, each in its own
 //!   empty home (Node keeps its files under `$HOME/.acpx`); ratio of the median wall times;
@@ -33,6 +36,7 @@ pub struct Options {
     stream_runs: usize,
     node: Option<PathBuf>,
     node_runs: usize,
+    memory_turns: usize,
 }
 
 impl Options {
@@ -42,6 +46,7 @@ impl Options {
             stream_runs: 5,
             node: None,
             node_runs: 10,
+            memory_turns: 100,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -55,6 +60,7 @@ impl Options {
                 "--runs" => o.runs = num("--runs")?,
                 "--stream-runs" => o.stream_runs = num("--stream-runs")?,
                 "--node-runs" => o.node_runs = num("--node-runs")?,
+                "--memory-turns" => o.memory_turns = num("--memory-turns")?,
                 "--node" => {
                     let path = it
                         .next()
@@ -317,9 +323,53 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         ms(oj),
         ms(sj)
     );
+    owner_memory(&bench, opts.memory_turns)?;
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
+    Ok(())
+}
+
+/// `VmRSS` and `VmHWM` of `pid` in kB, from `/proc/<pid>/status`.
+fn rss_kb(pid: u64) -> BenchResult<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
+    };
+    Ok((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// The queue owner's memory over `turns` warm turns of 1,000 streamed chunks each: its
+/// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15).
+fn owner_memory(bench: &Bench, turns: usize) -> BenchResult<()> {
+    let (_, out) = bench.timed(&["--format", "json", "status"])?;
+    let status: Value = serde_json::from_str(out.trim()).map_err(|e| e.to_string())?;
+    let pid = status["pid"]
+        .as_u64()
+        .ok_or_else(|| format!("no running queue owner in the status: {out}"))?;
+    println!("## queue owner memory over {turns} turns of 1,000 streamed chunks\n");
+    println!("| after turn | owner VmRSS kB | owner VmHWM kB |\n|---:|---:|---:|");
+    let marks = [1, 10, 50, 100, 200, 500];
+    let mut first = None;
+    let mut last = (0, 0);
+    for turn in 1..=turns {
+        bench.timed(&["--format", "quiet", "stream", "1000"])?;
+        if marks.contains(&turn) || turn == turns {
+            let (rss, hwm) = rss_kb(pid)?;
+            println!("| {turn} | {rss} | {hwm} |");
+            first.get_or_insert(rss);
+            last = (rss, hwm);
+        }
+    }
+    let growth = last.0 as f64 / first.unwrap_or(last.0).max(1) as f64;
+    println!(
+        "\nVmRSS at the end / after turn 1: {growth:.2} (the same owner process, pid {pid}, throughout)\n"
+    );
     Ok(())
 }
 

@@ -194,6 +194,16 @@ impl SessionRecord {
         Ok(record)
     }
 
+    /// Writes the record as [`SessionRecord::to_json_vec`] serializes it, streamed to
+    /// `out` through a buffer (a long conversation is never held twice in memory).
+    pub fn write_json(&self, out: impl std::io::Write) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
     /// Serializes the record as written to disk (pretty-printed, trailing newline).
     pub fn to_json_vec(&self) -> Vec<u8> {
         // Serializing these types cannot fail: every map key is a string and no custom

@@ -20,7 +20,7 @@ use acpx_model::{
 
 use crate::fsutil::{ensure_dir, io_err, remove_if_exists, stat_opt, FileIdent};
 use crate::index::IndexCache;
-use crate::layout::{classify, tombstone_owner, Entry, Layout};
+use crate::layout::{classify, temp_writer_alive, tombstone_owner, Entry, Layout};
 use crate::log::{self, LogWriter};
 use acpx_lock::FileLock;
 
@@ -368,8 +368,9 @@ impl FsCore {
 }
 
 impl FsCore {
-    /// Removes temp files left by interrupted saves: `.<id>.json.tmp.*` of sessions whose lock
-    /// is free (a save only runs under the lock, so nobody is writing them), and
+    /// Removes temp files left by interrupted saves: `.<id>.json.tmp.*` of processes that are
+    /// gone, of sessions whose lock is free (a save streams its temp file before it takes the
+    /// lock, so a live process's temp file may be a save in flight), and
     /// `.index.json.tmp.*` when the index lock is free; and finishes deletes a crash
     /// interrupted (a tombstone `<id>.deleted` whose session lock is free: its log files, then
     /// the tombstone, are removed). Returns how many temp files and deletes were cleaned up.
@@ -385,9 +386,10 @@ impl FsCore {
                 continue;
             };
             match classify(&name) {
-                Some(Entry::SnapshotTemp(id)) => {
+                Some(Entry::SnapshotTemp(id)) if !temp_writer_alive(&name) => {
                     by_session.entry(id).or_default().push(entry.path())
                 }
+                Some(Entry::SnapshotTemp(_)) => {}
                 Some(Entry::IndexTemp) => index_temps.push(entry.path()),
                 _ => {
                     if let Some(id) = tombstone_owner(&name) {

@@ -99,6 +99,23 @@ impl Layout {
     }
 }
 
+/// Whether the process that wrote the snapshot temp file `name` (`.<id>.json.tmp.<pid>.…`)
+/// still runs: a save writes its temp file before it takes the session's lock (the document
+/// is streamed there, [`crate::core`]), so a temp file of a live process may be a save in
+/// flight and is left alone; one of a process that is gone is debris. Reads `/proc/<pid>`
+/// (Linux); a name without a pid counts as debris.
+pub(crate) fn temp_writer_alive(name: &str) -> bool {
+    let pid = name
+        .split_once(".json.tmp.")
+        .and_then(|(_, rest)| rest.split('.').next())
+        .and_then(|p| p.parse::<u32>().ok());
+    match pid {
+        Some(pid) if pid == std::process::id() => true,
+        Some(pid) => Path::new(&format!("/proc/{pid}")).exists(),
+        None => false,
+    }
+}
+
 /// Classifies a directory entry name. Names that are not the store's return `None` and are
 /// never touched.
 pub(crate) fn classify(name: &str) -> Option<Entry> {

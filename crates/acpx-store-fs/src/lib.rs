@@ -391,7 +391,7 @@ impl Store for FsStore {
     async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let bytes = self.core.prepare_snapshot(record, 1)?;
         let id = record.acpx_record_id.clone();
-        self.run(move |c| c.create_bytes(&id, &bytes)).await?;
+        self.run(move |c| c.create_bytes(&id, bytes)).await?;
         record.revision = 1;
         Ok(())
     }
@@ -405,7 +405,7 @@ impl Store for FsStore {
         let expected = record.revision;
         let bytes = self.core.prepare_snapshot(record, expected + 1)?;
         let id = record.acpx_record_id.clone();
-        self.run(move |c| c.save_bytes(&id, expected, &bytes))
+        self.run(move |c| c.save_bytes(&id, expected, bytes))
             .await?;
         record.revision = expected + 1;
         Ok(())
@@ -501,7 +501,7 @@ impl Store for FsStore {
         let revision = record.revision + 1;
         let bytes = self.core.prepare_snapshot(record, revision)?;
         let id = record.acpx_record_id.clone();
-        self.run(move |c| c.replace_snapshot_bytes(&id, &bytes, revision))
+        self.run(move |c| c.replace_snapshot_bytes(&id, bytes, revision))
             .await?;
         record.revision = revision;
         Ok(())

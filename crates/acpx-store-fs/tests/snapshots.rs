@@ -543,7 +543,8 @@ async fn delete_removes_every_file_and_is_idempotent() {
     std::io::Write::write_all(&mut f, b"{\"eventVer").unwrap();
     assert!(store.set_aside_torn_tail(&a).unwrap().is_some());
     let dir = store.sessions_dir();
-    fs::write(dir.join(format!(".{a}.json.tmp.1.2")), b"{").unwrap();
+    // Of a process that is gone (no pid is that large).
+    fs::write(dir.join(format!(".{a}.json.tmp.999999999.2")), b"{").unwrap();
     let files_of = |prefix: &str| -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(&dir)
             .unwrap()
@@ -688,9 +689,9 @@ async fn stale_temp_cleanup_spares_temps_of_locked_sessions() {
     let other = FsStore::open(tmp.path()).unwrap();
     let guard = other.lock(&a, Duration::from_secs(1)).await.unwrap();
     let dir = store.sessions_dir();
-    let temp_a = dir.join(format!(".{a}.json.tmp.77.live"));
-    let temp_b = dir.join(format!(".{b}.json.tmp.77.dead"));
-    let temp_gone = dir.join(".gone.json.tmp.1.x");
+    let temp_a = dir.join(format!(".{a}.json.tmp.999999999.live"));
+    let temp_b = dir.join(format!(".{b}.json.tmp.999999999.dead"));
+    let temp_gone = dir.join(".gone.json.tmp.999999999.x");
     let index_temp = dir.join(".index.json.tmp.77.dead");
     for t in [&temp_a, &temp_b, &temp_gone, &index_temp] {
         fs::write(t, b"partial").unwrap();
@@ -709,6 +710,17 @@ async fn stale_temp_cleanup_spares_temps_of_locked_sessions() {
     assert_eq!(store.cleanup_stale_temp_files().unwrap(), 1);
     assert!(!temp_a.exists());
     assert_eq!(store.load(&a).await.unwrap().revision, 1);
+    // A save streams its temp file before it takes the lock: a temp file of a live process
+    // is spared even when the session's lock is free, by cleanup and by delete.
+    let in_flight = dir.join(format!(".{b}.json.tmp.{}.flight", std::process::id()));
+    fs::write(&in_flight, b"partial").unwrap();
+    assert_eq!(store.cleanup_stale_temp_files().unwrap(), 0);
+    assert!(in_flight.exists());
+    assert!(store.delete(&b).await.unwrap());
+    assert!(
+        in_flight.exists(),
+        "delete leaves a live writer's temp file to it"
+    );
 }
 
 fn user(text: &str) -> Message {

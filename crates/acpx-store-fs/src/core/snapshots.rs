@@ -2,7 +2,7 @@
 //! close and delete, and the listing and search built on the listing cache.
 
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 #[cfg(test)]
 use std::sync::atomic::Ordering;
 
@@ -20,13 +20,25 @@ use crate::fsutil::{
 use crate::index::{
     journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT,
 };
-use crate::layout::{classify, is_log_file_of, Entry};
+use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
 
-/// A validated, serialized snapshot and the summary of what it holds.
+/// A validated snapshot, already written to a temp file beside the snapshot (not yet fsynced),
+/// and the summary of what it holds. The document is streamed to the file, never built in
+/// memory: a long conversation costs its size on disk, not twice its size in memory at every
+/// save. Dropping it before [`FsCore::write_snapshot`] renamed it removes the temp file.
 pub(crate) struct PreparedSnapshot {
-    bytes: Vec<u8>,
+    tmp: std::path::PathBuf,
+    file: Option<fs::File>,
     summary: SessionSummary,
+}
+
+impl Drop for PreparedSnapshot {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
 }
 
 impl FsCore {
@@ -34,7 +46,7 @@ impl FsCore {
     #[cfg(any(test, feature = "testing"))]
     pub fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let bytes = self.prepare_snapshot(record, 1)?;
-        self.create_bytes(&record.acpx_record_id, &bytes)?;
+        self.create_bytes(&record.acpx_record_id, bytes)?;
         record.revision = 1;
         Ok(())
     }
@@ -49,13 +61,40 @@ impl FsCore {
         let path = self.layout.snapshot(&record.acpx_record_id);
         record.validate(&path.display().to_string())?;
         let old = std::mem::replace(&mut record.revision, revision);
-        let bytes = record.to_json_vec();
-        let summary = record.summary();
+        let prepared = self.stream_snapshot(record);
         record.revision = old;
-        Ok(PreparedSnapshot { bytes, summary })
+        prepared
     }
 
-    pub(crate) fn create_bytes(&self, id: &RecordId, bytes: &PreparedSnapshot) -> StoreResult<()> {
+    /// Writes `record` to a new temp file beside its snapshot (see [`PreparedSnapshot`]).
+    fn stream_snapshot(&self, record: &SessionRecord) -> StoreResult<PreparedSnapshot> {
+        let mut attempt = 0;
+        let (tmp, file) = loop {
+            let tmp = self
+                .layout
+                .snapshot_temp(&record.acpx_record_id, &random_suffix());
+            match create_new_file(&tmp) {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(e) => return Err(io_err(&tmp, e)),
+            }
+        };
+        let mut prepared = PreparedSnapshot {
+            tmp,
+            file: Some(file),
+            summary: record.summary(),
+        };
+        if let Some(f) = prepared.file.as_mut() {
+            record.write_json(f).map_err(|e| io_err(&prepared.tmp, e))?;
+        }
+        Ok(prepared)
+    }
+
+    pub(crate) fn create_bytes(
+        &self,
+        id: &RecordId,
+        mut bytes: PreparedSnapshot,
+    ) -> StoreResult<()> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
             if core.snapshot_present(id, st)? {
@@ -71,7 +110,7 @@ impl FsCore {
                 // (damaged; `fsck --repair` rebuilds it): the id is taken.
                 return Err(StoreError::AlreadyExists(id.clone()));
             }
-            core.write_snapshot(id, st, bytes, 1)
+            core.write_snapshot(id, st, &mut bytes, 1)
         })
     }
 
@@ -81,7 +120,7 @@ impl FsCore {
     pub fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let expected = record.revision;
         let bytes = self.prepare_snapshot(record, expected + 1)?;
-        self.save_bytes(&record.acpx_record_id, expected, &bytes)?;
+        self.save_bytes(&record.acpx_record_id, expected, bytes)?;
         record.revision = expected + 1;
         Ok(())
     }
@@ -90,7 +129,7 @@ impl FsCore {
         &self,
         id: &RecordId,
         expected: u64,
-        bytes: &PreparedSnapshot,
+        mut bytes: PreparedSnapshot,
     ) -> StoreResult<()> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
@@ -102,7 +141,7 @@ impl FsCore {
                     actual,
                 });
             }
-            core.write_snapshot(id, st, bytes, expected + 1)
+            core.write_snapshot(id, st, &mut bytes, expected + 1)
         })
     }
 
@@ -111,10 +150,12 @@ impl FsCore {
     pub(crate) fn replace_snapshot_bytes(
         &self,
         id: &RecordId,
-        bytes: &PreparedSnapshot,
+        mut bytes: PreparedSnapshot,
         revision: u64,
     ) -> StoreResult<()> {
-        self.with_write(id, |core, st| core.write_snapshot(id, st, bytes, revision))
+        self.with_write(id, |core, st| {
+            core.write_snapshot(id, st, &mut bytes, revision)
+        })
     }
 
     /// The revision of the stored snapshot: from the cache while this store has held the lock
@@ -171,32 +212,24 @@ impl FsCore {
         &self,
         id: &RecordId,
         st: &mut SlotState,
-        prepared: &PreparedSnapshot,
+        prepared: &mut PreparedSnapshot,
         revision: u64,
     ) -> StoreResult<()> {
-        let bytes = &prepared.bytes[..];
         let path = self.layout.snapshot(id);
         let dir = self.layout.dir();
-        let mut attempt = 0;
-        let (tmp, mut file) = loop {
-            let tmp = self.layout.snapshot_temp(id, &random_suffix());
-            match create_new_file(&tmp) {
-                Ok(f) => break (tmp, f),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
-                Err(e) => return Err(io_err(&tmp, e)),
-            }
+        let tmp = &prepared.tmp;
+        let Some(file) = prepared.file.as_ref() else {
+            return Err(StoreError::InvalidArgument(format!(
+                "the prepared snapshot {} was already written",
+                tmp.display()
+            )));
         };
-        let written = file.write_all(bytes).and_then(|()| file.sync_all());
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err(&tmp, e));
-        }
+        // On any error below, dropping `prepared` removes the temp file.
+        file.sync_all().map_err(|e| io_err(tmp, e))?;
         failpoint!("save.after_temp_fsync");
-        drop(file);
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err(&path, e));
-        }
+        fs::rename(tmp, &path).map_err(|e| io_err(&path, e))?;
+        // Renamed: the temp file is the snapshot now, nothing to remove on drop.
+        prepared.file = None;
         failpoint!("save.after_rename");
         st.snapshot_present = Some(true);
         // Taken before the stat: under the writer lock the file stat'ed is the one just
@@ -249,8 +282,8 @@ impl FsCore {
             record.closed_at = Some(at);
             record.pid = None;
             let expected = record.revision;
-            let bytes = core.prepare_snapshot(&mut record, expected + 1)?;
-            core.write_snapshot(id, st, &bytes, expected + 1)?;
+            let mut bytes = core.prepare_snapshot(&mut record, expected + 1)?;
+            core.write_snapshot(id, st, &mut bytes, expected + 1)?;
             record.revision = expected + 1;
             Ok(record)
         })
@@ -308,8 +341,11 @@ impl FsCore {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
+            // A temp file of a live process may be a save in flight (its writer checks the
+            // revision under the lock and fails; the file is its to remove).
             let ours = is_log_file_of(&name, id)
-                || classify(&name) == Some(Entry::SnapshotTemp(id.clone()));
+                || (classify(&name) == Some(Entry::SnapshotTemp(id.clone()))
+                    && !temp_writer_alive(&name));
             if ours {
                 let p = entry.path();
                 existed |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;

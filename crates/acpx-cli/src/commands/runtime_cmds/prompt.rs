@@ -159,12 +159,13 @@ fn finish_turn(ctx: &Ctx, outcome: &TurnOutcome, live: &LiveOutput) -> CliResult
 }
 
 fn print_quiet(ctx: &Ctx, outcome: &TurnOutcome) {
-    if ctx.out.format == Format::Quiet && !outcome.agent_text.is_empty() {
-        let mut t = outcome.agent_text.clone();
-        if !t.ends_with('\n') {
-            t.push('\n');
+    // Written as it is, never copied: a long reply would otherwise be held twice more.
+    let text = &outcome.agent_text;
+    if ctx.out.format == Format::Quiet && !text.is_empty() {
+        ctx.out.raw(text);
+        if !text.ends_with('\n') {
+            ctx.out.raw("\n");
         }
-        ctx.out.raw(&t);
     }
 }
 
