@@ -7,8 +7,10 @@
 //! digest: `revision` (the target numbers its own saves) and `acpx.event_log` (where the log
 //! lives, which the copy updates to the target's log).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -22,6 +24,8 @@ use crate::store::{
 
 /// Events read (and appended) per call while copying.
 const EVENT_PAGE: usize = 1_000;
+/// Sessions copied at the same time.
+const COPY_CONCURRENCY: usize = 8;
 /// Sessions listed per page.
 const LIST_PAGE: usize = 500;
 /// How long to wait for a source session's writer lock (a live agent may be writing it).
@@ -102,53 +106,92 @@ pub async fn copy_store_with_progress(
         }
     }
     progress.begin(ids.len() as u64);
-    for id in &ids {
-        let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
-        let mut created = false;
-        let checked = match copy_session(from, to, id, &mut created).await {
-            Ok(source) => match verify_side(to, id).await {
-                Ok(target) => match source.difference(&target) {
-                    None => Ok(source),
-                    Some(what) => Err(StoreError::Corrupt {
-                        location: format!(
-                            "the copy of session {id} in the {} store",
-                            to.backend_name()
-                        ),
-                        line: None,
-                        reason: format!(
-                            "{what} differs from the {} source; the copy was removed again",
-                            from.backend_name()
-                        ),
-                    }),
-                },
-                Err(e) => Err(e),
+    // Several sessions are copied at once: each one's cost is mostly waiting for its durable
+    // writes (fsyncs on the file store, commits on the databases), which overlap. Results come
+    // back in list order. After a failure no further copy starts, but the ones under way are
+    // driven to their end (each removes its own partial copy when it fails), so nothing is
+    // left half-written by a copy that was dropped.
+    let stop = AtomicBool::new(false);
+    let mut first_error = None;
+    let mut copies = futures::stream::iter(&ids)
+        .map(|id| {
+            let stop = &stop;
+            async move {
+                if stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let copied = copy_one(from, to, id).await;
+                if copied.is_err() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                Some(copied)
+            }
+        })
+        .buffered(COPY_CONCURRENCY);
+    while let Some(copied) = copies.next().await {
+        match copied {
+            Some(Ok(copy)) => {
+                progress.advance(copy.acpx_record_id.as_str());
+                report.sessions.push(copy);
+            }
+            Some(Err(e)) => {
+                first_error.get_or_insert(e);
+            }
+            None => {}
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+/// Copies session `id` under its source writer lock and verifies the copy; a copy that fails
+/// or does not verify is removed from `to` again.
+async fn copy_one(from: &dyn Store, to: &dyn Store, id: &RecordId) -> StoreResult<SessionCopy> {
+    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
+    let mut created = false;
+    let checked = match copy_session(from, to, id, &mut created).await {
+        Ok(source) => match verify_side(to, id).await {
+            Ok(target) => match source.difference(&target) {
+                None => Ok(source),
+                Some(what) => Err(StoreError::Corrupt {
+                    location: format!(
+                        "the copy of session {id} in the {} store",
+                        to.backend_name()
+                    ),
+                    line: None,
+                    reason: format!(
+                        "{what} differs from the {} source; the copy was removed again",
+                        from.backend_name()
+                    ),
+                }),
             },
             Err(e) => Err(e),
-        };
-        let source = match checked {
-            Ok(source) => source,
-            Err(e) => {
-                // Only what this call created is removed: a session that appeared in the
-                // target meanwhile belongs to someone else.
-                if created {
-                    if let Err(cleanup) = to.delete(id).await {
-                        report_cleanup_failure(id, &cleanup);
-                    }
+        },
+        Err(e) => Err(e),
+    };
+    let source = match checked {
+        Ok(source) => source,
+        Err(e) => {
+            // Only what this call created is removed: a session that appeared in the
+            // target meanwhile belongs to someone else.
+            if created {
+                if let Err(cleanup) = to.delete(id).await {
+                    report_cleanup_failure(id, &cleanup);
                 }
-                return Err(e);
             }
-        };
-        report.sessions.push(SessionCopy {
-            acpx_record_id: id.clone(),
-            events: source.events,
-            first_seq: source.first_seq,
-            last_seq: source.last_seq,
-            events_sha256: hex(&source.events_digest),
-            snapshot_sha256: hex(&source.snapshot_digest),
-        });
-        progress.advance(id.as_str());
-    }
-    Ok(report)
+            return Err(e);
+        }
+    };
+    Ok(SessionCopy {
+        acpx_record_id: id.clone(),
+        events: source.events,
+        first_seq: source.first_seq,
+        last_seq: source.last_seq,
+        events_sha256: hex(&source.events_digest),
+        snapshot_sha256: hex(&source.snapshot_digest),
+    })
 }
 
 /// Writes one new session into a store: the one way acpx fills a store with a session that
