@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use acpx_runtime::agents::{AgentRegistry, DEFAULT_AGENT};
+pub use acpx_runtime::agents::AgentRegistry;
 
 /// The built-in agent that runs the scripted test agent inside this executable.
 pub const DEMO_AGENT: &str = "demo";

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-pub use acpx_stores::{postgres_url, sqlite_path, OpenStore, StoreUrl};
+pub use acpx_stores::{postgres_url, OpenStore, StoreUrl};
 use acpx_stores::{OpenError, StoreConfig, ENV_STORE_URL};
 
 use crate::config::Backend;

@@ -10,35 +10,15 @@ use acpx_runtime::permission_rules::PermissionRules;
 use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
-use crate::agents::{AgentRegistry, DEFAULT_AGENT};
+pub use acpx_runtime::agents::AgentChoice;
+use acpx_runtime::agents::AgentChoiceError;
+
+use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
 use crate::cli::{AuthPolicyArg, GlobalArgs, NonInteractiveArg, ResumePolicyArg};
 use crate::config::{Backend, Config, Format, PermissionMode};
 use crate::error::{CliError, CliResult};
 use crate::output::Out;
-
-/// The agent this invocation talks to or filters by.
-#[derive(Debug, Clone)]
-pub struct AgentChoice {
-    /// The command line that starts it (the session scope's `agentCommand`).
-    pub command: String,
-    /// The registry name, when it came from one.
-    pub name: Option<String>,
-    /// Whether the user named it (positional or `--agent`) rather than falling back to the
-    /// default. Listing commands filter by agent only when it was named.
-    pub explicit: bool,
-}
-
-impl AgentChoice {
-    /// How to name this agent in a command the user can copy: `codex` or
-    /// `--agent '<command>'`.
-    pub fn label(&self) -> String {
-        match &self.name {
-            Some(n) => n.clone(),
-            None => format!("--agent {}", shell_words::quote(&self.command)),
-        }
-    }
-}
 
 /// Everything a command needs.
 #[derive(Debug)]
@@ -180,40 +160,20 @@ impl Ctx {
         let queue_max_depth = config
             .queue_max_depth
             .unwrap_or(acpx_runtime::owner::DEFAULT_QUEUE_MAX_DEPTH);
-        let agent = match (agent_word, global.agent) {
-            (Some(word), Some(raw)) => return Err(CliError::usage(format!(
-                "both an agent name ({word}) and --agent {raw:?} were given"
-            ))
-            .with_hint(
-                "use one of them: a name from `acpx config show`, or --agent with a command line",
-            )),
-            (Some(word), None) => {
-                let command = registry.command(&word).unwrap_or(&word).to_owned();
-                AgentChoice {
-                    command,
-                    name: Some(word.trim().to_lowercase()),
-                    explicit: true,
-                }
-            }
-            (None, Some(raw)) => {
-                if raw.trim().is_empty() {
-                    return Err(CliError::usage("--agent needs a command line")
-                        .with_hint("for example --agent \"./my-agent --acp\""));
-                }
-                AgentChoice {
-                    name: registry.name_of(&raw).map(str::to_owned),
-                    command: raw,
-                    explicit: true,
-                }
-            }
-            (None, None) => {
-                let name = config
-                    .default_agent
-                    .clone()
-                    .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
-                let Some(command) = registry.command(&name) else {
-                    return Err(CliError::usage(format!(
-                        "the configured defaultAgent {name:?} is not a known agent (config: {})",
+        let default = config.default_agent.as_deref();
+        let agent = registry
+            .choose(agent_word, global.agent, default)
+            .map_err(|e| {
+                let err = CliError::usage(e.to_string());
+                match e {
+                    AgentChoiceError::Both { .. } => err.with_hint(
+                        "use one of them: a name from `acpx config show`, or --agent with a command line",
+                    ),
+                    AgentChoiceError::EmptyCommand => {
+                        err.with_hint("for example --agent \"./my-agent --acp\"")
+                    }
+                    AgentChoiceError::UnknownDefault(_) => CliError::usage(format!(
+                        "{e} (config: {})",
                         config
                             .files
                             .iter()
@@ -221,17 +181,9 @@ impl Ctx {
                             .collect::<Vec<_>>()
                             .join(", ")
                     ))
-                    .with_hint(
-                        "name a built-in agent, or define it under `agents` in the config",
-                    ));
-                };
-                AgentChoice {
-                    command: command.to_owned(),
-                    name: Some(name.trim().to_lowercase()),
-                    explicit: false,
+                    .with_hint("name a built-in agent, or define it under `agents` in the config"),
                 }
-            }
-        };
+            })?;
         for unknown in &config.unknown_keys {
             out.verbose(unknown);
         }

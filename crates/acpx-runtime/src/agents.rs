@@ -115,6 +115,83 @@ impl AgentRegistry {
     }
 }
 
+/// The agent a command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentChoice {
+    /// Its command line.
+    pub command: String,
+    /// Its registry name, when it has one (trimmed and lower-cased).
+    pub name: Option<String>,
+    /// Whether the user chose it (a name or a command line) rather than the default.
+    pub explicit: bool,
+}
+
+impl AgentChoice {
+    /// How to name it to the user: its registry name, else `--agent <command>`.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => format!("--agent {}", shell_words::quote(&self.command)),
+        }
+    }
+}
+
+/// Why [`AgentRegistry::choose`] found no agent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentChoiceError {
+    /// Both an agent name and a command line were given.
+    #[error("both an agent name ({word}) and --agent {raw:?} were given")]
+    Both {
+        /// The name.
+        word: String,
+        /// The command line.
+        raw: String,
+    },
+    /// The command line is blank.
+    #[error("--agent needs a command line")]
+    EmptyCommand,
+    /// The default agent's name is not in the registry.
+    #[error("the configured defaultAgent {0:?} is not a known agent")]
+    UnknownDefault(String),
+}
+
+impl AgentRegistry {
+    /// The agent of a command: the name `word` (an unknown name is taken as a command line),
+    /// the command line `raw`, or else `default` (a name; [`DEFAULT_AGENT`] when `None`).
+    pub fn choose(
+        &self,
+        word: Option<String>,
+        raw: Option<String>,
+        default: Option<&str>,
+    ) -> Result<AgentChoice, AgentChoiceError> {
+        match (word, raw) {
+            (Some(word), Some(raw)) => Err(AgentChoiceError::Both { word, raw }),
+            (Some(word), None) => Ok(AgentChoice {
+                command: self.command(&word).unwrap_or(&word).to_owned(),
+                name: Some(normalize(&word)),
+                explicit: true,
+            }),
+            (None, Some(raw)) if raw.trim().is_empty() => Err(AgentChoiceError::EmptyCommand),
+            (None, Some(raw)) => Ok(AgentChoice {
+                name: self.name_of(&raw).map(str::to_owned),
+                command: raw,
+                explicit: true,
+            }),
+            (None, None) => {
+                let name = default.unwrap_or(DEFAULT_AGENT);
+                let command = self
+                    .command(name)
+                    .ok_or_else(|| AgentChoiceError::UnknownDefault(name.to_owned()))?;
+                Ok(AgentChoice {
+                    command: command.to_owned(),
+                    name: Some(normalize(name)),
+                    explicit: false,
+                })
+            }
+        }
+    }
+}
+
 impl Default for AgentRegistry {
     /// The built-ins only.
     fn default() -> Self {
@@ -128,6 +205,34 @@ fn normalize(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn choose_takes_a_name_a_command_line_or_the_default() {
+        let r = AgentRegistry::default();
+        let named = r.choose(Some(" Codex ".into()), None, None).unwrap();
+        assert_eq!(named.name.as_deref(), Some("codex"));
+        assert!(named.explicit);
+        let raw = r
+            .choose(None, Some("./my-agent --acp".into()), None)
+            .unwrap();
+        assert_eq!(raw.label(), "--agent './my-agent --acp'");
+        let default = r.choose(None, None, None).unwrap();
+        assert_eq!(default.name.as_deref(), Some(DEFAULT_AGENT));
+        assert!(!default.explicit);
+        assert!(matches!(
+            r.choose(Some("codex".into()), Some("x".into()), None),
+            Err(AgentChoiceError::Both { .. })
+        ));
+        assert_eq!(
+            r.choose(None, Some("  ".into()), None),
+            Err(AgentChoiceError::EmptyCommand)
+        );
+        assert_eq!(
+            r.choose(None, None, Some("nope")),
+            Err(AgentChoiceError::UnknownDefault("nope".into()))
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -81,6 +81,37 @@ impl ErrorKind {
     }
 }
 
+/// How a finished turn fails by Node acpx's exit-code rules, or `None` for a turn that
+/// succeeded (completed, or cancelled on request):
+/// - a permission question nobody could answer (`--non-interactive-permissions fail`):
+///   [`ErrorKind::PermissionPromptUnavailable`];
+/// - a turn that asked for permission, got no approval and had something denied or cancelled,
+///   whatever its stop reason (codex answers a refusal with `cancelled`), unless the user
+///   cancelled it or it timed out: [`ErrorKind::PermissionDenied`];
+/// - a timeout: [`ErrorKind::Timeout`];
+/// - any other failure: its code's kind (`NO_SESSION` when the agent lost the session).
+pub fn turn_failure(outcome: &crate::TurnOutcome) -> Option<ErrorKind> {
+    let code = outcome.error.as_ref().map(|e| e.code.as_str());
+    if code == Some(ErrorKind::PermissionPromptUnavailable.acpx_code()) {
+        return Some(ErrorKind::PermissionPromptUnavailable);
+    }
+    let s = outcome.permission_stats;
+    if !outcome.cancel_requested
+        && outcome.outcome.as_str() != "timeout"
+        && s.requested > 0
+        && s.approved == 0
+        && s.denied + s.cancelled > 0
+    {
+        return Some(ErrorKind::PermissionDenied);
+    }
+    match outcome.outcome.as_str() {
+        "completed" | "cancelled" => None,
+        "timeout" => Some(ErrorKind::Timeout),
+        _ if code == Some(ErrorKind::NoSession.acpx_code()) => Some(ErrorKind::NoSession),
+        _ => Some(ErrorKind::Runtime),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

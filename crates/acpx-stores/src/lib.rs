@@ -282,6 +282,21 @@ impl OpenStore {
         }
     }
 
+    /// Where the backend keeps session `id`, for messages: its snapshot file, or the database
+    /// and its row (a URL without its password).
+    pub fn record_location(&self, home: &Path, id: &RecordId) -> String {
+        match self {
+            OpenStore::Fs(_) => home
+                .join("sessions")
+                .join(format!("{id}.json"))
+                .display()
+                .to_string(),
+            OpenStore::Sqlite(_) | OpenStore::Postgres(_) => {
+                format!("{} (sessions row {id})", self.location(home))
+            }
+        }
+    }
+
     /// Where the backend keeps its data, for messages (a URL without its password).
     pub fn location(&self, home: &Path) -> String {
         match self {

@@ -5,10 +5,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use acpx_model::Timestamp;
 use acpx_runtime::ops::transfer::{
-    archive_head, create_private_file, for_each_event, import_session, parse_events,
-    parse_import_file, ImportFile, ImportedSession,
+    create_private_file, import_session, parse_events, parse_import_file, write_export,
+    ExportError, ExportFormat, ImportFile, ImportedSession,
 };
 use acpx_runtime::ops::OpsError;
 
@@ -31,29 +30,18 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "stdout".into());
-    let werr = |e: std::io::Error| CliError::runtime(format!("cannot write to {where_}: {e}"));
-    let mut events = 0;
-    match a.kind {
-        ExportKind::Markdown => sink
-            .write_all(acpx_runtime::transcript::markdown(&r).as_bytes())
-            .map_err(werr)?,
-        ExportKind::Json => sink.write_all(&r.to_json_vec()).map_err(werr)?,
-        ExportKind::Ndjson | ExportKind::Archive => {
-            if a.kind == ExportKind::Archive {
-                sink.write_all(&archive_head(&r, Timestamp::now()))
-                    .map_err(werr)?;
-            }
-            let mut buf = Vec::new();
-            events = for_each_event(&*store, &r.acpx_record_id, |e| {
-                buf.clear();
-                e.write_ndjson_line(&mut buf);
-                sink.write_all(&buf)
-                    .map_err(|e| CliError::runtime(format!("cannot write to {where_}: {e}")))
-            })
-            .await?;
-        }
-    }
-    sink.flush().map_err(werr)?;
+    let format = match a.kind {
+        ExportKind::Archive => ExportFormat::Archive,
+        ExportKind::Markdown => ExportFormat::Markdown,
+        ExportKind::Json => ExportFormat::Json,
+        ExportKind::Ndjson => ExportFormat::Ndjson,
+    };
+    let events = write_export(&*store, &r, format, &mut sink)
+        .await
+        .map_err(|e| match e {
+            ExportError::Store(e) => CliError::from(e),
+            ExportError::Write(e) => CliError::runtime(format!("cannot write to {where_}: {e}")),
+        })?;
     drop(sink);
     if let Some(p) = &a.output {
         if ctx.out.is_json() {

@@ -99,6 +99,61 @@ pub async fn write_log_file(store: &dyn Store, id: &RecordId, path: &Path) -> Op
     Ok(n)
 }
 
+/// What [`write_export`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// The session document and its whole log in one NDJSON file ([`archive_head`], then the
+    /// events), what [`parse_import_file`] reads back.
+    Archive,
+    /// A readable Markdown transcript ([`crate::transcript::markdown`]).
+    Markdown,
+    /// The `session.json` document.
+    Json,
+    /// The NDJSON event log.
+    Ndjson,
+}
+
+/// Why [`write_export`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Reading the log failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writing to the sink failed.
+    #[error("{0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// Writes `record` (and for [`ExportFormat::Archive`] and [`ExportFormat::Ndjson`] its whole
+/// log, page by page: never the whole log in memory) to `sink`, then flushes it. Returns the
+/// number of events written.
+pub async fn write_export(
+    store: &dyn Store,
+    record: &SessionRecord,
+    format: ExportFormat,
+    sink: &mut dyn std::io::Write,
+) -> Result<u64, ExportError> {
+    let mut events = 0;
+    match format {
+        ExportFormat::Markdown => sink.write_all(crate::transcript::markdown(record).as_bytes())?,
+        ExportFormat::Json => sink.write_all(&record.to_json_vec())?,
+        ExportFormat::Ndjson | ExportFormat::Archive => {
+            if format == ExportFormat::Archive {
+                sink.write_all(&archive_head(record, Timestamp::now()))?;
+            }
+            let mut buf = Vec::new();
+            events = for_each_event(store, &record.acpx_record_id, |e| {
+                buf.clear();
+                e.write_ndjson_line(&mut buf);
+                sink.write_all(&buf).map_err(ExportError::Write)
+            })
+            .await?;
+        }
+    }
+    sink.flush()?;
+    Ok(events)
+}
+
 /// The first line of an archive of `record` (with its `\n`).
 pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> Vec<u8> {
     let head = json!({

@@ -30,27 +30,11 @@ fn print_ensured(
         return;
     }
     let verb = if created { "created" } else { "found" };
-    let where_ = match ctx.backend {
-        crate::config::Backend::Fs => ctx
-            .home
-            .join("sessions")
-            .join(format!("{}.json", record.acpx_record_id))
-            .display()
-            .to_string(),
-        crate::config::Backend::Sqlite => format!(
-            "{} (sessions row {})",
-            crate::backends::sqlite_path(&ctx.home).display(),
-            record.acpx_record_id
-        ),
-        // The store is open by now: the session was just found or created in it.
-        crate::config::Backend::Postgres => format!(
-            "{} (sessions row {})",
-            ctx.opened_now()
-                .map(|s| s.location(&ctx.home))
-                .unwrap_or_else(|| "postgres".into()),
-            record.acpx_record_id
-        ),
-    };
+    // The store is open by now: the session was just found or created in it.
+    let where_ = ctx
+        .opened_now()
+        .map(|s| s.record_location(&ctx.home, &record.acpx_record_id))
+        .unwrap_or_else(|| ctx.backend.as_str().to_owned());
     ctx.out.line(&format!(
         "{verb} session {}{} for agent {} in {}",
         record.acpx_record_id,

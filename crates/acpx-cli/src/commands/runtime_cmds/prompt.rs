@@ -4,6 +4,7 @@
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
+use acpx_runtime::error_kind::turn_failure;
 use acpx_runtime::ops::local::{self, LocalEvent};
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, TurnOutcome};
 
@@ -45,77 +46,47 @@ fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<Str
     Ok(text)
 }
 
-/// The exit status a finished turn maps to. `shown` says the turn's terminal event was
+/// The exit status a finished turn maps to (the kind is [`turn_failure`]'s, Node acpx's rules;
+/// this adds the message and the hint). `shown` says the turn's terminal event was
 /// printed: in JSON mode that line is the last one and carries the outcome, so no error line
 /// follows it; in text mode its `[error]` line said what went wrong.
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     let reported = |e: CliError| if shown { e.reported() } else { e };
-    let code = outcome.error.as_ref().map(|e| e.code.as_str());
-    if code == Some("PERMISSION_PROMPT_UNAVAILABLE") {
-        let msg = outcome
-            .error
-            .as_ref()
-            .map(|e| e.message.clone())
-            .unwrap_or_default();
-        return Err(reported(
-            CliError::new(ErrorKind::PermissionPromptUnavailable, msg).with_hint(
+    let Some(kind) = turn_failure(outcome) else {
+        return Ok(());
+    };
+    let message = outcome.error.as_ref().map(|e| e.message.clone());
+    match kind {
+        ErrorKind::PermissionPromptUnavailable => Err(reported(
+            CliError::new(kind, message.unwrap_or_default()).with_hint(
                 "run on a terminal, pass --approve-all, or use --non-interactive-permissions deny",
             ),
-        ));
-    }
-    // Node's rule (§ exit codes): a turn that asked for permission, got no approval and had
-    // something denied or cancelled exits 5 — whatever the stop reason (codex answers a
-    // refusal with `cancelled`) — unless the user cancelled the turn.
-    let s = outcome.permission_stats;
-    if !outcome.cancel_requested
-        && outcome.outcome.as_str() != "timeout"
-        && s.requested > 0
-        && s.approved == 0
-        && s.denied + s.cancelled > 0
-    {
-        let e = CliError::new(
-            ErrorKind::PermissionDenied,
-            format!(
-                "the agent asked for permission {} time(s) and was refused",
-                s.requested
-            ),
-        )
-        .with_hint(if ctx.permission == CliPermission::ApproveReads {
-            "answer on a terminal, or re-run with --approve-all"
-        } else {
-            "re-run with --approve-all or --approve-reads"
-        });
-        return Err(if shown && ctx.out.is_json() {
-            e.reported()
-        } else {
-            e
-        });
-    }
-    match outcome.outcome.as_str() {
-        "completed" => Ok(()),
-        "cancelled" => Ok(()),
-        "timeout" => Err(reported(
-            CliError::new(
-                ErrorKind::Timeout,
-                outcome
-                    .error
-                    .as_ref()
-                    .map(|e| e.message.clone())
-                    .unwrap_or_else(|| "the turn timed out".into()),
+        )),
+        ErrorKind::PermissionDenied => {
+            let e = CliError::new(
+                kind,
+                format!(
+                    "the agent asked for permission {} time(s) and was refused",
+                    outcome.permission_stats.requested
+                ),
             )
-            .with_hint("raise --timeout, or leave it out"),
+            .with_hint(if ctx.permission == CliPermission::ApproveReads {
+                "answer on a terminal, or re-run with --approve-all"
+            } else {
+                "re-run with --approve-all or --approve-reads"
+            });
+            Err(if shown && ctx.out.is_json() {
+                e.reported()
+            } else {
+                e
+            })
+        }
+        ErrorKind::Timeout => Err(reported(
+            CliError::new(kind, message.unwrap_or_else(|| "the turn timed out".into()))
+                .with_hint("raise --timeout, or leave it out"),
         )),
         _ => {
-            let (code, msg) = match &outcome.error {
-                Some(e) => (e.code.as_str(), e.message.clone()),
-                None => ("RUNTIME", "the turn failed".to_owned()),
-            };
-            let kind = if code == "NO_SESSION" {
-                ErrorKind::NoSession
-            } else {
-                ErrorKind::Runtime
-            };
-            let mut err = CliError::new(kind, msg);
+            let mut err = CliError::new(kind, message.unwrap_or_else(|| "the turn failed".into()));
             if let Some(d) = outcome.error.as_ref().and_then(|e| e.detail_code.clone()) {
                 err = err.with_detail(&d);
             }
