@@ -21,7 +21,6 @@ mod lookup;
 mod output;
 mod progress;
 mod render;
-mod runs;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
 #[cfg(test)]

@@ -2,14 +2,13 @@
 //! change the store.
 
 use std::path::Path;
-use std::time::Duration;
 
 use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
     SearchQuery, SessionRecord, Timestamp,
 };
+use acpx_runtime::ops::closing::{self, CloseError, DeleteError};
 use acpx_runtime::ops::prune::{self, PruneOptions};
-use acpx_runtime::ops::scope;
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use acpx_runtime::transcript::record_facts;
 use serde_json::Value;
@@ -23,7 +22,6 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render;
-use crate::runs::{self, CancelOutcome, Probe};
 use acpx_runtime::results;
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
@@ -121,37 +119,26 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
     Ok(())
 }
 
-/// `sessions close`: cancels a running prompt first, then marks the session closed.
+/// `sessions close`: cancels a running prompt first, then marks the session closed
+/// ([`closing::close_session`]).
 pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     let r = select(ctx, &t).await?;
     let store = ctx.store().await?;
-    if runtime_cmds::close_through_owner(ctx, &r.acpx_record_id).await? {
-        let closed = store.load(&r.acpx_record_id).await?;
-        if closed.closed {
-            print_closed(ctx, &closed);
-            return Ok(());
-        }
-    }
-    let cancelled = runs::cancel_and_wait(
-        &ctx.home,
-        &r.acpx_record_id,
-        Duration::from_secs(30),
-        |info| {
-            ctx.out.note(&format!(
-                "cancelled the prompt running in this session (pid {}); waiting for it to end",
-                info.pid
-            ))
-        },
-    )
-    .await?;
-    if let CancelOutcome::StillRunning(_) = cancelled {
-        return Err(CliError::runtime(format!(
-            "the prompt running in session {} did not end within 30 s of the cancel",
-            r.acpx_record_id
+    let closed = closing::close_session(&ctx.home, &*store, &r, |info| {
+        ctx.out.note(&format!(
+            "cancelled the prompt running in this session (pid {}); waiting for it to end",
+            info.pid
         ))
-        .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"));
-    }
-    let closed = scope::close_with_retry(&*store, &r).await?;
+    })
+    .await
+    .map_err(|e| match e {
+        CloseError::Owner(e) => runtime_cmds::submit_error(e),
+        CloseError::Runs(e) => e.into(),
+        CloseError::Ops(e) => e.into(),
+        CloseError::Store(e) => e.into(),
+        e @ CloseError::StillRunning(_) => CliError::runtime(e.to_string())
+            .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"),
+    })?;
     print_closed(ctx, &closed);
     Ok(())
 }
@@ -166,29 +153,23 @@ fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
     }
 }
 
-/// `sessions delete`.
+/// `sessions delete` ([`closing::delete_session`]).
 pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
-    runtime_cmds::release_owner_of(ctx, &r.acpx_record_id).await?;
-    if let Probe::Running(_) = runs::probe(&ctx.home, &r.acpx_record_id)? {
-        return Err(CliError::runtime(format!(
-            "session {} has a prompt running; refusing to delete it",
-            r.acpx_record_id
-        ))
-        .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"));
-    }
-    if !r.closed && !a.force {
-        return Err(CliError::usage(format!(
-            "session {} is open; refusing to delete an open session",
-            r.acpx_record_id
-        ))
-        .with_hint(format!(
-            "close it first (`acpx sessions close {}`) or pass --force",
-            r.acpx_record_id
-        )));
-    }
     let store = ctx.store().await?;
-    let existed = store.delete(&r.acpx_record_id).await?;
+    let existed = closing::delete_session(&ctx.home, &*store, &r, a.force)
+        .await
+        .map_err(|e| match e {
+            DeleteError::Owner(e) => runtime_cmds::submit_error(e),
+            DeleteError::Runs(e) => e.into(),
+            DeleteError::Store(e) => e.into(),
+            e @ DeleteError::Running(_) => CliError::runtime(e.to_string())
+                .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"),
+            DeleteError::Open(ref id) => {
+                let hint = format!("close it first (`acpx sessions close {id}`) or pass --force");
+                CliError::usage(e.to_string()).with_hint(hint)
+            }
+        })?;
     if ctx.out.is_json() {
         ctx.out.json(&results::session_deleted(&r, existed));
     } else if ctx.out.is_text() {

@@ -15,6 +15,7 @@
 //! | [`repair`] | `fsck`: the checks of every stored session, and their repair, as a typed report |
 //! | [`transfer`] | export archives, reading them back, storing an imported session |
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
+//! | [`closing`] | closing (through the queue owner, or after cancelling a running prompt) and deleting a stored session safely |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
 //! | [`ensure`] | `sessions new` / `sessions ensure`: find or create a scope's session under the scope lock, resume an existing ACP session |
 //! | [`interrupts`] | Ctrl-C and SIGTERM counted for a turn (cancel, then stop), and whether the process was interrupted |
@@ -24,6 +25,7 @@
 //! | [`status`] | a session's local health (`acpx status`): its state, JSON object and readable lines |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 
+pub mod closing;
 pub mod ensure;
 pub mod fork;
 pub mod interrupts;

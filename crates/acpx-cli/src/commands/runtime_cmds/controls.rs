@@ -11,8 +11,8 @@ use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::commands::select_in_scope as scope_session;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::runs::{self};
 use acpx_runtime::results;
+use acpx_runtime::runs;
 
 /// `cancel`: through the session's queue owner when one runs, else through the run file of
 /// a one-process prompt.

@@ -35,9 +35,7 @@ mod status;
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
-pub use owned::{
-    close as close_through_owner, owner_main, probe_run, release_all_owners, release_owner_of,
-};
+pub use owned::{owner_main, probe_run, release_all_owners, submit_error};
 pub use prompt::{exec, prompt};
 pub use status::status;
 

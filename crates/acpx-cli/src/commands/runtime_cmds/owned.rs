@@ -19,8 +19,8 @@ use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::{LiveOutput, TtyPrompter};
-use crate::runs::Probe;
 use acpx_runtime::results;
+use acpx_runtime::runs::Probe;
 
 use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
@@ -98,7 +98,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
 }
 
 /// A failure to talk to the queue owner as the user sees it.
-fn submit_error(e: SubmitError) -> CliError {
+pub fn submit_error(e: SubmitError) -> CliError {
     match e {
         SubmitError::Wire(e) => wire_error(e),
         SubmitError::Interrupted => CliError::new(
@@ -208,11 +208,6 @@ pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> 
 /// (its run file).
 pub async fn probe_run(ctx: &Ctx, id: &RecordId) -> CliResult<Probe> {
     submit::probe_run(&ctx.home, id).await.map_err(submit_error)
-}
-
-/// Asks a running owner to close the session. Returns whether an owner did it.
-pub async fn close(ctx: &Ctx, id: &RecordId) -> CliResult<bool> {
-    submit::close(&ctx.home, id).await.map_err(submit_error)
 }
 
 /// Stops a running owner of session `id` (the session stays open), so this process can take

@@ -8,7 +8,7 @@ use crate::cli::SessionSelect;
 use crate::context::Ctx;
 use crate::error::CliResult;
 use crate::lookup::find_in_scope;
-use crate::runs;
+use acpx_runtime::runs;
 
 use super::owned;
 

@@ -1,0 +1,103 @@
+//! Closing and deleting a stored session while other processes of the same home may be using
+//! it (`acpx sessions close` / `delete`): a session's queue owner closes it itself (ACP
+//! `session/close` when the agent offers it); a one-process prompt running in it is cancelled
+//! through its run file and waited for; a delete stops the owner and refuses a session with a
+//! prompt running, or an open one unless forced.
+
+use std::path::Path;
+use std::time::Duration;
+
+use acpx_model::{RecordId, SessionRecord, Store, StoreError};
+
+use super::scope::close_with_retry;
+use super::OpsError;
+use crate::owner::submit::{self, SubmitError};
+use crate::runs::{self, CancelOutcome, Probe, RunInfo, RunsError};
+
+/// How long [`close_session`] waits for a cancelled prompt to end.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(30);
+
+/// Why [`close_session`] did not close the session.
+#[derive(Debug, thiserror::Error)]
+pub enum CloseError {
+    /// The session's queue owner could not be asked.
+    #[error(transparent)]
+    Owner(#[from] SubmitError),
+    /// The run registry failed.
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+    /// The running prompt accepted the cancel but had not ended after [`CANCEL_WAIT`].
+    #[error("the prompt running in session {0} did not end within 30 s of the cancel")]
+    StillRunning(RecordId),
+    /// Closing the record failed.
+    #[error(transparent)]
+    Ops(#[from] OpsError),
+    /// Reading the record failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Closes `record`: through its queue owner when one runs, else after cancelling a prompt
+/// that runs in it (`on_cancelled` is told, then the prompt is waited for up to
+/// [`CANCEL_WAIT`]), retrying while another process holds the record. Returns the record as
+/// closed.
+pub async fn close_session(
+    home: &Path,
+    store: &dyn Store,
+    record: &SessionRecord,
+    on_cancelled: impl FnOnce(&RunInfo),
+) -> Result<SessionRecord, CloseError> {
+    let id = &record.acpx_record_id;
+    if submit::close(home, id).await? {
+        let closed = store.load(id).await?;
+        if closed.closed {
+            return Ok(closed);
+        }
+    }
+    if let CancelOutcome::StillRunning(_) =
+        runs::cancel_and_wait(home, id, CANCEL_WAIT, on_cancelled).await?
+    {
+        return Err(CloseError::StillRunning(id.clone()));
+    }
+    Ok(close_with_retry(store, record).await?)
+}
+
+/// Why [`delete_session`] did not delete the session.
+#[derive(Debug, thiserror::Error)]
+pub enum DeleteError {
+    /// The session's queue owner could not be stopped.
+    #[error(transparent)]
+    Owner(#[from] SubmitError),
+    /// The run registry failed.
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+    /// A prompt runs in the session.
+    #[error("session {0} has a prompt running; refusing to delete it")]
+    Running(RecordId),
+    /// The session is open and the delete was not forced.
+    #[error("session {0} is open; refusing to delete an open session")]
+    Open(RecordId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Deletes `record` and its whole log: stops its queue owner first, refuses while a prompt
+/// runs in it, and refuses an open session unless `force`. Returns whether there was anything
+/// to delete.
+pub async fn delete_session(
+    home: &Path,
+    store: &dyn Store,
+    record: &SessionRecord,
+    force: bool,
+) -> Result<bool, DeleteError> {
+    let id = &record.acpx_record_id;
+    submit::release(home, id).await?;
+    if let Probe::Running(_) = runs::probe(home, id)? {
+        return Err(DeleteError::Running(id.clone()));
+    }
+    if !record.closed && !force {
+        return Err(DeleteError::Open(id.clone()));
+    }
+    Ok(store.delete(id).await?)
+}
