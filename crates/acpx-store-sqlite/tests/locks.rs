@@ -2,6 +2,7 @@
 //! handles, concurrent appends, failed appends undone, background checkpoints.
 
 mod common;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -10,14 +11,7 @@ use acpx_model::{Durability, EventQuery, Store, StoreError};
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
 use common::*;
 use rusqlite::Connection;
-
-fn open(dir: &tempfile::TempDir) -> SqliteStore {
-    SqliteStore::open(dir.path().join("acpx.db")).unwrap()
-}
-
-fn raw(store: &SqliteStore) -> Connection {
-    Connection::open(store.path()).unwrap()
-}
+use support::{open, raw};
 
 #[tokio::test]
 async fn released_locks_leave_no_lock_files() {

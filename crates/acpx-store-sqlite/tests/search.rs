@@ -2,19 +2,11 @@
 //! what is indexed, and query text that must never reach FTS5 as syntax.
 
 mod common;
+mod support;
 
 use acpx_model::{ListQuery, SearchQuery, Store};
-use acpx_store_sqlite::SqliteStore;
 use common::*;
-use rusqlite::Connection;
-
-fn open(dir: &tempfile::TempDir) -> SqliteStore {
-    SqliteStore::open(dir.path().join("acpx.db")).unwrap()
-}
-
-fn raw(store: &SqliteStore) -> Connection {
-    Connection::open(store.path()).unwrap()
-}
+use support::{open, raw};
 
 #[tokio::test]
 async fn search_finds_substrings_and_follows_saves() {

@@ -1,6 +1,7 @@
 //! Behaviour of `SqliteStore` on a real database file.
 
 mod common;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -10,14 +11,7 @@ use acpx_model::{
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions, SCHEMA_VERSION};
 use common::*;
 use rusqlite::Connection;
-
-fn open(dir: &tempfile::TempDir) -> SqliteStore {
-    SqliteStore::open(dir.path().join("acpx.db")).unwrap()
-}
-
-fn raw(store: &SqliteStore) -> Connection {
-    Connection::open(store.path()).unwrap()
-}
+use support::{open, raw};
 
 #[tokio::test]
 async fn create_load_save_close_delete() {
