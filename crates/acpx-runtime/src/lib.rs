@@ -152,7 +152,7 @@ pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
-    agent_text_after, load_rolled_forward, text_prompt, Attachment, AuthPolicy, CancelHandle,
-    FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery, ResumePolicy,
-    Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
+    agent_text_after, agent_text_parts_after, load_rolled_forward, text_prompt, Attachment,
+    AuthPolicy, CancelHandle, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice,
+    Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };

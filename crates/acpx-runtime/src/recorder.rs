@@ -164,6 +164,11 @@ impl Recorder {
         &self.record
     }
 
+    /// The snapshot, moved out: the end of a session hands its record over without a copy.
+    pub fn into_record(self) -> SessionRecord {
+        self.record
+    }
+
     /// Adds an observer for every later event.
     pub fn add_observer(&mut self, o: Observer) {
         self.observers.push(o);

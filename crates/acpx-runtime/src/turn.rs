@@ -353,7 +353,11 @@ async fn drive(
         acp_error,
         permission_stats: turn.map(|t| t.permission_stats).unwrap_or_default(),
         usage: usage_value.as_ref().and_then(mapping::token_usage_from),
-        agent_text: agent_text_after(record, user_id),
+        agent_text: if p.collect_agent_text {
+            agent_text_after(record, user_id)
+        } else {
+            String::new()
+        },
         log_write_error: record.acpx.event_log.last_write_error.clone(),
         cancel_requested: cancelled && !timed_out && prompt_unavailable.is_none(),
     })
@@ -452,7 +456,8 @@ pub struct TurnOutcome {
     pub permission_stats: PermissionStats,
     /// Token usage from the prompt response, when the agent reported it.
     pub usage: Option<TokenUsage>,
-    /// The agent's text of this turn (all Agent messages after the user message).
+    /// The agent's text of this turn (all Agent messages after the user message); empty
+    /// when the turn ran with [`TurnOptions::without_agent_text`](crate::TurnOptions).
     pub agent_text: String,
     /// Set when the event log could not be written during the turn.
     pub log_write_error: Option<String>,
@@ -520,6 +525,8 @@ pub(crate) struct TurnParts<'a> {
     pub prompt_timeout: Option<Duration>,
     /// See [`crate::RuntimeOptions::cancel_grace`].
     pub cancel_grace: Duration,
+    /// See [`crate::TurnOptions::without_agent_text`].
+    pub collect_agent_text: bool,
 }
 
 impl CancelHandle {
@@ -536,29 +543,39 @@ impl CancelHandle {
 
 /// The text of the Agent messages that follow the `User` message `user_message_id`.
 pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String {
-    let texts = || {
-        record
-            .thread
-            .messages
-            .iter()
-            .skip_while(move |m| !matches!(m, Message::User(u) if u.id == user_message_id))
-            .skip(1)
-            .take_while(|m| !matches!(m, Message::User(_)))
-            .filter_map(|m| match m {
-                Message::Agent(a) => Some(a.content.iter()),
-                _ => None,
-            })
-            .flatten()
-            .filter_map(|c| match c {
-                AgentContent::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-    };
     // Sized once: a 1M-chunk turn's text is 8 MB, and growing it by doubling would hold up to
     // twice that.
-    let mut out = String::with_capacity(texts().map(str::len).sum());
-    texts().for_each(|t| out.push_str(t));
+    let mut out = String::with_capacity(
+        agent_text_parts_after(record, user_message_id)
+            .map(str::len)
+            .sum(),
+    );
+    agent_text_parts_after(record, user_message_id).for_each(|t| out.push_str(t));
     out
+}
+
+/// [`agent_text_after`] in the pieces the thread holds, for a caller that writes the reply
+/// out without joining it (a long reply is megabytes).
+pub fn agent_text_parts_after<'a>(
+    record: &'a SessionRecord,
+    user_message_id: &'a str,
+) -> impl Iterator<Item = &'a str> + 'a {
+    record
+        .thread
+        .messages
+        .iter()
+        .skip_while(move |m| !matches!(m, Message::User(u) if u.id == user_message_id))
+        .skip(1)
+        .take_while(|m| !matches!(m, Message::User(_)))
+        .filter_map(|m| match m {
+            Message::Agent(a) => Some(a.content.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|c| match c {
+            AgentContent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
 }
 
 fn acp_error_object(e: &AcpError) -> AcpErrorObject {

@@ -42,8 +42,8 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::mapping::MCP_SERVERS_KEY;
 use crate::mcp_servers::McpServers;
 use crate::runs::{self, RunGuard, RunInfo, RunsError};
-use crate::session::TurnOutcome;
 use crate::session::{NewSessionSpec, Runtime, Session};
+use crate::session::{TurnOptions, TurnOutcome};
 
 /// The request id a [`control`] registers its run under.
 pub const CONTROL_REQUEST_ID: &str = "control";
@@ -80,9 +80,19 @@ pub enum LocalEvent<'a> {
 #[derive(Debug, Clone)]
 pub struct Turn {
     /// How the turn ended (completed, cancelled, timed out, failed), as the runtime tells it.
+    /// Its `agent_text` is left empty: the reply is in `record`, read by [`Turn::agent_text`]
+    /// without a second copy of it.
     pub outcome: TurnOutcome,
     /// The session as stored after the agent was shut down.
     pub record: SessionRecord,
+}
+
+impl Turn {
+    /// The agent's reply in this turn, in the pieces the thread holds (join them for one
+    /// string, or write them out one by one).
+    pub fn agent_text(&self) -> impl Iterator<Item = &str> + '_ {
+        crate::agent_text_parts_after(&self.record, &self.outcome.user_message_id)
+    }
 }
 
 /// A finished [`control`].
@@ -229,7 +239,13 @@ async fn run_turn(
 ) -> LocalResult<Turn> {
     let cancel = session.cancel_handle();
     let result = {
-        let turn = session.prompt(prompt);
+        // The reply is read from the record `shutdown` hands back (`Turn::agent_text`), so
+        // the outcome does not hold a second copy of it.
+        let options = TurnOptions {
+            without_agent_text: true,
+            ..TurnOptions::default()
+        };
+        let turn = session.prompt_with_options(prompt, options);
         tokio::pin!(turn);
         let mut pressed = 0;
         let mut pending_cancel = false;

@@ -68,6 +68,11 @@ pub struct TaskOptions {
     /// only the answer, so a streamed turn costs no socket traffic per event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_events: bool,
+    /// The client does not print the reply (every format but quiet shows it from the
+    /// events): the answer then carries an empty `agentText`, which after a long turn saves
+    /// the owner a copy of megabytes and the socket their transfer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_agent_text: bool,
 }
 
 /// What a client may send after its request, on the same connection.
@@ -427,19 +432,21 @@ pub struct WireOutcome {
     pub cancel_requested: bool,
 }
 
-impl From<&TurnOutcome> for WireOutcome {
-    fn from(o: &TurnOutcome) -> Self {
+/// By value: the reply moves into the wire form instead of being copied (it is megabytes
+/// after a long turn, and the owner would hold it twice).
+impl From<TurnOutcome> for WireOutcome {
+    fn from(o: TurnOutcome) -> Self {
         WireOutcome {
-            request_id: o.request_id.clone(),
-            user_message_id: o.user_message_id.clone(),
-            outcome: o.outcome.clone(),
-            stop_reason: o.stop_reason.clone(),
-            error: o.error.clone(),
+            request_id: o.request_id,
+            user_message_id: o.user_message_id,
+            outcome: o.outcome,
+            stop_reason: o.stop_reason,
+            error: o.error,
             acp_error: o.acp_error.as_ref().map(WireAcpError::from),
             permission_stats: o.permission_stats,
             usage: o.usage,
-            agent_text: o.agent_text.clone(),
-            log_write_error: o.log_write_error.clone(),
+            agent_text: o.agent_text,
+            log_write_error: o.log_write_error,
             cancel_requested: o.cancel_requested,
         }
     }

@@ -363,12 +363,13 @@ impl Worker {
                     prompt_retries: options.prompt_retries,
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),
+                    without_agent_text: options.no_agent_text,
                 };
                 session
                     .prompt_with_options(prompt, turn)
                     .await
                     .map(|o| Response::Result {
-                        outcome: WireOutcome::from(&o),
+                        outcome: WireOutcome::from(o),
                     })
             }
             JobKind::SetMode(mode, _) => {

@@ -176,7 +176,15 @@ impl Session {
             r.retry_unwritten().await?;
             r.flush_log().await?;
             r.save_if_dirty().await?;
-            r.snapshot().clone()
+            // Moved out, not cloned: a copy would hold the whole conversation twice at the
+            // end of every command (8 MB after a 1M-chunk turn). Nothing records after this
+            // point (the agent is stopped, the flusher aborted, and `self` is consumed by
+            // `shutdown`/`close`); a late update would find no recorder and be dropped, as
+            // before the record exists.
+            match guard.take() {
+                Some(r) => r.into_record(),
+                None => unreachable!("a Session always has its recorder"),
+            }
         };
         let record = if close {
             self.store.close(&self.id, Timestamp::now()).await?

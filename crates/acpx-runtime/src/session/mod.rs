@@ -33,7 +33,7 @@ use crate::core::{ClientPolicy, SessionCore};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::recorder::{EventDraft, Recorder};
 
-pub use crate::turn::{agent_text_after, CancelHandle, TurnOutcome};
+pub use crate::turn::{agent_text_after, agent_text_parts_after, CancelHandle, TurnOutcome};
 pub use auth::AuthPolicy;
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,

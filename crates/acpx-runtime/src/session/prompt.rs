@@ -40,6 +40,11 @@ pub struct TurnOptions {
     pub prompt_timeout: Option<Option<Duration>>,
     /// The turn's `requestId` in the log; `None` makes a fresh one.
     pub request_id: Option<String>,
+    /// Leaves [`TurnOutcome::agent_text`] empty. The reply is in the session's thread either
+    /// way; a caller that reads it from there (the record [`Session::shutdown`] returns, or
+    /// [`Session::with_record`] with [`agent_text_after`](crate::agent_text_after)) saves a
+    /// copy of the whole reply at the turn's memory peak (8 MB for a 1M-chunk turn).
+    pub without_agent_text: bool,
 }
 
 impl std::fmt::Debug for TurnOptions {
@@ -53,6 +58,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("prompt_retries", &self.prompt_retries)
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
+            .field("without_agent_text", &self.without_agent_text)
             .finish()
     }
 }
@@ -127,6 +133,7 @@ impl Session {
                 .prompt_timeout
                 .unwrap_or(self.options.prompt_timeout),
             cancel_grace: self.options.cancel_grace,
+            collect_agent_text: !options.without_agent_text,
         };
         if let Some(mode) = options.permission_mode {
             self.core.set_turn_policy(Some(TurnPolicy {

@@ -94,6 +94,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         interactive: false,
         // Quiet output prints only the answer: the owner need not stream the events.
         no_events: ctx.out.format == crate::config::Format::Quiet,
+        no_agent_text: ctx.out.format != crate::config::Format::Quiet,
     }
 }
 

@@ -114,14 +114,21 @@ fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
 }
 
 /// After a turn: a warning if its events could not all be written, the reply in the quiet
-/// format, and the exit status.
-fn finish_turn(ctx: &Ctx, outcome: &TurnOutcome, live: &LiveOutput) -> CliResult<()> {
+/// format (in the pieces `reply` gives), and the exit status.
+fn finish_turn<'a>(
+    ctx: &Ctx,
+    outcome: &TurnOutcome,
+    reply: impl Iterator<Item = &'a str>,
+    live: &LiveOutput,
+) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
         ctx.out.warn(&format!(
             "the event log could not be written during the turn: {e}"
         ));
     }
-    print_quiet(ctx, outcome);
+    if ctx.out.format == Format::Quiet {
+        print_quiet(ctx, reply);
+    }
     turn_result(
         ctx,
         outcome,
@@ -129,14 +136,16 @@ fn finish_turn(ctx: &Ctx, outcome: &TurnOutcome, live: &LiveOutput) -> CliResult
     )
 }
 
-fn print_quiet(ctx: &Ctx, outcome: &TurnOutcome) {
-    // Written as it is, never copied: a long reply would otherwise be held twice more.
-    let text = &outcome.agent_text;
-    if ctx.out.format == Format::Quiet && !text.is_empty() {
-        ctx.out.raw(text);
-        if !text.ends_with('\n') {
-            ctx.out.raw("\n");
-        }
+/// The reply, written piece by piece as the thread holds it, never joined or copied: a
+/// long reply (8 MB after a 1M-chunk turn) would otherwise be held twice more.
+fn print_quiet<'a>(ctx: &Ctx, reply: impl Iterator<Item = &'a str>) {
+    let mut last = None;
+    for piece in reply.filter(|p| !p.is_empty()) {
+        ctx.out.raw(piece);
+        last = Some(piece);
+    }
+    if last.is_some_and(|p| !p.ends_with('\n')) {
+        ctx.out.raw("\n");
     }
 }
 
@@ -159,7 +168,12 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live).await? else {
             return Ok(());
         };
-        return finish_turn(ctx, &outcome, &live);
+        return finish_turn(
+            ctx,
+            &outcome,
+            std::iter::once(outcome.agent_text.as_str()),
+            &live,
+        );
     }
     if a.no_wait {
         return Err(CliError::usage("--no-wait needs the queue owner")
@@ -179,7 +193,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(ctx, &turn.outcome, &live)
+    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
 }
 
 /// `exec`: a fresh session in memory, one prompt, nothing stored.
@@ -212,5 +226,5 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(ctx, &turn.outcome, &live)
+    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
 }
