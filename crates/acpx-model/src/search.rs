@@ -93,8 +93,23 @@ pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, St
 
 /// A snippet of `text` around byte offset `at`, on character boundaries.
 pub fn snippet(text: &str, at: usize, len: usize) -> String {
+    snippet_in_window(text, 0, text.len(), at, len)
+}
+
+/// [`snippet`] for a backend that holds a message in parts: `window` is the part of the
+/// message text that starts at byte `window_start` of a message `message_len` bytes long, and
+/// `at` is relative to it. The window must reach 60 bytes before and 160 after the match (or
+/// the message's ends) for the snippet to equal the one of the whole text.
+pub fn snippet_in_window(
+    window: &str,
+    window_start: usize,
+    message_len: usize,
+    at: usize,
+    len: usize,
+) -> String {
     const BEFORE: usize = 60;
     const WIDTH: usize = 160;
+    let text = window;
     let mut start = at.saturating_sub(BEFORE);
     while !text.is_char_boundary(start) {
         start -= 1;
@@ -104,11 +119,11 @@ pub fn snippet(text: &str, at: usize, len: usize) -> String {
         end += 1;
     }
     let mut s = String::new();
-    if start > 0 {
+    if window_start + start > 0 {
         s.push('…');
     }
     s.push_str(&text[start..end].replace('\n', " "));
-    if end < text.len() {
+    if window_start + end < message_len {
         s.push('…');
     }
     s

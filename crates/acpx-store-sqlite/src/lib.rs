@@ -10,7 +10,7 @@
 //! - `events`: one row per event of the NDJSON audit log (a view over `event_rows`, which is
 //!   keyed by an integer session key). Read back and serialized, the rows are exactly the
 //!   lines the file store writes for the same operations.
-//! - `messages` + `messages_fts`: the conversation text, indexed with FTS5 and kept in step
+//! - `messages` + `messages_fts`: the conversation text in parts of 64 KiB, indexed with FTS5 and kept in step
 //!   with every snapshot save ([`acpx_model::Store::search`]).
 //!
 //! The schema, with queries to run by hand, is documented in `docs/format.md`

@@ -418,38 +418,89 @@ pub(crate) fn event_from_row(row: &Row<'_>, id: &RecordId) -> Result<EventEnvelo
     })
 }
 
-/// One row of the `messages` table (the text the full-text index covers).
-pub(crate) struct MessageRow {
+/// The own bytes of one row of the `messages` table: a message's text is stored and indexed
+/// in parts of this size, so that a long agent reply (8 MB after a 1M-chunk turn) is neither
+/// tokenized whole by FTS5 (its in-memory term list grows with the row) nor re-indexed whole
+/// at every save while it grows: a save rewrites only the parts that changed, the last one
+/// and the new ones.
+pub(crate) const PART_BYTES: usize = 64 * 1024;
+
+/// How many bytes of the text before a part (after the first) its row repeats, so that a term
+/// that crosses a part boundary is still found in one row, and a snippet has its context.
+pub(crate) const OVERLAP_BYTES: usize = 1024;
+
+/// One row of the `messages` table: a part of one message's text (the text the full-text
+/// index covers).
+pub(crate) struct MessagePart {
     pub index: i64,
+    pub part: i64,
+    /// Byte offset in the message text at which `text` starts (the overlap included).
+    pub text_start: i64,
     pub role: &'static str,
     pub message_id: Option<String>,
     pub text: String,
     pub hash: i64,
 }
 
-/// The searchable messages of a record (resume markers have no text and no row).
-pub(crate) fn message_rows(record: &SessionRecord) -> Vec<MessageRow> {
-    record
-        .thread
-        .messages
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| {
-            let (role, id, text) = message_text(m)?;
-            let hash = fnv1a(&[
-                role.as_bytes(),
-                id.unwrap_or("").as_bytes(),
-                text.as_bytes(),
-            ]);
-            Some(MessageRow {
+/// The searchable messages of a record in parts (resume markers have no text and no row).
+pub(crate) fn message_rows(record: &SessionRecord) -> Vec<MessagePart> {
+    let mut rows = Vec::new();
+    for (i, m) in record.thread.messages.iter().enumerate() {
+        let Some((role, id, text)) = message_text(m) else {
+            continue;
+        };
+        for (part, (start, end)) in part_ranges(&text).into_iter().enumerate() {
+            let piece = &text[start..end];
+            rows.push(MessagePart {
                 index: i as i64,
+                part: part as i64,
+                text_start: start as i64,
                 role,
                 message_id: id.map(str::to_owned),
-                text,
-                hash,
-            })
-        })
-        .collect()
+                text: piece.to_owned(),
+                hash: fnv1a(&[
+                    role.as_bytes(),
+                    id.unwrap_or("").as_bytes(),
+                    piece.as_bytes(),
+                ]),
+            });
+        }
+    }
+    rows
+}
+
+/// The stored byte range of each part of `text`: part `p` owns the bytes from its own start
+/// to the next part's, and its row starts [`OVERLAP_BYTES`] earlier. Boundaries depend only
+/// on the text before them, so a message that grows keeps its earlier parts unchanged. An
+/// empty text is one empty part.
+pub(crate) fn part_ranges(text: &str) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    let mut own = 0;
+    loop {
+        let end = if text.len() - own <= PART_BYTES {
+            text.len()
+        } else {
+            // A part of at least PART_BYTES - 3 bytes: a character is at most 4 bytes long.
+            floor_char_boundary(text, own + PART_BYTES)
+        };
+        let start = if own == 0 {
+            0
+        } else {
+            floor_char_boundary(text, own - OVERLAP_BYTES)
+        };
+        ranges.push((start, end));
+        if end == text.len() {
+            return ranges;
+        }
+        own = end;
+    }
+}
+
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// FNV-1a (64 bit) over the parts, each followed by a separator byte. Stable across Rust

@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -237,4 +237,53 @@ CREATE VIEW events AS
 SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
     e.stream, e.source, e.type, e.payload, e.extra, e.bytes
 FROM event_rows e JOIN sessions s USING (session_key);
+"#;
+
+/// Version 3: a message's text in parts of 64 KiB (`rows::PART_BYTES`), each repeating the
+/// last 1 KiB of the one before (`rows::OVERLAP_BYTES`).
+///
+/// One row per message made FTS5 tokenize a whole long reply at once (its pending term list
+/// grows with the row: over 100 MB of memory for an 8 MB reply) and re-index it whole at
+/// every save while it streamed. Now a save re-indexes only the parts that changed. The rows
+/// keep their rowids, so the FTS index (keyed by rowid, over the same texts) stays valid; a
+/// long message of an earlier version stays one part until its session is next saved, which
+/// search handles like any part (the overlap rule holds trivially).
+const V3: &str = r#"
+ALTER TABLE messages RENAME TO messages_v2;
+
+CREATE TABLE messages (
+    acpx_record_id  TEXT NOT NULL REFERENCES sessions (acpx_record_id) ON DELETE CASCADE,
+    message_index   INTEGER NOT NULL,
+    -- 0, 1, …: the part of the message's text this row holds.
+    part            INTEGER NOT NULL,
+    role            TEXT NOT NULL,
+    message_id      TEXT,
+    -- The part's text, from byte `text_start` of the message's text (1 KiB before the
+    -- part's own start, except for part 0) to the next part's own start.
+    text            TEXT NOT NULL,
+    -- FNV-1a of role, message id and this part's text: a save re-indexes only the parts
+    -- that changed.
+    text_hash       INTEGER NOT NULL,
+    text_start      INTEGER NOT NULL,
+    PRIMARY KEY (acpx_record_id, message_index, part)
+) STRICT;
+
+INSERT INTO messages (rowid, acpx_record_id, message_index, part, role, message_id, text,
+    text_hash, text_start)
+SELECT rowid, acpx_record_id, message_index, 0, role, message_id, text, text_hash, 0
+FROM messages_v2;
+
+-- Its FTS triggers go with it.
+DROP TABLE messages_v2;
+
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
+    INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
+END;
 "#;

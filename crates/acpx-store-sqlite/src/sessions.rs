@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::TxResult;
 use crate::rows::{
-    parse_document, summary_difference, summary_from_row, MessageRow, SessionColumns,
+    parse_document, summary_difference, summary_from_row, MessagePart, SessionColumns,
     SUMMARY_COLUMNS,
 };
 use crate::{lock, rows, Inner};
@@ -50,7 +50,7 @@ impl Inner {
         &self,
         id: &RecordId,
         cols: SessionColumns,
-        msgs: Vec<MessageRow>,
+        msgs: Vec<MessagePart>,
     ) -> StoreResult<()> {
         self.mutate(id, "create the session", false, |tx| {
             let exists = tx
@@ -76,7 +76,7 @@ impl Inner {
         id: &RecordId,
         expected: u64,
         cols: SessionColumns,
-        msgs: Vec<MessageRow>,
+        msgs: Vec<MessagePart>,
     ) -> StoreResult<()> {
         let expected_i = rows::to_i64(expected, "revision")?;
         self.mutate(id, "save the session", false, |tx| {
@@ -341,33 +341,45 @@ pub(crate) fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<
 }
 
 /// Brings the `messages` rows (and through its triggers the FTS index) in step with a
-/// snapshot, touching only the messages that changed.
+/// snapshot, touching only the message parts that changed.
 pub(crate) fn sync_messages(
     tx: &Transaction<'_>,
     id: &RecordId,
-    msgs: &[MessageRow],
+    parts: &[MessagePart],
 ) -> TxResult<()> {
     let mut existing = std::collections::HashMap::new();
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT message_index, text_hash FROM messages WHERE acpx_record_id = ?1",
+            "SELECT message_index, part, text_hash FROM messages WHERE acpx_record_id = ?1",
         )?;
         let mut rows = stmt.query([id.as_str()])?;
         while let Some(row) = rows.next()? {
-            existing.insert(row.get::<_, i64>(0)?, row.get::<_, i64>(1)?);
+            existing.insert(
+                (row.get::<_, i64>(0)?, row.get::<_, i64>(1)?),
+                row.get::<_, i64>(2)?,
+            );
         }
     }
     let mut insert = tx.prepare_cached(
-        "INSERT INTO messages (acpx_record_id, message_index, role, message_id, text, text_hash) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO messages (acpx_record_id, message_index, part, role, message_id, text, \
+         text_hash, text_start) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     let mut update = tx.prepare_cached(
-        "UPDATE messages SET role = ?3, message_id = ?4, text = ?5, text_hash = ?6 \
-         WHERE acpx_record_id = ?1 AND message_index = ?2",
+        "UPDATE messages SET role = ?4, message_id = ?5, text = ?6, text_hash = ?7, \
+         text_start = ?8 WHERE acpx_record_id = ?1 AND message_index = ?2 AND part = ?3",
     )?;
-    for m in msgs {
-        let args = params![id.as_str(), m.index, m.role, m.message_id, m.text, m.hash];
-        match existing.remove(&m.index) {
+    for m in parts {
+        let args = params![
+            id.as_str(),
+            m.index,
+            m.part,
+            m.role,
+            m.message_id,
+            m.text,
+            m.hash,
+            m.text_start
+        ];
+        match existing.remove(&(m.index, m.part)) {
             Some(hash) if hash == m.hash => {}
             Some(_) => {
                 update.execute(args)?;
@@ -379,10 +391,10 @@ pub(crate) fn sync_messages(
     }
     if !existing.is_empty() {
         let mut delete = tx.prepare_cached(
-            "DELETE FROM messages WHERE acpx_record_id = ?1 AND message_index = ?2",
+            "DELETE FROM messages WHERE acpx_record_id = ?1 AND message_index = ?2 AND part = ?3",
         )?;
-        for index in existing.keys() {
-            delete.execute(params![id.as_str(), index])?;
+        for (index, part) in existing.keys() {
+            delete.execute(params![id.as_str(), index, part])?;
         }
     }
     Ok(())
