@@ -208,7 +208,14 @@ impl SessionRecord {
     pub fn to_json_vec(&self) -> Vec<u8> {
         // Serializing these types cannot fail: every map key is a string and no custom
         // Serialize impl returns an error.
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        //
+        // Sized exactly by a first pass that only counts: a long conversation's document is
+        // megabytes (8 MB after a 1M-chunk turn), and a vector grown by doubling copies itself
+        // at each step and holds up to twice the document at the moment of a save.
+        let mut count = ByteCount(0);
+        let _ = serde_json::to_writer_pretty(&mut count, self);
+        let mut out = Vec::with_capacity(count.0 + 1);
+        let _ = serde_json::to_writer_pretty(&mut out, self);
         out.push(b'\n');
         out
     }
@@ -532,6 +539,20 @@ pub struct LastControlUpdate {
     /// The error, when it failed.
     #[serde(default)]
     pub error: Option<Value>,
+}
+
+/// A writer that keeps only the number of bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
