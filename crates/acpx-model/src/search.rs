@@ -6,6 +6,8 @@
 //! case-insensitively (ASCII); index-backed backends may match more loosely (tokenized), never
 //! more strictly.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use crate::id::RecordId;
@@ -58,37 +60,45 @@ pub struct SearchHit {
     pub snippet: String,
 }
 
-/// The searchable text of one message: user text and mentions, agent text and thinking.
-pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, String)> {
+/// The searchable text of one message: user text and mentions, agent text and thinking,
+/// joined by newlines. Borrowed when the message has one piece of text (a streamed reply
+/// usually): it is megabytes after a long turn, and a store that indexes it need not copy it.
+pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, Cow<'_, str>)> {
     match message {
         Message::User(u) => {
-            let text = u
-                .content
-                .iter()
-                .filter_map(|c| match c {
-                    UserContent::Text(t) => Some(t.as_str()),
-                    UserContent::Mention(m) => Some(m.content.as_str()),
-                    UserContent::Image(_) => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            Some(("user", Some(u.id.as_str()), text))
+            let pieces = u.content.iter().filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.as_str()),
+                UserContent::Mention(m) => Some(m.content.as_str()),
+                UserContent::Image(_) => None,
+            });
+            Some(("user", Some(u.id.as_str()), joined(pieces)))
         }
         Message::Agent(a) => {
-            let text = a
-                .content
-                .iter()
-                .filter_map(|c| match c {
-                    AgentContent::Text(t) => Some(t.as_str()),
-                    AgentContent::Thinking(t) => Some(t.text.as_str()),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            Some(("agent", None, text))
+            let pieces = a.content.iter().filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.as_str()),
+                AgentContent::Thinking(t) => Some(t.text.as_str()),
+                _ => None,
+            });
+            Some(("agent", None, joined(pieces)))
         }
         Message::Resume => None,
     }
+}
+
+/// `pieces` joined by newlines, borrowed when there is at most one.
+fn joined<'a>(mut pieces: impl Iterator<Item = &'a str>) -> Cow<'a, str> {
+    let Some(first) = pieces.next() else {
+        return Cow::Borrowed("");
+    };
+    let Some(second) = pieces.next() else {
+        return Cow::Borrowed(first);
+    };
+    let mut text = String::from(first);
+    for piece in std::iter::once(second).chain(pieces) {
+        text.push('\n');
+        text.push_str(piece);
+    }
+    Cow::Owned(text)
 }
 
 /// A snippet of `text` around byte offset `at`, on character boundaries.

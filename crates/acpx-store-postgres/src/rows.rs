@@ -343,7 +343,7 @@ pub(crate) fn message_rows(record: &SessionRecord) -> Vec<MessageRow> {
             let text = if text.contains('\0') {
                 text.replace('\0', "")
             } else {
-                text
+                text.into_owned()
             };
             let hash = fnv1a(&[
                 role.as_bytes(),

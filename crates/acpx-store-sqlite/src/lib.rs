@@ -98,7 +98,7 @@ use crate::checkpoint::Checkpointer;
 use crate::connection::{create_private_dir, open_connection};
 use crate::events::SeqPrecheck;
 use crate::lock::HeldLocks;
-use crate::rows::{message_rows, EventBatch, SessionColumns};
+use crate::rows::{message_texts, EventBatch, MessageText, SessionColumns};
 pub use crate::schema::SCHEMA_VERSION;
 
 const BACKEND: &str = "sqlite";
@@ -284,6 +284,37 @@ impl SqliteStore {
         }
     }
 
+    /// Saves the row and message parts of `record` (its revision already the new one). With
+    /// the session's lock held it runs in place ([`Self::run_held`]) and the message texts are
+    /// borrowed from the record; on a pool thread they are copied (all of the conversation's
+    /// text, megabytes after a long turn).
+    async fn save_row(
+        &self,
+        id: &RecordId,
+        expected: u64,
+        cols: SessionColumns,
+        record: &SessionRecord,
+    ) -> StoreResult<()> {
+        if self.runs_in_place(id) {
+            let msgs = message_texts(record);
+            return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
+        }
+        let msgs: Vec<MessageText<'static>> = message_texts(record)
+            .into_iter()
+            .map(MessageText::into_owned)
+            .collect();
+        let owned = id.clone();
+        self.run(move |inner| inner.save(&owned, expected, cols, &msgs))
+            .await
+    }
+
+    /// Whether a call on session `id` runs on the calling thread: see [`Self::run_held`].
+    fn runs_in_place(&self, id: &RecordId) -> bool {
+        tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+            && self.inner.held.contains(&self.inner.lock_path(id))
+    }
+
     /// A mutation of session `id`: when this store holds the session's lock (no lock wait
     /// ahead) and the caller runs on tokio's multi-threaded runtime, it runs right here with
     /// `block_in_place`, which first hands this worker's other tasks to another thread;
@@ -296,9 +327,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
     {
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if multi_thread && self.inner.held.contains(&self.inner.lock_path(id)) {
+        if self.runs_in_place(id) {
             return tokio::task::block_in_place(|| f(&self.inner));
         }
         self.run(f).await
@@ -317,10 +346,14 @@ impl Store for SqliteStore {
         let previous = record.revision;
         record.revision = 1;
         let cols = SessionColumns::from_record(record);
-        let msgs = message_rows(record);
+        let msgs: Vec<MessageText<'static>> = message_texts(record)
+            .into_iter()
+            .map(MessageText::into_owned)
+            .collect();
         record.revision = previous;
         let cols = cols?;
-        self.run(move |inner| inner.create(&id, cols, msgs)).await?;
+        self.run(move |inner| inner.create(&id, cols, &msgs))
+            .await?;
         record.revision = 1;
         Ok(())
     }
@@ -337,15 +370,16 @@ impl Store for SqliteStore {
         record.revision = expected.checked_add(1).ok_or_else(|| {
             StoreError::InvalidArgument(format!("session {id}: revision {expected} overflows"))
         })?;
-        let cols = SessionColumns::from_record(record);
-        let msgs = message_rows(record);
-        record.revision = expected;
-        let cols = cols?;
-        let owned = id.clone();
-        self.run_held(&id, move |inner| inner.save(&owned, expected, cols, msgs))
-            .await?;
-        record.revision = expected + 1;
-        Ok(())
+        let saved = match SessionColumns::from_record(record) {
+            Ok(cols) => self.save_row(&id, expected, cols, record).await,
+            Err(e) => Err(e),
+        };
+        record.revision = if saved.is_ok() {
+            expected + 1
+        } else {
+            expected
+        };
+        saved
     }
 
     async fn replace_snapshot(

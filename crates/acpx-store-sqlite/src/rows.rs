@@ -1,5 +1,7 @@
 //! Conversions between model types and table rows.
 
+use std::borrow::Cow;
+
 use acpx_model::search::message_text;
 use acpx_model::{
     normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, StoreError, StoreResult,
@@ -429,44 +431,54 @@ pub(crate) const PART_BYTES: usize = 64 * 1024;
 /// that crosses a part boundary is still found in one row, and a snippet has its context.
 pub(crate) const OVERLAP_BYTES: usize = 1024;
 
-/// One row of the `messages` table: a part of one message's text (the text the full-text
-/// index covers).
-pub(crate) struct MessagePart {
+/// The searchable text of one message, which the `messages` table holds in parts
+/// ([`part_ranges`]). Borrowed from the record when the save runs in place, so a long reply
+/// is not copied for it; owned when the save runs on a pool thread.
+pub(crate) struct MessageText<'a> {
     pub index: i64,
-    pub part: i64,
-    /// Byte offset in the message text at which `text` starts (the overlap included).
-    pub text_start: i64,
     pub role: &'static str,
-    pub message_id: Option<String>,
-    pub text: String,
-    pub hash: i64,
+    pub message_id: Option<Cow<'a, str>>,
+    pub text: Cow<'a, str>,
 }
 
-/// The searchable messages of a record in parts (resume markers have no text and no row).
-pub(crate) fn message_rows(record: &SessionRecord) -> Vec<MessagePart> {
-    let mut rows = Vec::new();
-    for (i, m) in record.thread.messages.iter().enumerate() {
-        let Some((role, id, text)) = message_text(m) else {
-            continue;
-        };
-        for (part, (start, end)) in part_ranges(&text).into_iter().enumerate() {
-            let piece = &text[start..end];
-            rows.push(MessagePart {
-                index: i as i64,
-                part: part as i64,
-                text_start: start as i64,
-                role,
-                message_id: id.map(str::to_owned),
-                text: piece.to_owned(),
-                hash: fnv1a(&[
-                    role.as_bytes(),
-                    id.unwrap_or("").as_bytes(),
-                    piece.as_bytes(),
-                ]),
-            });
+impl MessageText<'_> {
+    /// The same text, owned (to move to another thread).
+    pub(crate) fn into_owned(self) -> MessageText<'static> {
+        MessageText {
+            index: self.index,
+            role: self.role,
+            message_id: self.message_id.map(|m| Cow::Owned(m.into_owned())),
+            text: Cow::Owned(self.text.into_owned()),
         }
     }
-    rows
+
+    /// FNV-1a of role, message id and a part's text: what `messages.text_hash` holds.
+    pub(crate) fn part_hash(&self, part: &str) -> i64 {
+        fnv1a(&[
+            self.role.as_bytes(),
+            self.message_id.as_deref().unwrap_or("").as_bytes(),
+            part.as_bytes(),
+        ])
+    }
+}
+
+/// The searchable messages of a record (resume markers have no text and no row).
+pub(crate) fn message_texts(record: &SessionRecord) -> Vec<MessageText<'_>> {
+    record
+        .thread
+        .messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let (role, id, text) = message_text(m)?;
+            Some(MessageText {
+                index: i as i64,
+                role,
+                message_id: id.map(Cow::Borrowed),
+                text,
+            })
+        })
+        .collect()
 }
 
 /// The stored byte range of each part of `text`: part `p` owns the bytes from its own start

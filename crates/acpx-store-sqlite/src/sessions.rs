@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::TxResult;
 use crate::rows::{
-    parse_document, summary_difference, summary_from_row, MessagePart, SessionColumns,
+    parse_document, part_ranges, summary_difference, summary_from_row, MessageText, SessionColumns,
     SUMMARY_COLUMNS,
 };
 use crate::{lock, rows, Inner};
@@ -50,7 +50,7 @@ impl Inner {
         &self,
         id: &RecordId,
         cols: SessionColumns,
-        msgs: Vec<MessagePart>,
+        msgs: &[MessageText<'_>],
     ) -> StoreResult<()> {
         self.mutate(id, "create the session", false, |tx| {
             let exists = tx
@@ -66,7 +66,7 @@ impl Inner {
             .execute(session_params!(id.as_str(), cols))?;
             tx.prepare_cached("INSERT INTO event_logs (session_key) VALUES (?1)")?
                 .execute([tx.last_insert_rowid()])?;
-            sync_messages(tx, id, &msgs)?;
+            sync_messages(tx, id, msgs)?;
             Ok(())
         })
     }
@@ -76,7 +76,7 @@ impl Inner {
         id: &RecordId,
         expected: u64,
         cols: SessionColumns,
-        msgs: Vec<MessagePart>,
+        msgs: &[MessageText<'_>],
     ) -> StoreResult<()> {
         let expected_i = rows::to_i64(expected, "revision")?;
         self.mutate(id, "save the session", false, |tx| {
@@ -103,7 +103,7 @@ impl Inner {
                 }
                 .into());
             }
-            sync_messages(tx, id, &msgs)?;
+            sync_messages(tx, id, msgs)?;
             Ok(())
         })
     }
@@ -345,7 +345,7 @@ pub(crate) fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<
 pub(crate) fn sync_messages(
     tx: &Transaction<'_>,
     id: &RecordId,
-    parts: &[MessagePart],
+    messages: &[MessageText<'_>],
 ) -> TxResult<()> {
     let mut existing = std::collections::HashMap::new();
     {
@@ -368,24 +368,29 @@ pub(crate) fn sync_messages(
         "UPDATE messages SET role = ?4, message_id = ?5, text = ?6, text_hash = ?7, \
          text_start = ?8 WHERE acpx_record_id = ?1 AND message_index = ?2 AND part = ?3",
     )?;
-    for m in parts {
-        let args = params![
-            id.as_str(),
-            m.index,
-            m.part,
-            m.role,
-            m.message_id,
-            m.text,
-            m.hash,
-            m.text_start
-        ];
-        match existing.remove(&(m.index, m.part)) {
-            Some(hash) if hash == m.hash => {}
-            Some(_) => {
-                update.execute(args)?;
-            }
-            None => {
-                insert.execute(args)?;
+    for m in messages {
+        for (part, (start, end)) in part_ranges(&m.text).into_iter().enumerate() {
+            let text = &m.text[start..end];
+            let hash = m.part_hash(text);
+            let part = part as i64;
+            let args = params![
+                id.as_str(),
+                m.index,
+                part,
+                m.role,
+                m.message_id.as_deref(),
+                text,
+                hash,
+                start as i64
+            ];
+            match existing.remove(&(m.index, part)) {
+                Some(stored) if stored == hash => {}
+                Some(_) => {
+                    update.execute(args)?;
+                }
+                None => {
+                    insert.execute(args)?;
+                }
             }
         }
     }
