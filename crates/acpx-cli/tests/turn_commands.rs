@@ -496,7 +496,8 @@ fn follow_prints_each_event_once_across_rotation() {
         assert_eq!(seen, log);
         assert!(seqs.len() > 600);
         if backend == "fs" {
-            let rotated = env.home().join(format!("sessions/{id}.events.1.ndjson"));
+            // Closed segments are kept compressed (docs/format.md § Compressed segments).
+            let rotated = env.home().join(format!("sessions/{id}.events.1.ndjson.zst"));
             assert!(rotated.exists(), "the log rotated");
         } else {
             let show = env
