@@ -372,3 +372,48 @@ async fn the_default_window_still_deletes_beyond_max_segments() {
     assert!(s.delete(&a).await.unwrap());
     assert_eq!(names(&s, &a), Vec::<String>::new());
 }
+
+/// Every flipped byte and every cut of a compressed segment is either harmless (a damaged
+/// index is ignored and the frames decoded as a stream) or damage reported against the file:
+/// never a panic, an I/O error, or an event read twice.
+#[test]
+fn any_flipped_byte_or_cut_of_a_compressed_segment_is_reported_not_fatal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with(tmp.path(), 1_500, 3);
+    let a = id("a");
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let last = fill(&s, &a, 1, 3, 100);
+    append_blocking(
+        &s,
+        &a,
+        &[event(&a, last + 1, "note", 10)],
+        Durability::Flush,
+    )
+    .unwrap();
+    let z = s.compressed_segment_path(&a, 2);
+    let good = fs::read(&z).unwrap();
+    let len = good.len();
+    let mut variants: Vec<Vec<u8>> = Vec::new();
+    for at in (0..len).step_by(7).chain(len.saturating_sub(40)..len) {
+        let mut b = good.clone();
+        b[at] ^= 0xA5;
+        variants.push(b);
+    }
+    for cut in (0..len).step_by(11) {
+        variants.push(good[..cut].to_vec());
+    }
+    for bytes in variants {
+        fs::write(&z, &bytes).unwrap();
+        let lenient = all(&s, &a, ReadMode::Lenient);
+        let got = seqs(&lenient.events);
+        assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+        assert_eq!(got.last(), Some(&(last + 1)));
+        match s.blocking().read_events(&a, &EventQuery::default()) {
+            Ok(_) => {}
+            Err(StoreError::Corrupt { location, .. }) => {
+                assert_eq!(location, z.display().to_string())
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
