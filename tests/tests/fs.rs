@@ -86,7 +86,7 @@ mod files {
     fn segment_files(store: &FsStore, id: &RecordId) -> Vec<String> {
         files_of(store, id)
             .into_iter()
-            .filter(|n| n.ends_with(".ndjson"))
+            .filter(|n| n.ends_with(".ndjson") || n.ends_with(".ndjson.zst"))
             .collect()
     }
 
@@ -113,14 +113,17 @@ mod files {
             );
             assert!(st.segment_count <= 3);
             assert!(store.active_log_path(&id).exists());
+            // Older segments are compressed once closed (docs/format.md § Compressed segments).
             for n in 1..st.segment_count {
                 assert!(
-                    store.segment_path(&id, n).exists(),
-                    "segment {n} missing: {files:?}"
+                    store.compressed_segment_path(&id, n).exists()
+                        && !store.segment_path(&id, n).exists(),
+                    "segment {n} missing or not compressed: {files:?}"
                 );
             }
             assert!(
-                !store.segment_path(&id, 3).exists(),
+                !store.segment_path(&id, 3).exists()
+                    && !store.compressed_segment_path(&id, 3).exists(),
                 "beyond max_segments: {files:?}"
             );
             counts.insert(st.segment_count);

@@ -221,7 +221,11 @@ fn seq_bounds(buf: &[u8]) -> (Option<u64>, Option<u64>) {
 /// Compresses the first `len` bytes of the plain segment `src` into `dst` (an empty file),
 /// copying the bytes exactly, and syncs `dst`. Memory: one frame's worth of lines.
 pub(crate) fn compress(src: &File, len: u64, dst: &File) -> io::Result<Index> {
-    let mut comp = zstd::bulk::Compressor::new(LEVEL)?;
+    compress_at(src, len, dst, LEVEL)
+}
+
+fn compress_at(src: &File, len: u64, dst: &File, level: i32) -> io::Result<Index> {
+    let mut comp = zstd::bulk::Compressor::new(level)?;
     comp.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
     let mut reader = BufReader::with_capacity(256 * 1024, src.take(len));
     let mut out = BufWriter::with_capacity(256 * 1024, dst);
@@ -363,5 +367,48 @@ mod tests {
         assert!(index.frames.is_empty());
         let len = z.metadata().unwrap().len();
         assert_eq!(Index::read(&z, len).unwrap().unwrap(), index);
+    }
+
+    /// The figures of docs/BENCHMARKS.md § Compressed segments: compresses the plain segment
+    /// named by `ACPX_MEASURE_SEGMENT` at several levels and decodes it back, printing sizes and
+    /// times. `cargo test --release -p acpx-store-fs --lib measure -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement on a real segment, not a check"]
+    fn measure_segment_compression() {
+        let Some(path) = std::env::var_os("ACPX_MEASURE_SEGMENT") else {
+            eprintln!("set ACPX_MEASURE_SEGMENT to a plain segment");
+            return;
+        };
+        let len = std::fs::metadata(&path).unwrap().len();
+        let dir = tempfile::tempdir().unwrap();
+        for level in [1, 3, 6] {
+            // A fresh descriptor each time: compression reads from the current position.
+            let src = File::open(&path).unwrap();
+            let dst_path = dir.path().join(format!("z{level}"));
+            let dst = File::create(&dst_path).unwrap();
+            let started = std::time::Instant::now();
+            let index = compress_at(&src, len, &dst, level).unwrap();
+            let took = started.elapsed();
+            let zlen = std::fs::metadata(&dst_path).unwrap().len();
+            let z = File::open(&dst_path).unwrap();
+            let started = std::time::Instant::now();
+            let mut out = 0u64;
+            for f in &index.frames {
+                out += decode_frame(&z, f).unwrap().unwrap().len() as u64;
+            }
+            let back = started.elapsed();
+            assert_eq!(out, len);
+            println!(
+                "level {level}: {len} -> {zlen} bytes (ratio {:.2}, {} frames, {} lines), \
+                 compress {:.0} ms ({:.0} MB/s), decode {:.0} ms ({:.0} MB/s)",
+                len as f64 / zlen as f64,
+                index.frames.len(),
+                index.lines,
+                took.as_secs_f64() * 1e3,
+                len as f64 / took.as_secs_f64() / 1e6,
+                back.as_secs_f64() * 1e3,
+                len as f64 / back.as_secs_f64() / 1e6,
+            );
+        }
     }
 }
