@@ -58,6 +58,7 @@ fn tiny_segments() -> FsBackend {
     FsBackend::with_options(FsStoreOptions {
         max_segment_bytes: 4096,
         max_segments: 3,
+        keep_rotated_segments: false,
         lock_timeout: Duration::from_secs(60),
     })
 }
