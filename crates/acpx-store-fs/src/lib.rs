@@ -196,7 +196,9 @@
 //! seq) until the window is under 64 KiB, then scans and parses. Reading the last events of a
 //! large log therefore costs a few small reads, not a parse of the whole segment. Line
 //! numbers in errors are counted only when an error is reported. `last_seq` comes from the
-//! tail of the newest segment, `oldest_seq` from the first line of the oldest.
+//! tail of the newest segment, `oldest_seq` from the first line of the oldest. A compressed
+//! segment answers both from its index, and is read from the frame that holds `from_seq`
+//! (see § Compressed segments).
 //!
 //! ## Listing
 //!
