@@ -497,7 +497,9 @@ fn follow_prints_each_event_once_across_rotation() {
         assert!(seqs.len() > 600);
         if backend == "fs" {
             // Closed segments are kept compressed (docs/format.md § Compressed segments).
-            let rotated = env.home().join(format!("sessions/{id}.events.1.ndjson.zst"));
+            let rotated = env
+                .home()
+                .join(format!("sessions/{id}.events.1.ndjson.zst"));
             assert!(rotated.exists(), "the log rotated");
         } else {
             let show = env
