@@ -58,6 +58,7 @@ fn tiny_segments() -> FsBackend {
     FsBackend::with_options(FsStoreOptions {
         max_segment_bytes: 4096,
         max_segments: 3,
+        keep_rotated_segments: false,
         lock_timeout: Duration::from_secs(60),
     })
 }
@@ -86,7 +87,7 @@ mod files {
     fn segment_files(store: &FsStore, id: &RecordId) -> Vec<String> {
         files_of(store, id)
             .into_iter()
-            .filter(|n| n.ends_with(".ndjson"))
+            .filter(|n| n.ends_with(".ndjson") || n.ends_with(".ndjson.zst"))
             .collect()
     }
 
@@ -113,14 +114,17 @@ mod files {
             );
             assert!(st.segment_count <= 3);
             assert!(store.active_log_path(&id).exists());
+            // Older segments are compressed once closed (docs/format.md § Compressed segments).
             for n in 1..st.segment_count {
                 assert!(
-                    store.segment_path(&id, n).exists(),
-                    "segment {n} missing: {files:?}"
+                    store.compressed_segment_path(&id, n).exists()
+                        && !store.segment_path(&id, n).exists(),
+                    "segment {n} missing or not compressed: {files:?}"
                 );
             }
             assert!(
-                !store.segment_path(&id, 3).exists(),
+                !store.segment_path(&id, 3).exists()
+                    && !store.compressed_segment_path(&id, 3).exists(),
                 "beyond max_segments: {files:?}"
             );
             counts.insert(st.segment_count);

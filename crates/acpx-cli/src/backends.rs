@@ -35,6 +35,9 @@ fn open_error(e: OpenError) -> CliError {
     match e {
         OpenError::BadNumber { name, .. } => CliError::usage(e.to_string())
             .with_hint(format!("unset {name} or give it a positive integer")),
+        OpenError::BadFlag { name, .. } => {
+            CliError::usage(e.to_string()).with_hint(format!("unset {name} or set it to 1 or 0"))
+        }
         OpenError::Home { .. } => CliError::runtime(e.to_string()).with_hint(
             "check --home / ACPX_HOME: it must be a directory acpx may create and write",
         ),

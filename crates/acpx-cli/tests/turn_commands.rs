@@ -496,7 +496,10 @@ fn follow_prints_each_event_once_across_rotation() {
         assert_eq!(seen, log);
         assert!(seqs.len() > 600);
         if backend == "fs" {
-            let rotated = env.home().join(format!("sessions/{id}.events.1.ndjson"));
+            // Closed segments are kept compressed (docs/format.md § Compressed segments).
+            let rotated = env
+                .home()
+                .join(format!("sessions/{id}.events.1.ndjson.zst"));
             assert!(rotated.exists(), "the log rotated");
         } else {
             let show = env
@@ -509,4 +512,48 @@ fn follow_prints_each_event_once_across_rotation() {
             );
         }
     }
+}
+
+/// `ACPX_KEEP_ROTATED_SEGMENTS=1`: the file store deletes no rotated segment, keeps them
+/// compressed, and `sessions events` still reads every event from seq 1.
+#[test]
+fn keep_rotated_segments_keeps_the_whole_log_readable() {
+    let mut env = Env::new("fs");
+    for (k, v) in [
+        ("ACPX_MAX_SEGMENT_BYTES", "4096"),
+        ("ACPX_MAX_SEGMENTS", "2"),
+        ("ACPX_KEEP_ROTATED_SEGMENTS", "1"),
+    ] {
+        env.extra_env.push((k.into(), v.into()));
+    }
+    let agent = env.agent_cmd("");
+    let s = new_session(&env, &agent, &[]);
+    let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+    env.run(&["--format", "quiet", "--agent", &agent, "stream", "300"])
+        .ok();
+    let log = env
+        .run(&["--format", "json", "sessions", "events", &id])
+        .ok()
+        .json_lines();
+    let seqs: Vec<u64> = log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(seqs.len() > 300);
+    let kept = std::fs::read_dir(env.home().join("sessions"))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name().into_string().unwrap();
+            name.starts_with(&id) && name.ends_with(".ndjson.zst")
+        })
+        .count();
+    assert!(kept > 2, "only {kept} compressed segments kept");
+
+    env.extra_env
+        .push(("ACPX_KEEP_ROTATED_SEGMENTS".into(), "maybe".into()));
+    let r = env.run(&["sessions", "events", &id]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("ACPX_KEEP_ROTATED_SEGMENTS"),
+        "{}",
+        r.stderr
+    );
 }

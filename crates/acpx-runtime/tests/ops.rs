@@ -331,6 +331,64 @@ async fn fsck_finds_a_snapshot_behind_its_log_and_repairs_it() {
     }
 }
 
+/// A closed segment of the file store is kept compressed; fsck reads it, and reports one that
+/// is damaged as a damaged log naming the `.zst` file (not repairable, like a damaged line).
+#[tokio::test]
+async fn fsck_reads_compressed_segments_and_reports_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(
+        FsStore::open_with(
+            dir.path().join("home"),
+            acpx_store_fs::FsStoreOptions {
+                // Every event rotates: each closed segment holds one event.
+                max_segment_bytes: 100,
+                max_segments: 5,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    );
+    let store: Arc<dyn Store> = fs.clone();
+    let session = session_with_a_turn(&store, "zst").await;
+    let id = session.acpx_record_id.clone();
+    let z = fs.compressed_segment_path(&id, 2);
+    assert!(z.exists(), "closed segments are compressed");
+    let check = || FsckOptions {
+        repair: false,
+        set_aside_torn_tail: None,
+    };
+    let report = fsck(store.clone(), check(), |_| Ok::<_, OpsError>(false))
+        .await
+        .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+    let mut bytes = std::fs::read(&z).unwrap();
+    bytes[20] ^= 0x55;
+    std::fs::write(&z, &bytes).unwrap();
+    for repair in [false, true] {
+        let options = FsckOptions {
+            repair,
+            set_aside_torn_tail: None,
+        };
+        let report = fsck(store.clone(), options, |_| Ok::<_, OpsError>(false))
+            .await
+            .unwrap();
+        let damaged: Vec<_> = report
+            .problems
+            .iter()
+            .filter(|p| p.kind == ProblemKind::LogDamaged)
+            .collect();
+        assert_eq!(damaged.len(), 1, "{:?}", report.problems);
+        let message = &damaged[0].message;
+        assert!(
+            message.contains(&z.display().to_string())
+                && message.contains("cannot be decompressed"),
+            "{message}"
+        );
+        assert!(!damaged[0].repairable && !damaged[0].repaired);
+    }
+}
+
 #[tokio::test]
 async fn a_node_home_is_imported_once_with_its_journal() {
     let dir = tempfile::tempdir().unwrap();

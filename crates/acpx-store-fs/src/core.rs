@@ -32,6 +32,10 @@ pub struct FsStoreOptions {
     /// Event segments kept, the active one included (default 5; at least 2, because after a
     /// rotation the last seq is read from the previous segment).
     pub max_segments: u32,
+    /// Keep rotated segments instead of deleting those beyond `max_segments` (default false):
+    /// for a full audit trail. They stay compressed and readable; nothing bounds the log's
+    /// size then.
+    pub keep_rotated_segments: bool,
     /// How long a mutation by a caller that does not hold the session's writer lock waits for
     /// that lock before failing with [`StoreError::Locked`] (default 10 s).
     pub lock_timeout: Duration,
@@ -42,6 +46,7 @@ impl Default for FsStoreOptions {
         FsStoreOptions {
             max_segment_bytes: acpx_model::session::DEFAULT_MAX_SEGMENT_BYTES,
             max_segments: acpx_model::session::DEFAULT_MAX_SEGMENTS,
+            keep_rotated_segments: false,
             lock_timeout: Duration::from_secs(10),
         }
     }
@@ -197,6 +202,11 @@ impl FsCore {
     /// `<root>/sessions/<id>.events.<n>.ndjson` (`n = 0`: the active `<id>.events.ndjson`).
     pub fn segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
         self.layout.segment(id, n)
+    }
+
+    /// `<root>/sessions/<id>.events.<n>.ndjson.zst`.
+    pub fn compressed_segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
+        self.layout.segment_zst(id, n)
     }
 
     /// `<root>/sessions/<id>.lock`.

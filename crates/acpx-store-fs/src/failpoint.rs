@@ -16,6 +16,7 @@ pub const FAILPOINTS: &[&str] = &[
     "save.after_rename",
     "append.after_partial_write",
     "rotate.after_shift",
+    "compress.before_plain_removed",
     "delete.after_snapshot_unlink",
     "delete.after_logs_removed",
 ];

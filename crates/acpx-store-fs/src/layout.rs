@@ -64,6 +64,19 @@ impl Layout {
         }
     }
 
+    /// `<id>.events.<n>.ndjson.zst` (`n >= 1`): an older segment compressed when it was closed
+    /// (docs/format.md § Compressed segments).
+    pub fn segment_zst(&self, id: &RecordId, n: u32) -> PathBuf {
+        self.sessions.join(format!("{id}.events.{n}.ndjson.zst"))
+    }
+
+    /// `<id>.events.<n>.ndjson.zst.tmp`: a compression in progress (or debris of one a crash
+    /// interrupted; the next compression of that segment and a delete remove it).
+    pub fn segment_zst_temp(&self, id: &RecordId, n: u32) -> PathBuf {
+        self.sessions
+            .join(format!("{id}.events.{n}.ndjson.zst.tmp"))
+    }
+
     /// `<id>.events.torn-<unix-ms>`, with `-<k>` appended when `k > 0` (two set-asides in one
     /// millisecond).
     pub fn torn(&self, id: &RecordId, unix_ms: u128, k: u32) -> PathBuf {
@@ -130,12 +143,13 @@ pub(crate) fn classify(name: &str) -> Option<Entry> {
     RecordId::parse(id).ok().map(Entry::Snapshot)
 }
 
-/// The session whose event segment (active `<id>.events.ndjson` or older
-/// `<id>.events.<n>.ndjson`) `name` is.
+/// The session whose event segment (active `<id>.events.ndjson`, older
+/// `<id>.events.<n>.ndjson` or compressed `<id>.events.<n>.ndjson.zst`) `name` is.
 pub(crate) fn segment_owner(name: &str) -> Option<RecordId> {
     if let Some(id) = name.strip_suffix(".events.ndjson") {
         return RecordId::parse(id).ok();
     }
+    let name = name.strip_suffix(".zst").unwrap_or(name);
     let (id, n) = name.strip_suffix(".ndjson")?.rsplit_once('.')?;
     let id = id.strip_suffix(".events")?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
@@ -150,7 +164,8 @@ pub(crate) fn tombstone_owner(name: &str) -> Option<RecordId> {
 }
 
 /// Whether `name` is one of `id`'s event-log files other than the active segment: an older
-/// segment (`<id>.events.<n>.ndjson`) or a set-aside torn tail (`<id>.events.torn-<digits>` or
+/// segment (`<id>.events.<n>.ndjson`, compressed `….ndjson.zst`, or a compression's temp file
+/// `….ndjson.zst.tmp`) or a set-aside torn tail (`<id>.events.torn-<digits>` or
 /// `<id>.events.torn-<digits>-<digits>`).
 pub(crate) fn is_log_file_of(name: &str, id: &RecordId) -> bool {
     let Some(rest) = name
@@ -160,7 +175,11 @@ pub(crate) fn is_log_file_of(name: &str, id: &RecordId) -> bool {
         return false;
     };
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if let Some(n) = rest.strip_suffix(".ndjson") {
+    let plain = rest
+        .strip_suffix(".ndjson.zst.tmp")
+        .or_else(|| rest.strip_suffix(".ndjson.zst"))
+        .or_else(|| rest.strip_suffix(".ndjson"));
+    if let Some(n) = plain {
         return digits(n);
     }
     if let Some(t) = rest.strip_prefix("torn-") {
@@ -198,6 +217,8 @@ mod tests {
             "abc.lock",
             "abc.events.ndjson",
             "abc.events.2.ndjson",
+            "abc.events.2.ndjson.zst",
+            "abc.events.2.ndjson.zst.tmp",
             "abc.events.torn-17",
             "notes.txt",
             ".json",
@@ -213,6 +234,9 @@ mod tests {
         for (name, owner) in [
             ("a.events.ndjson", Some("a")),
             ("a.events.3.ndjson", Some("a")),
+            ("a.events.3.ndjson.zst", Some("a")),
+            ("a.events.ndjson.zst", None),
+            ("a.events.3.ndjson.zst.tmp", None),
             ("a.events.1.events.ndjson", Some("a.events.1")),
             ("a.events.events.2.ndjson", Some("a.events")),
             ("a.events.x.ndjson", None),
@@ -235,6 +259,8 @@ mod tests {
         for yes in [
             "a.events.1.ndjson",
             "a.events.12.ndjson",
+            "a.events.12.ndjson.zst",
+            "a.events.12.ndjson.zst.tmp",
             "a.events.torn-1700000000000",
             "a.events.torn-1700000000000-2",
         ] {
@@ -244,6 +270,9 @@ mod tests {
             "a.events.ndjson.json",
             "a.events.1.events.ndjson",
             "a.events.x.ndjson",
+            "a.events.ndjson.zst",
+            "a.events.x.ndjson.zst",
+            "a.events.1.zst",
             "a.events.torn-",
             "a.events.torn-1-",
             "a.json",

@@ -54,7 +54,8 @@
 //! ```text
 //! <root>/sessions/<id>.json               snapshot (authoritative)
 //! <root>/sessions/<id>.events.ndjson      active event segment
-//! <root>/sessions/<id>.events.1.ndjson    older segments, 1 = newest
+//! <root>/sessions/<id>.events.1.ndjson    older segments, 1 = newest (plain only until compressed)
+//! <root>/sessions/<id>.events.1.ndjson.zst older segments once compressed (zstd)
 //! <root>/sessions/<id>.events.torn-<ms>   incomplete last lines set aside (see below)
 //! <root>/sessions/<id>.lock               the session's writer lock (flock)
 //! <root>/sessions/<id>.deleted            tombstone of a delete under way (see Delete)
@@ -146,6 +147,27 @@
 //! after a successful write does not fail the append: the events are stored, and the failure
 //! is reported in `last_write_error` of the returned state.
 //!
+//! With [`FsStoreOptions::keep_rotated_segments`] nothing is deleted: every rotated segment
+//! stays (compressed), shifted up one index per rotation, and `segment_count` exceeds
+//! `max_segments`.
+//!
+//! ## Compressed segments
+//!
+//! Right after a rotation, every older segment that is still plain (the one just closed, or
+//! one a crash or a failure left plain, or one written by a version that did not compress) is
+//! compressed with zstd into `<id>.events.<n>.ndjson.zst`: written to
+//! `<id>.events.<n>.ndjson.zst.tmp`, fsynced, renamed into place, the directory fsynced, and
+//! only then the plain file removed. A crash anywhere leaves the plain file, or both (each
+//! complete); readers open the plain one when both exist, and the next rotation removes the
+//! plain one. The file is a sequence of zstd frames of about 1 MiB of whole lines each (with
+//! content checksums), then a skippable frame with an index of the frames (offset, sizes,
+//! lines before, first and last seq): a read from a seq decodes from the frame that holds it,
+//! the last seq costs two small reads, and a damaged frame loses only its own lines, reported
+//! like damaged lines (with the line numbers of the original segment). `zstd -dc` prints the
+//! original NDJSON. The active segment is never compressed: it is appended to, followed with
+//! `tail -f`, and its torn tail cut back. A compression failure leaves the segment plain and
+//! is logged; the append that rotated still succeeds.
+//!
 //! ## Torn tails and damaged lines
 //!
 //! A crash during a write can leave an incomplete last line (no trailing `\n`) in the active
@@ -174,7 +196,9 @@
 //! seq) until the window is under 64 KiB, then scans and parses. Reading the last events of a
 //! large log therefore costs a few small reads, not a parse of the whole segment. Line
 //! numbers in errors are counted only when an error is reported. `last_seq` comes from the
-//! tail of the newest segment, `oldest_seq` from the first line of the oldest.
+//! tail of the newest segment, `oldest_seq` from the first line of the oldest. A compressed
+//! segment answers both from its index, and is read from the frame that holds `from_seq`
+//! (see § Compressed segments).
 //!
 //! ## Listing
 //!
@@ -247,6 +271,7 @@
 //! | `save.after_rename` | the snapshot is renamed into place, the directory not yet fsynced |
 //! | `append.after_partial_write` | only the first half of the batch's bytes is written (a torn tail) |
 //! | `rotate.after_shift` | older segments are shifted, the active one not yet moved to `.1` |
+//! | `compress.before_plain_removed` | a closed segment's `.ndjson.zst` is synced and renamed into place, its plain `.ndjson` not yet removed |
 //! | `delete.after_snapshot_unlink` | the snapshot is renamed to the tombstone `<id>.deleted` (the commit point), the log segments not yet removed |
 //! | `delete.after_logs_removed` | the log segments are removed, the tombstone not yet |
 
@@ -258,6 +283,8 @@ mod fsutil;
 mod index;
 mod layout;
 mod log;
+mod rotate;
+mod zseg;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -343,6 +370,12 @@ impl FsStore {
     /// `<root>/sessions/<id>.events.<n>.ndjson` (`n = 0` is the active segment).
     pub fn segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
         self.core.segment_path(id, n)
+    }
+
+    /// `<root>/sessions/<id>.events.<n>.ndjson.zst`: older segment `n >= 1` as it is kept once
+    /// compressed (docs/format.md § Compressed segments).
+    pub fn compressed_segment_path(&self, id: &RecordId, n: u32) -> PathBuf {
+        self.core.compressed_segment_path(id, n)
     }
 
     /// `<root>/sessions/<id>.lock`.

@@ -1,13 +1,15 @@
 //! The NDJSON event log on disk: segments, tails, torn tails, rotation and reading.
 //!
 //! Segment 0 is the active file `<id>.events.ndjson`; older segments are `<id>.events.<n>.ndjson`
-//! with `1` the newest. Only the writer holding the session lock modifies these files; readers
-//! take no lock and work on descriptors opened up front, bounded by the length they saw.
+//! with `1` the newest, compressed into `<id>.events.<n>.ndjson.zst` once closed
+//! ([`crate::zseg`], [`crate::rotate`]). Only the writer holding the session lock modifies these
+//! files; readers take no lock and work on descriptors opened up front, bounded by the length
+//! they saw.
 
 use std::collections::HashSet;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use acpx_model::{
@@ -15,180 +17,18 @@ use acpx_model::{
     TornTail,
 };
 
-use crate::failpoint::failpoint;
 use crate::fsutil::{
-    create_new_file, fsync_dir, io_err, open_append_create, remove_if_exists, stat_opt,
-    unix_millis, FileIdent,
+    create_new_file, fsync_dir, io_err, open_append_create, stat_opt, unix_millis, FileIdent,
 };
 use crate::layout::Layout;
+use crate::zseg;
 
-/// Below this many bytes, the search for `from_seq` inside a segment scans instead of bisecting.
-const LINEAR_SCAN_BYTES: u64 = 64 * 1024;
-/// Chunk size of backward and forward line searches.
-const CHUNK: usize = 16 * 1024;
+mod lines;
 
-/// The seq of a line, parsed without building the whole envelope.
-#[derive(serde::Deserialize)]
-struct SeqProbe {
-    seq: u64,
-}
-
-fn probe_seq(line: &[u8]) -> Option<u64> {
-    serde_json::from_slice::<SeqProbe>(line).ok().map(|p| p.seq)
-}
-
-/// Reads as many bytes as available at `off` into `buf` (short only at end of file).
-fn read_upto(file: &File, mut off: u64, buf: &mut [u8]) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                off += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
-}
-
-/// The bytes `[start, end)`, or fewer if the file got shorter meanwhile.
-fn read_range(file: &File, start: u64, end: u64) -> io::Result<Vec<u8>> {
-    let mut buf = vec![0; usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX)];
-    let n = read_upto(file, start, &mut buf)?;
-    buf.truncate(n);
-    Ok(buf)
-}
-
-/// Position of the last `\n` in `[0, end)`.
-fn last_newline_before(file: &File, end: u64) -> io::Result<Option<u64>> {
-    let mut hi = end;
-    let mut buf = vec![0u8; CHUNK];
-    while hi > 0 {
-        let lo = hi.saturating_sub(CHUNK as u64);
-        let want = (hi - lo) as usize;
-        let n = read_upto(file, lo, &mut buf[..want])?;
-        if let Some(p) = buf[..n].iter().rposition(|&b| b == b'\n') {
-            return Ok(Some(lo + p as u64));
-        }
-        hi = lo;
-    }
-    Ok(None)
-}
-
-/// The complete line starting at `start` (without its `\n`), if its `\n` lies before `end`.
-fn read_line_at(file: &File, start: u64, end: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut line = Vec::new();
-    let mut off = start;
-    let mut buf = vec![0u8; CHUNK];
-    while off < end {
-        let want = usize::try_from(end - off).unwrap_or(CHUNK).min(CHUNK);
-        let n = read_upto(file, off, &mut buf[..want])?;
-        if n == 0 {
-            break;
-        }
-        if let Some(p) = buf[..n].iter().position(|&b| b == b'\n') {
-            line.extend_from_slice(&buf[..p]);
-            return Ok(Some(line));
-        }
-        line.extend_from_slice(&buf[..n]);
-        off += n as u64;
-    }
-    Ok(None)
-}
-
-/// The first line start at or after `off` and before `end`.
-fn next_line_start(file: &File, off: u64, end: u64) -> io::Result<Option<u64>> {
-    if off == 0 {
-        return Ok((end > 0).then_some(0));
-    }
-    let mut pos = off - 1;
-    let mut buf = vec![0u8; CHUNK];
-    while pos < end {
-        let want = usize::try_from(end - pos).unwrap_or(CHUNK).min(CHUNK);
-        let n = read_upto(file, pos, &mut buf[..want])?;
-        if n == 0 {
-            break;
-        }
-        if let Some(p) = buf[..n].iter().position(|&b| b == b'\n') {
-            let start = pos + p as u64 + 1;
-            return Ok((start < end).then_some(start));
-        }
-        pos += n as u64;
-    }
-    Ok(None)
-}
-
-/// Number of `\n` in `[0, end)`: turns a byte offset into a line number on error paths.
-fn count_newlines(file: &File, end: u64) -> io::Result<u64> {
-    let mut count = 0;
-    let mut off = 0;
-    let mut buf = vec![0u8; 256 * 1024];
-    while off < end {
-        let want = usize::try_from(end - off)
-            .unwrap_or(buf.len())
-            .min(buf.len());
-        let n = read_upto(file, off, &mut buf[..want])?;
-        if n == 0 {
-            break;
-        }
-        count += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        off += n as u64;
-    }
-    Ok(count)
-}
-
-/// Where the complete lines of a file of length `len` end: `len` when it ends with `\n`, else
-/// just after the last `\n` (0 when there is none). Bytes past it are a torn tail.
-pub(crate) fn content_end(file: &File, len: u64) -> io::Result<u64> {
-    if len == 0 {
-        return Ok(0);
-    }
-    let mut last = [0u8; 1];
-    if read_upto(file, len - 1, &mut last)? == 1 && last[0] == b'\n' {
-        return Ok(len);
-    }
-    Ok(last_newline_before(file, len)?.map_or(0, |p| p + 1))
-}
-
-/// The start of the line that ends just before `end` (`end` is a line end: 0 or after a `\n`).
-fn line_start_before(file: &File, end: u64) -> io::Result<u64> {
-    if end <= 1 {
-        return Ok(0);
-    }
-    Ok(last_newline_before(file, end - 1)?.map_or(0, |p| p + 1))
-}
-
-/// The last seq of a segment whose complete lines end at `end`, skipping damaged lines.
-pub(crate) fn last_seq_lenient(file: &File, end: u64) -> io::Result<Option<u64>> {
-    let mut end = end;
-    while end > 0 {
-        let start = line_start_before(file, end)?;
-        let line = read_range(file, start, end - 1)?;
-        if let Some(seq) = probe_seq(&line) {
-            return Ok(Some(seq));
-        }
-        end = start;
-    }
-    Ok(None)
-}
-
-/// The first seq of a segment, skipping damaged lines.
-fn first_seq_lenient(file: &File, end: u64) -> io::Result<Option<u64>> {
-    let mut off = 0;
-    while off < end {
-        let Some(line) = read_line_at(file, off, end)? else {
-            return Ok(None);
-        };
-        if let Some(seq) = probe_seq(&line) {
-            return Ok(Some(seq));
-        }
-        off += line.len() as u64 + 1;
-    }
-    Ok(None)
-}
+pub(crate) use lines::{content_end, last_seq_lenient, probe_seq};
+use lines::{
+    count_newlines, first_seq_lenient, line_start_before, read_range, read_upto, seek_from_seq,
+};
 
 /// The last seq of the segment at `path` for the writer: its last line must be a complete,
 /// valid event of session `id`, otherwise appending after it could break the seq chain.
@@ -204,17 +44,30 @@ fn last_seq_strict(file: &File, len: u64, path: &Path, id: &RecordId) -> StoreRe
     }
     let start = line_start_before(file, len).map_err(io)?;
     let line = read_range(file, start, len - 1).map_err(io)?;
+    check_last_line(&line, path, id, || {
+        count_newlines(file, start).map_err(io).map(|n| n + 1)
+    })
+}
+
+/// The seq of a segment's last line for the writer; `line_no` gives its line number for the
+/// error.
+fn check_last_line(
+    line: &[u8],
+    path: &Path,
+    id: &RecordId,
+    line_no: impl FnOnce() -> StoreResult<u64>,
+) -> StoreResult<u64> {
     let bad = |reason: String| -> StoreResult<u64> {
         Err(StoreError::corrupt(
             path.display().to_string(),
-            Some(count_newlines(file, start).map_err(io)? + 1),
+            Some(line_no()?),
             format!(
                 "{reason}; the next seq cannot be derived, so appends are refused until the line \
                  is repaired or the segment is moved aside"
             ),
         ))
     };
-    match EventEnvelope::from_ndjson_line(&line) {
+    match EventEnvelope::from_ndjson_line(line) {
         Ok(e) if e.acpx_record_id == *id => Ok(e.seq),
         Ok(e) => bad(format!(
             "the last event belongs to session {}, not {id}",
@@ -224,9 +77,67 @@ fn last_seq_strict(file: &File, len: u64, path: &Path, id: &RecordId) -> StoreRe
     }
 }
 
-/// Indices of the older segments that exist, ascending (newest first). A crash in the middle
-/// of a rotation can leave a gap, so indices up to `max_segments` are all probed; beyond, the
-/// probe continues while files exist (segments kept under a larger earlier limit).
+/// The last seq of a compressed segment for the writer (see [`last_seq_strict`]); `None` when
+/// it holds no line. Decodes the last frame (with an index) or the whole stream (without).
+fn last_seq_strict_zst(seg: &Segment, id: &RecordId) -> StoreResult<Option<u64>> {
+    let io = |e| io_err(&seg.path, e);
+    let refuse = |line: u64, why: String| {
+        StoreError::corrupt(
+            seg.path.display().to_string(),
+            Some(line),
+            format!(
+                "the compressed segment cannot be decompressed ({why}); the next seq cannot be \
+                 derived, so appends are refused until the segment is moved aside"
+            ),
+        )
+    };
+    let (bytes, lines_before) = match &seg.body {
+        Body::Zst(Some(ix)) => {
+            let Some(f) = ix.frames.last() else {
+                return Ok(None);
+            };
+            match zseg::decode_frame(&seg.file, f).map_err(io)? {
+                Ok(b) => (b, f.lines_before),
+                Err(why) => return Err(refuse(f.lines_before + 1, why)),
+            }
+        }
+        _ => {
+            // No usable index: the whole stream, keeping only its last line.
+            let mut r = zseg::stream(&seg.file, seg.end).map_err(io)?;
+            let (mut last, mut line, mut count) = (Vec::new(), Vec::new(), 0u64);
+            loop {
+                line.clear();
+                match r.read_until(b'\n', &mut line) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        count += 1;
+                        std::mem::swap(&mut last, &mut line);
+                    }
+                    Err(e) => return Err(refuse(count + 1, e.to_string())),
+                }
+            }
+            (last, count.saturating_sub(1))
+        }
+    };
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let total = lines_before + bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    let Some(body) = bytes.strip_suffix(b"\n") else {
+        return Err(StoreError::corrupt(
+            seg.path.display().to_string(),
+            Some(total + 1),
+            "an older segment ends with an incomplete line; move the file aside to continue",
+        ));
+    };
+    let start = body.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    check_last_line(&body[start..], &seg.path, id, || Ok(total)).map(Some)
+}
+
+/// Indices of the older segments that exist (plain, compressed or both), ascending (newest
+/// first). A crash in the middle of a rotation can leave a gap, so indices up to
+/// `max_segments` are all probed; beyond, the probe continues while files exist (segments
+/// kept under a larger earlier limit, or by `keep_rotated_segments`).
 pub(crate) fn probe_older(
     layout: &Layout,
     id: &RecordId,
@@ -236,7 +147,9 @@ pub(crate) fn probe_older(
     let mut out = Vec::new();
     let mut n = 1u32;
     loop {
-        if stat_opt(&layout.segment(id, n))?.is_some() {
+        if stat_opt(&layout.segment(id, n))?.is_some()
+            || stat_opt(&layout.segment_zst(id, n))?.is_some()
+        {
             out.push(n);
         } else if n >= always {
             return Ok(out);
@@ -245,15 +158,120 @@ pub(crate) fn probe_older(
     }
 }
 
+/// What a segment's bytes are.
+#[derive(Debug)]
+enum Body {
+    Plain,
+    /// Compressed ([`crate::zseg`]), with its index when that is usable.
+    Zst(Option<zseg::Index>),
+}
+
 /// One segment opened for reading.
 #[derive(Debug)]
-struct Segment {
+pub(crate) struct Segment {
     /// 0 for the active segment.
     index: u32,
     path: PathBuf,
     file: File,
-    /// Where this read stops: the length seen at open, minus a torn tail.
+    /// Where this read stops: the length seen at open, minus a torn tail (compressed: the
+    /// file's length).
     end: u64,
+    body: Body,
+}
+
+impl Segment {
+    /// Opens segment `n`: its plain file when there is one (the original, also when a
+    /// compression a crash interrupted left both), else its compressed one.
+    fn open(layout: &Layout, id: &RecordId, n: u32) -> StoreResult<Option<Segment>> {
+        let path = layout.segment(id, n);
+        if let Some(file) = open_existing(&path).map_err(|e| io_err(&path, e))? {
+            let end = file.metadata().map_err(|e| io_err(&path, e))?.len();
+            return Ok(Some(Segment {
+                index: n,
+                path,
+                file,
+                end,
+                body: Body::Plain,
+            }));
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let path = layout.segment_zst(id, n);
+        let io = |e| io_err(&path, e);
+        let Some(file) = open_existing(&path).map_err(io)? else {
+            return Ok(None);
+        };
+        let end = file.metadata().map_err(io)?.len();
+        let index = match zseg::Index::read(&file, end).map_err(io)? {
+            Ok(ix) => Some(ix),
+            Err(why) => {
+                tracing::warn!(file = %path.display(), %why, "the index of a compressed segment is not usable; decoding it from its start");
+                None
+            }
+        };
+        Ok(Some(Segment {
+            index: n,
+            path,
+            file,
+            end,
+            body: Body::Zst(index),
+        }))
+    }
+
+    fn is_compressed(&self) -> bool {
+        matches!(self.body, Body::Zst(_))
+    }
+
+    /// The first seq, damaged lines skipped.
+    fn first_seq(&self) -> StoreResult<Option<u64>> {
+        let io = |e| io_err(&self.path, e);
+        match &self.body {
+            Body::Plain => first_seq_lenient(&self.file, self.end).map_err(io),
+            Body::Zst(Some(ix)) => Ok(ix.frames.iter().find_map(|f| f.first_seq)),
+            Body::Zst(None) => stream_seq(&self.file, self.end, true).map_err(io),
+        }
+    }
+
+    /// The last seq, damaged lines skipped.
+    fn last_seq(&self) -> StoreResult<Option<u64>> {
+        let io = |e| io_err(&self.path, e);
+        match &self.body {
+            Body::Plain => last_seq_lenient(&self.file, self.end).map_err(io),
+            Body::Zst(Some(ix)) => Ok(ix.last_seq),
+            Body::Zst(None) => stream_seq(&self.file, self.end, false).map_err(io),
+        }
+    }
+
+    /// The last seq for the writer: `None` when the segment is empty, an error when its last
+    /// line is not a sound event of `id`.
+    fn last_seq_strict(&self, id: &RecordId) -> StoreResult<Option<u64>> {
+        match self.body {
+            Body::Plain if self.end == 0 => Ok(None),
+            Body::Plain => last_seq_strict(&self.file, self.end, &self.path, id).map(Some),
+            Body::Zst(_) => last_seq_strict_zst(self, id),
+        }
+    }
+}
+
+/// The first (or last) parseable seq of a compressed segment without a usable index, decoded
+/// as a stream up to its first damaged byte (the read that follows reports the damage).
+fn stream_seq(file: &File, len: u64, first: bool) -> io::Result<Option<u64>> {
+    let mut r = zseg::stream(file, len)?;
+    let (mut line, mut found) = (Vec::new(), None);
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return Ok(found),
+            Ok(_) => {}
+        }
+        if let Some(seq) = probe_seq(&line) {
+            if first {
+                return Ok(Some(seq));
+            }
+            found = Some(seq);
+        }
+    }
 }
 
 fn open_existing(path: &Path) -> io::Result<Option<File>> {
@@ -270,26 +288,21 @@ fn open_existing(path: &Path) -> io::Result<Option<File>> {
 fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Vec<Segment>> {
     let mut seen = HashSet::new();
     let mut segs = Vec::new();
-    let mut add = |index: u32, path: PathBuf| -> StoreResult<bool> {
-        let Some(file) = open_existing(&path).map_err(|e| io_err(&path, e))? else {
+    let mut add = |index: u32| -> StoreResult<bool> {
+        let Some(seg) = Segment::open(layout, id, index)? else {
             return Ok(false);
         };
-        let m = file.metadata().map_err(|e| io_err(&path, e))?;
+        let m = seg.file.metadata().map_err(|e| io_err(&seg.path, e))?;
         if seen.insert((m.dev(), m.ino())) {
-            segs.push(Segment {
-                index,
-                end: m.len(),
-                path,
-                file,
-            });
+            segs.push(seg);
         }
         Ok(true)
     };
-    add(0, layout.segment(id, 0))?;
+    add(0)?;
     let always = max_segments.clamp(2, 64);
     let mut n = 1u32;
     loop {
-        let exists = add(n, layout.segment(id, n))?;
+        let exists = add(n)?;
         if !exists && n >= always {
             break;
         }
@@ -307,16 +320,13 @@ pub(crate) struct Inspected {
 }
 
 pub(crate) fn inspect(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Inspected> {
-    let segs = open_segments(layout, id, max_segments)?;
+    let mut segs = open_segments(layout, id, max_segments)?;
     let mut last_seq = 0;
-    for s in segs.iter().rev() {
-        let io = |e| io_err(&s.path, e);
-        let end = if s.index == 0 {
-            content_end(&s.file, s.end).map_err(io)?
-        } else {
-            s.end
-        };
-        if let Some(seq) = last_seq_lenient(&s.file, end).map_err(io)? {
+    for s in segs.iter_mut().rev() {
+        if s.index == 0 {
+            s.end = content_end(&s.file, s.end).map_err(|e| io_err(&s.path, e))?;
+        }
+        if let Some(seq) = s.last_seq()? {
             last_seq = seq;
             break;
         }
@@ -373,13 +383,11 @@ pub(crate) fn open_writer(
     } else {
         let mut last = 0;
         for &n in &older {
-            let p = layout.segment(id, n);
-            let Some(f) = open_existing(&p).map_err(|e| io_err(&p, e))? else {
+            let Some(seg) = Segment::open(layout, id, n)? else {
                 continue;
             };
-            let flen = f.metadata().map_err(|e| io_err(&p, e))?.len();
-            if flen > 0 {
-                last = last_seq_strict(&f, flen, &p, id)?;
+            if let Some(seq) = seg.last_seq_strict(id)? {
+                last = seq;
                 break;
             }
         }
@@ -455,101 +463,26 @@ pub(crate) fn set_aside_active(layout: &Layout, id: &RecordId) -> StoreResult<Op
     set_aside_if_torn(layout, id, &file, len)
 }
 
-/// Rotates after the active segment grew past the limit: older segments move up one index
-/// (those beyond retention are deleted first, oldest first), the active file becomes `.1`, and
-/// a new empty active file is created. At every step the files, ordered by index, stay ordered
-/// by age, so a crash anywhere leaves a readable log (possibly with a gap in the numbering,
-/// which the next rotation closes).
-pub(crate) fn rotate(
-    layout: &Layout,
-    id: &RecordId,
-    max_segments: u32,
-    w: &mut LogWriter,
-) -> StoreResult<()> {
-    let dir = layout.dir();
-    let older = probe_older(layout, id, max_segments).map_err(|e| io_err(dir, e))?;
-    // After the rotation: the new active, `.1` (the old active), and `keep` shifted ones.
-    let keep = (max_segments as usize).saturating_sub(2).min(older.len());
-    for &n in older[keep..].iter().rev() {
-        let p = layout.segment(id, n);
-        remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
-    }
-    let kept = &older[..keep];
-    let rename = |from: u32, to: u32| -> StoreResult<()> {
-        let (a, b) = (layout.segment(id, from), layout.segment(id, to));
-        fs::rename(&a, &b).map_err(|e| io_err(&a, e))
-    };
-    // The kept segments go to 2, 3, …. Those moving down (after a gap) go newest first, those
-    // moving up oldest first: each target is free when it is taken.
-    for (r, &n) in kept.iter().enumerate() {
-        let target = r as u32 + 2;
-        if target < n {
-            rename(n, target)?;
-        }
-    }
-    for (r, &n) in kept.iter().enumerate().rev() {
-        let target = r as u32 + 2;
-        if target > n {
-            rename(n, target)?;
-        }
-    }
-    failpoint!("rotate.after_shift");
-    rename(0, 1)?;
-    let active = layout.segment(id, 0);
-    let (file, _) = open_append_create(&active).map_err(|e| io_err(&active, e))?;
-    fsync_dir(dir).map_err(|e| io_err(dir, e))?;
-    let older = probe_older(layout, id, max_segments).map_err(|e| io_err(dir, e))?;
-    w.ident = FileIdent::of(&file.metadata().map_err(|e| io_err(&active, e))?);
-    w.file = file;
-    w.len = 0;
-    w.segment_count = older.len() as u32 + 1;
-    tracing::debug!(session = %id, segments = w.segment_count, "rotated the event log");
-    Ok(())
-}
-
-/// Finds a byte offset in `[0, end)` at which to start scanning for `from_seq`: a line start
-/// before which every line has a smaller seq. Bisects on byte offsets (seek, skip to the next
-/// line start, parse only that line's seq) until the window is small, so that reading the tail
-/// of a large segment does not parse the whole segment. A line that does not parse stops the
-/// bisection early; the scan then starts from the last good position.
-fn seek_from_seq(file: &File, end: u64, from_seq: u64) -> io::Result<u64> {
-    let (mut lo, mut hi) = (0u64, end);
-    while hi - lo > LINEAR_SCAN_BYTES {
-        let mid = lo + (hi - lo) / 2;
-        let Some(start) = next_line_start(file, mid, hi)? else {
-            hi = mid;
-            continue;
-        };
-        let Some(line) = read_line_at(file, start, end)? else {
-            break;
-        };
-        match probe_seq(&line) {
-            Some(seq) if seq < from_seq => lo = start,
-            Some(_) => hi = mid,
-            None => break,
-        }
-    }
-    Ok(lo)
-}
-
 /// The line-number bookkeeping of one segment scan. Line numbers are only needed on error
-/// paths, so when the scan starts in the middle of a file the lines before it are counted
-/// only if a damaged line is found.
-struct LineNumbers {
+/// paths, so when the scan starts in the middle of a plain file the lines before it are
+/// counted only if a damaged line is found (a compressed segment's index knows them).
+struct LineNumbers<'a> {
     base: Option<u64>,
-    start: u64,
+    /// The plain file and the offset the scan started at, to count the lines before it.
+    plain: Option<(&'a File, u64)>,
     seen: u64,
 }
 
-impl LineNumbers {
-    fn current(&mut self, file: &File) -> io::Result<u64> {
-        let base = match self.base {
-            Some(b) => b,
-            None => {
-                let b = count_newlines(file, self.start)?;
+impl LineNumbers<'_> {
+    fn current(&mut self) -> io::Result<u64> {
+        let base = match (self.base, self.plain) {
+            (Some(b), _) => b,
+            (None, Some((file, start))) => {
+                let b = count_newlines(file, start)?;
                 self.base = Some(b);
                 b
             }
+            (None, None) => 0,
         };
         Ok(base + self.seen)
     }
@@ -576,11 +509,26 @@ pub(crate) fn read_events(
     }
     let mut firsts = Vec::with_capacity(segs.len());
     for s in &segs {
-        firsts.push(first_seq_lenient(&s.file, s.end).map_err(|e| io_err(&s.path, e))?);
+        firsts.push(s.first_seq()?);
+    }
+    // A reader racing a rotation can open a segment both plain and, moved one index up,
+    // compressed: the same events twice. Such a pair is adjacent and starts at the same seq;
+    // one of them is dropped.
+    let mut i = 1;
+    while i < segs.len() {
+        let twin = firsts[i].is_some()
+            && firsts[i] == firsts[i - 1]
+            && segs[i].is_compressed() != segs[i - 1].is_compressed();
+        if twin {
+            segs.remove(i);
+            firsts.remove(i);
+        } else {
+            i += 1;
+        }
     }
     page.oldest_seq = firsts.iter().flatten().next().copied().unwrap_or(0);
     for s in segs.iter().rev() {
-        if let Some(seq) = last_seq_lenient(&s.file, s.end).map_err(|e| io_err(&s.path, e))? {
+        if let Some(seq) = s.last_seq()? {
             page.last_seq = seq;
             break;
         }
@@ -590,121 +538,212 @@ pub(crate) fn read_events(
         .iter()
         .rposition(|f| f.is_some_and(|s| s <= query.from_seq))
         .unwrap_or(0);
-    let mut prev: Option<u64> = None;
-    let mut after_damage = false;
+    let mut scan = Scan {
+        id,
+        query,
+        prev: None,
+        after_damage: false,
+        page,
+    };
     for (i, s) in segs.iter().enumerate().skip(start_seg) {
-        let start = if i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq) {
-            seek_from_seq(&s.file, s.end, query.from_seq).map_err(|e| io_err(&s.path, e))?
-        } else {
-            0
-        };
-        if scan_segment(s, start, id, query, &mut prev, &mut after_damage, &mut page)? {
+        let seek = i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq);
+        if scan.segment(s, seek)? {
             break;
         }
     }
-    Ok(page)
+    Ok(scan.page)
 }
 
-/// Scans one segment from byte `start`. Returns true when the page is complete.
-fn scan_segment(
-    s: &Segment,
-    start: u64,
-    id: &RecordId,
-    query: &EventQuery,
-    prev: &mut Option<u64>,
-    after_damage: &mut bool,
-    page: &mut EventPage,
-) -> StoreResult<bool> {
-    let io = |e| io_err(&s.path, e);
-    let location = s.path.display().to_string();
-    let mut reader = &s.file;
-    reader.seek(SeekFrom::Start(start)).map_err(io)?;
-    let mut reader = BufReader::with_capacity(256 * 1024, reader.take(s.end - start));
-    let mut lines = LineNumbers {
-        base: (start == 0).then_some(0),
-        start,
-        seen: 0,
-    };
-    let mut line = Vec::with_capacity(1024);
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line).map_err(io)?;
-        if n == 0 {
-            return Ok(false);
-        }
-        lines.seen += 1;
-        let complete = line.last() == Some(&b'\n');
-        let problem = if !complete {
-            // Only possible in an older segment: the active one's torn tail was cut off above.
-            Err("the segment ends with an incomplete line".to_owned())
-        } else {
-            match EventEnvelope::from_ndjson_line(&line) {
-                Err(e) => Err(format!("not a valid event: {e}")),
-                Ok(e) if e.acpx_record_id != *id => Err(format!(
-                    "the event belongs to session {}, not {id}",
-                    e.acpx_record_id
-                )),
-                Ok(e) => Ok(e),
+/// The state of one `read_events` across segments.
+struct Scan<'a> {
+    id: &'a RecordId,
+    query: &'a EventQuery,
+    prev: Option<u64>,
+    after_damage: bool,
+    page: EventPage,
+}
+
+impl Scan<'_> {
+    /// Scans one segment, from the position of `query.from_seq` if `seek`. Returns true when
+    /// the page is complete.
+    fn segment(&mut self, s: &Segment, seek: bool) -> StoreResult<bool> {
+        let io = |e| io_err(&s.path, e);
+        let location = s.path.display().to_string();
+        match &s.body {
+            Body::Plain => {
+                let start = if seek {
+                    seek_from_seq(&s.file, s.end, self.query.from_seq).map_err(io)?
+                } else {
+                    0
+                };
+                let mut reader = &s.file;
+                reader.seek(SeekFrom::Start(start)).map_err(io)?;
+                let mut reader = BufReader::with_capacity(256 * 1024, reader.take(s.end - start));
+                let mut lines = LineNumbers {
+                    base: (start == 0).then_some(0),
+                    plain: Some((&s.file, start)),
+                    seen: 0,
+                };
+                self.lines(&mut reader, &s.path, &location, &mut lines, false)
             }
-        };
-        let event = match problem {
-            Ok(e) => {
-                match *prev {
-                    Some(p) if e.seq <= p => {
-                        damaged(
-                            query.mode,
-                            page,
-                            &location,
-                            lines.current(&s.file).map_err(io)?,
-                            format!(
-                                "seq {} repeats or goes back (the previous event has seq {p})",
-                                e.seq
-                            ),
-                        )?;
-                        continue;
+            Body::Zst(Some(ix)) => {
+                let first = if seek {
+                    ix.start_frame(self.query.from_seq)
+                } else {
+                    0
+                };
+                for f in &ix.frames[first..] {
+                    let mut lines = LineNumbers {
+                        base: Some(f.lines_before),
+                        plain: None,
+                        seen: 0,
+                    };
+                    match zseg::decode_frame(&s.file, f).map_err(io)? {
+                        Ok(data) => {
+                            if self.lines(&mut &data[..], &s.path, &location, &mut lines, false)? {
+                                return Ok(true);
+                            }
+                        }
+                        Err(why) => {
+                            self.after_damage = true;
+                            damaged(
+                                self.query.mode,
+                                &mut self.page,
+                                &location,
+                                f.lines_before + 1,
+                                format!(
+                                    "the compressed segment's frame at byte {} (lines {}..) \
+                                     cannot be decompressed: {why}; its events are skipped",
+                                    f.offset,
+                                    f.lines_before + 1
+                                ),
+                            )?;
+                        }
                     }
-                    // The event itself is sound: keep it, and report the hole, unless the
-                    // damaged lines just skipped (already reported) explain it.
-                    Some(p) if e.seq != p + 1 && !*after_damage => {
-                        damaged(
-                            query.mode,
-                            page,
-                            &location,
-                            lines.current(&s.file).map_err(io)?,
-                            format!(
-                                "seq jumps from {p} to {}: events {}..={} are missing",
-                                e.seq,
-                                p + 1,
-                                e.seq - 1
-                            ),
-                        )?;
-                    }
-                    _ => {}
                 }
-                *prev = Some(e.seq);
-                *after_damage = false;
-                e
+                Ok(false)
             }
-            Err(reason) => {
-                *after_damage = true;
-                damaged(
-                    query.mode,
-                    page,
-                    &location,
-                    lines.current(&s.file).map_err(io)?,
-                    reason,
-                )?;
+            Body::Zst(None) => {
+                let mut reader = zseg::stream(&s.file, s.end).map_err(io)?;
+                let mut lines = LineNumbers {
+                    base: Some(0),
+                    plain: None,
+                    seen: 0,
+                };
+                self.lines(&mut reader, &s.path, &location, &mut lines, true)
+            }
+        }
+    }
+
+    /// Scans lines from `reader`. With `decoding`, a read error is damage of the compressed
+    /// data (reported like a damaged line, and the rest of the segment is skipped), not an
+    /// I/O error. Returns true when the page is complete.
+    fn lines(
+        &mut self,
+        reader: &mut dyn BufRead,
+        path: &Path,
+        location: &str,
+        lines: &mut LineNumbers<'_>,
+        decoding: bool,
+    ) -> StoreResult<bool> {
+        let io = |e| io_err(path, e);
+        let (id, query) = (self.id, self.query);
+        let mut line = Vec::with_capacity(1024);
+        loop {
+            line.clear();
+            let n = match reader.read_until(b'\n', &mut line) {
+                Ok(n) => n,
+                Err(e) if decoding => {
+                    self.after_damage = true;
+                    let at = lines.current().map_err(io)? + 1;
+                    damaged(
+                        query.mode,
+                        &mut self.page,
+                        location,
+                        at,
+                        format!(
+                            "the compressed segment cannot be decompressed from line {at} on \
+                             ({e}); the rest of it is skipped"
+                        ),
+                    )?;
+                    return Ok(false);
+                }
+                Err(e) => return Err(io(e)),
+            };
+            if n == 0 {
+                return Ok(false);
+            }
+            lines.seen += 1;
+            let complete = line.last() == Some(&b'\n');
+            let problem = if !complete {
+                // Only possible in an older segment: the active one's torn tail was cut off.
+                Err("the segment ends with an incomplete line".to_owned())
+            } else {
+                match EventEnvelope::from_ndjson_line(&line) {
+                    Err(e) => Err(format!("not a valid event: {e}")),
+                    Ok(e) if e.acpx_record_id != *id => Err(format!(
+                        "the event belongs to session {}, not {id}",
+                        e.acpx_record_id
+                    )),
+                    Ok(e) => Ok(e),
+                }
+            };
+            let event = match problem {
+                Ok(e) => {
+                    match self.prev {
+                        Some(p) if e.seq <= p => {
+                            let at = lines.current().map_err(io)?;
+                            damaged(
+                                query.mode,
+                                &mut self.page,
+                                location,
+                                at,
+                                format!(
+                                    "seq {} repeats or goes back (the previous event has seq {p})",
+                                    e.seq
+                                ),
+                            )?;
+                            continue;
+                        }
+                        // The event itself is sound: keep it, and report the hole, unless the
+                        // damaged lines just skipped (already reported) explain it.
+                        Some(p) if e.seq != p + 1 && !self.after_damage => {
+                            let at = lines.current().map_err(io)?;
+                            damaged(
+                                query.mode,
+                                &mut self.page,
+                                location,
+                                at,
+                                format!(
+                                    "seq jumps from {p} to {}: events {}..={} are missing",
+                                    e.seq,
+                                    p + 1,
+                                    e.seq - 1
+                                ),
+                            )?;
+                        }
+                        _ => {}
+                    }
+                    self.prev = Some(e.seq);
+                    self.after_damage = false;
+                    e
+                }
+                Err(reason) => {
+                    self.after_damage = true;
+                    let at = lines.current().map_err(io)?;
+                    damaged(query.mode, &mut self.page, location, at, reason)?;
+                    continue;
+                }
+            };
+            if event.seq < query.from_seq || !query.matches(&event) {
                 continue;
             }
-        };
-        if event.seq < query.from_seq || !query.matches(&event) {
-            continue;
+            if query.limit.is_some_and(|l| self.page.events.len() >= l) {
+                self.page.next_seq = Some(event.seq);
+                return Ok(true);
+            }
+            self.page.events.push(event);
         }
-        if query.limit.is_some_and(|l| page.events.len() >= l) {
-            page.next_seq = Some(event.seq);
-            return Ok(true);
-        }
-        page.events.push(event);
     }
 }
 
@@ -726,74 +765,6 @@ fn damaged(
                 reason,
             });
             Ok(())
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file_with(bytes: &[u8]) -> (tempfile::NamedTempFile, File) {
-        let mut t = tempfile::NamedTempFile::new().unwrap();
-        t.write_all(bytes).unwrap();
-        let f = File::open(t.path()).unwrap();
-        (t, f)
-    }
-
-    #[test]
-    fn content_end_finds_torn_tails() {
-        let (_t, f) = file_with(b"a\nbb\nccc");
-        assert_eq!(content_end(&f, 8).unwrap(), 5);
-        let (_t, f) = file_with(b"a\nbb\n");
-        assert_eq!(content_end(&f, 5).unwrap(), 5);
-        let (_t, f) = file_with(b"partial");
-        assert_eq!(content_end(&f, 7).unwrap(), 0);
-    }
-
-    #[test]
-    fn line_helpers_cross_chunk_boundaries() {
-        let long = "x".repeat(CHUNK * 2 + 7);
-        let text = format!("{{\"seq\":1}}\n{long}\n{{\"seq\":3}}\n");
-        let (_t, f) = file_with(text.as_bytes());
-        let len = text.len() as u64;
-        assert_eq!(last_seq_lenient(&f, len).unwrap(), Some(3));
-        assert_eq!(first_seq_lenient(&f, len).unwrap(), Some(1));
-        let second = 10;
-        assert_eq!(next_line_start(&f, 5, len).unwrap(), Some(second));
-        assert_eq!(
-            next_line_start(&f, second + 1, len).unwrap(),
-            Some(second + long.len() as u64 + 1)
-        );
-        assert_eq!(count_newlines(&f, len).unwrap(), 3);
-        assert_eq!(
-            read_line_at(&f, second, len).unwrap().unwrap().len(),
-            long.len()
-        );
-        assert_eq!(line_start_before(&f, len).unwrap(), len - 10);
-    }
-
-    #[test]
-    fn bisection_lands_before_the_wanted_seq() {
-        let mut text = String::new();
-        for seq in 1..=20_000u64 {
-            text.push_str(&format!(
-                "{{\"seq\":{seq},\"pad\":\"{}\"}}\n",
-                "p".repeat(20)
-            ));
-        }
-        let (_t, f) = file_with(text.as_bytes());
-        let len = text.len() as u64;
-        for from in [1u64, 2, 500, 10_000, 19_999, 20_000, 25_000] {
-            let off = seek_from_seq(&f, len, from).unwrap();
-            let line = read_line_at(&f, off, len).unwrap().unwrap();
-            let seq = probe_seq(&line).unwrap();
-            assert!(seq <= from.max(1), "from {from} landed on {seq}");
-            // Each line is about 40 bytes: the scan window holds at most ~1,700 of them.
-            assert!(
-                from.min(20_000) - seq < 2 * LINEAR_SCAN_BYTES / 38,
-                "from {from} landed too early, on {seq}"
-            );
         }
     }
 }

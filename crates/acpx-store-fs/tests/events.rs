@@ -14,7 +14,10 @@ fn log_files(store: &FsStore, id: &RecordId) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(store.sessions_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with(&format!("{id}.events")) && n.ends_with(".ndjson"))
+        .filter(|n| {
+            n.starts_with(&format!("{id}.events"))
+                && (n.ends_with(".ndjson") || n.ends_with(".ndjson.zst"))
+        })
         .collect();
     v.sort();
     v
@@ -22,6 +25,16 @@ fn log_files(store: &FsStore, id: &RecordId) -> Vec<String> {
 
 fn lines(path: &std::path::Path) -> Vec<String> {
     fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The lines of a compressed segment, decoded by the zstd library itself (not the store).
+fn zst_lines(path: &std::path::Path) -> Vec<String> {
+    let bytes = zstd::stream::decode_all(fs::File::open(path).unwrap()).unwrap();
+    String::from_utf8(bytes)
         .unwrap()
         .lines()
         .map(str::to_owned)
@@ -191,7 +204,11 @@ async fn rotation_boundaries_retention_and_reading_from_the_middle() {
     assert!(rotations >= 5, "only {rotations} rotations");
     assert_eq!(
         log_files(&store, &a),
-        ["a.events.1.ndjson", "a.events.2.ndjson", "a.events.ndjson"]
+        [
+            "a.events.1.ndjson.zst",
+            "a.events.2.ndjson.zst",
+            "a.events.ndjson"
+        ]
     );
     // The oldest segments were deleted; what is left is one contiguous run up to 40.
     let page = read_all(&store, &a, ReadMode::Strict).await;
@@ -219,7 +236,7 @@ async fn rotation_boundaries_retention_and_reading_from_the_middle() {
         .await
         .unwrap();
     assert_eq!(state.last_seq, 50);
-    let newest = lines(&store.segment_path(&a, 1));
+    let newest = zst_lines(&store.compressed_segment_path(&a, 1));
     let last_ten: Vec<u64> = newest
         .iter()
         .rev()
@@ -316,16 +333,19 @@ async fn gaps_left_by_a_crash_mid_rotation_are_tolerated_and_closed() {
         .unwrap();
     }
     let files = log_files(&store, &a);
-    assert!(files.contains(&"a.events.1.ndjson".to_owned()), "{files:?}");
+    assert!(
+        files.contains(&"a.events.1.ndjson.zst".to_owned()),
+        "{files:?}"
+    );
     // Simulate `rotate.after_shift`: `.1` moved to `.2` (and so on), active not yet moved.
     drop(store);
     for n in (1..=3).rev() {
-        let from = tmp.path().join(format!("sessions/a.events.{n}.ndjson"));
+        let from = tmp.path().join(format!("sessions/a.events.{n}.ndjson.zst"));
         if from.exists() {
             fs::rename(
                 &from,
                 tmp.path()
-                    .join(format!("sessions/a.events.{}.ndjson", n + 1)),
+                    .join(format!("sessions/a.events.{}.ndjson.zst", n + 1)),
             )
             .unwrap();
         }

@@ -191,7 +191,9 @@ fn crash_mid_rotation_loses_nothing() {
     let s = small(tmp.path());
     s.blocking().create(&mut record(&a, "/r")).unwrap();
     let mut next = 1;
-    while !s.segment_path(&a, 2).exists() {
+    let older_exists =
+        |n| s.segment_path(&a, n).exists() || s.compressed_segment_path(&a, n).exists();
+    while !older_exists(2) {
         append_blocking(&s, &a, &[event(&a, next, "note", 200)], Durability::Flush).unwrap();
         next += 1;
     }
@@ -202,10 +204,7 @@ fn crash_mid_rotation_loses_nothing() {
         tmp.path(),
         Some("rotate.after_shift"),
     ));
-    assert!(
-        !s.segment_path(&a, 1).exists(),
-        "the crash left a gap at .1"
-    );
+    assert!(!older_exists(1), "the crash left a gap at .1");
     let written = next + 4;
     let fresh = small(tmp.path());
     let page = fresh
@@ -230,6 +229,58 @@ fn crash_mid_rotation_loses_nothing() {
         seqs(&page.events),
         (page.oldest_seq..=written + 10).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn crash_between_compressing_and_removing_the_plain_segment_reads_each_event_once() {
+    let a = id("a");
+    if let Some(dir) = child_dir() {
+        let s = small(&dir);
+        let last = s.blocking().event_log_state(&a).unwrap().last_seq;
+        append_blocking(
+            &s,
+            &a,
+            &events(&a, last + 1..=last + 6, 200),
+            Durability::Flush,
+        )
+        .unwrap();
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = small(tmp.path());
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    append_blocking(&s, &a, &events(&a, 1..=2, 10), Durability::Flush).unwrap();
+    assert_aborted(run_child(
+        "crash_between_compressing_and_removing_the_plain_segment_reads_each_event_once",
+        tmp.path(),
+        Some("compress.before_plain_removed"),
+    ));
+    assert!(s.segment_path(&a, 1).exists() && s.compressed_segment_path(&a, 1).exists());
+    let fresh = small(tmp.path());
+    let page = fresh
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(seqs(&page.events), (1..=8).collect::<Vec<_>>());
+    assert!(page.damaged.is_empty());
+    // The next rotation finishes the job: the plain copy goes.
+    let mut next = 9;
+    while s.segment_path(&a, 2).exists() || !s.compressed_segment_path(&a, 2).exists() {
+        append_blocking(&s, &a, &[event(&a, next, "note", 200)], Durability::Flush).unwrap();
+        next += 1;
+    }
+    let names = files_of_a(&s);
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.ends_with(".1.ndjson") && !n.ends_with(".2.ndjson")),
+        "{names:?}"
+    );
+    let page = fresh
+        .blocking()
+        .read_events(&a, &EventQuery::default())
+        .unwrap();
+    assert_eq!(seqs(&page.events), (1..next).collect::<Vec<_>>());
 }
 
 /// The files of session `a` in the store directory (the lock file aside).

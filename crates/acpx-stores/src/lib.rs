@@ -13,6 +13,9 @@
 //! - [`ENV_MAX_SEGMENT_BYTES`]: the size at which the active log segment rotates (default
 //!   64 MiB);
 //! - [`ENV_MAX_SEGMENTS`]: segments kept, the active one included (default 5);
+//! - [`ENV_KEEP_ROTATED_SEGMENTS`]: `1` keeps every rotated segment of the file store
+//!   (compressed) instead of deleting those beyond the window, for a full audit trail
+//!   (default `0`; the database backends keep their retention budget and warn);
 //! - [`ENV_STORE_URL`]: the PostgreSQL URL (wins over one given in the config);
 //! - [`ENV_STORE_SCHEMA`]: the PostgreSQL schema (default `acpx`).
 //!
@@ -41,6 +44,10 @@ pub use acpx_store_postgres::redact_url;
 pub const ENV_MAX_SEGMENT_BYTES: &str = "ACPX_MAX_SEGMENT_BYTES";
 /// Environment variable: keep at most this many segments.
 pub const ENV_MAX_SEGMENTS: &str = "ACPX_MAX_SEGMENTS";
+/// Environment variable: `1` (or `true`, `yes`) keeps every rotated segment of the file
+/// store instead of deleting those beyond [`ENV_MAX_SEGMENTS`]; `0` (`false`, `no`) or unset
+/// deletes them.
+pub const ENV_KEEP_ROTATED_SEGMENTS: &str = "ACPX_KEEP_ROTATED_SEGMENTS";
 /// Environment variable: the PostgreSQL URL (wins over one from the config).
 pub const ENV_STORE_URL: &str = "ACPX_STORE_URL";
 /// Environment variable: the PostgreSQL schema (default `acpx`).
@@ -102,6 +109,14 @@ pub enum OpenError {
         /// Its value.
         value: String,
     },
+    /// An environment variable that must hold a yes/no flag holds something else.
+    #[error("environment variable {name}={value:?} is not a flag (1, true, yes, 0, false or no)")]
+    BadFlag {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// The home cannot be a directory.
     #[error("cannot use {} as the acpx home: {problem}", home.display())]
     Home {
@@ -140,6 +155,9 @@ pub struct StoreConfig {
     pub max_segment_bytes: Option<u64>,
     /// Segments kept, the active one included (default 5).
     pub max_segments: Option<u32>,
+    /// Keep every rotated segment (file store; default false). See
+    /// `acpx_store_fs::FsStoreOptions::keep_rotated_segments`.
+    pub keep_rotated_segments: Option<bool>,
 }
 
 impl StoreConfig {
@@ -152,6 +170,7 @@ impl StoreConfig {
             schema: None,
             max_segment_bytes: None,
             max_segments: None,
+            keep_rotated_segments: None,
         }
     }
 
@@ -163,6 +182,9 @@ impl StoreConfig {
         }
         if let Some(s) = env_number(ENV_MAX_SEGMENTS)? {
             self.max_segments = Some(s);
+        }
+        if let Some(k) = env_flag(ENV_KEEP_ROTATED_SEGMENTS)? {
+            self.keep_rotated_segments = Some(k);
         }
         self.url = postgres_url(self.url.as_ref()).map(StoreUrl);
         if let Ok(schema) = std::env::var(ENV_STORE_SCHEMA) {
@@ -183,6 +205,18 @@ fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(
             _ => Err(OpenError::BadNumber { name, value: v }),
         },
         _ => Ok(None),
+    }
+}
+
+fn env_flag(name: &'static str) -> Result<Option<bool>, OpenError> {
+    let Ok(v) = std::env::var(name) else {
+        return Ok(None);
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(None),
+        "1" | "true" | "yes" => Ok(Some(true)),
+        "0" | "false" | "no" => Ok(Some(false)),
+        _ => Err(OpenError::BadFlag { name, value: v }),
     }
 }
 
@@ -212,6 +246,13 @@ impl OpenStore {
                 problem,
             });
         }
+        if config.backend != Backend::Fs && config.keep_rotated_segments == Some(true) {
+            // The database backends retain by their byte budget; they have no segment files.
+            tracing::warn!(
+                backend = config.backend.as_str(),
+                "keep_rotated_segments applies to the file store only; this backend keeps its retention budget"
+            );
+        }
         Ok(match config.backend {
             Backend::Fs => {
                 let mut opts = FsStoreOptions::default();
@@ -220,6 +261,9 @@ impl OpenStore {
                 }
                 if let Some(s) = config.max_segments {
                     opts.max_segments = s;
+                }
+                if let Some(k) = config.keep_rotated_segments {
+                    opts.keep_rotated_segments = k;
                 }
                 let store = FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
                 OpenStore::Fs(Arc::new(store))
@@ -361,6 +405,43 @@ mod tests {
         let config = StoreConfig::new(Backend::Postgres, PathBuf::from("/nonexistent-acpx"));
         let err = OpenStore::open(&config).await.unwrap_err();
         assert!(matches!(err, OpenError::MissingUrl));
+    }
+
+    #[test]
+    fn keep_rotated_segments_flag_values() {
+        // A variable of this test only: tests run in parallel threads of one process.
+        const VAR: &str = "ACPX_TEST_KEEP_ROTATED_FLAG";
+        for (value, want) in [
+            ("1", Some(true)),
+            ("yes", Some(true)),
+            (" TRUE ", Some(true)),
+            ("0", Some(false)),
+            ("no", Some(false)),
+            ("", None),
+        ] {
+            std::env::set_var(VAR, value);
+            assert_eq!(env_flag(VAR).unwrap(), want, "{value:?}");
+        }
+        std::env::set_var(VAR, "maybe");
+        let err = env_flag(VAR).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("ACPX_TEST_KEEP_ROTATED_FLAG=\"maybe\""),
+            "{err}"
+        );
+        std::env::remove_var(VAR);
+        assert_eq!(env_flag(VAR).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn keep_rotated_segments_reaches_the_file_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(Backend::Fs, dir.path().to_path_buf());
+        config.keep_rotated_segments = Some(true);
+        let OpenStore::Fs(fs) = OpenStore::open(&config).await.unwrap() else {
+            panic!("not the file store");
+        };
+        assert!(fs.options().keep_rotated_segments);
     }
 
     #[test]

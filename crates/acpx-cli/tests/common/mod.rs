@@ -120,6 +120,7 @@ impl Env {
             .env_remove("ACPX_STORE")
             .env_remove("ACPX_MAX_SEGMENT_BYTES")
             .env_remove("ACPX_MAX_SEGMENTS")
+            .env_remove("ACPX_KEEP_ROTATED_SEGMENTS")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
         for (k, v) in &self.extra_env {

@@ -280,7 +280,13 @@ impl FsCore {
         w.len += buf.len() as u64;
         st.last_write_error = None;
         if w.len > self.opts.max_segment_bytes {
-            if let Err(e) = log::rotate(&self.layout, id, self.opts.max_segments, w) {
+            if let Err(e) = crate::rotate::rotate(
+                &self.layout,
+                id,
+                self.opts.max_segments,
+                self.opts.keep_rotated_segments,
+                w,
+            ) {
                 // The events are written; only the rotation failed. Report it without failing
                 // the append, and re-derive everything from the files next time.
                 tracing::error!(session = %id, error = %e, "event log rotation failed");

@@ -388,9 +388,10 @@ impl FsCore {
         let mut any = false;
         let older = log::probe_older(&self.layout, id, self.opts.max_segments)
             .map_err(|e| io_err(dir, e))?;
-        for n in std::iter::once(0).chain(older) {
-            let p = self.layout.segment(id, n);
-            any |= remove_if_exists(&p).map_err(|e| io_err(&p, e))?;
+        let active = self.layout.segment(id, 0);
+        any |= remove_if_exists(&active).map_err(|e| io_err(&active, e))?;
+        for n in older {
+            any |= crate::rotate::remove_segment_files(&self.layout, id, n)?;
         }
         Ok(any)
     }
