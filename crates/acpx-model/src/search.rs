@@ -114,6 +114,19 @@ pub fn snippet(text: &str, at: usize, len: usize) -> String {
     s
 }
 
+/// Matches one message's text against `terms` (as [`SearchQuery::terms`] gives them, at
+/// least one): the snippet of the hit when every term occurs in it. The one rule every way of
+/// answering a search applies, so a scan and an index give the same hits.
+pub fn match_text(text: &str, terms: &[String]) -> Option<String> {
+    let first = terms.first()?;
+    let lower = text.to_ascii_lowercase();
+    if !terms.iter().all(|t| lower.contains(t.as_str())) {
+        return None;
+    }
+    let at = lower.find(first.as_str()).unwrap_or(0);
+    Some(snippet(text, at, first.len()))
+}
+
 /// Scans one record for messages matching `query` (the scanning implementation of search).
 pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchHit> {
     let terms = query.terms();
@@ -125,18 +138,16 @@ pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchH
         let Some((role, id, text)) = message_text(message) else {
             continue;
         };
-        let lower = text.to_ascii_lowercase();
-        if !terms.iter().all(|t| lower.contains(t.as_str())) {
+        let Some(snippet) = match_text(&text, &terms) else {
             continue;
-        }
-        let at = lower.find(terms[0].as_str()).unwrap_or(0);
+        };
         hits.push(SearchHit {
             acpx_record_id: record.acpx_record_id.clone(),
             title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
             message_index: index,
             role: role.to_owned(),
             message_id: id.map(str::to_owned),
-            snippet: snippet(&text, at, terms[0].len()),
+            snippet,
         });
     }
     hits

@@ -258,6 +258,7 @@ mod fsutil;
 mod index;
 mod layout;
 mod log;
+mod search_index;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
