@@ -7,7 +7,7 @@
 //! then one line per entry:
 //!
 //! ```text
-//! {"id":"<record id>","ident":{…},"revision":R,"len":L,"hash":"<fnv-1a 64, hex>"}\t[[i,"user","<message id>","text"],[j,"agent",null,"text"],…]\n
+//! {"id":"<record id>","ident":{…},"revision":R,"len":L,"hash":"<64-bit hash, hex>"}\t[[i,"user","<message id>","text"],[j,"agent",null,"text"],…]\n
 //! ```
 //!
 //! The part before the tab says which snapshot file the entry describes (its identity, the same
@@ -115,14 +115,23 @@ struct IndexedMessage<'a>(
     #[serde(borrow)] Cow<'a, str>,
 );
 
-/// FNV-1a, 64 bits: cheap, and enough to tell a whole entry from a torn one.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// A 64-bit hash of an entry's messages part, enough to tell a whole entry from a torn or
+/// damaged one (not against tampering: the index is a cache of files the user owns). Eight
+/// bytes per step, so checking every entry of a search costs little next to reading them.
+fn check_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        h ^= h >> 29;
     }
-    h
+    let mut w = [0u8; 8];
+    w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    h ^ (h >> 32)
 }
 
 /// The messages part of `record`'s entry (`[[i, role, id, text], …]`, messages with text
@@ -157,7 +166,7 @@ fn entry_line(id: &RecordId, ident: FileIdent, revision: u64, messages: &[u8]) -
         ident,
         revision,
         len: messages.len(),
-        hash: format!("{:016x}", fnv1a(messages)),
+        hash: format!("{:016x}", check_hash(messages)),
     };
     let mut line = serde_json::to_vec(&head).ok()?;
     line.reserve(messages.len() + 2);
@@ -195,8 +204,21 @@ pub(crate) fn note_saved(
             // Foreign or damaged: the next search rebuilds it.
             None => Ok(()),
             Some(h) if len > append_room(h.live) => Ok(()),
-            // One `write` call with O_APPEND: lines of concurrent writers do not interleave.
-            Some(_) => f.write_all(&line),
+            Some(_) => {
+                // After a torn last line (a crash mid-append) this line starts on a line of
+                // its own, so that it is not lost with the torn one.
+                let mut last = [0u8; 1];
+                f.read_exact_at(&mut last, len - 1)?;
+                if last[0] != b'\n' {
+                    let mut bytes = Vec::with_capacity(line.len() + 1);
+                    bytes.push(b'\n');
+                    bytes.extend_from_slice(&line);
+                    return f.write_all(&bytes);
+                }
+                // One `write` call with O_APPEND: lines of concurrent writers do not
+                // interleave.
+                f.write_all(&line)
+            }
         }
     })();
     if let Err(e) = appended {
@@ -259,20 +281,38 @@ impl Hits {
     }
 }
 
+/// Where the entry a search uses for one session lies in the index file.
+struct Used {
+    line_off: u64,
+    line_len: u64,
+    body_off: u64,
+    body_len: usize,
+    /// Whether its raw text holds every term (so it must be parsed and matched).
+    candidate: bool,
+}
+
 /// What reading the index found.
 struct Scan {
     file: File,
     header_live: u64,
-    /// The entries in use, as (offset, length) of whole lines, in file order.
-    live_ranges: Vec<(u64, u64)>,
+    /// Per session (by rank): the entry that describes the snapshot the listing found.
+    used: Vec<Option<Used>>,
+    /// Bytes of the lines in `used`.
     live: u64,
     /// Where reading stopped: the end of the last whole line.
     scanned: u64,
+    /// Whether the file went on after `scanned` with part of a line (torn by a crash, or
+    /// being appended right now).
+    torn_tail: bool,
 }
 
 /// One search of `sessions` (the listing's summaries and file identities, already filtered
 /// by cwd). `load` reads a snapshot the way `Store::load` does. Gives exactly the hits of
 /// [`search_record`] over the sessions in list order, truncated to the limit.
+///
+/// The index is read once, sequentially, keeping only where each usable entry lies and
+/// whether its raw text holds every term; the sessions are then searched in list order
+/// (entries parsed from the file, other snapshots loaded) until the limit is reached.
 pub(crate) fn search(
     layout: &Layout,
     mut sessions: Vec<(SessionSummary, FileIdent)>,
@@ -284,21 +324,36 @@ pub(crate) fn search(
         return Vec::new();
     }
     sessions.sort_by(|a, b| list_order_key(&a.0).cmp(&list_order_key(&b.0)));
-    let mut done = vec![false; sessions.len()];
     let mut hits = Hits::new(query.effective_limit());
     let path = layout.search_index();
-    let scan = scan_index(&path, &sessions, &terms, &mut done, &mut hits);
+    let scan = scan_index(&path, &sessions, &terms);
     let mut sink = match &scan {
-        Some(_) => Sink::Append {
+        Some(scan) => Sink::Append {
             path: &path,
             file: None,
             written: 0,
+            newline_first: scan.torn_tail,
         },
         None => Sink::rebuild(layout),
     };
+    let mut buf = Vec::new();
     for (rank, (summary, ident)) in sessions.iter().enumerate() {
-        if done[rank] || !hits.wants(rank) {
-            continue;
+        // Ranks only grow and the cutoff only falls: nothing after this can be a hit.
+        if !hits.wants(rank) {
+            break;
+        }
+        if let Some(scan) = &scan {
+            if let Some(used) = &scan.used[rank] {
+                if !used.candidate {
+                    continue;
+                }
+                if let Some(found) = entry_hits(&scan.file, used, summary, &terms, &mut buf) {
+                    hits.add(rank, found);
+                    continue;
+                }
+                // Checked by length and hash, yet not an entry (written by another
+                // program): the snapshot answers, and its new entry replaces this one.
+            }
         }
         match load(&summary.acpx_record_id) {
             Ok(record) => {
@@ -328,14 +383,42 @@ pub(crate) fn search(
     hits.finish()
 }
 
-/// Reads the index: marks the sessions it describes as `done` and adds their hits. `None`
-/// when there is no usable index (missing, another version, unreadable): rebuild it.
+/// The hits of one used entry, read back from the file; `None` if it does not parse.
+fn entry_hits(
+    file: &File,
+    used: &Used,
+    summary: &SessionSummary,
+    terms: &[String],
+    buf: &mut Vec<u8>,
+) -> Option<Vec<SearchHit>> {
+    buf.resize(used.body_len, 0);
+    file.read_exact_at(buf, used.body_off).ok()?;
+    let messages = serde_json::from_slice::<Vec<IndexedMessage>>(buf).ok()?;
+    Some(
+        messages
+            .iter()
+            .filter_map(|m| {
+                let snippet = match_text(&m.3, terms)?;
+                Some(SearchHit {
+                    acpx_record_id: summary.acpx_record_id.clone(),
+                    title: summary.title.clone(),
+                    message_index: m.0,
+                    role: m.1.clone().into_owned(),
+                    message_id: m.2.clone(),
+                    snippet,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Reads the index: which entry describes each session's snapshot, and whether it can hold
+/// the terms. `None` when there is no usable index (missing, another version, unreadable):
+/// rebuild it.
 fn scan_index(
     path: &Path,
     sessions: &[(SessionSummary, FileIdent)],
     terms: &[String],
-    done: &mut [bool],
-    hits: &mut Hits,
 ) -> Option<Scan> {
     let file = match open_read(path) {
         Ok(f) => f,
@@ -363,9 +446,10 @@ fn scan_index(
     let mut scan = Scan {
         file,
         header_live: header.live,
-        live_ranges: Vec::new(),
+        used: (0..sessions.len()).map(|_| None).collect(),
         live: 0,
         scanned: HEADER_LEN,
+        torn_tail: false,
     };
     let mut reader = BufReader::with_capacity(256 << 10, &scan.file);
     if reader.seek(SeekFrom::Start(HEADER_LEN)).is_err() {
@@ -385,80 +469,59 @@ fn scan_index(
             }
         }
         if line.last() != Some(&b'\n') {
-            // A line being appended right now: not ours to judge yet.
+            // Torn by a crash, or being appended right now: not ours to judge yet.
+            scan.torn_tail = true;
             break;
         }
-        let start = scan.scanned;
-        scan.scanned += line.len() as u64;
-        let Some((rank, body)) = live_entry(&line, &ranks, sessions, done) else {
+        let line_off = scan.scanned;
+        let line_len = line.len() as u64;
+        scan.scanned += line_len;
+        let Some((rank, tab)) = live_entry(&line, &ranks, sessions) else {
             continue;
         };
-        done[rank] = true;
-        scan.live += line.len() as u64;
-        match scan.live_ranges.last_mut() {
-            Some((off, len)) if *off + *len == start => *len += line.len() as u64,
-            _ => scan.live_ranges.push((start, line.len() as u64)),
-        }
-        if !hits.wants(rank) {
-            continue;
-        }
-        if prefilter {
+        let body = &line[tab + 1..line.len() - 1];
+        let candidate = !prefilter || {
             lower.clear();
             lower.extend(body.iter().map(u8::to_ascii_lowercase));
-            let Ok(text) = std::str::from_utf8(&lower) else {
-                continue;
-            };
-            if !terms.iter().all(|t| text.contains(t.as_str())) {
-                continue;
-            }
-        }
-        let Ok(messages) = serde_json::from_slice::<Vec<IndexedMessage>>(body) else {
-            // Checked by length and hash, so written this way by some other program: search
-            // the snapshot instead.
-            done[rank] = false;
-            continue;
+            std::str::from_utf8(&lower)
+                .is_ok_and(|text| terms.iter().all(|t| text.contains(t.as_str())))
         };
-        let summary = &sessions[rank].0;
-        let found = messages
-            .iter()
-            .filter_map(|m| {
-                let snippet = match_text(&m.3, terms)?;
-                Some(SearchHit {
-                    acpx_record_id: summary.acpx_record_id.clone(),
-                    title: summary.title.clone(),
-                    message_index: m.0,
-                    role: m.1.clone().into_owned(),
-                    message_id: m.2.clone(),
-                    snippet,
-                })
-            })
-            .collect();
-        hits.add(rank, found);
+        // The last whole entry wins (a later one may replace one that does not parse).
+        if let Some(old) = scan.used[rank].take() {
+            scan.live -= old.line_len;
+        }
+        scan.live += line_len;
+        scan.used[rank] = Some(Used {
+            line_off,
+            line_len,
+            body_off: line_off + tab as u64 + 1,
+            body_len: body.len(),
+            candidate,
+        });
     }
     drop(reader);
     Some(scan)
 }
 
-/// The session rank and messages part of `line` when it is a whole entry describing the
-/// snapshot the listing found for a session not yet covered.
-fn live_entry<'l>(
-    line: &'l [u8],
+/// The session rank of `line` and the position of its tab when it is a whole entry
+/// describing the snapshot the listing found for that session.
+fn live_entry(
+    line: &[u8],
     ranks: &HashMap<&str, usize>,
     sessions: &[(SessionSummary, FileIdent)],
-    done: &[bool],
-) -> Option<(usize, &'l [u8])> {
+) -> Option<(usize, usize)> {
     let tab = line.iter().position(|b| *b == b'\t')?;
     let head: Head = serde_json::from_slice(&line[..tab]).ok()?;
     let rank = *ranks.get(head.id.as_ref())?;
     let (summary, ident) = &sessions[rank];
-    if done[rank] || head.ident != *ident || head.revision != summary.revision {
+    if head.ident != *ident || head.revision != summary.revision {
         return None;
     }
     let body = &line[tab + 1..line.len() - 1];
-    if body.len() != head.len || format!("{:016x}", fnv1a(body)) != head.hash {
+    if body.len() != head.len || format!("{:016x}", check_hash(body)) != head.hash {
         return None;
     }
-    Some((rank, body))
+    Some((rank, tab))
 }
 
 /// Where the entries of snapshots a search had to load go.
@@ -468,6 +531,9 @@ enum Sink<'p> {
         path: &'p Path,
         file: Option<File>,
         written: u64,
+        /// The file ended with part of a line: start on a line of our own (an in-flight
+        /// append completes first, since appends are serialized; a torn line stays torn).
+        newline_first: bool,
     },
     /// Written to a new index that replaces a missing or unusable one.
     Rebuild {
@@ -513,16 +579,25 @@ impl Sink<'_> {
                 path,
                 file,
                 written,
+                newline_first,
             } => {
-                let r = match file {
-                    Some(f) => f.write_all(line),
-                    None => open_append_create(path).and_then(|(mut f, _)| {
-                        let r = f.write_all(line);
-                        *file = Some(f);
-                        r
-                    }),
+                let opened = match file {
+                    Some(f) => Ok(f),
+                    None => open_append_create(path).map(|(f, _)| file.insert(f)),
                 };
-                r.map(|()| *written += line.len() as u64)
+                opened.and_then(|f| {
+                    if std::mem::take(newline_first) {
+                        let mut bytes = Vec::with_capacity(line.len() + 1);
+                        bytes.push(b'\n');
+                        bytes.extend_from_slice(line);
+                        f.write_all(&bytes)?;
+                        *written += 1;
+                    } else {
+                        f.write_all(line)?;
+                    }
+                    *written += line.len() as u64;
+                    Ok(())
+                })
             }
             Sink::Rebuild { file, written, .. } => {
                 file.write_all(line).map(|()| *written += line.len() as u64)
@@ -589,7 +664,22 @@ fn maybe_compact(layout: &Layout, scan: &Scan, appended: u64) -> io::Result<()> 
         out.write_all(&header_bytes(0))?;
         let mut kept = 0u64;
         let mut buf = vec![0u8; 1 << 20];
-        for &(off, n) in &scan.live_ranges {
+        let mut ranges: Vec<(u64, u64)> = scan
+            .used
+            .iter()
+            .flatten()
+            .map(|u| (u.line_off, u.line_len))
+            .collect();
+        ranges.sort_unstable();
+        // Neighbouring lines are copied in one go.
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+        for (off, n) in ranges {
+            match merged.last_mut() {
+                Some((o, l)) if *o + *l == off => *l += n,
+                _ => merged.push((off, n)),
+            }
+        }
+        for (off, n) in merged {
             let mut done = 0;
             while done < n {
                 let k = (n - done).min(buf.len() as u64) as usize;
@@ -628,3 +718,6 @@ fn maybe_compact(layout: &Layout, scan: &Scan, appended: u64) -> io::Result<()> 
     }
     written
 }
+
+#[cfg(test)]
+mod tests;
