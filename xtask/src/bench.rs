@@ -368,7 +368,10 @@ async fn bench_many_sessions(backend: &str, dir: &Path, scale: &Scale) -> BenchR
         ("a word no session holds (every one searched)", "zebra"),
         ("a word of one session", one.as_str()),
         ("a word of every session (first 50 hits)", "parser"),
-        ("two words of every session, never in one message", "thanks linker"),
+        (
+            "two words of every session, never in one message",
+            "thanks linker",
+        ),
     ] {
         let query = SearchQuery {
             text: text.into(),
@@ -407,7 +410,10 @@ async fn bench_many_sessions(backend: &str, dir: &Path, scale: &Scale) -> BenchR
         };
         println!("| index | call | ms |");
         println!("|---|---|---:|");
-        for label in ["removed: rebuilt from every snapshot", "rebuilt: next new handle"] {
+        for label in [
+            "removed: rebuilt from every snapshot",
+            "rebuilt: next new handle",
+        ] {
             store = reopen(backend, &dir.join("list"), store).await?;
             let t = Instant::now();
             store.search(&query).await.map_err(err)?;
