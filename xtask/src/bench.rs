@@ -266,8 +266,18 @@ async fn bench_save(backend: &str, dir: &Path, scale: &Scale) -> BenchResult<()>
     println!("| messages | bytes | ms per save |");
     println!("|---:|---:|---:|");
     let store = open_backend(backend, &dir.join("save")).await?;
-    for messages in [10usize, 1_000, 10_000] {
+    // The last row: one 8 MB agent reply (the size of a 1M-chunk turn's thread), whose texts
+    // the file store's search index leaves to the next search instead of every save.
+    for messages in [10usize, 1_000, 10_000, 2] {
         let mut record = sample_record(messages);
+        if messages == 2 {
+            record.acpx_record_id = RecordId::parse("save-8mb").map_err(err)?;
+            let mut a = AgentMessage::new();
+            a.content.push(AgentContent::Text(
+                "streamed chunk of a long reply. ".repeat(262_144),
+            ));
+            record.thread.messages[1] = Message::Agent(a);
+        }
         store.create(&mut record).await.map_err(err)?;
         let bytes = record.to_json_vec().len();
         let mut times = Vec::new();

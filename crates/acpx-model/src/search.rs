@@ -91,6 +91,33 @@ pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, St
     }
 }
 
+/// The length in bytes of what [`message_text`] gives for `message`, without building it.
+pub fn message_text_len(message: &Message) -> usize {
+    let (pieces, len): (usize, usize) = match message {
+        Message::User(u) => u
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.len()),
+                UserContent::Mention(m) => Some(m.content.len()),
+                UserContent::Image(_) => None,
+            })
+            .fold((0, 0), |(n, l), x| (n + 1, l + x)),
+        Message::Agent(a) => a
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.len()),
+                AgentContent::Thinking(t) => Some(t.text.len()),
+                _ => None,
+            })
+            .fold((0, 0), |(n, l), x| (n + 1, l + x)),
+        Message::Resume => (0, 0),
+    };
+    // Joined by newlines.
+    len + pieces.saturating_sub(1)
+}
+
 /// A snippet of `text` around byte offset `at`, on character boundaries.
 pub fn snippet(text: &str, at: usize, len: usize) -> String {
     const BEFORE: usize = 60;
@@ -151,4 +178,48 @@ pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchH
         });
     }
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::thread::{AgentMessage, Image, Mention, Thinking, UserMessage};
+
+    #[test]
+    fn text_len_is_the_length_of_the_text() {
+        let user = Message::User(UserMessage {
+            id: "u".into(),
+            content: vec![
+                UserContent::Text("héllo".into()),
+                UserContent::Image(Image {
+                    source: "AAAA".into(),
+                    size: None,
+                    extra: Default::default(),
+                }),
+                UserContent::Mention(Mention {
+                    uri: serde_json::json!({"File": {"abs_path": "/x"}}),
+                    content: "fn main() {}".into(),
+                }),
+            ],
+            extra: Default::default(),
+        });
+        let mut agent = AgentMessage::new();
+        agent.content.push(AgentContent::Thinking(Thinking {
+            text: "hmm".into(),
+            signature: None,
+        }));
+        agent
+            .content
+            .push(AgentContent::RedactedThinking("x".into()));
+        agent.content.push(AgentContent::Text("done".into()));
+        let empty_user = Message::User(UserMessage {
+            id: "e".into(),
+            content: Vec::new(),
+            extra: Default::default(),
+        });
+        for m in [user, Message::Agent(agent), empty_user, Message::Resume] {
+            let expected = message_text(&m).map_or(0, |(_, _, t)| t.len());
+            assert_eq!(message_text_len(&m), expected, "{m:?}");
+        }
+    }
 }

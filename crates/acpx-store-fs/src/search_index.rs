@@ -38,7 +38,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
-use acpx_model::search::message_text;
+use acpx_model::search::{message_text, message_text_len};
 use acpx_model::{
     list_order_key, match_text, search_record, RecordId, SearchHit, SearchQuery, SessionRecord,
     SessionSummary, StoreError, StoreResult,
@@ -137,18 +137,22 @@ fn check_hash(bytes: &[u8]) -> u64 {
 /// The messages part of `record`'s entry (`[[i, role, id, text], …]`, messages with text
 /// only), or `None` when their texts are longer than `max` bytes in all.
 pub(crate) fn messages_part(record: &SessionRecord, max: usize) -> Option<Vec<u8>> {
-    let mut out = vec![b'['];
-    let mut total = 0usize;
+    // Measured before anything is built: a save of a session with an 8 MB reply pays one
+    // pass over its messages here, not a copy of the reply.
+    let total = record
+        .thread
+        .messages
+        .iter()
+        .map(message_text_len)
+        .try_fold(0usize, |sum, n| sum.checked_add(n).filter(|s| *s <= max))?;
+    let mut out = Vec::with_capacity(total + 64 * record.thread.messages.len() + 2);
+    out.push(b'[');
     for (i, m) in record.thread.messages.iter().enumerate() {
         let Some((role, id, text)) = message_text(m) else {
             continue;
         };
         if text.is_empty() {
             continue;
-        }
-        total = total.saturating_add(text.len());
-        if total > max {
-            return None;
         }
         if out.len() > 1 {
             out.push(b',');
