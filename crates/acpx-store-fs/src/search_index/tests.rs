@@ -482,3 +482,45 @@ fn hits_keep_only_what_can_still_be_among_the_first() {
         [("r2".into(), 0), ("r2".into(), 1), ("r5".to_string(), 0)]
     );
 }
+
+#[test]
+fn searches_racing_saves_and_compactions_stay_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let writer = open(&dir);
+    for i in 0..4 {
+        let mut r = record(&format!("race{i}"), "/r", 1_000 + i);
+        r.thread.messages.push(user("u", "round 0"));
+        writer.create(&mut r).unwrap();
+    }
+    // Saves of ~100 kB of text each, so that dead entries pass the compaction threshold
+    // several times while another handle searches.
+    let saver = std::thread::spawn(move || {
+        let filler = "x".repeat(100_000);
+        for round in 1..=40 {
+            let id = RecordId::parse(&format!("race{}", round % 4)).unwrap();
+            let mut r = writer.load(&id).unwrap();
+            r.thread.messages = vec![user("u", &format!("round {round} {filler}"))];
+            writer.save(&mut r).unwrap();
+        }
+    });
+    let reader = open(&dir);
+    let mut searches = 0;
+    while !saver.is_finished() {
+        let hits = reader.search(&q("round")).unwrap();
+        assert_eq!(hits.len(), 4, "every session holds the word: {hits:?}");
+        searches += 1;
+    }
+    saver.join().unwrap();
+    assert!(searches > 0);
+    for text in ["round", "round 40", "round 1 ", "xxxx"] {
+        assert_eq!(
+            searched(&reader, &q(text)).0,
+            scanned(&reader, &q(text)),
+            "{text}"
+        );
+    }
+    assert_eq!(searched(&reader, &q("round")).1, 0, "the index is current");
+    let len = std::fs::metadata(index_path(&reader)).unwrap().len();
+    assert!(len < 2_000_000, "compacted: {len} bytes");
+}
