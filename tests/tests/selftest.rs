@@ -39,6 +39,8 @@ enum Bug {
     CaseSensitiveSearch,
     /// delete leaves the events behind (a recreated session sees them).
     DeleteKeepsEvents,
+    /// search answers from the conversation as created: an index that saves never update.
+    StaleSearch,
 }
 
 /// The fault injected into a `MemoryStore`: one bug, or none.
@@ -47,6 +49,8 @@ struct Mutant {
     bug: Bug,
     /// Events set aside by `DeleteKeepsEvents`, replayed into a recreated session.
     kept: std::sync::Mutex<Vec<EventEnvelope>>,
+    /// Records as created, searched by `StaleSearch`.
+    created: std::sync::Mutex<Vec<SessionRecord>>,
 }
 
 #[derive(Debug)]
@@ -57,6 +61,7 @@ impl LockGuard for NoGuard {}
 impl Fault<MemoryStore> for Mutant {
     async fn create(&self, inner: &MemoryStore, record: &mut SessionRecord) -> StoreResult<()> {
         inner.create(record).await?;
+        self.created.lock().unwrap().push(record.clone());
         let kept: Vec<_> = std::mem::take(&mut *self.kept.lock().unwrap());
         let mine: Vec<_> = kept
             .into_iter()
@@ -156,6 +161,27 @@ impl Fault<MemoryStore> for Mutant {
         inner: &MemoryStore,
         query: &SearchQuery,
     ) -> StoreResult<Vec<SearchHit>> {
+        if self.bug == Bug::StaleSearch {
+            // The latest creation of each id that still exists, as it was created.
+            let created = self.created.lock().unwrap().clone();
+            let mut records: Vec<SessionRecord> = Vec::new();
+            for r in created.into_iter().rev() {
+                let id = &r.acpx_record_id;
+                if inner.load(id).await.is_ok() && records.iter().all(|k| k.acpx_record_id != *id) {
+                    records.push(r);
+                }
+            }
+            records.sort_by(|a, b| {
+                acpx_model::list_order_key(&a.summary())
+                    .cmp(&acpx_model::list_order_key(&b.summary()))
+            });
+            let mut hits: Vec<SearchHit> = records
+                .iter()
+                .flat_map(|r| acpx_model::search_record(r, query))
+                .collect();
+            hits.truncate(query.effective_limit());
+            return Ok(hits);
+        }
         let hits = inner.search(query).await?;
         if self.bug != Bug::CaseSensitiveSearch {
             return Ok(hits);
@@ -197,6 +223,7 @@ impl MutantBackend {
             Mutant {
                 bug,
                 kept: Default::default(),
+                created: Default::default(),
             },
         )))
     }
@@ -294,6 +321,11 @@ must_catch!(
     search_finds_conversation_text
 );
 must_catch!(
+    catches_an_index_that_saves_do_not_update,
+    Bug::StaleSearch,
+    search_follows_saves_deletes_and_other_handles
+);
+must_catch!(
     catches_events_surviving_delete,
     Bug::DeleteKeepsEvents,
     delete_removes_everything_idempotently
@@ -312,5 +344,6 @@ async fn unbroken_wrapper_passes() {
     conformance::close_is_idempotent_and_keeps_session(&fresh()).await;
     conformance::lock_waits_times_out_and_releases_on_drop(&fresh()).await;
     conformance::search_finds_conversation_text(&fresh()).await;
+    conformance::search_follows_saves_deletes_and_other_handles(&fresh()).await;
     conformance::delete_removes_everything_idempotently(&fresh()).await;
 }

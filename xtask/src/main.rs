@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
+                               [--only append,save,flat,many,tail]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--node PATH [--node-runs N]]
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
                               [--dir DIR] [--acpx PATH]
@@ -28,8 +29,10 @@ const USAGE: &str =
 
   bench store   append throughput (batches of 1 and 64; durability none, flush, fsync; ~300-byte
                 events), snapshot save time (10 / 1,000 / 10,000 messages), per-event append cost
-                at 1,000 vs 100,000 events already stored, list time for 10,000 sessions, and the
-                time to read the last 1,000 events of a 1,000,000-event session.
+                at 1,000 vs 100,000 events already stored, list and search time for 10,000
+                sessions (\"many\"), and the time to read the last 1,000 events of a
+                1,000,000-event session.
+  --only S,..   run only these sections (append, save, flat, many, tail)
   --quick       smaller counts, for a smoke run (figures are not comparable with a full run)
   --dir DIR     where the stores are created (default: a temporary directory on /tmp's disk)
   --backend postgres  (or --store postgres; not part of `all`) on the server of ACPX_STORE_URL,

@@ -65,7 +65,7 @@ pub use event::{
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use memory::MemoryStore;
-pub use search::{search_record, SearchHit, SearchQuery};
+pub use search::{match_text, search_record, SearchHit, SearchQuery};
 pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
     PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,

@@ -101,6 +101,33 @@ fn joined<'a>(mut pieces: impl Iterator<Item = &'a str>) -> Cow<'a, str> {
     Cow::Owned(text)
 }
 
+/// The length in bytes of what [`message_text`] gives for `message`, without building it.
+pub fn message_text_len(message: &Message) -> usize {
+    let (pieces, len): (usize, usize) = match message {
+        Message::User(u) => u
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.len()),
+                UserContent::Mention(m) => Some(m.content.len()),
+                UserContent::Image(_) => None,
+            })
+            .fold((0, 0), |(n, l), x| (n + 1, l + x)),
+        Message::Agent(a) => a
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.len()),
+                AgentContent::Thinking(t) => Some(t.text.len()),
+                _ => None,
+            })
+            .fold((0, 0), |(n, l), x| (n + 1, l + x)),
+        Message::Resume => (0, 0),
+    };
+    // Joined by newlines.
+    len + pieces.saturating_sub(1)
+}
+
 /// A snippet of `text` around byte offset `at`, on character boundaries.
 pub fn snippet(text: &str, at: usize, len: usize) -> String {
     snippet_in_window(text, 0, text.len(), at, len)
@@ -139,6 +166,19 @@ pub fn snippet_in_window(
     s
 }
 
+/// Matches one message's text against `terms` (as [`SearchQuery::terms`] gives them, at
+/// least one): the snippet of the hit when every term occurs in it. The one rule every way of
+/// answering a search applies, so a scan and an index give the same hits.
+pub fn match_text(text: &str, terms: &[String]) -> Option<String> {
+    let first = terms.first()?;
+    let lower = text.to_ascii_lowercase();
+    if !terms.iter().all(|t| lower.contains(t.as_str())) {
+        return None;
+    }
+    let at = lower.find(first.as_str()).unwrap_or(0);
+    Some(snippet(text, at, first.len()))
+}
+
 /// Scans one record for messages matching `query` (the scanning implementation of search).
 pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchHit> {
     let terms = query.terms();
@@ -150,19 +190,61 @@ pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchH
         let Some((role, id, text)) = message_text(message) else {
             continue;
         };
-        let lower = text.to_ascii_lowercase();
-        if !terms.iter().all(|t| lower.contains(t.as_str())) {
+        let Some(snippet) = match_text(&text, &terms) else {
             continue;
-        }
-        let at = lower.find(terms[0].as_str()).unwrap_or(0);
+        };
         hits.push(SearchHit {
             acpx_record_id: record.acpx_record_id.clone(),
             title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
             message_index: index,
             role: role.to_owned(),
             message_id: id.map(str::to_owned),
-            snippet: snippet(&text, at, terms[0].len()),
+            snippet,
         });
     }
     hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::thread::{AgentMessage, Image, Mention, Thinking, UserMessage};
+
+    #[test]
+    fn text_len_is_the_length_of_the_text() {
+        let user = Message::User(UserMessage {
+            id: "u".into(),
+            content: vec![
+                UserContent::Text("héllo".into()),
+                UserContent::Image(Image {
+                    source: "AAAA".into(),
+                    size: None,
+                    extra: Default::default(),
+                }),
+                UserContent::Mention(Mention {
+                    uri: serde_json::json!({"File": {"abs_path": "/x"}}),
+                    content: "fn main() {}".into(),
+                }),
+            ],
+            extra: Default::default(),
+        });
+        let mut agent = AgentMessage::new();
+        agent.content.push(AgentContent::Thinking(Thinking {
+            text: "hmm".into(),
+            signature: None,
+        }));
+        agent
+            .content
+            .push(AgentContent::RedactedThinking("x".into()));
+        agent.content.push(AgentContent::Text("done".into()));
+        let empty_user = Message::User(UserMessage {
+            id: "e".into(),
+            content: Vec::new(),
+            extra: Default::default(),
+        });
+        for m in [user, Message::Agent(agent), empty_user, Message::Resume] {
+            let expected = message_text(&m).map_or(0, |(_, _, t)| t.len());
+            assert_eq!(message_text_len(&m), expected, "{m:?}");
+        }
+    }
 }

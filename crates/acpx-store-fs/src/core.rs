@@ -381,7 +381,8 @@ impl FsCore {
     /// Removes temp files left by interrupted saves: `.<id>.json.tmp.*` of processes that are
     /// gone, of sessions whose lock is free (a save streams its temp file before it takes the
     /// lock, so a live process's temp file may be a save in flight), and
-    /// `.index.json.tmp.*` when the index lock is free; and finishes deletes a crash
+    /// `.index.json.tmp.*` (`.search.ndjson.tmp.*`) when the listing (search) index lock is
+    /// free; and finishes deletes a crash
     /// interrupted (a tombstone `<id>.deleted` whose session lock is free: its log files, then
     /// the tombstone, are removed). Returns how many temp files and deletes were cleaned up.
     pub fn cleanup_stale_temp_files(&self) -> StoreResult<usize> {
@@ -389,6 +390,7 @@ impl FsCore {
         let mut by_session: HashMap<RecordId, Vec<PathBuf>> = HashMap::new();
         let mut tombstones = Vec::new();
         let mut index_temps = Vec::new();
+        let mut search_temps = Vec::new();
         let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
@@ -401,6 +403,7 @@ impl FsCore {
                 }
                 Some(Entry::SnapshotTemp(_)) => {}
                 Some(Entry::IndexTemp) => index_temps.push(entry.path()),
+                Some(Entry::SearchTemp) => search_temps.push(entry.path()),
                 _ => {
                     if let Some(id) = tombstone_owner(&name) {
                         tombstones.push(id);
@@ -430,12 +433,17 @@ impl FsCore {
                 let _ = flock.unlink();
             }
         }
-        if !index_temps.is_empty() {
-            let lock_path = self.layout.index_lock();
+        for (temps, lock_path) in [
+            (index_temps, self.layout.index_lock()),
+            (search_temps, self.layout.search_lock()),
+        ] {
+            if temps.is_empty() {
+                continue;
+            }
             if let Some(_flock) =
                 FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
             {
-                for t in index_temps {
+                for t in temps {
                     if remove_if_exists(&t).map_err(|e| io_err(&t, e))? {
                         removed += 1;
                     }

@@ -166,6 +166,8 @@ pub(crate) struct IndexCache {
 /// What one `list_all` found.
 pub(crate) struct Listing {
     pub summaries: Vec<SessionSummary>,
+    /// The identity of the file each summary came from (same order as `summaries`).
+    pub idents: Vec<FileIdent>,
     pub skipped: Vec<SkippedEntry>,
     /// How many snapshot files had to be parsed (the rest came from the cache).
     pub parsed: usize,
@@ -294,6 +296,7 @@ impl IndexCache {
         let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(self.entries.len());
         let mut out = Listing {
             summaries: Vec::new(),
+            idents: Vec::new(),
             skipped: Vec::new(),
             parsed: 0,
         };
@@ -380,7 +383,10 @@ impl IndexCache {
                 }
             };
             match (&e.summary, &e.error) {
-                (Some(s), _) => out.summaries.push(s.clone()),
+                (Some(s), _) => {
+                    out.summaries.push(s.clone());
+                    out.idents.push(e.ident);
+                }
                 (None, err) => skip(
                     &mut out,
                     &id,

@@ -17,6 +17,14 @@ pub(crate) const INDEX_JOURNAL_FILE: &str = ".index.journal";
 /// Prefix of temp files of the index (`.index.json.tmp.<pid>.<random>`).
 pub(crate) const INDEX_TEMP_PREFIX: &str = ".index.json.tmp.";
 
+/// The search index: per snapshot file identity, the searchable texts (see
+/// [`crate::search_index`]).
+pub(crate) const SEARCH_FILE: &str = ".search.ndjson";
+/// The lock that serializes rewrites of [`SEARCH_FILE`].
+pub(crate) const SEARCH_LOCK_FILE: &str = ".search.lock";
+/// Prefix of temp files of the search index (`.search.ndjson.tmp.<pid>.<random>`).
+pub(crate) const SEARCH_TEMP_PREFIX: &str = ".search.ndjson.tmp.";
+
 /// Paths of one store directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
@@ -32,6 +40,8 @@ pub(crate) enum Entry {
     SnapshotTemp(RecordId),
     /// `.index.json.tmp.<anything>`
     IndexTemp,
+    /// `.search.ndjson.tmp.<anything>`
+    SearchTemp,
 }
 
 impl Layout {
@@ -107,6 +117,21 @@ impl Layout {
         ))
     }
 
+    pub fn search_index(&self) -> PathBuf {
+        self.sessions.join(SEARCH_FILE)
+    }
+
+    pub fn search_lock(&self) -> PathBuf {
+        self.sessions.join(SEARCH_LOCK_FILE)
+    }
+
+    pub fn search_temp(&self, suffix: &str) -> PathBuf {
+        self.sessions.join(format!(
+            "{SEARCH_TEMP_PREFIX}{}.{suffix}",
+            std::process::id()
+        ))
+    }
+
     pub fn dir(&self) -> &Path {
         &self.sessions
     }
@@ -135,6 +160,9 @@ pub(crate) fn classify(name: &str) -> Option<Entry> {
     if let Some(rest) = name.strip_prefix('.') {
         if rest.starts_with("index.json.tmp.") {
             return Some(Entry::IndexTemp);
+        }
+        if name.starts_with(SEARCH_TEMP_PREFIX) {
+            return Some(Entry::SearchTemp);
         }
         let (id, _) = rest.split_once(".json.tmp.")?;
         return RecordId::parse(id).ok().map(Entry::SnapshotTemp);
@@ -211,9 +239,12 @@ mod tests {
             Some(Entry::SnapshotTemp(id("abc")))
         );
         assert_eq!(classify(".index.json.tmp.1.2"), Some(Entry::IndexTemp));
+        assert_eq!(classify(".search.ndjson.tmp.1.2"), Some(Entry::SearchTemp));
         for other in [
             ".index.json",
             ".index.lock",
+            ".search.ndjson",
+            ".search.lock",
             "abc.lock",
             "abc.events.ndjson",
             "abc.events.2.ndjson",

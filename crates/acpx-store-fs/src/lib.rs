@@ -62,6 +62,8 @@
 //! <root>/sessions/.index.json             listing cache (see below)
 //! <root>/sessions/.index.journal          snapshot writes not yet folded into the cache
 //! <root>/sessions/.index.lock             serializes writers of the listing cache
+//! <root>/sessions/.search.ndjson          search index (see Search)
+//! <root>/sessions/.search.lock            serializes rewrites of the search index
 //! ```
 //!
 //! Directories the store creates get mode 0700 and files 0600, set with `chmod` after creation
@@ -223,8 +225,15 @@
 //! `acpxRecordId` inside) are skipped with a `tracing` warning and reported in
 //! [`ListPage::skipped`](acpx_model::ListPage) with the file and the reason, never failing the
 //! list. `load` of such a file returns [`StoreError::Corrupt`] naming the file and the field.
-//! Search scans conversations of the listed sessions (filtered by `cwd` through the cache) in
-//! list order with [`acpx_model::search_record`].
+//!
+//! ## Search
+//!
+//! Search reads the texts of the listed sessions (filtered by `cwd` through the cache) from the
+//! search index `.search.ndjson`: one line per snapshot file identity and revision with the
+//! session's searchable message texts, appended at every save of a session whose texts are at
+//! most 256 KiB. An entry is used only while the listing finds that identity and revision;
+//! sessions without one are loaded and matched with [`acpx_model::search_record`], and their
+//! entries appended. The hits are the scan's in every case (docs/format.md § Search index).
 //!
 //! ## Delete and close
 //!
@@ -252,7 +261,8 @@
 //! Saves happen under the session lock, so a temp file `.<id>.json.tmp.*` whose session lock
 //! can be taken (without waiting) belongs to a writer that died, and is removed; if the lock
 //! is busy the file is left alone, whatever its age. Index temp files
-//! (`.index.json.tmp.*`) are written under `.index.lock` and cleaned by the same rule.
+//! (`.index.json.tmp.*`) are written under `.index.lock` and cleaned by the same rule, and so
+//! are search index temp files (`.search.ndjson.tmp.*`, under `.search.lock`).
 //! [`FsStore::open`] runs this cleanup once; [`FsStore::cleanup_stale_temp_files`] runs it on
 //! demand. The same cleanup finishes interrupted deletes (a tombstone whose session lock is
 //! free; see Delete and close).
@@ -284,6 +294,7 @@ mod index;
 mod layout;
 mod log;
 mod rotate;
+mod search_index;
 mod zseg;
 
 use std::path::{Path, PathBuf};

@@ -1,12 +1,12 @@
 //! Fuzz target (property test) of the file store's readers of its own files, as a crash, a
 //! full disk or a user's editor may leave them: damaged log segments (active and older), a
-//! damaged snapshot and a damaged `.index.json`. See docs/RELIABILITY.md § Fuzzing;
+//! damaged snapshot, a damaged `.index.json` and a damaged search index `.search.ndjson`. See docs/RELIABILITY.md § Fuzzing;
 //! `ACPX_FUZZ_CASES=1000000` for a long run.
 //!
 //! Each input is a real log (mutated) split at a line into an older segment and the active
 //! one, plus a snapshot and an index that are intact, truncated or garbage. Then every read
 //! path runs on a fresh store: strict and lenient reads from a random seq, the log state,
-//! load, list, and the writer's path (lock, then one append that must continue the log or be
+//! load, list, search, and the writer's path (lock, then one append that must continue the log or be
 //! refused). None may panic; an append that succeeds must get the next seq.
 
 #[path = "../../acpx-model/tests/fuzz_support/mod.rs"]
@@ -16,7 +16,9 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use acpx_model::{Durability, EventEnvelope, EventQuery, ListQuery, ReadMode, RecordId, Store};
+use acpx_model::{
+    Durability, EventEnvelope, EventQuery, ListQuery, ReadMode, RecordId, SearchQuery, Store,
+};
 use acpx_store_fs::FsStore;
 use fuzz_support::{bytes_of, fuzz_with, inputs, Input};
 use proptest::prelude::*;
@@ -26,12 +28,28 @@ const SNAPSHOT: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/ses
 const INDEX: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/index.json");
 const ID: &str = "5d766703-30f5-43b9-9fe2-6e05f4840dfb";
 
+/// A search index in the format the store writes (docs/format.md § Search index): the
+/// 64-byte header, then one entry for the fixture's id (for another file identity).
+fn search_index_sample() -> Vec<u8> {
+    let mut out = format!("{:<63}\n", "{\"acpxSearchIndex\":1,\"live\":0}").into_bytes();
+    out.extend_from_slice(
+        format!(
+            "{{\"id\":\"{ID}\",\"ident\":{{\"dev\":1,\"ino\":2,\"len\":3,\"mtime_ns\":4,\
+             \"ctime_ns\":5}},\"revision\":1,\"len\":23,\"hash\":\"0000000000000000\"}}\t\
+             [[0,\"user\",\"u\",\"hi\"]]\n"
+        )
+        .as_bytes(),
+    );
+    out
+}
+
 /// Which side files an input writes, and how damaged they are.
 #[derive(Debug, Clone)]
 struct Sides {
     /// Line at which the log splits into `.1` and the active segment (0: one segment).
     split: u32,
-    /// Bits: 0-1 snapshot (absent, intact, truncated, garbage), 2-3 index (same), 4 lenient.
+    /// Bits: 0-1 snapshot (absent, intact, truncated, garbage), 2-3 index (same), 4 lenient,
+    /// 5-6 search index (same).
     flags: u8,
     from_seq: u64,
 }
@@ -82,6 +100,9 @@ fn write_files(dir: &Path, log: &[u8], s: &Sides) {
     if let Some(b) = damaged(INDEX, s.flags >> 2) {
         fs::write(sessions.join(".index.json"), b).expect("write");
     }
+    if let Some(b) = damaged(&search_index_sample(), s.flags >> 5) {
+        fs::write(sessions.join(".search.ndjson"), b).expect("write");
+    }
 }
 
 async fn read_everything(dir: &Path, s: &Sides) {
@@ -103,6 +124,12 @@ async fn read_everything(dir: &Path, s: &Sides) {
     let state = store.event_log_state(&id).await;
     let _ = store.load(&id).await;
     let _ = store.list(&ListQuery::default()).await;
+    let _ = store
+        .search(&SearchQuery {
+            text: "the".into(),
+            ..SearchQuery::default()
+        })
+        .await;
     let Ok(state) = state else {
         return;
     };

@@ -191,6 +191,7 @@ pub const CHECKS: &[Check] = &[
     check!(two_processes_save_one_session, WORKER),
     check!(tasks_append_concurrently_in_process),
     check!(search_finds_conversation_text),
+    check!(search_follows_saves_deletes_and_other_handles),
 ];
 
 /// The event-retention checks, for a backend configured with a small event budget

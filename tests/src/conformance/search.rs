@@ -102,3 +102,85 @@ pub async fn search_finds_conversation_text(b: &dyn Backend) {
         .unwrap_err();
     assert!(matches!(err, StoreError::InvalidArgument(_)), "{err:?}");
 }
+
+/// Search answers for what is stored now, whoever wrote it: saves (new text, a new title, a
+/// name, a close) and deletes through another handle, a session recreated under a deleted id,
+/// and a message larger than any cache entry. A new handle gives the same hits.
+pub async fn search_follows_saves_deletes_and_other_handles(b: &dyn Backend) {
+    let store = b.open().await;
+    let other = b.open().await;
+    let q = |text: &str| SearchQuery {
+        text: text.into(),
+        cwd: None,
+        limit: None,
+    };
+    let found = |hits: Vec<acpx_model::SearchHit>| -> Vec<(String, usize, Option<String>)> {
+        hits.into_iter()
+            .map(|h| (h.acpx_record_id.to_string(), h.message_index, h.title))
+            .collect()
+    };
+    let mut alpha = session("srch-alpha", 1_000);
+    alpha.thread.messages = vec![user_text("u-a", "alpha build log")];
+    let mut alpha = create(&*store, alpha).await;
+    let mut beta = session("srch-beta", 2_000);
+    beta.thread.messages = vec![user_text("u-b", "beta notes")];
+    let mut beta = create(&*store, beta).await;
+    assert_eq!(
+        found(store.search(&q("build")).await.unwrap()),
+        vec![("srch-alpha".into(), 0, None)]
+    );
+
+    // Saved through another handle: new text, a title, a name.
+    beta.thread
+        .messages
+        .push(agent_text("the build is green", None));
+    beta.thread.title = "Green".into();
+    beta.name = Some("renamed".into());
+    other.save(&mut beta).await.unwrap();
+    assert_eq!(
+        found(store.search(&q("build")).await.unwrap()),
+        vec![
+            ("srch-beta".into(), 1, Some("Green".into())),
+            ("srch-alpha".into(), 0, None)
+        ]
+    );
+    // Text removed by a save is no longer found.
+    alpha.thread.messages = vec![user_text("u-a", "alpha only")];
+    other.save(&mut alpha).await.unwrap();
+    assert_eq!(
+        found(store.search(&q("build")).await.unwrap()),
+        vec![("srch-beta".into(), 1, Some("Green".into()))]
+    );
+    // Closed sessions are searched; deleted ones are not, and their id's next session is
+    // searched for what it holds.
+    other.close(&beta.acpx_record_id, ts(3_000)).await.unwrap();
+    assert_eq!(store.search(&q("green")).await.unwrap().len(), 1);
+    assert!(other.delete(&alpha.acpx_record_id).await.unwrap());
+    assert!(store.search(&q("alpha")).await.unwrap().is_empty());
+    let mut again = session("srch-alpha", 4_000);
+    again.thread.messages = vec![agent_text("a second alpha", None)];
+    create(&*other, again).await;
+    assert_eq!(
+        found(store.search(&q("alpha")).await.unwrap()),
+        vec![("srch-alpha".into(), 0, None)]
+    );
+
+    // A message far larger than a save's cache entry.
+    let mut huge = session("srch-huge", 500);
+    let reply = "filler ".repeat(100_000) + "needle at the end";
+    huge.thread.messages = vec![agent_text(&reply, None)];
+    let mut huge = create(&*store, huge).await;
+    store.save(&mut huge).await.unwrap();
+    let hits = store.search(&q("NEEDLE")).await.unwrap();
+    assert_eq!(found(hits.clone()), vec![("srch-huge".into(), 0, None)]);
+    assert!(hits[0].snippet.contains("needle"), "{:?}", hits[0].snippet);
+
+    let fresh = b.open().await;
+    for text in ["alpha", "needle", "green", "build"] {
+        assert_eq!(
+            fresh.search(&q(text)).await.unwrap(),
+            store.search(&q(text)).await.unwrap(),
+            "{text}"
+        );
+    }
+}

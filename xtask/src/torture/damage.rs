@@ -112,6 +112,13 @@ const FS_DAMAGES: &[Damage] = &[
         },
     },
     Damage {
+        name: "garbage .search.ndjson",
+        apply: |home, _| {
+            let p = sessions(home).join(".search.ndjson");
+            std::fs::write(&p, GARBAGE).map_err(io(&p))
+        },
+    },
+    Damage {
         name: "config.json not JSON",
         apply: bad_config,
     },

@@ -7,8 +7,8 @@ use std::io::{self, Read};
 use std::sync::atomic::Ordering;
 
 use acpx_model::{
-    list_order_key, normalize_cwd, ListPage, ListQuery, RecordId, SearchHit, SearchQuery,
-    SessionRecord, SessionSummary, StoreError, StoreResult, Timestamp,
+    normalize_cwd, ListPage, ListQuery, RecordId, SearchHit, SearchQuery, SessionRecord,
+    SessionSummary, StoreError, StoreResult, Timestamp,
 };
 
 use super::{FsCore, SlotState};
@@ -22,6 +22,7 @@ use crate::index::{
 };
 use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
+use crate::search_index;
 
 /// A validated snapshot, already written to a temp file beside the snapshot (not yet fsynced),
 /// and the summary of what it holds. The document is streamed to the file, never built in
@@ -31,6 +32,9 @@ pub(crate) struct PreparedSnapshot {
     tmp: std::path::PathBuf,
     file: Option<fs::File>,
     summary: SessionSummary,
+    /// The session's entry in the search index, when its texts are small enough to be
+    /// noted at every save (see [`crate::search_index`]).
+    search_messages: Option<Vec<u8>>,
 }
 
 impl Drop for PreparedSnapshot {
@@ -83,6 +87,7 @@ impl FsCore {
             tmp,
             file: Some(file),
             summary: record.summary(),
+            search_messages: search_index::messages_part(record, search_index::SAVE_TEXT_MAX),
         };
         if let Some(f) = prepared.file.as_mut() {
             record.write_json(f).map_err(|e| io_err(&prepared.tmp, e))?;
@@ -242,6 +247,9 @@ impl FsCore {
         fsync_dir(dir).map_err(|e| io_err(dir, e))?;
         if let Some((ident, _)) = st.snap {
             journal_saved(&self.layout, id, ident, &prepared.summary, verified_ns);
+            if let Some(messages) = &prepared.search_messages {
+                search_index::note_saved(&self.layout, id, ident, revision, messages);
+            }
         }
         Ok(())
     }
@@ -412,37 +420,27 @@ impl FsCore {
         Ok(listing)
     }
 
-    /// Scans the conversations of the sessions (in list order) for `query`.
+    /// The messages of the sessions (in list order) matching `query`: from the search index
+    /// where it describes the snapshot the listing found, else from the snapshot (see
+    /// [`crate::search_index`]).
     pub fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
         let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
         if query.terms().is_empty() {
             return Ok(Vec::new());
         }
-        let mut summaries: Vec<_> = self
-            .list_all()?
+        let listing = self.list_all()?;
+        let sessions: Vec<_> = listing
             .summaries
             .into_iter()
-            .filter(|s| {
+            .zip(listing.idents)
+            .filter(|(s, _)| {
                 cwd.as_deref()
                     .is_none_or(|c| normalize_cwd(&s.cwd).is_ok_and(|sc| sc == c))
             })
             .collect();
-        summaries.sort_by(|a, b| list_order_key(a).cmp(&list_order_key(b)));
-        let limit = query.effective_limit();
-        let mut hits = Vec::new();
-        for s in &summaries {
-            match self.load(&s.acpx_record_id) {
-                Ok(r) => hits.extend(acpx_model::search_record(&r, query)),
-                // Deleted since the listing, or damaged: search what can be read.
-                Err(StoreError::NotFound(_)) => {}
-                Err(e) => tracing::warn!(error = %e, "search skipped a session"),
-            }
-            if hits.len() >= limit {
-                break;
-            }
-        }
-        hits.truncate(limit);
-        Ok(hits)
+        Ok(search_index::search(&self.layout, sessions, query, |id| {
+            self.load(id)
+        }))
     }
 }
 
