@@ -38,21 +38,9 @@ use crate::context::{resolve_cwd, resolve_home, Ctx};
 use crate::error::{CliError, ErrorKind};
 use crate::output::Out;
 
-/// Serves every allocation of 128 KiB or more with its own mapping, returned to the system when
-/// freed. glibc's default raises that threshold after each large free (up to 32 MiB), after
-/// which a long turn's megabyte buffers (the document of each save, SQLite's copies of it)
-/// come from the heap arenas of several threads and stay resident once freed: the peak RSS of
-/// a 1M-chunk turn was 15–20 % higher (docs/BENCHMARKS.md § A turn's reply held once).
-fn bound_large_allocations() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a parameter of the allocator; called before any thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
-}
-
 fn main() {
-    bound_large_allocations();
+    // Before any thread starts: see the function.
+    acpx_runtime::allocator::bound_large_allocations();
     let args: Vec<OsString> = std::env::args_os().collect();
     // `acpx __test-agent …` is the `demo` agent's process: serve ACP on stdio, nothing else.
     if args.get(1).and_then(|a| a.to_str()) == Some(agents::TEST_AGENT_COMMAND) {

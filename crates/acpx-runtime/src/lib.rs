@@ -123,6 +123,7 @@
 
 mod agent;
 pub mod agents;
+pub mod allocator;
 mod client_ops;
 pub mod config_file;
 mod core;

@@ -270,7 +270,14 @@ async fn exec(env: Env) {
     .await
     .unwrap();
     assert_eq!(turn.outcome.outcome.as_str(), "completed");
-    assert!(turn.outcome.agent_text.contains("You said: hi there"));
+    assert!(
+        turn.outcome.agent_text.is_empty(),
+        "the reply is read from the record"
+    );
+    assert!(turn
+        .agent_text()
+        .collect::<String>()
+        .contains("You said: hi there"));
     assert_eq!(events, [false, true], "Opened, then TurnOver");
     // Nothing went to the env's store.
     let listed = env.store.list(&Default::default()).await.unwrap();
