@@ -350,13 +350,14 @@ pub(crate) fn sync_messages(
     let mut existing = std::collections::HashMap::new();
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT message_index, part, text_hash FROM messages WHERE acpx_record_id = ?1",
+            "SELECT message_index, part, text_hash, text_start FROM messages \
+             WHERE acpx_record_id = ?1",
         )?;
         let mut rows = stmt.query([id.as_str()])?;
         while let Some(row) = rows.next()? {
             existing.insert(
                 (row.get::<_, i64>(0)?, row.get::<_, i64>(1)?),
-                row.get::<_, i64>(2)?,
+                (row.get::<_, i64>(2)?, row.get::<_, i64>(3)?),
             );
         }
     }
@@ -373,6 +374,7 @@ pub(crate) fn sync_messages(
             let text = &m.text[start..end];
             let hash = m.part_hash(text);
             let part = part as i64;
+            let start = start as i64;
             let args = params![
                 id.as_str(),
                 m.index,
@@ -381,10 +383,12 @@ pub(crate) fn sync_messages(
                 m.message_id.as_deref(),
                 text,
                 hash,
-                start as i64
+                start
             ];
             match existing.remove(&(m.index, part)) {
-                Some(stored) if stored == hash => {}
+                // The same text can start at another byte (a change before it moved a
+                // boundary of multibyte text by a byte or two): the start must match too.
+                Some(stored) if stored == (hash, start) => {}
                 Some(_) => {
                     update.execute(args)?;
                 }

@@ -141,3 +141,50 @@ async fn multibyte_text_is_cut_on_character_boundaries() {
     assert_same_as_scan(&store, &a, "needle").await;
     assert_same_as_scan(&store, &a, "テキスト needle").await;
 }
+
+#[tokio::test]
+async fn a_part_whose_text_moved_by_a_byte_is_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut a = record("a", "/one", 2_000);
+    a.thread.messages.push(user("repeat"));
+    // All 3-byte characters: the part boundaries fall at 65,535 and 131,070 bytes.
+    let same = "あ".repeat(50_000);
+    set_reply(&mut a, &format!("{same}needle"));
+    store.create(&mut a).await.unwrap();
+    // One byte in front moves every boundary by one byte, and part 1's text (all "あ")
+    // stays byte for byte the same: its row must still learn its new start.
+    set_reply(&mut a, &format!("x{same}needle"));
+    store.save(&mut a).await.unwrap();
+    let conn = raw(&store);
+    let starts: Vec<i64> = conn
+        .prepare("SELECT text_start FROM messages WHERE message_index = 1 ORDER BY part")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<i64> = acpx_store_sqlite_part_starts(&format!("x{same}needle"));
+    assert_eq!(starts, want);
+    assert_same_as_scan(&store, &a, "needle").await;
+    let long_term = "あ".repeat(400); // 1,200 bytes: checked on the message put back together
+    assert_same_as_scan(&store, &a, &format!("x{long_term}")).await;
+}
+
+/// The stored starts of the parts of `text`, computed as the store does (64 KiB parts on
+/// character boundaries, each row 1 KiB earlier), independently of its code.
+fn acpx_store_sqlite_part_starts(text: &str) -> Vec<i64> {
+    let floor = |mut at: usize| {
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    let mut starts = vec![0];
+    let mut own = 0;
+    while text.len() - own > 64 * 1024 {
+        own = floor(own + 64 * 1024);
+        starts.push(floor(own - 1024) as i64);
+    }
+    starts
+}
