@@ -60,6 +60,21 @@ async fn running(home: &Path, id: &RecordId) -> runs::RunInfo {
     }
 }
 
+/// The run lock of `id` is free and its files are gone. Within a moment, not at once: the
+/// tests of this binary run side by side and start agent processes, and a child forked by
+/// another test's thread holds a copy of every open file (the run lock's included) until it
+/// execs, so a lock closed in that window is released only when the child's exec closes its
+/// copy (seen once in CI as `Running(None)` right after the turn).
+async fn assert_released(home: &Path, id: &RecordId) {
+    assert!(
+        runs::wait_idle(home, id, Duration::from_secs(5))
+            .await
+            .unwrap(),
+        "the run lock is still held 5 s after the turn"
+    );
+    assert_eq!(runs::probe(home, id).unwrap(), Probe::Idle);
+}
+
 async fn remote_cancel(env: Env) {
     let agent = env.loading_agent("");
     let id = stored_session(&env, &agent).await;
@@ -92,7 +107,7 @@ async fn remote_cancel(env: Env) {
     assert!(turn.outcome.cancel_requested);
     assert_eq!(turn.record.acpx_record_id, id);
     // The run is released with the turn.
-    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+    assert_released(&home, &id).await;
 }
 
 async fn presses(env: Env) {
@@ -147,7 +162,7 @@ async fn presses(env: Env) {
     };
     let (turn, ()) = tokio::join!(turn, presser);
     assert!(matches!(turn, Err(LocalError::Interrupted)), "{turn:?}");
-    assert_eq!(runs::probe(&home, &id).unwrap(), Probe::Idle);
+    assert_released(&home, &id).await;
     let rt = env.runtime(RuntimeOptions::default());
     let reopened = rt.open_existing(&id).await.unwrap();
     assert!(
