@@ -6,7 +6,7 @@ mod support;
 
 use acpx_model::{ListQuery, SearchQuery, Store};
 use common::*;
-use support::{open, raw};
+use support::{assert_fts_in_step, open, raw};
 
 #[tokio::test]
 async fn search_finds_substrings_and_follows_saves() {
@@ -104,14 +104,7 @@ async fn search_finds_substrings_and_follows_saves() {
         .unwrap()
         .is_empty());
     let conn = raw(&store);
-    let integrity: String = conn
-        .query_row(
-            "INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1) RETURNING 'ok'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap_or_else(|e| panic!("FTS index out of step: {e}"));
-    assert_eq!(integrity, "ok");
+    assert_fts_in_step(&conn);
 }
 
 #[tokio::test]

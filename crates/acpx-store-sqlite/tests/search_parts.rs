@@ -11,7 +11,7 @@ use acpx_model::search::search_record;
 use acpx_model::thread::Message;
 use acpx_model::{SearchQuery, SessionRecord, Store};
 use common::*;
-use support::{open, raw};
+use support::{assert_fts_in_step, open, raw};
 
 /// `count` words `w00000 `, `w00001 `, …: 7 bytes each, so part boundaries (multiples of
 /// 65,536 bytes) fall inside words.
@@ -116,14 +116,7 @@ async fn a_growing_message_rewrites_only_its_changed_parts() {
     assert_eq!(rowids(&conn).len(), 1);
     assert_same_as_scan(&store, &a, "w39999").await;
     assert_same_as_scan(&store, &a, "short").await;
-    let integrity: String = conn
-        .query_row(
-            "INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1) RETURNING 'ok'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap_or_else(|e| panic!("FTS index out of step: {e}"));
-    assert_eq!(integrity, "ok");
+    assert_fts_in_step(&conn);
 }
 
 #[tokio::test]

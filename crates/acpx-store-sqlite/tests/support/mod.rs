@@ -16,3 +16,16 @@ pub fn open(dir: &tempfile::TempDir) -> SqliteStore {
 pub fn raw(store: &SqliteStore) -> Connection {
     Connection::open(store.path()).unwrap()
 }
+
+/// Fails unless the full-text index holds exactly what the `messages` rows say (FTS5's own
+/// integrity check).
+pub fn assert_fts_in_step(conn: &Connection) {
+    let integrity: String = conn
+        .query_row(
+            "INSERT INTO messages_fts (messages_fts, rank) VALUES ('integrity-check', 1) RETURNING 'ok'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("FTS index out of step: {e}"));
+    assert_eq!(integrity, "ok");
+}
