@@ -166,6 +166,11 @@ impl Presses {
         }
     }
 
+    /// Presses counted but not yet taken by [`Presses::next`].
+    fn pending(&self) -> u32 {
+        self.rx.borrow().saturating_sub(self.seen)
+    }
+
     /// Runs `fut` unless a press comes first (`None`).
     async fn unless_pressed<T>(&mut self, fut: impl std::future::Future<Output = T>) -> Option<T> {
         tokio::select! {
@@ -238,6 +243,7 @@ async fn run_turn(
     events: &mut impl FnMut(LocalEvent<'_>),
 ) -> LocalResult<Turn> {
     let cancel = session.cancel_handle();
+    let mut pressed = 0;
     let result = {
         // The reply is read from the record `shutdown` hands back (`Turn::agent_text`), so
         // the outcome does not hold a second copy of it.
@@ -247,7 +253,6 @@ async fn run_turn(
         };
         let turn = session.prompt_with_options(prompt, options);
         tokio::pin!(turn);
-        let mut pressed = 0;
         let mut pending_cancel = false;
         loop {
             tokio::select! {
@@ -285,7 +290,16 @@ async fn run_turn(
         return Err(LocalError::Interrupted);
     };
     let outcome = match result {
-        Ok(o) => o,
+        Ok(mut o) => {
+            // A Ctrl-C can end the turn before this loop reads it: typed at a permission
+            // question, it answers the question "cancelled", and the agent may end the turn
+            // at once. The turn was still cancelled on the user's request (exit 130, not a
+            // permission refusal).
+            if o.outcome.as_str() == "cancelled" && pressed + presses.pending() > 0 {
+                o.cancel_requested = true;
+            }
+            o
+        }
         Err(e) => {
             // The turn's error is the one to report.
             let _ = session.shutdown().await;
