@@ -161,7 +161,7 @@
 //! `<id>.events.<n>.ndjson.zst.tmp`, fsynced, renamed into place, the directory fsynced, and
 //! only then the plain file removed. A crash anywhere leaves the plain file, or both (each
 //! complete); readers open the plain one when both exist, and the next rotation removes the
-//! plain one. The file is a sequence of zstd frames of about 1 MiB of whole lines each (with
+//! plain one. The file is a sequence of zstd frames of about 256 KiB of whole lines each (with
 //! content checksums), then a skippable frame with an index of the frames (offset, sizes,
 //! lines before, first and last seq): a read from a seq decodes from the frame that holds it,
 //! the last seq costs two small reads, and a damaged frame loses only its own lines, reported

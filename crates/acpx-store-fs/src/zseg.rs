@@ -24,11 +24,15 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 
 /// Uncompressed bytes per data frame (a frame ends at the first line end past this). Small
-/// enough that reading from a seq decodes little more than needed, large enough that the
-/// ratio is within a few percent of one frame for the whole segment (docs/BENCHMARKS.md).
-pub(crate) const FRAME_BYTES: usize = 1 << 20;
-/// The zstd level of closed segments (docs/BENCHMARKS.md § Compressed segments).
-pub(crate) const LEVEL: i32 = 3;
+/// enough that reading from a seq decodes little more than needed and that compressing a
+/// segment (which happens during a turn, at rotation) adds little to the turn's peak memory;
+/// large enough that the ratio is within a few percent of one frame for the whole segment
+/// (docs/BENCHMARKS.md § Compressed closed segments).
+pub(crate) const FRAME_BYTES: usize = 256 << 10;
+/// The zstd level of closed segments: level 1 compresses these logs as well as level 3 and,
+/// with 256 KiB frames, with a fraction of its tables (docs/BENCHMARKS.md § Compressed closed
+/// segments).
+pub(crate) const LEVEL: i32 = 1;
 
 const INDEX_MAGIC: u32 = 0x184D_2A5E;
 const INDEX_TAG: &[u8; 8] = b"ACPXZIX1";
@@ -36,7 +40,7 @@ const END_TAG: &[u8; 8] = b"ACPXZEND";
 const NONE: u64 = u64::MAX;
 const FRAME_FIELDS: usize = 6;
 /// An uncompressed frame size beyond this marks the index as untrustworthy (a frame is about
-/// 1 MiB plus one line; this only keeps a damaged index from asking for absurd buffers).
+/// 256 KiB plus one line; this only keeps a damaged index from asking for absurd buffers).
 const MAX_FRAME_USIZE: u64 = 1 << 30;
 
 /// One data frame of a compressed segment.
@@ -227,8 +231,8 @@ pub(crate) fn compress(src: &File, len: u64, dst: &File) -> io::Result<Index> {
 fn compress_at(src: &File, len: u64, dst: &File, level: i32) -> io::Result<Index> {
     let mut comp = zstd::bulk::Compressor::new(level)?;
     comp.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
-    let mut reader = BufReader::with_capacity(256 * 1024, src.take(len));
-    let mut out = BufWriter::with_capacity(256 * 1024, dst);
+    let mut reader = BufReader::with_capacity(64 * 1024, src.take(len));
+    let mut out = BufWriter::with_capacity(64 * 1024, dst);
     let mut index = Index {
         frames: Vec::new(),
         last_seq: None,
