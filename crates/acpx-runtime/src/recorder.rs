@@ -106,6 +106,9 @@ pub struct Recorder {
     unwritten: Vec<EventEnvelope>,
     observers: Vec<Observer>,
     turn_observer: Option<Observer>,
+    /// Set while a turn runs whose session is shut down right after it (`--no-owner`,
+    /// `exec`): see [`Recorder::set_turn_end_saved_by_shutdown`].
+    turn_end_saved_by_shutdown: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -156,6 +159,7 @@ impl Recorder {
             unwritten: Vec::new(),
             observers: Vec::new(),
             turn_observer: None,
+            turn_end_saved_by_shutdown: false,
         }
     }
 
@@ -177,6 +181,15 @@ impl Recorder {
     /// Sets (or clears) the observer of the current turn.
     pub fn set_turn_observer(&mut self, o: Option<Observer>) {
         self.turn_observer = o;
+    }
+
+    /// Whether the end of the current turn (`prompt_done`, `prompt_error`) is saved by the
+    /// session's shutdown, which its caller makes right after the turn, instead of by a save
+    /// of its own: a save rewrites the whole snapshot, and two in a row for one short turn on
+    /// a long session were most of what it cost over the same turn on a new one. The log holds
+    /// the end either way (a crash in between is rolled forward by the next open).
+    pub fn set_turn_end_saved_by_shutdown(&mut self, on: bool) {
+        self.turn_end_saved_by_shutdown = on;
     }
 
     /// Whether the snapshot has changes that are not on disk yet.
@@ -254,7 +267,10 @@ impl Recorder {
         let mut forced = false;
         for event in new_events {
             mapping::apply_event(&mut self.record, event);
-            forced |= forces_save(event.event_type.as_str());
+            let kind = event.event_type.as_str();
+            let saved_later =
+                self.turn_end_saved_by_shutdown && matches!(kind, "prompt_done" | "prompt_error");
+            forced |= forces_save(kind) && !saved_later;
         }
         let last = new_events.last().cloned();
         self.dirty = true;

@@ -75,7 +75,7 @@ pub(crate) async fn run(
     let acp = p.acp_session_id.clone();
     let request_id = request_id.unwrap_or_else(|| new_request_id("req"));
     let user_id = uuid::Uuid::new_v4().to_string();
-    set_turn_observer(&p, observer).await;
+    set_turn_observer(&p, observer, true).await;
     // The turn counts as running (cancellable) before `prompt_started` is recorded: callers
     // react to that event (the CLI prints it), and a cancel that arrives before the prompt
     // request is sent must not be answered "nothing running" and lost. `drive` sends
@@ -92,18 +92,21 @@ pub(crate) async fn run(
         .await;
     if let Err(e) = started {
         p.cancel.stop();
-        set_turn_observer(&p, None).await;
+        set_turn_observer(&p, None, false).await;
         return Err(e);
     }
     let result = drive(&p, cancel_rx, &acp, &request_id, &user_id, prompt).await;
     p.cancel.stop();
-    set_turn_observer(&p, None).await;
+    set_turn_observer(&p, None, false).await;
     result
 }
 
-async fn set_turn_observer(p: &TurnParts<'_>, observer: Option<Observer>) {
+/// Sets the turn's observer and whether its end is saved by the shutdown that follows
+/// ([`crate::TurnOptions::session_ends_after`]) when the turn starts; clears both when it ends.
+async fn set_turn_observer(p: &TurnParts<'_>, observer: Option<Observer>, starting: bool) {
     if let Some(r) = p.core.recorder.lock().await.as_mut() {
         r.set_turn_observer(observer);
+        r.set_turn_end_saved_by_shutdown(starting && p.session_ends_after);
     }
 }
 
@@ -527,6 +530,8 @@ pub(crate) struct TurnParts<'a> {
     pub cancel_grace: Duration,
     /// See [`crate::TurnOptions::without_agent_text`].
     pub collect_agent_text: bool,
+    /// See [`crate::TurnOptions::session_ends_after`].
+    pub session_ends_after: bool,
 }
 
 impl CancelHandle {

@@ -249,6 +249,8 @@ async fn run_turn(
         // the outcome does not hold a second copy of it.
         let options = TurnOptions {
             without_agent_text: true,
+            // `shutdown` below saves the turn's end.
+            session_ends_after: true,
             ..TurnOptions::default()
         };
         let turn = session.prompt_with_options(prompt, options);

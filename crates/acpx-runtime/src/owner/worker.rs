@@ -364,6 +364,8 @@ impl Worker {
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),
                     without_agent_text: options.no_agent_text,
+                    // The owner's session lives on: each turn's end is saved at once.
+                    session_ends_after: false,
                 };
                 session
                     .prompt_with_options(prompt, turn)

@@ -45,6 +45,11 @@ pub struct TurnOptions {
     /// [`Session::with_record`] with [`agent_text_after`](crate::agent_text_after)) saves a
     /// copy of the whole reply at the turn's memory peak (8 MB for a 1M-chunk turn).
     pub without_agent_text: bool,
+    /// The caller shuts the session down right after this turn ([`Session::shutdown`]): the
+    /// turn's end then is not saved by a snapshot save of its own, only by the shutdown's
+    /// (the log holds it either way). Saves rewrite the whole snapshot, so this halves what a
+    /// short turn on a long session pays for them (`--no-owner`, `exec`).
+    pub session_ends_after: bool,
 }
 
 impl std::fmt::Debug for TurnOptions {
@@ -59,6 +64,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
             .field("without_agent_text", &self.without_agent_text)
+            .field("session_ends_after", &self.session_ends_after)
             .finish()
     }
 }
@@ -134,6 +140,7 @@ impl Session {
                 .unwrap_or(self.options.prompt_timeout),
             cancel_grace: self.options.cancel_grace,
             collect_agent_text: !options.without_agent_text,
+            session_ends_after: options.session_ends_after,
         };
         if let Some(mode) = options.permission_mode {
             self.core.set_turn_policy(Some(TurnPolicy {
