@@ -18,7 +18,7 @@ use acpx_model::{
     LockGuard, LockIssuer, RecordId, SessionLock, StoreError, StoreResult, Timestamp,
 };
 
-use crate::fsutil::{ensure_dir, io_err, remove_if_exists, stat_opt, FileIdent};
+use crate::fsutil::{ensure_dir, io_err, open_append, remove_if_exists, stat_opt, FileIdent};
 use crate::index::IndexCache;
 use crate::layout::{classify, temp_writer_alive, tombstone_owner, Entry, Layout};
 use crate::log::{self, LogWriter};
@@ -137,9 +137,13 @@ impl Drop for FsLockGuard {
     }
 }
 
+/// How often [`FsCore::open`] sweeps the directory for a crash's leftovers.
+pub(crate) const CLEANUP_INTERVAL: Duration = Duration::from_secs(600);
+
 impl FsCore {
     /// Opens (creating if needed, mode 0700) `<root>` and `<root>/sessions`, then removes
-    /// stale temp files (see [`FsCore::cleanup_stale_temp_files`]).
+    /// stale temp files (see [`FsCore::cleanup_stale_temp_files`]) when the last sweep is
+    /// older than [`CLEANUP_INTERVAL`].
     pub fn open(root: impl Into<PathBuf>, opts: FsStoreOptions) -> StoreResult<Self> {
         if opts.max_segments < 2 {
             // After a rotation the active segment is empty and the last seq is read from `.1`;
@@ -172,11 +176,41 @@ impl FsCore {
             #[cfg(test)]
             snapshot_parses: AtomicUsize::new(0),
         };
-        if let Err(e) = core.cleanup_stale_temp_files() {
-            // A read-only store is still readable: report, do not refuse to open.
-            tracing::warn!(error = %e, "could not clean up stale temp files");
+        if core.cleanup_due() {
+            match core.cleanup_stale_temp_files() {
+                Ok(_) => core.note_cleanup(),
+                // A read-only store is still readable: report, do not refuse to open.
+                Err(e) => tracing::warn!(error = %e, "could not clean up stale temp files"),
+            }
         }
         Ok(core)
+    }
+
+    /// Whether opening the store should sweep its directory: the sweep reads every entry (three
+    /// or more per session), which on a store of 10k sessions cost each command several
+    /// milliseconds. What it removes is garbage that nothing reads (dead writers' temp files;
+    /// a tombstoned session's log, which `create` also finishes removing), so once per
+    /// [`CLEANUP_INTERVAL`] is enough. Due when the mark is missing or unreadable, or its time
+    /// is not within the interval before now (a clock set back counts as due).
+    fn cleanup_due(&self) -> bool {
+        let mark = self.layout.cleanup_mark();
+        let Ok(modified) = fs::symlink_metadata(&mark).and_then(|m| m.modified()) else {
+            return true;
+        };
+        match std::time::SystemTime::now().duration_since(modified) {
+            Ok(age) => age >= CLEANUP_INTERVAL,
+            Err(_) => true,
+        }
+    }
+
+    /// Records that a sweep just ran (best effort: a store that cannot be written sweeps at
+    /// every open, as it always did).
+    fn note_cleanup(&self) {
+        let mark = self.layout.cleanup_mark();
+        let touched = open_append(&mark).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        if let Err(e) = touched {
+            tracing::debug!(file = %mark.display(), error = %e, "could not record the sweep");
+        }
     }
 
     /// The root directory (absolute).

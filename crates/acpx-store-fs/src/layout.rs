@@ -25,6 +25,10 @@ pub(crate) const SEARCH_LOCK_FILE: &str = ".search.lock";
 /// Prefix of temp files of the search index (`.search.ndjson.tmp.<pid>.<random>`).
 pub(crate) const SEARCH_TEMP_PREFIX: &str = ".search.ndjson.tmp.";
 
+/// Touched after each sweep for a crash's leftovers: its modification time says when the last
+/// one ran (see `FsCore::open`).
+pub(crate) const CLEANUP_MARK_FILE: &str = ".cleanup";
+
 /// Paths of one store directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
@@ -115,6 +119,10 @@ impl Layout {
             "{INDEX_TEMP_PREFIX}{}.{suffix}",
             std::process::id()
         ))
+    }
+
+    pub fn cleanup_mark(&self) -> PathBuf {
+        self.sessions.join(CLEANUP_MARK_FILE)
     }
 
     pub fn search_index(&self) -> PathBuf {

@@ -263,9 +263,12 @@
 //! is busy the file is left alone, whatever its age. Index temp files
 //! (`.index.json.tmp.*`) are written under `.index.lock` and cleaned by the same rule, and so
 //! are search index temp files (`.search.ndjson.tmp.*`, under `.search.lock`).
-//! [`FsStore::open`] runs this cleanup once; [`FsStore::cleanup_stale_temp_files`] runs it on
+//! [`FsStore::open`] runs this cleanup when the last one is more than 10 minutes old (the
+//! modification time of `sessions/.cleanup` says when it ran: the sweep reads every entry of
+//! the directory, which cost each command milliseconds on a store of 10k sessions, and what
+//! it removes is garbage nothing reads); [`FsStore::cleanup_stale_temp_files`] runs it on
 //! demand. The same cleanup finishes interrupted deletes (a tombstone whose session lock is
-//! free; see Delete and close).
+//! free; see Delete and close); `create` of the same id finishes one at once.
 //!
 //! ## Failpoints
 //!

@@ -102,7 +102,7 @@ fn crash_after_temp_fsync_keeps_the_old_snapshot() {
         1,
         "the dead writer's temp file is there"
     );
-    let reopened = store(tmp.path());
+    let reopened = store_after_sweep_interval(tmp.path());
     let loaded = reopened.blocking().load(&a).unwrap();
     assert_eq!((loaded.name.as_deref(), loaded.revision), (Some("v1"), 1));
     assert!(temp_files(&reopened).is_empty(), "open() removed it");
@@ -331,8 +331,8 @@ fn crash_mid_delete(test: &str, fp: &str, damaged: bool) {
         append_blocking(&s, &a, &events(&a, 4..=4, 1), Durability::Flush),
         Err(StoreError::NotFound(_))
     ));
-    // A fresh store finishes the interrupted delete when it opens.
-    let fresh = store(tmp.path());
+    // A fresh store finishes the interrupted delete when it opens (and sweeps).
+    let fresh = store_after_sweep_interval(tmp.path());
     assert_eq!(files_of_a(&fresh), Vec::<String>::new(), "{fp}");
     assert!(
         !fresh.blocking().delete(&a).unwrap(),

@@ -161,11 +161,26 @@ async fn abandoned_temp_write_leaves_old_snapshot_intact() {
         .join(format!(".{a}.json.tmp.999999.deadbeef"));
     fs::write(&temp, &bytes[..bytes.len() / 2]).unwrap();
 
+    // Opened again at once, the store does not sweep (the first open just did); the temp
+    // file is harmless meanwhile.
     let reopened = FsStore::open(tmp.path()).unwrap();
+    assert!(temp.exists(), "a sweep runs at most every 10 minutes");
     let loaded = reopened.load(&a).await.unwrap();
     assert_eq!(loaded.name.as_deref(), Some("v1"));
     assert_eq!(loaded.revision, 1);
+    // Once the last sweep is older than that, open() removes temp files of dead writers.
+    let mark = store.sessions_dir().join(".cleanup");
+    let eleven_minutes_ago = std::time::SystemTime::now() - Duration::from_secs(660);
+    fs::File::options()
+        .write(true)
+        .open(&mark)
+        .unwrap()
+        .set_modified(eleven_minutes_ago)
+        .unwrap();
+    let reopened = FsStore::open(tmp.path()).unwrap();
     assert!(!temp.exists(), "open() removes temp files of dead writers");
+    let loaded = reopened.load(&a).await.unwrap();
+    assert_eq!(loaded.revision, 1);
     // The temp file never shows up as a session.
     let page = reopened.list(&ListQuery::default()).await.unwrap();
     assert_eq!(page.sessions.len(), 1);

@@ -32,6 +32,17 @@ pub fn store(dir: &Path) -> FsStore {
     FsStore::open(dir).unwrap()
 }
 
+/// Opens the store as a process would once its last sweep for a crash's leftovers is older
+/// than the sweep interval (10 minutes): this open sweeps.
+pub fn store_after_sweep_interval(dir: &Path) -> FsStore {
+    let mark = dir.join("sessions/.cleanup");
+    if let Ok(f) = std::fs::File::options().write(true).open(&mark) {
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+        f.set_modified(long_ago).unwrap();
+    }
+    FsStore::open(dir).unwrap()
+}
+
 pub fn store_with(dir: &Path, max_segment_bytes: u64, max_segments: u32) -> FsStore {
     FsStore::open_with(
         dir,
