@@ -15,12 +15,14 @@
 //! would carry a later change time, so it cannot have the same identity. Listing is therefore
 //! one `readdir` plus one `stat` per snapshot, a small read only for files changed in the last
 //! seconds, and a parse only for new or changed snapshots that no journal line describes.
+//! With more than [`FILES_PER_THREAD`] snapshots the stats, reads and parses are spread over
+//! up to [`MAX_LIST_THREADS`] threads.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use acpx_model::{
@@ -293,15 +295,10 @@ impl IndexCache {
         let (mut journal, journal_len) = read_journal(layout);
         let dir = layout.dir();
         let rd = fs::read_dir(dir).map_err(|e| io_err(dir, e))?;
-        let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(self.entries.len());
-        let mut out = Listing {
-            summaries: Vec::new(),
-            idents: Vec::new(),
-            skipped: Vec::new(),
-            parsed: 0,
-        };
-        let mut changed = journal_len > 0;
         let mut logs_and_tombstones = LogsWithoutSnapshot::default();
+        // First the directory, with each snapshot's known entries taken out of the maps
+        // (whatever is left in `self.entries` at the end was deleted) ...
+        let mut files = Vec::with_capacity(self.entries.len());
         for entry in rd {
             let entry = entry.map_err(|e| io_err(dir, e))?;
             let os_name = entry.file_name();
@@ -314,72 +311,41 @@ impl IndexCache {
                 continue;
             };
             logs_and_tombstones.snapshots.insert(id.clone());
-            let path = entry.path();
-            let meta = match fs::symlink_metadata(&path) {
-                Ok(m) => m,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    skip(&mut out, &id, &path, format!("cannot stat the file: {e}"));
+            let known = [journal.remove(name), self.entries.remove(name)];
+            files.push(SnapshotFile {
+                path: entry.path(),
+                name: name.to_owned(),
+                id,
+                known,
+            });
+        }
+        // ... then each file's stat, and its read where the entries cannot answer, spread over
+        // a few threads: with 10k sessions this part is most of a listing, and it is system
+        // calls on independent files.
+        let looked = look_at_all(files, started_ns);
+        let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(looked.len());
+        let mut out = Listing {
+            summaries: Vec::with_capacity(looked.len()),
+            idents: Vec::with_capacity(looked.len()),
+            skipped: Vec::new(),
+            parsed: 0,
+        };
+        let mut changed = journal_len > 0;
+        for (file, look) in looked {
+            let e = match look {
+                Look::Gone => continue,
+                Look::Unusable(reason) => {
+                    skip(&mut out, &file.id, &file.path, reason);
                     continue;
                 }
-            };
-            if !meta.is_file() {
-                skip(
-                    &mut out,
-                    &id,
-                    &path,
-                    "not a regular file (symlinks and directories are not followed)".into(),
-                );
-                continue;
-            }
-            let ident = FileIdent::of(&meta);
-            // Taken out of the old map: whatever is left in it at the end was deleted.
-            let cached = self.entries.remove(name);
-            let noted = journal.remove(name);
-            let usable = [noted, cached]
-                .into_iter()
-                .flatten()
-                .find(|e| e.ident == ident)
-                .and_then(|mut e| {
-                    if trusted(&e) {
-                        return Some(e);
-                    }
-                    if !revision_agrees(&path, &e) {
-                        return None;
-                    }
-                    e.verified_ns = started_ns;
-                    // Remembered only once it makes the entry trusted, so that a file saved in
-                    // the last seconds does not rewrite the cache on every list.
-                    changed |= trusted(&e);
-                    Some(e)
-                });
-            let e = match usable {
-                Some(e) => e,
-                None => {
-                    let bytes = match read_file(&path) {
-                        Ok(b) => b,
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                        Err(e) => {
-                            skip(&mut out, &id, &path, format!("cannot read the file: {e}"));
-                            continue;
-                        }
-                    };
-                    out.parsed += 1;
-                    changed = true;
-                    match parse_snapshot(&id, &path, &bytes) {
-                        Ok(r) => IndexEntry {
-                            ident,
-                            verified_ns: started_ns,
-                            summary: Some(r.summary()),
-                            error: None,
-                        },
-                        Err((field, message)) => IndexEntry {
-                            ident,
-                            verified_ns: started_ns,
-                            summary: None,
-                            error: Some(reason(&field, &message)),
-                        },
-                    }
+                Look::Entry {
+                    entry,
+                    parsed,
+                    remember,
+                } => {
+                    out.parsed += usize::from(parsed);
+                    changed |= remember;
+                    *entry
                 }
             };
             match (&e.summary, &e.error) {
@@ -389,12 +355,12 @@ impl IndexCache {
                 }
                 (None, err) => skip(
                     &mut out,
-                    &id,
-                    &path,
+                    &file.id,
+                    &file.path,
                     err.clone().unwrap_or_else(|| "malformed snapshot".into()),
                 ),
             }
-            fresh.insert(name.to_owned(), e);
+            fresh.insert(file.name, e);
         }
         for id in logs_and_tombstones.damaged(layout) {
             skip(
@@ -410,6 +376,145 @@ impl IndexCache {
             write_index(layout, &self.entries, journal_len);
         }
         Ok(out)
+    }
+}
+
+/// A snapshot file a listing found, with the entries the journal and the cache hold for it.
+struct SnapshotFile {
+    path: PathBuf,
+    name: String,
+    id: RecordId,
+    /// The journal's entry first (newer), then the cache's.
+    known: [Option<IndexEntry>; 2],
+}
+
+/// What a listing learned about one snapshot file.
+enum Look {
+    /// Removed since the `readdir`.
+    Gone,
+    /// Not a readable regular file: the reason to report.
+    Unusable(String),
+    /// Its entry: one of the known ones if the file still is what it describes (`parsed`
+    /// false), else one made by parsing the file. `remember`: the cache should be rewritten
+    /// for it.
+    Entry {
+        entry: Box<IndexEntry>,
+        parsed: bool,
+        remember: bool,
+    },
+}
+
+/// Below this many files one thread does the work (starting threads would cost more).
+const FILES_PER_THREAD: usize = 1_024;
+/// At most this many threads look at files.
+const MAX_LIST_THREADS: usize = 4;
+
+/// [`look_at`] for every file, on up to [`MAX_LIST_THREADS`] threads.
+fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, Look)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_LIST_THREADS)
+        .min(files.len() / FILES_PER_THREAD)
+        .max(1);
+    let look_all = |part: Vec<SnapshotFile>| -> Vec<(SnapshotFile, Look)> {
+        part.into_iter()
+            .map(|mut f| {
+                let look = look_at(&mut f, started_ns);
+                (f, look)
+            })
+            .collect()
+    };
+    if threads == 1 {
+        return look_all(files);
+    }
+    let per_thread = files.len().div_ceil(threads);
+    let mut parts = Vec::with_capacity(threads);
+    let mut rest = files;
+    while rest.len() > per_thread {
+        let tail = rest.split_off(per_thread);
+        parts.push(rest);
+        rest = tail;
+    }
+    parts.push(rest);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || look_all(part)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(looked) => looked,
+                // A panic in a worker is a bug; carry it to the caller as one.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
+/// Stats one snapshot file and finds its entry: a known one that still describes it, else a
+/// new one from parsing the file.
+fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
+    let meta = match fs::symlink_metadata(&f.path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
+        Err(e) => return Look::Unusable(format!("cannot stat the file: {e}")),
+    };
+    if !meta.is_file() {
+        return Look::Unusable(
+            "not a regular file (symlinks and directories are not followed)".into(),
+        );
+    }
+    let ident = FileIdent::of(&meta);
+    let mut remember = false;
+    let usable = f
+        .known
+        .iter_mut()
+        .filter_map(Option::take)
+        .find(|e| e.ident == ident)
+        .and_then(|mut e| {
+            if trusted(&e) {
+                return Some(e);
+            }
+            if !revision_agrees(&f.path, &e) {
+                return None;
+            }
+            e.verified_ns = started_ns;
+            // Remembered only once it makes the entry trusted, so that a file saved in the
+            // last seconds does not rewrite the cache on every list.
+            remember = trusted(&e);
+            Some(e)
+        });
+    if let Some(entry) = usable {
+        return Look::Entry {
+            entry: Box::new(entry),
+            parsed: false,
+            remember,
+        };
+    }
+    let bytes = match read_file(&f.path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
+        Err(e) => return Look::Unusable(format!("cannot read the file: {e}")),
+    };
+    let entry = match parse_snapshot(&f.id, &f.path, &bytes) {
+        Ok(r) => IndexEntry {
+            ident,
+            verified_ns: started_ns,
+            summary: Some(r.summary()),
+            error: None,
+        },
+        Err((field, message)) => IndexEntry {
+            ident,
+            verified_ns: started_ns,
+            summary: None,
+            error: Some(reason(&field, &message)),
+        },
+    };
+    Look::Entry {
+        entry: Box::new(entry),
+        parsed: true,
+        remember: true,
     }
 }
 
