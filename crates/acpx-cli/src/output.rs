@@ -97,17 +97,36 @@ impl Out {
     /// One JSON value on its own line on stdout (an action object also gets the keys of
     /// [`Out::attach_to_next_action`]).
     pub fn json(&self, v: &Value) {
-        let mut v = std::borrow::Cow::Borrowed(v);
-        if v.get("action").is_some() {
-            let pending =
-                std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
-            if let (false, Some(o)) = (pending.is_empty(), v.to_mut().as_object_mut()) {
-                o.extend(pending);
+        let pending = match v {
+            Value::Object(o) if o.contains_key("action") => {
+                std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
             }
+            _ => serde_json::Map::new(),
+        };
+        // The attached keys are merged while serializing: cloning a large result (10k listed
+        // sessions) to add them cost more than printing it.
+        let mut line = match v {
+            Value::Object(base) if !pending.is_empty() => serde_json::to_string(&MergedObject {
+                base,
+                extra: &pending,
+            }),
+            _ => serde_json::to_string(v),
         }
-        let mut line = serde_json::to_string(&*v).unwrap_or_default();
+        .unwrap_or_default();
         line.push('\n');
         write_stdout(line.as_bytes());
+    }
+
+    /// Lines on stdout in one write (a long listing; `lines` end without their newline).
+    pub fn lines<I: IntoIterator<Item = String>>(&self, lines: I) {
+        let mut all = String::new();
+        for l in lines {
+            all.push_str(&l);
+            all.push('\n');
+        }
+        if !all.is_empty() {
+            write_stdout(all.as_bytes());
+        }
     }
 
     /// A line on stdout (text and quiet formats).
@@ -218,6 +237,34 @@ fn write_stdout(bytes: &[u8]) {
             2
         };
         STDOUT_STATE.store(state, Ordering::SeqCst);
+    }
+}
+
+/// An object printed as `base` with the keys of `extra` added, an `extra` value replacing
+/// `base`'s of the same key in place (what `Map::extend` would give, without the copy).
+struct MergedObject<'a> {
+    base: &'a serde_json::Map<String, Value>,
+    extra: &'a serde_json::Map<String, Value>,
+}
+
+impl serde::Serialize for MergedObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let added = self
+            .extra
+            .keys()
+            .filter(|k| !self.base.contains_key(*k))
+            .count();
+        let mut m = s.serialize_map(Some(self.base.len() + added))?;
+        for (k, v) in self.base {
+            m.serialize_entry(k, self.extra.get(k).unwrap_or(v))?;
+        }
+        for (k, v) in self.extra {
+            if !self.base.contains_key(k) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
     }
 }
 
