@@ -39,8 +39,6 @@ use crate::error::{CliError, ErrorKind};
 use crate::output::Out;
 
 fn main() {
-    // Before any thread starts: see the function.
-    acpx_runtime::allocator::bound_large_allocations();
     let args: Vec<OsString> = std::env::args_os().collect();
     // `acpx __test-agent …` is the `demo` agent's process: serve ACP on stdio, nothing else.
     if args.get(1).and_then(|a| a.to_str()) == Some(agents::TEST_AGENT_COMMAND) {
@@ -64,6 +62,10 @@ fn main() {
         }
         return;
     }
+    // Before any thread starts: see the function. Not in the test agent above: the ACP crate's
+    // stdio transport allocates an 8 MiB pipe buffer each time it starts writing after a
+    // flush, which under this bound became an mmap and a munmap per streamed chunk.
+    acpx_runtime::allocator::bound_large_allocations();
     std::process::exit(run(args));
 }
 
