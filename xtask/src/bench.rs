@@ -23,6 +23,8 @@ pub struct Options {
     dir: Option<PathBuf>,
     /// The sections to run (`--only`); all when empty.
     only: Vec<String>,
+    /// Leave the scratch directory in place (`--keep`), to look at or time what was written.
+    keep: bool,
 }
 
 /// The sections of `bench store`, for `--only`.
@@ -54,10 +56,12 @@ impl Options {
             quick: false,
             dir: None,
             only: Vec::new(),
+            keep: false,
         };
         while let Some(arg) = it.next() {
             match arg.as_str() {
                 "--quick" => opts.quick = true,
+                "--keep" => opts.keep = true,
                 // `--store` as in acpx itself.
                 "--backend" | "--store" => {
                     let b = it.next().ok_or("--backend needs a value")?;
@@ -163,6 +167,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         let result = rt.block_on(bench_backend(backend, &dir, opts));
         rt.block_on(drop_postgres_schemas())?;
         result?;
+    }
+    if opts.keep {
+        println!("\nkept: {}", base.keep().display());
     }
     Ok(())
 }

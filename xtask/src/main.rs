@@ -17,7 +17,7 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
-                               [--only append,save,flat,many,tail]
+                               [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--node PATH [--node-runs N]]
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
                               [--dir DIR] [--acpx PATH]
@@ -33,6 +33,7 @@ const USAGE: &str =
                 sessions (\"many\"), and the time to read the last 1,000 events of a
                 1,000,000-event session.
   --only S,..   run only these sections (append, save, flat, many, tail)
+  --keep        leave the stores written in place and print where (to inspect or time them)
   --quick       smaller counts, for a smoke run (figures are not comparable with a full run)
   --dir DIR     where the stores are created (default: a temporary directory on /tmp's disk)
   --backend postgres  (or --store postgres; not part of `all`) on the server of ACPX_STORE_URL,
