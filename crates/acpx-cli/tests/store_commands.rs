@@ -292,6 +292,47 @@ fn close_then_lookup_skips_it_and_delete_requires_closed() {
     }
 }
 
+/// `sessions events` reads the log a page (5,000 events) at a time: every event once, in
+/// order, and `--limit` across a page boundary.
+#[test]
+fn events_of_a_long_log_come_in_pages() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let cwd = env.cwd_str();
+        let mut seed = Seed::new("rec-long", &cwd, AGENT);
+        seed.events = 12_345;
+        seed.audit_seq = 12_345;
+        env.import_archive(&seed.archive());
+        let seqs = |r: &common::Run| {
+            r.json_lines()
+                .iter()
+                .map(|e| e["seq"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let all = env
+            .run(&["--format", "json", "sessions", "events", "rec-long"])
+            .ok();
+        assert_eq!(seqs(&all), (1..=12_345).collect::<Vec<_>>(), "{backend}");
+        let limited = env
+            .run(&[
+                "sessions",
+                "events",
+                "rec-long",
+                "--from-seq",
+                "2",
+                "--limit",
+                "7000",
+            ])
+            .ok();
+        assert_eq!(limited.stdout.lines().count(), 7_000, "{backend}");
+        assert!(
+            limited.stderr.contains("more: --from-seq 7002"),
+            "{backend}: {}",
+            limited.stderr
+        );
+    }
+}
+
 #[test]
 fn events_filters_and_text() {
     for backend in BACKENDS {

@@ -258,17 +258,43 @@ pub async fn events(ctx: &Ctx, a: EventsArgs) -> CliResult<()> {
     let store = ctx.store().await?;
     let query = event_query(&a);
     if !a.follow {
-        let page = store.read_events(&r.acpx_record_id, &query).await?;
+        return print_events(ctx, &*store, &r.acpx_record_id, query).await;
+    }
+    follow(ctx, &r, &query).await
+}
+
+/// Events read and printed per store call: a log of a million events is printed without
+/// ever being in memory at once.
+const EVENTS_PAGE: usize = 5_000;
+
+/// Prints the events `query` selects, [`EVENTS_PAGE`] at a time, then notes where to go on
+/// when `query.limit` stopped it before the end of the log.
+async fn print_events(
+    ctx: &Ctx,
+    store: &dyn acpx_model::Store,
+    id: &acpx_model::RecordId,
+    mut query: EventQuery,
+) -> CliResult<()> {
+    let mut remaining = query.limit;
+    loop {
+        query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
+        let page = store.read_events(id, &query).await?;
         for e in &page.events {
             print_event(ctx, e);
         }
         report_page_damage(ctx, &page);
-        if let Some(n) = page.next_seq {
-            ctx.out.note(&format!("more: --from-seq {n}"));
+        if let Some(r) = remaining.as_mut() {
+            *r = r.saturating_sub(page.events.len());
         }
-        return Ok(());
+        match page.next_seq {
+            Some(n) if remaining == Some(0) => {
+                ctx.out.note(&format!("more: --from-seq {n}"));
+                return Ok(());
+            }
+            Some(n) if n > query.from_seq => query.from_seq = n,
+            _ => return Ok(()),
+        }
     }
-    follow(ctx, &r, &query).await
 }
 
 fn report_page_damage(ctx: &Ctx, page: &acpx_model::EventPage) {

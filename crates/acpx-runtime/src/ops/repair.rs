@@ -602,31 +602,16 @@ impl LogIdentity {
 /// the log is empty or does not tell the session's directory or agent (logs written before
 /// the identity keys existed).
 pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<SessionRecord, String> {
-    let mut events = Vec::new();
-    let mut from = 0;
-    loop {
-        let page = store
-            .read_events(
-                id,
-                &EventQuery {
-                    from_seq: from,
-                    limit: Some(5000),
-                    mode: ReadMode::Lenient,
-                    ..EventQuery::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("cannot read the event log: {e}"))?;
-        events.extend(page.events);
-        match page.next_seq {
-            Some(n) if n > from => from = n,
-            _ => break,
-        }
-    }
+    // Two passes over the log, a page at a time, so that a log of millions of events is never
+    // in memory at once: the identity first (the record cannot be made without it), then the
+    // reducer.
     let mut identity = LogIdentity::default();
-    for e in &events {
-        identity.learn(e);
-    }
+    for_each_page(store, id, |events| {
+        for e in events {
+            identity.learn(e);
+        }
+    })
+    .await?;
     let (Some(acp_session_id), Some(created_at)) = (identity.acp_session_id, identity.created_at)
     else {
         return Err("the event log is empty: there is nothing to rebuild from".into());
@@ -648,11 +633,42 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
         },
         created_at,
     );
-    crate::mapping::roll_forward(&mut record, &events);
+    for_each_page(store, id, |events| {
+        crate::mapping::roll_forward(&mut record, events);
+    })
+    .await?;
     if let Ok(state) = store.event_log_state(id).await {
         record.acpx.event_log = state;
     }
     Ok(record)
+}
+
+/// Calls `each` with every page of `id`'s retained log, oldest first (damaged lines skipped).
+async fn for_each_page(
+    store: &dyn Store,
+    id: &RecordId,
+    mut each: impl FnMut(&[EventEnvelope]),
+) -> Result<(), String> {
+    let mut from = 0;
+    loop {
+        let page = store
+            .read_events(
+                id,
+                &EventQuery {
+                    from_seq: from,
+                    limit: Some(5000),
+                    mode: ReadMode::Lenient,
+                    ..EventQuery::default()
+                },
+            )
+            .await
+            .map_err(|e| format!("cannot read the event log: {e}"))?;
+        each(&page.events);
+        match page.next_seq {
+            Some(n) if n > from => from = n,
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it

@@ -155,9 +155,20 @@ impl LogFollower {
         }
         match store.load(&self.id).await {
             Ok(rec) if rec.closed => {
-                // One more read so nothing written before the close is missed.
+                // One more read so nothing written before the close is missed. A page at a
+                // time: when there is more, the next polls read it as usual (and check the
+                // close again once caught up), so a follower far behind never holds the rest
+                // of the log at once.
                 let last = store
-                    .read_events(&self.id, &EventQuery::from_seq(self.next))
+                    .read_events(
+                        &self.id,
+                        &EventQuery {
+                            from_seq: self.next,
+                            limit: Some(PAGE),
+                            mode: self.query.mode,
+                            ..EventQuery::default()
+                        },
+                    )
                     .await?;
                 let from = self.next;
                 for e in last.events.into_iter().filter(|e| e.seq >= from) {
@@ -165,6 +176,10 @@ impl LogFollower {
                     if self.deliver(&mut out, e) {
                         return Ok(self.finish(out, FollowEnd::LimitReached));
                     }
+                }
+                if last.next_seq.is_some() {
+                    out.more = true;
+                    return Ok(out);
                 }
                 Ok(self.finish(out, FollowEnd::Closed))
             }
