@@ -13,7 +13,8 @@ use acpx_runtime::ops::node_import::{import_node_home, SkipKind, ThreadSource, J
 use acpx_runtime::ops::repair::{fsck, FsckOptions, ProblemKind};
 use acpx_runtime::ops::scope::{create_resume_record, open_in_exact_scope};
 use acpx_runtime::ops::transfer::{
-    archive_head, for_each_event, import_session, parse_import_file, store_new_session, ImportFile,
+    archive_head, for_each_event, import_event_lines, import_session, parse_import_file,
+    read_import_source, store_new_session, ImportFile, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
 use acpx_runtime::recorder::{EventDraft, Recorder};
@@ -256,6 +257,91 @@ async fn an_archive_round_trips_into_another_store() {
     assert_ne!(copy.acpx_record_id, parent.acpx_record_id);
     let events = all_events(&**to, &copy.acpx_record_id).await;
     assert!(events
+        .iter()
+        .all(|e| e.acpx_record_id == copy.acpx_record_id));
+}
+
+/// An archive of `record` whose log is `events` (as NDJSON lines), with `bad` in place of
+/// line `bad_at` (1-based among the event lines) when given.
+fn archive_text(
+    record: &SessionRecord,
+    events: &[acpx_model::EventEnvelope],
+    bad: Option<(usize, &str)>,
+) -> Vec<u8> {
+    let mut text = archive_head(record, Timestamp::now());
+    for (i, e) in events.iter().enumerate() {
+        match bad {
+            Some((at, line)) if at == i + 1 => {
+                text.extend_from_slice(line.as_bytes());
+                text.push(b'\n');
+            }
+            _ => e.write_ndjson_line(&mut text),
+        }
+    }
+    text
+}
+
+#[tokio::test]
+async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
+    let (_dir, stores) = stores();
+    let from = &stores[0];
+    let parent = session_with_a_turn(from, "streamed").await;
+    // A log longer than one import batch (1,000 events): copies of its last event renumbered.
+    let mut events = all_events(&**from, &parent.acpx_record_id).await;
+    let last = events.last().unwrap().clone();
+    for seq in events.len() as u64 + 1..=2_500 {
+        let mut e = last.clone();
+        e.seq = seq;
+        events.push(e);
+    }
+    let to = &stores[1];
+    let open = |text: Vec<u8>| match read_import_source(std::io::Cursor::new(text), "x.ndjson") {
+        Ok(ImportSource::Archive(record, lines)) => (record, lines),
+        _ => panic!("an archive"),
+    };
+
+    // A bad line after the first batch: the half-stored session is removed again.
+    let (record, lines) = open(archive_text(
+        &parent,
+        &events,
+        Some((1_700, "{\"not\": 1}")),
+    ));
+    let r = import_event_lines(&**to, record, lines, false).await;
+    assert!(
+        matches!(&r, Err(OpsError::Invalid(m)) if m.contains("x.ndjson line 1701")),
+        "{:?}",
+        r.map(|(_, n)| n)
+    );
+    assert!(matches!(
+        to.load(&parent.acpx_record_id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    // A log whose oldest events were rotated out is refused before anything is stored.
+    let (record, lines) = open(archive_text(&parent, &events[1..], None));
+    let r = import_event_lines(&**to, record, lines, false).await;
+    assert!(matches!(&r, Err(OpsError::Invalid(m)) if m.contains("has seq 2, expected 1")));
+    assert!(matches!(
+        to.load(&parent.acpx_record_id).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    let (record, lines) = open(archive_text(&parent, &events, None));
+    let (stored, n) = import_event_lines(&**to, record, lines, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 2_500);
+    assert_eq!(stored.acpx_record_id, parent.acpx_record_id);
+    assert_eq!(stored.acpx.event_log.last_seq, 2_500);
+    assert_eq!(all_events(&**to, &stored.acpx_record_id).await, events);
+    // Under a fresh id every event is moved to it.
+    let (record, lines) = open(archive_text(&parent, &events, None));
+    let (copy, _) = import_event_lines(&**to, record, lines, true)
+        .await
+        .unwrap();
+    assert_ne!(copy.acpx_record_id, parent.acpx_record_id);
+    let copied = all_events(&**to, &copy.acpx_record_id).await;
+    assert_eq!(copied.len(), 2_500);
+    assert!(copied
         .iter()
         .all(|e| e.acpx_record_id == copy.acpx_record_id));
 }

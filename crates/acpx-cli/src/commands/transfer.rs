@@ -2,12 +2,13 @@
 //! (`--as archive`, the default), reading it back and storing the session are
 //! [`acpx_runtime::ops::transfer`]'s; `--from-node-acpx` is [`crate::commands::node_import`].
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
+use acpx_model::SessionRecord;
 use acpx_runtime::ops::transfer::{
-    create_private_file, import_session, parse_events, parse_import_file, write_export,
-    ExportError, ExportFormat, ImportFile, ImportedSession,
+    create_private_file, import_event_lines, read_import_source, write_export, EventLines,
+    ExportError, ExportFormat, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
 
@@ -56,15 +57,22 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     Ok(())
 }
 
-fn read_text(path: &Path) -> CliResult<String> {
-    std::fs::read_to_string(path)
+/// Events of an import, read as they are stored.
+type ImportEvents = EventLines<Box<dyn BufRead + Send>>;
+
+fn open_reader(path: &Path) -> CliResult<Box<dyn BufRead + Send>> {
+    std::fs::File::open(path)
+        .map(|f| {
+            Box::new(std::io::BufReader::with_capacity(256 * 1024, f)) as Box<dyn BufRead + Send>
+        })
         .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
 }
 
-fn parse_import(file: &Path, events: Option<&PathBuf>) -> CliResult<ImportedSession> {
-    let text = read_text(file)?;
+/// Reads the snapshot of an import (an archive's first line, or a `session.json`) and opens
+/// its events (the rest of the archive, or `--events`), which are read while they are stored.
+fn open_import(file: &Path, events: Option<&PathBuf>) -> CliResult<(SessionRecord, ImportEvents)> {
     let origin = file.display().to_string();
-    let parsed = parse_import_file(&text, &origin).map_err(|e| match e {
+    let parsed = read_import_source(open_reader(file)?, &origin).map_err(|e| match e {
         OpsError::Invalid(m) if m.contains("neither an acpx archive nor a session.json") => {
             CliError::usage(m)
                 .with_hint("export a session with `acpx sessions export --as archive -o FILE`")
@@ -72,24 +80,28 @@ fn parse_import(file: &Path, events: Option<&PathBuf>) -> CliResult<ImportedSess
         other => other.into(),
     })?;
     match parsed {
-        ImportFile::Archive(session) => {
+        ImportSource::Archive(record, lines) => {
             if events.is_some() {
                 return Err(CliError::usage(
                     "--events is for a session.json import; an archive carries its own events",
                 ));
             }
-            Ok(session)
+            Ok((record, lines))
         }
-        ImportFile::NodeRecord => Err(CliError::usage(format!(
+        ImportSource::NodeRecord => Err(CliError::usage(format!(
             "{origin} is a session written by the Node acpx"
         ))
         .with_hint("import Node sessions with `acpx sessions import --from-node-acpx <dir>`")),
-        ImportFile::Snapshot(record) => {
-            let events = match events {
-                Some(p) => parse_events(&read_text(p)?, &p.display().to_string(), 1)?,
-                None => Vec::new(),
+        ImportSource::Snapshot(record) => {
+            let lines = match events {
+                Some(p) => EventLines::new(open_reader(p)?, &p.display().to_string(), 1),
+                None => EventLines::new(
+                    Box::new(std::io::empty()) as Box<dyn BufRead + Send>,
+                    &origin,
+                    1,
+                ),
             };
-            Ok(ImportedSession { record, events })
+            Ok((record, lines))
         }
     }
 }
@@ -104,12 +116,10 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             "sessions import needs a FILE or --from-node-acpx <dir>",
         ));
     };
-    let session = parse_import(file, a.events.as_ref())?;
+    let (record, lines) = open_import(file, a.events.as_ref())?;
     let store = ctx.store().await?;
-    let original = session.record.acpx_record_id.clone();
-    let events = session.events.len();
-    let origin = file.display().to_string();
-    let stored = match import_session(&*store, session, a.new_id, &origin).await {
+    let original = record.acpx_record_id.clone();
+    let stored = match import_event_lines(&*store, record, lines, a.new_id).await {
         Err(OpsError::Store(acpx_model::StoreError::AlreadyExists(_))) => {
             return Err(
                 CliError::usage(format!("session {original} already exists in this store"))
@@ -120,6 +130,8 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         }
         other => other?,
     };
+    let (stored, events) = stored;
+    let events = events as usize;
     if ctx.out.is_json() {
         let from = a.new_id.then_some(&original);
         ctx.out

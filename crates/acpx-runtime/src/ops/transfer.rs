@@ -209,31 +209,215 @@ pub enum ImportFile {
 /// Anything else is [`OpsError::Invalid`].
 pub fn parse_import_file(text: &str, origin: &str) -> OpsResult<ImportFile> {
     let first = text.lines().next().unwrap_or("");
-    if let Ok(Value::Object(head)) = serde_json::from_str::<Value>(first) {
-        if head.get("schema").and_then(Value::as_str) == Some(ARCHIVE_SCHEMA) {
-            let session = head.get("session").cloned().unwrap_or(Value::Null);
-            let bytes = serde_json::to_vec(&session).unwrap_or_default();
-            let record =
-                SessionRecord::from_json_slice(&bytes, &format!("{origin} (line 1, session)"))
-                    .map_err(|e| OpsError::Invalid(e.to_string()))?;
-            let rest = text.split_once('\n').map_or("", |(_, r)| r);
-            return Ok(ImportFile::Archive(ImportedSession {
-                record,
-                events: parse_events(rest, origin, 2)?,
-            }));
-        }
+    if let Some(record) = archive_record(first.as_bytes(), origin) {
+        let rest = text.split_once('\n').map_or("", |(_, r)| r);
+        return Ok(ImportFile::Archive(ImportedSession {
+            record: record?,
+            events: parse_events(rest, origin, 2)?,
+        }));
     }
+    Ok(match parse_document(text, origin)? {
+        Some(r) => ImportFile::Snapshot(r),
+        None => ImportFile::NodeRecord,
+    })
+}
+
+/// A file that is not an archive: a `session.json` (`Some`), or a Node acpx record (`None`).
+fn parse_document(text: &str, origin: &str) -> OpsResult<Option<SessionRecord>> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         OpsError::Invalid(format!(
             "{origin}: neither an acpx archive nor a session.json: {e}"
         ))
     })?;
     if value.get("acpx_record_id").is_some() {
-        return Ok(ImportFile::NodeRecord);
+        return Ok(None);
     }
-    let record = SessionRecord::from_json_slice(text.as_bytes(), origin)
-        .map_err(|e| OpsError::Invalid(e.to_string()))?;
-    Ok(ImportFile::Snapshot(record))
+    SessionRecord::from_json_slice(text.as_bytes(), origin)
+        .map(Some)
+        .map_err(|e| OpsError::Invalid(e.to_string()))
+}
+
+/// What an import file turned out to be, read from its start: an archive's events are left
+/// in the reader ([`EventLines`]) to be stored as they are read.
+pub enum ImportSource<R> {
+    /// An archive: its snapshot, and its events still to be read.
+    Archive(SessionRecord, EventLines<R>),
+    /// A `session.json` (its log, if any, comes from a separate file).
+    Snapshot(SessionRecord),
+    /// A session record written by the Node acpx.
+    NodeRecord,
+}
+
+/// [`parse_import_file`] on a reader, without reading an archive's events: only its first
+/// line (the snapshot) is read here. Anything else is read whole (a `session.json` is one
+/// document).
+pub fn read_import_source<R: std::io::BufRead>(
+    mut reader: R,
+    origin: &str,
+) -> OpsResult<ImportSource<R>> {
+    let read_error = |e: std::io::Error| OpsError::Invalid(format!("cannot read {origin}: {e}"));
+    let mut first = Vec::new();
+    reader.read_until(b'\n', &mut first).map_err(read_error)?;
+    if let Some(record) = archive_record(&first, origin) {
+        return Ok(ImportSource::Archive(
+            record?,
+            EventLines::new(reader, origin, 2),
+        ));
+    }
+    let mut text = first;
+    reader.read_to_end(&mut text).map_err(read_error)?;
+    let text = String::from_utf8(text)
+        .map_err(|e| OpsError::Invalid(format!("{origin}: not UTF-8 text: {e}")))?;
+    Ok(match parse_document(&text, origin)? {
+        Some(r) => ImportSource::Snapshot(r),
+        None => ImportSource::NodeRecord,
+    })
+}
+
+/// The snapshot of an archive whose first line is `first`; `None` when it is not an
+/// archive's first line.
+fn archive_record(first: &[u8], origin: &str) -> Option<OpsResult<SessionRecord>> {
+    let Ok(Value::Object(head)) = serde_json::from_slice::<Value>(first) else {
+        return None;
+    };
+    if head.get("schema").and_then(Value::as_str) != Some(ARCHIVE_SCHEMA) {
+        return None;
+    }
+    let session = head.get("session").cloned().unwrap_or(Value::Null);
+    let bytes = serde_json::to_vec(&session).unwrap_or_default();
+    Some(
+        SessionRecord::from_json_slice(&bytes, &format!("{origin} (line 1, session)"))
+            .map_err(|e| OpsError::Invalid(e.to_string())),
+    )
+}
+
+/// Events read from an NDJSON file one line at a time: an import never holds the whole log.
+pub struct EventLines<R> {
+    reader: R,
+    origin: String,
+    /// Number of the next line, for messages.
+    line: usize,
+    buf: Vec<u8>,
+}
+
+impl<R: std::io::BufRead> EventLines<R> {
+    /// Reads events from `reader`, whose first line is line `first_line` of `origin`.
+    pub fn new(reader: R, origin: &str, first_line: usize) -> Self {
+        EventLines {
+            reader,
+            origin: origin.to_owned(),
+            line: first_line,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The next event, `None` at the end; blank lines are skipped. A line that is not an
+    /// event envelope (or not UTF-8, or unreadable) is [`OpsError::Invalid`] naming it.
+    pub fn next_event(&mut self) -> OpsResult<Option<EventEnvelope>> {
+        loop {
+            self.buf.clear();
+            let n = self.reader.read_until(b'\n', &mut self.buf).map_err(|e| {
+                OpsError::Invalid(format!(
+                    "{} line {}: cannot read: {e}",
+                    self.origin, self.line
+                ))
+            })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            let line = self.line;
+            self.line += 1;
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return EventEnvelope::from_ndjson_line(&self.buf)
+                .map(Some)
+                .map_err(|err| {
+                    OpsError::Invalid(format!(
+                        "{} line {line}: not an event envelope: {err}",
+                        self.origin
+                    ))
+                });
+        }
+    }
+}
+
+/// Events appended per store call while importing.
+const IMPORT_BATCH: usize = 1_000;
+
+/// Stores `record` with the events of `events` as a new session, reading and appending them
+/// a batch at a time ([`store_new_session`] for a log of any length). With `new_id` the
+/// session and every event get a fresh record id; otherwise every event must belong to the
+/// record. Seqs must start at 1 without gaps. The first batch is checked before anything is
+/// stored; a later bad line, or a failing store, removes the half-stored session again, so
+/// an import stores a whole session or nothing. Returns the stored snapshot and the number
+/// of events.
+pub async fn import_event_lines<R: std::io::BufRead>(
+    store: &dyn Store,
+    mut record: SessionRecord,
+    mut events: EventLines<R>,
+    new_id: bool,
+) -> OpsResult<(SessionRecord, u64)> {
+    let original = record.acpx_record_id.clone();
+    if new_id {
+        record.acpx_record_id = RecordId::generate();
+    }
+    let id = record.acpx_record_id.clone();
+    let mut count = 0u64;
+    let mut batch = Vec::with_capacity(IMPORT_BATCH);
+    let next_batch = |events: &mut EventLines<R>,
+                      batch: &mut Vec<EventEnvelope>,
+                      count: &mut u64|
+     -> OpsResult<()> {
+        batch.clear();
+        while batch.len() < IMPORT_BATCH {
+            let Some(mut e) = events.next_event()? else {
+                break;
+            };
+            if !new_id && e.acpx_record_id != original {
+                return Err(OpsError::Invalid(format!(
+                    "{} line {}: the event belongs to session {}, not {original}",
+                    events.origin,
+                    events.line - 1,
+                    e.acpx_record_id
+                )));
+            }
+            *count += 1;
+            if e.seq != *count {
+                return Err(OpsError::Invalid(format!(
+                    "session {original}: event {count} has seq {}, expected {count}: the log must \
+                     start at seq 1 without gaps (a log whose oldest events were rotated out \
+                     cannot be imported as is)",
+                    e.seq
+                )));
+            }
+            e.acpx_record_id = id.clone();
+            batch.push(e);
+        }
+        Ok(())
+    };
+    next_batch(&mut events, &mut batch, &mut count)?;
+    record.revision = 0;
+    record.pid = None;
+    let mut writer = NewSessionWriter::create(store, record).await?;
+    let stored: OpsResult<SessionRecord> = async {
+        while !batch.is_empty() {
+            writer.append(&batch).await?;
+            next_batch(&mut events, &mut batch, &mut count)?;
+        }
+        Ok(writer.finish().await?)
+    }
+    .await;
+    match stored {
+        Ok(r) => Ok((r, count)),
+        Err(e) => {
+            // Only this call created the session (create refuses a taken id).
+            if let Err(cleanup) = store.delete(&id).await {
+                tracing::warn!(session = %id, error = %cleanup, "could not remove a half-imported session");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Gives `session` a fresh record id (the snapshot and every event); returns the old one.
