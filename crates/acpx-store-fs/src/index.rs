@@ -15,6 +15,8 @@
 //! would carry a later change time, so it cannot have the same identity. Listing is therefore
 //! one `readdir` plus one `stat` per snapshot, a small read only for files changed in the last
 //! seconds, and a parse only for new or changed snapshots that no journal line describes.
+//! The cache is rewritten only when that saves later lists real work (see
+//! [`fold_threshold`]): a list after an ordinary prompt reads the journal instead.
 //! With more than [`FILES_PER_THREAD`] snapshots the stats, reads and parses are spread over
 //! up to [`MAX_LIST_THREADS`] threads.
 
@@ -163,6 +165,8 @@ fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
 pub(crate) struct IndexCache {
     loaded: bool,
     entries: HashMap<String, IndexEntry>,
+    /// Bytes of the cache file read at load; `None` when there was no usable one.
+    cache_bytes: Option<u64>,
 }
 
 /// What one `list_all` found.
@@ -276,12 +280,19 @@ impl IndexCache {
         }
         self.loaded = true;
         let path = layout.index();
-        let parsed = read_file(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<IndexFile>(&b).ok());
+        let parsed = read_file(&path).ok().and_then(|b| {
+            let len = b.len() as u64;
+            serde_json::from_slice::<IndexFile>(&b)
+                .ok()
+                .map(|f| (f, len))
+        });
         match parsed {
-            Some(f) if f.version == INDEX_VERSION => self.entries = f.entries,
+            Some((f, len)) if f.version == INDEX_VERSION => {
+                self.entries = f.entries;
+                self.cache_bytes = Some(len);
+            }
             Some(_) | None => {
+                self.cache_bytes = None;
                 tracing::debug!(index = %path.display(), "no usable listing cache; rebuilding it");
             }
         }
@@ -330,7 +341,7 @@ impl IndexCache {
             skipped: Vec::new(),
             parsed: 0,
         };
-        let mut changed = journal_len > 0;
+        let mut remembered = 0usize;
         for (file, look) in looked {
             let e = match look {
                 Look::Gone => continue,
@@ -344,7 +355,7 @@ impl IndexCache {
                     remember,
                 } => {
                     out.parsed += usize::from(parsed);
-                    changed |= remember;
+                    remembered += usize::from(remember && !parsed);
                     *entry
                 }
             };
@@ -372,8 +383,15 @@ impl IndexCache {
         }
         let gone = !self.entries.is_empty();
         self.entries = fresh;
-        if changed || gone {
-            write_index(layout, &self.entries, journal_len);
+        let worth_writing = self.cache_bytes.is_none()
+            || out.parsed > 0
+            || gone
+            || remembered >= REMEMBER_BEFORE_WRITING
+            || journal_len >= fold_threshold(self.cache_bytes);
+        if worth_writing {
+            if let Some(written) = write_index(layout, &self.entries, journal_len) {
+                self.cache_bytes = Some(written);
+            }
         }
         Ok(out)
     }
@@ -518,6 +536,20 @@ fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
     }
 }
 
+/// Entries newly verified by their revision (files saved in the last seconds, now trusted)
+/// that make rewriting the cache worth it: fewer cost the next list a read each, less than
+/// the rewrite.
+const REMEMBER_BEFORE_WRITING: usize = 64;
+
+/// The journal length past which a list folds it into the cache. Rewriting the cache costs
+/// its whole size (4.8 MB with 10k sessions) while reading the journal costs only its lines,
+/// one per snapshot write since the last fold: folding at every list after a prompt made
+/// every command on a large store rewrite the cache. The journal is folded once it is a
+/// quarter of the cache (at least 256 KiB), well before it stops being appended to.
+fn fold_threshold(cache_bytes: Option<u64>) -> u64 {
+    (cache_bytes.unwrap_or(0) / 4).clamp(256 << 10, JOURNAL_MAX_BYTES / 2)
+}
+
 /// Whether `e` can be used on its identity alone (see the module docs).
 fn trusted(e: &IndexEntry) -> bool {
     e.ident.ctime_ns < e.verified_ns.saturating_sub(TRUST_MARGIN_NS)
@@ -551,12 +583,16 @@ fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
 /// empties the journal if it still has the `journal_len` bytes folded in (a line appended in
 /// between may be lost, which only costs a read). Best effort: a read-only directory or a
 /// concurrent writer just means no cache this time.
-fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>, journal_len: u64) {
-    let result = (|| -> StoreResult<()> {
+fn write_index(
+    layout: &Layout,
+    entries: &HashMap<String, IndexEntry>,
+    journal_len: u64,
+) -> Option<u64> {
+    let result = (|| -> StoreResult<Option<u64>> {
         let lock_path = layout.index_lock();
         let Some(_lock) = FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
         else {
-            return Ok(());
+            return Ok(None);
         };
         let body = IndexFileRef {
             version: INDEX_VERSION,
@@ -584,11 +620,12 @@ fn write_index(layout: &Layout, entries: &HashMap<String, IndexEntry>, journal_l
             });
             emptied.map_err(|e| io_err(&journal, e))?;
         }
-        Ok(())
+        Ok(Some(bytes.len() as u64))
     })();
-    if let Err(e) = result {
+    result.unwrap_or_else(|e| {
         tracing::debug!(error = %e, "could not write the listing cache");
-    }
+        None
+    })
 }
 
 #[cfg(test)]

@@ -492,6 +492,13 @@ mod tests {
             "a save is noted in the journal, not parsed again"
         );
         assert!(page.sessions.iter().any(|s| s.name.as_deref() == Some("n")));
+        // Nor is the cache rewritten for it: the journal line stays, and is what a new
+        // process reads too.
+        assert!(fs::metadata(core.layout.index_journal()).unwrap().len() > 0);
+        let fresh = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        let page = fresh.list(&ListQuery::default()).unwrap();
+        assert!(page.sessions.iter().any(|s| s.name.as_deref() == Some("n")));
+        assert_eq!(fresh.snapshot_parses.load(Ordering::Relaxed), 0);
         // A file written behind the store's back is parsed.
         let mut hand = record("s2");
         hand.name = Some("by hand".into());
