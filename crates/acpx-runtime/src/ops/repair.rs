@@ -28,6 +28,7 @@ use acpx_model::{
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::transfer::for_each_page;
 use super::OpsError;
 use crate::mapping::turn_is_running;
 use crate::session::{load_rolled_forward, Runtime, RuntimeOptions};
@@ -606,12 +607,12 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
     // in memory at once: the identity first (the record cannot be made without it), then the
     // reducer.
     let mut identity = LogIdentity::default();
-    for_each_page(store, id, |events| {
-        for e in events {
-            identity.learn(e);
-        }
+    for_each_page(store, id, ReadMode::Lenient, |events| {
+        events.iter().for_each(|e| identity.learn(e));
+        Ok::<_, StoreError>(())
     })
-    .await?;
+    .await
+    .map_err(|e| format!("cannot read the event log: {e}"))?;
     let (Some(acp_session_id), Some(created_at)) = (identity.acp_session_id, identity.created_at)
     else {
         return Err("the event log is empty: there is nothing to rebuild from".into());
@@ -633,42 +634,16 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
         },
         created_at,
     );
-    for_each_page(store, id, |events| {
+    for_each_page(store, id, ReadMode::Lenient, |events| {
         crate::mapping::roll_forward(&mut record, events);
+        Ok::<_, StoreError>(())
     })
-    .await?;
+    .await
+    .map_err(|e| format!("cannot read the event log: {e}"))?;
     if let Ok(state) = store.event_log_state(id).await {
         record.acpx.event_log = state;
     }
     Ok(record)
-}
-
-/// Calls `each` with every page of `id`'s retained log, oldest first (damaged lines skipped).
-async fn for_each_page(
-    store: &dyn Store,
-    id: &RecordId,
-    mut each: impl FnMut(&[EventEnvelope]),
-) -> Result<(), String> {
-    let mut from = 0;
-    loop {
-        let page = store
-            .read_events(
-                id,
-                &EventQuery {
-                    from_seq: from,
-                    limit: Some(5000),
-                    mode: ReadMode::Lenient,
-                    ..EventQuery::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("cannot read the event log: {e}"))?;
-        each(&page.events);
-        match page.next_seq {
-            Some(n) if n > from => from = n,
-            _ => return Ok(()),
-        }
-    }
 }
 
 /// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
-    EventEnvelope, EventQuery, RecordId, SessionRecord, Store, StoreError, Timestamp,
+    EventEnvelope, EventQuery, ReadMode, RecordId, SessionRecord, Store, StoreError, Timestamp,
 };
 use serde_json::{json, Value};
 
@@ -33,8 +33,27 @@ pub async fn for_each_event<E: From<StoreError>>(
     id: &RecordId,
     mut f: impl FnMut(&EventEnvelope) -> Result<(), E>,
 ) -> Result<u64, E> {
-    let mut from = 0;
     let mut n = 0;
+    for_each_page::<E>(store, id, ReadMode::Strict, |events| {
+        for e in events {
+            f(e)?;
+            n += 1;
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(n)
+}
+
+/// Calls `f` with every page of the session's retained log, oldest first, read in `mode`:
+/// a log of any length is never in memory at once.
+pub async fn for_each_page<E: From<StoreError>>(
+    store: &dyn Store,
+    id: &RecordId,
+    mode: ReadMode,
+    mut f: impl FnMut(&[EventEnvelope]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut from = 0;
     loop {
         let page = store
             .read_events(
@@ -42,17 +61,15 @@ pub async fn for_each_event<E: From<StoreError>>(
                 &EventQuery {
                     from_seq: from,
                     limit: Some(PAGE),
+                    mode,
                     ..EventQuery::default()
                 },
             )
             .await?;
-        for e in &page.events {
-            f(e)?;
-            n += 1;
-        }
+        f(&page.events)?;
         match page.next_seq {
-            Some(s) => from = s,
-            None => return Ok(n),
+            Some(s) if s > from => from = s,
+            _ => return Ok(()),
         }
     }
 }
