@@ -301,6 +301,15 @@ impl Inner {
                 },
             }
         }
+        // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming
+        // events: when every row fetched was used, the log may go on after the last one.
+        let fetched_all = limit.is_some_and(|l| i64::try_from(rows.len()).is_ok_and(|n| n >= l));
+        if page.next_seq.is_none() && fetched_all {
+            if let Some(last) = rows.last() {
+                let seq: i64 = last.get(0);
+                page.next_seq = u64::try_from(seq).ok().map(|s| s + 1);
+            }
+        }
         Ok(page)
     }
 }
