@@ -276,11 +276,20 @@ async fn print_events(
     mut query: EventQuery,
 ) -> CliResult<()> {
     let mut remaining = query.limit;
+    // A store may report a damaged line again on a later page (its seek can start before
+    // `from_seq`): each is reported once.
+    let mut reported = std::collections::HashSet::new();
     loop {
         query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
-        let page = store.read_events(id, &query).await?;
+        let mut page = store.read_events(id, &query).await?;
         for e in &page.events {
             print_event(ctx, e);
+        }
+        page.damaged
+            .retain(|d| reported.insert((d.location.clone(), d.line)));
+        if page.next_seq.is_some() {
+            // The torn tail is at the end of the log: said once, with the last page.
+            page.torn_tail = None;
         }
         report_page_damage(ctx, &page);
         if let Some(r) = remaining.as_mut() {
