@@ -17,8 +17,8 @@
 //! seconds, and a parse only for new or changed snapshots that no journal line describes.
 //! The cache is rewritten only when that saves later lists real work (see
 //! [`fold_threshold`]): a list after an ordinary prompt reads the journal instead.
-//! With more than [`FILES_PER_THREAD`] snapshots the stats, reads and parses are spread over
-//! up to [`MAX_LIST_THREADS`] threads.
+//! The stats, reads and parses are spread over up to [`MAX_LIST_THREADS`] threads, each with
+//! at least [`FILES_PER_THREAD`] snapshots (so from 2,048 snapshots on).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -342,9 +342,13 @@ impl IndexCache {
             parsed: 0,
         };
         let mut remembered = 0usize;
+        let mut vanished = false;
         for (file, look) in looked {
             let e = match look {
-                Look::Gone => continue,
+                Look::Gone => {
+                    vanished = true;
+                    continue;
+                }
                 Look::Unusable(reason) => {
                     skip(&mut out, &file.id, &file.path, reason);
                     continue;
@@ -381,7 +385,7 @@ impl IndexCache {
                 MISSING_SNAPSHOT.into(),
             );
         }
-        let gone = !self.entries.is_empty();
+        let gone = vanished || !self.entries.is_empty();
         self.entries = fresh;
         let worth_writing = self.cache_bytes.is_none()
             || out.parsed > 0
@@ -455,18 +459,36 @@ fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, 
     }
     parts.push(rest);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || look_all(part)))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| match h.join() {
-                Ok(looked) => looked,
+        let mut looked = Vec::new();
+        let mut handles = Vec::new();
+        for part in parts {
+            // The part is handed over once the thread runs, so that a thread that cannot be
+            // started (a process limit) leaves its part to this one instead of losing it.
+            let (tx, rx) = std::sync::mpsc::channel::<Vec<SnapshotFile>>();
+            let started = std::thread::Builder::new()
+                .name("acpx-list".into())
+                .spawn_scoped(scope, move || look_all(rx.recv().unwrap_or_default()));
+            match started {
+                Ok(h) => match tx.send(part) {
+                    Ok(()) => handles.push(h),
+                    // The thread is gone already (it could only have panicked): its join
+                    // below carries that; the part is done here.
+                    Err(std::sync::mpsc::SendError(part)) => {
+                        handles.push(h);
+                        looked.extend(look_all(part));
+                    }
+                },
+                Err(_) => looked.extend(look_all(part)),
+            }
+        }
+        for h in handles {
+            match h.join() {
+                Ok(part) => looked.extend(part),
                 // A panic in a worker is a bug; carry it to the caller as one.
                 Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
+            }
+        }
+        looked
     })
 }
 
@@ -485,11 +507,14 @@ fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
     }
     let ident = FileIdent::of(&meta);
     let mut remember = false;
+    // Of the entries that describe this very file, the one verified last: a journal line
+    // kept across lists must not make a trusted entry of this process look new again.
     let usable = f
         .known
         .iter_mut()
         .filter_map(Option::take)
-        .find(|e| e.ident == ident)
+        .filter(|e| e.ident == ident)
+        .max_by_key(|e| e.verified_ns)
         .and_then(|mut e| {
             if trusted(&e) {
                 return Some(e);
