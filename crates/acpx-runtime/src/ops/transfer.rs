@@ -367,7 +367,8 @@ const IMPORT_BATCH: usize = 1_000;
 /// session and every event get a fresh record id; otherwise every event must belong to the
 /// record. Seqs must start at 1 without gaps. The first batch is checked before anything is
 /// stored; a later bad line, or a failing store, removes the half-stored session again, so
-/// an import stores a whole session or nothing. Returns the stored snapshot and the number
+/// an import stores a whole session or nothing (a process killed half-way leaves the part
+/// it stored, a session whose log ends early: delete it before importing again). Returns the stored snapshot and the number
 /// of events.
 pub async fn import_event_lines<R: std::io::BufRead>(
     store: &dyn Store,
@@ -429,10 +430,13 @@ pub async fn import_event_lines<R: std::io::BufRead>(
         Ok(r) => Ok((r, count)),
         Err(e) => {
             // Only this call created the session (create refuses a taken id).
-            if let Err(cleanup) = store.delete(&id).await {
-                tracing::warn!(session = %id, error = %cleanup, "could not remove a half-imported session");
+            match store.delete(&id).await {
+                Ok(_) => Err(e),
+                Err(cleanup) => Err(OpsError::Invalid(format!(
+                    "{e}; the half-imported session {id} could not be removed ({cleanup}): \
+                     delete it with `acpx sessions delete {id}` before importing again"
+                ))),
             }
-            Err(e)
         }
     }
 }
