@@ -300,6 +300,8 @@ impl Inner {
         fsync: bool,
         f: impl FnOnce(&Transaction<'_>) -> TxResult<T>,
     ) -> StoreResult<T> {
+        // Events appended before this call come before it in the database too.
+        self.commit_pending(id)?;
         let lock = self.call_lock(id)?;
         let result = self.transaction(context, fsync, f);
         // A per-call lock leaves no file behind (see `lock::remove_lock_file`): a migration of

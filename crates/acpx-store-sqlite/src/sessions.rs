@@ -176,6 +176,8 @@ impl Inner {
     }
 
     pub(crate) fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        // Its events go with it: nothing buffered is left to write afterwards.
+        self.pending().remove(id);
         let lock = self.call_lock(id)?;
         let existed = self.transaction("delete the session", false, |tx| {
             let Some(key) = session_key(tx, id)? else {
