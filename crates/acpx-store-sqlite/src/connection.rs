@@ -22,6 +22,9 @@ pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
         .map_err(|e| StoreError::io(dir.display(), e))
 }
 
+/// `PRAGMA cache_size` of the store's connection (negative: KiB): 16 MiB.
+pub(crate) const CACHE_KIB: i64 = -2048;
+
 /// Opens the connection: version check first (nothing is written to a database that is too
 /// new), then the pragmas, then the migrations.
 pub(crate) fn open_connection(
@@ -64,10 +67,11 @@ pub(crate) fn open_connection(
     conn.execute_batch(
         "PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = ON;
-         PRAGMA cache_size = -16384;
          PRAGMA temp_store = MEMORY;",
     )
     .map_err(err("set pragmas"))?;
+    conn.pragma_update(None, "cache_size", CACHE_KIB)
+        .map_err(err("set pragmas"))?;
     // Checkpoints normally run on the store's checkpoint thread (see `checkpoint`).
     conn.pragma_update(None, "wal_autocheckpoint", checkpoint::FALLBACK_PAGES)
         .map_err(err("set pragmas"))?;

@@ -299,20 +299,22 @@ impl SqliteStore {
     }
 
     /// Saves the row and message parts of `record` (its revision already the new one). With
-    /// the session's lock held it runs in place ([`Self::run_held`]) and the message texts are
-    /// borrowed from the record; on a pool thread they are copied (all of the conversation's
-    /// text, megabytes after a long turn).
+    /// the session's lock held it runs in place ([`Self::run_held`]): the message texts are
+    /// borrowed from the record and the document is serialized straight into the row
+    /// ([`rows::Document::Streamed`]); on a pool thread the document is serialized first and
+    /// the texts are copied (all of the conversation's text, megabytes after a long turn).
     async fn save_row(
         &self,
         id: &RecordId,
         expected: u64,
-        cols: SessionColumns,
         record: &SessionRecord,
     ) -> StoreResult<()> {
         if self.runs_in_place(id) {
+            let cols = SessionColumns::streamed(record)?;
             let msgs = message_texts(record);
             return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
         }
+        let cols = SessionColumns::from_record(record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(record)
             .into_iter()
             .map(MessageText::into_owned)
@@ -384,10 +386,7 @@ impl Store for SqliteStore {
         record.revision = expected.checked_add(1).ok_or_else(|| {
             StoreError::InvalidArgument(format!("session {id}: revision {expected} overflows"))
         })?;
-        let saved = match SessionColumns::from_record(record) {
-            Ok(cols) => self.save_row(&id, expected, cols, record).await,
-            Err(e) => Err(e),
-        };
+        let saved = self.save_row(&id, expected, record).await;
         record.revision = if saved.is_ok() {
             expected + 1
         } else {
