@@ -35,14 +35,6 @@ impl Document<'_> {
             Document::Streamed { .. } => format!("CAST(zeroblob({param}) AS TEXT)"),
         }
     }
-
-    /// The document's length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Document::Text(t) => t.len(),
-            Document::Streamed { len, .. } => *len,
-        }
-    }
 }
 
 impl ToSql for Document<'_> {

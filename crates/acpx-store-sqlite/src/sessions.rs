@@ -47,17 +47,6 @@ macro_rules! session_params {
     };
 }
 
-/// A save whose document is larger than this runs with SQLite's page cache cut to
-/// [`SAVE_CACHE_KIB`] (it is restored afterwards). Writing a document of 8 MB (after a
-/// 1M-chunk turn) touches 2,000 pages for the new text and reads as many of the old one to
-/// free them: at the connection's 16 MiB they all stay in the cache, which was the largest
-/// part of the process's peak memory; with a small cache the dirty pages are written to the
-/// WAL as the cache fills ("spilled"), which the commit would do anyway.
-pub(crate) const SMALL_CACHE_ABOVE: usize = 1 << 20;
-
-/// `PRAGMA cache_size` of a save above [`SMALL_CACHE_ABOVE`] (negative: KiB).
-pub(crate) const SAVE_CACHE_KIB: i64 = -2048;
-
 fn save_row(
     tx: &Transaction<'_>,
     id: &RecordId,
@@ -155,16 +144,8 @@ impl Inner {
         msgs: &[MessageText<'_>],
     ) -> StoreResult<()> {
         let expected_i = rows::to_i64(expected, "revision")?;
-        let small_cache = cols.document.len() > SMALL_CACHE_ABOVE;
         self.mutate(id, "save the session", false, |tx| {
-            if small_cache {
-                tx.pragma_update(None, "cache_size", SAVE_CACHE_KIB)?;
-            }
-            let result = save_row(tx, id, expected, expected_i, &cols, msgs);
-            if small_cache {
-                tx.pragma_update(None, "cache_size", crate::connection::CACHE_KIB)?;
-            }
-            result
+            save_row(tx, id, expected, expected_i, &cols, msgs)
         })
     }
 

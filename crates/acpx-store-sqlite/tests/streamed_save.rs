@@ -1,6 +1,6 @@
 //! A save by the holder of the session's lock on a multi-threaded runtime runs in place and
 //! serializes the document straight into the row (incremental blob I/O into a TEXT
-//! placeholder); a large one runs with a small page cache. The row must be exactly what the
+//! placeholder). The row must be exactly what the
 //! serialized path stores: the file store's bytes, as TEXT, readable by the JSON functions.
 
 mod common;
@@ -41,8 +41,8 @@ async fn a_save_in_place_stores_the_file_stores_bytes() {
     store.create(&mut r).await.unwrap();
     let lock = store.lock(&id, Duration::from_secs(5)).await.unwrap();
 
-    // Small, then growing past the small-cache threshold (1 MiB), then shrinking again: each
-    // placeholder is exactly as long as the document written into it.
+    // Small, then growing to megabytes (the row's text in overflow pages), then shrinking
+    // again: each placeholder is exactly as long as the document written into it.
     r.thread.messages.push(user("ünïcödé \"quotes\"\n"));
     store.save(&mut r).await.unwrap();
     check_row(&store, &r);
