@@ -17,10 +17,11 @@ pub(crate) enum Document<'a> {
     Text(String),
     /// Written into the row by the call itself, from the record (a save by the holder of the
     /// session's lock, which runs in place, see `SqliteStore::run_held`): the row is stored
-    /// with a placeholder text of the document's length, `CAST(zeroblob(len) AS TEXT)`,
-    /// which the serializer then overwrites through SQLite's incremental blob I/O (which
-    /// writes into TEXT values too). No copy of the whole document is ever built in acpx,
-    /// nor bound (rusqlite binds text as `SQLITE_TRANSIENT`: SQLite's own copy).
+    /// with `zeroblob(len)` (a length: SQLite materializes no zeros for it), which the
+    /// serializer then overwrites through SQLite's incremental blob I/O, so the column holds
+    /// the JSON text as a BLOB (schema version 4). No copy of the whole document is ever
+    /// built, in acpx or in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and
+    /// SQLite builds the row's record from it, another).
     Streamed {
         record: &'a SessionRecord,
         len: usize,
@@ -32,7 +33,7 @@ impl Document<'_> {
     pub(crate) fn placeholder(&self, param: &str) -> String {
         match self {
             Document::Text(_) => param.to_owned(),
-            Document::Streamed { .. } => format!("CAST(zeroblob({param}) AS TEXT)"),
+            Document::Streamed { .. } => format!("zeroblob({param})"),
         }
     }
 }
