@@ -24,7 +24,8 @@ fn damage(env: &Env, id: &str, how: &str) {
         let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();
         let doc: String = db
             .query_row(
-                "SELECT document FROM sessions WHERE acpx_record_id = ?1",
+                // A turn's save stores the JSON text as a BLOB (docs/format.md, schema v4).
+                "SELECT CAST(document AS TEXT) FROM sessions WHERE acpx_record_id = ?1",
                 [id],
                 |r| r.get(0),
             )

@@ -212,12 +212,18 @@ impl SessionRecord {
         // Sized exactly by a first pass that only counts: a long conversation's document is
         // megabytes (8 MB after a 1M-chunk turn), and a vector grown by doubling copies itself
         // at each step and holds up to twice the document at the moment of a save.
-        let mut count = ByteCount(0);
-        let _ = serde_json::to_writer_pretty(&mut count, self);
-        let mut out = Vec::with_capacity(count.0 + 1);
+        let mut out = Vec::with_capacity(self.json_len());
         let _ = serde_json::to_writer_pretty(&mut out, self);
         out.push(b'\n');
         out
+    }
+
+    /// The length in bytes of what [`SessionRecord::to_json_vec`] and
+    /// [`SessionRecord::write_json`] write, counted without keeping any of it.
+    pub fn json_len(&self) -> usize {
+        let mut count = ByteCount(0);
+        let _ = serde_json::to_writer_pretty(&mut count, self);
+        count.0 + 1
     }
 
     /// Checks the rules that serde's types do not express.

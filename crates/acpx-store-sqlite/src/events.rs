@@ -16,35 +16,71 @@ use crate::rows::{event_from_row, ts_text, EventBatch, EVENT_COLUMNS, INSERT_COL
 use crate::Inner;
 
 impl Inner {
-    pub(crate) fn append(
+    /// Commits in one transaction the batches `earlier` (accepted before, with
+    /// [`Durability::None`](acpx_model::Durability::None), and buffered: see `pending`) and
+    /// then `new`, whose seq is checked against the log's last seq (after `earlier`) here
+    /// unless its precheck is `None` (already checked by the caller). Returns the log row as
+    /// committed. A failed transaction is noted as the session's last write error.
+    pub(crate) fn commit_events(
         &self,
         id: &RecordId,
-        precheck: SeqPrecheck,
-        batch: EventBatch,
+        earlier: &[EventBatch],
+        new: Option<(Option<SeqPrecheck>, &EventBatch)>,
         fsync: bool,
-    ) -> StoreResult<EventLogState> {
+    ) -> StoreResult<LogRow> {
         let budget = i64::try_from(
             self.options
                 .max_segment_bytes
                 .saturating_mul(u64::from(self.options.max_segments)),
         )
         .unwrap_or(i64::MAX);
+        let (precheck, new) = match new {
+            Some((precheck, batch)) => (precheck, Some(batch)),
+            None => (None, None),
+        };
         // No lock is taken here: the caller holds the session's writer lock (a `SessionLock`
         // of this store, checked by `Store::append`).
         let result = self.transaction("append events", fsync, |tx| {
             let mut log = log_row(tx, id)?;
-            precheck.check(id, u64::try_from(log.last_seq).unwrap_or(0))?;
-            let Some(last) = batch.rows().last() else {
+            // Buffered batches were checked against the seq before them when they were
+            // accepted; the log cannot have moved since (this store holds the session's
+            // lock), which is checked again here for the price of a comparison.
+            let mut last = log.last_seq;
+            for batch in earlier {
+                if let (Some(first), Some(end)) = (batch.rows().first(), batch.rows().last()) {
+                    if first.seq != last.saturating_add(1) {
+                        return Err(StoreError::SeqMismatch {
+                            id: id.clone(),
+                            last: u64::try_from(last).unwrap_or(0),
+                            got: u64::try_from(first.seq).unwrap_or(0),
+                        }
+                        .into());
+                    }
+                    last = end.seq;
+                }
+            }
+            if let Some(precheck) = precheck {
+                precheck.check(id, u64::try_from(last).unwrap_or(0))?;
+            }
+            let batches = earlier.iter().chain(new);
+            let mut written = false;
+            for batch in batches {
+                let Some(end) = batch.rows().last() else {
+                    continue;
+                };
+                insert_events(tx, log.key, batch)?;
+                log.retained += batch.rows().iter().map(|r| r.bytes).sum::<i64>();
+                log.last_seq = end.seq;
+                written = true;
+            }
+            if !written {
                 return Ok(log);
-            };
-            insert_events(tx, log.key, &batch)?;
-            log.retained += batch.rows().iter().map(|r| r.bytes).sum::<i64>();
-            log.last_seq = last.seq;
+            }
             if log.retained > budget {
                 log.retained -= trim(tx, log.key, log.last_seq, log.retained - budget)?;
             }
             let now = ts_text(&Timestamp::now());
-            // The log's bookkeeping is one row update per batch, whatever its size.
+            // The log's bookkeeping is one row update per transaction, whatever its size.
             tx.prepare_cached(
                 "UPDATE event_logs SET last_seq = ?2, retained_bytes = ?3, last_write_at = ?4 \
                  WHERE session_key = ?1",
@@ -56,7 +92,7 @@ impl Inner {
         match result {
             Ok(log) => {
                 self.note_write_error(id, None);
-                self.log_state(id, log, None)
+                Ok(log)
             }
             Err(e) => {
                 // A failed transaction (disk full, I/O error, a busy database) is a failed
@@ -127,6 +163,8 @@ impl Inner {
     }
 
     pub(crate) fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
+        // What this process appended is in the state it reports.
+        self.commit_pending(id)?;
         let log = {
             let conn = self.conn();
             log_row(&conn, id).map_err(|e| self.tx_error("read the event log state", e))?
@@ -136,6 +174,8 @@ impl Inner {
     }
 
     pub(crate) fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage> {
+        // A reader in this process sees every event whose append returned.
+        self.commit_pending(id)?;
         let ctx = "read events";
         let conn = self.conn();
         let log = log_row(&conn, id).map_err(|e| self.tx_error(ctx, e))?;
@@ -276,11 +316,12 @@ pub(crate) fn insert_events(tx: &Transaction<'_>, key: i64, batch: &EventBatch) 
 }
 
 /// A session's key and its `event_logs` row.
+#[derive(Debug, Clone)]
 pub(crate) struct LogRow {
-    key: i64,
-    last_seq: i64,
-    retained: i64,
-    last_write_at: Option<String>,
+    pub key: i64,
+    pub last_seq: i64,
+    pub retained: i64,
+    pub last_write_at: Option<String>,
 }
 
 /// A session's key and log row; `NotFound` without a session. A session row without a log

@@ -71,6 +71,7 @@ mod checkpoint;
 mod connection;
 mod events;
 mod lock;
+mod pending;
 mod repair;
 mod rows;
 mod schema;
@@ -144,7 +145,11 @@ impl Default for SqliteStoreOptions {
 /// opened stores, even in one process, are independent lockers (as in the file store).
 ///
 /// Durability (the database runs in WAL mode with `synchronous=NORMAL`):
-/// - [`Durability::None`] and [`Durability::Flush`]: the call's transaction is committed to
+/// - [`Durability::None`]: the batch waits in an in-process buffer (256 KiB of lines per
+///   session), committed when it fills, with the next append of another durability, on
+///   [`Store::flush`], when the session's lock guard is dropped, and before any other call of
+///   this store on the session. Lost if the process dies before that.
+/// - [`Durability::Flush`]: the call's transaction is committed to
 ///   the write-ahead log before the call returns. It survives a crash of the process (the
 ///   data is in the operating system's hands); a power loss or kernel crash may roll back the
 ///   most recent transactions, never leaving a half-applied one.
@@ -177,8 +182,16 @@ struct Inner {
     /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md § Write ordering:
     /// never silent). Only failing sessions have an entry.
     write_errors: Mutex<HashMap<RecordId, String>>,
+    /// Batches appended with `Durability::None`, not yet committed (see `pending`).
+    pending: Mutex<pending::PendingMap>,
     /// Last, so that it is dropped (and its thread joined) after the store's connection.
     checkpointer: Checkpointer,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.commit_all_pending();
+    }
 }
 
 impl fmt::Debug for SqliteStore {
@@ -249,6 +262,7 @@ impl SqliteStore {
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
                 write_errors: Mutex::new(HashMap::new()),
+                pending: Mutex::new(HashMap::new()),
                 checkpointer,
             }),
         })
@@ -285,20 +299,22 @@ impl SqliteStore {
     }
 
     /// Saves the row and message parts of `record` (its revision already the new one). With
-    /// the session's lock held it runs in place ([`Self::run_held`]) and the message texts are
-    /// borrowed from the record; on a pool thread they are copied (all of the conversation's
-    /// text, megabytes after a long turn).
+    /// the session's lock held it runs in place ([`Self::run_held`]): the message texts are
+    /// borrowed from the record and the document is serialized straight into the row
+    /// ([`rows::Document::Streamed`]); on a pool thread the document is serialized first and
+    /// the texts are copied (all of the conversation's text, megabytes after a long turn).
     async fn save_row(
         &self,
         id: &RecordId,
         expected: u64,
-        cols: SessionColumns,
         record: &SessionRecord,
     ) -> StoreResult<()> {
         if self.runs_in_place(id) {
+            let cols = SessionColumns::streamed(record)?;
             let msgs = message_texts(record);
             return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
         }
+        let cols = SessionColumns::from_record(record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(record)
             .into_iter()
             .map(MessageText::into_owned)
@@ -370,10 +386,7 @@ impl Store for SqliteStore {
         record.revision = expected.checked_add(1).ok_or_else(|| {
             StoreError::InvalidArgument(format!("session {id}: revision {expected} overflows"))
         })?;
-        let saved = match SessionColumns::from_record(record) {
-            Ok(cols) => self.save_row(&id, expected, cols, record).await,
-            Err(e) => Err(e),
-        };
+        let saved = self.save_row(&id, expected, record).await;
         record.revision = if saved.is_ok() {
             expected + 1
         } else {
@@ -436,9 +449,8 @@ impl Store for SqliteStore {
         let precheck = SeqPrecheck::new(id, events);
         let batch = EventBatch::new(events)?;
         let owned = id.clone();
-        let fsync = durability == Durability::Fsync;
         self.run_held(id, move |inner| {
-            inner.append(&owned, precheck, batch, fsync)
+            inner.append(&owned, precheck, batch, durability)
         })
         .await
     }
@@ -455,9 +467,10 @@ impl Store for SqliteStore {
     }
 
     async fn flush(&self, id: &RecordId) -> StoreResult<()> {
-        // Every append is committed before it returns: nothing is buffered in the process.
+        // Commits what appends with `Durability::None` buffered (see `pending`).
         let id = id.clone();
-        self.run(move |inner| {
+        self.run_held(&id.clone(), move |inner| {
+            inner.commit_pending(&id)?;
             if inner.exists(&id)? {
                 Ok(())
             } else {
@@ -474,13 +487,11 @@ impl Store for SqliteStore {
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let id = id.clone();
+        let store = Arc::clone(&self.inner);
         self.run(move |inner| {
             let lock = lock::acquire(&inner.lock_path(&id), &id, timeout)?;
-            Ok(SessionLock::new(
-                id,
-                inner.held.issuer(),
-                Box::new(lock::session_guard(lock, &inner.held)),
-            ))
+            let guard = lock::session_guard(lock, store, id.clone());
+            Ok(SessionLock::new(id, inner.held.issuer(), Box::new(guard)))
         })
         .await
     }

@@ -16,6 +16,8 @@ use std::time::Duration;
 use acpx_lock::{FileLock, LockError};
 use acpx_model::{LockGuard, LockIssuer, RecordId, StoreError, StoreResult};
 
+use crate::Inner;
+
 /// Lock files held through `Store::lock` by one store and its clones, and the issuer token
 /// their [`acpx_model::SessionLock`]s carry.
 #[derive(Debug, Clone)]
@@ -84,19 +86,30 @@ pub(crate) fn remove_lock_file(lock: &FileLock) {
 }
 
 /// Turns a lock into a `Store::lock` guard, recorded in the store's held locks.
-pub(crate) fn session_guard(lock: FileLock, held: &HeldLocks) -> SqliteLockGuard {
-    held.set().insert(lock.path().to_owned());
+pub(crate) fn session_guard(lock: FileLock, store: Arc<Inner>, id: RecordId) -> SqliteLockGuard {
+    store.held.set().insert(lock.path().to_owned());
     SqliteLockGuard {
         lock: Some(lock),
-        held: held.clone(),
+        store,
+        id,
     }
 }
 
-/// The guard behind a [`acpx_model::SessionLock`] of this backend.
-#[derive(Debug)]
+/// The guard behind a [`acpx_model::SessionLock`] of this backend. It keeps the store alive:
+/// releasing the lock commits the events buffered under it (`pending`).
 pub(crate) struct SqliteLockGuard {
     lock: Option<FileLock>,
-    held: HeldLocks,
+    store: Arc<Inner>,
+    id: RecordId,
+}
+
+impl std::fmt::Debug for SqliteLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteLockGuard")
+            .field("id", &self.id)
+            .field("lock", &self.lock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LockGuard for SqliteLockGuard {}
@@ -104,9 +117,17 @@ impl LockGuard for SqliteLockGuard {}
 impl Drop for SqliteLockGuard {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
+            // Buffered events are written while the lock still guards the log.
+            if let Err(e) = self.store.commit_pending(&self.id) {
+                tracing::error!(
+                    session = %self.id,
+                    error = %e,
+                    "events appended with durability none could not be written when the lock was released"
+                );
+            }
             // Unregister first: a mutation that starts now must take the file lock itself,
             // and it will get it as soon as the file is closed just below.
-            self.held.set().remove(lock.path());
+            self.store.held.set().remove(lock.path());
             remove_lock_file(&lock);
             drop(lock);
         }

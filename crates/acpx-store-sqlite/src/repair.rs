@@ -34,6 +34,7 @@ impl Inner {
     /// Replaces the unreadable event rows of `id` (see the module docs); the seqs replaced.
     /// The caller holds the session's writer lock.
     pub(crate) fn replace_damaged_events(&self, id: &RecordId) -> StoreResult<Vec<u64>> {
+        self.commit_pending(id)?;
         self.transaction("replace damaged events", true, |tx| {
             let Some(key) = session_key(tx, id)? else {
                 return Err(StoreError::NotFound(id.clone()).into());

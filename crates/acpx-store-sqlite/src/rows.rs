@@ -7,13 +7,53 @@ use acpx_model::{
     normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, StoreError, StoreResult,
     Timestamp,
 };
-use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use rusqlite::Row;
 use serde_json::{Map, Value};
 
+/// The `document` of a `sessions` row as a write binds it.
+pub(crate) enum Document<'a> {
+    /// Serialized beforehand: a call that runs on a pool thread owns its data.
+    Text(String),
+    /// Written into the row by the call itself, from the record (a save by the holder of the
+    /// session's lock, which runs in place, see `SqliteStore::run_held`): the row is stored
+    /// with `zeroblob(len)` (a length: SQLite materializes no zeros for it), which the
+    /// serializer then overwrites through SQLite's incremental blob I/O, so the column holds
+    /// the JSON text as a BLOB (schema version 4). No copy of the whole document is ever
+    /// built, in acpx or in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and
+    /// SQLite builds the row's record from it, another).
+    Streamed {
+        record: &'a SessionRecord,
+        len: usize,
+    },
+}
+
+impl Document<'_> {
+    /// The SQL expression that stores this document when bound as parameter `param`.
+    pub(crate) fn placeholder(&self, param: &str) -> String {
+        match self {
+            Document::Text(_) => param.to_owned(),
+            Document::Streamed { .. } => format!("zeroblob({param})"),
+        }
+    }
+}
+
+impl ToSql for Document<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Document::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            Document::Streamed { len, .. } => {
+                let len = i64::try_from(*len)
+                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                ToSqlOutput::Owned(rusqlite::types::Value::Integer(len))
+            }
+        })
+    }
+}
+
 /// The columns of a `sessions` row, all derived from one record in one place so that they
 /// can never disagree with the document written next to them.
-pub(crate) struct SessionColumns {
+pub(crate) struct SessionColumns<'a> {
     pub acp_session_id: String,
     pub agent_session_id: Option<String>,
     pub agent_command: String,
@@ -29,11 +69,12 @@ pub(crate) struct SessionColumns {
     pub last_prompt_at: Option<String>,
     pub message_count: i64,
     pub revision: i64,
-    pub document: String,
+    pub document: Document<'a>,
 }
 
-impl SessionColumns {
-    /// The row for `record` as it will be stored (its `revision` already set).
+impl SessionColumns<'static> {
+    /// The row for `record` as it will be stored (its `revision` already set), with the
+    /// document serialized.
     pub(crate) fn from_record(record: &SessionRecord) -> StoreResult<Self> {
         let document = String::from_utf8(record.to_json_vec()).map_err(|e| {
             StoreError::InvalidArgument(format!(
@@ -41,6 +82,19 @@ impl SessionColumns {
                 record.acpx_record_id
             ))
         })?;
+        SessionColumns::with_document(record, Document::Text(document))
+    }
+}
+
+impl<'a> SessionColumns<'a> {
+    /// The row for `record`, its document to be streamed into the row by the write
+    /// ([`Document::Streamed`]).
+    pub(crate) fn streamed(record: &'a SessionRecord) -> StoreResult<Self> {
+        let len = record.json_len();
+        SessionColumns::with_document(record, Document::Streamed { record, len })
+    }
+
+    fn with_document(record: &SessionRecord, document: Document<'a>) -> StoreResult<Self> {
         Ok(SessionColumns {
             acp_session_id: record.acp_session_id.clone(),
             agent_session_id: record.agent_session_id.clone(),

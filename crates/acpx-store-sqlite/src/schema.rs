@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -286,4 +286,82 @@ CREATE TRIGGER messages_fts_update AFTER UPDATE OF text ON messages BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, text) VALUES ('delete', OLD.rowid, OLD.text);
     INSERT INTO messages_fts (rowid, text) VALUES (NEW.rowid, NEW.text);
 END;
+"#;
+
+/// Version 4: `sessions.document` accepts a BLOB as well as TEXT (`ANY`), always holding the
+/// JSON text of `session.json`.
+///
+/// A turn's save writes the document into its row through SQLite's incremental blob I/O (see
+/// `rows::Document::Streamed`): the row is first stored with `zeroblob(n)`, which SQLite keeps
+/// as a length without materializing the zeros. A `TEXT` placeholder of `n` bytes (all that a
+/// `STRICT` `TEXT` column accepts) cost SQLite two transient copies of the document (the
+/// zeros, and the record built from them): 16 MB at the end of a 1M-chunk turn. The JSON
+/// functions read JSON text held in a BLOB (a rule SQLite keeps for compatibility since
+/// 3.45.1; older versions read any BLOB as text); `CAST(document AS TEXT)` gives the text
+/// whatever the type.
+///
+/// The table is rebuilt (a column's type cannot be altered), keeping every key and the
+/// `AUTOINCREMENT` high-water mark, so that no key of a deleted session is ever reused. The
+/// `events` view is dropped first and made again: a rename is refused while a view refers to
+/// a table that does not exist.
+const V4: &str = r#"
+DROP VIEW events;
+
+CREATE TABLE sessions_v4 (
+    session_key       INTEGER PRIMARY KEY AUTOINCREMENT,
+    acpx_record_id    TEXT NOT NULL UNIQUE,
+    acp_session_id    TEXT NOT NULL,
+    agent_session_id  TEXT,
+    agent_command     TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    cwd_key           TEXT,
+    name              TEXT,
+    title             TEXT,
+    created_at        TEXT NOT NULL,
+    last_used_at      TEXT NOT NULL,
+    last_used_ms      INTEGER NOT NULL,
+    closed            INTEGER NOT NULL CHECK (closed IN (0, 1)),
+    closed_at         TEXT,
+    last_prompt_at    TEXT,
+    message_count     INTEGER NOT NULL,
+    revision          INTEGER NOT NULL,
+    document_checked  INTEGER NOT NULL DEFAULT 0,
+    -- session.json exactly as the file store writes it: TEXT, or the same bytes as a BLOB
+    -- (written in place by a turn's save).
+    document          ANY NOT NULL CHECK (typeof(document) IN ('text', 'blob'))
+) STRICT;
+
+INSERT INTO sessions_v4 (session_key, acpx_record_id, acp_session_id, agent_session_id,
+    agent_command, cwd, cwd_key, name, title, created_at, last_used_at, last_used_ms, closed,
+    closed_at, last_prompt_at, message_count, revision, document_checked, document)
+SELECT session_key, acpx_record_id, acp_session_id, agent_session_id, agent_command, cwd,
+    cwd_key, name, title, created_at, last_used_at, last_used_ms, closed, closed_at,
+    last_prompt_at, message_count, revision, document_checked, document
+FROM sessions ORDER BY session_key;
+
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'sessions_v4', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'sessions_v4');
+UPDATE sqlite_sequence
+SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'sessions'), 0))
+WHERE name = 'sessions_v4';
+
+DROP TABLE sessions;
+ALTER TABLE sessions_v4 RENAME TO sessions;
+
+CREATE INDEX sessions_by_last_used ON sessions (last_used_ms DESC, acpx_record_id);
+CREATE INDEX sessions_by_cwd ON sessions (cwd_key, last_used_ms DESC, acpx_record_id);
+
+CREATE TRIGGER sessions_document_edited
+AFTER UPDATE OF acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name, title,
+    created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, message_count,
+    document ON sessions
+FOR EACH ROW WHEN NEW.revision = OLD.revision
+BEGIN
+    UPDATE sessions SET document_checked = 0 WHERE session_key = NEW.session_key;
+END;
+
+CREATE VIEW events AS
+SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
+    e.stream, e.source, e.type, e.payload, e.extra, e.bytes
+FROM event_rows e JOIN sessions s USING (session_key);
 "#;

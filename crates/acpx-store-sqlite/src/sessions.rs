@@ -5,12 +5,14 @@ use acpx_model::{
     StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use std::io::Seek;
 
-use crate::connection::TxResult;
+use rusqlite::{params, Connection, OptionalExtension, Transaction, MAIN_DB};
+
+use crate::connection::{TxError, TxResult};
 use crate::rows::{
-    parse_document, part_ranges, summary_difference, summary_from_row, MessageText, SessionColumns,
-    SUMMARY_COLUMNS,
+    parse_document, part_ranges, summary_difference, summary_from_row, Document, MessageText,
+    SessionColumns, SUMMARY_COLUMNS,
 };
 use crate::{lock, rows, Inner};
 
@@ -45,11 +47,74 @@ macro_rules! session_params {
     };
 }
 
+fn save_row(
+    tx: &Transaction<'_>,
+    id: &RecordId,
+    expected: u64,
+    expected_i: i64,
+    cols: &SessionColumns<'_>,
+    msgs: &[MessageText<'_>],
+) -> TxResult<()> {
+    let changed = tx
+        .prepare_cached(&format!(
+            "UPDATE sessions SET ({WRITE_COLUMNS}) = \
+             (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, {}), \
+             document_checked = 1 \
+             WHERE acpx_record_id = ?1 AND revision = ?18",
+            cols.document.placeholder("?17")
+        ))?
+        .execute(session_params!(id.as_str(), cols, expected_i))?;
+    if changed == 0 {
+        let actual: Option<i64> = tx
+            .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")?
+            .query_row([id.as_str()], |r| r.get(0))
+            .optional()?;
+        return Err(match actual {
+            None => StoreError::NotFound(id.clone()),
+            Some(actual) => StoreError::Conflict {
+                id: id.clone(),
+                expected,
+                actual: u64::try_from(actual).unwrap_or(0),
+            },
+        }
+        .into());
+    }
+    write_document(tx, id, &cols.document)?;
+    sync_messages(tx, id, msgs)?;
+    Ok(())
+}
+
+/// Writes a [`Document::Streamed`] into the placeholder its row was stored with, through a
+/// 64 KiB buffer; the length counted before must be exactly the length written.
+fn write_document(tx: &Transaction<'_>, id: &RecordId, doc: &Document<'_>) -> TxResult<()> {
+    let Document::Streamed { record, len } = doc else {
+        return Ok(());
+    };
+    let key: i64 = tx
+        .prepare_cached("SELECT session_key FROM sessions WHERE acpx_record_id = ?1")?
+        .query_row([id.as_str()], |r| r.get(0))?;
+    let mut blob = tx.blob_open(MAIN_DB, c"sessions", c"document", key, false)?;
+    let written = record
+        .write_json(&mut blob)
+        .and_then(|()| blob.stream_position());
+    let fail = |what: String| {
+        TxError::Store(StoreError::Backend {
+            backend: crate::BACKEND,
+            message: format!("session {id}: writing its document into the row: {what}"),
+        })
+    };
+    match written {
+        Ok(n) if n == *len as u64 => Ok(()),
+        Ok(n) => Err(fail(format!("{n} bytes written where {len} were counted"))),
+        Err(e) => Err(fail(e.to_string())),
+    }
+}
+
 impl Inner {
     pub(crate) fn create(
         &self,
         id: &RecordId,
-        cols: SessionColumns,
+        cols: SessionColumns<'_>,
         msgs: &[MessageText<'_>],
     ) -> StoreResult<()> {
         self.mutate(id, "create the session", false, |tx| {
@@ -75,36 +140,12 @@ impl Inner {
         &self,
         id: &RecordId,
         expected: u64,
-        cols: SessionColumns,
+        cols: SessionColumns<'_>,
         msgs: &[MessageText<'_>],
     ) -> StoreResult<()> {
         let expected_i = rows::to_i64(expected, "revision")?;
         self.mutate(id, "save the session", false, |tx| {
-            let changed = tx
-                .prepare_cached(&format!(
-                    "UPDATE sessions SET ({WRITE_COLUMNS}) = \
-                     (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17), \
-                     document_checked = 1 \
-                     WHERE acpx_record_id = ?1 AND revision = ?18"
-                ))?
-                .execute(session_params!(id.as_str(), cols, expected_i))?;
-            if changed == 0 {
-                let actual: Option<i64> = tx
-                    .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")?
-                    .query_row([id.as_str()], |r| r.get(0))
-                    .optional()?;
-                return Err(match actual {
-                    None => StoreError::NotFound(id.clone()),
-                    Some(actual) => StoreError::Conflict {
-                        id: id.clone(),
-                        expected,
-                        actual: u64::try_from(actual).unwrap_or(0),
-                    },
-                }
-                .into());
-            }
-            sync_messages(tx, id, msgs)?;
-            Ok(())
+            save_row(tx, id, expected, expected_i, &cols, msgs)
         })
     }
 
@@ -176,6 +217,8 @@ impl Inner {
     }
 
     pub(crate) fn delete(&self, id: &RecordId) -> StoreResult<bool> {
+        // Its events go with it: nothing buffered is left to write afterwards.
+        self.pending().remove(id);
         let lock = self.call_lock(id)?;
         let existed = self.transaction("delete the session", false, |tx| {
             let Some(key) = session_key(tx, id)? else {

@@ -287,3 +287,60 @@ async fn a_failed_migration_changes_nothing() {
         expected_lines("old-b", 1, 10)
     );
 }
+
+/// The version 4 rebuild of `sessions` keeps every key and the `AUTOINCREMENT` high-water
+/// mark: the key of a deleted session is not given to a new one after it. (Run again on a
+/// database already at the current version, with `user_version` set back to 3.)
+#[tokio::test]
+async fn the_version_4_rebuild_keeps_keys_and_their_high_water_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acpx.db");
+    let key = |path: &Path, id: &str| -> i64 {
+        raw(path)
+            .query_row(
+                "SELECT session_key FROM sessions WHERE acpx_record_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for (i, id) in ["k1", "k2", "k3"].into_iter().enumerate() {
+            store
+                .create(&mut record(id, "/repo", i as i64))
+                .await
+                .unwrap();
+        }
+        append_locked(
+            &store,
+            &rid("k2"),
+            &events(&rid("k2"), 1, 5),
+            Durability::Flush,
+        )
+        .await
+        .unwrap();
+        assert!(store.delete(&rid("k3")).await.unwrap());
+    }
+    assert_eq!(key(&path, "k2"), 2);
+    raw(&path).pragma_update(None, "user_version", 3).unwrap();
+
+    let store = SqliteStore::open(&path).unwrap();
+    let v: i64 = raw(&path)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    assert_eq!(key(&path, "k2"), 2);
+    assert_eq!(event_lines(&store, "k2").await, expected_lines("k2", 1, 5));
+    store.create(&mut record("k4", "/repo", 9)).await.unwrap();
+    assert_eq!(key(&path, "k4"), 4, "key 3 was a deleted session's");
+    let ids: Vec<String> = store
+        .list(&ListQuery::default())
+        .await
+        .unwrap()
+        .sessions
+        .into_iter()
+        .map(|s| s.acpx_record_id.to_string())
+        .collect();
+    assert_eq!(ids, ["k4", "k2", "k1"]);
+}
