@@ -240,6 +240,15 @@ impl SessionLock {
     }
 }
 
+/// One new session for [`Store::create_sessions`]: its snapshot and its whole event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSessionData {
+    /// The snapshot. Its `revision` and `acpx.event_log` are the target store's to set.
+    pub record: SessionRecord,
+    /// The whole log, from seq 1 on, in seq order, without a gap (may be empty).
+    pub events: Vec<EventEnvelope>,
+}
+
 /// The persistence interface of acpx sessions.
 ///
 /// Every backend (memory, files, SQLite) passes the same conformance suite (`tests/`).
@@ -306,6 +315,28 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the
     /// operating system when the process dies.
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock>;
+
+    /// Stores new sessions, each with its whole event log, as [`Store::create`], appends of
+    /// every event in order and a [`Store::save`] of the snapshot with the log's
+    /// [`EventLogState`] would (so each is stored at revision 2), and makes them durable: when
+    /// it returns they survive a crash of the machine. Returns the snapshots as stored, in
+    /// order. What `acpx migrate` writes with.
+    ///
+    /// An id that is taken fails the call with [`StoreError::AlreadyExists`]; an event that
+    /// does not continue its log, or belongs to another session, with `SeqMismatch` or
+    /// `InvalidArgument`. On any error the sessions this call created are removed again (a
+    /// removal that fails is reported on stderr). A crash during the call leaves each session
+    /// of the batch absent or whole, except in this default implementation, which writes one
+    /// session after the other through `create`, `append` and `save` (correct for every
+    /// backend): there the session being written can be left as a crash of those calls leaves
+    /// it. A backend may write the whole batch with one durable point (the file and SQLite
+    /// stores do; `docs/format.md` § Writing many new sessions at once).
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        crate::migrate::create_sessions_one_by_one(self, sessions).await
+    }
 
     /// Writes `record` as the snapshot of the session whose writer lock is `writer`, whatever
     /// the stored snapshot holds (truncated, not JSON, invalid), leaving the log as

@@ -67,6 +67,7 @@
 
 #![warn(missing_docs)]
 
+mod batch;
 mod checkpoint;
 mod connection;
 mod events;
@@ -88,8 +89,9 @@ use std::time::Duration;
 use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
-    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
-    SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
+    NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError, StoreResult,
+    Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -361,6 +363,22 @@ impl Store for SqliteStore {
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
+    }
+
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        match batch::prepare(self, sessions)? {
+            batch::Prepared::Batch(prepared, records) => {
+                self.run(move |inner| inner.create_sessions(prepared))
+                    .await?;
+                Ok(records)
+            }
+            batch::Prepared::TooLarge(sessions) => {
+                acpx_model::migrate::create_sessions_one_by_one(self, sessions).await
+            }
+        }
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
