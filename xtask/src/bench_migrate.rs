@@ -6,7 +6,8 @@
 //! test agent (`sessions new`, then a `--no-owner` prompt `echo hi`: 11 events) in a fresh
 //! file-store home; its snapshot and log are copied N − 1 times with new record ids (the id
 //! replaced in both files; written without fsync, not timed). Then, each timed spawn to
-//! exit: `acpx --store fs migrate --to sqlite` in that home, and, from a copy of the
+//! exit (wall time, and the child's CPU time, user + system, from `getrusage`, which the load
+//! of a shared machine disturbs less): `acpx --store fs migrate --to sqlite` in that home, and, from a copy of the
 //! resulting `acpx.db` in a second, empty home, `acpx --store sqlite migrate --to fs`. After
 //! each, the lock files left are counted: `<home>/sessions/*.lock` (the file store's) and the
 //! entries of `<home>/acpx.db.locks/` (SQLite's), in both homes.
@@ -54,6 +55,33 @@ impl Options {
         }
         Ok(opts)
     }
+}
+
+/// User + system CPU time of this process's waited-for children so far.
+fn children_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Runs `acpx <args>` to its end: its wall time, CPU time (user + system) and stdout.
+fn acpx_cpu(
+    exe: &Path,
+    home: &Path,
+    cwd: &Path,
+    args: &[&str],
+) -> BenchResult<(Duration, Duration, String)> {
+    let cpu = children_cpu();
+    let (wall, out) = acpx(exe, home, cwd, args)?;
+    Ok((wall, children_cpu().saturating_sub(cpu), out))
 }
 
 fn acpx(exe: &Path, home: &Path, cwd: &Path, args: &[&str]) -> BenchResult<(Duration, String)> {
@@ -183,10 +211,12 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     let n = opts.sessions;
     println!("# acpx migrate, {n} sessions (one real session copied; {shape})\n");
     println!("load average before: {}\n", loadavg());
-    println!("| direction | wall | sessions/s | lock files left (fs store, acpx.db.locks) |");
-    println!("|---|---:|---:|---|");
+    println!(
+        "| direction | wall | sessions/s | CPU (user + sys) | sessions per CPU-s | lock files left (fs store, acpx.db.locks) |"
+    );
+    println!("|---|---:|---:|---:|---:|---|");
 
-    let (wall, out) = acpx(
+    let (wall, cpu, out) = acpx_cpu(
         &exe,
         &fs_home,
         &cwd,
@@ -196,7 +226,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     )?;
     check_count(&out, n)?;
     let (fs_locks, db_locks) = lock_files(&fs_home);
-    row("fs → sqlite", wall, n, fs_locks, db_locks);
+    row("fs → sqlite", (wall, cpu), n, fs_locks, db_locks);
 
     for suffix in ["", "-wal", "-shm"] {
         let from = fs_home.join(format!("acpx.db{suffix}"));
@@ -205,7 +235,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
             std::fs::copy(&from, &to).map_err(io("copy", &from))?;
         }
     }
-    let (wall, out) = acpx(
+    let (wall, cpu, out) = acpx_cpu(
         &exe,
         &sqlite_home,
         &cwd,
@@ -215,7 +245,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     )?;
     check_count(&out, n)?;
     let (fs_locks, db_locks) = lock_files(&sqlite_home);
-    row("sqlite → fs", wall, n, fs_locks, db_locks);
+    row("sqlite → fs", (wall, cpu), n, fs_locks, db_locks);
     println!("\nload average after: {}", loadavg());
     Ok(())
 }
@@ -230,10 +260,12 @@ fn check_count(out: &str, n: usize) -> BenchResult<()> {
     }
 }
 
-fn row(direction: &str, wall: Duration, n: usize, fs_locks: usize, db_locks: usize) {
+fn row(direction: &str, (wall, cpu): (Duration, Duration), n: usize, fs: usize, db: usize) {
     println!(
-        "| {direction} | {:.2} s | {:.0} | {fs_locks}, {db_locks} |",
+        "| {direction} | {:.2} s | {:.0} | {:.2} s | {:.0} | {fs}, {db} |",
         wall.as_secs_f64(),
-        n as f64 / wall.as_secs_f64()
+        n as f64 / wall.as_secs_f64(),
+        cpu.as_secs_f64(),
+        n as f64 / cpu.as_secs_f64().max(1e-9)
     );
 }
