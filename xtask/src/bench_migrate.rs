@@ -9,8 +9,9 @@
 //! exit (wall time, and the child's CPU time, user + system, from `getrusage`, which the load
 //! of a shared machine disturbs less): `acpx --store fs migrate --to sqlite` in that home, and, from a copy of the
 //! resulting `acpx.db` in a second, empty home, `acpx --store sqlite migrate --to fs`. After
-//! each, the lock files left are counted: `<home>/sessions/*.lock` (the file store's) and the
-//! entries of `<home>/acpx.db.locks/` (SQLite's), in both homes.
+//! each, the session lock files left are counted: `<home>/sessions/<id>.lock` (the file
+//! store's; not its store-wide `.index.lock` and `.search.lock`) and the entries of
+//! `<home>/acpx.db.locks/` (SQLite's).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -105,14 +106,18 @@ fn acpx(exe: &Path, home: &Path, cwd: &Path, args: &[&str]) -> BenchResult<(Dura
     Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
-/// Lock files in a home: the file store's `sessions/*.lock` and SQLite's `acpx.db.locks/*`.
+/// Session lock files in a home: the file store's `sessions/<id>.lock` (not its store-wide
+/// `.index.lock` and `.search.lock`) and SQLite's `acpx.db.locks/*`.
 fn lock_files(home: &Path) -> (usize, usize) {
     let count = |dir: PathBuf, suffix: &str| {
         std::fs::read_dir(dir)
             .map(|entries| {
                 entries
                     .filter_map(Result::ok)
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(suffix))
+                    .filter(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.ends_with(suffix) && !name.starts_with('.')
+                    })
                     .count()
             })
             .unwrap_or(0)
