@@ -4,6 +4,7 @@
 //! and fsync, so they must not be called directly on an async worker thread.
 
 mod batch;
+mod batch_lock;
 mod event_log;
 mod snapshots;
 

@@ -262,7 +262,7 @@
 //! [`Store::create_sessions`] (what `acpx migrate` writes with) stores a batch of new
 //! sessions with one durable point: under the writer locks of all of them, each snapshot
 //! (revision 2) is written into the session's tombstone `<id>.deleted` and its log into
-//! `<id>.events.ndjson` without fsync; then every file is fsynced (from a few threads) and the
+//! `<id>.events.ndjson` without fsync; then every file is fsynced (from 4 threads) and the
 //! directory once; then each tombstone is renamed to `<id>.json` (the session's commit point)
 //! and the directory fsynced once more. Until its rename a session is an interrupted delete
 //! to every reader (absent), and one a crash leaves so is finished (removed) by the next open,
