@@ -114,39 +114,46 @@ pub async fn copy_store_with_progress(
     }
     drop(present);
     progress.begin(ids.len() as u64);
-    // Sessions are read from the source a few at a time (each under its writer lock, held
-    // until its copy is verified), gathered into batches and written with one
-    // `create_sessions` call per batch: one durable point for many sessions instead of one
-    // each, which is what a copy of many small sessions spends its time on. A session whose
-    // log does not fit in one page is copied alone, page by page ([`copy_one`]). Batches are
-    // written in list order, so the report keeps it. After a failure nothing more is read or
-    // written; what was read ahead is dropped (reading changes nothing).
-    let mut reads = futures::stream::iter(&ids)
-        .map(|id| read_source(from, id))
-        .buffered(COPY_CONCURRENCY);
-    let mut batch: Vec<SourceSession> = Vec::new();
-    let mut batch_events = 0usize;
-    while let Some(read) = reads.next().await {
-        match read? {
-            Read::Small(session) => {
-                batch_events += session.data.events.len();
-                batch.push(*session);
-                if batch.len() >= BATCH_SESSIONS || batch_events >= BATCH_EVENTS {
-                    write_batch(from, to, std::mem::take(&mut batch), &mut report, progress)
-                        .await?;
+    // The source is taken BATCH_SESSIONS sessions at a time: their writer locks at once
+    // (`lock_many`, held until their copies are verified), then each read a few at a time,
+    // gathered into batches and written with one `create_sessions` call per batch: one durable
+    // point for many sessions instead of one each, which is what a copy of many small sessions
+    // spends its time on. A session whose log does not fit in one page is copied alone, page by
+    // page ([`copy_one`]). Batches are written in list order, so the report keeps it. After a
+    // failure nothing more is read or written; what was read ahead is dropped (reading changes
+    // nothing).
+    for chunk in ids.chunks(BATCH_SESSIONS) {
+        let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
+        let mut reads = futures::stream::iter(chunk)
+            .map(|id| read_source(from, id))
+            .buffered(COPY_CONCURRENCY);
+        let mut batch: Vec<SourceSession> = Vec::new();
+        let mut batch_events = 0usize;
+        while let Some(read) = reads.next().await {
+            match read? {
+                Read::Small(session) => {
+                    batch_events += session.data.events.len();
+                    batch.push(*session);
+                    if batch_events >= BATCH_EVENTS {
+                        let full = std::mem::take(&mut batch);
+                        write_batch(from, to, full, &mut report, progress).await?;
+                        batch_events = 0;
+                    }
+                }
+                Read::Large(id) => {
+                    let before = std::mem::take(&mut batch);
+                    write_batch(from, to, before, &mut report, progress).await?;
                     batch_events = 0;
+                    let copy = copy_one(from, to, &id).await?;
+                    progress.advance(copy.acpx_record_id.as_str());
+                    report.sessions.push(copy);
                 }
             }
-            Read::Large(id) => {
-                write_batch(from, to, std::mem::take(&mut batch), &mut report, progress).await?;
-                batch_events = 0;
-                let copy = copy_one(from, to, &id).await?;
-                progress.advance(copy.acpx_record_id.as_str());
-                report.sessions.push(copy);
-            }
         }
+        drop(reads);
+        write_batch(from, to, batch, &mut report, progress).await?;
+        drop(locks);
     }
-    write_batch(from, to, batch, &mut report, progress).await?;
     Ok(report)
 }
 
@@ -155,9 +162,9 @@ const BATCH_SESSIONS: usize = 256;
 /// A batch is written once its sessions hold this many events (bounds the memory it holds).
 const BATCH_EVENTS: usize = 50_000;
 
-/// A source session read whole under its writer lock, with its figures.
+/// A source session read whole (under its writer lock, which the caller holds), with its
+/// figures.
 struct SourceSession {
-    lock: SessionLock,
     side: Side,
     data: NewSessionData,
 }
@@ -166,13 +173,12 @@ struct SourceSession {
 enum Read {
     /// The whole session, ready for a batch.
     Small(Box<SourceSession>),
-    /// A log longer than one page: copied alone by [`copy_one`] (the lock was released).
+    /// A log longer than one page: copied alone by [`copy_one`].
     Large(RecordId),
 }
 
-/// Reads session `id` of `from` under its writer lock (kept in the result) with its figures.
+/// Reads session `id` of `from` with its figures (the caller holds its writer lock).
 async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
-    let lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
     let record = from.load(id).await?;
     let page = from.read_events(id, &page_query(1)).await?;
     refuse_trimmed(from, id, page.oldest_seq)?;
@@ -189,7 +195,6 @@ async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
         snapshot_digest: snapshot_digest(&record),
     };
     Ok(Read::Small(Box::new(SourceSession {
-        lock,
         side,
         data: NewSessionData {
             record,
@@ -212,7 +217,7 @@ fn refuse_trimmed(from: &dyn Store, id: &RecordId, oldest_seq: u64) -> StoreResu
 
 /// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
 /// compares it with its source; on any difference every session of the batch is removed from
-/// `to` again and the error returned. The source locks are released when this returns.
+/// `to` again and the error returned.
 async fn write_batch(
     from: &dyn Store,
     to: &dyn Store,
@@ -223,17 +228,15 @@ async fn write_batch(
     if batch.is_empty() {
         return Ok(());
     }
-    let (sides, data): (Vec<_>, Vec<_>) = batch
-        .into_iter()
-        .map(|s| ((s.lock, s.side), s.data))
-        .unzip();
+    let (sides, data): (Vec<Side>, Vec<NewSessionData>) =
+        batch.into_iter().map(|s| (s.side, s.data)).unzip();
     let ids: Vec<RecordId> = data
         .iter()
         .map(|d| d.record.acpx_record_id.clone())
         .collect();
     to.create_sessions(data).await?;
     let mut checks = futures::stream::iter(ids.iter().zip(&sides))
-        .map(|(id, (_, source))| async move {
+        .map(|(id, source)| async move {
             let target = verify_side(to, id).await?;
             match source.difference(&target) {
                 None => Ok(()),
@@ -257,7 +260,7 @@ async fn write_batch(
         }
         return Err(e);
     }
-    for (id, (_, source)) in ids.into_iter().zip(sides) {
+    for (id, source) in ids.into_iter().zip(sides) {
         progress.advance(id.as_str());
         report.sessions.push(source.copy_of(id));
     }
@@ -278,10 +281,9 @@ fn differs(from: &dyn Store, to: &dyn Store, id: &RecordId, what: &str) -> Store
     }
 }
 
-/// Copies session `id` under its source writer lock and verifies the copy; a copy that fails
+/// Copies session `id` (the caller holds its source writer lock) and verifies the copy; a copy that fails
 /// or does not verify is removed from `to` again.
 async fn copy_one(from: &dyn Store, to: &dyn Store, id: &RecordId) -> StoreResult<SessionCopy> {
-    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
     let mut created = false;
     let checked = match copy_session(from, to, id, &mut created).await {
         Ok(source) => match verify_side(to, id).await {

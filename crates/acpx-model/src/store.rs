@@ -249,6 +249,31 @@ pub struct NewSessionData {
     pub events: Vec<EventEnvelope>,
 }
 
+/// The writer locks of several sessions ([`Store::lock_many`]), held until dropped.
+#[derive(Debug)]
+pub struct ManyLocks {
+    _locks: Vec<SessionLock>,
+    _guard: Option<Box<dyn LockGuard>>,
+}
+
+impl ManyLocks {
+    /// One [`SessionLock`] per session.
+    pub fn each(locks: Vec<SessionLock>) -> Self {
+        ManyLocks {
+            _locks: locks,
+            _guard: None,
+        }
+    }
+
+    /// One guard a backend holds for all the sessions at once.
+    pub fn guard(guard: Box<dyn LockGuard>) -> Self {
+        ManyLocks {
+            _locks: Vec::new(),
+            _guard: Some(guard),
+        }
+    }
+}
+
 /// The persistence interface of acpx sessions.
 ///
 /// Every backend (memory, files, SQLite) passes the same conformance suite (`tests/`).
@@ -336,6 +361,19 @@ pub trait Store: Send + Sync + fmt::Debug {
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
         crate::migrate::create_sessions_one_by_one(self, sessions).await
+    }
+
+    /// Takes the writer locks of all of `ids` for reading them unchanged (what `migrate` holds
+    /// while it copies a batch of sessions), each waiting up to `timeout`. They are not
+    /// [`SessionLock`]s: nothing can be appended with them, and this store's own mutations of
+    /// those sessions proceed without waiting while they are held. The default takes
+    /// [`Store::lock`] of each in turn; the file store takes them through one lock file.
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        let mut locks = Vec::with_capacity(ids.len());
+        for id in ids {
+            locks.push(self.lock(id, timeout).await?);
+        }
+        Ok(ManyLocks::each(locks))
     }
 
     /// Writes `record` as the snapshot of the session whose writer lock is `writer`, whatever

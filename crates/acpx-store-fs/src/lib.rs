@@ -319,8 +319,8 @@ use std::time::Duration;
 
 use acpx_model::{
     check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage,
-    ListQuery, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock, SessionRecord, Store,
-    StoreError, StoreResult, Timestamp, TornTail,
+    ListQuery, ManyLocks, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock,
+    SessionRecord, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use async_trait::async_trait;
 
@@ -586,6 +586,15 @@ impl Store for FsStore {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let id = id.clone();
         self.run(move |c| c.lock(&id, timeout)).await
+    }
+
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        // Through one lock file: no inode created and freed per session (`core::batch_lock`).
+        let ids = ids.to_vec();
+        let locks = self
+            .run(move |c| c.lock_batch(&ids.iter().collect::<Vec<_>>(), timeout))
+            .await?;
+        Ok(ManyLocks::guard(Box::new(locks)))
     }
 
     async fn replace_snapshot(

@@ -83,7 +83,7 @@ impl FsCore {
     pub(crate) fn create_sessions(self: &Arc<Self>, batch: Vec<PreparedNew>) -> StoreResult<()> {
         // Held to the end; no lock file is left (see `batch_lock`).
         let ids: Vec<&RecordId> = batch.iter().map(|s| &s.id).collect();
-        let locks = self.lock_batch(&ids)?;
+        let locks = self.lock_batch(&ids, self.opts.lock_timeout)?;
         let mut written: Vec<Written> = Vec::with_capacity(batch.len());
         let result = self.write_batch(&batch, &mut written);
         if result.is_err() {

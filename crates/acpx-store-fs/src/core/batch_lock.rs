@@ -9,20 +9,23 @@
 //! session's own file were held. At the end the links are removed, then the batch file, and
 //! then the lock is released; a waiter that locked a link notices, by inode, that it is no
 //! longer the file at the path and starts over on a new one (as after any unlink of a lock
-//! file, see `acpx_lock`). A session whose `<id>.lock` already exists (held by someone, or left
-//! behind) is locked the ordinary way, waiting for it.
+//! file, see `acpx_lock`). A session whose `<id>.lock` is held by someone is locked the ordinary
+//! way, waiting for it; one whose `<id>.lock` is free (left behind by a holder that died) has it
+//! removed and linked anew.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use acpx_lock::FileLock;
-use acpx_model::{RecordId, SessionLock, StoreResult};
+use acpx_model::{LockGuard, RecordId, SessionLock, StoreResult};
 
 use super::{lock_slot, FsCore};
 use crate::fsutil::{io_err, random_suffix};
 
 /// Held writer locks of a batch; released (links and batch file removed) when dropped.
-pub(crate) struct BatchLocks {
+#[derive(Debug)]
+pub struct BatchLocks {
     core: Arc<FsCore>,
     path: PathBuf,
     file: Option<FileLock>,
@@ -33,9 +36,13 @@ pub(crate) struct BatchLocks {
 }
 
 impl FsCore {
-    /// Takes the writer locks of `ids` (see the module docs), waiting up to the store's lock
-    /// timeout for each session that someone else holds.
-    pub(crate) fn lock_batch(self: &Arc<Self>, ids: &[&RecordId]) -> StoreResult<BatchLocks> {
+    /// Takes the writer locks of `ids` (see the module docs), waiting up to `timeout` for each
+    /// session that someone else holds.
+    pub(crate) fn lock_batch(
+        self: &Arc<Self>,
+        ids: &[&RecordId],
+        timeout: Duration,
+    ) -> StoreResult<BatchLocks> {
         let path = self
             .layout
             .dir()
@@ -51,7 +58,7 @@ impl FsCore {
         if locks.file.is_none() {
             // A fresh random name is never locked by anyone: take the ordinary locks.
             for id in ids {
-                locks._guards.push(self.lock(id, self.opts.lock_timeout)?);
+                locks._guards.push(self.lock(id, timeout)?);
             }
             return Ok(locks);
         }
@@ -59,22 +66,50 @@ impl FsCore {
             let lock_path = self.layout.lock(id);
             let slot = self.slot(id);
             let mut st = lock_slot(&slot);
-            match std::fs::hard_link(&locks.path, &lock_path) {
-                Ok(()) => {
-                    st.held += 1;
-                    st.validated = false;
-                    locks.linked.push((*id).clone());
+            let mut cleared = false;
+            loop {
+                match std::fs::hard_link(&locks.path, &lock_path) {
+                    Ok(()) => {
+                        st.held += 1;
+                        st.validated = false;
+                        locks.linked.push((*id).clone());
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !cleared => {
+                        // A lock file is there. If it is free, it is left over (by a holder
+                        // that died, maybe a batch whose links all share one inode: locking
+                        // two of them would make this batch wait for itself), so it is
+                        // removed while held, as any holder may, and the link made again.
+                        // If it is held, its holder is waited for the ordinary way.
+                        match FileLock::try_exclusive(&lock_path)
+                            .map_err(|e| io_err(&lock_path, e))?
+                        {
+                            Some(free) => {
+                                free.unlink().map_err(|e| io_err(&lock_path, e))?;
+                                cleared = true;
+                            }
+                            None => {
+                                drop(st);
+                                locks._guards.push(self.lock(id, timeout)?);
+                                break;
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        // Someone made a new one meanwhile: wait for it.
+                        drop(st);
+                        locks._guards.push(self.lock(id, timeout)?);
+                        break;
+                    }
+                    Err(e) => return Err(io_err(&lock_path, e)),
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    drop(st);
-                    locks._guards.push(self.lock(id, self.opts.lock_timeout)?);
-                }
-                Err(e) => return Err(io_err(&lock_path, e)),
             }
         }
         Ok(locks)
     }
 }
+
+impl LockGuard for BatchLocks {}
 
 impl Drop for BatchLocks {
     fn drop(&mut self) {
@@ -101,7 +136,6 @@ mod tests {
     use super::*;
     use crate::core::FsStoreOptions;
     use acpx_model::StoreError;
-    use std::time::Duration;
 
     #[test]
     fn a_batch_lock_excludes_every_locker_of_its_sessions_and_leaves_no_file() {
@@ -126,11 +160,11 @@ mod tests {
             .unwrap(),
         );
         assert!(matches!(
-            short.lock_batch(&[&a, &c]),
+            short.lock_batch(&[&a, &c], Duration::from_millis(50)),
             Err(StoreError::Locked { .. })
         ));
         drop(held);
-        let locks = core.lock_batch(&[&a, &b]).unwrap();
+        let locks = core.lock_batch(&[&a, &b], Duration::from_secs(1)).unwrap();
         for id in [&a, &b] {
             assert!(matches!(
                 other.lock(id, Duration::from_millis(50)),
@@ -152,5 +186,27 @@ mod tests {
             .filter(|n| n.ends_with(".lock"))
             .collect();
         assert!(names.is_empty(), "{names:?}");
+    }
+
+    #[test]
+    fn links_left_by_a_batch_that_died_do_not_make_the_next_batch_wait_for_itself() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = Arc::new(FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap());
+        let ids: Vec<RecordId> = (0..3)
+            .map(|i| RecordId::parse(&format!("s{i}")).unwrap())
+            .collect();
+        // What a killed batch leaves: its file and the links, all one inode, nobody holding it.
+        let dead = core.layout.dir().join(".batch.dead.lock");
+        std::fs::write(&dead, b"").unwrap();
+        for id in &ids {
+            std::fs::hard_link(&dead, core.layout.lock(id)).unwrap();
+        }
+        let refs: Vec<&RecordId> = ids.iter().collect();
+        let locks = core.lock_batch(&refs, Duration::from_millis(200)).unwrap();
+        assert_eq!(locks.linked.len(), 3);
+        drop(locks);
+        for id in &ids {
+            assert!(!core.layout.lock(id).exists());
+        }
     }
 }
