@@ -68,6 +68,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod batch_lock;
 mod checkpoint;
 mod connection;
 mod events;
@@ -90,8 +91,8 @@ use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
-    NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError, StoreResult,
-    Timestamp,
+    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError,
+    StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -488,6 +489,15 @@ impl Store for SqliteStore {
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
         let query = query.clone();
         self.run(move |inner| inner.search(&query)).await
+    }
+
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        // Through one lock file: no inode created and freed per session (`batch_lock`).
+        let ids = ids.to_vec();
+        let guard = self
+            .run(move |inner| inner.lock_batch(&ids, timeout))
+            .await?;
+        Ok(ManyLocks::guard(Box::new(guard)))
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {

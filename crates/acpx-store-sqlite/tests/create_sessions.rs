@@ -110,3 +110,37 @@ async fn a_taken_id_fails_the_whole_batch() {
     );
     assert_eq!(lock_files(&dir), 0);
 }
+
+#[tokio::test]
+async fn lock_many_excludes_other_lockers_through_one_file_and_leaves_none() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir);
+    let other = open(&dir);
+    s.create_sessions(batch("m", 3)).await.unwrap();
+    let ids: Vec<_> = (0..3).map(|i| rid(&format!("m{i}"))).collect();
+    // Links a killed batch left (one inode, nobody holding it) are cleared, not waited for.
+    let locks_dir = dir.path().join("acpx.db.locks");
+    let dead = locks_dir.join(".batch.dead.lock");
+    std::fs::write(&dead, b"").unwrap();
+    std::fs::hard_link(&dead, locks_dir.join("m1.lock")).unwrap();
+    std::fs::hard_link(&dead, locks_dir.join("m2.lock")).unwrap();
+    let held = s.lock_many(&ids, Duration::from_millis(200)).await.unwrap();
+    for id in &ids {
+        assert!(matches!(
+            other.lock(id, Duration::from_millis(50)).await,
+            Err(StoreError::Locked { .. })
+        ));
+    }
+    // This store's own mutations go ahead while it holds them.
+    let mut r = s.load(&ids[0]).await.unwrap();
+    s.save(&mut r).await.unwrap();
+    drop(held);
+    other.lock(&ids[1], Duration::from_secs(1)).await.unwrap();
+    let left: Vec<_> = std::fs::read_dir(&locks_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != ".batch.dead.lock")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
