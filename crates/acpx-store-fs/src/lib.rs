@@ -268,7 +268,10 @@
 //! to every reader (absent), and one a crash leaves so is finished (removed) by the next open,
 //! like any interrupted delete; after it, the session is whole. A failed batch removes what
 //! it wrote. A log larger than `max_segment_bytes` (it would rotate) makes the whole call
-//! take the one-by-one path (create, append, save).
+//! take the one-by-one path (create, append, save). The batch's writer locks, and those of
+//! [`Store::lock_many`] (the source side of a migration), are taken through one lock file,
+//! `.batch.<random>.lock`, with each `<id>.lock` a hard link to it, removed before the lock is
+//! released: no inode is created and freed per session.
 //!
 //! ## Stale temp files
 //!
