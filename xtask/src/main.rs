@@ -1,6 +1,7 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--node PATH [--node-runs N]]`,
 //! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
+//! `cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]`,
 //! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
 //! [--strict]`.
 //!
@@ -8,6 +9,7 @@
 
 mod bench;
 mod bench_import;
+mod bench_migrate;
 mod bench_owner;
 mod bench_turn;
 mod tidy;
@@ -24,6 +26,7 @@ const USAGE: &str =
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--chunks N] [--prefill N]
                                  [--runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
+       cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]
        cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
                            [--strict]
 
@@ -63,6 +66,10 @@ const USAGE: &str =
                 sessions x 10 turns x 250 chunks) into the file store; events/s over the whole
                 import (target >= 50,000)
 
+  bench migrate builds the release acpx, makes one real session and copies it to N (default
+                10,000), then times `migrate --to sqlite` and back `--to fs`: sessions/s
+                (target >= 2,000) and the lock files left (target: none)
+
   torture       builds acpx (debug) and runs real processes: SIGKILL during streamed prompts,
                 concurrent prompts, a full disk (tmpfs), closed stdout, damaged files,
                 misbehaving agents; prints tried / lost / panics / failures per scenario and
@@ -82,6 +89,21 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("migrate") => {
+            match bench_migrate::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_migrate::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench migrate: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench migrate: {e}\n\n{USAGE}");
                     ExitCode::from(2)
                 }
             }

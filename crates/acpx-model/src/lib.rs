@@ -72,8 +72,8 @@ pub use session::{
 };
 pub use store::{
     check_append_batch, list_order_key, normalize_cwd, ClosedFilter, DamagedLine, Durability,
-    EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ReadMode, SessionLock,
-    SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
+    EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks, NewSessionData,
+    ReadMode, SessionLock, SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
 };
 pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,

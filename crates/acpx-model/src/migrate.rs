@@ -7,7 +7,6 @@
 //! digest: `revision` (the target numbers its own saves) and `acpx.event_log` (where the log
 //! lives, which the copy updates to the target's log).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -19,15 +18,14 @@ use crate::event::EventEnvelope;
 use crate::id::RecordId;
 use crate::session::SessionRecord;
 use crate::store::{
-    ClosedFilter, Durability, EventQuery, ListQuery, ReadMode, SessionLock, SkippedEntry, Store,
+    ClosedFilter, Durability, EventQuery, ListQuery, NewSessionData, ReadMode, SessionLock,
+    SkippedEntry, Store,
 };
 
 /// Events read (and appended) per call while copying.
 const EVENT_PAGE: usize = 1_000;
 /// Sessions copied at the same time.
 const COPY_CONCURRENCY: usize = 8;
-/// Sessions listed per page.
-const LIST_PAGE: usize = 500;
 /// How long to wait for a source session's writer lock (a live agent may be writing it).
 const SOURCE_LOCK_WAIT: Duration = Duration::from_secs(30);
 
@@ -65,8 +63,10 @@ pub struct SessionCopy {
 ///
 /// Refuses with [`StoreError::AlreadyExists`], before copying anything, when `to` already has
 /// a session with one of the ids. Each source session is copied under its writer lock, so a
-/// live writer cannot change it half-way. A session whose copy fails (or does not verify) is
-/// removed from the target again and the error is returned; sessions copied before it stay.
+/// live writer cannot change it half-way. Sessions are written in batches
+/// ([`Store::create_sessions`], one durable point per batch). When a copy fails (or does not
+/// verify), every session of its batch is removed from the target again and the error is
+/// returned; the batches written before it stay.
 /// A source log whose oldest events were removed by retention (it does not start at seq 1)
 /// cannot be recreated through [`Store::append`] and is refused with `InvalidArgument`.
 pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyReport> {
@@ -81,9 +81,11 @@ pub async fn copy_store_with_progress(
 ) -> StoreResult<CopyReport> {
     let mut report = CopyReport::default();
     let mut ids = Vec::new();
+    // One page: the file store lists by reading its whole directory (and cache) whatever the
+    // page size, so pages of 500 cost a full listing each (20 of them for 10,000 sessions).
     let mut query = ListQuery {
         closed: ClosedFilter::Any,
-        limit: Some(LIST_PAGE),
+        limit: None,
         ..ListQuery::default()
     };
     loop {
@@ -95,8 +97,13 @@ pub async fn copy_store_with_progress(
             None => break,
         }
     }
-    for id in &ids {
-        match to.load(id).await {
+    // Looked up a few at a time: one round trip each, and 10,000 of them in a row would be
+    // a noticeable part of a migration.
+    let mut present = futures::stream::iter(&ids)
+        .map(|id| async move { (id, to.load(id).await) })
+        .buffered(COPY_CONCURRENCY);
+    while let Some((id, found)) = present.next().await {
+        match found {
             Err(StoreError::NotFound(_)) => {}
             // Present but unreadable is still present: never overwrite it.
             Ok(_) | Err(StoreError::Corrupt { .. }) | Err(StoreError::Invalid(_)) => {
@@ -105,67 +112,184 @@ pub async fn copy_store_with_progress(
             Err(e) => return Err(e),
         }
     }
+    drop(present);
     progress.begin(ids.len() as u64);
-    // Several sessions are copied at once: each one's cost is mostly waiting for its durable
-    // writes (fsyncs on the file store, commits on the databases), which overlap. Results come
-    // back in list order. After a failure no further copy starts, but the ones under way are
-    // driven to their end (each removes its own partial copy when it fails), so nothing is
-    // left half-written by a copy that was dropped.
-    let stop = AtomicBool::new(false);
-    let mut first_error = None;
-    let mut copies = futures::stream::iter(&ids)
-        .map(|id| {
-            let stop = &stop;
-            async move {
-                if stop.load(Ordering::Relaxed) {
-                    return None;
+    // The source is taken BATCH_SESSIONS sessions at a time: their writer locks at once
+    // (`lock_many`, held until their copies are verified), then each read a few at a time,
+    // gathered into batches and written with one `create_sessions` call per batch: one durable
+    // point for many sessions instead of one each, which is what a copy of many small sessions
+    // spends its time on. A session whose log does not fit in one page is copied alone, page by
+    // page ([`copy_one`]). Batches are written in list order, so the report keeps it. After a
+    // failure nothing more is read or written; what was read ahead is dropped (reading changes
+    // nothing).
+    for chunk in ids.chunks(BATCH_SESSIONS) {
+        let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
+        let mut reads = futures::stream::iter(chunk)
+            .map(|id| read_source(from, id))
+            .buffered(COPY_CONCURRENCY);
+        let mut batch: Vec<SourceSession> = Vec::new();
+        let mut batch_events = 0usize;
+        while let Some(read) = reads.next().await {
+            match read? {
+                Read::Small(session) => {
+                    batch_events += session.data.events.len();
+                    batch.push(*session);
+                    if batch_events >= BATCH_EVENTS {
+                        let full = std::mem::take(&mut batch);
+                        write_batch(from, to, full, &mut report, progress).await?;
+                        batch_events = 0;
+                    }
                 }
-                let copied = copy_one(from, to, id).await;
-                if copied.is_err() {
-                    stop.store(true, Ordering::Relaxed);
+                Read::Large(id) => {
+                    let before = std::mem::take(&mut batch);
+                    write_batch(from, to, before, &mut report, progress).await?;
+                    batch_events = 0;
+                    let copy = copy_one(from, to, &id).await?;
+                    progress.advance(copy.acpx_record_id.as_str());
+                    report.sessions.push(copy);
                 }
-                Some(copied)
+            }
+        }
+        drop(reads);
+        write_batch(from, to, batch, &mut report, progress).await?;
+        drop(locks);
+    }
+    Ok(report)
+}
+
+/// Sessions written per [`Store::create_sessions`] call.
+const BATCH_SESSIONS: usize = 256;
+/// A batch is written once its sessions hold this many events (bounds the memory it holds).
+const BATCH_EVENTS: usize = 50_000;
+
+/// A source session read whole (under its writer lock, which the caller holds), with its
+/// figures.
+struct SourceSession {
+    side: Side,
+    data: NewSessionData,
+}
+
+/// What [`read_source`] found.
+enum Read {
+    /// The whole session, ready for a batch.
+    Small(Box<SourceSession>),
+    /// A log longer than one page: copied alone by [`copy_one`].
+    Large(RecordId),
+}
+
+/// Reads session `id` of `from` with its figures (the caller holds its writer lock).
+async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
+    let record = from.load(id).await?;
+    let page = from.read_events(id, &page_query(1)).await?;
+    refuse_trimmed(from, id, page.oldest_seq)?;
+    if page.next_seq.is_some() {
+        return Ok(Read::Large(id.clone()));
+    }
+    let mut hasher = Sha256::new();
+    hash_events(&mut hasher, &page.events);
+    let side = Side {
+        events: page.events.len() as u64,
+        first_seq: page.events.first().map_or(0, |e| e.seq),
+        last_seq: page.events.last().map_or(page.last_seq, |e| e.seq),
+        events_digest: hasher.finalize().into(),
+        snapshot_digest: snapshot_digest(&record),
+    };
+    Ok(Read::Small(Box::new(SourceSession {
+        side,
+        data: NewSessionData {
+            record,
+            events: page.events,
+        },
+    })))
+}
+
+/// A log whose oldest events were removed by retention cannot be recreated from seq 1.
+fn refuse_trimmed(from: &dyn Store, id: &RecordId, oldest_seq: u64) -> StoreResult<()> {
+    if oldest_seq > 1 {
+        return Err(StoreError::InvalidArgument(format!(
+            "session {id}: the {} store kept its event log from seq {oldest_seq} on (older \
+             events were removed by retention), and a log can only be recreated from seq 1",
+            from.backend_name(),
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
+/// compares it with its source; on any difference every session of the batch is removed from
+/// `to` again and the error returned.
+async fn write_batch(
+    from: &dyn Store,
+    to: &dyn Store,
+    batch: Vec<SourceSession>,
+    report: &mut CopyReport,
+    progress: &dyn crate::progress::Progress,
+) -> StoreResult<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let (sides, data): (Vec<Side>, Vec<NewSessionData>) =
+        batch.into_iter().map(|s| (s.side, s.data)).unzip();
+    let ids: Vec<RecordId> = data
+        .iter()
+        .map(|d| d.record.acpx_record_id.clone())
+        .collect();
+    to.create_sessions(data).await?;
+    let mut checks = futures::stream::iter(ids.iter().zip(&sides))
+        .map(|(id, source)| async move {
+            let target = verify_side(to, id).await?;
+            match source.difference(&target) {
+                None => Ok(()),
+                Some(what) => Err(differs(from, to, id, &what)),
             }
         })
         .buffered(COPY_CONCURRENCY);
-    while let Some(copied) = copies.next().await {
-        match copied {
-            Some(Ok(copy)) => {
-                progress.advance(copy.acpx_record_id.as_str());
-                report.sessions.push(copy);
-            }
-            Some(Err(e)) => {
-                first_error.get_or_insert(e);
-            }
-            None => {}
+    let mut failed = None;
+    while let Some(checked) = checks.next().await {
+        if let Err(e) = checked {
+            failed = Some(e);
+            break;
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(report),
+    drop(checks);
+    if let Some(e) = failed {
+        for id in &ids {
+            if let Err(cleanup) = to.delete(id).await {
+                report_cleanup_failure(id, &cleanup);
+            }
+        }
+        return Err(e);
+    }
+    for (id, source) in ids.into_iter().zip(sides) {
+        progress.advance(id.as_str());
+        report.sessions.push(source.copy_of(id));
+    }
+    Ok(())
+}
+
+fn differs(from: &dyn Store, to: &dyn Store, id: &RecordId, what: &str) -> StoreError {
+    StoreError::Corrupt {
+        location: format!(
+            "the copy of session {id} in the {} store",
+            to.backend_name()
+        ),
+        line: None,
+        reason: format!(
+            "{what} differs from the {} source; the copy was removed again",
+            from.backend_name()
+        ),
     }
 }
 
-/// Copies session `id` under its source writer lock and verifies the copy; a copy that fails
+/// Copies session `id` (the caller holds its source writer lock) and verifies the copy; a copy that fails
 /// or does not verify is removed from `to` again.
 async fn copy_one(from: &dyn Store, to: &dyn Store, id: &RecordId) -> StoreResult<SessionCopy> {
-    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
     let mut created = false;
     let checked = match copy_session(from, to, id, &mut created).await {
         Ok(source) => match verify_side(to, id).await {
             Ok(target) => match source.difference(&target) {
                 None => Ok(source),
-                Some(what) => Err(StoreError::Corrupt {
-                    location: format!(
-                        "the copy of session {id} in the {} store",
-                        to.backend_name()
-                    ),
-                    line: None,
-                    reason: format!(
-                        "{what} differs from the {} source; the copy was removed again",
-                        from.backend_name()
-                    ),
-                }),
+                Some(what) => Err(differs(from, to, id, &what)),
             },
             Err(e) => Err(e),
         },
@@ -184,14 +308,7 @@ async fn copy_one(from: &dyn Store, to: &dyn Store, id: &RecordId) -> StoreResul
             return Err(e);
         }
     };
-    Ok(SessionCopy {
-        acpx_record_id: id.clone(),
-        events: source.events,
-        first_seq: source.first_seq,
-        last_seq: source.last_seq,
-        events_sha256: hex(&source.events_digest),
-        snapshot_sha256: hex(&source.snapshot_digest),
-    })
+    Ok(source.copy_of(id.clone()))
 }
 
 /// Writes one new session into a store: the one way acpx fills a store with a session that
@@ -255,6 +372,59 @@ impl<'s> NewSessionWriter<'s> {
     }
 }
 
+/// [`Store::create_sessions`] done one session after the other through `create`, `append`
+/// and `save` (the trait's default implementation, correct for every backend; backends also
+/// use it for sessions too large for their batch path). The last append of each session is
+/// [`Durability::Fsync`] and the save is a store's normal durable save.
+pub async fn create_sessions_one_by_one<S: Store + ?Sized>(
+    store: &S,
+    sessions: Vec<NewSessionData>,
+) -> StoreResult<Vec<SessionRecord>> {
+    let mut created: Vec<RecordId> = Vec::new();
+    let mut stored = Vec::with_capacity(sessions.len());
+    for session in sessions {
+        match create_one(store, session, &mut created).await {
+            Ok(record) => stored.push(record),
+            Err(e) => {
+                for id in &created {
+                    if let Err(cleanup) = store.delete(id).await {
+                        report_cleanup_failure(id, &cleanup);
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(stored)
+}
+
+/// One session of [`create_sessions_one_by_one`]; pushes its id to `created` once it exists.
+async fn create_one<S: Store + ?Sized>(
+    store: &S,
+    session: NewSessionData,
+    created: &mut Vec<RecordId>,
+) -> StoreResult<SessionRecord> {
+    let NewSessionData { mut record, events } = session;
+    let id = record.acpx_record_id.clone();
+    let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
+    store.create(&mut record).await?;
+    created.push(id.clone());
+    let chunks = events.chunks(EVENT_PAGE).count();
+    for (i, chunk) in events.chunks(EVENT_PAGE).enumerate() {
+        let durability = if i + 1 == chunks {
+            Durability::Fsync
+        } else {
+            Durability::Flush
+        };
+        store.append(&writer, chunk, durability).await?;
+    }
+    store.flush(&id).await?;
+    record.acpx.event_log = store.event_log_state(&id).await?;
+    store.save(&mut record).await?;
+    drop(writer);
+    Ok(record)
+}
+
 /// Figures of one side of a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Side {
@@ -266,6 +436,17 @@ struct Side {
 }
 
 impl Side {
+    fn copy_of(&self, id: RecordId) -> SessionCopy {
+        SessionCopy {
+            acpx_record_id: id,
+            events: self.events,
+            first_seq: self.first_seq,
+            last_seq: self.last_seq,
+            events_sha256: hex(&self.events_digest),
+            snapshot_sha256: hex(&self.snapshot_digest),
+        }
+    }
+
     fn difference(&self, other: &Side) -> Option<String> {
         if self.events != other.events {
             return Some(format!(
@@ -301,14 +482,7 @@ async fn copy_session(
     let snapshot_digest = snapshot_digest(&record);
     let mut query = page_query(1);
     let mut page = from.read_events(id, &query).await?;
-    if page.oldest_seq > 1 {
-        return Err(StoreError::InvalidArgument(format!(
-            "session {id}: the {} store kept its event log from seq {} on (older events were \
-             removed by retention), and a log can only be recreated from seq 1",
-            from.backend_name(),
-            page.oldest_seq
-        )));
-    }
+    refuse_trimmed(from, id, page.oldest_seq)?;
     let mut writer = NewSessionWriter::create(to, record).await?;
     *created = true;
     let mut hasher = Sha256::new();

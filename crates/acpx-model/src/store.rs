@@ -240,6 +240,40 @@ impl SessionLock {
     }
 }
 
+/// One new session for [`Store::create_sessions`]: its snapshot and its whole event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSessionData {
+    /// The snapshot. Its `revision` and `acpx.event_log` are the target store's to set.
+    pub record: SessionRecord,
+    /// The whole log, from seq 1 on, in seq order, without a gap (may be empty).
+    pub events: Vec<EventEnvelope>,
+}
+
+/// The writer locks of several sessions ([`Store::lock_many`]), held until dropped.
+#[derive(Debug)]
+pub struct ManyLocks {
+    _locks: Vec<SessionLock>,
+    _guard: Option<Box<dyn LockGuard>>,
+}
+
+impl ManyLocks {
+    /// One [`SessionLock`] per session.
+    pub fn each(locks: Vec<SessionLock>) -> Self {
+        ManyLocks {
+            _locks: locks,
+            _guard: None,
+        }
+    }
+
+    /// One guard a backend holds for all the sessions at once.
+    pub fn guard(guard: Box<dyn LockGuard>) -> Self {
+        ManyLocks {
+            _locks: Vec::new(),
+            _guard: Some(guard),
+        }
+    }
+}
+
 /// The persistence interface of acpx sessions.
 ///
 /// Every backend (memory, files, SQLite) passes the same conformance suite (`tests/`).
@@ -306,6 +340,41 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the
     /// operating system when the process dies.
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock>;
+
+    /// Stores new sessions, each with its whole event log, as [`Store::create`], appends of
+    /// every event in order and a [`Store::save`] of the snapshot with the log's
+    /// [`EventLogState`] would (so each is stored at revision 2), and makes them durable: when
+    /// it returns they survive a crash of the machine. Returns the snapshots as stored, in
+    /// order. What `acpx migrate` writes with.
+    ///
+    /// An id that is taken fails the call with [`StoreError::AlreadyExists`]; an event that
+    /// does not continue its log, or belongs to another session, with `SeqMismatch` or
+    /// `InvalidArgument`. On any error the sessions this call created are removed again (a
+    /// removal that fails is reported on stderr). A crash during the call leaves each session
+    /// of the batch absent or whole, except in this default implementation, which writes one
+    /// session after the other through `create`, `append` and `save` (correct for every
+    /// backend): there the session being written can be left as a crash of those calls leaves
+    /// it. A backend may write the whole batch with one durable point (the file and SQLite
+    /// stores do; `docs/format.md` § Writing many new sessions at once).
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        crate::migrate::create_sessions_one_by_one(self, sessions).await
+    }
+
+    /// Takes the writer locks of all of `ids` for reading them unchanged (what `migrate` holds
+    /// while it copies a batch of sessions), each waiting up to `timeout`. They are not
+    /// [`SessionLock`]s: nothing can be appended with them, and this store's own mutations of
+    /// those sessions proceed without waiting while they are held. The default takes
+    /// [`Store::lock`] of each in turn; the file store takes them through one lock file.
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        let mut locks = Vec::with_capacity(ids.len());
+        for id in ids {
+            locks.push(self.lock(id, timeout).await?);
+        }
+        Ok(ManyLocks::each(locks))
+    }
 
     /// Writes `record` as the snapshot of the session whose writer lock is `writer`, whatever
     /// the stored snapshot holds (truncated, not JSON, invalid), leaving the log as

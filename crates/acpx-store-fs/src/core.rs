@@ -3,8 +3,12 @@
 //! [`crate::FsStore`] runs these on tokio's blocking pool. They may sleep (waiting for a lock)
 //! and fsync, so they must not be called directly on an async worker thread.
 
+mod batch;
+mod batch_lock;
 mod event_log;
 mod snapshots;
+
+pub(crate) use batch::PreparedNew;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -68,9 +72,18 @@ struct SlotState {
     writer: Option<LogWriter>,
     last_write_at: Option<Timestamp>,
     last_write_error: Option<String>,
+    /// The lock file did not exist before this process's current flock on it was taken: it
+    /// is removed when that flock is released, so that locking leaves no file behind (a
+    /// migration locks every session of its source).
+    created_lock_file: bool,
 }
 
 type Slot = Mutex<SlotState>;
+
+/// Whether the lock file is there (an error counts as there: then nothing is removed).
+fn lock_file_exists(path: &Path) -> bool {
+    !matches!(stat_opt(path), Ok(None))
+}
 
 fn lock_slot(slot: &Slot) -> MutexGuard<'_, SlotState> {
     // A panic while holding the mutex leaves the state structurally valid; the next flock
@@ -280,10 +293,12 @@ impl FsCore {
             if st.held > 0 {
                 break None;
             }
+            let existed = lock_file_exists(&lock_path);
             if let Some(fl) =
                 FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
             {
                 st.validated = false;
+                st.created_lock_file = !existed;
                 break Some(fl);
             }
             let waited = started.elapsed();
@@ -308,7 +323,8 @@ impl FsCore {
 
     /// Bookkeeping before the flock of `id` is released: write out pending events, remember
     /// the active file's identity (to detect changes by others at the next acquisition), and
-    /// unlink the lock file if the session does not exist (nothing is left to guard).
+    /// unlink the lock file if the session does not exist (nothing is left to guard) or if
+    /// this flock created it (lock files do not pile up, one per session ever locked).
     fn release(&self, id: &RecordId, st: &mut SlotState, flock: &FileLock) {
         if let Err(e) = self.write_pending(id, st) {
             tracing::error!(
@@ -328,9 +344,12 @@ impl FsCore {
             Some(b) => b,
             None => !matches!(stat_opt(&self.layout.snapshot(id)), Ok(None)),
         };
+        let created = std::mem::take(&mut st.created_lock_file);
         if !exists {
             st.writer = None;
             st.snap = None;
+        }
+        if !exists || created {
             if let Err(e) = flock.unlink() {
                 tracing::debug!(session = %id, error = %e, "could not remove the lock file");
             }
@@ -384,9 +403,13 @@ impl FsCore {
         loop {
             {
                 let mut st = lock_slot(&slot);
+                let existed = st.held > 0 || lock_file_exists(&lock_path);
                 if let Some(fl) =
                     FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
                 {
+                    if st.held == 0 {
+                        st.created_lock_file = !existed;
+                    }
                     st.held += 1;
                     st.validated = false;
                     let guard = FsLockGuard {

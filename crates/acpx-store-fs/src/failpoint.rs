@@ -19,6 +19,8 @@ pub const FAILPOINTS: &[&str] = &[
     "compress.before_plain_removed",
     "delete.after_snapshot_unlink",
     "delete.after_logs_removed",
+    "create_sessions.after_sync",
+    "create_sessions.after_first_commit",
 ];
 
 /// Whether `ACPX_FAILPOINT` names `step` (always false without the `failpoints` feature).

@@ -82,9 +82,10 @@
 //! mutation takes it for the duration of the call, waiting up to
 //! [`FsStoreOptions::lock_timeout`] and then failing with [`acpx_model::StoreError::Locked`].
 //! Separately opened stores (even in one process) are independent lockers. A lock file is
-//! unlinked by its holder when the session no longer exists; every locker checks, after
-//! acquiring, that it locked the file that is still at the path, so an unlink can never let
-//! two writers in.
+//! unlinked by its holder when the session no longer exists, and when that holder's lock
+//! created it (locking leaves the directory as it found it: a migration that locks 10,000
+//! sessions leaves no 10,000 lock files); every locker checks, after acquiring, that it locked
+//! the file that is still at the path, so an unlink can never let two writers in.
 //!
 //! Other processes may change a session's files whenever this store does not hold the lock,
 //! so after each acquisition the first operation compares the active segment's identity
@@ -256,6 +257,22 @@
 //! the rebuilt snapshot.
 //! `close` is idempotent and goes through the normal save path (revision + 1).
 //!
+//! ## Many new sessions at once
+//!
+//! [`Store::create_sessions`] (what `acpx migrate` writes with) stores a batch of new
+//! sessions with one durable point: under the writer locks of all of them, each snapshot
+//! (revision 2) is written into the session's tombstone `<id>.deleted` and its log into
+//! `<id>.events.ndjson` without fsync; then every file is fsynced (from 4 threads) and the
+//! directory once; then each tombstone is renamed to `<id>.json` (the session's commit point)
+//! and the directory fsynced once more. Until its rename a session is an interrupted delete
+//! to every reader (absent), and one a crash leaves so is finished (removed) by the next open,
+//! like any interrupted delete; after it, the session is whole. A failed batch removes what
+//! it wrote. A log larger than `max_segment_bytes` (it would rotate) makes the whole call
+//! take the one-by-one path (create, append, save). The batch's writer locks, and those of
+//! [`Store::lock_many`] (the source side of a migration), are taken through one lock file,
+//! `.batch.<random>.lock`, with each `<id>.lock` a hard link to it, removed before the lock is
+//! released: no inode is created and freed per session.
+//!
 //! ## Stale temp files
 //!
 //! Saves happen under the session lock, so a temp file `.<id>.json.tmp.*` whose session lock
@@ -287,6 +304,8 @@
 //! | `compress.before_plain_removed` | a closed segment's `.ndjson.zst` is synced and renamed into place, its plain `.ndjson` not yet removed |
 //! | `delete.after_snapshot_unlink` | the snapshot is renamed to the tombstone `<id>.deleted` (the commit point), the log segments not yet removed |
 //! | `delete.after_logs_removed` | the log segments are removed, the tombstone not yet |
+//! | `create_sessions.after_sync` | a batch of new sessions is written and fsynced (each snapshot still in its tombstone), nothing committed |
+//! | `create_sessions.after_first_commit` | the first session of a batch is committed (renamed to `<id>.json`), the others not yet |
 
 #![warn(missing_docs)]
 
@@ -305,9 +324,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::{
-    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
-    SearchHit, SearchQuery, SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
-    TornTail,
+    check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage,
+    ListQuery, ManyLocks, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock,
+    SessionRecord, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use async_trait::async_trait;
 
@@ -448,6 +467,49 @@ impl Store for FsStore {
         self.run(move |c| c.load(&id)).await
     }
 
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        // A log that would rotate while written goes the one-by-one way, which rotates (and
+        // applies retention) exactly as appends do.
+        let budget = usize::try_from(self.core.options().max_segment_bytes).unwrap_or(usize::MAX);
+        let now = Timestamp::now();
+        let mut prepared = Vec::with_capacity(sessions.len());
+        let mut records = Vec::with_capacity(sessions.len());
+        for s in &sessions {
+            let id = &s.record.acpx_record_id;
+            s.record
+                .validate(&self.core.snapshot_path(id).display().to_string())?;
+            check_append_batch(id, 0, &s.events)?;
+            let mut log = Vec::with_capacity(s.events.len() * 400);
+            for e in &s.events {
+                e.write_ndjson_line(&mut log);
+            }
+            if log.len() > budget {
+                return acpx_model::migrate::create_sessions_one_by_one(self, sessions).await;
+            }
+            let mut record = s.record.clone();
+            let last_seq = s.events.last().map_or(0, |e| e.seq);
+            record.acpx.event_log = EventLogState {
+                format_version: 1,
+                active_path: self.core.segment_path(id, 0).display().to_string(),
+                segment_count: u32::from(last_seq > 0),
+                max_segment_bytes: self.core.options().max_segment_bytes,
+                max_segments: self.core.options().max_segments,
+                last_seq,
+                last_write_at: (last_seq > 0).then_some(now),
+                last_write_error: None,
+            };
+            record.revision = 2;
+            prepared.push(core::PreparedNew::new(&record, log)?);
+            records.push(record);
+        }
+        drop(sessions);
+        self.run(move |c| c.create_sessions(prepared)).await?;
+        Ok(records)
+    }
+
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let expected = record.revision;
         let bytes = self.core.prepare_snapshot(record, expected + 1)?;
@@ -530,6 +592,15 @@ impl Store for FsStore {
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
         let id = id.clone();
         self.run(move |c| c.lock(&id, timeout)).await
+    }
+
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        // Through one lock file: no inode created and freed per session (`core::batch_lock`).
+        let ids = ids.to_vec();
+        let locks = self
+            .run(move |c| c.lock_batch(&ids.iter().collect::<Vec<_>>(), timeout))
+            .await?;
+        Ok(ManyLocks::guard(Box::new(locks)))
     }
 
     async fn replace_snapshot(

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use acpx_model::{Durability, EventQuery, ListQuery, StoreError};
+use acpx_model::{Durability, EventQuery, ListQuery, Store, StoreError};
 use acpx_store_fs::{FsStore, FsStoreOptions, FAILPOINTS, FAILPOINT_ENV};
 use common::*;
 
@@ -445,4 +445,113 @@ fn lock_of_a_killed_holder_is_released() {
     child.kill().unwrap();
     child.wait().unwrap();
     s.blocking().lock(&a, Duration::from_secs(5)).unwrap();
+}
+
+/// Three new sessions with logs of 0, 3 and 6 events, for `create_sessions`.
+fn new_batch() -> Vec<acpx_model::NewSessionData> {
+    ["b0", "b1", "b2"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let id = id(name);
+            acpx_model::NewSessionData {
+                record: record(&id, "/r"),
+                events: events(&id, 1..=(i as u64) * 3, 20),
+            }
+        })
+        .collect()
+}
+
+fn create_batch_in_child(dir: &Path) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = store(dir);
+    rt.block_on(s.create_sessions(new_batch())).unwrap();
+}
+
+/// What is in the sessions directory, without the listing cache and search index.
+fn session_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn crash_before_a_batch_commits_leaves_none_of_its_sessions() {
+    if let Some(dir) = child_dir() {
+        create_batch_in_child(&dir);
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    assert_aborted(run_child(
+        "crash_before_a_batch_commits_leaves_none_of_its_sessions",
+        tmp.path(),
+        Some("create_sessions.after_sync"),
+    ));
+    // Before reopening: tombstones and logs, no snapshot; readers find nothing.
+    let files = session_files(tmp.path());
+    assert!(files.iter().any(|f| f.ends_with(".deleted")), "{files:?}");
+    assert!(!files.iter().any(|f| f.ends_with(".json")), "{files:?}");
+    // Opening the store finishes the interrupted deletes; the batch can be written again.
+    let s = store(tmp.path());
+    let left: Vec<_> = session_files(tmp.path())
+        .into_iter()
+        .filter(|f| !f.ends_with(".lock"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    assert!(rt
+        .block_on(s.list(&ListQuery::default()))
+        .unwrap()
+        .sessions
+        .is_empty());
+    rt.block_on(s.create_sessions(new_batch())).unwrap();
+    assert_eq!(
+        rt.block_on(s.list(&ListQuery::default()))
+            .unwrap()
+            .sessions
+            .len(),
+        3
+    );
+}
+
+#[test]
+fn crash_in_the_middle_of_the_commits_leaves_whole_sessions_or_none() {
+    if let Some(dir) = child_dir() {
+        create_batch_in_child(&dir);
+        std::process::exit(0);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    assert_aborted(run_child(
+        "crash_in_the_middle_of_the_commits_leaves_whole_sessions_or_none",
+        tmp.path(),
+        Some("create_sessions.after_first_commit"),
+    ));
+    let s = store(tmp.path());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listed = rt.block_on(s.list(&ListQuery::default())).unwrap();
+    let ids: Vec<_> = listed
+        .sessions
+        .iter()
+        .map(|x| x.acpx_record_id.to_string())
+        .collect();
+    assert_eq!(ids, ["b0"], "only the first commit happened");
+    assert!(listed.skipped.is_empty());
+    for name in ["b1", "b2"] {
+        assert!(matches!(
+            rt.block_on(s.load(&id(name))),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+    let left: Vec<_> = session_files(tmp.path())
+        .into_iter()
+        .filter(|f| !f.ends_with(".lock"))
+        .collect();
+    assert_eq!(left, ["b0.json"], "the others were removed at open");
 }

@@ -50,6 +50,8 @@ async fn layout_and_permissions() {
         store.segment_path(&a, 2),
         root.join("sessions/sess-a.events.2.ndjson")
     );
+    // The lock file exists while a lock is held (a lock that created it removes it again).
+    let guard = store.lock(&a, Duration::from_secs(1)).await.unwrap();
     for f in [
         snapshot.clone(),
         store.active_log_path(&a),
@@ -58,6 +60,8 @@ async fn layout_and_permissions() {
         assert!(f.exists(), "{}", f.display());
         assert_eq!(mode(&f), 0o600, "{}", f.display());
     }
+    drop(guard);
+    assert!(!store.lock_path(&a).exists());
     // The snapshot is the pretty-printed session.json of docs/format.md with the store's revision.
     let doc: Value = serde_json::from_slice(&fs::read(&snapshot).unwrap()).unwrap();
     assert_eq!(doc["schema"], "acpx.session.v1");
@@ -822,7 +826,8 @@ async fn symlinks_planted_in_the_store_are_never_followed() {
     let plant = |inside: &std::path::Path, name: &str| {
         let target = outside.path().join(name);
         fs::write(&target, b"outside\n").unwrap();
-        fs::remove_file(inside).unwrap();
+        // The lock file is not there when no lock is held: nothing to remove then.
+        let _ = fs::remove_file(inside);
         std::os::unix::fs::symlink(&target, inside).unwrap();
         target
     };

@@ -133,18 +133,7 @@ impl Inner {
         log: LogRow,
         last_write_error: Option<String>,
     ) -> StoreResult<EventLogState> {
-        let max = self.options.max_segment_bytes;
-        let retained = u64::try_from(log.retained).unwrap_or(0);
         Ok(EventLogState {
-            format_version: 1,
-            active_path: format!("sqlite:{}#{id}", self.db()),
-            // Retained bytes in units of max_segment_bytes: how many file segments the same
-            // events would fill. See docs/format.md.
-            segment_count: u32::try_from(retained.div_ceil(max))
-                .unwrap_or(u32::MAX)
-                .min(self.options.max_segments),
-            max_segment_bytes: max,
-            max_segments: self.options.max_segments,
             last_seq: u64::try_from(log.last_seq).unwrap_or(0),
             last_write_at: log
                 .last_write_at
@@ -159,7 +148,28 @@ impl Inner {
                 })
                 .transpose()?,
             last_write_error,
+            // Retained bytes in units of max_segment_bytes: how many file segments the same
+            // events would fill. See docs/format.md.
+            ..self.log_state_of(id, log.retained)
         })
+    }
+
+    /// The state of a log holding `retained` bytes of events, without its seq and write time.
+    pub(crate) fn log_state_of(&self, id: &RecordId, retained: i64) -> EventLogState {
+        let max = self.options.max_segment_bytes;
+        let retained = u64::try_from(retained).unwrap_or(0);
+        EventLogState {
+            format_version: 1,
+            active_path: format!("sqlite:{}#{id}", self.db()),
+            segment_count: u32::try_from(retained.div_ceil(max))
+                .unwrap_or(u32::MAX)
+                .min(self.options.max_segments),
+            max_segment_bytes: max,
+            max_segments: self.options.max_segments,
+            last_seq: 0,
+            last_write_at: None,
+            last_write_error: None,
+        }
     }
 
     pub(crate) fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {

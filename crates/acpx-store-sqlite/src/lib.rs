@@ -67,6 +67,8 @@
 
 #![warn(missing_docs)]
 
+mod batch;
+mod batch_lock;
 mod checkpoint;
 mod connection;
 mod events;
@@ -89,8 +91,9 @@ use std::time::Duration;
 use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
-    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
-    SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
+    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError,
+    StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -379,6 +382,22 @@ impl Store for SqliteStore {
         self.run(move |inner| inner.load(&id)).await
     }
 
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        match batch::prepare(self, sessions)? {
+            batch::Prepared::Batch(prepared, records) => {
+                self.run(move |inner| inner.create_sessions(prepared))
+                    .await?;
+                Ok(records)
+            }
+            batch::Prepared::TooLarge(sessions) => {
+                acpx_model::migrate::create_sessions_one_by_one(self, sessions).await
+            }
+        }
+    }
+
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {
         let id = record.acpx_record_id.clone();
         record.validate(&self.inner.row_location(id.as_str()))?;
@@ -483,6 +502,15 @@ impl Store for SqliteStore {
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
         let query = query.clone();
         self.run(move |inner| inner.search(&query)).await
+    }
+
+    async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
+        // Through one lock file: no inode created and freed per session (`batch_lock`).
+        let ids = ids.to_vec();
+        let guard = self
+            .run(move |inner| inner.lock_batch(&ids, timeout))
+            .await?;
+        Ok(ManyLocks::guard(Box::new(guard)))
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {

@@ -46,6 +46,16 @@ impl HeldLocks {
         self.set().contains(path)
     }
 
+    /// Records `path` as held by this store (a batch's link, see `batch_lock`).
+    pub(crate) fn insert(&self, path: &Path) {
+        self.set().insert(path.to_owned());
+    }
+
+    /// Forgets `path` (a batch's link, released).
+    pub(crate) fn remove(&self, path: &Path) {
+        self.set().remove(path);
+    }
+
     /// The token of the locks this store (and its clones) issue.
     pub(crate) fn issuer(&self) -> LockIssuer {
         self.issuer

@@ -1,0 +1,232 @@
+//! [`acpx_model::Store::create_sessions`] for the file store: many new sessions, each with
+//! its whole log, made durable together (`docs/format.md` § Writing many new sessions at
+//! once).
+//!
+//! Under the writer locks of every session of the batch (held to the end):
+//!
+//! 1. per session, the snapshot (revision 2, `acpx.event_log` describing its log) is written
+//!    to the session's tombstone `<id>.deleted`, and its log to `<id>.events.ndjson`, with
+//!    plain writes: until step 3 the session is an interrupted delete to every reader (absent),
+//!    and one a crash leaves is finished (removed) by the next `FsStore::open`, `create` or
+//!    `delete` of the id, as any interrupted delete is;
+//! 2. every file written is fsynced (the data; then one fsync of the directory makes their
+//!    names durable);
+//! 3. per session, the tombstone is renamed to `<id>.json`: the commit point of that session,
+//!    one atomic rename, after which it is whole and durable in its content;
+//! 4. the directory is fsynced once: the renames are durable.
+//!
+//! A batch thus costs two fsyncs per session (its two files, issued from 4 threads so that the
+//! waits for the disk overlap) and two directory fsyncs for the whole batch, instead of, per
+//! session, two snapshot writes (`create`, then the `save` with the log's state) each with its
+//! fsync and a directory fsync, and a directory fsync for the new log (whose data was not
+//! fsynced at all). The writer locks are taken through one lock file for the whole batch
+//! (`batch_lock`), so that no lock file per session is created and removed.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use acpx_model::RecordId;
+use acpx_model::{SessionRecord, SessionSummary, StoreError, StoreResult};
+
+use super::{lock_slot, FsCore};
+use crate::failpoint::failpoint;
+use crate::fsutil::{create_new_file, fsync_dir, io_err, remove_if_exists, stat_opt, FileIdent};
+use crate::index::{journal_saved, now_ns};
+use crate::search_index;
+
+/// Threads that fsync the files of a batch, so that the waits for the disk overlap.
+const SYNC_THREADS: usize = 4;
+
+/// One session of a batch, serialized before the batch's blocking work.
+pub(crate) struct PreparedNew {
+    pub id: RecordId,
+    /// The snapshot document as it will be stored.
+    pub snapshot: Vec<u8>,
+    /// The log's NDJSON lines (empty for an empty log: no segment is written).
+    pub log: Vec<u8>,
+    pub summary: SessionSummary,
+    pub search_messages: Option<Vec<u8>>,
+}
+
+impl PreparedNew {
+    /// `record` must already carry revision 2 and its `acpx.event_log`.
+    pub fn new(record: &SessionRecord, log: Vec<u8>) -> StoreResult<Self> {
+        let mut snapshot = Vec::with_capacity(4096);
+        record.write_json(&mut snapshot).map_err(|e| {
+            StoreError::InvalidArgument(format!(
+                "session {}: cannot serialize the snapshot: {e}",
+                record.acpx_record_id
+            ))
+        })?;
+        Ok(PreparedNew {
+            id: record.acpx_record_id.clone(),
+            snapshot,
+            log,
+            summary: record.summary(),
+            search_messages: search_index::messages_part(record, search_index::SAVE_TEXT_MAX),
+        })
+    }
+}
+
+/// The files one session of the batch has written so far (for the undo of a failed batch).
+struct Written {
+    tomb: Option<File>,
+    log: Option<File>,
+    committed: bool,
+}
+
+impl FsCore {
+    /// Writes a batch of new sessions (see the module docs). All or nothing: on an error,
+    /// every session of the batch is removed again.
+    pub(crate) fn create_sessions(self: &Arc<Self>, batch: Vec<PreparedNew>) -> StoreResult<()> {
+        // Held to the end; no lock file is left (see `batch_lock`).
+        let ids: Vec<&RecordId> = batch.iter().map(|s| &s.id).collect();
+        let locks = self.lock_batch(&ids, self.opts.lock_timeout)?;
+        let mut written: Vec<Written> = Vec::with_capacity(batch.len());
+        let result = self.write_batch(&batch, &mut written);
+        if result.is_err() {
+            self.undo_batch(&batch, &written);
+        }
+        drop(locks);
+        result
+    }
+
+    fn write_batch(&self, batch: &[PreparedNew], written: &mut Vec<Written>) -> StoreResult<()> {
+        let dir = self.layout.dir();
+        for s in batch {
+            let id = &s.id;
+            let slot = self.slot(id);
+            let mut st = lock_slot(&slot);
+            self.ensure_valid(id, &mut st)?;
+            if self.snapshot_present(id, &mut st)? {
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
+            st.writer = None;
+            let tomb = self.layout.tombstone(id);
+            if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
+                // What an interrupted delete left must not become the new session's history.
+                self.finish_delete(id)?;
+            } else if self.segments_exist(id)? {
+                // A damaged session (log without snapshot) still holds its id.
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
+            let mut w = Written {
+                tomb: None,
+                log: None,
+                committed: false,
+            };
+            let mut f = create_new_file(&tomb).map_err(|e| io_err(&tomb, e))?;
+            let wrote = f.write_all(&s.snapshot);
+            w.tomb = Some(f);
+            written.push(w);
+            wrote.map_err(|e| io_err(&tomb, e))?;
+            if !s.log.is_empty() {
+                let path = self.layout.segment(id, 0);
+                let mut f = create_new_file(&path).map_err(|e| io_err(&path, e))?;
+                let wrote = f.write_all(&s.log);
+                if let Some(w) = written.last_mut() {
+                    w.log = Some(f);
+                }
+                wrote.map_err(|e| io_err(&path, e))?;
+            }
+        }
+        self.sync_files(batch, written)?;
+        fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        failpoint!("create_sessions.after_sync");
+        for (s, w) in batch.iter().zip(written.iter_mut()) {
+            let id = &s.id;
+            let path = self.layout.snapshot(id);
+            let slot = self.slot(id);
+            let mut st = lock_slot(&slot);
+            std::fs::rename(self.layout.tombstone(id), &path).map_err(|e| io_err(&path, e))?;
+            w.committed = true;
+            st.snapshot_present = Some(true);
+            let verified_ns = now_ns();
+            st.snap = stat_opt(&path)
+                .ok()
+                .flatten()
+                .map(|m| (FileIdent::of(&m), 2));
+            if let Some((ident, _)) = st.snap {
+                journal_saved(&self.layout, id, ident, &s.summary, verified_ns);
+                if let Some(messages) = &s.search_messages {
+                    search_index::note_saved(&self.layout, id, ident, 2, messages);
+                }
+            }
+            failpoint!("create_sessions.after_first_commit");
+        }
+        fsync_dir(dir).map_err(|e| io_err(dir, e))
+    }
+
+    /// fsyncs the data of every file written, from a few threads at once.
+    fn sync_files(&self, batch: &[PreparedNew], written: &[Written]) -> StoreResult<()> {
+        let files: Vec<(PathBuf, &File)> = batch
+            .iter()
+            .zip(written)
+            .flat_map(|(s, w)| {
+                let tomb = w.tomb.as_ref().map(|f| (self.layout.tombstone(&s.id), f));
+                let log = w.log.as_ref().map(|f| (self.layout.segment(&s.id, 0), f));
+                tomb.into_iter().chain(log)
+            })
+            .collect();
+        let per_thread = files.len().div_ceil(SYNC_THREADS).max(1);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .chunks(per_thread)
+                .map(|chunk| {
+                    scope.spawn(move || {
+                        for (path, f) in chunk {
+                            f.sync_data().map_err(|e| io_err(path, e))?;
+                        }
+                        Ok::<(), StoreError>(())
+                    })
+                })
+                .collect();
+            for h in handles {
+                match h.join() {
+                    Ok(r) => r?,
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes what a failed batch wrote: committed sessions through `delete` (the caller
+    /// holds their locks), the others' log and then their tombstone (a crash in between
+    /// leaves an interrupted delete, finished by the next open).
+    fn undo_batch(&self, batch: &[PreparedNew], written: &[Written]) {
+        for (s, w) in batch.iter().zip(written) {
+            let id = &s.id;
+            let undone = if w.committed {
+                self.delete(id).map(|_| ())
+            } else {
+                let log = self.layout.segment(id, 0);
+                let tomb = self.layout.tombstone(id);
+                let slot = self.slot(id);
+                let mut st = lock_slot(&slot);
+                st.writer = None;
+                st.snapshot_present = Some(false);
+                let mut r = Ok(());
+                if w.log.is_some() {
+                    r = remove_if_exists(&log)
+                        .map(|_| ())
+                        .map_err(|e| io_err(&log, e));
+                }
+                r.and_then(|()| {
+                    remove_if_exists(&tomb)
+                        .map(|_| ())
+                        .map_err(|e| io_err(&tomb, e))
+                })
+            };
+            if let Err(e) = undone {
+                tracing::error!(session = %id, error = %e, "could not remove a session of a failed batch");
+            }
+        }
+        let dir = self.layout.dir();
+        if let Err(e) = fsync_dir(dir) {
+            tracing::error!(error = %e, "could not fsync {} after undoing a batch", dir.display());
+        }
+    }
+}

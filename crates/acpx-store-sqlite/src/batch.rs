@@ -1,0 +1,145 @@
+//! [`acpx_model::Store::create_sessions`] for SQLite: a batch of new sessions, each with its
+//! whole log, inserted in one transaction committed with `synchronous=FULL` (one durable
+//! point for the batch, and no writer lock: see [`Inner::create_sessions`]; `docs/format.md`
+//! § Writing many new sessions at once).
+
+use acpx_model::{
+    check_append_batch, EventLogState, NewSessionData, RecordId, SessionRecord, StoreError,
+    StoreResult, Timestamp,
+};
+use rusqlite::params;
+
+use crate::events::insert_events;
+use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
+use crate::sessions::{sync_messages, WRITE_COLUMNS};
+use crate::{Inner, SqliteStore};
+
+/// One session of a batch, serialized before the transaction.
+pub(crate) struct PreparedSession {
+    id: RecordId,
+    cols: SessionColumns,
+    msgs: Vec<MessageText<'static>>,
+    events: EventBatch,
+    last_seq: u64,
+    retained: i64,
+    written_at: String,
+}
+
+/// What [`prepare`] made of a batch.
+pub(crate) enum Prepared {
+    /// Ready for [`Inner::create_sessions`], with the snapshots as they will be stored.
+    Batch(Vec<PreparedSession>, Vec<SessionRecord>),
+    /// A log larger than the retention budget (it would be trimmed while written): the
+    /// batch goes through the one-by-one path, which trims exactly as appends do.
+    TooLarge(Vec<NewSessionData>),
+}
+
+/// Validates and serializes every session (revision 2, `acpx.event_log` describing the log
+/// it will have), outside the transaction.
+pub(crate) fn prepare(store: &SqliteStore, sessions: Vec<NewSessionData>) -> StoreResult<Prepared> {
+    let inner = &store.inner;
+    let budget = inner
+        .options
+        .max_segment_bytes
+        .saturating_mul(u64::from(inner.options.max_segments));
+    let now = Timestamp::now();
+    let written_at = ts_text(&now);
+    let mut prepared = Vec::with_capacity(sessions.len());
+    let mut batches = Vec::with_capacity(sessions.len());
+    for s in &sessions {
+        let id = &s.record.acpx_record_id;
+        s.record.validate(&inner.row_location(id.as_str()))?;
+        check_append_batch(id, 0, &s.events)?;
+        let events = EventBatch::new(&s.events)?;
+        let retained: i64 = events.rows().iter().map(|r| r.bytes).sum();
+        if u64::try_from(retained).unwrap_or(u64::MAX) > budget {
+            return Ok(Prepared::TooLarge(sessions));
+        }
+        batches.push((events, retained));
+    }
+    let mut records = Vec::with_capacity(sessions.len());
+    for (s, (events, retained)) in sessions.into_iter().zip(batches) {
+        let NewSessionData { mut record, .. } = s;
+        let id = record.acpx_record_id.clone();
+        let last_seq = events.rows().last().map_or(0, |r| r.seq);
+        let last_seq = u64::try_from(last_seq).unwrap_or(0);
+        record.acpx.event_log = EventLogState {
+            last_seq,
+            last_write_at: (last_seq > 0).then_some(now),
+            ..inner.log_state_of(&id, retained)
+        };
+        record.revision = 2;
+        let cols = SessionColumns::from_record(&record)?;
+        let msgs = message_texts(&record)
+            .into_iter()
+            .map(MessageText::into_owned)
+            .collect();
+        prepared.push(PreparedSession {
+            id,
+            cols,
+            msgs,
+            events,
+            last_seq,
+            retained,
+            written_at: written_at.clone(),
+        });
+        records.push(record);
+    }
+    Ok(Prepared::Batch(prepared, records))
+}
+
+impl Inner {
+    /// Inserts every prepared session with its log in one `BEGIN IMMEDIATE` transaction,
+    /// committed with `synchronous=FULL`. All or nothing. No writer lock is taken: every
+    /// session is new, inserted only if its id is free, in one transaction, so no writer can
+    /// have seen any part of it. (A lock file per session, created and removed, costs an
+    /// inode allocation each: the largest kernel cost in a profile of a migration.)
+    pub(crate) fn create_sessions(&self, sessions: Vec<PreparedSession>) -> StoreResult<()> {
+        self.transaction("create sessions", true, |tx| {
+            for s in &sessions {
+                let exists = tx
+                    .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")?
+                    .exists([s.id.as_str()])?;
+                if exists {
+                    return Err(StoreError::AlreadyExists(s.id.clone()).into());
+                }
+                let c = &s.cols;
+                tx.prepare_cached(&format!(
+                    "INSERT INTO sessions (acpx_record_id, {WRITE_COLUMNS}, document_checked) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+                         ?15, ?16, ?17, 1)"
+                ))?
+                .execute(params![
+                    s.id.as_str(),
+                    c.acp_session_id,
+                    c.agent_session_id,
+                    c.agent_command,
+                    c.cwd,
+                    c.cwd_key,
+                    c.name,
+                    c.title,
+                    c.created_at,
+                    c.last_used_at,
+                    c.last_used_ms,
+                    c.closed,
+                    c.closed_at,
+                    c.last_prompt_at,
+                    c.message_count,
+                    c.revision,
+                    c.document
+                ])?;
+                let key = tx.last_insert_rowid();
+                let last_seq = i64::try_from(s.last_seq).unwrap_or(i64::MAX);
+                let written_at = (s.last_seq > 0).then_some(s.written_at.as_str());
+                tx.prepare_cached(
+                    "INSERT INTO event_logs (session_key, last_seq, retained_bytes, \
+                         last_write_at) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![key, last_seq, s.retained, written_at])?;
+                sync_messages(tx, &s.id, &s.msgs)?;
+                insert_events(tx, key, &s.events)?;
+            }
+            Ok(())
+        })
+    }
+}
