@@ -17,7 +17,7 @@ use crate::{Inner, SqliteStore};
 /// One session of a batch, serialized before the transaction.
 pub(crate) struct PreparedSession {
     id: RecordId,
-    cols: SessionColumns,
+    cols: SessionColumns<'static>,
     msgs: Vec<MessageText<'static>>,
     events: EventBatch,
     last_seq: u64,

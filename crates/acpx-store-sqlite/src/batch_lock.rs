@@ -8,22 +8,32 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_lock::FileLock;
 use acpx_model::{LockGuard, RecordId, StoreError, StoreResult};
 
-use crate::lock::{self, HeldLocks, SqliteLockGuard};
+use crate::lock::{self, SqliteLockGuard};
 use crate::Inner;
 
 /// The held locks of a batch; released when dropped.
-#[derive(Debug)]
 pub(crate) struct SqliteBatchGuard {
-    held: HeldLocks,
+    /// Releasing a session's lock commits the events buffered under it (`pending`).
+    store: Arc<Inner>,
     path: PathBuf,
     file: Option<FileLock>,
-    linked: Vec<PathBuf>,
+    linked: Vec<(RecordId, PathBuf)>,
     _guards: Vec<SqliteLockGuard>,
+}
+
+impl std::fmt::Debug for SqliteBatchGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBatchGuard")
+            .field("path", &self.path)
+            .field("linked", &self.linked)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LockGuard for SqliteBatchGuard {}
@@ -34,7 +44,7 @@ fn io(path: &std::path::Path, e: std::io::Error) -> StoreError {
 
 impl Inner {
     pub(crate) fn lock_batch(
-        &self,
+        self: &Arc<Self>,
         ids: &[RecordId],
         timeout: Duration,
     ) -> StoreResult<SqliteBatchGuard> {
@@ -50,7 +60,7 @@ impl Inner {
         let path = self.locks_dir.join(name);
         let file = FileLock::try_exclusive(&path).map_err(|e| io(&path, e))?;
         let mut guard = SqliteBatchGuard {
-            held: self.held.clone(),
+            store: Arc::clone(self),
             path,
             file,
             linked: Vec::with_capacity(ids.len()),
@@ -60,7 +70,9 @@ impl Inner {
             let lock_path = self.lock_path(id);
             if guard.file.is_none() {
                 let l = lock::acquire(&lock_path, id, timeout)?;
-                guard._guards.push(lock::session_guard(l, &self.held));
+                guard
+                    ._guards
+                    .push(lock::session_guard(l, Arc::clone(self), id.clone()));
                 continue;
             }
             let mut cleared = false;
@@ -68,7 +80,7 @@ impl Inner {
                 match std::fs::hard_link(&guard.path, &lock_path) {
                     Ok(()) => {
                         self.held.insert(&lock_path);
-                        guard.linked.push(lock_path);
+                        guard.linked.push((id.clone(), lock_path));
                         break;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !cleared => {
@@ -79,14 +91,20 @@ impl Inner {
                             }
                             None => {
                                 let l = lock::acquire(&lock_path, id, timeout)?;
-                                guard._guards.push(lock::session_guard(l, &self.held));
+                                guard._guards.push(lock::session_guard(
+                                    l,
+                                    Arc::clone(self),
+                                    id.clone(),
+                                ));
                                 break;
                             }
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                         let l = lock::acquire(&lock_path, id, timeout)?;
-                        guard._guards.push(lock::session_guard(l, &self.held));
+                        guard
+                            ._guards
+                            .push(lock::session_guard(l, Arc::clone(self), id.clone()));
                         break;
                     }
                     Err(e) => return Err(io(&lock_path, e)),
@@ -99,8 +117,16 @@ impl Inner {
 
 impl Drop for SqliteBatchGuard {
     fn drop(&mut self) {
-        for path in &self.linked {
-            self.held.remove(path);
+        for (id, path) in &self.linked {
+            // Buffered events are written while the lock still guards the log.
+            if let Err(e) = self.store.commit_pending(id) {
+                tracing::error!(
+                    session = %id,
+                    error = %e,
+                    "events appended with durability none could not be written when the lock was released"
+                );
+            }
+            self.store.held.remove(path);
             if let Err(e) = std::fs::remove_file(path) {
                 tracing::debug!(path = %path.display(), error = %e, "could not remove lock file");
             }

@@ -507,9 +507,8 @@ impl Store for SqliteStore {
     async fn lock_many(&self, ids: &[RecordId], timeout: Duration) -> StoreResult<ManyLocks> {
         // Through one lock file: no inode created and freed per session (`batch_lock`).
         let ids = ids.to_vec();
-        let guard = self
-            .run(move |inner| inner.lock_batch(&ids, timeout))
-            .await?;
+        let store = Arc::clone(&self.inner);
+        let guard = self.run(move |_| store.lock_batch(&ids, timeout)).await?;
         Ok(ManyLocks::guard(Box::new(guard)))
     }
 

@@ -7,8 +7,8 @@
 //! 1. per session, the snapshot (revision 2, `acpx.event_log` describing its log) is written
 //!    to the session's tombstone `<id>.deleted`, and its log to `<id>.events.ndjson`, with
 //!    plain writes: until step 3 the session is an interrupted delete to every reader (absent),
-//!    and one a crash leaves is finished (removed) by the next `FsStore::open`, `create` or
-//!    `delete` of the id, as any interrupted delete is;
+//!    and one a crash leaves is finished (removed) by the next sweep of `FsStore::open` (at
+//!    most every 10 minutes), or `create` or `delete` of the id, as any interrupted delete is;
 //! 2. every file written is fsynced (the data; then one fsync of the directory makes their
 //!    names durable);
 //! 3. per session, the tombstone is renamed to `<id>.json`: the commit point of that session,
