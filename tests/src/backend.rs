@@ -195,6 +195,18 @@ impl FsBackend {
         acpx_store_fs::FsStore::open_with(&self.root, self.options.clone())
             .unwrap_or_else(|e| panic!("open fs store at {}: {e}", self.root.display()))
     }
+
+    /// [`FsBackend::open_fs`] as a process would open the store once its last sweep for a
+    /// crash's leftovers is older than the sweep interval (10 minutes): this open sweeps.
+    pub fn open_fs_when_sweep_is_due(&self) -> acpx_store_fs::FsStore {
+        let mark = self.root.join("sessions/.cleanup");
+        if let Ok(f) = std::fs::File::options().write(true).open(&mark) {
+            let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+            f.set_modified(long_ago)
+                .unwrap_or_else(|e| panic!("age {}: {e}", mark.display()));
+        }
+        self.open_fs()
+    }
 }
 
 impl Default for FsBackend {

@@ -299,13 +299,13 @@ mod files {
         );
         assert!(!dead.exists(), "a temp file of an idle session is stale");
         assert_eq!(removed, 1);
-        drop(b.open_fs()); // opening runs the cleanup too
+        drop(b.open_fs_when_sweep_is_due()); // opening runs the cleanup too
         assert!(
             live.exists(),
             "open's cleanup removed a live writer's temp file"
         );
         w.kill().await;
-        drop(b.open_fs());
+        drop(b.open_fs_when_sweep_is_due());
         assert!(
             !live.exists(),
             "the dead writer's temp file is cleaned up on open"
@@ -316,7 +316,7 @@ mod files {
     }
 
     /// A snapshot temp file left by a crash before the rename is cleaned up by the next open
-    /// and never shows up in `list`.
+    /// that sweeps (at most every 10 minutes) and never shows up in `list`.
     pub async fn crash_leftover_temp_file_is_cleaned_on_open() {
         set_binary(env!("CARGO_BIN_EXE_acpx-store-worker"));
         let b = FsBackend::new();
@@ -337,7 +337,7 @@ mod files {
         assert_eq!(temps(&store), 1, "the crash left its temp file");
         let page = store.list(&ListQuery::default()).await.unwrap();
         assert_eq!((page.sessions.len(), page.skipped.len()), (1, 0));
-        let reopened = b.open_fs();
+        let reopened = b.open_fs_when_sweep_is_due();
         assert_eq!(
             temps(&reopened),
             0,

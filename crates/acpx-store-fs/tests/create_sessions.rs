@@ -27,7 +27,7 @@ fn files(s: &acpx_store_fs::FsStore) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(s.sessions_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search"))
+        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search") && n != ".cleanup")
         .collect();
     names.sort();
     names

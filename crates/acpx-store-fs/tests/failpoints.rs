@@ -476,7 +476,7 @@ fn session_files(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("sessions"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search"))
+        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search") && n != ".cleanup")
         .collect();
     names.sort();
     names
@@ -498,8 +498,9 @@ fn crash_before_a_batch_commits_leaves_none_of_its_sessions() {
     let files = session_files(tmp.path());
     assert!(files.iter().any(|f| f.ends_with(".deleted")), "{files:?}");
     assert!(!files.iter().any(|f| f.ends_with(".json")), "{files:?}");
-    // Opening the store finishes the interrupted deletes; the batch can be written again.
-    let s = store(tmp.path());
+    // Opening the store (once its sweep is due) finishes the interrupted deletes; the batch
+    // can be written again.
+    let s = store_after_sweep_interval(tmp.path());
     let left: Vec<_> = session_files(tmp.path())
         .into_iter()
         .filter(|f| !f.ends_with(".lock"))
@@ -533,7 +534,7 @@ fn crash_in_the_middle_of_the_commits_leaves_whole_sessions_or_none() {
         tmp.path(),
         Some("create_sessions.after_first_commit"),
     ));
-    let s = store(tmp.path());
+    let s = store_after_sweep_interval(tmp.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listed = rt.block_on(s.list(&ListQuery::default())).unwrap();
     let ids: Vec<_> = listed
