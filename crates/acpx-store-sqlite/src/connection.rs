@@ -22,12 +22,13 @@ pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
         .map_err(|e| StoreError::io(dir.display(), e))
 }
 
-/// `PRAGMA cache_size` of the store's connection (negative: KiB): 2 MiB, SQLite's default.
-/// It was 16 MiB: during a long turn it filled with the pages of the growing event b-trees,
-/// and what it freed at the final save stayed in the heap under the save's large buffers
-/// (1M-chunk turn peak RSS 69.7 MB at 16 MiB, 46.3 MB at 2 MiB; listing and searching 10,000
-/// sessions measured no slower: docs/BENCHMARKS.md).
-const CACHE_KIB: i64 = -2048;
+/// `PRAGMA cache_size` of the store's connection (negative: KiB): 16 MiB. A trade-off measured
+/// both ways (docs/BENCHMARKS.md § Page cache: 16 MiB again): at 2 MiB, SQLite's default, a
+/// 10k-chunk prompt on a 1M-event session cost 1.60× the same prompt on a new session (the
+/// event b-trees' pages and the document's overflow pages were read and spilled again and
+/// again), against 1.08× at 16 MiB; the cache filling during a long turn costs memory
+/// instead (1M-chunk turn peak RSS ÷ 10k-chunk: 2.02 at 16 MiB, 1.56 at 2 MiB).
+const CACHE_KIB: i64 = -16_384;
 
 /// Opens the connection: version check first (nothing is written to a database that is too
 /// new), then the pragmas, then the migrations.
