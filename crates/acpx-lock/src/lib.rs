@@ -31,6 +31,10 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod batch;
+
+pub use batch::BatchLock;
+
 use std::fmt;
 use std::fs::{self, File, OpenOptions, Permissions, TryLockError};
 use std::io;

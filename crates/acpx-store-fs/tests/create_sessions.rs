@@ -22,15 +22,9 @@ fn batch(prefix: &str, n: u64) -> Vec<NewSessionData> {
         .collect()
 }
 
-/// The names in the sessions directory, sorted, without the listing cache and search index.
 fn files(s: &acpx_store_fs::FsStore) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(s.sessions_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search") && n != ".cleanup")
-        .collect();
-    names.sort();
-    names
+    let root = s.sessions_dir().parent().map(std::path::Path::to_path_buf);
+    session_files(&root.expect("the sessions directory is in the store's root"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

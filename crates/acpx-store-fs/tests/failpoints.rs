@@ -471,17 +471,6 @@ fn create_batch_in_child(dir: &Path) {
     rt.block_on(s.create_sessions(new_batch())).unwrap();
 }
 
-/// What is in the sessions directory, without the listing cache and search index.
-fn session_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("sessions"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search") && n != ".cleanup")
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn crash_before_a_batch_commits_leaves_none_of_its_sessions() {
     if let Some(dir) = child_dir() {

@@ -95,6 +95,18 @@ pub(crate) fn remove_lock_file(lock: &FileLock) {
     }
 }
 
+/// What releasing session `id`'s lock does first: the events buffered under it (`pending`)
+/// are written while the lock still guards the log.
+pub(crate) fn commit_before_release(store: &Inner, id: &RecordId) {
+    if let Err(e) = store.commit_pending(id) {
+        tracing::error!(
+            session = %id,
+            error = %e,
+            "events appended with durability none could not be written when the lock was released"
+        );
+    }
+}
+
 /// Turns a lock into a `Store::lock` guard, recorded in the store's held locks.
 pub(crate) fn session_guard(lock: FileLock, store: Arc<Inner>, id: RecordId) -> SqliteLockGuard {
     store.held.set().insert(lock.path().to_owned());
@@ -127,14 +139,7 @@ impl LockGuard for SqliteLockGuard {}
 impl Drop for SqliteLockGuard {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
-            // Buffered events are written while the lock still guards the log.
-            if let Err(e) = self.store.commit_pending(&self.id) {
-                tracing::error!(
-                    session = %self.id,
-                    error = %e,
-                    "events appended with durability none could not be written when the lock was released"
-                );
-            }
+            commit_before_release(&self.store, &self.id);
             // Unregister first: a mutation that starts now must take the file lock itself,
             // and it will get it as soon as the file is closed just below.
             self.store.held.set().remove(lock.path());

@@ -1,23 +1,12 @@
-//! The writer locks of a batch of sessions through one lock file (`create_sessions`).
-//!
-//! A session's writer lock is an `flock` on `<id>.lock`. Creating and removing one lock file
-//! per session costs an inode each, which on some file systems is the largest cost of writing
-//! many small sessions (ext4 without a journal skips every recently freed inode when it
-//! allocates one). So a batch creates one lock file, `.batch.<random>.lock`, takes its `flock`,
-//! and makes each session's `<id>.lock` a hard link to it: every other locker that opens
-//! `<id>.lock` gets the batch's inode and waits for the batch's lock, exactly as if the
-//! session's own file were held. At the end the links are removed, then the batch file, and
-//! then the lock is released; a waiter that locked a link notices, by inode, that it is no
-//! longer the file at the path and starts over on a new one (as after any unlink of a lock
-//! file, see `acpx_lock`). A session whose `<id>.lock` is held by someone is locked the ordinary
-//! way, waiting for it; one whose `<id>.lock` is free (left behind by a holder that died) has it
-//! removed and linked anew.
+//! The writer locks of a batch of sessions through one lock file (`create_sessions`,
+//! `lock_many`): an [`acpx_lock::BatchLock`] with each session's `<id>.lock` a hard link to
+//! it, so that no inode is created and freed per session (see that type). A session whose
+//! `<id>.lock` is held by someone is locked the ordinary way, waiting for it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_lock::FileLock;
+use acpx_lock::BatchLock;
 use acpx_model::{LockGuard, RecordId, SessionLock, StoreResult};
 
 use super::{lock_slot, FsCore};
@@ -27,8 +16,8 @@ use crate::fsutil::{io_err, random_suffix};
 #[derive(Debug)]
 pub struct BatchLocks {
     core: Arc<FsCore>,
-    path: PathBuf,
-    file: Option<FileLock>,
+    /// Dropped after the links are removed (see `Drop`).
+    batch: Option<BatchLock>,
     /// Sessions whose `<id>.lock` is a link to the batch file (counted as held in their slot).
     linked: Vec<RecordId>,
     /// Sessions locked the ordinary way.
@@ -47,62 +36,30 @@ impl FsCore {
             .layout
             .dir()
             .join(format!(".batch.{}.lock", random_suffix()));
-        let file = FileLock::try_exclusive(&path).map_err(|e| io_err(&path, e))?;
+        let batch = BatchLock::create(path.clone()).map_err(|e| io_err(&path, e))?;
         let mut locks = BatchLocks {
             core: self.clone(),
-            path,
-            file,
+            batch,
             linked: Vec::with_capacity(ids.len()),
             _guards: Vec::new(),
         };
-        if locks.file.is_none() {
-            // A fresh random name is never locked by anyone: take the ordinary locks.
-            for id in ids {
-                locks._guards.push(self.lock(id, timeout)?);
-            }
-            return Ok(locks);
-        }
         for id in ids {
             let lock_path = self.layout.lock(id);
             let slot = self.slot(id);
             let mut st = lock_slot(&slot);
-            let mut cleared = false;
-            loop {
-                match std::fs::hard_link(&locks.path, &lock_path) {
-                    Ok(()) => {
-                        st.held += 1;
-                        st.validated = false;
-                        locks.linked.push((*id).clone());
-                        break;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !cleared => {
-                        // A lock file is there. If it is free, it is left over (by a holder
-                        // that died, maybe a batch whose links all share one inode: locking
-                        // two of them would make this batch wait for itself), so it is
-                        // removed while held, as any holder may, and the link made again.
-                        // If it is held, its holder is waited for the ordinary way.
-                        match FileLock::try_exclusive(&lock_path)
-                            .map_err(|e| io_err(&lock_path, e))?
-                        {
-                            Some(free) => {
-                                free.unlink().map_err(|e| io_err(&lock_path, e))?;
-                                cleared = true;
-                            }
-                            None => {
-                                drop(st);
-                                locks._guards.push(self.lock(id, timeout)?);
-                                break;
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        // Someone made a new one meanwhile: wait for it.
-                        drop(st);
-                        locks._guards.push(self.lock(id, timeout)?);
-                        break;
-                    }
-                    Err(e) => return Err(io_err(&lock_path, e)),
-                }
+            // Without a batch file (a fresh random name someone holds: never expected), every
+            // session is locked the ordinary way.
+            let linked = match &locks.batch {
+                Some(b) => b.link(&lock_path).map_err(|e| io_err(&lock_path, e))?,
+                None => false,
+            };
+            if linked {
+                st.held += 1;
+                st.validated = false;
+                locks.linked.push((*id).clone());
+            } else {
+                drop(st);
+                locks._guards.push(self.lock(id, timeout)?);
             }
         }
         Ok(locks)
@@ -123,11 +80,8 @@ impl Drop for BatchLocks {
                 tracing::debug!(session = %id, error = %e, "could not remove the lock file");
             }
         }
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            tracing::debug!(path = %self.path.display(), error = %e, "could not remove the batch lock file");
-        }
-        // Released last: every link is gone by the time a waiter gets the lock.
-        drop(self.file.take());
+        // The batch file goes, and the lock with it, once every link is gone.
+        drop(self.batch.take());
     }
 }
 

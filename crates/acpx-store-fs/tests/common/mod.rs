@@ -123,3 +123,15 @@ pub fn append_blocking(
     let writer = core.lock(id, s.options().lock_timeout)?;
     core.append(&writer, events, durability)
 }
+
+/// The names in `<dir>/sessions`, sorted, without the store's own files (listing cache,
+/// search index, sweep mark).
+pub fn session_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with(".index") && !n.starts_with(".search") && n != ".cleanup")
+        .collect();
+    names.sort();
+    names
+}
