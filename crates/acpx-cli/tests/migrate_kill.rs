@@ -201,6 +201,13 @@ fn a_killed_migrate_leaves_whole_sessions_both_ways_and_a_finished_one_adds_no_l
                 > 0
         })
     });
+    // The killed process opened the store moments ago; the next commands open it as they would
+    // once its sweep for a crash's leftovers is due again (at most every 10 minutes).
+    let mark = sessions.join(".cleanup");
+    if let Ok(f) = std::fs::File::options().write(true).open(&mark) {
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+        f.set_modified(long_ago).unwrap();
+    }
     let copied = check_after_kill(&target, "sqlite", "fs", (&env, "fs"), &ids);
     eprintln!("sqlite -> fs: killed while running: {killed}; {copied} session(s) copied");
     // The store's open finished the interrupted deletes of the sessions not yet committed.
