@@ -9,8 +9,12 @@
 //! `ACPX_STORE_URL` (or `ACPX_TEST_POSTGRES_URL`) in a scratch schema dropped at the end. Its
 //! wall time is spawn to exit; its peak resident set is `VmHWM` of `/proc/<pid>/status`, read
 //! every 5 ms while it runs (the high-water mark only grows, so the last reading is the peak
-//! up to a few ms before exit). Backends alternate run by run, so a burst of load from other
-//! jobs on the machine hits both alike; ratios are taken within one run of this command.
+//! up to a few ms before exit). Its CPU time is acpx's own (user + system of all its threads,
+//! not the agent's): `utime + stime` of `/proc/<pid>/stat`, read once it has exited and before
+//! it is reaped (`waitid` with `WNOWAIT`). The scripted agent takes more than half of the CPU of
+//! a streamed turn and wall times move with the machine's load, so CPU time is the steadier
+//! measure of what acpx itself costs. Backends alternate run by run, so a burst of load from
+//! other jobs on the machine hits both alike; ratios are taken within one run of this command.
 //!
 //! - **turn**: prompts of 10k, 100k and 1M chunks (`--chunks`), each on a new session; wall
 //!   time, per-chunk cost (wall minus the fixed cost of a one-process `echo hi`, divided by N),
@@ -38,6 +42,8 @@ pub struct Options {
     acpx: Option<PathBuf>,
     /// Through the session's warm queue owner instead of `--no-owner`.
     owner: bool,
+    /// Runs of each prompt of 1M chunks and more (tens of seconds each).
+    large_runs: usize,
 }
 
 impl Options {
@@ -51,6 +57,7 @@ impl Options {
             dir: std::env::temp_dir(),
             acpx: None,
             owner: false,
+            large_runs: 1,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -97,6 +104,13 @@ impl Options {
                         .filter(|n| *n > 0)
                         .ok_or("--runs needs a positive number")?
                 }
+                "--large-runs" => {
+                    o.large_runs = value("--large-runs")?
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or("--large-runs needs a positive number")?
+                }
                 "--dir" => o.dir = PathBuf::from(value("--dir")?),
                 "--acpx" => o.acpx = Some(PathBuf::from(value("--acpx")?)),
                 other => return Err(format!("unknown option {other:?}")),
@@ -110,6 +124,8 @@ impl Options {
 struct Run {
     wall: Duration,
     peak_kb: u64,
+    /// acpx's own CPU time (user + system), its children's excluded.
+    cpu: Duration,
 }
 
 /// A home and project per backend.
@@ -157,18 +173,23 @@ impl Bench {
             .cmd(home, args)
             .spawn()
             .map_err(|e| format!("cannot run acpx: {e}"))?;
-        let status_path = format!("/proc/{}/status", child.id());
+        let pid = child.id();
+        let status_path = format!("/proc/{pid}/status");
         let mut peak_kb = 0;
-        let status = loop {
+        loop {
             if let Some(kb) = vm_hwm_kb(&status_path) {
                 peak_kb = peak_kb.max(kb);
             }
-            match child.try_wait().map_err(|e| e.to_string())? {
-                Some(status) => break status,
-                None => std::thread::sleep(Duration::from_millis(5)),
+            if exited_unreaped(pid)? {
+                break;
             }
-        };
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let wall = start.elapsed();
+        // Read while the process is a zombie: its threads' times are summed, its reaped
+        // children's (the agent's) are in other fields.
+        let cpu = own_cpu(pid)?;
+        let status = child.wait().map_err(|e| e.to_string())?;
         if !status.success() {
             let mut stderr = String::new();
             if let Some(mut e) = child.stderr.take() {
@@ -177,7 +198,7 @@ impl Bench {
             }
             return Err(format!("acpx {args:?} failed ({status}): {stderr}"));
         }
-        Ok(Run { wall, peak_kb })
+        Ok(Run { wall, peak_kb, cpu })
     }
 
     fn new_session(&self, home: &Home, name: &str) -> BenchResult<()> {
@@ -254,6 +275,57 @@ fn vm_hwm_kb(path: &str) -> Option<u64> {
         .ok()
 }
 
+/// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`), so that its
+/// `/proc` entry can still be read.
+fn exited_unreaped(pid: u32) -> BenchResult<bool> {
+    let id = libc::id_t::from(pid);
+    // SAFETY: waitid only writes the siginfo it is given, which lives on this stack.
+    let (rc, info) = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PID,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+        );
+        (rc, info)
+    };
+    if rc != 0 {
+        return Err(format!(
+            "waitid({pid}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: si_pid is set by waitid when a child changed state, and zero otherwise.
+    Ok(unsafe { info.si_pid() } != 0)
+}
+
+/// `utime + stime` of `/proc/<pid>/stat` (all of the process's threads; not its children).
+fn own_cpu(pid: u32) -> BenchResult<Duration> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| format!("{path}: no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
+    let ticks = |i: usize| -> BenchResult<u64> {
+        fields
+            .get(i - 3)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| format!("{path}: field {i} is not a number"))
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|h| *h > 0)
+        .unwrap_or(100);
+    let t = ticks(14)? + ticks(15)?;
+    Ok(Duration::from_nanos(t.saturating_mul(1_000_000_000) / hz))
+}
+
 /// Bytes of every file under `dir`.
 fn disk_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -271,6 +343,12 @@ fn disk_bytes(dir: &Path) -> u64 {
 
 fn median_wall(runs: &[Run]) -> Duration {
     let mut v: Vec<Duration> = runs.iter().map(|r| r.wall).collect();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn median_cpu(runs: &[Run]) -> Duration {
+    let mut v: Vec<Duration> = runs.iter().map(|r| r.cpu).collect();
     v.sort();
     v[v.len() / 2]
 }
@@ -347,9 +425,10 @@ fn measure(bench: &Bench, opts: &Options) -> BenchResult<()> {
     }
     for (h, f) in homes.iter().zip(&fixed) {
         println!(
-            "{}: `echo hi` median {:.0} ms, peak RSS {} kB",
+            "{}: `echo hi` median {:.0} ms, acpx CPU {:.0} ms, peak RSS {} kB",
             h.backend,
             ms(median_wall(f)),
+            ms(median_cpu(f)),
             median_kb(f)
         );
     }
@@ -369,12 +448,16 @@ fn turn_sweep(
     fixed: &[Vec<Run>],
     opts: &Options,
 ) -> BenchResult<()> {
-    println!("| backend | chunks | runs | wall median ms | µs per chunk (net of the fixed cost) | peak RSS kB (median) | store bytes per chunk |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut per_chunk: Vec<Vec<(u64, f64, u64, f64)>> = homes.iter().map(|_| Vec::new()).collect();
+    println!("| backend | chunks | runs | wall median ms | µs per chunk (net of the fixed cost) | acpx CPU ms (median) | acpx CPU µs per chunk (net) | peak RSS kB (median) | store bytes per chunk |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut per_chunk: Vec<Vec<PerChunk>> = homes.iter().map(|_| Vec::new()).collect();
     for &n in &opts.chunks {
-        // One run of 1M chunks takes tens of seconds; fewer repeats above 100k.
-        let runs = if n >= 1_000_000 { 1 } else { opts.runs };
+        // One run of 1M chunks takes tens of seconds: `--large-runs` of them (1 by default).
+        let runs = if n >= 1_000_000 {
+            opts.large_runs
+        } else {
+            opts.runs
+        };
         let mut results: Vec<Vec<Run>> = homes.iter().map(|_| Vec::new()).collect();
         let mut bytes: Vec<u64> = vec![0; homes.len()];
         for r in 0..runs {
@@ -393,25 +476,38 @@ fn turn_sweep(
             let net = wall.saturating_sub(median_wall(&fixed[i]));
             let us = net.as_secs_f64() * 1e6 / n as f64;
             let kb = median_kb(&results[i]);
-            per_chunk[i].push((n, us, kb, ms(wall)));
+            let cpu = median_cpu(&results[i]);
+            let cpu_us = cpu.saturating_sub(median_cpu(&fixed[i])).as_secs_f64() * 1e6 / n as f64;
+            per_chunk[i].push(PerChunk {
+                chunks: n,
+                us,
+                kb,
+                wall_ms: ms(wall),
+                cpu_us,
+                cpu_ms: ms(cpu),
+            });
             println!(
-                "| {} | {n} | {runs} | {:.0} | {us:.2} | {kb} | {:.0} |",
+                "| {} | {n} | {runs} | {:.0} | {us:.2} | {:.0} | {cpu_us:.2} | {kb} | {:.0} |",
                 h.backend,
                 ms(wall),
+                ms(cpu),
                 bytes[i] as f64 / n as f64
             );
         }
     }
-    println!("\nRatios, largest prompt ÷ smallest (per-chunk cost; peak RSS):\n");
+    println!(
+        "\nRatios, largest prompt ÷ smallest (per-chunk wall; per-chunk acpx CPU; peak RSS):\n"
+    );
     for (i, h) in homes.iter().enumerate() {
         if let (Some(small), Some(large)) = (per_chunk[i].first(), per_chunk[i].last()) {
             println!(
-                "- {}: {} vs {} chunks: per chunk {:.2}, RSS {:.2}",
+                "- {}: {} vs {} chunks: per chunk {:.2}, CPU per chunk {:.2}, RSS {:.2}",
                 h.backend,
-                large.0,
-                small.0,
-                large.1 / small.1,
-                large.2 as f64 / small.2 as f64
+                large.chunks,
+                small.chunks,
+                large.us / small.us,
+                large.cpu_us / small.cpu_us.max(1e-9),
+                large.kb as f64 / small.kb as f64
             );
         }
     }
@@ -421,15 +517,28 @@ fn turn_sweep(
     for (i, h) in homes.iter().enumerate().filter(|(i, _)| *i != fs) {
         for (a, b) in per_chunk[fs].iter().zip(&per_chunk[i]) {
             println!(
-                "- {} ÷ fs at {} chunks: per chunk {:.2}, wall {:.2}",
+                "- {} ÷ fs at {} chunks: per chunk {:.2}, wall {:.2}, acpx CPU {:.2}",
                 h.backend,
-                a.0,
-                b.1 / a.1,
-                b.3 / a.3
+                a.chunks,
+                b.us / a.us,
+                b.wall_ms / a.wall_ms,
+                b.cpu_ms / a.cpu_ms.max(1e-9)
             );
         }
     }
     Ok(())
+}
+
+/// One backend's figures for one prompt size.
+struct PerChunk {
+    chunks: u64,
+    /// Wall µs per chunk, net of the fixed cost.
+    us: f64,
+    kb: u64,
+    wall_ms: f64,
+    /// acpx CPU µs per chunk, net of the fixed cost's.
+    cpu_us: f64,
+    cpu_ms: f64,
 }
 
 fn session_sweep(
@@ -466,31 +575,36 @@ fn session_sweep(
     for h in homes {
         bench.release(h, "large");
     }
-    println!("\n| backend | {n}-chunk prompt on | runs | wall median ms | peak RSS kB (median) |");
-    println!("|---|---|---:|---:|---:|");
+    println!("\n| backend | {n}-chunk prompt on | runs | wall median ms | acpx CPU ms (median) | peak RSS kB (median) |");
+    println!("|---|---|---:|---:|---:|---:|");
     for (i, h) in homes.iter().enumerate() {
         for (label, runs) in [
             ("a new session", &on_fresh[i]),
             ("the large session", &on_large[i]),
         ] {
             println!(
-                "| {} | {label} | {} | {:.0} | {} |",
+                "| {} | {label} | {} | {:.0} | {:.0} | {} |",
                 h.backend,
                 runs.len(),
                 ms(median_wall(runs)),
+                ms(median_cpu(runs)),
                 median_kb(runs)
             );
         }
     }
-    println!("\nRatios, large session ÷ new session (wall; wall net of the fixed cost; RSS):\n");
+    println!(
+        "\nRatios, large session ÷ new session (wall; wall net of the fixed cost; acpx CPU; RSS):\n"
+    );
     for (i, h) in homes.iter().enumerate() {
         let f = median_wall(&fixed[i]);
         let (l, s) = (median_wall(&on_large[i]), median_wall(&on_fresh[i]));
         println!(
-            "- {}: {:.2}; {:.2}; {:.2}",
+            "- {}: {:.2}; {:.2}; {:.2}; {:.2}",
             h.backend,
             l.as_secs_f64() / s.as_secs_f64(),
             l.saturating_sub(f).as_secs_f64() / s.saturating_sub(f).as_secs_f64().max(1e-9),
+            median_cpu(&on_large[i]).as_secs_f64()
+                / median_cpu(&on_fresh[i]).as_secs_f64().max(1e-9),
             median_kb(&on_large[i]) as f64 / median_kb(&on_fresh[i]) as f64
         );
     }

@@ -22,7 +22,7 @@ const USAGE: &str =
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--node PATH [--node-runs N]]
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
-                              [--dir DIR] [--acpx PATH]
+                              [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--chunks N] [--prefill N]
                                  [--runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
