@@ -18,8 +18,8 @@ use crate::event::EventEnvelope;
 use crate::id::RecordId;
 use crate::session::SessionRecord;
 use crate::store::{
-    ClosedFilter, Durability, EventQuery, ListQuery, NewSessionData, ReadMode, SessionLock,
-    SkippedEntry, Store,
+    ClosedFilter, Durability, EventQuery, ListQuery, ManyLocks, NewSessionData, ReadMode,
+    SessionLock, SkippedEntry, Store,
 };
 
 /// Events read (and appended) per call while copying.
@@ -119,14 +119,33 @@ pub async fn copy_store_with_progress(
     // gathered into batches and written with one `create_sessions` call per batch: one durable
     // point for many sessions instead of one each, which is what a copy of many small sessions
     // spends its time on. A session whose log does not fit in one page is copied alone, page by
-    // page ([`copy_one`]). Batches are written in list order, so the report keeps it. After a
-    // failure nothing more is read or written; what was read ahead is dropped (reading changes
-    // nothing).
+    // page ([`copy_one`]). Batches are written in list order, so the report keeps it.
+    //
+    // The last batch of a chunk is written while the next chunk is read (`read_ahead`):
+    // reading one store and writing and verifying the other overlap, so a migration of many
+    // small sessions keeps two cores (or a core and a disk) busy instead of one. After a
+    // failure nothing more is read or written; what was read ahead is dropped (reading
+    // changes nothing).
+    let mut behind: Option<WriteBehind> = None;
     for chunk in ids.chunks(BATCH_SESSIONS) {
         let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
-        let mut reads = futures::stream::iter(chunk)
+        let write_behind = async {
+            match behind.take() {
+                Some(w) => {
+                    let written = write_batch(from, to, w.batch, &mut report, progress).await;
+                    drop(w.locks);
+                    written
+                }
+                None => Ok(()),
+            }
+        };
+        let (written, ahead) = futures::future::join(write_behind, read_ahead(from, chunk)).await;
+        written?;
+        let (ahead, read) = ahead?;
+        let rest = futures::stream::iter(&chunk[read..])
             .map(|id| read_source(from, id))
             .buffered(COPY_CONCURRENCY);
+        let mut reads = futures::stream::iter(ahead.into_iter().map(Ok)).chain(rest);
         let mut batch: Vec<SourceSession> = Vec::new();
         let mut batch_events = 0usize;
         while let Some(read) = reads.next().await {
@@ -151,10 +170,48 @@ pub async fn copy_store_with_progress(
             }
         }
         drop(reads);
-        write_batch(from, to, batch, &mut report, progress).await?;
-        drop(locks);
+        behind = Some(WriteBehind { batch, locks });
+    }
+    if let Some(w) = behind {
+        write_batch(from, to, w.batch, &mut report, progress).await?;
+        drop(w.locks);
     }
     Ok(report)
+}
+
+/// The last batch of a chunk, written while the next chunk is read, with the source locks of
+/// its chunk (released once it is verified).
+struct WriteBehind {
+    batch: Vec<SourceSession>,
+    locks: ManyLocks,
+}
+
+/// Reads the sessions of `chunk` from its start, in order, while the previous chunk's batch is
+/// written: up to the first session copied alone or until [`BATCH_EVENTS`] events are held
+/// (what the write-behind batch may also hold, so memory stays within twice one batch).
+/// Returns what was read and how many sessions of `chunk` that covers.
+async fn read_ahead(from: &dyn Store, chunk: &[RecordId]) -> StoreResult<(Vec<Read>, usize)> {
+    let mut reads = futures::stream::iter(chunk)
+        .map(|id| read_source(from, id))
+        .buffered(COPY_CONCURRENCY);
+    let mut ahead = Vec::new();
+    let mut events = 0usize;
+    while let Some(read) = reads.next().await {
+        let read = read?;
+        let stop = match &read {
+            Read::Small(session) => {
+                events += session.data.events.len();
+                events >= BATCH_EVENTS
+            }
+            Read::Large(_) => true,
+        };
+        ahead.push(read);
+        if stop {
+            break;
+        }
+    }
+    let read = ahead.len();
+    Ok((ahead, read))
 }
 
 /// Sessions written per [`Store::create_sessions`] call.
