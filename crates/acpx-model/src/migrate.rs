@@ -121,14 +121,13 @@ pub async fn copy_store_with_progress(
     // spends its time on. A session whose log does not fit in one page is copied alone, page by
     // page ([`copy_one`]). Batches are written in list order, so the report keeps it.
     //
-    // The last batch of a chunk is written while the next chunk is read (`read_ahead`):
+    // The last batch of a chunk is written while the next chunk is locked and read:
     // reading one store and writing and verifying the other overlap, so a migration of many
     // small sessions keeps two cores (or a core and a disk) busy instead of one. After a
     // failure nothing more is read or written; what was read ahead is dropped (reading
     // changes nothing).
     let mut behind: Option<WriteBehind> = None;
     for chunk in ids.chunks(BATCH_SESSIONS) {
-        let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
         let write_behind = async {
             match behind.take() {
                 Some(w) => {
@@ -139,9 +138,15 @@ pub async fn copy_store_with_progress(
                 None => Ok(()),
             }
         };
-        let (written, ahead) = futures::future::join(write_behind, read_ahead(from, chunk)).await;
+        // This group's locks are taken meanwhile too: a session held by a live writer delays
+        // only the reads of its own group, not the write of the group before.
+        let lock_and_read = async {
+            let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
+            read_ahead(from, chunk).await.map(|ahead| (locks, ahead))
+        };
+        let (written, ahead) = futures::future::join(write_behind, lock_and_read).await;
         written?;
-        let (ahead, read) = ahead?;
+        let (locks, (ahead, read)) = ahead?;
         let rest = futures::stream::iter(&chunk[read..])
             .map(|id| read_source(from, id))
             .buffered(COPY_CONCURRENCY);
