@@ -168,6 +168,16 @@ impl Recorder {
         &self.record
     }
 
+    /// A copy of the snapshot without its conversation (`thread.messages` empty): what a
+    /// caller needs for the session's settings (ids, directory, agent command, the user's
+    /// choices) without a second copy of a conversation that can be megabytes long.
+    pub(crate) fn settings_copy(&mut self) -> SessionRecord {
+        let messages = std::mem::take(&mut self.record.thread.messages);
+        let copy = self.record.clone();
+        self.record.thread.messages = messages;
+        copy
+    }
+
     /// The snapshot, moved out: the end of a session hands its record over without a copy.
     pub fn into_record(self) -> SessionRecord {
         self.record

@@ -175,8 +175,11 @@ impl Runtime {
     /// under the same record id).
     pub async fn open_existing(&self, id: &RecordId) -> RuntimeResult<Session> {
         let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
-        let (recorder, recovery) = self.recover_locked(&lock).await?;
-        let record = recorder.snapshot().clone();
+        let (mut recorder, recovery) = self.recover_locked(&lock).await?;
+        // The settings the reattach reads, without a second copy of the conversation; whether
+        // the agent ever answered is all it needs to know of that.
+        let has_history = has_agent_messages(recorder.snapshot());
+        let record = recorder.settings_copy();
         if record.closed {
             return Err(RuntimeError::InvalidInput(format!(
                 "session {id} is closed; start a new session instead"
@@ -197,7 +200,7 @@ impl Runtime {
             setup.record_started(&init).await?;
             let auth = setup.authenticate(&init).await?;
             setup.record_auth(&auth).await?;
-            let attached = setup.reattach(&record, &init).await?;
+            let attached = setup.reattach(&record, has_history, &init).await?;
             // Every attach: the user's choices again, before anything else is sent.
             let acp_now = core
                 .recorder
@@ -324,9 +327,9 @@ fn note_failed_step(
     failed: &mut Vec<FailedAttempt>,
     method: &str,
     e: RuntimeError,
-    record: &SessionRecord,
+    has_history: bool,
 ) -> RuntimeResult<()> {
-    match fallback_reason(&e, record) {
+    match fallback_reason(&e, has_history) {
         Some((reason, error)) => {
             failed.push(FailedAttempt {
                 method: method.into(),
@@ -342,7 +345,7 @@ fn note_failed_step(
 /// Why a failed step may move on to the next one (`None`: it may not).
 fn fallback_reason(
     failure: &RuntimeError,
-    record: &SessionRecord,
+    has_history: bool,
 ) -> Option<(&'static str, Option<AcpError>)> {
     match failure {
         RuntimeError::Agent { error, .. } if error.is_not_found() => {
@@ -351,9 +354,7 @@ fn fallback_reason(
         RuntimeError::Agent { error, .. } if error.is_unsupported() => {
             Some(("unsupported", Some(error.as_ref().clone())))
         }
-        RuntimeError::Agent { error, .. }
-            if error.code == -32603 && !has_agent_messages(record) =>
-        {
+        RuntimeError::Agent { error, .. } if error.code == -32603 && !has_history => {
             Some(("failed_without_history", Some(error.as_ref().clone())))
         }
         _ => None,
@@ -530,7 +531,13 @@ impl Setup<'_> {
     /// Resume (if advertised), then load (if advertised), then a fallback to `session/new`.
     /// A step that fails as unsupported or not found moves on; any other failure (a timeout,
     /// a crash, an interrupt) is the error.
-    async fn reattach(&self, record: &SessionRecord, init: &Value) -> RuntimeResult<Attached> {
+    /// `has_history`: the conversation holds an answer of the agent (see [`fallback_reason`]).
+    async fn reattach(
+        &self,
+        record: &SessionRecord,
+        has_history: bool,
+        init: &Value,
+    ) -> RuntimeResult<Attached> {
         let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
         let can_resume = caps
             .get("sessionCapabilities")
@@ -550,7 +557,7 @@ impl Setup<'_> {
                         .step_worked("session/resume", &old, resp, 0, &failed, &mcp, notices)
                         .await
                 }
-                Err(e) => note_failed_step(&mut failed, "session/resume", e, record)?,
+                Err(e) => note_failed_step(&mut failed, "session/resume", e, has_history)?,
             }
         }
         if can_load {
@@ -576,7 +583,7 @@ impl Setup<'_> {
                         .step_worked("session/load", &old, resp, n, &failed, &mcp, notices)
                         .await
                 }
-                Err(e) => note_failed_step(&mut failed, "session/load", e, record)?,
+                Err(e) => note_failed_step(&mut failed, "session/load", e, has_history)?,
             }
         }
         let why = if record.extra.contains_key(IMPORTED_FROM_KEY) {
