@@ -310,6 +310,15 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Lists sessions without reading their conversations.
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage>;
 
+    /// Whether [`Store::list`] looks at every stored session whatever the filters, and
+    /// applies them with [`ListQuery::paginate`] (memory, files). A caller that needs several
+    /// filtered lists (the directory walk of a scope lookup) then does better with one list
+    /// filtered further in memory by `paginate`, which gives the same answer as the separate
+    /// lists. Stores that filter in their queries (SQLite, PostgreSQL) say `false`.
+    fn lists_by_scanning(&self) -> bool {
+        false
+    }
+
     /// Appends a batch of events to the log of session `writer.id()` in one write, under the
     /// writer lock the caller holds. A lock this store did not issue (see [`LockIssuer`]) is
     /// refused with [`StoreError::InvalidArgument`]. The seqs must continue the log exactly

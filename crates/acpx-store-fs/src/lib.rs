@@ -530,6 +530,10 @@ impl Store for FsStore {
         self.run(move |c| c.delete(&id)).await
     }
 
+    fn lists_by_scanning(&self) -> bool {
+        true
+    }
+
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
         let query = query.clone();
         self.run(move |c| c.list(&query)).await
