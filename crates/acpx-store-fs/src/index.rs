@@ -71,13 +71,13 @@ struct IndexEntry {
 #[derive(Debug, Default, Deserialize)]
 struct IndexFile {
     version: u32,
-    entries: HashMap<String, IndexEntry>,
+    entries: HashMap<String, Box<IndexEntry>>,
 }
 
 #[derive(Serialize)]
 struct IndexFileRef<'a> {
     version: u32,
-    entries: &'a HashMap<String, IndexEntry>,
+    entries: &'a HashMap<String, Box<IndexEntry>>,
 }
 
 /// One journal line: a snapshot file written by this store and what it holds.
@@ -139,7 +139,7 @@ pub(crate) fn journal_saved(
 
 /// Reads the journal: the last line per file name (torn or foreign lines are ignored), and
 /// the journal's length.
-fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
+fn read_journal(layout: &Layout) -> (HashMap<String, Box<IndexEntry>>, u64) {
     let mut out = HashMap::new();
     let Ok(bytes) = read_file(&layout.index_journal()) else {
         return (out, 0);
@@ -148,12 +148,12 @@ fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
         if let Ok(l) = serde_json::from_slice::<JournalLine>(line) {
             out.insert(
                 l.name,
-                IndexEntry {
+                Box::new(IndexEntry {
                     ident: l.ident,
                     verified_ns: l.verified_ns,
                     summary: Some(l.summary),
                     error: None,
-                },
+                }),
             );
         }
     }
@@ -164,7 +164,9 @@ fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
 #[derive(Debug, Default)]
 pub(crate) struct IndexCache {
     loaded: bool,
-    entries: HashMap<String, IndexEntry>,
+    /// Boxed: a listing moves every entry several times (into its file's work item, through
+    /// the threads, into the new map), and an entry with its summary is a few hundred bytes.
+    entries: HashMap<String, Box<IndexEntry>>,
     /// Bytes of the cache file read at load; `None` when there was no usable one.
     cache_bytes: Option<u64>,
 }
@@ -298,8 +300,15 @@ impl IndexCache {
         }
     }
 
-    /// Lists every snapshot in the directory (summaries in no particular order).
-    pub fn list_all(&mut self, layout: &Layout) -> StoreResult<Listing> {
+    /// Lists every snapshot in the directory (summaries in no particular order), keeping in
+    /// the listing only the summaries `keep` accepts (the skipped entries are all there). Every file is verified all the same; only
+    /// the copies of summaries nobody asked for are spared (with 10k sessions, a scope
+    /// lookup's list keeps a handful of them).
+    pub fn list_matching(
+        &mut self,
+        layout: &Layout,
+        keep: &dyn Fn(&SessionSummary) -> bool,
+    ) -> StoreResult<Listing> {
         self.load(layout);
         // Anything verified from here on held its content at least since this instant.
         let started_ns = now_ns();
@@ -334,7 +343,7 @@ impl IndexCache {
         // a few threads: with 10k sessions this part is most of a listing, and it is system
         // calls on independent files.
         let looked = look_at_all(files, started_ns);
-        let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(looked.len());
+        let mut fresh: HashMap<String, Box<IndexEntry>> = HashMap::with_capacity(looked.len());
         let mut out = Listing {
             summaries: Vec::with_capacity(looked.len()),
             idents: Vec::with_capacity(looked.len()),
@@ -360,13 +369,15 @@ impl IndexCache {
                 } => {
                     out.parsed += usize::from(parsed);
                     remembered += usize::from(remember && !parsed);
-                    *entry
+                    entry
                 }
             };
             match (&e.summary, &e.error) {
                 (Some(s), _) => {
-                    out.summaries.push(s.clone());
-                    out.idents.push(e.ident);
+                    if keep(s) {
+                        out.summaries.push(s.clone());
+                        out.idents.push(e.ident);
+                    }
                 }
                 (None, err) => skip(
                     &mut out,
@@ -407,7 +418,7 @@ struct SnapshotFile {
     name: String,
     id: RecordId,
     /// The journal's entry first (newer), then the cache's.
-    known: [Option<IndexEntry>; 2],
+    known: [Option<Box<IndexEntry>>; 2],
 }
 
 /// What a listing learned about one snapshot file.
@@ -530,7 +541,7 @@ fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
         });
     if let Some(entry) = usable {
         return Look::Entry {
-            entry: Box::new(entry),
+            entry,
             parsed: false,
             remember,
         };
@@ -610,7 +621,7 @@ fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
 /// concurrent writer just means no cache this time.
 fn write_index(
     layout: &Layout,
-    entries: &HashMap<String, IndexEntry>,
+    entries: &HashMap<String, Box<IndexEntry>>,
     journal_len: u64,
 ) -> Option<u64> {
     let result = (|| -> StoreResult<Option<u64>> {
