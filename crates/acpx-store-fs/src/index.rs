@@ -33,7 +33,8 @@ use acpx_model::{
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{
-    create_new_file, io_err, open_append, open_read, random_suffix, read_file, FileIdent,
+    create_new_file, io_err, open_append, open_dir, open_read, random_suffix, read_file, stat_in,
+    FileIdent,
 };
 use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
 use acpx_lock::FileLock;
@@ -342,7 +343,8 @@ impl IndexCache {
         // ... then each file's stat, and its read where the entries cannot answer, spread over
         // a few threads: with 10k sessions this part is most of a listing, and it is system
         // calls on independent files.
-        let looked = look_at_all(files, started_ns);
+        let dir_file = open_dir(dir).map_err(|e| io_err(dir, e))?;
+        let looked = look_at_all(files, &dir_file, started_ns);
         let mut fresh: HashMap<String, Box<IndexEntry>> = HashMap::with_capacity(looked.len());
         let mut out = Listing {
             summaries: Vec::with_capacity(looked.len()),
@@ -443,7 +445,7 @@ const FILES_PER_THREAD: usize = 1_024;
 const MAX_LIST_THREADS: usize = 4;
 
 /// [`look_at`] for every file, on up to [`MAX_LIST_THREADS`] threads.
-fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, Look)> {
+fn look_at_all(files: Vec<SnapshotFile>, dir: &File, started_ns: i64) -> Vec<(SnapshotFile, Look)> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_LIST_THREADS)
@@ -452,7 +454,7 @@ fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, 
     let look_all = |part: Vec<SnapshotFile>| -> Vec<(SnapshotFile, Look)> {
         part.into_iter()
             .map(|mut f| {
-                let look = look_at(&mut f, started_ns);
+                let look = look_at(&mut f, dir, started_ns);
                 (f, look)
             })
             .collect()
@@ -505,18 +507,18 @@ fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, 
 
 /// Stats one snapshot file and finds its entry: a known one that still describes it, else a
 /// new one from parsing the file.
-fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
-    let meta = match fs::symlink_metadata(&f.path) {
+fn look_at(f: &mut SnapshotFile, dir: &File, started_ns: i64) -> Look {
+    let stat = match stat_in(dir, &f.name, &f.path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
         Err(e) => return Look::Unusable(format!("cannot stat the file: {e}")),
     };
-    if !meta.is_file() {
+    if !stat.is_file {
         return Look::Unusable(
             "not a regular file (symlinks and directories are not followed)".into(),
         );
     }
-    let ident = FileIdent::of(&meta);
+    let ident = stat.ident;
     let mut remember = false;
     // Of the entries that describe this very file, the one verified last: a journal line
     // kept across lists must not make a trusted entry of this process look new again.
