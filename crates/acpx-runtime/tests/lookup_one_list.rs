@@ -275,3 +275,73 @@ async fn a_damaged_snapshot_is_skipped_by_the_one_list_as_before() {
         Err(OpsError::Store(StoreError::Corrupt { .. }))
     ));
 }
+
+/// `Store::sessions_matching_id` (SQLite: a suffix test in SQL) selects exactly what the
+/// filter of a list of every session selects: case-sensitive, `%` and `_` taken literally,
+/// characters beyond ASCII, texts longer than any id, and the empty text.
+#[tokio::test]
+async fn typed_id_candidates_equal_the_filtered_full_list() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (store, _) in stores(tmp.path()) {
+        let s = &*store;
+        for (id, acp) in [
+            ("Rec_a.1", "acp-%x"),
+            ("rec_b.1", "ACP-é_y"),
+            ("rec-c-99", "acp-é_y"),
+            ("x", "x"),
+        ] {
+            let mut r = create(s, id, "agent", tmp.path(), None, 1_000).await;
+            r.acp_session_id = acp.into();
+            s.save(&mut r).await.unwrap();
+        }
+        s.close(&RecordId::parse("x").unwrap(), at(2_000))
+            .await
+            .unwrap();
+        let all = s
+            .list(&ListQuery {
+                closed: ClosedFilter::Any,
+                ..ListQuery::default()
+            })
+            .await
+            .unwrap()
+            .sessions;
+        for text in [
+            "",
+            "1",
+            ".1",
+            "_a.1",
+            "_A.1",
+            "rec_a.1",
+            "Rec_a.1",
+            "%x",
+            "%",
+            "_y",
+            "é_y",
+            "É_y",
+            "x",
+            "99",
+            "-99",
+            "c-99x",
+            "acp-%x",
+            "longer-than-any-id-in-this-store",
+        ] {
+            let ids = |v: &[acpx_model::SessionSummary]| -> Vec<String> {
+                v.iter()
+                    .map(|s| s.acpx_record_id.as_str().to_owned())
+                    .collect()
+            };
+            let want: Vec<_> = all
+                .iter()
+                .filter(|x| acpx_model::id_text_matches(x, text))
+                .cloned()
+                .collect();
+            let got = s.sessions_matching_id(text).await.unwrap();
+            assert_eq!(
+                ids(&got),
+                ids(&want),
+                "{} store, {text:?}",
+                s.backend_name()
+            );
+        }
+    }
+}

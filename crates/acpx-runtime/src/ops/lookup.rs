@@ -234,8 +234,10 @@ pub async fn resolve_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessi
     if let Some(r) = load_exact_id(store, text).await? {
         return Ok(Some(r));
     }
-    let all = all_sessions(store).await?;
-    match match_typed_id(&all, text)? {
+    // Only the sessions the text could designate: every one of them on a store that lists
+    // everything anyway, a query with the suffix test on SQLite.
+    let candidates = store.sessions_matching_id(text).await?;
+    match match_typed_id(&candidates, text)? {
         Some(id) => Ok(Some(store.load(&id).await?)),
         None => Ok(None),
     }
@@ -253,8 +255,11 @@ async fn load_exact_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessio
     Ok(None)
 }
 
-/// Among `all` (every stored session), the one `text` designates when it is not an exact
-/// record id: the exact ACP session id, else a unique suffix of a record id or ACP id.
+/// Among `all` (every stored session, or at least every one [`id_text_matches`] accepts),
+/// the one `text` designates when it is not an exact record id: the exact ACP session id,
+/// else a unique suffix of a record id or ACP id.
+///
+/// [`id_text_matches`]: acpx_model::id_text_matches
 fn match_typed_id(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
     let exact_acp: Vec<&SessionSummary> = all.iter().filter(|s| s.acp_session_id == text).collect();
     let candidates = if exact_acp.is_empty() {
