@@ -373,6 +373,8 @@ async fn bench_many_sessions(backend: &str, dir: &Path, scale: &Scale) -> BenchR
         );
     }
 
+    bench_lookup(backend, &dir.join("list"), dir, store.clone()).await?;
+
     println!(
         "\n### search {} sessions (4 messages, ~0.9 kB of text each)\n",
         scale.list_sessions
@@ -515,6 +517,128 @@ async fn create_session(store: &Arc<dyn Store>, n: u64) -> BenchResult<RecordId>
 }
 
 /// A session with a short conversation (~0.9 kB of text in 4 messages), for list and search.
+/// The lookup of a warm command among the sessions of `home`: each call on a new handle (as
+/// a new CLI process), median of 5, wall time and this process's CPU time (user + system,
+/// `getrusage`; the file store lists on up to 4 threads). The scope is a project with a
+/// `.git` whose session lives at its root while the command runs two directories below, so
+/// the walk visits three directories; "per directory" is the lookup before one list served
+/// the whole walk (one `list` per directory), for the ratio within this run.
+async fn bench_lookup(
+    backend: &str,
+    home: &Path,
+    scratch: &Path,
+    store: Arc<dyn Store>,
+) -> BenchResult<()> {
+    use acpx_runtime::ops::lookup::{find_in_scope, resolve_id_or_name, walk_dirs};
+    let project = scratch.join("lookup-project");
+    let deep = project.join("a").join("b");
+    std::fs::create_dir_all(&deep).map_err(err)?;
+    std::fs::create_dir_all(project.join(".git")).map_err(err)?;
+    let project = std::fs::canonicalize(&project).map_err(err)?;
+    let deep = std::fs::canonicalize(&deep).map_err(err)?;
+    let mut record = SessionRecord::new(
+        NewSession {
+            acpx_record_id: RecordId::parse("lookup-target-7f3a").map_err(err)?,
+            acp_session_id: "acp-lookup-target".into(),
+            agent_session_id: None,
+            agent_command: "lookup-agent".into(),
+            cwd: project.to_string_lossy().into_owned(),
+            name: Some("target".into()),
+        },
+        Timestamp::now(),
+    );
+    store.create(&mut record).await.map_err(err)?;
+    let agent = "lookup-agent";
+    println!(
+        "\n### lookup among {} sessions (new handle per call, median of 5)\n",
+        store
+            .list(&ListQuery::default())
+            .await
+            .map_err(err)?
+            .sessions
+            .len()
+    );
+    println!("| lookup | wall ms | CPU ms |");
+    println!("|---|---:|---:|");
+    let mut store = store;
+    for label in [
+        "scope -s NAME, 3-directory walk, per directory (before)",
+        "scope -s NAME, 3-directory walk (find_in_scope)",
+        "typed word: a name (resolve_id_or_name)",
+        "typed word: an id suffix (resolve_id_or_name)",
+    ] {
+        let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            store = reopen(backend, home, store).await?;
+            let (t, c) = (Instant::now(), self_cpu());
+            let found = match label.split_once(" (").map_or("", |(_, how)| how) {
+                "before)" => {
+                    let mut found = None;
+                    for d in walk_dirs(&deep) {
+                        let page = store
+                            .list(&ListQuery {
+                                cwd: Some(d.to_string_lossy().into_owned()),
+                                agent_command: Some(agent.into()),
+                                name: Some("target".into()),
+                                closed: acpx_model::ClosedFilter::Open,
+                                limit: None,
+                                cursor: None,
+                            })
+                            .await
+                            .map_err(err)?;
+                        if let Some(s) = page.sessions.into_iter().next() {
+                            found = Some(s.acpx_record_id);
+                            break;
+                        }
+                    }
+                    found
+                }
+                "find_in_scope)" => find_in_scope(&*store, agent, &deep, Some("target"))
+                    .await
+                    .map_err(err)?
+                    .map(|s| s.acpx_record_id),
+                _ => {
+                    let word = if label.contains("suffix") {
+                        "target-7f3a"
+                    } else {
+                        "target"
+                    };
+                    resolve_id_or_name(&*store, word, agent, &deep)
+                        .await
+                        .map_err(err)?
+                        .map(|r| r.acpx_record_id)
+                }
+            };
+            cpus.push(self_cpu().saturating_sub(c));
+            walls.push(t.elapsed());
+            if found.as_ref() != Some(&record.acpx_record_id) {
+                return Err(format!("lookup {label:?} found {found:?}"));
+            }
+        }
+        println!(
+            "| {label} | {:.1} | {:.1} |",
+            ms(median(&mut walls)),
+            ms(median(&mut cpus))
+        );
+    }
+    Ok(())
+}
+
+/// User + system CPU time of this process so far (all its threads).
+fn self_cpu() -> Duration {
+    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
 async fn create_conversation(store: &Arc<dyn Store>, n: u64) -> BenchResult<RecordId> {
     let id = RecordId::parse(&format!("bench-{n:08}")).map_err(err)?;
     let mut record = SessionRecord::new(

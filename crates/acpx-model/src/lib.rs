@@ -71,9 +71,9 @@ pub use session::{
     PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
 pub use store::{
-    check_append_batch, list_order_key, normalize_cwd, ClosedFilter, DamagedLine, Durability,
-    EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks, NewSessionData,
-    ReadMode, SessionLock, SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
+    check_append_batch, id_text_matches, list_order_key, normalize_cwd, ClosedFilter, DamagedLine,
+    Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks,
+    NewSessionData, ReadMode, SessionLock, SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
 };
 pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,

@@ -172,6 +172,10 @@ impl Store for MemoryStore {
         Ok(self.inner().sessions.remove(id).is_some())
     }
 
+    fn lists_by_scanning(&self) -> bool {
+        true
+    }
+
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
         let summaries: Vec<_> = self
             .inner()

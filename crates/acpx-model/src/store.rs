@@ -310,6 +310,33 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Lists sessions without reading their conversations.
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage>;
 
+    /// Whether [`Store::list`] looks at every stored session whatever the filters, and
+    /// applies them with [`ListQuery::paginate`] (memory, files). A caller that needs several
+    /// filtered lists (the directory walk of a scope lookup) then does better with one list
+    /// filtered further in memory by `paginate`, which gives the same answer as the separate
+    /// lists. Stores that filter in their queries (SQLite, PostgreSQL) say `false`.
+    fn lists_by_scanning(&self) -> bool {
+        false
+    }
+
+    /// The sessions (open and closed) a typed id could designate: those [`id_text_matches`]
+    /// accepts, in list order; rows a list would skip are left out. What the id steps of a
+    /// lookup search when the text is no exact record id. The default filters a list of
+    /// every session; SQLite filters in its query.
+    async fn sessions_matching_id(&self, text: &str) -> StoreResult<Vec<SessionSummary>> {
+        let page = self
+            .list(&ListQuery {
+                closed: ClosedFilter::Any,
+                ..ListQuery::default()
+            })
+            .await?;
+        Ok(page
+            .sessions
+            .into_iter()
+            .filter(|s| id_text_matches(s, text))
+            .collect())
+    }
+
     /// Appends a batch of events to the log of session `writer.id()` in one write, under the
     /// writer lock the caller holds. A lock this store did not issue (see [`LockIssuer`]) is
     /// refused with [`StoreError::InvalidArgument`]. The seqs must continue the log exactly
@@ -422,6 +449,14 @@ pub trait Store: Send + Sync + fmt::Debug {
         futures_timer::Delay::new(timeout).await;
         Ok(())
     }
+}
+
+/// Whether a typed `text` could designate `s`: its ACP session id is `text`, or its record
+/// id or ACP session id ends with `text` (which of them wins is the caller's rule).
+pub fn id_text_matches(s: &SessionSummary, text: &str) -> bool {
+    s.acp_session_id == text
+        || s.acpx_record_id.as_str().ends_with(text)
+        || s.acp_session_id.ends_with(text)
 }
 
 /// Normalizes a `cwd` for comparison: must be absolute; trailing `/` removed (except `/`).

@@ -63,6 +63,14 @@ pub(crate) fn open_read(path: &Path) -> io::Result<File> {
     nofollow().read(true).open(path)
 }
 
+/// Opens a directory, for calls relative to it ([`stat_in`]).
+pub(crate) fn open_dir(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(path)
+}
+
 /// Reads a whole file without following a symlink.
 pub(crate) fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     let mut f = open_read(path)?;
@@ -169,6 +177,60 @@ impl FileIdent {
     }
 }
 
+/// What [`stat_in`] found: the file's identity, and whether it is a regular file.
+pub(crate) struct Stat {
+    pub ident: FileIdent,
+    pub is_file: bool,
+}
+
+/// The `lstat` of the entry `name` of the open directory `dir`, whose path is `path`: the same
+/// [`FileIdent`] as [`FileIdent::of`] gives for `fs::symlink_metadata(path)`, but on Linux
+/// through `statx` relative to the directory, so that the kernel does not walk the
+/// directory's path again for each of 10k snapshots (that walk was a third of a listing's
+/// stat time). Where `statx` is missing or does not give the basic fields, `path` is statted.
+pub(crate) fn stat_in(dir: &File, name: &str, path: &Path) -> io::Result<Stat> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{statx, AtFlags, StatxFlags};
+        let want = StatxFlags::TYPE
+            | StatxFlags::INO
+            | StatxFlags::SIZE
+            | StatxFlags::MTIME
+            | StatxFlags::CTIME;
+        match statx(
+            dir,
+            name,
+            AtFlags::SYMLINK_NOFOLLOW,
+            StatxFlags::BASIC_STATS,
+        ) {
+            Ok(st) if StatxFlags::from_bits_retain(st.stx_mask).contains(want) => {
+                let ts = |t: rustix::fs::StatxTimestamp| nanos(t.tv_sec, i64::from(t.tv_nsec));
+                let mode = u32::from(st.stx_mode);
+                return Ok(Stat {
+                    ident: FileIdent {
+                        // As std computes `st_dev` from `statx` (`MetadataExt::dev`).
+                        dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+                        ino: st.stx_ino,
+                        len: st.stx_size,
+                        mtime_ns: ts(st.stx_mtime),
+                        ctime_ns: ts(st.stx_ctime),
+                    },
+                    is_file: mode & libc::S_IFMT == libc::S_IFREG,
+                });
+            }
+            Ok(_) => {}
+            Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let _ = (dir, name);
+    let meta = fs::symlink_metadata(path)?;
+    Ok(Stat {
+        ident: FileIdent::of(&meta),
+        is_file: meta.is_file(),
+    })
+}
+
 fn nanos(secs: i64, nsec: i64) -> i64 {
     secs.saturating_mul(1_000_000_000).saturating_add(nsec)
 }
@@ -192,4 +254,44 @@ pub(crate) fn unix_millis() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listing compares `stat_in`'s identities with those saves note in the journal
+    /// (`FileIdent::of` of std's metadata): they must be the same numbers, or every list would
+    /// read every snapshot again.
+    #[test]
+    fn stat_in_gives_the_identity_std_gives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let file = dir.join("a.json");
+        fs::write(&file, b"{}").unwrap();
+        File::open(&file).unwrap().sync_all().unwrap();
+        std::os::unix::fs::symlink(&file, dir.join("link.json")).unwrap();
+        fs::create_dir(dir.join("sub.json")).unwrap();
+        let d = open_dir(dir).unwrap();
+        let st = stat_in(&d, "a.json", &file).unwrap();
+        assert!(st.is_file);
+        assert_eq!(
+            st.ident,
+            FileIdent::of(&fs::symlink_metadata(&file).unwrap())
+        );
+        // A symlink is described, not followed; a directory is no regular file.
+        let link = stat_in(&d, "link.json", &dir.join("link.json")).unwrap();
+        assert!(!link.is_file);
+        assert_ne!(link.ident.ino, st.ident.ino);
+        assert!(
+            !stat_in(&d, "sub.json", &dir.join("sub.json"))
+                .unwrap()
+                .is_file
+        );
+        let missing = stat_in(&d, "gone.json", &dir.join("gone.json"));
+        assert_eq!(
+            missing.err().map(|e| e.kind()),
+            Some(io::ErrorKind::NotFound)
+        );
+    }
 }

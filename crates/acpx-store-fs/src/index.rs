@@ -33,7 +33,8 @@ use acpx_model::{
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{
-    create_new_file, io_err, open_append, open_read, random_suffix, read_file, FileIdent,
+    create_new_file, io_err, open_append, open_dir, open_read, random_suffix, read_file, stat_in,
+    FileIdent,
 };
 use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
 use acpx_lock::FileLock;
@@ -71,13 +72,13 @@ struct IndexEntry {
 #[derive(Debug, Default, Deserialize)]
 struct IndexFile {
     version: u32,
-    entries: HashMap<String, IndexEntry>,
+    entries: HashMap<String, Box<IndexEntry>>,
 }
 
 #[derive(Serialize)]
 struct IndexFileRef<'a> {
     version: u32,
-    entries: &'a HashMap<String, IndexEntry>,
+    entries: &'a HashMap<String, Box<IndexEntry>>,
 }
 
 /// One journal line: a snapshot file written by this store and what it holds.
@@ -139,7 +140,7 @@ pub(crate) fn journal_saved(
 
 /// Reads the journal: the last line per file name (torn or foreign lines are ignored), and
 /// the journal's length.
-fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
+fn read_journal(layout: &Layout) -> (HashMap<String, Box<IndexEntry>>, u64) {
     let mut out = HashMap::new();
     let Ok(bytes) = read_file(&layout.index_journal()) else {
         return (out, 0);
@@ -148,12 +149,12 @@ fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
         if let Ok(l) = serde_json::from_slice::<JournalLine>(line) {
             out.insert(
                 l.name,
-                IndexEntry {
+                Box::new(IndexEntry {
                     ident: l.ident,
                     verified_ns: l.verified_ns,
                     summary: Some(l.summary),
                     error: None,
-                },
+                }),
             );
         }
     }
@@ -164,7 +165,9 @@ fn read_journal(layout: &Layout) -> (HashMap<String, IndexEntry>, u64) {
 #[derive(Debug, Default)]
 pub(crate) struct IndexCache {
     loaded: bool,
-    entries: HashMap<String, IndexEntry>,
+    /// Boxed: a listing moves every entry several times (into its file's work item, through
+    /// the threads, into the new map), and an entry with its summary is a few hundred bytes.
+    entries: HashMap<String, Box<IndexEntry>>,
     /// Bytes of the cache file read at load; `None` when there was no usable one.
     cache_bytes: Option<u64>,
 }
@@ -307,8 +310,15 @@ impl IndexCache {
         }
     }
 
-    /// Lists every snapshot in the directory (summaries in no particular order).
-    pub fn list_all(&mut self, layout: &Layout) -> StoreResult<Listing> {
+    /// Lists every snapshot in the directory (summaries in no particular order), keeping in
+    /// the listing only the summaries `keep` accepts (the skipped entries are all there). Every file is verified all the same; only
+    /// the copies of summaries nobody asked for are spared (with 10k sessions, a scope
+    /// lookup's list keeps a handful of them).
+    pub fn list_matching(
+        &mut self,
+        layout: &Layout,
+        keep: &dyn Fn(&SessionSummary) -> bool,
+    ) -> StoreResult<Listing> {
         self.load(layout);
         // Anything verified from here on held its content at least since this instant.
         let started_ns = now_ns();
@@ -342,8 +352,9 @@ impl IndexCache {
         // ... then each file's stat, and its read where the entries cannot answer, spread over
         // a few threads: with 10k sessions this part is most of a listing, and it is system
         // calls on independent files.
-        let looked = look_at_all(files, started_ns);
-        let mut fresh: HashMap<String, IndexEntry> = HashMap::with_capacity(looked.len());
+        let dir_file = open_dir(dir).map_err(|e| io_err(dir, e))?;
+        let looked = look_at_all(files, &dir_file, started_ns);
+        let mut fresh: HashMap<String, Box<IndexEntry>> = HashMap::with_capacity(looked.len());
         let mut out = Listing {
             summaries: Vec::with_capacity(looked.len()),
             idents: Vec::with_capacity(looked.len()),
@@ -369,13 +380,15 @@ impl IndexCache {
                 } => {
                     out.parsed += usize::from(parsed);
                     remembered += usize::from(remember && !parsed);
-                    *entry
+                    entry
                 }
             };
             match (&e.summary, &e.error) {
                 (Some(s), _) => {
-                    out.summaries.push(s.clone());
-                    out.idents.push(e.ident);
+                    if keep(s) {
+                        out.summaries.push(s.clone());
+                        out.idents.push(e.ident);
+                    }
                 }
                 (None, err) => skip(
                     &mut out,
@@ -416,7 +429,7 @@ struct SnapshotFile {
     name: String,
     id: RecordId,
     /// The journal's entry first (newer), then the cache's.
-    known: [Option<IndexEntry>; 2],
+    known: [Option<Box<IndexEntry>>; 2],
 }
 
 /// What a listing learned about one snapshot file.
@@ -441,7 +454,7 @@ const FILES_PER_THREAD: usize = 1_024;
 const MAX_LIST_THREADS: usize = 4;
 
 /// [`look_at`] for every file, on up to [`MAX_LIST_THREADS`] threads.
-fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, Look)> {
+fn look_at_all(files: Vec<SnapshotFile>, dir: &File, started_ns: i64) -> Vec<(SnapshotFile, Look)> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(MAX_LIST_THREADS)
@@ -450,7 +463,7 @@ fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, 
     let look_all = |part: Vec<SnapshotFile>| -> Vec<(SnapshotFile, Look)> {
         part.into_iter()
             .map(|mut f| {
-                let look = look_at(&mut f, started_ns);
+                let look = look_at(&mut f, dir, started_ns);
                 (f, look)
             })
             .collect()
@@ -503,18 +516,18 @@ fn look_at_all(files: Vec<SnapshotFile>, started_ns: i64) -> Vec<(SnapshotFile, 
 
 /// Stats one snapshot file and finds its entry: a known one that still describes it, else a
 /// new one from parsing the file.
-fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
-    let meta = match fs::symlink_metadata(&f.path) {
+fn look_at(f: &mut SnapshotFile, dir: &File, started_ns: i64) -> Look {
+    let stat = match stat_in(dir, &f.name, &f.path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
         Err(e) => return Look::Unusable(format!("cannot stat the file: {e}")),
     };
-    if !meta.is_file() {
+    if !stat.is_file {
         return Look::Unusable(
             "not a regular file (symlinks and directories are not followed)".into(),
         );
     }
-    let ident = FileIdent::of(&meta);
+    let ident = stat.ident;
     let mut remember = false;
     // Of the entries that describe this very file, the one verified last: a journal line
     // kept across lists must not make a trusted entry of this process look new again.
@@ -539,7 +552,7 @@ fn look_at(f: &mut SnapshotFile, started_ns: i64) -> Look {
         });
     if let Some(entry) = usable {
         return Look::Entry {
-            entry: Box::new(entry),
+            entry,
             parsed: false,
             remember,
         };
@@ -622,7 +635,7 @@ fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
 /// concurrent writer just means no cache this time.
 fn write_index(
     layout: &Layout,
-    entries: &HashMap<String, IndexEntry>,
+    entries: &HashMap<String, Box<IndexEntry>>,
     journal_len: u64,
 ) -> Option<u64> {
     let result = (|| -> StoreResult<Option<u64>> {

@@ -220,6 +220,10 @@
 //! be stale, missing, corrupt or shared with other processes without ever changing an answer.
 //! The cache is kept in memory after the first list and rewritten (temp file and rename, no
 //! fsync, best effort: a read-only directory just means no cache) only when something changed.
+//! The stats are `statx` calls relative to the open directory (no walk of its path per file),
+//! and a filtered `list` copies out of the cache only the summaries its filters match; every
+//! file is verified either way. `lists_by_scanning` is true: a scope lookup lists once for the
+//! whole directory walk (docs/format.md § Finding a session among many).
 //!
 //! Malformed snapshots (bad JSON, empty, not UTF-8, an array, a wrong schema, wrong types,
 //! negative token counts, timestamps without a zone, or a file name that differs from the
@@ -528,6 +532,10 @@ impl Store for FsStore {
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
         let id = id.clone();
         self.run(move |c| c.delete(&id)).await
+    }
+
+    fn lists_by_scanning(&self) -> bool {
+        true
     }
 
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {

@@ -92,8 +92,8 @@ use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
-    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError,
-    StoreResult, Timestamp,
+    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, SessionSummary, Store,
+    StoreError, StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -455,6 +455,12 @@ impl Store for SqliteStore {
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
         let query = query.clone();
         self.run(move |inner| inner.list(&query)).await
+    }
+
+    async fn sessions_matching_id(&self, text: &str) -> StoreResult<Vec<SessionSummary>> {
+        let text = text.to_owned();
+        self.run(move |inner| inner.sessions_matching_id(&text))
+            .await
     }
 
     async fn append(

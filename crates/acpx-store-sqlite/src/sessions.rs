@@ -1,8 +1,8 @@
 //! The `sessions` and `messages` rows: create, save, load, close, delete and list.
 
 use acpx_model::{
-    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SkippedEntry,
-    StoreError, StoreResult, Timestamp,
+    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
+    SkippedEntry, StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
 use std::io::Seek;
@@ -271,6 +271,35 @@ impl Inner {
     }
 
     pub(crate) fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
+        self.list_where(query, None)
+    }
+
+    /// [`acpx_model::Store::sessions_matching_id`]: the rows whose columns pass
+    /// [`acpx_model::id_text_matches`], read and checked as `list` reads them, instead of
+    /// every row (30 ms with 10k sessions). `substr(x, -length(t)) = t` is the suffix test,
+    /// exact and case-sensitive (`LIKE` is neither); an empty text, a suffix of everything,
+    /// takes the list of every row.
+    pub(crate) fn sessions_matching_id(&self, text: &str) -> StoreResult<Vec<SessionSummary>> {
+        let every = ListQuery {
+            closed: ClosedFilter::Any,
+            ..ListQuery::default()
+        };
+        let page = if text.is_empty() {
+            self.list_where(&every, None)?
+        } else {
+            self.list_where(&every, Some(text))?
+        };
+        // The columns passed the SQL test; a row whose document was changed outside acpx
+        // is listed with what its document says, so the test is applied once more.
+        Ok(page
+            .sessions
+            .into_iter()
+            .filter(|s| acpx_model::id_text_matches(s, text))
+            .collect())
+    }
+
+    /// `list`, with the rows also restricted to those a typed id `id_text` could designate.
+    fn list_where(&self, query: &ListQuery, id_text: Option<&str>) -> StoreResult<ListPage> {
         let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
         let after = query.decode_cursor()?;
         if query.limit == Some(0) {
@@ -295,6 +324,13 @@ impl Inner {
         }
         if let Some(n) = &query.name {
             sql.push_str(&format!(" AND name = {}", bind(SqlValue::Text(n.clone()))));
+        }
+        if let Some(t) = id_text {
+            let t = bind(SqlValue::Text(t.to_owned()));
+            sql.push_str(&format!(
+                " AND (acp_session_id = {t} OR substr(acpx_record_id, -length({t})) = {t} \
+                 OR substr(acp_session_id, -length({t})) = {t})"
+            ));
         }
         match query.closed {
             ClosedFilter::Any => {}

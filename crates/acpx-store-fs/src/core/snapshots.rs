@@ -411,13 +411,20 @@ impl FsCore {
     /// Every stored session, without reading conversations (see the crate docs on the listing
     /// cache).
     pub fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
-        let listing = self.list_all()?;
+        // The filters are applied while listing, so that only the matching summaries are
+        // copied out of the cache (`paginate` applies them again, with order and cursor).
+        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
+        let listing = self.list_matching(&|s| query.matches(s, cwd.as_deref()))?;
         query.paginate(listing.summaries, listing.skipped)
     }
 
     pub(crate) fn list_all(&self) -> StoreResult<Listing> {
+        self.list_matching(&|_| true)
+    }
+
+    fn list_matching(&self, keep: &dyn Fn(&SessionSummary) -> bool) -> StoreResult<Listing> {
         let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
-        let listing = index.list_all(&self.layout)?;
+        let listing = index.list_matching(&self.layout, keep)?;
         #[cfg(test)]
         self.snapshot_parses
             .fetch_add(listing.parsed, Ordering::Relaxed);
