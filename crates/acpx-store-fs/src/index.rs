@@ -219,9 +219,22 @@ impl LogsWithoutSnapshot {
     }
 }
 
-/// Parses and validates a snapshot the way `load` does, as it is read from `reader` (see
-/// [`SessionRecord::from_json_reader`]): the document must validate and the record id inside
-/// must equal the file name's. The outer error is the reader's.
+/// Parses and validates a snapshot the way `load` does: the document must validate and the
+/// record id inside must equal the file name's.
+pub(crate) fn parse_snapshot(
+    id: &RecordId,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<SessionRecord, (String, String)> {
+    let origin = path.display().to_string();
+    let record =
+        SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
+    check_named_after(record, id)
+}
+
+/// [`parse_snapshot`] of a document read from `reader` (see
+/// [`SessionRecord::from_json_reader`]).
+/// The outer error is the reader's.
 pub(crate) fn parse_snapshot_from(
     id: &RecordId,
     path: &Path,
@@ -557,15 +570,12 @@ fn look_at(f: &mut SnapshotFile, dir: &File, started_ns: i64) -> Look {
             remember,
         };
     }
-    // Parsed as it is read: up to 4 threads list at once, and a long conversation's snapshot
-    // is megabytes.
-    let parsed = match open_read(&f.path).and_then(|file| parse_snapshot_from(&f.id, &f.path, file))
-    {
-        Ok(p) => p,
+    let bytes = match read_file(&f.path) {
+        Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
         Err(e) => return Look::Unusable(format!("cannot read the file: {e}")),
     };
-    let entry = match parsed {
+    let entry = match parse_snapshot(&f.id, &f.path, &bytes) {
         Ok(r) => IndexEntry {
             ident,
             verified_ns: started_ns,
