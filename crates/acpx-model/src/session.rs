@@ -194,24 +194,6 @@ impl SessionRecord {
         Ok(record)
     }
 
-    /// [`SessionRecord::from_json_slice`] of a document read from `reader` through a 64 KiB
-    /// buffer: a long conversation's document (8 MB after a 1M-chunk turn) is never held whole
-    /// beside the record parsed from it, which halves the memory a load of it takes at its peak.
-    /// The outer error is `reader`'s (a failing disk, not a bad document).
-    pub fn from_json_reader(
-        reader: impl std::io::Read,
-        origin: &str,
-    ) -> std::io::Result<Result<Self, ValidationError>> {
-        let buffered = std::io::BufReader::with_capacity(64 * 1024, reader);
-        let de = &mut serde_json::Deserializer::from_reader(buffered);
-        let record: SessionRecord = match serde_path_to_error::deserialize(de) {
-            Ok(r) => r,
-            Err(e) if e.inner().is_io() => return Err(std::io::Error::from(e.into_inner())),
-            Err(e) => return Ok(Err(ValidationError::from_path_error(origin, e))),
-        };
-        Ok(record.validate(origin).map(|()| record))
-    }
-
     /// Writes the record as [`SessionRecord::to_json_vec`] serializes it, streamed to
     /// `out` through a buffer (a long conversation is never held twice in memory).
     pub fn write_json(&self, out: impl std::io::Write) -> std::io::Result<()> {
@@ -612,54 +594,6 @@ mod tests {
 
     fn parse(v: &Value) -> Result<SessionRecord, ValidationError> {
         SessionRecord::from_json_slice(&serde_json::to_vec(v).unwrap(), "s.json")
-    }
-
-    /// A reader that fails after handing out `ok` bytes.
-    struct FailingAfter<'a> {
-        bytes: &'a [u8],
-        ok: usize,
-    }
-
-    impl std::io::Read for FailingAfter<'_> {
-        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-            if self.ok == 0 {
-                return Err(std::io::Error::other("the disk went away"));
-            }
-            let n = buf.len().min(self.ok).min(self.bytes.len());
-            buf[..n].copy_from_slice(&self.bytes[..n]);
-            self.bytes = &self.bytes[n..];
-            self.ok -= n;
-            Ok(n)
-        }
-    }
-
-    #[test]
-    fn a_document_read_from_a_reader_parses_as_from_a_slice() {
-        let record = parse(&sample()).unwrap();
-        let bytes = record.to_json_vec();
-        let read = SessionRecord::from_json_reader(bytes.as_slice(), "s.json")
-            .unwrap()
-            .unwrap();
-        assert_eq!(read, record);
-        // A bad document is the inner error, naming the field, as from a slice.
-        let mut bad = sample();
-        bad["cwd"] = json!(7);
-        let bad = serde_json::to_vec(&bad).unwrap();
-        let from_reader = SessionRecord::from_json_reader(bad.as_slice(), "s.json")
-            .unwrap()
-            .unwrap_err();
-        let from_slice = SessionRecord::from_json_slice(&bad, "s.json").unwrap_err();
-        assert_eq!(from_reader.field, from_slice.field);
-        // (serde_json's reader may count the column one further.)
-        let what = |e: &ValidationError| e.message.split(" at line").next().unwrap().to_owned();
-        assert_eq!(what(&from_reader), what(&from_slice));
-        // The reader's failure is the outer error, not a bad document.
-        let failing = FailingAfter {
-            bytes: &bytes,
-            ok: bytes.len() / 2,
-        };
-        let e = SessionRecord::from_json_reader(failing, "s.json").unwrap_err();
-        assert_eq!(e.to_string(), "the disk went away");
     }
 
     #[test]

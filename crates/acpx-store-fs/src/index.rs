@@ -229,28 +229,6 @@ pub(crate) fn parse_snapshot(
     let origin = path.display().to_string();
     let record =
         SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
-    check_named_after(record, id)
-}
-
-/// [`parse_snapshot`] of a document read from `reader` (see
-/// [`SessionRecord::from_json_reader`]).
-/// The outer error is the reader's.
-pub(crate) fn parse_snapshot_from(
-    id: &RecordId,
-    path: &Path,
-    reader: impl std::io::Read,
-) -> std::io::Result<Result<SessionRecord, (String, String)>> {
-    let origin = path.display().to_string();
-    Ok(SessionRecord::from_json_reader(reader, &origin)?
-        .map_err(|v| (v.field, v.message))
-        .and_then(|record| check_named_after(record, id)))
-}
-
-/// The record, if it holds the id its file is named after.
-fn check_named_after(
-    record: SessionRecord,
-    id: &RecordId,
-) -> Result<SessionRecord, (String, String)> {
     if record.acpx_record_id != *id {
         return Err((
             "acpxRecordId".to_owned(),

@@ -237,18 +237,7 @@ pub(crate) fn parse_document(
             ))
         }
     };
-    let record = SessionRecord::from_json_slice(bytes, location);
-    document_checked(record, id, revision, location)
-}
-
-/// A parsed document checked against its row: the same id, and the row's revision.
-pub(crate) fn document_checked(
-    parsed: Result<SessionRecord, acpx_model::ValidationError>,
-    id: &str,
-    revision: i64,
-    location: &str,
-) -> StoreResult<SessionRecord> {
-    let mut record = parsed.map_err(|e| {
+    let mut record = SessionRecord::from_json_slice(bytes, location).map_err(|e| {
         StoreError::corrupt(
             location,
             None,

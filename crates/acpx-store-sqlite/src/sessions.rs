@@ -163,52 +163,25 @@ impl Inner {
         }
     }
 
-    /// Reads the document through blob I/O, parsing it as it is read: SQLite would otherwise
-    /// copy the whole value (megabytes for a long conversation) into a buffer of its own before
-    /// the parse, beside the record parsed from it. One read transaction, so that the revision
-    /// and the document are of the same commit.
     pub(crate) fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        let location = self.row_location(id.as_str());
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT revision, document FROM sessions WHERE acpx_record_id = ?1")
             .map_err(self.sql("load the session"))?;
-        let row = tx
-            .prepare_cached(
-                "SELECT session_key, revision, typeof(document) FROM sessions \
-                 WHERE acpx_record_id = ?1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row([id.as_str()], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                })
-                .optional()
-            })
+        let mut rows = stmt
+            .query([id.as_str()])
             .map_err(self.sql("load the session"))?;
-        let Some((key, revision, kind)) = row else {
+        let Some(row) = rows.next().map_err(self.sql("load the session"))? else {
             return Err(StoreError::NotFound(id.clone()));
         };
-        if kind != "text" && kind != "blob" {
-            // The schema's CHECK allows only these two; said plainly should it ever differ.
-            return Err(StoreError::corrupt(
-                &location,
-                None,
-                format!("column `document` holds {kind}, not a JSON document"),
-            ));
-        }
-        let blob = tx
-            .blob_open(MAIN_DB, c"sessions", c"document", key, true)
-            .map_err(self.sql("load the session"))?;
-        let parsed =
-            SessionRecord::from_json_reader(blob, &location).map_err(|e| StoreError::Backend {
-                backend: crate::BACKEND,
-                message: format!("session {id}: reading its document: {e}"),
-            })?;
-        rows::document_checked(parsed, id.as_str(), revision, &location)
+        let revision: i64 = row.get(0).map_err(self.sql("load the session"))?;
+        let document = row.get_ref(1).map_err(self.sql("load the session"))?;
+        parse_document(
+            document,
+            id.as_str(),
+            revision,
+            &self.row_location(id.as_str()),
+        )
     }
 
     pub(crate) fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {

@@ -14,12 +14,11 @@ use acpx_model::{
 use super::{FsCore, SlotState};
 use crate::failpoint::failpoint;
 use crate::fsutil::{
-    create_new_file, fsync_dir, io_err, open_read, random_suffix, remove_if_exists, stat_opt,
-    FileIdent,
+    create_new_file, fsync_dir, io_err, open_read, random_suffix, read_file, remove_if_exists,
+    stat_opt, FileIdent,
 };
 use crate::index::{
-    journal_saved, now_ns, parse_snapshot_from, read_revision_prefix, reason, Listing,
-    MISSING_SNAPSHOT,
+    journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT,
 };
 use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
@@ -258,8 +257,8 @@ impl FsCore {
     /// Reads and validates a session snapshot.
     pub fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let path = self.layout.snapshot(id);
-        let file = match open_read(&path) {
-            Ok(f) => f,
+        let bytes = match read_file(&path) {
+            Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if self.snapshot_missing_log_left(id)? {
                     return Err(StoreError::corrupt(
@@ -274,10 +273,7 @@ impl FsCore {
         };
         #[cfg(test)]
         self.snapshot_parses.fetch_add(1, Ordering::Relaxed);
-        // Parsed as it is read: the document is never in memory whole beside the record (a
-        // long conversation's is megabytes). A read error is an I/O error, not a bad document.
-        let parsed = parse_snapshot_from(id, &path, file).map_err(|e| io_err(&path, e))?;
-        parsed.map_err(|(field, message)| {
+        parse_snapshot(id, &path, &bytes).map_err(|(field, message)| {
             StoreError::corrupt(path.display().to_string(), None, reason(&field, &message))
         })
     }
