@@ -557,6 +557,13 @@ async fn hand_edited_rows_are_reported_not_fatal() {
         store.close(&rid("s2"), ts(1)).await,
         Err(StoreError::Corrupt { .. })
     ));
+    // A document is read in either storage class the schema allows: TEXT (above) and BLOB.
+    conn.execute(
+        "UPDATE sessions SET document = CAST(document AS BLOB) WHERE acpx_record_id = 's4'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(store.load(&rid("s4")).await.unwrap().pid, Some(42));
 }
 
 #[tokio::test]
