@@ -588,6 +588,32 @@ mod tests {
     use acpx_model::{EventContext, EventPayload, EventSource, EventStream};
     use serde_json::json;
 
+    /// A list reads only the `sessions_list` index (schema version 5), never the table rows
+    /// with their documents: every column of `SUMMARY_COLUMNS` must stay in that index.
+    #[test]
+    fn an_ordered_list_reads_only_its_covering_index() {
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::connection::migrate(&mut conn, std::path::Path::new(":memory:"))
+            .unwrap_or_else(|_| panic!("migrate"));
+        let sql = format!(
+            "EXPLAIN QUERY PLAN SELECT {SUMMARY_COLUMNS} FROM sessions WHERE 1 \
+             ORDER BY last_used_ms DESC, acpx_record_id ASC"
+        );
+        let plan: Vec<String> = conn
+            .prepare(&sql)
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("; ");
+        assert!(
+            plan.contains("USING COVERING INDEX sessions_list"),
+            "{plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
+
     fn texts(batch: &EventBatch, row: &EventRow) -> Vec<Option<String>> {
         batch
             .values(7, row)

@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -364,4 +364,21 @@ CREATE VIEW events AS
 SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
     e.stream, e.source, e.type, e.payload, e.extra, e.bytes
 FROM event_rows e JOIN sessions s USING (session_key);
+"#;
+
+/// Version 5: the list's index covers the columns a list reads.
+///
+/// `sessions_by_last_used` gave the order, and each row was then read from the table for its
+/// columns: a row holds its document (kilobytes, megabytes for a long conversation), so a list
+/// of 10,000 sessions read about 10,000 table pages (40 MB through the page cache), most of its
+/// time. `sessions_list` has the same leading key and carries every column of
+/// `rows::SUMMARY_COLUMNS`, so an unfiltered list (and the first page of any ordered list) is
+/// one scan of a 1.3 MB index: `sessions list` of 10,000 sessions took 41 ms of CPU instead of
+/// 67 (docs/BENCHMARKS.md § Evening run). A save changes some of these columns, which costs an
+/// index entry rewritten per save.
+const V5: &str = r#"
+DROP INDEX sessions_by_last_used;
+CREATE INDEX sessions_list ON sessions (last_used_ms DESC, acpx_record_id, acp_session_id,
+    agent_session_id, agent_command, cwd, name, title, created_at, last_used_at, closed,
+    closed_at, last_prompt_at, message_count, revision, document_checked);
 "#;
