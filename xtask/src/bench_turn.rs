@@ -11,7 +11,8 @@
 //! every 5 ms while it runs (the high-water mark only grows, so the last reading is the peak
 //! up to a few ms before exit). Its CPU time is acpx's own (user + system of all its threads,
 //! not the agent's): `utime + stime` of `/proc/<pid>/stat`, read once it has exited and before
-//! it is reaped (`waitid` with `WNOWAIT`). The scripted agent takes more than half of the CPU of
+//! it is reaped (`waitid` with `WNOWAIT`; with `--owner` that is the client's, the owner doing
+//! the recording in a process of its own). The scripted agent takes more than half of the CPU of
 //! a streamed turn and wall times move with the machine's load, so CPU time is the steadier
 //! measure of what acpx itself costs. Backends alternate run by run, so a burst of load from
 //! other jobs on the machine hits both alike; ratios are taken within one run of this command.
@@ -173,29 +174,25 @@ impl Bench {
             .cmd(home, args)
             .spawn()
             .map_err(|e| format!("cannot run acpx: {e}"))?;
-        let pid = child.id();
-        let status_path = format!("/proc/{pid}/status");
-        let mut peak_kb = 0;
-        loop {
-            if let Some(kb) = vm_hwm_kb(&status_path) {
-                peak_kb = peak_kb.max(kb);
-            }
-            if exited_unreaped(pid)? {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let wall = start.elapsed();
-        // Read while the process is a zombie: its threads' times are summed, its reaped
-        // children's (the agent's) are in other fields.
-        let cpu = own_cpu(pid)?;
-        let status = child.wait().map_err(|e| e.to_string())?;
-        if !status.success() {
-            let mut stderr = String::new();
-            if let Some(mut e) = child.stderr.take() {
+        // Read while it runs: a child writing more than a pipe holds to a stderr nobody reads
+        // would block forever.
+        let stderr = child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
                 use std::io::Read;
-                let _ = e.read_to_string(&mut stderr);
-            }
+                let mut text = String::new();
+                let _ = e.read_to_string(&mut text);
+                text
+            })
+        });
+        let measured = measure_child(child.id(), start);
+        if measured.is_err() {
+            let _ = child.kill();
+        }
+        let status = child.wait().map_err(|e| e.to_string());
+        let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+        let (wall, peak_kb, cpu) = measured?;
+        let status = status?;
+        if !status.success() {
             return Err(format!("acpx {args:?} failed ({status}): {stderr}"));
         }
         Ok(Run { wall, peak_kb, cpu })
@@ -275,6 +272,25 @@ fn vm_hwm_kb(path: &str) -> Option<u64> {
         .ok()
 }
 
+/// Polls child `pid` until it exits (without reaping it): its wall time from `start`, its peak
+/// RSS, and its CPU time, read while it is a zombie (its threads' times summed; its reaped
+/// children's, the agent's, are in other fields).
+fn measure_child(pid: u32, start: Instant) -> BenchResult<(Duration, u64, Duration)> {
+    let status_path = format!("/proc/{pid}/status");
+    let mut peak_kb = 0;
+    loop {
+        if let Some(kb) = vm_hwm_kb(&status_path) {
+            peak_kb = peak_kb.max(kb);
+        }
+        if exited_unreaped(pid)? {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let wall = start.elapsed();
+    Ok((wall, peak_kb, own_cpu(pid)?))
+}
+
 /// Whether child `pid` has exited, without reaping it (`waitid` with `WNOWAIT`), so that its
 /// `/proc` entry can still be read.
 fn exited_unreaped(pid: u32) -> BenchResult<bool> {
@@ -291,10 +307,11 @@ fn exited_unreaped(pid: u32) -> BenchResult<bool> {
         (rc, info)
     };
     if rc != 0 {
-        return Err(format!(
-            "waitid({pid}): {}",
-            std::io::Error::last_os_error()
-        ));
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(format!("waitid({pid}): {e}"));
     }
     // SAFETY: si_pid is set by waitid when a child changed state, and zero otherwise.
     Ok(unsafe { info.si_pid() } != 0)

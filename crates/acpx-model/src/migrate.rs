@@ -645,6 +645,9 @@ fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
 }
 
 #[cfg(test)]
+mod write_behind_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{EventContext, EventPayload, EventSource, EventStream};

@@ -257,7 +257,8 @@ impl Inner {
             closed: ClosedFilter::Any,
             ..ListQuery::default()
         };
-        let page = if text.is_empty() {
+        // SQLite's `length()` stops at a NUL: such a text is tested in Rust on every row.
+        let page = if text.is_empty() || text.contains('\0') {
             self.list_where(&every, None)?
         } else {
             self.list_where(&every, Some(text))?
