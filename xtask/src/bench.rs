@@ -626,10 +626,16 @@ async fn bench_lookup(
 
 /// User + system CPU time of this process so far (all its threads).
 fn self_cpu() -> Duration {
+    rusage_cpu(libc::RUSAGE_SELF)
+}
+
+/// User + system CPU time from `getrusage(who)`: `RUSAGE_SELF`, or `RUSAGE_CHILDREN` (the
+/// children waited for so far).
+pub(crate) fn rusage_cpu(who: libc::c_int) -> Duration {
     // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        libc::getrusage(who, &mut usage);
         usage
     };
     let tv = |t: libc::timeval| {

@@ -60,17 +60,7 @@ impl Options {
 
 /// User + system CPU time of this process's waited-for children so far.
 fn children_cpu() -> Duration {
-    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage
-    };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
+    crate::bench::rusage_cpu(libc::RUSAGE_CHILDREN)
 }
 
 /// Runs `acpx <args>` to its end: its wall time, CPU time (user + system) and stdout.

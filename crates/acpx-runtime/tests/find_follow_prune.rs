@@ -1,13 +1,15 @@
 //! Finding sessions (`ops::lookup`), following a log (`ops::watch`) and pruning
 //! (`ops::prune`) on real stores: the file store in a temp directory and the memory store.
 
+mod scope_fixtures;
+use scope_fixtures::{at, create};
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::{
-    EventPayload, EventQuery, EventSource, EventStream, MemoryStore, NewSession, RecordId,
-    SessionRecord, Store, Timestamp,
+    EventPayload, EventQuery, EventSource, EventStream, MemoryStore, RecordId, Store,
 };
 use acpx_runtime::ops::lookup::{find_in_scope, resolve_id, walk_dirs};
 use acpx_runtime::ops::prune::{days_before, prune, select, PruneOptions};
@@ -20,33 +22,6 @@ use serde_json::json;
 fn stores(dir: &Path) -> Vec<Arc<dyn Store>> {
     let fs: Arc<dyn Store> = Arc::new(FsStore::open(dir.join("home")).unwrap());
     vec![fs, Arc::new(MemoryStore::new())]
-}
-
-fn at(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms).unwrap()
-}
-
-async fn create(
-    store: &dyn Store,
-    id: &str,
-    agent: &str,
-    cwd: &Path,
-    name: Option<&str>,
-    used: i64,
-) -> SessionRecord {
-    let mut r = SessionRecord::new(
-        NewSession {
-            acpx_record_id: RecordId::parse(id).unwrap(),
-            acp_session_id: format!("acp-{id}"),
-            agent_session_id: None,
-            agent_command: agent.into(),
-            cwd: cwd.to_string_lossy().into_owned(),
-            name: name.map(str::to_owned),
-        },
-        at(used),
-    );
-    store.create(&mut r).await.unwrap();
-    r
 }
 
 /// Records `n` agent message chunks in the session's log, through the recorder.

@@ -6,21 +6,17 @@
 //! written and removed through another handle (another process's view of the files: its own
 //! listing cache), ambiguous suffixes and a damaged snapshot.
 
+mod scope_fixtures;
+use scope_fixtures::{at, create};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acpx_model::{
-    ClosedFilter, ListQuery, MemoryStore, NewSession, RecordId, SessionRecord, Store, StoreError,
-    Timestamp,
-};
+use acpx_model::{ClosedFilter, ListQuery, MemoryStore, RecordId, Store, StoreError};
 use acpx_runtime::ops::lookup::{find_in_scope, resolve_id, resolve_id_or_name, walk_dirs};
 use acpx_runtime::ops::OpsError;
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
-
-fn at(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms).unwrap()
-}
 
 /// Each store under test, with a second handle on the same data where the backend has
 /// one: writes through it are what another process would do.
@@ -37,29 +33,6 @@ fn stores(dir: &Path) -> Vec<(Arc<dyn Store>, Arc<dyn Store>)> {
         (sqlite, sqlite_other),
         (memory.clone(), memory),
     ]
-}
-
-async fn create(
-    store: &dyn Store,
-    id: &str,
-    agent: &str,
-    cwd: &Path,
-    name: Option<&str>,
-    used: i64,
-) -> SessionRecord {
-    let mut r = SessionRecord::new(
-        NewSession {
-            acpx_record_id: RecordId::parse(id).unwrap(),
-            acp_session_id: format!("acp-{id}"),
-            agent_session_id: None,
-            agent_command: agent.into(),
-            cwd: cwd.to_string_lossy().into_owned(),
-            name: name.map(str::to_owned),
-        },
-        at(used),
-    );
-    store.create(&mut r).await.unwrap();
-    r
 }
 
 /// The lookup as it was: one filtered `list` per directory, nearest first.
