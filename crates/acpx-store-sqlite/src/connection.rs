@@ -30,6 +30,35 @@ pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
 /// instead (1M-chunk turn peak RSS ÷ 10k-chunk: 2.02 at 16 MiB, 1.56 at 2 MiB).
 const CACHE_KIB: i64 = -16_384;
 
+/// `PRAGMA journal_mode = WAL`, retried while the database is busy, up to `busy_timeout`.
+///
+/// Switching a new database to WAL needs its exclusive lock. When several processes open a new
+/// store at once (two `sessions ensure` in parallel), each reads the header with a shared lock
+/// and then asks for the exclusive one; SQLite answers the second with `SQLITE_BUSY` at once,
+/// without its busy handler (waiting could deadlock), so the wait is done here: the first
+/// switches the file to WAL, after which the pragma is a read for the others.
+fn enable_wal(conn: &Connection, busy_timeout: Duration) -> rusqlite::Result<String> {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Err(rusqlite::Error::SqliteFailure(f, m))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                if start.elapsed() >= busy_timeout {
+                    return Err(rusqlite::Error::SqliteFailure(f, m));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Opens the connection: version check first (nothing is written to a database that is too
 /// new), then the pragmas, then the migrations.
 pub(crate) fn open_connection(
@@ -57,9 +86,7 @@ pub(crate) fn open_connection(
         e => err("read the schema version")(e),
     })?;
     check_version(path, version)?;
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(err("enable WAL"))?;
+    let mode = enable_wal(&conn, options.busy_timeout).map_err(err("enable WAL"))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::Backend {
             backend: BACKEND,

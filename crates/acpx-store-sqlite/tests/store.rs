@@ -677,3 +677,29 @@ async fn garbage_file_is_a_clear_error() {
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("not an SQLite database"), "{err}");
 }
+
+/// Processes that open a new store at the same moment (two `sessions ensure` in parallel)
+/// all get it: switching the new file to WAL needs its exclusive lock, which SQLite refuses at
+/// once (no busy handler) to all but one of them.
+#[test]
+fn a_new_store_opened_by_many_at_once_opens_for_all() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acpx.db");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let opens: Vec<_> = (0..8)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    SqliteStore::open(&path).map(drop)
+                })
+            })
+            .collect();
+        for open in opens {
+            if let Err(e) = open.join().unwrap() {
+                panic!("round {round}: {e}");
+            }
+        }
+    }
+}
