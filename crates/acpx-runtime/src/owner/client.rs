@@ -100,14 +100,18 @@ impl Answer {
     }
 }
 
-/// Sends `request` to a listening owner. `Ok(None)` when none listens.
+/// Sends `request` to a listening owner. `Ok(None)` when none listens, or when the one
+/// listening goes away without answering (see [`went_away`]).
 pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Option<Answer>> {
     let stream = match UnixStream::connect(&paths.socket).await {
         Ok(s) => s,
         Err(_) => return Ok(None),
     };
     let (read, mut write) = stream.into_split();
-    write.write_all(line(request).as_bytes()).await?;
+    match write.write_all(line(request).as_bytes()).await {
+        Err(e) if went_away(&e) => return Ok(None),
+        r => r?,
+    }
     // The owner reads one request line per connection; only an interactive prompt's client
     // writes more (its answers to permission questions).
     let interactive = matches!(
@@ -122,9 +126,13 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
     };
     let mut reader = BufReader::new(read);
     let mut buf = String::new();
-    let n = reader.read_line(&mut buf).await?;
+    let n = match reader.read_line(&mut buf).await {
+        Err(e) if went_away(&e) => 0,
+        r => r?,
+    };
     if n == 0 {
-        // It accepted the connection and went away: an owner shutting down.
+        // It accepted the connection and went away without a word (closed, or reset with
+        // our request unread): an owner shutting down, which took nothing.
         return Ok(None);
     }
     let first: Response = serde_json::from_str(buf.trim_end()).map_err(std::io::Error::other)?;
@@ -134,6 +142,17 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
         pending: Some(first),
         finished: false,
     }))
+}
+
+/// Whether a socket error says the owner closed the connection under us: an owner that exits
+/// with a request unread resets it (`ECONNRESET`, or `EPIPE` on our write).
+fn went_away(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionAborted
+    )
 }
 
 /// Sends `request` to the owner of session `id` if one runs; `Ok(None)` otherwise (nothing
@@ -237,4 +256,39 @@ pub async fn release(home: &Path, id: &RecordId, max: Duration) -> Result<bool, 
         tokio::time::sleep(RETRY_WAIT).await;
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// An owner that exits with a request unread resets the connection: to the client that is
+    /// "no owner listens" (the next one will take the request), not an error.
+    #[tokio::test]
+    async fn an_owner_that_resets_the_connection_is_gone_not_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LeasePaths {
+            lock: dir.path().join("o.lock"),
+            lease: dir.path().join("o.lease"),
+            socket: dir.path().join("o.sock"),
+        };
+        let listener = tokio::net::UnixListener::bind(&paths.socket).unwrap();
+        let owner = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            // Wait for the request, read a byte of it, and close with the rest unread: the
+            // kernel answers with a reset.
+            conn.readable().await.unwrap();
+            let mut one = [0u8; 1];
+            let _ = conn.read(&mut one).await;
+            drop(conn);
+        });
+        let answer = send(&paths, &Request::Status).await;
+        owner.await.unwrap();
+        assert!(
+            matches!(answer, Ok(None)),
+            "{:?}",
+            answer.map(|a| a.is_some())
+        );
+    }
 }
