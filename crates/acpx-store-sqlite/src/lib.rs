@@ -6,7 +6,9 @@
 //! file store.
 //!
 //! - `sessions`: one row per session, identity and lifecycle fields as columns, plus the
-//!   `session.json` document byte-for-byte as the file store writes it.
+//!   `session.json` document byte-for-byte as the file store writes it. The list's index
+//!   (`sessions_list`) holds every column a list reads, so listing never reads a row, whose
+//!   page also holds the document.
 //! - `events`: one row per event of the NDJSON audit log (a view over `event_rows`, which is
 //!   keyed by an integer session key). Read back and serialized, the rows are exactly the
 //!   lines the file store writes for the same operations.
