@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acpx_model::RecordId;
 
@@ -76,24 +76,14 @@ fn acpx_cpu(
 }
 
 fn acpx(exe: &Path, home: &Path, cwd: &Path, args: &[&str]) -> BenchResult<(Duration, String)> {
-    let start = Instant::now();
-    let out = Command::new(exe)
-        .arg("--home")
+    let mut cmd = Command::new(exe);
+    cmd.arg("--home")
         .arg(home)
         .args(args)
         .current_dir(cwd)
         .env_remove("ACPX_HOME")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run acpx: {e}"))?;
-    let wall = start.elapsed();
-    if !out.status.success() {
-        return Err(format!(
-            "acpx {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
+        .stdin(Stdio::null());
+    crate::bench_owner::run_timed(cmd, args)
 }
 
 /// Session lock files in a home: the file store's `sessions/<id>.lock` (not its store-wide

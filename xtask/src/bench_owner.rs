@@ -100,19 +100,7 @@ impl Bench {
 
     /// Runs `acpx <args>` to its end; its wall time and stdout.
     fn timed(&self, args: &[&str]) -> BenchResult<(Duration, String)> {
-        let start = Instant::now();
-        let out = self
-            .cmd(args)
-            .output()
-            .map_err(|e| format!("cannot run acpx: {e}"))?;
-        let wall = start.elapsed();
-        if !out.status.success() {
-            return Err(format!(
-                "acpx {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
+        run_timed(self.cmd(args), args)
     }
 
     /// The spans `prompt_started` → `prompt_done` of the session's turns, in order.
@@ -417,4 +405,19 @@ fn against_node(bench: &Bench, node: &Path, runs: usize) -> BenchResult<()> {
     // Node's owner exits with its TTL; close the session so it does not wait for it.
     let _ = node_run(&["sessions", "close"]);
     Ok(())
+}
+
+/// Runs `cmd` (`acpx <args>`) to its end: its wall time and stdout; its stderr in the error
+/// when it fails.
+pub(crate) fn run_timed(mut cmd: Command, args: &[&str]) -> BenchResult<(Duration, String)> {
+    let start = Instant::now();
+    let out = cmd.output().map_err(|e| format!("cannot run acpx: {e}"))?;
+    let wall = start.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "acpx {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
 }

@@ -5,7 +5,7 @@ mod common;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use common::{Env, Seed, BACKENDS};
+use common::{exported, Env, Seed, BACKENDS};
 use serde_json::Value;
 
 const AGENT: &str = "npx -y @agentclientprotocol/codex-acp@^1.1.5";
@@ -263,22 +263,6 @@ fn corrupt_snapshots_are_reported_not_fatal() {
     }
 }
 
-/// Every session as exported (snapshot without the store's own fields, and the log).
-fn snapshot_of(env: &Env, store: &str, id: &str) -> (Value, String) {
-    let json = env
-        .run(&["--store", store, "sessions", "export", id, "--as", "json"])
-        .ok()
-        .stdout;
-    let mut doc: Value = serde_json::from_str(&json).unwrap();
-    doc.as_object_mut().unwrap().remove("revision");
-    doc["acpx"].as_object_mut().unwrap().remove("event_log");
-    let log = env
-        .run(&["--store", store, "sessions", "export", id, "--as", "ndjson"])
-        .ok()
-        .stdout;
-    (doc, log)
-}
-
 fn list_ids(env: &Env, store: &str) -> Vec<String> {
     let v = env
         .run(&["--format", "json", "--store", store, "sessions", "list"])
@@ -312,7 +296,7 @@ fn migrate_fs_to_sqlite_and_back() {
 
     let ids = list_ids(&env, "fs");
     assert_eq!(ids.len(), 3);
-    let before: Vec<(Value, String)> = ids.iter().map(|id| snapshot_of(&env, "fs", id)).collect();
+    let before: Vec<(Value, String)> = ids.iter().map(|id| exported(&env, "fs", id)).collect();
 
     let m = env
         .run(&["--format", "json", "migrate", "--to", "sqlite"])
@@ -323,7 +307,7 @@ fn migrate_fs_to_sqlite_and_back() {
     assert_eq!(m["sessionCount"], 3);
     assert_eq!(list_ids(&env, "sqlite"), ids);
     for (id, b) in ids.iter().zip(&before) {
-        assert_eq!(&snapshot_of(&env, "sqlite", id), b, "{id} on sqlite");
+        assert_eq!(&exported(&env, "sqlite", id), b, "{id} on sqlite");
     }
     // Migrating again is refused before anything is copied.
     let again = env.run(&["migrate", "--to", "sqlite"]);
@@ -347,7 +331,7 @@ fn migrate_fs_to_sqlite_and_back() {
     assert_eq!(m["sessionCount"], 3);
     assert_eq!(list_ids(&env, "fs"), ids);
     for (id, b) in ids.iter().zip(&before) {
-        assert_eq!(&snapshot_of(&env, "fs", id), b, "{id} back on fs");
+        assert_eq!(&exported(&env, "fs", id), b, "{id} back on fs");
     }
     // The sessions still work after the round trip.
     let r = env

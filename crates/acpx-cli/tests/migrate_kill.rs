@@ -8,8 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::process::{kill, wait_for};
-use common::{uuid, Env};
-use serde_json::Value;
+use common::{exported, uuid, Env};
 
 /// Sessions in the source: enough that a migration takes a while in a debug build.
 const SESSIONS: usize = 1_500;
@@ -57,22 +56,6 @@ fn listed(env: &Env, store: &str) -> (Vec<String>, usize) {
         .collect();
     let skipped = v["skipped"].as_array().map_or(0, Vec::len);
     (ids, skipped)
-}
-
-/// The snapshot without the store's own fields, and the log, as `sessions export` gives them.
-fn exported(env: &Env, store: &str, id: &str) -> (Value, String) {
-    let json = env
-        .run(&["--store", store, "sessions", "export", id, "--as", "json"])
-        .ok()
-        .stdout;
-    let mut doc: Value = serde_json::from_str(&json).unwrap();
-    doc.as_object_mut().unwrap().remove("revision");
-    doc["acpx"].as_object_mut().unwrap().remove("event_log");
-    let log = env
-        .run(&["--store", store, "sessions", "export", id, "--as", "ndjson"])
-        .ok()
-        .stdout;
-    (doc, log)
 }
 
 fn lock_files(home: &Path) -> Vec<String> {

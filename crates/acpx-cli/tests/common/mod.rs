@@ -270,3 +270,20 @@ impl<'a> Seed<'a> {
         s
     }
 }
+
+/// A session as `sessions export` gives it from `store`: the snapshot without the store's own
+/// fields (`revision`, `acpx.event_log`), and the log.
+pub fn exported(env: &Env, store: &str, id: &str) -> (Value, String) {
+    let json = env
+        .run(&["--store", store, "sessions", "export", id, "--as", "json"])
+        .ok()
+        .stdout;
+    let mut doc: Value = serde_json::from_str(&json).unwrap();
+    doc.as_object_mut().unwrap().remove("revision");
+    doc["acpx"].as_object_mut().unwrap().remove("event_log");
+    let log = env
+        .run(&["--store", store, "sessions", "export", id, "--as", "ndjson"])
+        .ok()
+        .stdout;
+    (doc, log)
+}
