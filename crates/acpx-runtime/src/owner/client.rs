@@ -101,7 +101,7 @@ impl Answer {
 }
 
 /// Sends `request` to a listening owner. `Ok(None)` when none listens, or when the one
-/// listening goes away without answering (see [`went_away`]).
+/// listening goes away without answering (reset, or a broken pipe on our write).
 pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Option<Answer>> {
     let stream = match UnixStream::connect(&paths.socket).await {
         Ok(s) => s,
