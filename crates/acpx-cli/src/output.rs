@@ -117,6 +117,18 @@ impl Out {
         write_stdout(line.as_bytes());
     }
 
+    /// Like [`Out::json`] for an action object that serializes itself with the attached keys
+    /// (`to_json` receives them), for a result too large to build as a tree first.
+    pub fn json_action(
+        &self,
+        to_json: impl FnOnce(&serde_json::Map<String, Value>) -> serde_json::Result<String>,
+    ) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut line = to_json(&pending).unwrap_or_default();
+        line.push('\n');
+        write_stdout(line.as_bytes());
+    }
+
     /// Lines on stdout in one write (a long listing; `lines` end without their newline).
     pub fn lines<I: IntoIterator<Item = String>>(&self, lines: I) {
         let mut all = String::new();

@@ -115,6 +115,9 @@ pub fn prompt_queued(id: &RecordId, request_id: &str) -> Value {
 }
 
 /// `sessions_list`: one page, its cursor, and the entries that could not be read.
+///
+/// For printing a long list, [`SessionsListJson`] serializes the same object without building
+/// it first.
 pub fn sessions_list(page: &ListPage) -> Value {
     let mut m = Map::new();
     m.insert(
@@ -128,6 +131,76 @@ pub fn sessions_list(page: &ListPage) -> Value {
         m.insert("skipped".into(), json!(page.skipped));
     }
     action("sessions_list", m)
+}
+
+/// [`sessions_list`] as it is serialized: the same bytes, key order included, but each listed
+/// session becomes a JSON object only while it is written. The tree of 10,000 summaries took
+/// about 13 times the memory of the text it printed (29 MB for 2.3 MB).
+///
+/// `extra` holds keys added to the object: a key the object has takes the extra's value in
+/// its place, the others follow the object's keys, in their order.
+pub struct SessionsListJson<'a> {
+    /// The listed page.
+    pub page: &'a ListPage,
+    /// Keys to add (for the CLI, those attached to its next result).
+    pub extra: &'a Map<String, Value>,
+}
+
+impl serde::Serialize for SessionsListJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let page = self.page;
+        let skipped = !page.skipped.is_empty();
+        let own = ["action", "sessions", "nextCursor", "skipped"];
+        let present = [true, true, page.next_cursor.is_some(), skipped];
+        let len = present.iter().filter(|p| **p).count()
+            + self
+                .extra
+                .keys()
+                .filter(|k| !own.iter().zip(present).any(|(o, p)| p && o == k))
+                .count();
+        let mut m = s.serialize_map(Some(len))?;
+        match self.extra.get("action") {
+            Some(v) => m.serialize_entry("action", v)?,
+            None => m.serialize_entry("action", "sessions_list")?,
+        }
+        match self.extra.get("sessions") {
+            Some(v) => m.serialize_entry("sessions", v)?,
+            None => m.serialize_entry("sessions", &Summaries(&page.sessions))?,
+        }
+        if let Some(c) = &page.next_cursor {
+            match self.extra.get("nextCursor") {
+                Some(v) => m.serialize_entry("nextCursor", v)?,
+                None => m.serialize_entry("nextCursor", c)?,
+            }
+        }
+        if skipped {
+            match self.extra.get("skipped") {
+                Some(v) => m.serialize_entry("skipped", v)?,
+                None => m.serialize_entry("skipped", &page.skipped)?,
+            }
+        }
+        for (k, v) in self.extra {
+            if !own.iter().zip(present).any(|(o, p)| p && o == k) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// The `sessions` array, one summary object at a time.
+struct Summaries<'a>(&'a [acpx_model::SessionSummary]);
+
+impl serde::Serialize for Summaries<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for summary in self.0 {
+            seq.serialize_element(&summary_json(summary))?;
+        }
+        seq.end()
+    }
 }
 
 /// `session_closed`.
@@ -287,6 +360,7 @@ pub fn session_imported(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acpx_model::{NewSession, SessionSummary, SkippedEntry, Timestamp};
 
     #[test]
     fn action_comes_first_and_keys_keep_their_order() {
@@ -297,5 +371,83 @@ mod tests {
         let v = sessions_pruned(Vec::new(), true);
         assert_eq!(v["count"], 0);
         assert_eq!(v["dryRun"], true);
+    }
+
+    fn summary(id: &str, name: Option<&str>, agent_session: Option<&str>) -> SessionSummary {
+        let record = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse(id).unwrap(),
+                acp_session_id: format!("sess-{id}"),
+                agent_session_id: agent_session.map(str::to_owned),
+                agent_command: "agent \"quoted\"".into(),
+                cwd: "/work/é".into(),
+                name: name.map(str::to_owned),
+            },
+            Timestamp::now(),
+        );
+        record.summary()
+    }
+
+    /// The streamed form prints exactly what the tree prints, with the CLI's way of adding
+    /// attached keys (a key of the object replaced in place, the others after it).
+    #[test]
+    fn the_streamed_list_is_the_list_byte_for_byte() {
+        let page = |cursor: Option<&str>, skipped: bool| ListPage {
+            sessions: vec![
+                summary("0b7d7a86-1f6e-4b8f-9a8e-3c2f1d0e9a71", Some("one"), None),
+                summary(
+                    "1b7d7a86-1f6e-4b8f-9a8e-3c2f1d0e9a72",
+                    None,
+                    Some("agent-2"),
+                ),
+            ],
+            next_cursor: cursor.map(str::to_owned),
+            skipped: if skipped {
+                vec![SkippedEntry {
+                    acpx_record_id: None,
+                    location: "sessions/x.json".into(),
+                    reason: "not JSON".into(),
+                }]
+            } else {
+                Vec::new()
+            },
+        };
+        let mut extra = Map::new();
+        extra.insert("warning".into(), json!("late"));
+        extra.insert("nextCursor".into(), json!("replaced"));
+        for extra in [Map::new(), extra] {
+            for (cursor, skipped) in [(None, false), (Some("c1"), true), (Some("c2"), false)] {
+                let page = page(cursor, skipped);
+                let Value::Object(mut tree) = sessions_list(&page) else {
+                    panic!("not an object");
+                };
+                for (k, v) in &extra {
+                    if let Some(slot) = tree.get_mut(k) {
+                        *slot = v.clone();
+                    } else {
+                        tree.insert(k.clone(), v.clone());
+                    }
+                }
+                let streamed = serde_json::to_string(&SessionsListJson {
+                    page: &page,
+                    extra: &extra,
+                })
+                .unwrap();
+                assert_eq!(streamed, serde_json::to_string(&tree).unwrap());
+            }
+        }
+        let empty = ListPage {
+            sessions: Vec::new(),
+            next_cursor: None,
+            skipped: Vec::new(),
+        };
+        let streamed = SessionsListJson {
+            page: &empty,
+            extra: &Map::new(),
+        };
+        assert_eq!(
+            serde_json::to_string(&streamed).unwrap(),
+            r#"{"action":"sessions_list","sessions":[]}"#
+        );
     }
 }

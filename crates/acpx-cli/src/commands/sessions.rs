@@ -57,7 +57,9 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
         ));
     }
     if ctx.out.is_json() {
-        ctx.out.json(&results::sessions_list(&page));
+        ctx.out.json_action(|extra| {
+            serde_json::to_string(&results::SessionsListJson { page: &page, extra })
+        });
         return Ok(());
     }
     if page.sessions.is_empty() {
