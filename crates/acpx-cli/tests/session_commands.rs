@@ -187,6 +187,17 @@ fn lookup_walks_up_to_the_git_root_and_names_separate_sessions() {
             .ok()
             .json();
         assert_eq!(st["status"], "no-session");
+        // Quiet: the state word alone, for scripts.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &other, "status"])
+            .ok();
+        assert_eq!(r.stdout, "no-session\n");
+        let r = env
+            .run(&[
+                "--format", "quiet", "--cwd", sub_s, "--agent", &agent, "status", "-s", "api",
+            ])
+            .ok();
+        assert!(["alive\n", "idle\n"].contains(&r.stdout.as_str()), "{r:?}");
         // Named session history shows only its own turns.
         let hist = env
             .run(&["--agent", &agent, "sessions", "history", "-s", "api"])
