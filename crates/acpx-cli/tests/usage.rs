@@ -96,6 +96,27 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
         }
     }
 
+    // A negative number is a bad value of its option, named with it, not an unknown flag.
+    for (args, option) in [
+        (vec!["--timeout", "-3", "status"], "--timeout"),
+        (vec!["--ttl", "-1", "status"], "--ttl"),
+        (vec!["--prompt-retries", "-1", "status"], "--prompt-retries"),
+        (vec!["sessions", "list", "--limit", "-1"], "--limit"),
+        (vec!["sessions", "events", "--from-seq", "-3"], "--from-seq"),
+        (vec!["sessions", "read", "--tail", "-2"], "--tail"),
+        (
+            vec!["sessions", "prune", "--older-than", "-3"],
+            "--older-than",
+        ),
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(option) && !r.stderr.contains("unexpected argument"),
+            "{args:?}: {r:?}"
+        );
+    }
+
     // A positional agent and --agent together.
     let r = env.run(&["--agent", "x", "codex", "sessions"]);
     assert_eq!(r.code, 2, "{r:?}");
