@@ -414,6 +414,13 @@ fn timeout_permission_and_agent_errors_map_to_exit_codes() {
         assert_eq!(r.code, 5, "{r:?}");
         assert!(r.stderr.contains("[permission]"), "{}", r.stderr);
         assert!(r.stderr.contains("refused"), "{}", r.stderr);
+        // --approve-reads would refuse the edit again: the hint names the flag that helps.
+        assert!(
+            r.stderr
+                .contains("re-run with --approve-all (--approve-reads approves reads"),
+            "{}",
+            r.stderr
+        );
         let r = env.run(&[
             "--format",
             "json",
