@@ -131,6 +131,20 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         other => other?,
     };
     let (stored, events) = stored;
+    // The snapshot names the last event it folded in; a log that ends before it is an archive
+    // cut short (a copy interrupted at a line boundary reads as valid NDJSON). The session is
+    // kept, as imported, for `fsck --repair` to record the gap, but the user must hear of it.
+    let folded = stored.acpx.audit_seq;
+    if events < folded {
+        ctx.out.warn(&format!(
+            "{}: the imported log ends at seq {events} but the session's snapshot has folded \
+             in events up to seq {folded}: events {}..{folded} are missing (a truncated \
+             archive, or a session.json without its log: pass it with --events); import it \
+             again from a whole file, or run `acpx fsck --repair` to record the gap",
+            file.display(),
+            events + 1
+        ));
+    }
     let events = events as usize;
     if ctx.out.is_json() {
         let from = a.new_id.then_some(&original);
