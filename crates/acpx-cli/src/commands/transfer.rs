@@ -37,12 +37,20 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Json => ExportFormat::Json,
         ExportKind::Ndjson => ExportFormat::Ndjson,
     };
-    let events = write_export(&*store, &r, format, &mut sink)
-        .await
-        .map_err(|e| match e {
-            ExportError::Store(e) => CliError::from(e),
-            ExportError::Write(e) => CliError::runtime(format!("cannot write to {where_}: {e}")),
-        })?;
+    let events = match write_export(&*store, &r, format, &mut sink).await {
+        Ok(n) => n,
+        // The reader of stdout went away (`… | head`): it wanted no more. Quiet and exit 0,
+        // as every other command that writes to stdout (README § Output).
+        Err(ExportError::Write(e))
+            if a.output.is_none() && e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            return Ok(())
+        }
+        Err(ExportError::Store(e)) => return Err(CliError::from(e)),
+        Err(ExportError::Write(e)) => {
+            return Err(CliError::runtime(format!("cannot write to {where_}: {e}")))
+        }
+    };
     drop(sink);
     if let Some(p) = &a.output {
         if ctx.out.is_json() {
