@@ -261,6 +261,13 @@ fn close_then_lookup_skips_it_and_delete_requires_closed() {
         let del = env.run(&["sessions", "delete", "rec-close"]);
         assert_eq!(del.code, 2, "{del:?}");
         assert!(del.stderr.contains("is open"), "{}", del.stderr);
+        // The hint's commands name the session by id: closed, it is not found by scope.
+        assert!(
+            del.stderr
+                .contains("acpx sessions close rec-close && acpx sessions delete rec-close"),
+            "{}",
+            del.stderr
+        );
 
         let closed = env
             .run(&["--format", "json", "sessions", "close", "rec-close"])

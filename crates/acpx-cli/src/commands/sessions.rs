@@ -166,7 +166,12 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
             e @ DeleteError::Running(_) => CliError::runtime(e.to_string())
                 .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"),
             DeleteError::Open(ref id) => {
-                let hint = format!("close it first (`acpx sessions close {id}`) or pass --force");
+                // By id both times: once closed, the session is no longer found by its name
+                // or scope, so repeating this command's `-s NAME` would answer "no session".
+                let hint = format!(
+                    "close it, then delete it by id: `acpx sessions close {id} && acpx sessions \
+                     delete {id}`; or pass --force"
+                );
                 CliError::usage(e.to_string()).with_hint(hint)
             }
         })?;
