@@ -5,7 +5,7 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use acpx_model::SessionRecord;
+use acpx_model::{EventQuery, SessionRecord};
 use acpx_runtime::ops::transfer::{
     create_private_file, import_event_lines, read_import_source, write_export, EventLines,
     ExportError, ExportFormat, ImportSource,
@@ -37,6 +37,22 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Json => ExportFormat::Json,
         ExportKind::Ndjson => ExportFormat::Ndjson,
     };
+    // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
+    // when retention already removed the oldest events, before the user relies on the file.
+    let oldest = if format == ExportFormat::Archive {
+        let first = store
+            .read_events(
+                &r.acpx_record_id,
+                &EventQuery {
+                    limit: Some(1),
+                    ..EventQuery::default()
+                },
+            )
+            .await?;
+        first.events.first().map(|e| e.seq).filter(|&seq| seq > 1)
+    } else {
+        None
+    };
     let events = match write_export(&*store, &r, format, &mut sink).await {
         Ok(n) => n,
         // The reader of stdout went away (`… | head`): it wanted no more. Quiet and exit 0,
@@ -52,6 +68,14 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         }
     };
     drop(sink);
+    if let Some(seq) = oldest {
+        ctx.out.warn(&format!(
+            "the store kept the log of {} from seq {seq} on (older events were removed by \
+             retention; ACPX_KEEP_ROTATED_SEGMENTS=1 keeps them): `sessions import` recreates \
+             a log from seq 1 only and will refuse this archive",
+            r.acpx_record_id
+        ));
+    }
     if let Some(p) = &a.output {
         if ctx.out.is_json() {
             let kind = format!("{:?}", a.kind).to_lowercase();
