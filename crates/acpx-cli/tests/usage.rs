@@ -237,7 +237,9 @@ fn config_files_set_defaults_and_bad_values_name_file_and_key() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr
-            .contains("in use by a running prompt or its queue owner")
+            .contains("in use by a running prompt or its queue owner, not checked")
+            && r.stderr
+                .contains("`acpx fsck --repair` has idle queue owners release")
             && r.stderr.contains("checked 0 session(s)"),
         "{r:?}"
     );
