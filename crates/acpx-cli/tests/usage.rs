@@ -393,3 +393,22 @@ fn a_home_that_is_not_a_directory_is_named() {
         }
     }
 }
+
+/// `acpx` with no argument prints the help (exit 2) whatever the environment says: with
+/// ACPX_HOME or ACPX_STORE set, clap alone answered "requires a subcommand" and listed the
+/// hidden `__owner`.
+#[test]
+fn acpx_alone_prints_the_help_whatever_the_environment() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_str().unwrap();
+    for env in [
+        &[][..],
+        &[("ACPX_HOME", h)][..],
+        &[("ACPX_STORE", "sqlite")][..],
+    ] {
+        let r = run_plain(&[], home.path(), home.path(), env);
+        assert_eq!(r.code, 2, "{env:?}: {r:?}");
+        assert!(r.stderr.contains("Usage: acpx"), "{env:?}: {r:?}");
+        assert!(!r.stderr.contains("__owner"), "{env:?}: {r:?}");
+    }
+}
