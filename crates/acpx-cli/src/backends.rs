@@ -50,13 +50,22 @@ fn open_error(e: OpenError) -> CliError {
             location,
             source,
         } => {
+            // A damaged or foreign database file is about the file, not the directory:
+            // `fsck` cannot open it either, so say what can be done with it.
+            let corrupt = matches!(source, acpx_model::StoreError::Corrupt { .. });
             let mut err = CliError::from(source);
             err.message = format!(
                 "cannot open the {} store at {location}: {}",
                 backend.as_str(),
                 err.message
             );
-            if backend == acpx_stores::Backend::Postgres {
+            if corrupt && backend == acpx_stores::Backend::Sqlite {
+                err.with_hint(format!(
+                    "{location} is damaged or is not an acpx database, and `acpx fsck` cannot \
+                     open it either: restore it from a backup, or move it away (the next \
+                     command starts a new, empty store there)"
+                ))
+            } else if backend == acpx_stores::Backend::Postgres {
                 err.with_hint(format!(
                     "check {ENV_STORE_URL} / storeUrl, that the server is running, and that the \
                      user may create the schema"

@@ -123,7 +123,10 @@ pub struct GlobalArgs {
     /// Give up on a turn after this many seconds (exit 3). Every other request to the agent
     /// (initialize, session/new, load, set-mode, …) gives up after 120 s, or
     /// `requestTimeout` from the config, or this value when it is shorter
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::timeout_flag)]
+    // allow_negative_numbers (here and on every numeric option): without it clap reads
+    // `--timeout -1` as a missing value followed by an unknown flag `-1`, and the error names
+    // neither the option nor the range; with it the value parser says both.
+    #[arg(long, allow_negative_numbers = true, global = true, value_name = "SECONDS", value_parser = crate::durations::timeout_flag)]
     pub timeout: Option<f64>,
 
     /// Without a terminal to ask: deny the operation (default), or fail the turn (exit 5)
@@ -150,7 +153,7 @@ pub struct GlobalArgs {
 
     /// Keep the session's queue owner (its warm agent) this many seconds after its last task;
     /// 0 keeps it until the session is closed [default: 300, or `ttl` from the config]
-    #[arg(long, global = true, value_name = "SECONDS", value_parser = crate::durations::ttl_flag)]
+    #[arg(long, allow_negative_numbers = true, global = true, value_name = "SECONDS", value_parser = crate::durations::ttl_flag)]
     pub ttl: Option<u64>,
 
     /// Run the agent in this process for this command only (no background queue owner)
@@ -172,7 +175,7 @@ pub struct GlobalArgs {
 
     /// Retry a prompt up to N times when it fails transiently (agent error -32603 or -32700)
     /// before any update or client operation; each attempt is recorded as a turn [default: 0]
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, global = true, value_name = "N")]
     pub prompt_retries: Option<u32>,
 
     /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
@@ -510,7 +513,7 @@ pub struct ListArgs {
     #[arg(long)]
     pub closed: bool,
     /// At most this many sessions per page
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
     /// Continue after the page that printed this cursor
     #[arg(long, value_name = "CURSOR")]
@@ -540,7 +543,7 @@ pub struct HistoryArgs {
     #[command(flatten)]
     pub target: Target,
     /// Only the last N messages
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub limit: Option<usize>,
     /// Show thinking and tool calls in full
     #[arg(long)]
@@ -552,7 +555,7 @@ pub struct ReadArgs {
     #[command(flatten)]
     pub target: Target,
     /// Only the last N messages
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub tail: Option<usize>,
 }
 
@@ -561,7 +564,12 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub target: Target,
     /// Start at this seq instead of replaying the whole log
-    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_name = "SEQ",
+        default_value_t = 1
+    )]
     pub from_seq: u64,
 }
 
@@ -579,10 +587,15 @@ pub struct EventsArgs {
     #[arg(long, value_name = "ID")]
     pub request_id: Option<String>,
     /// Start at this seq
-    #[arg(long, value_name = "SEQ", default_value_t = 1)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_name = "SEQ",
+        default_value_t = 1
+    )]
     pub from_seq: u64,
     /// At most this many events
-    #[arg(long, value_name = "N")]
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub limit: Option<usize>,
     /// Keep printing new events as they are written, until the session is closed or Ctrl-C
     #[arg(long, short = 'F')]
@@ -652,7 +665,7 @@ pub struct PruneArgs {
     #[arg(long, value_name = "DATE", conflicts_with = "older_than")]
     pub before: Option<String>,
     /// Only sessions closed more than this many days ago
-    #[arg(long, value_name = "DAYS")]
+    #[arg(long, allow_negative_numbers = true, value_name = "DAYS")]
     pub older_than: Option<f64>,
     /// Show what would be pruned without deleting anything
     #[arg(long)]
@@ -671,6 +684,11 @@ pub struct SearchArgs {
     #[arg(long, value_name = "DIR")]
     pub filter_cwd: Option<PathBuf>,
     /// At most this many hits
-    #[arg(long, value_name = "N", default_value_t = 50)]
+    #[arg(
+        long,
+        allow_negative_numbers = true,
+        value_name = "N",
+        default_value_t = 50
+    )]
     pub limit: usize,
 }

@@ -111,13 +111,19 @@ fn run(args: Vec<OsString>) -> i32 {
     let format = early_format(&pre, Some(&config));
     let registry = agents::registry(&config.agents, &home);
 
-    // `acpx` alone on a terminal: show the help rather than wait for a prompt on stdin.
+    // `acpx` alone: the help and the usage exit code, on stdout on a terminal (rather than
+    // wait for a prompt on stdin), else on stderr as clap's `arg_required_else_help` does.
+    // Not left to clap: with ACPX_HOME or ACPX_STORE set it counts the variable as an
+    // argument and answers "requires a subcommand", listing the hidden `__owner`.
     if args.len() <= 1 {
         use std::io::IsTerminal;
+        let mut command = <Cli as clap::CommandFactory>::command();
         if std::io::stdin().is_terminal() {
-            let _ = <Cli as clap::CommandFactory>::command().print_help();
-            return ErrorKind::Usage.exit_code();
+            let _ = command.print_help();
+        } else {
+            output::stderr_text(&command.render_help().to_string());
         }
+        return ErrorKind::Usage.exit_code();
     }
 
     let split = match grammar::split_agent(args, |w| registry.contains(w)) {

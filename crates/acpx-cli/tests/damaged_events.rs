@@ -2,6 +2,9 @@
 //! report of the same row, no seq gap for it), and `fsck --repair` replaces it by an
 //! `event_damaged` placeholder that keeps what was stored, after which `fsck` is clean, the
 //! events read strictly again and the session goes on (`docs/format.md` § Damaged events).
+//!
+//! A database file that is damaged as a whole (garbage header, truncated pages) cannot be
+//! opened at all: every command says the file is damaged and what to do with it.
 
 mod common;
 
@@ -84,4 +87,52 @@ fn a_garbage_event_payload_is_replaced_by_a_placeholder_and_fsck_is_clean() {
     assert_eq!(r.stdout, "three\n");
     let r = env.run(&["--format", "json", "fsck"]);
     assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// A garbage header and a truncated file are named as damaged data with what to do (restore
+/// or move the file away), not as a directory permission problem nor with an option acpx
+/// does not have; moving the file away gives a working, empty store.
+#[test]
+fn a_damaged_database_file_is_named_with_what_to_do() {
+    let env = Env::new("sqlite");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "echo", "one"])
+        .ok();
+    let db = env.home().join("acpx.db");
+    let pristine = std::fs::read(&db).unwrap();
+    let garbage_header = {
+        let mut b = pristine.clone();
+        b[..16].copy_from_slice(b"garbagegarbage!!");
+        b
+    };
+    let truncated = pristine[..pristine.len().min(20_000)].to_vec();
+    assert!(
+        truncated.len() < pristine.len(),
+        "the database is longer than its cut"
+    );
+    for (what, bytes) in [("garbage header", garbage_header), ("truncated", truncated)] {
+        for f in ["acpx.db-wal", "acpx.db-shm"] {
+            let _ = std::fs::remove_file(env.home().join(f));
+        }
+        std::fs::write(&db, &bytes).unwrap();
+        std::fs::File::open(&db).unwrap().sync_all().unwrap();
+        for args in [&["sessions", "list"][..], &["fsck"][..]] {
+            let r = env.run(&[&["--format", "json"][..], args].concat());
+            assert_eq!(r.code, 1, "{what}: {r:?}");
+            let err = &r.json()["error"];
+            let message = err["message"].as_str().unwrap_or_default();
+            let hint = err["data"]["hint"].as_str().unwrap_or_default();
+            assert!(message.contains("acpx.db"), "{what}: {err}");
+            assert_eq!(err["data"]["detailCode"], "STORE_CORRUPT", "{what}: {err}");
+            assert!(!message.contains("--db"), "{what}: no such option: {err}");
+            assert!(
+                hint.contains("backup") && hint.contains("move it away"),
+                "{what}: {err}"
+            );
+        }
+    }
+    std::fs::rename(&db, env.home().join("acpx.db.damaged")).unwrap();
+    let r = env.run(&["--format", "json", "sessions", "list"]).ok();
+    assert_eq!(r.json()["sessions"], serde_json::json!([]));
 }

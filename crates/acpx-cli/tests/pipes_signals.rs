@@ -104,6 +104,54 @@ fn a_pipe_closed_early_costs_nothing_and_exits_with_the_turns_status() {
     }
 }
 
+/// `sessions export … | head -1` (and `sessions events`, `history`): a reader that stops
+/// early is not an error, as for a prompt; `> /dev/full` still is.
+#[test]
+fn a_pipe_closed_early_on_a_reading_command_is_quiet() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "stream 20000"])
+        .ok();
+    for cmd in [
+        &["sessions", "export"][..],
+        &["sessions", "export", "--as", "ndjson"][..],
+        &["sessions", "events"][..],
+        &["--format", "json", "sessions", "events"][..],
+    ] {
+        let mut child = env
+            .cmd()
+            .args(["--agent", &agent])
+            .args(cmd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut first = [0u8; 10];
+        stdout.read_exact(&mut first).unwrap();
+        drop(stdout);
+        let mut stderr = child.stderr.take().unwrap();
+        let code = wait_with_deadline(&mut child);
+        let mut err = String::new();
+        stderr.read_to_string(&mut err).unwrap();
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+        assert!(err.is_empty(), "{cmd:?}: a closed pipe is quiet: {err}");
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let r = env
+        .cmd()
+        .args(["--agent", &agent, "sessions", "export"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(1), "{r:?}");
+    assert!(String::from_utf8_lossy(&r.stderr).contains("cannot write to stdout"));
+}
+
 #[test]
 fn a_failing_stdout_exits_1_after_the_turn_is_recorded() {
     for backend in BACKENDS {

@@ -187,6 +187,17 @@ fn lookup_walks_up_to_the_git_root_and_names_separate_sessions() {
             .ok()
             .json();
         assert_eq!(st["status"], "no-session");
+        // Quiet: the state word alone, for scripts.
+        let r = env
+            .run(&["--format", "quiet", "--agent", &other, "status"])
+            .ok();
+        assert_eq!(r.stdout, "no-session\n");
+        let r = env
+            .run(&[
+                "--format", "quiet", "--cwd", sub_s, "--agent", &agent, "status", "-s", "api",
+            ])
+            .ok();
+        assert!(["alive\n", "idle\n"].contains(&r.stdout.as_str()), "{r:?}");
         // Named session history shows only its own turns.
         let hist = env
             .run(&["--agent", &agent, "sessions", "history", "-s", "api"])
@@ -275,6 +286,27 @@ fn fork_with_session_fork_and_with_a_copy() {
             .ok()
             .stdout;
         assert!(hist.contains("echo copied"), "{hist}");
+
+        // An agent that advertises session/fork but answers it with -32601 (pydantic-acp):
+        // the same copy, not a failed fork.
+        let refusing = env.agent_cmd("--fork-unsupported");
+        new_session(&env, &refusing, &[]);
+        env.run(&["--agent", &refusing, "echo", "refused"]).ok();
+        let r = env
+            .run(&["--format", "json", "--agent", &refusing, "sessions", "fork"])
+            .ok();
+        assert!(
+            r.stderr.contains("does not support session/fork"),
+            "{}",
+            r.stderr
+        );
+        let f = r.json();
+        assert_eq!(f["method"], "copy", "{f}");
+        let hist = env
+            .run(&["sessions", "history", f["acpxRecordId"].as_str().unwrap()])
+            .ok()
+            .stdout;
+        assert!(hist.contains("echo refused"), "{hist}");
     }
 }
 

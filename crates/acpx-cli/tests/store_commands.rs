@@ -261,6 +261,13 @@ fn close_then_lookup_skips_it_and_delete_requires_closed() {
         let del = env.run(&["sessions", "delete", "rec-close"]);
         assert_eq!(del.code, 2, "{del:?}");
         assert!(del.stderr.contains("is open"), "{}", del.stderr);
+        // The hint's commands name the session by id: closed, it is not found by scope.
+        assert!(
+            del.stderr
+                .contains("acpx sessions close rec-close && acpx sessions delete rec-close"),
+            "{}",
+            del.stderr
+        );
 
         let closed = env
             .run(&["--format", "json", "sessions", "close", "rec-close"])
@@ -523,6 +530,44 @@ fn export_formats_and_import_round_trip() {
             .ok()
             .stdout;
         assert_eq!(nd2, nd.stdout, "the log round-trips byte for byte");
+    }
+}
+
+/// An archive cut at a line boundary (a copy interrupted between two events) is valid NDJSON;
+/// its snapshot still names the last event it folded in, so the import says which events are
+/// missing instead of storing a session shorter than its snapshot in silence.
+#[test]
+fn a_truncated_archive_is_imported_with_a_warning() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let cwd = env.cwd_str();
+        let mut seed = Seed::new("rec-cut", &cwd, AGENT);
+        seed.events = 5;
+        seed.audit_seq = 5;
+        let whole = seed.archive();
+        let cut: String = whole.split_inclusive('\n').take(3).collect();
+        let f = env.home().join("cut.ndjson");
+        std::fs::write(&f, cut).unwrap();
+        let r = env
+            .run(&[
+                "--format",
+                "json",
+                "sessions",
+                "import",
+                f.to_str().unwrap(),
+            ])
+            .ok();
+        assert_eq!(r.json()["events"], 2, "{r:?}");
+        assert!(
+            r.stderr.contains("events 3..5 are missing") && r.stderr.contains("cut.ndjson"),
+            "{r:?}"
+        );
+        // A whole archive imports without a word on stderr.
+        std::fs::write(&f, &whole).unwrap();
+        let r = env
+            .run(&["sessions", "import", "--new-id", f.to_str().unwrap()])
+            .ok();
+        assert!(r.stderr.is_empty(), "{r:?}");
     }
 }
 

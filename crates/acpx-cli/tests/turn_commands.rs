@@ -414,6 +414,13 @@ fn timeout_permission_and_agent_errors_map_to_exit_codes() {
         assert_eq!(r.code, 5, "{r:?}");
         assert!(r.stderr.contains("[permission]"), "{}", r.stderr);
         assert!(r.stderr.contains("refused"), "{}", r.stderr);
+        // --approve-reads would refuse the edit again: the hint names the flag that helps.
+        assert!(
+            r.stderr
+                .contains("re-run with --approve-all (--approve-reads approves reads"),
+            "{}",
+            r.stderr
+        );
         let r = env.run(&[
             "--format",
             "json",
@@ -556,4 +563,51 @@ fn keep_rotated_segments_keeps_the_whole_log_readable() {
         "{}",
         r.stderr
     );
+}
+
+/// A session whose oldest events were removed by retention exports an archive that
+/// `sessions import` refuses (it recreates a log from seq 1 only): the export says so at
+/// once, on both stores; a whole log exports without a word.
+#[test]
+fn exporting_a_log_cut_by_retention_warns_that_it_cannot_be_imported() {
+    for backend in BACKENDS {
+        let mut env = Env::new(backend);
+        for (k, v) in [
+            ("ACPX_MAX_SEGMENT_BYTES", "4096"),
+            ("ACPX_MAX_SEGMENTS", "2"),
+        ] {
+            env.extra_env.push((k.into(), v.into()));
+        }
+        let agent = env.agent_cmd("");
+        let s = new_session(&env, &agent, &[]);
+        let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+        let archive = env.home().join("whole.ndjson");
+        let r = env
+            .run(&["sessions", "export", &id, "-o", archive.to_str().unwrap()])
+            .ok();
+        assert!(!r.stderr.contains("warning"), "{backend}: {}", r.stderr);
+
+        env.run(&[
+            "--format",
+            "quiet",
+            "--no-owner",
+            "--agent",
+            &agent,
+            "stream",
+            "300",
+        ])
+        .ok();
+        let archive = env.home().join("cut.ndjson");
+        let r = env
+            .run(&["sessions", "export", &id, "-o", archive.to_str().unwrap()])
+            .ok();
+        assert!(
+            r.stderr.contains("older events were removed by retention")
+                && r.stderr.contains("will refuse this archive"),
+            "{backend}: {}",
+            r.stderr
+        );
+        let r = env.run(&["sessions", "import", "--new-id", archive.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{backend}: the warning told the truth: {r:?}");
+    }
 }

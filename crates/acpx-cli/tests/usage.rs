@@ -96,6 +96,27 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
         }
     }
 
+    // A negative number is a bad value of its option, named with it, not an unknown flag.
+    for (args, option) in [
+        (vec!["--timeout", "-3", "status"], "--timeout"),
+        (vec!["--ttl", "-1", "status"], "--ttl"),
+        (vec!["--prompt-retries", "-1", "status"], "--prompt-retries"),
+        (vec!["sessions", "list", "--limit", "-1"], "--limit"),
+        (vec!["sessions", "events", "--from-seq", "-3"], "--from-seq"),
+        (vec!["sessions", "read", "--tail", "-2"], "--tail"),
+        (
+            vec!["sessions", "prune", "--older-than", "-3"],
+            "--older-than",
+        ),
+    ] {
+        let r = env.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains(option) && !r.stderr.contains("unexpected argument"),
+            "{args:?}: {r:?}"
+        );
+    }
+
     // A positional agent and --agent together.
     let r = env.run(&["--agent", "x", "codex", "sessions"]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -216,7 +237,9 @@ fn config_files_set_defaults_and_bad_values_name_file_and_key() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stderr
-            .contains("in use by a running prompt or its queue owner")
+            .contains("in use by a running prompt or its queue owner, not checked")
+            && r.stderr
+                .contains("`acpx fsck --repair` has idle queue owners release")
             && r.stderr.contains("checked 0 session(s)"),
         "{r:?}"
     );
@@ -368,5 +391,24 @@ fn a_home_that_is_not_a_directory_is_named() {
                 r.stderr
             );
         }
+    }
+}
+
+/// `acpx` with no argument prints the help (exit 2) whatever the environment says: with
+/// ACPX_HOME or ACPX_STORE set, clap alone answered "requires a subcommand" and listed the
+/// hidden `__owner`.
+#[test]
+fn acpx_alone_prints_the_help_whatever_the_environment() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().to_str().unwrap();
+    for env in [
+        &[][..],
+        &[("ACPX_HOME", h)][..],
+        &[("ACPX_STORE", "sqlite")][..],
+    ] {
+        let r = run_plain(&[], home.path(), home.path(), env);
+        assert_eq!(r.code, 2, "{env:?}: {r:?}");
+        assert!(r.stderr.contains("Usage: acpx"), "{env:?}: {r:?}");
+        assert!(!r.stderr.contains("__owner"), "{env:?}: {r:?}");
     }
 }

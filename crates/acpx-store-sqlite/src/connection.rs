@@ -75,12 +75,18 @@ pub(crate) fn open_connection(
     .map_err(err("open"))?;
     conn.busy_timeout(options.busy_timeout)
         .map_err(err("set busy_timeout"))?;
+    // The first read of the file: a file that is not a database, or one whose pages are
+    // damaged, is corrupt data (what the caller can act on: move the file away or restore
+    // it), not a backend failure that says nothing about the file.
     let version = user_version(&conn).map_err(|e| match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            StoreError::corrupt(path.display().to_string(), None, "not an SQLite database")
+        }
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DatabaseCorrupt => {
             StoreError::corrupt(
                 path.display().to_string(),
                 None,
-                "not an SQLite database; move it away or choose another --db path",
+                format!("the SQLite database is damaged ({e})"),
             )
         }
         e => err("read the schema version")(e),

@@ -11,6 +11,7 @@ pub(crate) struct Flags {
     pub(crate) agent_session_id: bool,
     pub(crate) empty_agent_session_id: bool,
     pub(crate) fork: bool,
+    pub(crate) fork_unsupported: bool,
     pub(crate) close: bool,
     pub(crate) resume_unsupported: bool,
     pub(crate) models: bool,
@@ -43,6 +44,10 @@ impl Flags {
                     f.empty_agent_session_id = false;
                 }
                 "--fork" => f.fork = true,
+                "--fork-unsupported" => {
+                    f.fork = true;
+                    f.fork_unsupported = true;
+                }
                 "--close" => f.close = true,
                 "--resume-unsupported" => {
                     f.resume = true;

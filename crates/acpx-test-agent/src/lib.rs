@@ -37,8 +37,10 @@
 //! response received"), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
 //! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
 //! overriding earlier flags), `--fork` (advertise and serve
-//! `session/fork`), `--close` (advertise `session/close`), `--resume-unsupported` (advertise
-//! resume but answer it with -32601, as pydantic-acp does), `--models` (no model config
+//! `session/fork`), `--fork-unsupported` (advertise fork but answer it with -32601, as
+//! pydantic-acp does: its SDK refuses the unstable method), `--close` (advertise
+//! `session/close`), `--resume-unsupported` (advertise resume but answer it with -32601, as
+//! pydantic-acp does), `--models` (no model config
 //! option; answers carry the unstable `models` and `session/set_model` is served),
 //! `--refuse-mode <id>` (`session/set_mode` to that mode fails with -32603),
 //! `--cancel-on-deny` (a refused permission ends the turn with stopReason `cancelled`, as

@@ -322,6 +322,9 @@ pub(crate) fn resume_session(state: &AgentState, params: &Value) -> Result<Value
 
 pub(crate) fn fork_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
     let req: acp::ForkSessionRequest = parse(params)?;
+    if state.flags.fork_unsupported {
+        return Err(Error::method_not_found());
+    }
     let id = format!("sess-{}", uuid::Uuid::new_v4().simple());
     if let Some(h) = state.load_history(&req.session_id.to_string()) {
         state.save_history(&id, &h);

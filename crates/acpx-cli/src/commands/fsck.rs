@@ -56,9 +56,16 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
                 ctx.out.line(&format!("  → {act}"));
             }
         }
+        // A skipped session was not checked at all (exit 0 says nothing about it): say how
+        // to get it checked. `--repair` releases idle queue owners first (above).
+        let how = if a.repair {
+            "run fsck again when its prompt is over"
+        } else {
+            "`acpx fsck --repair` has idle queue owners release their sessions first"
+        };
         for b in &report.skipped_busy {
             ctx.out.note(&format!(
-                "skipped {b}: in use by a running prompt or its queue owner"
+                "skipped {b}: in use by a running prompt or its queue owner, not checked; {how}"
             ));
         }
         ctx.out.note(&format!(

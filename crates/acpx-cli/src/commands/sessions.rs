@@ -168,7 +168,12 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
             e @ DeleteError::Running(_) => CliError::runtime(e.to_string())
                 .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"),
             DeleteError::Open(ref id) => {
-                let hint = format!("close it first (`acpx sessions close {id}`) or pass --force");
+                // By id both times: once closed, the session is no longer found by its name
+                // or scope, so repeating this command's `-s NAME` would answer "no session".
+                let hint = format!(
+                    "close it, then delete it by id: `acpx sessions close {id} && acpx sessions \
+                     delete {id}`; or pass --force"
+                );
                 CliError::usage(e.to_string()).with_hint(hint)
             }
         })?;
@@ -283,7 +288,21 @@ async fn print_events(
     let mut reported = std::collections::HashSet::new();
     loop {
         query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
-        let mut page = store.read_events(id, &query).await?;
+        let mut page = store.read_events(id, &query).await.map_err(|e| {
+            let corrupt = matches!(e, acpx_model::StoreError::Corrupt { .. });
+            let err = CliError::from(e);
+            // The generic hint sends the user to `fsck --repair`, which cannot replace a
+            // damaged line of the file store or PostgreSQL: name what reads past it.
+            if corrupt && query.mode == ReadMode::Strict {
+                err.with_hint(
+                    "--lenient prints the rest of the log and reports each damaged line; \
+                     `acpx fsck` names them, and `acpx fsck --repair` replaces them where the \
+                     store can (SQLite)",
+                )
+            } else {
+                err
+            }
+        })?;
         for e in &page.events {
             print_event(ctx, e);
         }

@@ -5,7 +5,7 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use acpx_model::SessionRecord;
+use acpx_model::{EventQuery, SessionRecord};
 use acpx_runtime::ops::transfer::{
     create_private_file, import_event_lines, read_import_source, write_export, EventLines,
     ExportError, ExportFormat, ImportSource,
@@ -37,13 +37,45 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Json => ExportFormat::Json,
         ExportKind::Ndjson => ExportFormat::Ndjson,
     };
-    let events = write_export(&*store, &r, format, &mut sink)
-        .await
-        .map_err(|e| match e {
-            ExportError::Store(e) => CliError::from(e),
-            ExportError::Write(e) => CliError::runtime(format!("cannot write to {where_}: {e}")),
-        })?;
+    // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
+    // when retention already removed the oldest events, before the user relies on the file.
+    let oldest = if format == ExportFormat::Archive {
+        let first = store
+            .read_events(
+                &r.acpx_record_id,
+                &EventQuery {
+                    limit: Some(1),
+                    ..EventQuery::default()
+                },
+            )
+            .await?;
+        first.events.first().map(|e| e.seq).filter(|&seq| seq > 1)
+    } else {
+        None
+    };
+    let events = match write_export(&*store, &r, format, &mut sink).await {
+        Ok(n) => n,
+        // The reader of stdout went away (`… | head`): it wanted no more. Quiet and exit 0,
+        // as every other command that writes to stdout (README § Output).
+        Err(ExportError::Write(e))
+            if a.output.is_none() && e.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            return Ok(())
+        }
+        Err(ExportError::Store(e)) => return Err(CliError::from(e)),
+        Err(ExportError::Write(e)) => {
+            return Err(CliError::runtime(format!("cannot write to {where_}: {e}")))
+        }
+    };
     drop(sink);
+    if let Some(seq) = oldest {
+        ctx.out.warn(&format!(
+            "the store kept the log of {} from seq {seq} on (older events were removed by \
+             retention; ACPX_KEEP_ROTATED_SEGMENTS=1 keeps them): `sessions import` recreates \
+             a log from seq 1 only and will refuse this archive",
+            r.acpx_record_id
+        ));
+    }
     if let Some(p) = &a.output {
         if ctx.out.is_json() {
             let kind = format!("{:?}", a.kind).to_lowercase();
@@ -131,6 +163,20 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         other => other?,
     };
     let (stored, events) = stored;
+    // The snapshot names the last event it folded in; a log that ends before it is an archive
+    // cut short (a copy interrupted at a line boundary reads as valid NDJSON). The session is
+    // kept, as imported, for `fsck --repair` to record the gap, but the user must hear of it.
+    let folded = stored.acpx.audit_seq;
+    if events < folded {
+        ctx.out.warn(&format!(
+            "{}: the imported log ends at seq {events} but the session's snapshot has folded \
+             in events up to seq {folded}: events {}..{folded} are missing (a truncated \
+             archive, or a session.json without its log: pass it with --events); import it \
+             again from a whole file, or run `acpx fsck --repair` to record the gap",
+            file.display(),
+            events + 1
+        ));
+    }
     let events = events as usize;
     if ctx.out.is_json() {
         let from = a.new_id.then_some(&original);

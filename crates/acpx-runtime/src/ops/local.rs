@@ -413,7 +413,8 @@ pub async fn control<T>(
 /// `sessions fork`: a new session that starts from the conversation of the stored session
 /// `id`, holding the parent's run (request id [`FORK_REQUEST_ID`]). With an agent that
 /// advertises `session/fork`, the agent forks its own session (it keeps the context);
-/// otherwise ([`LocalEvent::ForkByCopy`]) the new session gets a fresh ACP session and a copy
+/// otherwise, or when it answers the fork with -32601 Method not found
+/// ([`LocalEvent::ForkByCopy`]), the new session gets a fresh ACP session and a copy
 /// of the stored conversation. The parent is not changed; the new session, named `name`, gets
 /// a new record id (see [`fork_ops`] for the bookkeeping).
 pub async fn fork(
@@ -431,7 +432,7 @@ pub async fn fork(
     events(LocalEvent::Opened(&session));
     let store = runtime.store().clone();
     let parent = session.record().await;
-    let child = if fork_ops::agent_can_fork(session.initialize_response()) {
+    let agent_forked = if fork_ops::agent_can_fork(session.initialize_response()) {
         // The parent's MCP servers (stored by the attach above), as this agent takes them.
         let servers = parent
             .acpx
@@ -455,37 +456,58 @@ pub async fn fork(
             return Err(LocalError::Interrupted);
         };
         let shutdown = session.shutdown().await;
-        let answer = answer?;
-        shutdown?;
-        let record = fork_ops::create_agent_fork_record(&*store, &parent, &answer, name).await?;
-        fork_ops::record_fork(
-            store.clone(),
-            &record.acpx_record_id,
-            &parent,
-            ForkMethod::AgentFork,
-        )
-        .await?
+        match answer {
+            // Advertised but not served (pydantic-acp lists `fork` while its SDK refuses the
+            // unstable method): the agent cannot fork, so fork by copy as if it had not
+            // advertised it, rather than failing a fork the copy can do.
+            Err(RuntimeError::Agent { error, .. }) if error.code == -32601 => {
+                shutdown?;
+                None
+            }
+            answer => {
+                let answer = answer?;
+                shutdown?;
+                let record =
+                    fork_ops::create_agent_fork_record(&*store, &parent, &answer, name.clone())
+                        .await?;
+                Some(
+                    fork_ops::record_fork(
+                        store.clone(),
+                        &record.acpx_record_id,
+                        &parent,
+                        ForkMethod::AgentFork,
+                    )
+                    .await?,
+                )
+            }
+        }
     } else {
         session.shutdown().await?;
-        events(LocalEvent::ForkByCopy);
-        let open = runtime.open_new(NewSessionSpec {
-            agent_command: parent.agent_command.clone(),
-            cwd: PathBuf::from(&parent.cwd),
-            name,
-        });
-        let fresh = presses
-            .unless_pressed(open)
-            .await
-            .ok_or(LocalError::Interrupted)??;
-        events(LocalEvent::Opened(&fresh));
-        let fresh = fresh.shutdown().await?;
-        fork_ops::record_fork(
-            store.clone(),
-            &fresh.acpx_record_id,
-            &parent,
-            ForkMethod::Copy,
-        )
-        .await?
+        None
+    };
+    let child = match agent_forked {
+        Some(child) => child,
+        None => {
+            events(LocalEvent::ForkByCopy);
+            let open = runtime.open_new(NewSessionSpec {
+                agent_command: parent.agent_command.clone(),
+                cwd: PathBuf::from(&parent.cwd),
+                name,
+            });
+            let fresh = presses
+                .unless_pressed(open)
+                .await
+                .ok_or(LocalError::Interrupted)??;
+            events(LocalEvent::Opened(&fresh));
+            let fresh = fresh.shutdown().await?;
+            fork_ops::record_fork(
+                store.clone(),
+                &fresh.acpx_record_id,
+                &parent,
+                ForkMethod::Copy,
+            )
+            .await?
+        }
     };
     Ok(Forked { parent, child })
 }

@@ -70,10 +70,19 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
                     outcome.permission_stats.requested
                 ),
             )
-            .with_hint(if ctx.permission == CliPermission::ApproveReads {
-                "answer on a terminal, or re-run with --approve-all"
-            } else {
-                "re-run with --approve-all or --approve-reads"
+            .with_hint(match (&ctx.permission_rules, ctx.permission) {
+                // Rules decide before the mode: a mode flag alone may change nothing.
+                (Some(_), _) => {
+                    "a --permission-policy rule or the permission mode refused it: change the \
+                     rule (autoApprove), or re-run with --approve-all"
+                }
+                (None, CliPermission::ApproveReads) => {
+                    "answer on a terminal, or re-run with --approve-all"
+                }
+                // --approve-reads would refuse anything but reads and searches again.
+                (None, _) => {
+                    "re-run with --approve-all (--approve-reads approves reads and searches only)"
+                }
             });
             Err(if shown && ctx.out.is_json() {
                 e.reported()

@@ -31,6 +31,9 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     };
     if ctx.out.is_json() {
         ctx.out.json(&status.to_json());
+    } else if !ctx.out.is_text() {
+        // quiet: the answer alone, for `[ "$(acpx --format quiet status)" = idle ]`.
+        ctx.out.line(status.state.as_str());
     } else {
         for line in status.text_lines() {
             ctx.out.line(&line);
