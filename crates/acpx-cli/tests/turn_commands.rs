@@ -371,10 +371,23 @@ fn set_mode_and_config_option() {
         assert!(ev
             .iter()
             .any(|e| e["type"] == "control_done" && e["payload"]["action"] == "set_mode"));
-        // A mode the agent refuses is a runtime error, recorded as control_error.
+        // A mode the agent does not list is a usage error naming the modes it offers,
+        // refused before the agent is asked; nothing about it is stored.
         let r = env.run(&["--agent", &agent, "set-mode", "warp"]);
-        assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("warp"), "{}", r.stderr);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(
+            r.stderr.contains("\"warp\"") && r.stderr.contains("default, plan, code"),
+            "{}",
+            r.stderr
+        );
+        let j = env.run(&["--format", "json", "--agent", &agent, "set-mode", "warp"]);
+        assert_eq!(j.code, 2, "{j:?}");
+        assert_eq!(j.json()["error"]["data"]["detailCode"], "UNKNOWN_MODE");
+        let show = env
+            .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+            .ok()
+            .json();
+        assert_eq!(show["acpx"]["current_mode_id"], "plan");
         // No session: exit 4.
         let r = env.run(&["--agent", &agent, "set-mode", "-s", "nope", "plan"]);
         assert_eq!(r.code, 4);

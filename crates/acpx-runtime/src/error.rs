@@ -130,6 +130,15 @@ pub enum RuntimeError {
     #[error("{0}")]
     InvalidInput(String),
 
+    /// `set-mode` with a mode id the agent's session answer does not list.
+    #[error("the agent offers no mode {mode:?} in this session; its modes are: {}", available.join(", "))]
+    UnknownMode {
+        /// The mode asked for.
+        mode: String,
+        /// The ids of the agent's `availableModes`.
+        available: Vec<String>,
+    },
+
     /// The event log could not be written for too long; the turn was stopped rather than
     /// continue without an audit trail.
     #[error("session {id}: the event log cannot be written ({detail}); the session was stopped")]

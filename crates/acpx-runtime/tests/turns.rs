@@ -419,7 +419,10 @@ async fn late_updates(env: Env) {
 
 async fn controls(env: Env) {
     let rt = env.runtime(RuntimeOptions::default());
-    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let mut s = rt
+        .open_new(env.spec(agent("--refuse-mode plan")))
+        .await
+        .unwrap();
     let id = s.id().clone();
     s.set_mode("code").await.unwrap();
     let r = s.record().await;
@@ -437,7 +440,19 @@ async fn controls(env: Env) {
         r.acpx.last_control_update.as_ref().unwrap().payload,
         json!({"config_id": "model", "value": "large"})
     );
-    let bad = s.set_mode("warp").await;
+    // A mode the agent does not list is refused before anything is sent or recorded.
+    let unknown = s.set_mode("warp").await;
+    match &unknown {
+        Err(acpx_runtime::RuntimeError::UnknownMode { mode, available }) => {
+            assert_eq!(mode, "warp");
+            assert_eq!(available, &["default", "plan", "code"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = s.record().await;
+    assert!(r.acpx.last_control_update.as_ref().unwrap().ok);
+    // A listed mode the agent refuses is its error, recorded as control_error.
+    let bad = s.set_mode("plan").await;
     assert!(
         matches!(bad, Err(acpx_runtime::RuntimeError::Agent { .. })),
         "{bad:?}"

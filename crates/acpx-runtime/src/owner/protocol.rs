@@ -223,6 +223,7 @@ impl WireError {
             RuntimeError::Spawn { .. } => ("RUNTIME", Some("AGENT_SPAWN_FAILED")),
             RuntimeError::Timeout { .. } => ("TIMEOUT", Some("AGENT_TIMEOUT")),
             RuntimeError::ModeNotRestored { .. } => ("RUNTIME", Some("MODE_NOT_RESTORED")),
+            RuntimeError::UnknownMode { .. } => ("USAGE", Some("UNKNOWN_MODE")),
             RuntimeError::ResumeRequired { .. } => ("RUNTIME", Some("SESSION_RESUME_REQUIRED")),
             RuntimeError::AuthRequired { .. } => ("RUNTIME", Some("AUTH_REQUIRED")),
             RuntimeError::Agent { error, .. } if error.is_not_found() => ("NO_SESSION", None),

@@ -166,6 +166,7 @@ impl Runtime {
         );
         session.notices = notices;
         session.models = response.get("models").cloned();
+        session.modes = response.get("modes").cloned();
         Ok(session)
     }
 
@@ -245,6 +246,7 @@ impl Runtime {
         session.notices = attached.notices;
         session.notices.extend(restored);
         session.models = attached.response.get("models").cloned();
+        session.modes = attached.response.get("modes").cloned();
         Ok(session)
     }
 

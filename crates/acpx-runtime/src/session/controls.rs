@@ -229,9 +229,21 @@ impl Session {
         }
     }
 
-    /// Sets the session mode (`session/set_mode`), recording control events.
+    /// Sets the session mode (`session/set_mode`), recording control events. A mode the
+    /// agent's session answer does not list among its `availableModes` is refused here,
+    /// before anything is sent or recorded: an agent may answer such a request with success
+    /// without switching, and the record would then keep a mode it sends again after every
+    /// restart. An agent that lists no modes is asked anyway (it answers).
     pub async fn set_mode(&mut self, mode_id: &str) -> RuntimeResult<()> {
         self.ensure_connected()?;
+        if let Some(available) = available_mode_ids(self.modes.as_ref()) {
+            if !available.contains(&mode_id) {
+                return Err(RuntimeError::UnknownMode {
+                    mode: mode_id.to_owned(),
+                    available: available.into_iter().map(str::to_owned).collect(),
+                });
+            }
+        }
         let acp = self.acp_session_id().await;
         self.controls(&acp).set_mode(mode_id).await
     }
@@ -258,4 +270,15 @@ impl Session {
         let pending = self.conn.call(method, params, |_| {});
         call_with_deadline(&self.agent, pending, method, self.options.request_timeout).await
     }
+}
+
+/// The mode ids of a session answer's `modes.availableModes`, when it lists any.
+fn available_mode_ids(modes: Option<&Value>) -> Option<Vec<&str>> {
+    let ids: Vec<&str> = modes?
+        .get("availableModes")?
+        .as_array()?
+        .iter()
+        .filter_map(|m| m.get("id").and_then(Value::as_str))
+        .collect();
+    (!ids.is_empty()).then_some(ids)
 }

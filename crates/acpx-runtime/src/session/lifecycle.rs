@@ -110,6 +110,7 @@ impl Session {
             recovery,
             notices: Vec::new(),
             models: None,
+            modes: None,
             cancel,
             shutting_down,
             flusher,

@@ -154,6 +154,8 @@ pub struct Session {
     notices: Vec<Notice>,
     /// The unstable `models` object of the latest session answer (for `session/set_model`).
     models: Option<Value>,
+    /// The `modes` object of the latest session answer (which mode ids `set_mode` accepts).
+    modes: Option<Value>,
     cancel: CancelHandle,
     shutting_down: Arc<AtomicBool>,
     flusher: tokio::task::JoinHandle<()>,

@@ -114,6 +114,9 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         RuntimeError::Timeout { .. } => CliError::new(ErrorKind::Timeout, e.to_string())
             .with_detail("AGENT_TIMEOUT")
             .with_hint(REQUEST_TIMEOUT_HINT),
+        RuntimeError::UnknownMode { .. } => {
+            CliError::usage(e.to_string()).with_detail("UNKNOWN_MODE")
+        }
         RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
             .with_detail("MODE_NOT_RESTORED")
             .with_hint(MODE_NOT_RESTORED_HINT),
