@@ -279,6 +279,47 @@ fn agent_crash_is_recorded_and_the_next_task_gets_a_new_agent() {
     }
 }
 
+/// An agent killed while its owner is idle: `status` says so instead of showing the dead
+/// process as the agent, and the next prompt gets a new one.
+#[test]
+fn status_tells_an_agent_killed_while_the_owner_is_idle() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent);
+        env.run(&["--agent", &agent, "echo", "warm"]).ok();
+        let st = status(&env, &agent);
+        let agent_pid = st["agentPid"].as_u64().unwrap();
+        assert!(st.get("agentExited").is_none(), "{st}");
+        let pid = i32::try_from(agent_pid).unwrap();
+        // SAFETY: kill(2) on the agent process this test's owner started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let st = loop {
+            let st = status(&env, &agent);
+            if st.get("agentExited").is_some() || std::time::Instant::now() > deadline {
+                break st;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert_eq!(st["status"], "alive", "{st}");
+        assert_eq!(st["agentExited"], true, "{st}");
+        assert!(st.get("agentPid").is_none(), "{st}");
+        assert!(
+            st["summary"].as_str().unwrap().contains("agent exited"),
+            "{st}"
+        );
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "again"])
+            .ok();
+        assert_eq!(r.stdout, "again\n");
+        let st = status(&env, &agent);
+        assert!(st.get("agentExited").is_none(), "{st}");
+        assert_ne!(st["agentPid"].as_u64().unwrap(), agent_pid, "{st}");
+        close(&env, &agent);
+    }
+}
+
 #[test]
 fn ttl_expiry_ends_owner_and_agent() {
     for backend in BACKENDS {

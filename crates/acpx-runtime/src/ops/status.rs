@@ -78,6 +78,11 @@ impl SessionStatus {
                 StatusState::Running,
                 format!("queue owner healthy; prompt {r} is running"),
             ),
+            None if owner.agent_exited => (
+                StatusState::Alive,
+                "queue owner healthy; its agent exited, and the next prompt starts a new one"
+                    .to_owned(),
+            ),
             None => (StatusState::Alive, "queue owner healthy".to_owned()),
         };
         SessionStatus {
@@ -126,6 +131,9 @@ impl SessionStatus {
                 m.insert("pid".into(), json!(owner.pid));
                 if let Some(p) = owner.agent_pid {
                     m.insert("agentPid".into(), json!(p));
+                }
+                if owner.agent_exited {
+                    m.insert("agentExited".into(), json!(true));
                 }
                 if let Some(r) = &owner.running {
                     m.insert("requestId".into(), json!(r));

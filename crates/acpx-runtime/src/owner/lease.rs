@@ -159,6 +159,30 @@ pub fn write(paths: &LeasePaths, lease: &Lease) -> std::io::Result<()> {
     std::fs::rename(&tmp, &paths.lease)
 }
 
+/// Whether process `pid`, started at `start_ticks`, still runs: `false` once it exited (also
+/// while it is a zombie not yet reaped) or when the pid now names another process; `true`
+/// when `/proc` cannot tell (another system).
+pub fn process_running(pid: u32, start_ticks: Option<u64>) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return !std::path::Path::new("/proc/self/stat").exists();
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return true;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    if state == "Z" || state == "X" {
+        return false;
+    }
+    match (
+        start_ticks,
+        fields.nth(18).and_then(|t| t.parse::<u64>().ok()),
+    ) {
+        (Some(want), Some(got)) => want == got,
+        _ => true,
+    }
+}
+
 /// The start time of process `pid` in clock ticks after boot (Linux `/proc`), if known.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -484,6 +484,9 @@ pub struct OwnerStatus {
     /// The agent's process id, while an agent runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_pid: Option<u32>,
+    /// The attached agent exited while the owner was idle (the next task attaches a new one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agent_exited: bool,
     /// Tasks waiting behind the one in progress.
     pub queue_depth: usize,
     /// The `requestId` of the turn in progress.

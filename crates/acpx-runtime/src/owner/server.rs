@@ -120,7 +120,8 @@ pub(super) struct Shared {
     pub(super) stopping: Notify,
     pub(super) stop_reason: Mutex<Option<OwnerExit>>,
     pub(super) current: Mutex<Option<(String, CancelHandle)>>,
-    pub(super) agent_pid: Mutex<Option<u32>>,
+    /// The agent's pid and start time (`/proc` ticks) while the owner has one attached.
+    pub(super) agent_pid: Mutex<Option<(u32, Option<u64>)>>,
     pub(super) queue_log: Mutex<Option<QueueLog>>,
     pub(super) jobs: mpsc::UnboundedSender<Job>,
     /// Connections still being served (their last lines may not be written yet).
@@ -151,11 +152,16 @@ impl Shared {
     }
 
     pub(super) fn status(&self) -> OwnerStatus {
+        // An agent killed while the owner is idle is noticed by the next task, which attaches
+        // a new one; until then say so rather than show the dead process as the agent.
+        let agent = *locked(&self.agent_pid);
+        let agent_exited = agent.is_some_and(|(pid, ticks)| !lease::process_running(pid, ticks));
         OwnerStatus {
             pid: std::process::id(),
             started_at: self.started_at,
             uptime_seconds: self.started.elapsed().as_secs(),
-            agent_pid: *locked(&self.agent_pid),
+            agent_pid: agent.filter(|_| !agent_exited).map(|(pid, _)| pid),
+            agent_exited,
             queue_depth: self.depth.load(Ordering::SeqCst),
             running: locked(&self.current).as_ref().map(|(r, _)| r.clone()),
             generation: self.generation,

@@ -265,7 +265,8 @@ impl Worker {
         *locked(&self.attach_sink) = None;
         match opened {
             Ok(s) => {
-                *locked(&self.shared.agent_pid) = Some(s.pid());
+                *locked(&self.shared.agent_pid) =
+                    Some((s.pid(), super::lease::process_start_ticks(s.pid())));
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
                 self.shared.write_lease(Some(s.pid()));
                 self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await;
