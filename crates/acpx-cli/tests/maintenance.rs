@@ -491,6 +491,19 @@ fn node_acpx_import_rebuilds_trimmed_threads_from_the_journal() {
             empty.path().to_str().unwrap(),
         ]);
         assert_eq!(r.code, 2, "{r:?}");
+        // The error alone: no report of "0 sessions imported" before it.
+        assert!(!r.stderr.contains("imported 0"), "{}", r.stderr);
+        let r = env.run(&[
+            "--format",
+            "json",
+            "sessions",
+            "import",
+            "--from-node-acpx",
+            empty.path().to_str().unwrap(),
+        ]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert_eq!(r.stdout.lines().count(), 1, "one JSON object: {}", r.stdout);
+        assert!(r.json()["error"].is_object(), "{}", r.stdout);
     }
 }
 

@@ -46,6 +46,14 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
         OpsError::Invalid(m) => CliError::usage(m).with_hint(HOME_HINT),
         other => other.into(),
     })?;
+    // Nothing to import is the error alone, not a report of 0 sessions followed by it.
+    if report.files == 0 {
+        return Err(CliError::usage(format!(
+            "no Node acpx session records found in {}",
+            dir.display()
+        ))
+        .with_hint(HOME_HINT));
+    }
     for i in &report.imported {
         for n in &i.notes {
             ctx.out.warn(&format!("{}: {n}", i.origin));
@@ -80,13 +88,6 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
             dir.display(),
             report.skipped.len()
         ));
-    }
-    if report.files == 0 {
-        return Err(CliError::usage(format!(
-            "no Node acpx session records found in {}",
-            dir.display()
-        ))
-        .with_hint(HOME_HINT));
     }
     // Sessions already present (an earlier import) and files that are not sessions are not
     // failures: re-running an import is safe.
