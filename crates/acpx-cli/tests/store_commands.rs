@@ -745,3 +745,41 @@ fn quiet_format_prints_only_ids() {
         assert!(r.stderr.is_empty());
     }
 }
+
+/// An empty list says when the home holds sessions of the other local backend; an other
+/// store that exists but is empty is not mentioned.
+#[test]
+fn an_empty_list_names_the_other_store_that_has_sessions() {
+    for (backend, other) in [("fs", "sqlite"), ("sqlite", "fs")] {
+        let env = Env::new(backend);
+        let r = env.run(&["--store", other, "sessions", "list"]).ok();
+        assert!(r.stderr.contains("no sessions"), "{}", r.stderr);
+        let r = env.run(&["sessions", "list"]).ok();
+        assert!(
+            !r.stderr.contains("also has"),
+            "an empty {other} store: {}",
+            r.stderr
+        );
+        let cwd = env.cwd_str();
+        let archive = Seed::new("rec-other", &cwd, AGENT).archive();
+        let file = env.home().join("other.ndjson");
+        std::fs::write(&file, archive).unwrap();
+        env.run(&[
+            "--store",
+            other,
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+        ])
+        .ok();
+        let r = env.run(&["sessions", "list"]).ok();
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        assert!(
+            r.stderr
+                .contains(&format!("also has sessions in the {other} store"))
+                && r.stderr.contains(&format!("--store {other} sessions list")),
+            "{}",
+            r.stderr
+        );
+    }
+}

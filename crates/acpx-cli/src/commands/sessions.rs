@@ -65,6 +65,9 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
     if page.sessions.is_empty() {
         ctx.out
             .note("no sessions (create one with `acpx sessions new`)");
+        if let Some(other) = other_store_in_home(ctx).await {
+            ctx.out.note(&other);
+        }
     }
     // One write for the whole listing: a flushed write per line was most of the cost of
     // printing 10k sessions.
@@ -101,6 +104,52 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
         ));
     }
     Ok(())
+}
+
+/// When the listed store is empty, whether this home holds sessions of the other local
+/// backend (made with the other `--store`, or left by a `migrate`): said, not listed. The
+/// other store is opened only when its files exist, and named only when it has a session
+/// (opening a SQLite store creates an empty `acpx.db`, which is no reason to mention it).
+async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
+    use crate::config::Backend;
+    for other in [Backend::Fs, Backend::Sqlite] {
+        if other == ctx.backend {
+            continue;
+        }
+        let (exists, location, flag) = match other {
+            Backend::Sqlite => {
+                let db = acpx_stores::sqlite_path(&ctx.home);
+                (db.is_file(), db, "sqlite")
+            }
+            _ => {
+                let dir = ctx.home.join("sessions");
+                (dir.is_dir(), dir, "fs")
+            }
+        };
+        if !exists {
+            continue;
+        }
+        let Ok(store) = crate::backends::open(other, &ctx.home, None).await else {
+            continue;
+        };
+        let query = ListQuery {
+            closed: ClosedFilter::Any,
+            limit: Some(1),
+            ..ListQuery::default()
+        };
+        if store
+            .as_dyn()
+            .list(&query)
+            .await
+            .is_ok_and(|p| !p.sessions.is_empty())
+        {
+            return Some(format!(
+                "this home also has sessions in the {flag} store ({}): `acpx --store {flag} sessions list` lists them",
+                location.display()
+            ));
+        }
+    }
+    None
 }
 
 /// `sessions show`.
