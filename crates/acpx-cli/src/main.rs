@@ -236,8 +236,16 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
             0
         };
     }
+    let from_env = value_from_env(&e);
     if format == Format::Json {
-        let text = e.to_string();
+        let mut text = e.to_string();
+        if let Some(var) = from_env {
+            text = text.replacen(
+                '\n',
+                &format!(" (from the environment variable {var})\n"),
+                1,
+            );
+        }
         let first = text
             .lines()
             .next()
@@ -258,6 +266,37 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
         Out::new(format, false).error(&err);
         return 2;
     }
+    if let Some(var) = from_env {
+        // clap names the option; the user set the variable, so name it too.
+        let text = e.render().to_string();
+        let text = text.replacen(
+            '\n',
+            &format!(" (from the environment variable {var})\n"),
+            1,
+        );
+        output::stderr_text(&text);
+        return 2;
+    }
     let _ = e.print();
     2
+}
+
+/// The environment variable an invalid option value came from, when it was not given on the
+/// command line: clap's message names only the option (`--store`), which the user never typed.
+fn value_from_env(e: &clap::Error) -> Option<&'static str> {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::InvalidValue {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let (flag, var) = [("--store", "ACPX_STORE"), ("--home", "ACPX_HOME")]
+        .into_iter()
+        .find(|(flag, _)| arg.split_whitespace().next() == Some(flag))?;
+    let typed = std::env::args_os().skip(1).any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    });
+    (!typed && std::env::var_os(var).is_some()).then_some(var)
 }

@@ -347,6 +347,46 @@ fn home_and_store_come_from_flags_environment_or_config() {
 
 /// Every duration flag is bounded: a huge, negative or meaningless value is a usage error that
 /// names the flag and the allowed range, never a panic.
+/// A bad ACPX_STORE is named as the variable it came from, not only as `--store`.
+#[test]
+fn a_bad_store_variable_is_named() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let h = home.path().to_str().unwrap();
+    let env = [("ACPX_STORE", "bogus")];
+    let r = run_plain(
+        &["--home", h, "sessions", "list"],
+        home.path(),
+        cwd.path(),
+        &env,
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("'bogus'") && r.stderr.contains("environment variable ACPX_STORE"),
+        "{}",
+        r.stderr
+    );
+    let r = run_plain(
+        &["--home", h, "--format", "json", "sessions", "list"],
+        home.path(),
+        cwd.path(),
+        &env,
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("ACPX_STORE"), "{message}");
+    // Typed on the command line, the flag is what is named.
+    let r = run_plain(
+        &["--home", h, "--store", "bogus", "sessions", "list"],
+        home.path(),
+        cwd.path(),
+        &env,
+    );
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.stderr.contains("ACPX_STORE"), "{}", r.stderr);
+}
+
 #[test]
 fn duration_flags_name_the_flag_and_the_range() {
     let env = Env::new("fs");
