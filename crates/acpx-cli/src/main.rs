@@ -225,6 +225,14 @@ fn works_without_config(command: &cli::Command) -> bool {
 /// JSON error line in JSON format.
 fn clap_error(format: Format, e: clap::Error) -> i32 {
     use clap::error::ErrorKind as K;
+    // `--version` in JSON output is a result object like any other.
+    if e.kind() == K::DisplayVersion && format == Format::Json {
+        Out::new(format, false).json(&serde_json::json!({
+            "action": "version",
+            "version": env!("CARGO_PKG_VERSION"),
+        }));
+        return 0;
+    }
     if matches!(
         e.kind(),
         K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand

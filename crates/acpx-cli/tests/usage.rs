@@ -176,6 +176,9 @@ fn help_reads_for_every_command() {
     }
     let v = env.run(&["--version"]).ok();
     assert!(v.stdout.starts_with("acpx "), "{}", v.stdout);
+    let v = env.run(&["--format", "json", "--version"]).ok().json();
+    assert_eq!(v["action"], "version");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
 }
 
 #[test]
