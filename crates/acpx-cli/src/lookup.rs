@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use acpx_model::{ClosedFilter, ListQuery, SessionSummary, Store};
+
 pub use acpx_runtime::ops::lookup::{find_in_scope, load_in_scope, resolve_id_or_name, walk_dirs};
 
 use crate::error::CliError;
@@ -29,4 +31,56 @@ pub fn no_session_error(agent_label: &str, cwd: &Path, name: Option<&str>) -> Cl
     .with_hint(format!(
         "create one with `{create}` (or `sessions ensure`), then prompt again"
     ))
+}
+
+/// The most recently used closed session of this agent named `name` in one of the scope's
+/// directories: a named session is found by its name only while it is open, so when a
+/// lookup by name fails, this is what the user most likely meant. `None` when there is none
+/// or the store cannot say.
+pub async fn closed_named(
+    store: &dyn Store,
+    agent_command: &str,
+    cwd: &Path,
+    name: &str,
+) -> Option<SessionSummary> {
+    let dirs: Vec<String> = walk_dirs(cwd)
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
+    let query = ListQuery {
+        name: Some(name.to_owned()),
+        agent_command: Some(agent_command.to_owned()),
+        closed: ClosedFilter::Closed,
+        ..ListQuery::default()
+    };
+    let page = store.list(&query).await.ok()?;
+    page.sessions.into_iter().find(|s| {
+        dirs.iter()
+            .any(|d| d == s.cwd.trim_end_matches('/') || *d == s.cwd)
+    })
+}
+
+/// [`no_session_error`], pointing at a closed session of that name when there is one.
+pub async fn no_session_error_named(
+    store: &dyn Store,
+    agent: (&str, &str),
+    cwd: &Path,
+    name: Option<&str>,
+) -> CliError {
+    let (label, command) = agent;
+    let err = no_session_error(label, cwd, name);
+    let Some(n) = name else {
+        return err;
+    };
+    match closed_named(store, command, cwd, n).await {
+        Some(s) => {
+            let id = s.acpx_record_id;
+            err.with_hint(format!(
+                "a closed session is named {n:?}: {id}; closed sessions are found by id (`acpx \
+                 sessions show {id}`), and `acpx {label} sessions new --name {}` starts a new one",
+                shell_words::quote(n)
+            ))
+        }
+        None => err,
+    }
 }

@@ -299,6 +299,36 @@ fn close_then_lookup_skips_it_and_delete_requires_closed() {
     }
 }
 
+/// A named session is found by its name only while open; asked for by name once closed, the
+/// error points at it by id.
+#[test]
+fn a_closed_named_session_is_pointed_at_by_id() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let cwd = env.cwd_str();
+        let mut seed = Seed::new("rec-named", &cwd, AGENT);
+        seed.name = Some("review");
+        env.import_archive(&seed.archive());
+        let agent = ["--agent", AGENT];
+        env.run(&[agent[0], agent[1], "sessions", "show", "-s", "review"])
+            .ok();
+        env.run(&["sessions", "close", "rec-named"]).ok();
+        let r = env.run(&[agent[0], agent[1], "sessions", "show", "-s", "review"]);
+        assert_eq!(r.code, 4, "{r:?}");
+        assert!(
+            r.stderr
+                .contains("a closed session is named \"review\": rec-named")
+                && r.stderr.contains("acpx sessions show rec-named"),
+            "{}",
+            r.stderr
+        );
+        // Another name: the usual hint.
+        let r = env.run(&[agent[0], agent[1], "sessions", "show", "-s", "other"]);
+        assert_eq!(r.code, 4, "{r:?}");
+        assert!(!r.stderr.contains("a closed session"), "{}", r.stderr);
+    }
+}
+
 /// `sessions events` reads the log a page (5,000 events) at a time: every event once, in
 /// order, and `--limit` across a page boundary.
 #[test]

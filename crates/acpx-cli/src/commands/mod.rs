@@ -14,7 +14,7 @@ use acpx_model::SessionRecord;
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::lookup::{load_in_scope, no_session_error, resolve_id_or_name};
+use crate::lookup::{load_in_scope, no_session_error_named, resolve_id_or_name};
 
 /// Runs one command.
 pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
@@ -58,9 +58,16 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 /// The open session of this agent, directory (walking up to the git root) and name.
 pub async fn select_in_scope(ctx: &Ctx, name: Option<&str>) -> CliResult<SessionRecord> {
     let store = ctx.store().await?;
-    load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name)
-        .await?
-        .ok_or_else(|| no_session_error(&ctx.agent.label(), &ctx.cwd, name))
+    match load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
+        Some(r) => Ok(r),
+        None => Err(no_session_error_named(
+            &*store,
+            (&ctx.agent.label(), &ctx.agent.command),
+            &ctx.cwd,
+            name,
+        )
+        .await),
+    }
 }
 
 /// The session a `[SESSION] [-s NAME]` pair designates: an id (record id, ACP id, unique
