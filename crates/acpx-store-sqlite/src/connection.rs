@@ -22,13 +22,12 @@ pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
         .map_err(|e| StoreError::io(dir.display(), e))
 }
 
-/// `PRAGMA cache_size` of the store's connection (negative: KiB): 16 MiB. A trade-off measured
-/// both ways (docs/BENCHMARKS.md § Page cache: 16 MiB again): at 2 MiB, SQLite's default, a
-/// 10k-chunk prompt on a 1M-event session cost 1.60× the same prompt on a new session (the
-/// event b-trees' pages and the document's overflow pages were read and spilled again and
-/// again), against 1.08× at 16 MiB; the cache filling during a long turn costs memory
-/// instead (1M-chunk turn peak RSS ÷ 10k-chunk: 2.02 at 16 MiB, 1.56 at 2 MiB).
-const CACHE_KIB: i64 = -16_384;
+/// `PRAGMA cache_size` of the store's connection (negative: KiB): 2 MiB, SQLite's default.
+/// A larger cache fills during a long turn with the pages of the growing event b-trees, which
+/// are not read again: 16 MiB made a 1M-chunk turn's peak RSS 1.94× that of a 10k-chunk turn,
+/// 2 MiB 1.45×. The cost of a prompt on a large session was measured the same with both
+/// (docs/BENCHMARKS.md § Late evening: the page cache back to 2 MiB).
+const CACHE_KIB: i64 = -2048;
 
 /// `PRAGMA journal_mode = WAL`, retried while the database is busy, up to `busy_timeout`.
 ///
