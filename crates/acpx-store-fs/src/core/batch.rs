@@ -171,7 +171,7 @@ impl FsCore {
     /// every fsync ends with a flush of the disk's write cache, even of a file with nothing
     /// left to write, so two fsyncs per session were two cache flushes per session; `syncfs`
     /// writes back everything dirty and flushes once (`docs/BENCHMARKS.md` § One syncfs per
-    /// batch). Since 5.8 `syncfs` returns any writeback error recorded on the file system
+    /// migrate batch). Since 5.8 `syncfs` returns any writeback error recorded on the file system
     /// since `dir_fd` was opened (opened before the batch's first file was created), which
     /// covers every file of the batch; an error of another file on that file system fails
     /// the batch too, the safe direction. Older kernels return success whatever writeback
