@@ -135,6 +135,29 @@ pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Whether `syncfs(2)` reports writeback errors: Linux 5.8 and later, read once from
+/// `/proc/sys/kernel/osrelease`. Before 5.8 it returned success whatever writeback did, so a
+/// durable point must not rest on it; an unreadable or unparsable release counts as older.
+#[cfg(target_os = "linux")]
+pub(crate) fn syncfs_reports_errors() -> bool {
+    static REPORTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *REPORTS.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|release| kernel_version(&release))
+            .is_some_and(|v| v >= (5, 8))
+    })
+}
+
+/// `(major, minor)` of a kernel release such as `6.18.44-fc-v657`.
+#[cfg(target_os = "linux")]
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// Removes a file; a file that is already gone is not an error. Returns whether it existed.
 pub(crate) fn remove_if_exists(path: &Path) -> io::Result<bool> {
     match fs::remove_file(path) {
@@ -259,6 +282,19 @@ pub(crate) fn unix_millis() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch's durable point rests on `syncfs` only where it reports writeback errors.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn kernel_versions_parse() {
+        assert_eq!(kernel_version("6.18.44-fc-v657\n"), Some((6, 18)));
+        assert_eq!(kernel_version("5.8-rc1"), Some((5, 8)));
+        assert_eq!(kernel_version("4.19.0"), Some((4, 19)));
+        assert_eq!(kernel_version("weird"), None);
+        assert_eq!(kernel_version(""), None);
+        assert!(kernel_version("5.7.1").is_some_and(|v| v < (5, 8)));
+        assert!(kernel_version("5.10.0").is_some_and(|v| v >= (5, 8)));
+    }
 
     /// The listing compares `stat_in`'s identities with those saves note in the journal
     /// (`FileIdent::of` of std's metadata): they must be the same numbers, or every list would

@@ -266,16 +266,21 @@
 //! [`Store::create_sessions`] (what `acpx migrate` writes with) stores a batch of new
 //! sessions with one durable point: under the writer locks of all of them, each snapshot
 //! (revision 2) is written into the session's tombstone `<id>.deleted` and its log into
-//! `<id>.events.ndjson` without fsync; then every file is fsynced (from 4 threads) and the
-//! directory once; then each tombstone is renamed to `<id>.json` (the session's commit point)
-//! and the directory fsynced once more. Until its rename a session is an interrupted delete
-//! to every reader (absent), and one a crash leaves so is finished (removed) by the next open,
-//! like any interrupted delete; after it, the session is whole. A failed batch removes what
-//! it wrote. A log larger than `max_segment_bytes` (it would rotate) makes the whole call
-//! take the one-by-one path (create, append, save). The batch's writer locks, and those of
-//! [`Store::lock_many`] (the source side of a migration), are taken through one lock file,
-//! `.batch.<random>.lock`, with each `<id>.lock` a hard link to it, removed before the lock is
-//! released: no inode is created and freed per session.
+//! `<id>.events.ndjson` without fsync; then the data of every file is made durable, on Linux
+//! 5.8 and later by one `syncfs(2)` of the store's file system (called on a directory
+//! descriptor opened before the batch's first file, so that it reports every writeback error
+//! since then), elsewhere by an fsync of each file (from 4 threads); then the directory is
+//! fsynced once; then each tombstone is renamed to `<id>.json` (the session's commit point)
+//! and the directory fsynced once more. `syncfs` also writes back what other processes left
+//! dirty on the same file system, which the batch then waits for; on ext4 it replaces two
+//! flushes of the disk's write cache per session by one per batch. Until its rename a session
+//! is an interrupted delete to every reader (absent), and one a crash leaves so is finished
+//! (removed) by the next open, like any interrupted delete; after it, the session is whole.
+//! A failed batch removes what it wrote. A log larger than `max_segment_bytes` (it would
+//! rotate) makes the whole call take the one-by-one path (create, append, save). The batch's
+//! writer locks, and those of [`Store::lock_many`] (the source side of a migration), are taken
+//! through one lock file, `.batch.<random>.lock`, with each `<id>.lock` a hard link to it,
+//! removed before the lock is released: no inode is created and freed per session.
 //!
 //! ## Stale temp files
 //!

@@ -9,14 +9,15 @@
 //!    plain writes: until step 3 the session is an interrupted delete to every reader (absent),
 //!    and one a crash leaves is finished (removed) by the next sweep of `FsStore::open` (at
 //!    most every 10 minutes), or `create` or `delete` of the id, as any interrupted delete is;
-//! 2. every file written is fsynced (the data; then one fsync of the directory makes their
-//!    names durable);
+//! 2. every file written is made durable: on Linux 5.8 and later with one `syncfs(2)` of the
+//!    store's file system (see [`FsCore::sync_files`]), elsewhere with an fsync of each file's
+//!    data; then one fsync of the directory makes their names durable;
 //! 3. per session, the tombstone is renamed to `<id>.json`: the commit point of that session,
 //!    one atomic rename, after which it is whole and durable in its content;
 //! 4. the directory is fsynced once: the renames are durable.
 //!
-//! A batch thus costs two fsyncs per session (its two files, issued from 4 threads so that the
-//! waits for the disk overlap) and two directory fsyncs for the whole batch, instead of, per
+//! A batch thus costs one `syncfs` and two directory fsyncs (elsewhere: two fsyncs per session,
+//! issued from 4 threads so that the waits for the disk overlap), instead of, per
 //! session, two snapshot writes (`create`, then the `save` with the log's state) each with its
 //! fsync and a directory fsync, and a directory fsync for the new log (whose data was not
 //! fsynced at all). The writer locks are taken through one lock file for the whole batch
@@ -32,7 +33,9 @@ use acpx_model::{SessionRecord, SessionSummary, StoreError, StoreResult};
 
 use super::{lock_slot, FsCore};
 use crate::failpoint::failpoint;
-use crate::fsutil::{create_new_file, fsync_dir, io_err, remove_if_exists, stat_opt, FileIdent};
+use crate::fsutil::{
+    create_new_file, fsync_dir, io_err, open_dir, remove_if_exists, stat_opt, FileIdent,
+};
 use crate::index::{journal_saved, now_ns};
 use crate::search_index;
 
@@ -95,6 +98,9 @@ impl FsCore {
 
     fn write_batch(&self, batch: &[PreparedNew], written: &mut Vec<Written>) -> StoreResult<()> {
         let dir = self.layout.dir();
+        // Opened before the first file is written: `syncfs` on it reports the writeback errors
+        // of the file system since this open (see `sync_files`).
+        let dir_fd = open_dir(dir).map_err(|e| io_err(dir, e))?;
         for s in batch {
             let id = &s.id;
             let slot = self.slot(id);
@@ -132,7 +138,7 @@ impl FsCore {
                 wrote.map_err(|e| io_err(&path, e))?;
             }
         }
-        self.sync_files(batch, written)?;
+        self.sync_files(&dir_fd, batch, written)?;
         fsync_dir(dir).map_err(|e| io_err(dir, e))?;
         failpoint!("create_sessions.after_sync");
         for (s, w) in batch.iter().zip(written.iter_mut()) {
@@ -159,8 +165,45 @@ impl FsCore {
         fsync_dir(dir).map_err(|e| io_err(dir, e))
     }
 
+    /// Makes the data of every file written durable (their names are the directory fsync's).
+    ///
+    /// On Linux 5.8 and later: one `syncfs(2)` of the file system holding the store. On ext4
+    /// every fsync ends with a flush of the disk's write cache, even of a file with nothing
+    /// left to write, so two fsyncs per session were two cache flushes per session; `syncfs`
+    /// writes back everything dirty and flushes once (`docs/BENCHMARKS.md` § One syncfs per
+    /// migrate batch). Since 5.8 `syncfs` returns any writeback error recorded on the file system
+    /// since `dir_fd` was opened (opened before the batch's first file was created), which
+    /// covers every file of the batch; an error of another file on that file system fails
+    /// the batch too, the safe direction. Older kernels return success whatever writeback
+    /// did, so there, and off Linux, each file is fsynced instead (`sync_each_file`).
+    ///
+    /// The cost: `syncfs` also writes back what other processes left dirty on that file
+    /// system, which a batch then waits for.
+    fn sync_files(
+        &self,
+        dir_fd: &File,
+        batch: &[PreparedNew],
+        written: &[Written],
+    ) -> StoreResult<()> {
+        #[cfg(target_os = "linux")]
+        if crate::fsutil::syncfs_reports_errors() {
+            return rustix::fs::syncfs(dir_fd).map_err(|e| {
+                StoreError::io(
+                    format_args!(
+                        "syncfs of the file system holding {}",
+                        self.layout.dir().display()
+                    ),
+                    e.into(),
+                )
+            });
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = dir_fd;
+        self.sync_each_file(batch, written)
+    }
+
     /// fsyncs the data of every file written, from a few threads at once.
-    fn sync_files(&self, batch: &[PreparedNew], written: &[Written]) -> StoreResult<()> {
+    fn sync_each_file(&self, batch: &[PreparedNew], written: &[Written]) -> StoreResult<()> {
         let files: Vec<(PathBuf, &File)> = batch
             .iter()
             .zip(written)
