@@ -37,6 +37,9 @@ pub struct CopyReport {
     pub sessions: Vec<SessionCopy>,
     /// Source entries that could not be read (malformed snapshots) and were not copied.
     pub skipped: Vec<SkippedEntry>,
+    /// Sessions the target already held as an identical copy (an earlier run of the same
+    /// migration): checked like a fresh copy and left as they were.
+    pub already_copied: Vec<SessionCopy>,
 }
 
 /// The verified copy of one session. Every figure was computed on the source and, reading
@@ -61,8 +64,13 @@ pub struct SessionCopy {
 /// Copies every session of `from` (open and closed, every page of `list`) with its whole
 /// event log into `to`, then verifies each copy.
 ///
-/// Refuses with [`StoreError::AlreadyExists`], before copying anything, when `to` already has
-/// a session with one of the ids. Each source session is copied under its writer lock, so a
+/// A session `to` already holds is compared with the source before anything is written, under
+/// the source's writer lock, with the figures of the verification (event count, seq range,
+/// both digests, the copy read back from `to`): an identical copy (left by an earlier run that
+/// was interrupted, or before new sessions appeared in `from`) is kept and listed in
+/// [`CopyReport::already_copied`]; any other (different, or unreadable) is refused with
+/// [`StoreError::AlreadyExistsDiffering`] naming it and what differs, and nothing is written.
+/// Each source session is copied under its writer lock, so a
 /// live writer cannot change it half-way. Sessions are written in batches
 /// ([`Store::create_sessions`], one durable point per batch). When a copy fails (or does not
 /// verify), every session of its batch is removed from the target again and the error is
@@ -80,7 +88,7 @@ pub async fn copy_store_with_progress(
     progress: &dyn crate::progress::Progress,
 ) -> StoreResult<CopyReport> {
     let mut report = CopyReport::default();
-    let mut ids = Vec::new();
+    let mut ids: Vec<RecordId> = Vec::new();
     // One page: the file store lists by reading its whole directory (and cache) whatever the
     // page size, so pages of 500 cost a full listing each (20 of them for 10,000 sessions).
     let mut query = ListQuery {
@@ -102,18 +110,32 @@ pub async fn copy_store_with_progress(
     let mut present = futures::stream::iter(&ids)
         .map(|id| async move { (id, to.load(id).await) })
         .buffered(COPY_CONCURRENCY);
+    let mut taken = std::collections::HashSet::new();
     while let Some((id, found)) = present.next().await {
         match found {
             Err(StoreError::NotFound(_)) => {}
             // Present but unreadable is still present: never overwrite it.
             Ok(_) | Err(StoreError::Corrupt { .. }) | Err(StoreError::Invalid(_)) => {
-                return Err(StoreError::AlreadyExists(id.clone()))
+                taken.insert(id.clone());
             }
             Err(e) => return Err(e),
         }
     }
     drop(present);
     progress.begin(ids.len() as u64);
+    // Every id the target already holds is checked before anything is written: an identical
+    // copy (an earlier run, interrupted or followed by new sessions) is kept and reported; any
+    // other stops the migration here, with the target untouched.
+    let mut checks = futures::stream::iter(ids.iter().filter(|id| taken.contains(*id)))
+        .map(|id| already_copied(from, to, id))
+        .buffered(COPY_CONCURRENCY);
+    while let Some(checked) = checks.next().await {
+        let copy = checked?;
+        progress.advance(copy.acpx_record_id.as_str());
+        report.already_copied.push(copy);
+    }
+    drop(checks);
+    ids.retain(|id| !taken.contains(id));
     // The source is taken BATCH_SESSIONS sessions at a time: their writer locks at once
     // (`lock_many`, held until their copies are verified), then each read a few at a time,
     // gathered into batches and written with one `create_sessions` call per batch: one durable
@@ -263,6 +285,34 @@ async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
             events: page.events,
         },
     })))
+}
+
+/// Whether the target's session `id` is an identical copy of the source's, compared under the
+/// source's writer lock (a live writer cannot change it meanwhile).
+async fn already_copied(
+    from: &dyn Store,
+    to: &dyn Store,
+    id: &RecordId,
+) -> StoreResult<SessionCopy> {
+    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
+    let source = verify_side(from, id).await?;
+    let target = match verify_side(to, id).await {
+        Ok(target) => target,
+        Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
+            return Err(StoreError::AlreadyExistsDiffering {
+                id: id.clone(),
+                what: format!("the copy cannot be read back ({e})"),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    match source.difference(&target) {
+        None => Ok(source.copy_of(id.clone())),
+        Some(what) => Err(StoreError::AlreadyExistsDiffering {
+            id: id.clone(),
+            what: format!("{what} differs"),
+        }),
+    }
 }
 
 /// A log whose oldest events were removed by retention cannot be recreated from seq 1.
@@ -648,6 +698,9 @@ fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
 mod write_behind_tests;
 
 #[cfg(test)]
+mod rerun_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{EventContext, EventPayload, EventSource, EventStream};
@@ -658,7 +711,7 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    fn record(id: &str, t: i64) -> SessionRecord {
+    pub(super) fn record(id: &str, t: i64) -> SessionRecord {
         let mut r = SessionRecord::new(
             NewSession {
                 acpx_record_id: RecordId::parse(id).unwrap(),
@@ -674,7 +727,7 @@ mod tests {
         r
     }
 
-    fn events(id: &RecordId, from: u64, n: u64) -> Vec<EventEnvelope> {
+    pub(super) fn events(id: &RecordId, from: u64, n: u64) -> Vec<EventEnvelope> {
         (from..from + n)
             .map(|seq| {
                 let ctx = EventContext {
@@ -698,7 +751,11 @@ mod tests {
             .collect()
     }
 
-    async fn fill(store: &MemoryStore, sessions: usize, per_session: u64) -> Vec<RecordId> {
+    pub(super) async fn fill(
+        store: &MemoryStore,
+        sessions: usize,
+        per_session: u64,
+    ) -> Vec<RecordId> {
         let mut ids = Vec::new();
         for i in 0..sessions {
             let mut r = record(&format!("s{i:03}"), 1_000 + i as i64);
@@ -754,22 +811,6 @@ mod tests {
         }
         // The closed ones stay closed.
         assert!(to.load(&ids[0]).await.unwrap().closed);
-    }
-
-    #[tokio::test]
-    async fn refuses_to_overwrite_and_copies_nothing() {
-        let from = MemoryStore::new();
-        fill(&from, 3, 2).await;
-        let to = MemoryStore::new();
-        let mut existing = record("s002", 1);
-        to.create(&mut existing).await.unwrap();
-        match copy_store(&from, &to).await {
-            Err(StoreError::AlreadyExists(id)) => assert_eq!(id.as_str(), "s002"),
-            other => panic!("{other:?}"),
-        }
-        let page = to.list(&ListQuery::default()).await.unwrap();
-        assert_eq!(page.sessions.len(), 1);
-        assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
     }
 
     /// A target that silently changes the payload of the event with seq 3 it stores.
