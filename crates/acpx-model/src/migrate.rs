@@ -59,6 +59,9 @@ pub struct SessionCopy {
     pub events_sha256: String,
     /// SHA-256 (hex) over the snapshot without `revision` and `acpx.event_log`.
     pub snapshot_sha256: String,
+    /// The source's log started above seq 1 (retention had removed its oldest events): the
+    /// copy is the retained part, from `first_seq` on, and so is what was verified.
+    pub trimmed: bool,
 }
 
 /// Copies every session of `from` (open and closed, every page of `list`) with its whole
@@ -75,8 +78,10 @@ pub struct SessionCopy {
 /// ([`Store::create_sessions`], one durable point per batch). When a copy fails (or does not
 /// verify), every session of its batch is removed from the target again and the error is
 /// returned; the batches written before it stay.
-/// A source log whose oldest events were removed by retention (it does not start at seq 1)
-/// cannot be recreated through [`Store::append`] and is refused with `InvalidArgument`.
+/// A source log whose oldest events were removed by retention (it starts at a seq above 1) is
+/// copied as retained, from that seq on, and verified over that part
+/// ([`SessionCopy::trimmed`]); the target creates such a log through
+/// [`Store::create_sessions`] (a store that cannot refuses with `InvalidArgument`).
 pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyReport> {
     copy_store_with_progress(from, to, &crate::progress::NoProgress).await
 }
@@ -265,7 +270,6 @@ enum Read {
 async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
     let record = from.load(id).await?;
     let page = from.read_events(id, &page_query(1)).await?;
-    refuse_trimmed(from, id, page.oldest_seq)?;
     if page.next_seq.is_some() {
         return Ok(Read::Large(id.clone()));
     }
@@ -313,18 +317,6 @@ async fn already_copied(
             what: format!("{what} differs"),
         }),
     }
-}
-
-/// A log whose oldest events were removed by retention cannot be recreated from seq 1.
-fn refuse_trimmed(from: &dyn Store, id: &RecordId, oldest_seq: u64) -> StoreResult<()> {
-    if oldest_seq > 1 {
-        return Err(StoreError::InvalidArgument(format!(
-            "session {id}: the {} store kept its event log from seq {oldest_seq} on (older \
-             events were removed by retention), and a log can only be recreated from seq 1",
-            from.backend_name(),
-        )));
-    }
-    Ok(())
 }
 
 /// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
@@ -457,6 +449,41 @@ impl<'s> NewSessionWriter<'s> {
         })
     }
 
+    /// Creates `record` with the first events of a log retention trimmed (`first` starts
+    /// above seq 1) through [`Store::create_sessions`], which is the only way to start a new
+    /// log at a later seq. [`NewSessionWriter::append`] then continues the log after `first`.
+    pub async fn create_retained(
+        store: &'s dyn Store,
+        record: SessionRecord,
+        first: Vec<EventEnvelope>,
+    ) -> StoreResult<Self> {
+        let id = record.acpx_record_id.clone();
+        let mut stored = store
+            .create_sessions(vec![NewSessionData {
+                record,
+                events: first,
+            }])
+            .await?;
+        let record = stored.pop().ok_or_else(|| StoreError::Backend {
+            backend: store.backend_name(),
+            message: format!("creating session {id} returned no snapshot"),
+        })?;
+        let writer = match store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await {
+            Ok(writer) => writer,
+            Err(e) => {
+                if let Err(cleanup) = store.delete(&id).await {
+                    report_cleanup_failure(&id, &cleanup);
+                }
+                return Err(e);
+            }
+        };
+        Ok(NewSessionWriter {
+            store,
+            record,
+            writer,
+        })
+    }
+
     /// The id of the session being written.
     pub fn id(&self) -> &RecordId {
         &self.record.acpx_record_id
@@ -516,6 +543,16 @@ async fn create_one<S: Store + ?Sized>(
     session: NewSessionData,
     created: &mut Vec<RecordId>,
 ) -> StoreResult<SessionRecord> {
+    if let Some(first) = session.events.first().filter(|e| e.seq > 1) {
+        return Err(StoreError::InvalidArgument(format!(
+            "session {}: the {} store cannot create a log that starts at seq {} (one whose \
+             older events retention removed) on this path: it writes through append, which \
+             starts a log at seq 1",
+            session.record.acpx_record_id,
+            store.backend_name(),
+            first.seq
+        )));
+    }
     let NewSessionData { mut record, events } = session;
     let id = record.acpx_record_id.clone();
     let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
@@ -556,6 +593,7 @@ impl Side {
             last_seq: self.last_seq,
             events_sha256: hex(&self.events_digest),
             snapshot_sha256: hex(&self.snapshot_digest),
+            trimmed: self.first_seq > 1,
         }
     }
 
@@ -594,8 +632,19 @@ async fn copy_session(
     let snapshot_digest = snapshot_digest(&record);
     let mut query = page_query(1);
     let mut page = from.read_events(id, &query).await?;
-    refuse_trimmed(from, id, page.oldest_seq)?;
-    let mut writer = NewSessionWriter::create(to, record).await?;
+    // A log retention trimmed (it starts above seq 1) is created with its first event through
+    // `create_sessions`, the one way to start a new log at a later seq; the rest continues it
+    // through `append`, as for any log.
+    let (mut writer, mut written) = match page.events.first().filter(|e| e.seq > 1) {
+        Some(first) => {
+            let first = vec![first.clone()];
+            (
+                NewSessionWriter::create_retained(to, record, first).await?,
+                1,
+            )
+        }
+        None => (NewSessionWriter::create(to, record).await?, 0),
+    };
     *created = true;
     let mut hasher = Sha256::new();
     let mut events = 0u64;
@@ -607,7 +656,10 @@ async fn copy_session(
         if let Some(e) = page.events.last() {
             last_seq = e.seq;
         }
-        writer.append(&page.events).await?;
+        writer
+            .append(page.events.get(written..).unwrap_or_default())
+            .await?;
+        written = 0;
         match page.next_seq {
             Some(next) => {
                 query.from_seq = next;
@@ -856,8 +908,10 @@ mod tests {
             .is_empty());
     }
 
+    /// The memory store creates sessions one by one (through `append`), which cannot start a
+    /// log at seq 5: the target refuses it, naming the seq, before creating anything.
     #[tokio::test]
-    async fn a_trimmed_source_log_is_refused_without_a_partial_copy() {
+    async fn a_trimmed_source_log_into_a_store_that_cannot_hold_it_is_refused_cleanly() {
         let inner = MemoryStore::new();
         fill(&inner, 1, 0).await;
         let id = RecordId::parse("s000").unwrap();

@@ -59,8 +59,13 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
             .json(&results::migrated(from, to_name, &location, &report));
     } else if ctx.out.is_text() {
         for s in &report.sessions {
+            let trimmed = if s.trimmed {
+                "; older events had been removed by retention, the retained part was copied"
+            } else {
+                ""
+            };
             ctx.out.line(&format!(
-                "copied {} ({} events, seq {}..{}), verified",
+                "copied {} ({} events, seq {}..{}{trimmed}), verified",
                 s.acpx_record_id, s.events, s.first_seq, s.last_seq
             ));
         }
@@ -70,8 +75,14 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
                 s.acpx_record_id, s.events, s.first_seq, s.last_seq
             ));
         }
+        let trimmed = report.sessions.iter().filter(|s| s.trimmed).count();
+        let trimmed = if trimmed > 0 {
+            format!(" ({trimmed} with a log trimmed by retention)")
+        } else {
+            String::new()
+        };
         ctx.out.line(&format!(
-            "migrated {} session(s), {events} event(s) from {} to {} ({}), {} already copied; use --store {} to work with the copy",
+            "migrated {} session(s){trimmed}, {events} event(s) from {} to {} ({}), {} already copied; use --store {} to work with the copy",
             report.sessions.len(),
             ctx.backend.as_str(),
             a.to.as_str(),
