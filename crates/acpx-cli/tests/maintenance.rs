@@ -311,10 +311,13 @@ fn migrate_fs_to_sqlite_and_back() {
     for (id, b) in ids.iter().zip(&before) {
         assert_eq!(&exported(&env, "sqlite", id), b, "{id} on sqlite");
     }
-    // Migrating again is refused before anything is copied.
-    let again = env.run(&["migrate", "--to", "sqlite"]);
-    assert_eq!(again.code, 1, "{again:?}");
-    assert!(again.stderr.contains("already"), "{}", again.stderr);
+    // Migrating again copies nothing: every session is already there, identical.
+    let again = env
+        .run(&["--format", "json", "migrate", "--to", "sqlite"])
+        .ok()
+        .json();
+    assert_eq!(again["sessionCount"], 0);
+    assert_eq!(again["alreadyCopiedCount"], 3);
     // The target must be the other backend.
     assert_eq!(env.run(&["migrate", "--to", "fs"]).code, 2);
 
@@ -342,6 +345,80 @@ fn migrate_fs_to_sqlite_and_back() {
         ])
         .ok();
     assert_eq!(r.stdout, "still here\n");
+}
+
+/// `migrate` run again copies only the sessions that appeared since, says how many were
+/// already there, and refuses (changing nothing) once a copy differs from its source.
+#[test]
+fn migrate_again_copies_only_new_sessions_and_refuses_a_changed_copy() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "a"])
+        .ok();
+    env.run(&["--no-owner", "--agent", &agent, "-s", "a", "tools"])
+        .ok();
+    env.run(&["--format", "quiet", "migrate", "--to", "sqlite"])
+        .ok();
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "b"])
+        .ok();
+    env.run(&["--no-owner", "--agent", &agent, "-s", "b", "think"])
+        .ok();
+
+    let text = env.run(&["migrate", "--to", "sqlite"]).ok();
+    assert!(
+        text.stdout.contains("migrated 1 session(s)") && text.stdout.contains("1 already copied"),
+        "{}",
+        text.stdout
+    );
+    let ids = list_ids(&env, "fs");
+    assert_eq!(list_ids(&env, "sqlite"), ids);
+    for id in &ids {
+        assert_eq!(
+            exported(&env, "sqlite", id),
+            exported(&env, "fs", id),
+            "{id}"
+        );
+    }
+
+    // The copy of `a` changes in the target; a new source session appears.
+    env.run(&[
+        "--store",
+        "sqlite",
+        "--no-owner",
+        "--agent",
+        &agent,
+        "-s",
+        "a",
+        "think",
+    ])
+    .ok();
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "c"])
+        .ok();
+    let a = env
+        .run(&[
+            "--format", "json", "--agent", &agent, "sessions", "show", "a",
+        ])
+        .ok()
+        .json()["acpxRecordId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = env.run(&["--format", "json", "migrate", "--to", "sqlite"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let err = refused.json();
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&a) && message.contains("event count"),
+        "{message}"
+    );
+    assert_eq!(
+        err["error"]["data"]["detailCode"], "STORE_ALREADY_EXISTS",
+        "{err}"
+    );
+    let (mut now, mut was) = (list_ids(&env, "sqlite"), ids);
+    now.sort();
+    was.sort();
+    assert_eq!(now, was, "nothing was written");
 }
 
 fn fixture() -> PathBuf {

@@ -1,7 +1,7 @@
 //! `acpx migrate` killed with SIGKILL half-way, both ways, with a real process: every
 //! session the target holds afterwards is whole (its snapshot and log equal the source's),
-//! none is half-written or damaged, and a rerun refuses cleanly (`already exists`) instead of
-//! overwriting; a migration that completes adds no lock file to either store.
+//! none is half-written or damaged, and a rerun completes the migration (keeping what was
+//! copied, identical, and copying the rest); a migration that completes adds no lock file to either store.
 
 mod common;
 
@@ -96,8 +96,8 @@ fn kill_midway(env: &Env, from: &str, to: &str, started: impl Fn() -> bool) -> b
     running
 }
 
-/// Every session in `to` is whole, none is reported damaged, and a rerun refuses without
-/// changing anything (or, when nothing was copied, completes).
+/// Every session in `to` is whole, none is reported damaged, and a rerun completes: it keeps
+/// the sessions the killed run copied (reported as already copied) and copies the rest.
 /// `from` is the backend the rerun copies from (in `target`'s home), `source` and
 /// `source_store` where the originals are read.
 fn check_after_kill(
@@ -122,13 +122,30 @@ fn check_after_kill(
             "{id} in the {to} store"
         );
     }
-    let again = target.run(&["--store", from, "migrate", "--to", to]);
-    if ids.is_empty() {
-        assert_eq!(again.code, 0, "{again:?}");
-    } else {
-        assert_eq!(again.code, 1, "{again:?}");
-        assert!(again.stderr.contains("already"), "{}", again.stderr);
-        assert_eq!(listed(target, to).0, ids, "a refused rerun changes nothing");
+    // Run again, it copies the rest and keeps what the killed run copied.
+    let again = target
+        .run(&["--store", from, "--format", "json", "migrate", "--to", to])
+        .ok()
+        .json();
+    assert_eq!(again["verified"], true);
+    assert_eq!(again["alreadyCopiedCount"], ids.len());
+    assert_eq!(again["sessionCount"], all.len() - ids.len());
+    let (mut now, skipped) = listed(target, to);
+    assert_eq!(skipped, 0);
+    let mut expected = all.to_vec();
+    now.sort();
+    expected.sort();
+    assert_eq!(
+        now, expected,
+        "every session is in the {to} store after the rerun"
+    );
+    let step = (all.len() / 8).max(1);
+    for id in all.iter().step_by(step) {
+        assert_eq!(
+            exported(target, to, id),
+            exported(source, source_store, id),
+            "{id} in the {to} store after the rerun"
+        );
     }
     ids.len()
 }

@@ -50,6 +50,16 @@ pub enum StoreError {
     #[error("session {0} already exists; refusing to overwrite it")]
     AlreadyExists(RecordId),
 
+    /// A copy (`migrate`) found the id already in the target, and that session is not an
+    /// identical copy of the source (or cannot be read back): it is left alone.
+    #[error("session {id} already exists in the target and is not the same as the source: {what}; refusing to overwrite it")]
+    AlreadyExistsDiffering {
+        /// The session.
+        id: RecordId,
+        /// What differs, e.g. "the SHA-256 of the event log differs".
+        what: String,
+    },
+
     /// A save based on a stale revision (`docs/format.md`, Decisions 2).
     #[error("session {id}: save conflict: the record was loaded at revision {expected}, but the stored revision is {actual}; reload it and apply the change again")]
     Conflict {
@@ -158,7 +168,9 @@ impl StoreError {
     pub fn kind(&self) -> &'static str {
         match self {
             StoreError::NotFound(_) => "not_found",
-            StoreError::AlreadyExists(_) => "already_exists",
+            StoreError::AlreadyExists(_) | StoreError::AlreadyExistsDiffering { .. } => {
+                "already_exists"
+            }
             StoreError::Conflict { .. } => "conflict",
             StoreError::Locked { .. } => "locked",
             StoreError::SeqMismatch { .. } => "seq_mismatch",

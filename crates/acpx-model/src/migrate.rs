@@ -37,6 +37,9 @@ pub struct CopyReport {
     pub sessions: Vec<SessionCopy>,
     /// Source entries that could not be read (malformed snapshots) and were not copied.
     pub skipped: Vec<SkippedEntry>,
+    /// Sessions the target already held as an identical copy (an earlier run of the same
+    /// migration): checked like a fresh copy and left as they were.
+    pub already_copied: Vec<SessionCopy>,
 }
 
 /// The verified copy of one session. Every figure was computed on the source and, reading
@@ -56,19 +59,29 @@ pub struct SessionCopy {
     pub events_sha256: String,
     /// SHA-256 (hex) over the snapshot without `revision` and `acpx.event_log`.
     pub snapshot_sha256: String,
+    /// The source's log started above seq 1 (retention had removed its oldest events): the
+    /// copy is the retained part, from `first_seq` on, and so is what was verified.
+    pub trimmed: bool,
 }
 
 /// Copies every session of `from` (open and closed, every page of `list`) with its whole
 /// event log into `to`, then verifies each copy.
 ///
-/// Refuses with [`StoreError::AlreadyExists`], before copying anything, when `to` already has
-/// a session with one of the ids. Each source session is copied under its writer lock, so a
+/// A session `to` already holds is compared with the source before anything is written, under
+/// the source's writer lock, with the figures of the verification (event count, seq range,
+/// both digests, the copy read back from `to`): an identical copy (left by an earlier run that
+/// was interrupted, or before new sessions appeared in `from`) is kept and listed in
+/// [`CopyReport::already_copied`]; any other (different, or unreadable) is refused with
+/// [`StoreError::AlreadyExistsDiffering`] naming it and what differs, and nothing is written.
+/// Each source session is copied under its writer lock, so a
 /// live writer cannot change it half-way. Sessions are written in batches
 /// ([`Store::create_sessions`], one durable point per batch). When a copy fails (or does not
 /// verify), every session of its batch is removed from the target again and the error is
 /// returned; the batches written before it stay.
-/// A source log whose oldest events were removed by retention (it does not start at seq 1)
-/// cannot be recreated through [`Store::append`] and is refused with `InvalidArgument`.
+/// A source log whose oldest events were removed by retention (it starts at a seq above 1) is
+/// copied as retained, from that seq on, and verified over that part
+/// ([`SessionCopy::trimmed`]); the target creates such a log through
+/// [`Store::create_sessions`] (a store that cannot refuses with `InvalidArgument`).
 pub async fn copy_store(from: &dyn Store, to: &dyn Store) -> StoreResult<CopyReport> {
     copy_store_with_progress(from, to, &crate::progress::NoProgress).await
 }
@@ -80,7 +93,7 @@ pub async fn copy_store_with_progress(
     progress: &dyn crate::progress::Progress,
 ) -> StoreResult<CopyReport> {
     let mut report = CopyReport::default();
-    let mut ids = Vec::new();
+    let mut ids: Vec<RecordId> = Vec::new();
     // One page: the file store lists by reading its whole directory (and cache) whatever the
     // page size, so pages of 500 cost a full listing each (20 of them for 10,000 sessions).
     let mut query = ListQuery {
@@ -102,18 +115,32 @@ pub async fn copy_store_with_progress(
     let mut present = futures::stream::iter(&ids)
         .map(|id| async move { (id, to.load(id).await) })
         .buffered(COPY_CONCURRENCY);
+    let mut taken = std::collections::HashSet::new();
     while let Some((id, found)) = present.next().await {
         match found {
             Err(StoreError::NotFound(_)) => {}
             // Present but unreadable is still present: never overwrite it.
             Ok(_) | Err(StoreError::Corrupt { .. }) | Err(StoreError::Invalid(_)) => {
-                return Err(StoreError::AlreadyExists(id.clone()))
+                taken.insert(id.clone());
             }
             Err(e) => return Err(e),
         }
     }
     drop(present);
     progress.begin(ids.len() as u64);
+    // Every id the target already holds is checked before anything is written: an identical
+    // copy (an earlier run, interrupted or followed by new sessions) is kept and reported; any
+    // other stops the migration here, with the target untouched.
+    let mut checks = futures::stream::iter(ids.iter().filter(|id| taken.contains(*id)))
+        .map(|id| already_copied(from, to, id))
+        .buffered(COPY_CONCURRENCY);
+    while let Some(checked) = checks.next().await {
+        let copy = checked?;
+        progress.advance(copy.acpx_record_id.as_str());
+        report.already_copied.push(copy);
+    }
+    drop(checks);
+    ids.retain(|id| !taken.contains(id));
     // The source is taken BATCH_SESSIONS sessions at a time: their writer locks at once
     // (`lock_many`, held until their copies are verified), then each read a few at a time,
     // gathered into batches and written with one `create_sessions` call per batch: one durable
@@ -243,7 +270,6 @@ enum Read {
 async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
     let record = from.load(id).await?;
     let page = from.read_events(id, &page_query(1)).await?;
-    refuse_trimmed(from, id, page.oldest_seq)?;
     if page.next_seq.is_some() {
         return Ok(Read::Large(id.clone()));
     }
@@ -265,16 +291,32 @@ async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
     })))
 }
 
-/// A log whose oldest events were removed by retention cannot be recreated from seq 1.
-fn refuse_trimmed(from: &dyn Store, id: &RecordId, oldest_seq: u64) -> StoreResult<()> {
-    if oldest_seq > 1 {
-        return Err(StoreError::InvalidArgument(format!(
-            "session {id}: the {} store kept its event log from seq {oldest_seq} on (older \
-             events were removed by retention), and a log can only be recreated from seq 1",
-            from.backend_name(),
-        )));
+/// Whether the target's session `id` is an identical copy of the source's, compared under the
+/// source's writer lock (a live writer cannot change it meanwhile).
+async fn already_copied(
+    from: &dyn Store,
+    to: &dyn Store,
+    id: &RecordId,
+) -> StoreResult<SessionCopy> {
+    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
+    let source = verify_side(from, id).await?;
+    let target = match verify_side(to, id).await {
+        Ok(target) => target,
+        Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
+            return Err(StoreError::AlreadyExistsDiffering {
+                id: id.clone(),
+                what: format!("the copy cannot be read back ({e})"),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    match source.difference(&target) {
+        None => Ok(source.copy_of(id.clone())),
+        Some(what) => Err(StoreError::AlreadyExistsDiffering {
+            id: id.clone(),
+            what: format!("{what} differs"),
+        }),
     }
-    Ok(())
 }
 
 /// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
@@ -407,6 +449,41 @@ impl<'s> NewSessionWriter<'s> {
         })
     }
 
+    /// Creates `record` with the first events of a log retention trimmed (`first` starts
+    /// above seq 1) through [`Store::create_sessions`], which is the only way to start a new
+    /// log at a later seq. [`NewSessionWriter::append`] then continues the log after `first`.
+    pub async fn create_retained(
+        store: &'s dyn Store,
+        record: SessionRecord,
+        first: Vec<EventEnvelope>,
+    ) -> StoreResult<Self> {
+        let id = record.acpx_record_id.clone();
+        let mut stored = store
+            .create_sessions(vec![NewSessionData {
+                record,
+                events: first,
+            }])
+            .await?;
+        let record = stored.pop().ok_or_else(|| StoreError::Backend {
+            backend: store.backend_name(),
+            message: format!("creating session {id} returned no snapshot"),
+        })?;
+        let writer = match store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await {
+            Ok(writer) => writer,
+            Err(e) => {
+                if let Err(cleanup) = store.delete(&id).await {
+                    report_cleanup_failure(&id, &cleanup);
+                }
+                return Err(e);
+            }
+        };
+        Ok(NewSessionWriter {
+            store,
+            record,
+            writer,
+        })
+    }
+
     /// The id of the session being written.
     pub fn id(&self) -> &RecordId {
         &self.record.acpx_record_id
@@ -466,6 +543,16 @@ async fn create_one<S: Store + ?Sized>(
     session: NewSessionData,
     created: &mut Vec<RecordId>,
 ) -> StoreResult<SessionRecord> {
+    if let Some(first) = session.events.first().filter(|e| e.seq > 1) {
+        return Err(StoreError::InvalidArgument(format!(
+            "session {}: the {} store cannot create a log that starts at seq {} (one whose \
+             older events retention removed) on this path: it writes through append, which \
+             starts a log at seq 1",
+            session.record.acpx_record_id,
+            store.backend_name(),
+            first.seq
+        )));
+    }
     let NewSessionData { mut record, events } = session;
     let id = record.acpx_record_id.clone();
     let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
@@ -506,6 +593,7 @@ impl Side {
             last_seq: self.last_seq,
             events_sha256: hex(&self.events_digest),
             snapshot_sha256: hex(&self.snapshot_digest),
+            trimmed: self.first_seq > 1,
         }
     }
 
@@ -544,8 +632,19 @@ async fn copy_session(
     let snapshot_digest = snapshot_digest(&record);
     let mut query = page_query(1);
     let mut page = from.read_events(id, &query).await?;
-    refuse_trimmed(from, id, page.oldest_seq)?;
-    let mut writer = NewSessionWriter::create(to, record).await?;
+    // A log retention trimmed (it starts above seq 1) is created with its first event through
+    // `create_sessions`, the one way to start a new log at a later seq; the rest continues it
+    // through `append`, as for any log.
+    let (mut writer, mut written) = match page.events.first().filter(|e| e.seq > 1) {
+        Some(first) => {
+            let first = vec![first.clone()];
+            (
+                NewSessionWriter::create_retained(to, record, first).await?,
+                1,
+            )
+        }
+        None => (NewSessionWriter::create(to, record).await?, 0),
+    };
     *created = true;
     let mut hasher = Sha256::new();
     let mut events = 0u64;
@@ -557,7 +656,10 @@ async fn copy_session(
         if let Some(e) = page.events.last() {
             last_seq = e.seq;
         }
-        writer.append(&page.events).await?;
+        writer
+            .append(page.events.get(written..).unwrap_or_default())
+            .await?;
+        written = 0;
         match page.next_seq {
             Some(next) => {
                 query.from_seq = next;
@@ -648,193 +750,7 @@ fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
 mod write_behind_tests;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::event::{EventContext, EventPayload, EventSource, EventStream};
-    use crate::memory::MemoryStore;
-    use crate::session::NewSession;
-    use crate::testing::{FaultStore, Faults};
-    use crate::time::Timestamp;
-    use serde_json::json;
-    use std::sync::Arc;
+mod rerun_tests;
 
-    fn record(id: &str, t: i64) -> SessionRecord {
-        let mut r = SessionRecord::new(
-            NewSession {
-                acpx_record_id: RecordId::parse(id).unwrap(),
-                acp_session_id: format!("acp-{id}"),
-                agent_session_id: None,
-                agent_command: "agent".into(),
-                cwd: "/repo".into(),
-                name: None,
-            },
-            Timestamp::from_millis(t).unwrap(),
-        );
-        r.extra.insert("futureKey".into(), json!({"kept": [1, 2]}));
-        r
-    }
-
-    fn events(id: &RecordId, from: u64, n: u64) -> Vec<EventEnvelope> {
-        (from..from + n)
-            .map(|seq| {
-                let ctx = EventContext {
-                    acpx_record_id: id,
-                    acp_session_id: "acp",
-                    request_id: None,
-                    stream: EventStream::Prompt,
-                    source: EventSource::Acp,
-                };
-                let payload = EventPayload::Unknown {
-                    event_type: "x.test".into(),
-                    payload: json!({"n": seq, "f": 0.1}),
-                };
-                EventEnvelope::new(
-                    &ctx,
-                    seq,
-                    Timestamp::from_millis(seq as i64).unwrap(),
-                    payload,
-                )
-            })
-            .collect()
-    }
-
-    async fn fill(store: &MemoryStore, sessions: usize, per_session: u64) -> Vec<RecordId> {
-        let mut ids = Vec::new();
-        for i in 0..sessions {
-            let mut r = record(&format!("s{i:03}"), 1_000 + i as i64);
-            store.create(&mut r).await.unwrap();
-            let id = r.acpx_record_id.clone();
-            let n = per_session * (i as u64 % 3);
-            let writer = store.lock(&id, Duration::from_secs(1)).await.unwrap();
-            for chunk in events(&id, 1, n).chunks(700) {
-                store
-                    .append(&writer, chunk, Durability::Flush)
-                    .await
-                    .unwrap();
-            }
-            drop(writer);
-            if i % 4 == 0 {
-                store
-                    .close(&id, Timestamp::from_millis(5).unwrap())
-                    .await
-                    .unwrap();
-            }
-            ids.push(id);
-        }
-        ids
-    }
-
-    #[tokio::test]
-    async fn copies_everything_and_verifies() {
-        let from = MemoryStore::new();
-        let ids = fill(&from, 7, 1_300).await;
-        let to = MemoryStore::new();
-        let report = copy_store(&from, &to).await.unwrap();
-        assert_eq!(report.sessions.len(), 7);
-        assert!(report.skipped.is_empty());
-        for id in &ids {
-            let a = from.load(id).await.unwrap();
-            let mut b = to.load(id).await.unwrap();
-            assert_eq!(b.revision, 2);
-            assert_eq!(b.acpx.event_log, to.event_log_state(id).await.unwrap());
-            b.revision = a.revision;
-            b.acpx.event_log = a.acpx.event_log.clone();
-            assert_eq!(a, b);
-            let ea = from.read_events(id, &EventQuery::default()).await.unwrap();
-            let eb = to.read_events(id, &EventQuery::default()).await.unwrap();
-            assert_eq!(ea.events, eb.events);
-            let entry = report
-                .sessions
-                .iter()
-                .find(|s| &s.acpx_record_id == id)
-                .unwrap();
-            assert_eq!(entry.events, ea.events.len() as u64);
-            assert_eq!(entry.last_seq, ea.last_seq);
-            assert_eq!(entry.events_sha256.len(), 64);
-        }
-        // The closed ones stay closed.
-        assert!(to.load(&ids[0]).await.unwrap().closed);
-    }
-
-    #[tokio::test]
-    async fn refuses_to_overwrite_and_copies_nothing() {
-        let from = MemoryStore::new();
-        fill(&from, 3, 2).await;
-        let to = MemoryStore::new();
-        let mut existing = record("s002", 1);
-        to.create(&mut existing).await.unwrap();
-        match copy_store(&from, &to).await {
-            Err(StoreError::AlreadyExists(id)) => assert_eq!(id.as_str(), "s002"),
-            other => panic!("{other:?}"),
-        }
-        let page = to.list(&ListQuery::default()).await.unwrap();
-        assert_eq!(page.sessions.len(), 1);
-        assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
-    }
-
-    /// A target that silently changes the payload of the event with seq 3 it stores.
-    fn lossy() -> FaultStore<MemoryStore> {
-        FaultStore::new(
-            Arc::new(MemoryStore::new()),
-            Faults::new().tamper_appends(|events| {
-                if let Some(e) = events.iter_mut().find(|e| e.seq == 3) {
-                    e.payload = json!({"n": 3, "f": 0.1000001});
-                }
-            }),
-        )
-    }
-
-    /// A source whose log starts at seq 5, as after retention.
-    fn trimmed(inner: MemoryStore) -> FaultStore<MemoryStore> {
-        FaultStore::new(
-            Arc::new(inner),
-            Faults::new().tamper_reads(|page| {
-                page.events.retain(|e| e.seq >= 5);
-                page.oldest_seq = 5;
-            }),
-        )
-    }
-
-    #[tokio::test]
-    async fn a_copy_that_differs_fails_clearly_and_is_removed() {
-        let from = MemoryStore::new();
-        fill(&from, 3, 5).await;
-        let to = lossy();
-        let err = copy_store(&from, &to).await.unwrap_err();
-        let msg = err.to_string();
-        assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
-        assert!(msg.contains("SHA-256 of the event log"), "{msg}");
-        // s002 is first in list order and the first with a seq 3.
-        assert!(msg.contains("s002"), "{msg}");
-        // Its partial copy is gone again.
-        assert!(to
-            .list(&ListQuery::default())
-            .await
-            .unwrap()
-            .sessions
-            .is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_trimmed_source_log_is_refused_without_a_partial_copy() {
-        let inner = MemoryStore::new();
-        fill(&inner, 1, 0).await;
-        let id = RecordId::parse("s000").unwrap();
-        let writer = inner.lock(&id, Duration::from_secs(1)).await.unwrap();
-        inner
-            .append(&writer, &events(&id, 1, 9), Durability::Flush)
-            .await
-            .unwrap();
-        drop(writer);
-        let to = MemoryStore::new();
-        let err = copy_store(&trimmed(inner), &to).await.unwrap_err();
-        assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
-        assert!(err.to_string().contains("seq 5"), "{err}");
-        assert!(to
-            .list(&ListQuery::default())
-            .await
-            .unwrap()
-            .sessions
-            .is_empty());
-    }
-}
+#[cfg(test)]
+mod tests;

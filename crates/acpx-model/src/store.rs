@@ -245,8 +245,20 @@ impl SessionLock {
 pub struct NewSessionData {
     /// The snapshot. Its `revision` and `acpx.event_log` are the target store's to set.
     pub record: SessionRecord,
-    /// The whole log, from seq 1 on, in seq order, without a gap (may be empty).
+    /// The whole retained log, in seq order, without a gap (may be empty). It starts at seq 1,
+    /// or at a later seq for a log whose oldest events retention removed (a copy of such a
+    /// log is the retained part): the file and SQLite stores' batch paths store it as a log
+    /// retained from that seq; the one-by-one path ([`Store::create_sessions`]'s default, and
+    /// the stores' fallback for a log larger than their retention budget) refuses it with
+    /// `InvalidArgument`, since it writes through `append`, whose seq check starts at 1.
     pub events: Vec<EventEnvelope>,
+}
+
+impl NewSessionData {
+    /// The seq the log continues from: one below its first event (0 for an empty log).
+    pub fn seq_before(&self) -> u64 {
+        self.events.first().map_or(0, |e| e.seq.saturating_sub(1))
+    }
 }
 
 /// The writer locks of several sessions ([`Store::lock_many`]), held until dropped.

@@ -329,6 +329,13 @@ pub fn migrated(from: &str, to: &str, location: &str, report: &CopyReport) -> Va
     m.insert("sessionCount".into(), json!(report.sessions.len()));
     m.insert("eventCount".into(), json!(events));
     m.insert("sessions".into(), json!(report.sessions));
+    let trimmed = report.sessions.iter().filter(|s| s.trimmed).count();
+    m.insert("trimmedCount".into(), json!(trimmed));
+    m.insert(
+        "alreadyCopiedCount".into(),
+        json!(report.already_copied.len()),
+    );
+    m.insert("alreadyCopied".into(), json!(report.already_copied));
     m.insert("skipped".into(), json!(report.skipped));
     action("migrated", m)
 }

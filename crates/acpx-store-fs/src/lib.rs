@@ -490,7 +490,9 @@ impl Store for FsStore {
             let id = &s.record.acpx_record_id;
             s.record
                 .validate(&self.core.snapshot_path(id).display().to_string())?;
-            check_append_batch(id, 0, &s.events)?;
+            // A log retention trimmed starts at a later seq: segment 0 then holds the lines
+            // from that seq, which every reader takes as a log retained from there.
+            check_append_batch(id, s.seq_before(), &s.events)?;
             let mut log = Vec::with_capacity(s.events.len() * 400);
             for e in &s.events {
                 e.write_ndjson_line(&mut log);

@@ -104,9 +104,10 @@ async fn a_taken_id_fails_the_whole_batch_and_removes_the_rest() {
     }
     assert_eq!(files(&s), before, "nothing of the batch is left");
     assert_eq!(s.load(&existing.acpx_record_id).await.unwrap(), existing);
-    // A bad log (a gap) is refused before anything is written.
+    // A bad log (a gap; a log may start above seq 1, see below, but not skip one) is refused
+    // before anything is written.
     let mut bad = batch("u", 2);
-    bad[1].events.remove(0);
+    bad[1].events.remove(1);
     assert!(matches!(
         s.create_sessions(bad).await,
         Err(StoreError::SeqMismatch { .. })
@@ -151,4 +152,72 @@ async fn locking_an_existing_session_leaves_no_lock_file_it_did_not_find() {
     std::fs::write(s.lock_path(&a), b"").unwrap();
     drop(s.lock(&a, Duration::from_secs(1)).await.unwrap());
     assert!(s.lock_path(&a).exists());
+}
+
+/// A log whose oldest events retention removed (seq 5..=9 here) is stored as a log retained
+/// from seq 5: segment 0 holds those lines, every reader (also after reopening) finds them
+/// with `oldest_seq` 5, the snapshot's log state says seq 9, appends continue at 10, and a
+/// copy with a gap is still refused.
+#[tokio::test]
+async fn a_log_retained_from_a_later_seq_is_stored_from_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store(tmp.path());
+    let t0 = id("t0");
+    let given = events(&t0, 5..=9, 40);
+    let stored = s
+        .create_sessions(vec![NewSessionData {
+            record: record(&t0, "/repo"),
+            events: given.clone(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(stored[0].acpx.event_log.last_seq, 9);
+    // (`last_write_at` is the file's time here, the batch's clock in the snapshot.)
+    let state = s.event_log_state(&t0).await.unwrap();
+    assert_eq!(
+        (state.last_seq, state.segment_count),
+        (9, stored[0].acpx.event_log.segment_count)
+    );
+    let page = s.read_events(&t0, &EventQuery::default()).await.unwrap();
+    assert_eq!((page.oldest_seq, page.last_seq), (5, 9));
+    assert_eq!(page.events, given);
+
+    let w = s.lock(&t0, Duration::from_secs(1)).await.unwrap();
+    let gap = s
+        .append(&w, &events(&t0, 11..=11, 40), Durability::Fsync)
+        .await;
+    assert!(
+        matches!(gap, Err(StoreError::SeqMismatch { .. })),
+        "{gap:?}"
+    );
+    s.append(&w, &events(&t0, 10..=10, 40), Durability::Fsync)
+        .await
+        .unwrap();
+    drop(w);
+    drop(s);
+    let again = store(tmp.path());
+    let page = again
+        .read_events(&t0, &EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!((page.oldest_seq, page.last_seq), (5, 10));
+    assert_eq!(page.events.len(), 6);
+
+    let other = id("t1");
+    let mut holed = events(&other, 5..=6, 40);
+    holed.extend(events(&other, 8..=8, 40));
+    let refused = again
+        .create_sessions(vec![NewSessionData {
+            record: record(&other, "/repo"),
+            events: holed,
+        }])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::SeqMismatch { .. })),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        again.load(&other).await,
+        Err(StoreError::NotFound(_))
+    ));
 }

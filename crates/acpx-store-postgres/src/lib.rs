@@ -61,6 +61,7 @@
 mod connection;
 mod events;
 mod lock;
+mod retained;
 mod rows;
 mod schema;
 mod search;
@@ -75,8 +76,9 @@ use std::time::Duration;
 use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
-    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery, RecordId,
-    SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+    Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
+    NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError, StoreResult,
+    Timestamp,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
@@ -288,13 +290,23 @@ impl Store for PostgresStore {
         let cols = SessionColumns::from_record(record);
         let msgs = message_rows(record);
         record.revision = previous;
-        self.inner.create(&id, cols?, msgs).await?;
+        self.inner.create(&id, cols?, msgs, 0).await?;
         record.revision = 1;
         Ok(())
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         read_once_more(|| self.inner.load(id)).await
+    }
+
+    async fn create_sessions(
+        &self,
+        sessions: Vec<NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        if sessions.iter().all(|s| s.seq_before() == 0) {
+            return acpx_model::migrate::create_sessions_one_by_one(self, sessions).await;
+        }
+        retained::create_sessions(self, sessions).await
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {

@@ -50,8 +50,10 @@ impl Inner {
         id: &RecordId,
         cols: SessionColumns,
         msgs: Vec<MessageRow>,
+        log_after: u64,
     ) -> StoreResult<()> {
         let ctx = "create the session";
+        let log_after = to_i64(log_after, "seq")?;
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(self.pg(ctx))?;
         self.lock_unless_held(&tx, id).await?;
@@ -73,8 +75,8 @@ impl Inner {
             Err(e) => return Err(self.pg(ctx)(e)),
         };
         tx.execute(
-            "INSERT INTO event_logs (session_key) VALUES ($1)",
-            &[&session_key],
+            "INSERT INTO event_logs (session_key, last_seq) VALUES ($1, $2)",
+            &[&session_key, &log_after],
         )
         .await
         .map_err(self.pg(ctx))?;

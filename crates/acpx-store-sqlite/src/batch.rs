@@ -49,7 +49,9 @@ pub(crate) fn prepare(store: &SqliteStore, sessions: Vec<NewSessionData>) -> Sto
     for s in &sessions {
         let id = &s.record.acpx_record_id;
         s.record.validate(&inner.row_location(id.as_str()))?;
-        check_append_batch(id, 0, &s.events)?;
+        // A log retention trimmed starts at a later seq: its rows start there, which every
+        // reader takes as a log retained from that seq, as after trimming.
+        check_append_batch(id, s.seq_before(), &s.events)?;
         let events = EventBatch::new(&s.events)?;
         let retained: i64 = events.rows().iter().map(|r| r.bytes).sum();
         if u64::try_from(retained).unwrap_or(u64::MAX) > budget {

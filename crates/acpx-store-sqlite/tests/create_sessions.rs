@@ -144,3 +144,72 @@ async fn lock_many_excludes_other_lockers_through_one_file_and_leaves_none() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A log whose oldest events retention removed (seq 5..=9 here) is stored as a log retained
+/// from seq 5: its rows start there, every reader (also after reopening) finds them with
+/// `oldest_seq` 5, `event_logs.last_seq` and the snapshot say 9, appends continue at 10, and
+/// a copy with a gap is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_retained_from_a_later_seq_is_stored_from_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir);
+    let id = rid("t0");
+    let given = events(&id, 5, 5);
+    let stored = s
+        .create_sessions(vec![NewSessionData {
+            record: record("t0", "/repo", 1_772_000_000_000),
+            events: given.clone(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(stored[0].acpx.event_log.last_seq, 9);
+    assert_eq!(
+        s.event_log_state(&id).await.unwrap(),
+        stored[0].acpx.event_log
+    );
+    let page = s.read_events(&id, &EventQuery::default()).await.unwrap();
+    assert_eq!((page.oldest_seq, page.last_seq), (5, 9));
+    assert_eq!(page.events, given);
+
+    let w = s
+        .lock(&id, std::time::Duration::from_secs(1))
+        .await
+        .unwrap();
+    let gap = s
+        .append(&w, &events(&id, 11, 1), acpx_model::Durability::Fsync)
+        .await;
+    assert!(
+        matches!(gap, Err(StoreError::SeqMismatch { .. })),
+        "{gap:?}"
+    );
+    s.append(&w, &events(&id, 10, 1), acpx_model::Durability::Fsync)
+        .await
+        .unwrap();
+    drop(w);
+    drop(s);
+    let again = open(&dir);
+    let page = again
+        .read_events(&id, &EventQuery::default())
+        .await
+        .unwrap();
+    assert_eq!((page.oldest_seq, page.last_seq), (5, 10));
+    assert_eq!(page.events.len(), 6);
+
+    let other = rid("t1");
+    let mut holed = events(&other, 5, 2);
+    holed.extend(events(&other, 8, 1));
+    let refused = again
+        .create_sessions(vec![NewSessionData {
+            record: record("t1", "/repo", 1_772_000_000_000),
+            events: holed,
+        }])
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::SeqMismatch { .. })),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        again.load(&other).await,
+        Err(StoreError::NotFound(_))
+    ));
+}

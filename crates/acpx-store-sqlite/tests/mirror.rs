@@ -5,7 +5,7 @@
 mod common;
 
 use acpx_model::migrate::copy_store;
-use acpx_model::{Durability, EventQuery, ListQuery, RecordId, Store, StoreError};
+use acpx_model::{Durability, EventQuery, ListQuery, RecordId, Store};
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
 use common::*;
@@ -177,11 +177,11 @@ async fn copy_fs_to_sqlite_and_back() {
     }
     assert!(sqlite.load(&ids[1]).await.unwrap().closed);
 
-    // A second copy into the same target is refused before anything is written.
-    match copy_store(&fs, &sqlite).await {
-        Err(StoreError::AlreadyExists(_)) => {}
-        other => panic!("{other:?}"),
-    }
+    // A second copy into the same target finds every session there, identical, and copies
+    // nothing.
+    let again = copy_store(&fs, &sqlite).await.unwrap();
+    assert!(again.sessions.is_empty());
+    assert_eq!(again.already_copied, report.sessions);
 
     let back = FsStore::open(dir.path().join("fs-back")).unwrap();
     let report_back = copy_store(&sqlite, &back).await.unwrap();

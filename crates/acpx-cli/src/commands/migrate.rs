@@ -1,6 +1,8 @@
 //! `migrate --to sqlite|fs|postgres`: copies every session and its whole log from the `--store` backend
 //! to the other one with [`acpx_model::migrate::copy_store`], which verifies each copy (event
-//! count, last seq, and SHA-256 digests of the log lines and of the snapshot). On a terminal
+//! count, last seq, and SHA-256 digests of the log lines and of the snapshot). Run again (after
+//! an interruption, or once new sessions appeared), it copies only what the target lacks and
+//! reports the identical copies already there; a different one is refused. On a terminal
 //! a progress bar ([`crate::progress`]) counts the sessions on stderr.
 //!
 //! The source is left as it is; after a successful migration, pass `--store <to>` (or set
@@ -34,7 +36,10 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         let mut err = CliError::from(e);
         if detail == "already_exists" {
             err = err.with_hint(format!(
-                "the {} store already holds that session; nothing was copied",
+                "the {} store already holds that session and it is not an identical copy; \
+                 nothing was written. Remove it from the {} store (or keep it and remove it \
+                 from the source) and run migrate again",
+                a.to.as_str(),
                 a.to.as_str()
             ));
         }
@@ -54,17 +59,35 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
             .json(&results::migrated(from, to_name, &location, &report));
     } else if ctx.out.is_text() {
         for s in &report.sessions {
+            let trimmed = if s.trimmed {
+                "; older events had been removed by retention, the retained part was copied"
+            } else {
+                ""
+            };
             ctx.out.line(&format!(
-                "copied {} ({} events, seq {}..{}), verified",
+                "copied {} ({} events, seq {}..{}{trimmed}), verified",
                 s.acpx_record_id, s.events, s.first_seq, s.last_seq
             ));
         }
+        for s in &report.already_copied {
+            ctx.out.line(&format!(
+                "already copied {} ({} events, seq {}..{}), verified identical",
+                s.acpx_record_id, s.events, s.first_seq, s.last_seq
+            ));
+        }
+        let trimmed = report.sessions.iter().filter(|s| s.trimmed).count();
+        let trimmed = if trimmed > 0 {
+            format!(" ({trimmed} with a log trimmed by retention)")
+        } else {
+            String::new()
+        };
         ctx.out.line(&format!(
-            "migrated {} session(s), {events} event(s) from {} to {} ({}); use --store {} to work with the copy",
+            "migrated {} session(s){trimmed}, {events} event(s) from {} to {} ({}), {} already copied; use --store {} to work with the copy",
             report.sessions.len(),
             ctx.backend.as_str(),
             a.to.as_str(),
             to.location(&ctx.home),
+            report.already_copied.len(),
             a.to.as_str()
         ));
     } else {

@@ -1,0 +1,139 @@
+//! `copy_store` run again into a target that holds some of the sessions: identical copies are
+//! kept and reported, any other refuses the whole run before anything is written.
+
+use std::time::Duration;
+
+use super::tests::{events, fill, record};
+use super::*;
+use crate::memory::MemoryStore;
+
+async fn ids_of(store: &MemoryStore) -> Vec<String> {
+    let page = store
+        .list(&ListQuery {
+            closed: ClosedFilter::Any,
+            limit: None,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = page
+        .sessions
+        .into_iter()
+        .map(|s| s.acpx_record_id.as_str().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+async fn append(store: &MemoryStore, id: &RecordId, from: u64, n: u64) {
+    let writer = store.lock(id, Duration::from_secs(1)).await.unwrap();
+    store
+        .append(&writer, &events(id, from, n), Durability::Flush)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_second_run_copies_only_the_new_sessions() {
+    let from = MemoryStore::new();
+    fill(&from, 5, 1_200).await;
+    let to = MemoryStore::new();
+    let first = copy_store(&from, &to).await.unwrap();
+    assert_eq!(first.sessions.len(), 5);
+    assert!(first.already_copied.is_empty());
+
+    for name in ["n1", "n2"] {
+        let mut r = record(name, 9_000);
+        from.create(&mut r).await.unwrap();
+        append(&from, &r.acpx_record_id, 1, 3).await;
+    }
+    let second = copy_store(&from, &to).await.unwrap();
+    let copied: Vec<&str> = second
+        .sessions
+        .iter()
+        .map(|s| s.acpx_record_id.as_str())
+        .collect();
+    let mut copied = copied;
+    copied.sort_unstable();
+    assert_eq!(copied, ["n1", "n2"], "only the new ones");
+    assert_eq!(second.already_copied.len(), 5);
+    // The figures of a kept copy are those of the first run.
+    for kept in &second.already_copied {
+        let was = first
+            .sessions
+            .iter()
+            .find(|s| s.acpx_record_id == kept.acpx_record_id)
+            .unwrap();
+        assert_eq!(kept, was);
+    }
+    assert_eq!(ids_of(&to).await, ids_of(&from).await);
+
+    // A third run has nothing to do.
+    let third = copy_store(&from, &to).await.unwrap();
+    assert!(third.sessions.is_empty());
+    assert_eq!(third.already_copied.len(), 7);
+}
+
+#[tokio::test]
+async fn a_changed_copy_in_the_target_is_refused_before_anything_is_written() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 4).await;
+    let to = MemoryStore::new();
+    copy_store(&from, &to).await.unwrap();
+    let changed = RecordId::parse("s001").unwrap();
+    append(&to, &changed, 5, 1).await;
+    let mut r = record("n1", 9_000);
+    from.create(&mut r).await.unwrap();
+
+    let err = copy_store(&from, &to).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(&err, StoreError::AlreadyExistsDiffering { id, .. } if id == &changed),
+        "{msg}"
+    );
+    assert_eq!(err.kind(), "already_exists");
+    assert!(msg.contains("s001") && msg.contains("event count"), "{msg}");
+    // The new source session was not copied.
+    assert!(!ids_of(&to).await.contains(&"n1".to_owned()));
+}
+
+#[tokio::test]
+async fn a_source_changed_since_the_copy_is_refused_naming_what_differs() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 4).await;
+    let to = MemoryStore::new();
+    copy_store(&from, &to).await.unwrap();
+    let id = RecordId::parse("s000").unwrap();
+    let mut r = from.load(&id).await.unwrap();
+    r.name = Some("renamed".into());
+    from.save(&mut r).await.unwrap();
+
+    let err = copy_store(&from, &to).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, StoreError::AlreadyExistsDiffering { .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("s000") && msg.contains("SHA-256 of the snapshot"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn an_unrelated_session_with_a_taken_id_is_refused_and_left_alone() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 2).await;
+    let to = MemoryStore::new();
+    let mut existing = record("s002", 1);
+    to.create(&mut existing).await.unwrap();
+    match copy_store(&from, &to).await {
+        Err(StoreError::AlreadyExistsDiffering { id, what }) => {
+            assert_eq!(id.as_str(), "s002");
+            assert!(what.contains("event count"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ids_of(&to).await, ["s002"]);
+    assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
+}
