@@ -525,16 +525,47 @@ pub async fn create_sessions_one_by_one<S: Store + ?Sized>(
         match create_one(store, session, &mut created).await {
             Ok(record) => stored.push(record),
             Err(e) => {
-                for id in &created {
-                    if let Err(cleanup) = store.delete(id).await {
-                        report_cleanup_failure(id, &cleanup);
-                    }
-                }
+                remove_created(store, &created).await;
                 return Err(e);
             }
         }
     }
     Ok(stored)
+}
+
+/// Removes the sessions a failed batch created (a removal that fails is logged: the batch's
+/// own error is the one to report).
+pub async fn remove_created<S: Store + ?Sized>(store: &S, created: &[RecordId]) {
+    for id in created {
+        if let Err(cleanup) = store.delete(id).await {
+            report_cleanup_failure(id, &cleanup);
+        }
+    }
+}
+
+/// The rest of writing a new session one by one once its snapshot exists: appends `events`
+/// a page at a time under `writer` (the last page [`Durability::Fsync`]), then saves `record`
+/// with the log's state (a store's normal durable save).
+pub async fn append_new_log<S: Store + ?Sized>(
+    store: &S,
+    writer: &SessionLock,
+    record: &mut SessionRecord,
+    events: &[EventEnvelope],
+) -> StoreResult<()> {
+    let id = record.acpx_record_id.clone();
+    let chunks = events.chunks(EVENT_PAGE).count();
+    for (i, chunk) in events.chunks(EVENT_PAGE).enumerate() {
+        let durability = if i + 1 == chunks {
+            Durability::Fsync
+        } else {
+            Durability::Flush
+        };
+        store.append(writer, chunk, durability).await?;
+    }
+    store.flush(&id).await?;
+    record.acpx.event_log = store.event_log_state(&id).await?;
+    store.save(record).await?;
+    Ok(())
 }
 
 /// One session of [`create_sessions_one_by_one`]; pushes its id to `created` once it exists.
@@ -558,18 +589,7 @@ async fn create_one<S: Store + ?Sized>(
     let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
     store.create(&mut record).await?;
     created.push(id.clone());
-    let chunks = events.chunks(EVENT_PAGE).count();
-    for (i, chunk) in events.chunks(EVENT_PAGE).enumerate() {
-        let durability = if i + 1 == chunks {
-            Durability::Fsync
-        } else {
-            Durability::Flush
-        };
-        store.append(&writer, chunk, durability).await?;
-    }
-    store.flush(&id).await?;
-    record.acpx.event_log = store.event_log_state(&id).await?;
-    store.save(&mut record).await?;
+    append_new_log(store, &writer, &mut record, &events).await?;
     drop(writer);
     Ok(record)
 }

@@ -8,13 +8,12 @@
 
 use std::time::Duration;
 
-use acpx_model::{Durability, NewSessionData, RecordId, SessionRecord, Store, StoreResult};
+use acpx_model::migrate::{append_new_log, remove_created};
+use acpx_model::{NewSessionData, RecordId, SessionRecord, Store, StoreResult};
 
 use crate::rows::{message_rows, SessionColumns};
 use crate::PostgresStore;
 
-/// Events per append (what the one-by-one path uses).
-const EVENT_PAGE: usize = 1_000;
 /// How long a new session's writer waits for its lock (a fresh id: normally free at once).
 const NEW_SESSION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -29,11 +28,7 @@ pub(crate) async fn create_sessions(
         match create_one(store, session, &mut created).await {
             Ok(record) => stored.push(record),
             Err(e) => {
-                for id in &created {
-                    if let Err(cleanup) = store.delete(id).await {
-                        tracing::error!(session = %id, error = %cleanup, "could not remove a session of a failed batch");
-                    }
-                }
+                remove_created(store, &created).await;
                 return Err(e);
             }
         }
@@ -56,18 +51,7 @@ async fn create_one(
     let msgs = message_rows(&record);
     store.inner.create(&id, cols, msgs, log_after).await?;
     created.push(id.clone());
-    let chunks = events.chunks(EVENT_PAGE).count();
-    for (i, chunk) in events.chunks(EVENT_PAGE).enumerate() {
-        let durability = if i + 1 == chunks {
-            Durability::Fsync
-        } else {
-            Durability::Flush
-        };
-        store.append(&writer, chunk, durability).await?;
-    }
-    store.flush(&id).await?;
-    record.acpx.event_log = store.event_log_state(&id).await?;
-    store.save(&mut record).await?;
+    append_new_log(store, &writer, &mut record, &events).await?;
     drop(writer);
     Ok(record)
 }
