@@ -135,18 +135,33 @@ pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Whether `syncfs(2)` reports writeback errors: Linux 5.8 and later, read once from
-/// `/proc/sys/kernel/osrelease`. Before 5.8 it returned success whatever writeback did, so a
-/// durable point must not rest on it; an unreadable or unparsable release counts as older.
+/// Whether `syncfs(2)` on the file system of `dir` reports every error a durable point must
+/// see: Linux 5.17 and later (5.8 made it return the writeback errors of the files, 5.17 the
+/// file system's own sync error; the release is read once from `/proc/sys/kernel/osrelease`,
+/// an unreadable or unparsable one counting as older), on a local file system that records
+/// its files' writeback errors where `syncfs` reads them: ext2/3/4, XFS, btrfs, tmpfs. Not
+/// overlayfs (it reports its upper layer's sync only) nor FUSE (`syncfs` does not reach the
+/// server), nor anything else not known to.
 #[cfg(target_os = "linux")]
-pub(crate) fn syncfs_reports_errors() -> bool {
-    static REPORTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *REPORTS.get_or_init(|| {
+pub(crate) fn syncfs_reports_errors(dir: &File) -> bool {
+    static KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let kernel = *KERNEL.get_or_init(|| {
         fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .and_then(|release| kernel_version(&release))
-            .is_some_and(|v| v >= (5, 8))
-    })
+            .is_some_and(|v| v >= (5, 17))
+    });
+    // f_type values of statfs(2) (linux/magic.h).
+    const EXT234: u64 = 0xEF53;
+    const XFS: u64 = 0x5846_5342;
+    const BTRFS: u64 = 0x9123_683E;
+    const TMPFS: u64 = 0x0102_1994;
+    kernel
+        && rustix::fs::fstatfs(dir).is_ok_and(|s| {
+            #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+            let kind = s.f_type as u64;
+            matches!(kind, EXT234 | XFS | BTRFS | TMPFS)
+        })
 }
 
 /// `(major, minor)` of a kernel release such as `6.18.44-fc-v657`.

@@ -267,9 +267,10 @@
 //! sessions with one durable point: under the writer locks of all of them, each snapshot
 //! (revision 2) is written into the session's tombstone `<id>.deleted` and its log into
 //! `<id>.events.ndjson` without fsync; then the data of every file is made durable, on Linux
-//! 5.8 and later by one `syncfs(2)` of the store's file system (called on a directory
-//! descriptor opened before the batch's first file, so that it reports every writeback error
-//! since then), elsewhere by an fsync of each file (from 4 threads); then the directory is
+//! 5.17 and later on ext2/3/4, XFS, btrfs or tmpfs by one `syncfs(2)` of the store's file
+//! system (called on a directory descriptor opened before the batch's first file, so that it
+//! reports every writeback error since then), elsewhere (overlayfs and FUSE among them) by an
+//! fsync of each file (from 4 threads); then the directory is
 //! fsynced once; then each tombstone is renamed to `<id>.json` (the session's commit point)
 //! and the directory fsynced once more. `syncfs` also writes back what other processes left
 //! dirty on the same file system, which the batch then waits for; on ext4 it replaces two

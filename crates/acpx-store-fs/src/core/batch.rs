@@ -9,7 +9,8 @@
 //!    plain writes: until step 3 the session is an interrupted delete to every reader (absent),
 //!    and one a crash leaves is finished (removed) by the next sweep of `FsStore::open` (at
 //!    most every 10 minutes), or `create` or `delete` of the id, as any interrupted delete is;
-//! 2. every file written is made durable: on Linux 5.8 and later with one `syncfs(2)` of the
+//! 2. every file written is made durable: on Linux 5.17 and later, on the local file systems
+//!    known to report their files' errors to it, with one `syncfs(2)` of the
 //!    store's file system (see [`FsCore::sync_files`]), elsewhere with an fsync of each file's
 //!    data; then one fsync of the directory makes their names durable;
 //! 3. per session, the tombstone is renamed to `<id>.json`: the commit point of that session,
@@ -167,15 +168,20 @@ impl FsCore {
 
     /// Makes the data of every file written durable (their names are the directory fsync's).
     ///
-    /// On Linux 5.8 and later: one `syncfs(2)` of the file system holding the store. On ext4
+    /// On Linux 5.17 and later, on ext2/3/4, XFS, btrfs or tmpfs: one `syncfs(2)` of the file
+    /// system holding the store. On ext4
     /// every fsync ends with a flush of the disk's write cache, even of a file with nothing
     /// left to write, so two fsyncs per session were two cache flushes per session; `syncfs`
     /// writes back everything dirty and flushes once (`docs/BENCHMARKS.md` § One syncfs per
     /// migrate batch). Since 5.8 `syncfs` returns any writeback error recorded on the file system
     /// since `dir_fd` was opened (opened before the batch's first file was created), which
     /// covers every file of the batch; an error of another file on that file system fails
-    /// the batch too, the safe direction. Older kernels return success whatever writeback
-    /// did, so there, and off Linux, each file is fsynced instead (`sync_each_file`).
+    /// the batch too, the safe direction; since 5.17 it also returns the file system's own
+    /// sync error (a failed journal commit). Older kernels can return success whatever
+    /// happened, and other file systems need not pass the errors of the files on: overlayfs
+    /// reports only its upper layer's sync, FUSE does not ask its server to sync at all. So
+    /// elsewhere, off Linux, and when `syncfs` itself is refused (`ENOSYS`, `EPERM` under a
+    /// seccomp filter), each file is fsynced instead (`sync_each_file`).
     ///
     /// The cost: `syncfs` also writes back what other processes left dirty on that file
     /// system, which a batch then waits for.
@@ -186,16 +192,20 @@ impl FsCore {
         written: &[Written],
     ) -> StoreResult<()> {
         #[cfg(target_os = "linux")]
-        if crate::fsutil::syncfs_reports_errors() {
-            return rustix::fs::syncfs(dir_fd).map_err(|e| {
-                StoreError::io(
-                    format_args!(
-                        "syncfs of the file system holding {}",
-                        self.layout.dir().display()
-                    ),
-                    e.into(),
-                )
-            });
+        if crate::fsutil::syncfs_reports_errors(dir_fd) {
+            match rustix::fs::syncfs(dir_fd) {
+                Ok(()) => return Ok(()),
+                Err(e) if e == rustix::io::Errno::NOSYS || e == rustix::io::Errno::PERM => {}
+                Err(e) => {
+                    return Err(StoreError::io(
+                        format_args!(
+                            "syncfs of the file system holding {}",
+                            self.layout.dir().display()
+                        ),
+                        e.into(),
+                    ))
+                }
+            }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = dir_fd;
