@@ -348,20 +348,21 @@ fn migrate_fs_to_sqlite_and_back() {
 }
 
 /// `migrate` run again copies only the sessions that appeared since, says how many were
-/// already there, and refuses (changing nothing) once a copy differs from its source.
+/// already there, and refuses (changing nothing) once a copy differs from its source. (The
+/// names are not hex: a one-letter name could also be a unique suffix of a random record id.)
 #[test]
 fn migrate_again_copies_only_new_sessions_and_refuses_a_changed_copy() {
     let env = Env::new("fs");
     let agent = env.agent_cmd("");
-    env.run(&["--agent", &agent, "sessions", "new", "--name", "a"])
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "first"])
         .ok();
-    env.run(&["--no-owner", "--agent", &agent, "-s", "a", "tools"])
+    env.run(&["--no-owner", "--agent", &agent, "-s", "first", "tools"])
         .ok();
     env.run(&["--format", "quiet", "migrate", "--to", "sqlite"])
         .ok();
-    env.run(&["--agent", &agent, "sessions", "new", "--name", "b"])
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "second"])
         .ok();
-    env.run(&["--no-owner", "--agent", &agent, "-s", "b", "think"])
+    env.run(&["--no-owner", "--agent", &agent, "-s", "second", "think"])
         .ok();
 
     let text = env.run(&["migrate", "--to", "sqlite"]).ok();
@@ -388,15 +389,15 @@ fn migrate_again_copies_only_new_sessions_and_refuses_a_changed_copy() {
         "--agent",
         &agent,
         "-s",
-        "a",
+        "first",
         "think",
     ])
     .ok();
-    env.run(&["--agent", &agent, "sessions", "new", "--name", "c"])
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "third"])
         .ok();
     let a = env
         .run(&[
-            "--format", "json", "--agent", &agent, "sessions", "show", "a",
+            "--format", "json", "--agent", &agent, "sessions", "show", "first",
         ])
         .ok()
         .json()["acpxRecordId"]
