@@ -246,14 +246,7 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
     }
     let from_env = value_from_env(&e);
     if format == Format::Json {
-        let mut text = e.to_string();
-        if let Some(var) = from_env {
-            text = text.replacen(
-                '\n',
-                &format!(" (from the environment variable {var})\n"),
-                1,
-            );
-        }
+        let text = naming_env(e.to_string(), from_env);
         let first = text
             .lines()
             .next()
@@ -276,17 +269,23 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
     }
     if let Some(var) = from_env {
         // clap names the option; the user set the variable, so name it too.
-        let text = e.render().to_string();
-        let text = text.replacen(
-            '\n',
-            &format!(" (from the environment variable {var})\n"),
-            1,
-        );
-        output::stderr_text(&text);
+        output::stderr_text(&naming_env(e.render().to_string(), Some(var)));
         return 2;
     }
     let _ = e.print();
     2
+}
+
+/// clap's message with the variable the value came from added to its first line.
+fn naming_env(text: String, var: Option<&str>) -> String {
+    match var {
+        Some(var) => text.replacen(
+            '\n',
+            &format!(" (from the environment variable {var})\n"),
+            1,
+        ),
+        None => text,
+    }
 }
 
 /// The environment variable an invalid option value came from, when it was not given on the

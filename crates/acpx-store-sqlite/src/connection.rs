@@ -22,7 +22,8 @@ pub(crate) fn create_private_dir(dir: &Path) -> StoreResult<()> {
         .map_err(|e| StoreError::io(dir.display(), e))
 }
 
-/// `PRAGMA cache_size` of the store's connection (negative: KiB): 2 MiB, SQLite's default.
+/// `PRAGMA cache_size` of the store's connection (negative: KiB): 2 MiB (SQLite's default is
+/// 2,000 KiB).
 /// A larger cache fills during a long turn with the pages of the growing event b-trees, which
 /// are not read again: 16 MiB made a 1M-chunk turn's peak RSS 1.94× that of a 10k-chunk turn,
 /// 2 MiB 1.45×. The cost of a prompt on a large session was measured the same with both

@@ -107,49 +107,52 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
 }
 
 /// When the listed store is empty, whether this home holds sessions of the other local
-/// backend (made with the other `--store`, or left by a `migrate`): said, not listed. The
-/// other store is opened only when its files exist, and named only when it has a session
-/// (opening a SQLite store creates an empty `acpx.db`, which is no reason to mention it).
+/// backend (made with the other `--store`, or left by a `migrate`): said, not listed. The file
+/// store is looked at without opening it (opening sweeps its directory): a snapshot file
+/// `<id>.json` is enough. A SQLite store is opened only when its file exists, and named only
+/// when it has a session (any `--store sqlite` command creates an empty `acpx.db`).
 async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
     use crate::config::Backend;
-    for other in [Backend::Fs, Backend::Sqlite] {
-        if other == ctx.backend {
-            continue;
-        }
-        let (exists, location, flag) = match other {
-            Backend::Sqlite => {
-                let db = acpx_stores::sqlite_path(&ctx.home);
-                (db.is_file(), db, "sqlite")
+    let (flag, location) = match ctx.backend {
+        Backend::Sqlite | Backend::Postgres => {
+            let dir = ctx.home.join("sessions");
+            let any_snapshot = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.')
+                    && name
+                        .strip_suffix(".json")
+                        .is_some_and(|id| acpx_model::RecordId::parse(id).is_ok())
+            });
+            if !any_snapshot {
+                return None;
             }
-            _ => {
-                let dir = ctx.home.join("sessions");
-                (dir.is_dir(), dir, "fs")
+            ("fs", dir)
+        }
+        Backend::Fs => {
+            let db = acpx_stores::sqlite_path(&ctx.home);
+            if !db.is_file() {
+                return None;
             }
-        };
-        if !exists {
-            continue;
+            let store = crate::backends::open(Backend::Sqlite, &ctx.home, None)
+                .await
+                .ok()?;
+            let query = ListQuery {
+                closed: ClosedFilter::Any,
+                limit: Some(1),
+                ..ListQuery::default()
+            };
+            let page = store.as_dyn().list(&query).await.ok()?;
+            if page.sessions.is_empty() {
+                return None;
+            }
+            ("sqlite", db)
         }
-        let Ok(store) = crate::backends::open(other, &ctx.home, None).await else {
-            continue;
-        };
-        let query = ListQuery {
-            closed: ClosedFilter::Any,
-            limit: Some(1),
-            ..ListQuery::default()
-        };
-        if store
-            .as_dyn()
-            .list(&query)
-            .await
-            .is_ok_and(|p| !p.sessions.is_empty())
-        {
-            return Some(format!(
-                "this home also has sessions in the {flag} store ({}): `acpx --store {flag} sessions list` lists them",
-                location.display()
-            ));
-        }
-    }
-    None
+    };
+    Some(format!(
+        "this home also has sessions in the {flag} store ({}): `acpx --store {flag} sessions list` lists them",
+        location.display()
+    ))
 }
 
 /// `sessions show`.
