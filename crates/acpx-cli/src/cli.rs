@@ -433,7 +433,7 @@ pub struct SessionsArgs {
 /// Picks one stored session: by id, or by name in this agent's scope.
 #[derive(Debug, Clone, Args)]
 pub struct Target {
-    /// Record id, ACP session id, or a unique suffix of either; a session name also works
+    /// Record id, ACP session id, a session name in scope, or a unique suffix of either id
     #[arg(value_name = "SESSION")]
     pub id: Option<String>,
     /// The session's name in this agent's scope (the unnamed session when absent)

@@ -813,3 +813,30 @@ fn an_empty_list_names_the_other_store_that_has_sessions() {
         );
     }
 }
+
+/// A word that names a session in scope designates it, even when it is also the suffix of
+/// another session's id: `sessions show a` must not pick a record id that happens to end in
+/// `a`. A word that names nothing still resolves as a unique suffix.
+#[test]
+fn a_session_name_wins_over_an_id_suffix() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let cwd = env.cwd_str();
+        let mut named = Seed::new("rec-named-session", &cwd, AGENT);
+        named.name = Some("a");
+        env.import_archive(&named.archive());
+        env.import_archive(&Seed::new("other-ends-in-a", &cwd, AGENT).archive());
+        let show = |word: &str| {
+            env.run(&[
+                "--format", "json", "--agent", AGENT, "sessions", "show", word,
+            ])
+            .ok()
+            .json()["acpxRecordId"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(show("a"), "rec-named-session");
+        assert_eq!(show("ends-in-a"), "other-ends-in-a");
+    }
+}

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use acpx_model::{ClosedFilter, ListQuery, MemoryStore, RecordId, Store, StoreError};
-use acpx_runtime::ops::lookup::{find_in_scope, resolve_id, resolve_id_or_name, walk_dirs};
+use acpx_runtime::ops::lookup::{find_in_scope, resolve_id_or_name, walk_dirs};
 use acpx_runtime::ops::OpsError;
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
@@ -65,23 +65,44 @@ async fn per_directory(
     None
 }
 
-/// Typed-word resolution as it was: the id steps over a list of every session, then the
-/// per-directory scope lookup of the word as a name. `Err` carries an ambiguity.
+/// Typed-word resolution step by step, written out here as the reference: the exact record
+/// id, the exact ACP id (over a list of every session), the per-directory scope lookup of the
+/// word as a name, then a unique suffix. `Err` carries an ambiguity.
 async fn resolved_before(
     store: &dyn Store,
     text: &str,
     agent: &str,
     cwd: &Path,
 ) -> Result<Option<String>, Vec<String>> {
-    match resolve_id(store, text).await {
-        Ok(Some(r)) => return Ok(Some(r.acpx_record_id.as_str().to_owned())),
-        Ok(None) => {}
-        Err(OpsError::AmbiguousId { matches, .. }) => {
-            return Err(matches.iter().map(|m| m.as_str().to_owned()).collect())
+    if let Ok(id) = RecordId::parse(text) {
+        if store.load(&id).await.is_ok() {
+            return Ok(Some(text.to_owned()));
         }
-        Err(e) => panic!("resolve_id failed: {e}"),
     }
-    Ok(per_directory(store, agent, cwd, Some(text)).await)
+    let all = acpx_runtime::ops::lookup::all_sessions(store)
+        .await
+        .unwrap();
+    let one = |matches: Vec<String>| match matches.len() {
+        0 => Ok(None),
+        1 => Ok(matches.into_iter().next()),
+        _ => Err(matches),
+    };
+    let exact: Vec<String> = all
+        .iter()
+        .filter(|s| s.acp_session_id == text)
+        .map(|s| s.acpx_record_id.as_str().to_owned())
+        .collect();
+    if !exact.is_empty() {
+        return one(exact);
+    }
+    if let Some(named) = per_directory(store, agent, cwd, Some(text)).await {
+        return Ok(Some(named));
+    }
+    one(all
+        .iter()
+        .filter(|s| s.acpx_record_id.as_str().ends_with(text) || s.acp_session_id.ends_with(text))
+        .map(|s| s.acpx_record_id.as_str().to_owned())
+        .collect())
 }
 
 async fn resolved_now(

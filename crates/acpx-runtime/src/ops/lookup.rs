@@ -10,7 +10,10 @@
 //! log says it belongs here) is an error naming it, not "no session".
 //!
 //! Id resolution ([`resolve_id`]): the exact record id, then the exact ACP session id, then a
-//! unique suffix of either. Several matches are [`OpsError::AmbiguousId`].
+//! unique suffix of either. Several matches are [`OpsError::AmbiguousId`]. A word a user
+//! types for a session ([`resolve_id_or_name`]) is also tried as a session name in scope,
+//! after the exact ids and before the suffix: a short name (`a`) is very often also the
+//! suffix of some random record id, and must not designate that other session.
 
 use std::path::{Path, PathBuf};
 
@@ -183,33 +186,47 @@ pub async fn load_in_scope(
     }
 }
 
-/// What a user's `SESSION` word designates: a typed id ([`resolve_id`]), failing that the
-/// open session of this agent and directory scope named so ([`load_in_scope`]).
+/// What a user's `SESSION` word designates: the exact record id, the exact ACP session id,
+/// the open session of this agent and directory scope named so ([`load_in_scope`]), else a
+/// unique suffix of a record id or ACP id (see the module docs for why the name comes before
+/// the suffix).
 ///
 /// On a store that lists by scanning ([`Store::lists_by_scanning`]) one list of every
-/// session serves both steps, as it holds everything each of them would have listed.
+/// session serves every step, as it holds everything each of them would have listed.
 pub async fn resolve_id_or_name(
     store: &dyn Store,
     text: &str,
     agent_command: &str,
     cwd: &Path,
 ) -> OpsResult<Option<SessionRecord>> {
-    if !store.lists_by_scanning() {
-        if let Some(r) = resolve_id(store, text).await? {
-            return Ok(Some(r));
-        }
-        return load_in_scope(store, agent_command, cwd, Some(text)).await;
-    }
     if let Some(r) = load_exact_id(store, text).await? {
         return Ok(Some(r));
     }
+    if !store.lists_by_scanning() {
+        let candidates = store.sessions_matching_id(text).await?;
+        if let Some(id) = exact_acp_id(&candidates, text)? {
+            return Ok(Some(store.load(&id).await?));
+        }
+        if let Some(r) = load_in_scope(store, agent_command, cwd, Some(text)).await? {
+            return Ok(Some(r));
+        }
+        return match unique_suffix(&candidates, text)? {
+            Some(id) => Ok(Some(store.load(&id).await?)),
+            None => Ok(None),
+        };
+    }
     let page = store.list(&every_session()).await?;
-    if let Some(id) = match_typed_id(&page.sessions, text)? {
+    if let Some(id) = exact_acp_id(&page.sessions, text)? {
         return Ok(Some(store.load(&id).await?));
     }
+    // Decided before the scope takes the list; used only when no session has that name.
+    let by_suffix = unique_suffix(&page.sessions, text);
     let scope = Scope::new(agent_command, cwd, Some(text));
-    match scope.pick(store, page).await? {
-        Some(s) => Ok(Some(store.load(&s.acpx_record_id).await?)),
+    if let Some(s) = scope.pick(store, page).await? {
+        return Ok(Some(store.load(&s.acpx_record_id).await?));
+    }
+    match by_suffix? {
+        Some(id) => Ok(Some(store.load(&id).await?)),
         None => Ok(None),
     }
 }
@@ -261,16 +278,34 @@ async fn load_exact_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessio
 ///
 /// [`id_text_matches`]: acpx_model::id_text_matches
 fn match_typed_id(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
-    let exact_acp: Vec<&SessionSummary> = all.iter().filter(|s| s.acp_session_id == text).collect();
-    let candidates = if exact_acp.is_empty() {
+    match exact_acp_id(all, text)? {
+        Some(id) => Ok(Some(id)),
+        None => unique_suffix(all, text),
+    }
+}
+
+/// The session among `all` whose ACP session id is exactly `text`.
+fn exact_acp_id(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
+    one_of(
+        all.iter().filter(|s| s.acp_session_id == text).collect(),
+        text,
+    )
+}
+
+/// The session among `all` whose record id or ACP id ends with `text`, if only one does.
+fn unique_suffix(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
+    one_of(
         all.iter()
             .filter(|s| {
                 s.acpx_record_id.as_str().ends_with(text) || s.acp_session_id.ends_with(text)
             })
-            .collect()
-    } else {
-        exact_acp
-    };
+            .collect(),
+        text,
+    )
+}
+
+/// The one session of `candidates`, none, or [`OpsError::AmbiguousId`].
+fn one_of(candidates: Vec<&SessionSummary>, text: &str) -> OpsResult<Option<RecordId>> {
     match candidates.as_slice() {
         [] => Ok(None),
         [one] => Ok(Some(one.acpx_record_id.clone())),
