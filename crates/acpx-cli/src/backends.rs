@@ -33,8 +33,9 @@ pub async fn open(
 /// An [`OpenError`] with what to do about it.
 fn open_error(e: OpenError) -> CliError {
     match e {
-        OpenError::BadNumber { name, .. } => CliError::usage(e.to_string())
-            .with_hint(format!("unset {name} or give it a positive integer")),
+        OpenError::BadNumber { name, least, .. } => CliError::usage(e.to_string()).with_hint(
+            format!("unset {name} or give it an integer of at least {least}"),
+        ),
         OpenError::BadFlag { name, .. } => {
             CliError::usage(e.to_string()).with_hint(format!("unset {name} or set it to 1 or 0"))
         }

@@ -534,6 +534,75 @@ fn follow_prints_each_event_once_across_rotation() {
     }
 }
 
+/// A turn whose end finds the active segment past `ACPX_TURN_END_ROTATE_BYTES` leaves it
+/// closed and compressed; `sessions events` reads every event, and the next turn appends after
+/// it. `0` turns it off; a bad value is named.
+#[test]
+fn a_long_turn_is_compressed_at_its_end() {
+    let mut env = Env::new("fs");
+    env.extra_env
+        .push(("ACPX_TURN_END_ROTATE_BYTES".into(), "20000".into()));
+    let agent = env.agent_cmd("");
+    let s = new_session(&env, &agent, &[]);
+    let id = s["acpxRecordId"].as_str().unwrap().to_owned();
+    let compressed = |env: &Env| {
+        std::fs::read_dir(env.home().join("sessions"))
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name().into_string().unwrap();
+                name.starts_with(&id) && name.ends_with(".ndjson.zst")
+            })
+            .count()
+    };
+    env.run(&["--format", "quiet", "--agent", &agent, "stream", "300"])
+        .ok();
+    assert_eq!(compressed(&env), 1);
+    let active = env
+        .home()
+        .join("sessions")
+        .join(format!("{id}.events.ndjson"));
+    // What follows the turn's end (the agent's shutdown) is all the active segment holds.
+    assert!(std::fs::metadata(&active).unwrap().len() < 2_000);
+    env.run(&["--format", "quiet", "--agent", &agent, "hello again"])
+        .ok();
+    let log = env
+        .run(&["--format", "json", "sessions", "events", &id])
+        .ok()
+        .json_lines();
+    let seqs: Vec<u64> = log.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(seqs.len() > 300);
+    env.run(&["fsck"]).ok();
+
+    env.extra_env.pop();
+    env.extra_env
+        .push(("ACPX_TURN_END_ROTATE_BYTES".into(), "0".into()));
+    // Without the warm owner, which opened the store with the earlier setting.
+    env.run(&[
+        "--format",
+        "quiet",
+        "--no-owner",
+        "--agent",
+        &agent,
+        "stream",
+        "300",
+    ])
+    .ok();
+    assert_eq!(compressed(&env), 1);
+    assert!(std::fs::metadata(&active).unwrap().len() > 20_000);
+
+    env.extra_env.pop();
+    env.extra_env
+        .push(("ACPX_TURN_END_ROTATE_BYTES".into(), "lots".into()));
+    let r = env.run(&["sessions", "events", &id]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("ACPX_TURN_END_ROTATE_BYTES"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// `ACPX_KEEP_ROTATED_SEGMENTS=1`: the file store deletes no rotated segment, keeps them
 /// compressed, and `sessions events` still reads every event from seq 1.
 #[test]

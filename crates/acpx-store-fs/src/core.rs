@@ -28,6 +28,10 @@ use crate::layout::{classify, temp_writer_alive, tombstone_owner, Entry, Layout}
 use crate::log::{self, LogWriter};
 use acpx_lock::FileLock;
 
+/// Default of [`FsStoreOptions::turn_end_rotate_bytes`]: 1 MiB (docs/format.md § Rotation and
+/// retention says why).
+pub const DEFAULT_TURN_END_ROTATE_BYTES: u64 = 1024 * 1024;
+
 /// Tuning of an [`crate::FsStore`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsStoreOptions {
@@ -40,6 +44,13 @@ pub struct FsStoreOptions {
     /// for a full audit trail. They stay compressed and readable; nothing bounds the log's
     /// size then.
     pub keep_rotated_segments: bool,
+    /// At the end of a turn (a batch holding a `prompt_done` or `prompt_error` event), the
+    /// active segment rotates, and so is compressed, when it holds at least this many bytes
+    /// (default [`DEFAULT_TURN_END_ROTATE_BYTES`], 1 MiB; 0: only `max_segment_bytes`
+    /// rotates). A session's log then stays plain for at most this much plus one turn, instead
+    /// of up to a whole segment. Retention keeps more of these smaller segments, while they
+    /// hold less than `max_segments − 1` full ones, so the window is the same.
+    pub turn_end_rotate_bytes: u64,
     /// How long a mutation by a caller that does not hold the session's writer lock waits for
     /// that lock before failing with [`StoreError::Locked`] (default 10 s).
     pub lock_timeout: Duration,
@@ -51,6 +62,7 @@ impl Default for FsStoreOptions {
             max_segment_bytes: acpx_model::session::DEFAULT_MAX_SEGMENT_BYTES,
             max_segments: acpx_model::session::DEFAULT_MAX_SEGMENTS,
             keep_rotated_segments: false,
+            turn_end_rotate_bytes: DEFAULT_TURN_END_ROTATE_BYTES,
             lock_timeout: Duration::from_secs(10),
         }
     }

@@ -140,11 +140,15 @@
 //! After a write, if the active segment is larger than
 //! [`FsStoreOptions::max_segment_bytes`], it rotates: segments beyond retention are deleted
 //! (oldest first), the older segments move up one index (`.1` → `.2`, …), the active file
-//! becomes `.1`, a new empty active file is created, and the directory is fsynced. At most
-//! [`FsStoreOptions::max_segments`] files (at least 2: after a rotation the last seq is read
-//! from `.1`) exist afterwards, the active one included, and
-//! `segment_count` in [`EventLogState`] counts the files that
-//! really exist. At every step the files, ordered by index, are ordered by age, so a crash
+//! becomes `.1`, a new empty active file is created, and the directory is fsynced. It also
+//! rotates at the end of a turn (a batch holding `prompt_done` or `prompt_error`) when it
+//! holds at least [`FsStoreOptions::turn_end_rotate_bytes`] (1 MiB), so that a session's log
+//! is compressed up to its last turn. Retention keeps [`FsStoreOptions::max_segments`] files,
+//! the active one included (at least 2: after a rotation the last seq is read from `.1`),
+//! and more older ones while the closed segments hold less than `max_segments − 1`
+//! segments' worth of `max_segment_bytes` (uncompressed), so many small segments keep the
+//! same window as a few full ones. `segment_count` in [`EventLogState`] counts the
+//! files that really exist. At every step the files, ordered by index, are ordered by age, so a crash
 //! mid-rotation leaves a readable log; it may leave a gap in the numbering, which readers
 //! tolerate (seq continuity is what matters) and the next rotation closes. A rotation failure
 //! after a successful write does not fail the append: the events are stored, and the failure
@@ -341,7 +345,7 @@ use acpx_model::{
 use async_trait::async_trait;
 
 use crate::core::FsCore;
-pub use crate::core::FsStoreOptions;
+pub use crate::core::{FsStoreOptions, DEFAULT_TURN_END_ROTATE_BYTES};
 // Internals for tests (cargo feature `testing`, off by default): the blocking core, the
 // buffer limit of `Durability::None`, and the failpoint names.
 #[cfg(feature = "testing")]

@@ -357,6 +357,9 @@ pub(crate) struct LogWriter {
     pub segment_count: u32,
     /// Events accepted with `Durability::None`, not yet written.
     pub pending: Vec<u8>,
+    /// Whether a batch ending a turn was accepted since the last write-out (the write-out then
+    /// considers an early rotation).
+    pub turn_ended: bool,
 }
 
 /// Opens (creating if needed) the active segment of `id` for appending, moving a torn tail
@@ -402,6 +405,7 @@ pub(crate) fn open_writer(
             last_seq,
             segment_count: older.len() as u32 + 1,
             pending: Vec::new(),
+            turn_ended: false,
         },
         torn,
     ))

@@ -14,9 +14,10 @@ use crate::layout::Layout;
 use crate::log::{probe_older, LogWriter};
 use crate::zseg;
 
-/// Rotates after the active segment grew past the limit: older segments move up one index
-/// (those beyond retention are deleted first, oldest first, unless `keep_rotated`), the active
-/// file becomes `.1`, and a new empty active file is created. At every step the files, ordered
+/// Rotates the active segment (grown past the size limit, or ended a turn past
+/// `turn_end_rotate_bytes`): older segments move up one index (those beyond retention are
+/// deleted first, oldest first, unless `keep_rotated`; see [`retained`]), the active file
+/// becomes `.1`, and a new empty active file is created. At every step the files, ordered
 /// by index, stay ordered by age, so a crash anywhere leaves a readable log (possibly with a
 /// gap in the numbering, which the next rotation closes). Then the closed segments still plain
 /// are compressed ([`compress_closed`]).
@@ -24,6 +25,7 @@ pub(crate) fn rotate(
     layout: &Layout,
     id: &RecordId,
     max_segments: u32,
+    max_segment_bytes: u64,
     keep_rotated: bool,
     w: &mut LogWriter,
 ) -> StoreResult<()> {
@@ -33,7 +35,7 @@ pub(crate) fn rotate(
     let keep = if keep_rotated {
         older.len()
     } else {
-        (max_segments as usize).saturating_sub(2).min(older.len())
+        retained(layout, id, &older, w.len, max_segments, max_segment_bytes)?
     };
     for &n in older[keep..].iter().rev() {
         remove_segment_files(layout, id, n)?;
@@ -71,6 +73,57 @@ pub(crate) fn rotate(
         tracing::warn!(session = %id, error = %e, "could not compress a closed event-log segment; it stays plain");
     }
     Ok(())
+}
+
+/// How many of the `older` segments (newest first) a rotation keeps: the seed's count
+/// (`max_segments` files, so `max_segments − 2` besides the new active and `.1`), and more
+/// while the closed segments, `.1` (the closing active segment, `closing_len` bytes) included,
+/// hold less than `max_segments − 1` segments' worth of `max_segment_bytes` (uncompressed).
+/// Rotated at the size limit alone, every closed segment is larger than `max_segment_bytes`,
+/// so the count decides; segments rotated early at a turn's end are smaller, and more of them
+/// fit in the same window.
+fn retained(
+    layout: &Layout,
+    id: &RecordId,
+    older: &[u32],
+    closing_len: u64,
+    max_segments: u32,
+    max_segment_bytes: u64,
+) -> StoreResult<usize> {
+    let by_count = (max_segments as usize).saturating_sub(2).min(older.len());
+    let window = u64::from(max_segments.saturating_sub(1)).saturating_mul(max_segment_bytes);
+    let mut held = closing_len;
+    for (kept, &n) in older.iter().enumerate() {
+        if held >= window {
+            return Ok(kept.max(by_count));
+        }
+        held = held.saturating_add(plain_len(layout, id, n, max_segment_bytes)?);
+    }
+    Ok(older.len())
+}
+
+/// The uncompressed length of older segment `n`: its plain file's (the original, when both
+/// exist), else the compressed file's index's. A compressed segment whose index is unusable
+/// counts as a full segment.
+fn plain_len(layout: &Layout, id: &RecordId, n: u32, max_segment_bytes: u64) -> StoreResult<u64> {
+    let plain = layout.segment(id, n);
+    if let Some(meta) = stat_opt(&plain).map_err(|e| io_err(&plain, e))? {
+        return Ok(meta.len());
+    }
+    let zst = layout.segment_zst(id, n);
+    let file = match open_read(&zst) {
+        Ok(f) => f,
+        // Gone since the probe (a concurrent delete): nothing to count.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err(&zst, e)),
+    };
+    let len = file.metadata().map_err(|e| io_err(&zst, e))?.len();
+    Ok(
+        match zseg::Index::read(&file, len).map_err(|e| io_err(&zst, e))? {
+            Ok(index) => index.plain_len,
+            Err(_) => max_segment_bytes,
+        },
+    )
 }
 
 /// Renames segment `from` to `to`: its plain file, its compressed one, or both (a compression

@@ -12,6 +12,9 @@
 //! [`StoreConfig::from_env`] reads the environment variables the CLI honours:
 //! - [`ENV_MAX_SEGMENT_BYTES`]: the size at which the active log segment rotates (default
 //!   64 MiB);
+//! - [`ENV_TURN_END_ROTATE_BYTES`]: at a turn's end the file store's active segment rotates,
+//!   and so is compressed, when it holds at least this many bytes (default 1 MiB; `0` turns
+//!   it off; the database backends have no segments);
 //! - [`ENV_MAX_SEGMENTS`]: segments kept, the active one included (default 5);
 //! - [`ENV_KEEP_ROTATED_SEGMENTS`]: `1` keeps every rotated segment of the file store
 //!   (compressed) instead of deleting those beyond the window, for a full audit trail
@@ -42,6 +45,9 @@ pub use acpx_store_postgres::redact_url;
 
 /// Environment variable: rotate the active segment above this many bytes.
 pub const ENV_MAX_SEGMENT_BYTES: &str = "ACPX_MAX_SEGMENT_BYTES";
+/// Environment variable: at a turn's end, the file store's active segment rotates (and is
+/// compressed) when it holds at least this many bytes (default 1 MiB; `0` turns it off).
+pub const ENV_TURN_END_ROTATE_BYTES: &str = "ACPX_TURN_END_ROTATE_BYTES";
 /// Environment variable: keep at most this many segments.
 pub const ENV_MAX_SEGMENTS: &str = "ACPX_MAX_SEGMENTS";
 /// Environment variable: `1` (or `true`, `yes`) keeps every rotated segment of the file
@@ -101,13 +107,16 @@ pub fn sqlite_path(home: &Path) -> PathBuf {
 /// Why a store could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    /// An environment variable that must hold a positive integer holds something else.
-    #[error("environment variable {name}={value:?} is not a positive integer")]
+    /// An environment variable that must hold an integer of at least `least` holds something
+    /// else.
+    #[error("environment variable {name}={value:?} is not an integer of at least {least}")]
     BadNumber {
         /// The variable.
         name: &'static str,
         /// Its value.
         value: String,
+        /// The smallest value it takes.
+        least: u8,
     },
     /// An environment variable that must hold a yes/no flag holds something else.
     #[error("environment variable {name}={value:?} is not a flag (1, true, yes, 0, false or no)")]
@@ -158,6 +167,10 @@ pub struct StoreConfig {
     /// Keep every rotated segment (file store; default false). See
     /// `acpx_store_fs::FsStoreOptions::keep_rotated_segments`.
     pub keep_rotated_segments: Option<bool>,
+    /// The size at or above which the file store's active segment rotates at a turn's end
+    /// (default 1 MiB; 0: off). See
+    /// `acpx_store_fs::FsStoreOptions::turn_end_rotate_bytes`.
+    pub turn_end_rotate_bytes: Option<u64>,
 }
 
 impl StoreConfig {
@@ -171,16 +184,20 @@ impl StoreConfig {
             max_segment_bytes: None,
             max_segments: None,
             keep_rotated_segments: None,
+            turn_end_rotate_bytes: None,
         }
     }
 
     /// With the settings of the environment variables (see the crate docs); the URL of
     /// [`ENV_STORE_URL`] wins over one already set.
     pub fn from_env(mut self) -> Result<Self, OpenError> {
-        if let Some(b) = env_number(ENV_MAX_SEGMENT_BYTES)? {
+        if let Some(b) = env_number(ENV_MAX_SEGMENT_BYTES, 1)? {
             self.max_segment_bytes = Some(b);
         }
-        if let Some(s) = env_number(ENV_MAX_SEGMENTS)? {
+        if let Some(b) = env_number(ENV_TURN_END_ROTATE_BYTES, 0)? {
+            self.turn_end_rotate_bytes = Some(b);
+        }
+        if let Some(s) = env_number(ENV_MAX_SEGMENTS, 1)? {
             self.max_segments = Some(s);
         }
         if let Some(k) = env_flag(ENV_KEEP_ROTATED_SEGMENTS)? {
@@ -198,11 +215,16 @@ impl StoreConfig {
 
 fn env_number<T: std::str::FromStr + PartialOrd + From<u8>>(
     name: &'static str,
+    least: u8,
 ) -> Result<Option<T>, OpenError> {
     match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<T>() {
-            Ok(n) if n >= T::from(1) => Ok(Some(n)),
-            _ => Err(OpenError::BadNumber { name, value: v }),
+            Ok(n) if n >= T::from(least) => Ok(Some(n)),
+            _ => Err(OpenError::BadNumber {
+                name,
+                value: v,
+                least,
+            }),
         },
         _ => Ok(None),
     }
@@ -264,6 +286,9 @@ impl OpenStore {
                 }
                 if let Some(k) = config.keep_rotated_segments {
                     opts.keep_rotated_segments = k;
+                }
+                if let Some(b) = config.turn_end_rotate_bytes {
+                    opts.turn_end_rotate_bytes = b;
                 }
                 let store = FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
                 OpenStore::Fs(Arc::new(store))
@@ -442,6 +467,32 @@ mod tests {
             panic!("not the file store");
         };
         assert!(fs.options().keep_rotated_segments);
+    }
+
+    #[tokio::test]
+    async fn turn_end_rotation_takes_zero_and_reaches_the_file_store() {
+        // A variable of this test only: tests run in parallel threads of one process.
+        const VAR: &str = "ACPX_TEST_TURN_END_ROTATE";
+        for (value, want) in [("0", Some(0u64)), (" 4096 ", Some(4096)), ("", None)] {
+            std::env::set_var(VAR, value);
+            assert_eq!(env_number::<u64>(VAR, 0).unwrap(), want, "{value:?}");
+        }
+        std::env::set_var(VAR, "-1");
+        let err = env_number::<u64>(VAR, 0).unwrap_err();
+        assert!(err.to_string().contains("at least 0"), "{err}");
+        std::env::set_var(VAR, "0");
+        let err = env_number::<u64>(VAR, 1).unwrap_err();
+        assert!(err.to_string().contains("at least 1"), "{err}");
+        std::env::remove_var(VAR);
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::new(Backend::Fs, dir.path().to_path_buf());
+        assert_eq!(config.turn_end_rotate_bytes, None);
+        config.turn_end_rotate_bytes = Some(0);
+        let OpenStore::Fs(fs) = OpenStore::open(&config).await.unwrap() else {
+            panic!("not the file store");
+        };
+        assert_eq!(fs.options().turn_end_rotate_bytes, 0);
     }
 
     #[test]

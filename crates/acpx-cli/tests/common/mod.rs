@@ -121,6 +121,7 @@ impl Env {
             .env_remove("ACPX_MAX_SEGMENT_BYTES")
             .env_remove("ACPX_MAX_SEGMENTS")
             .env_remove("ACPX_KEEP_ROTATED_SEGMENTS")
+            .env_remove("ACPX_TURN_END_ROTATE_BYTES")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
         for (k, v) in &self.extra_env {

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use acpx_model::{
-    check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, RecordId,
-    SessionLock, StoreError, StoreResult, Timestamp, TornTail,
+    check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, EventType,
+    RecordId, SessionLock, StoreError, StoreResult, Timestamp, TornTail,
 };
 
 use super::{lock_slot, FsCore, Slot, SlotState};
@@ -33,6 +33,9 @@ pub(crate) struct PreparedBatch {
     /// `check_append_batch` against the last seq the batch itself implies (first seq − 1).
     internal: Option<StoreError>,
     last_seq: u64,
+    /// Whether the batch ends a turn (holds `prompt_done` or `prompt_error`): the active
+    /// segment may then rotate early ([`crate::FsStoreOptions::turn_end_rotate_bytes`]).
+    ends_turn: bool,
     bytes: Vec<u8>,
 }
 
@@ -57,6 +60,9 @@ impl PreparedBatch {
             first_id_ok: events.first().is_none_or(|e| e.acpx_record_id == *id),
             internal: internal.err(),
             last_seq: events.last().map_or(0, |e| e.seq),
+            ends_turn: events
+                .iter()
+                .any(|e| matches!(e.event_type, EventType::PromptDone | EventType::PromptError)),
             bytes,
         }
     }
@@ -128,6 +134,7 @@ impl FsCore {
         if batch.count > 0 {
             w.pending.extend_from_slice(&batch.bytes);
             w.last_seq = batch.last_seq;
+            w.turn_ended |= batch.ends_turn;
             st.last_write_at = Some(Timestamp::now());
         }
         Some(Ok(self.log_state(id, &st)))
@@ -166,6 +173,7 @@ impl FsCore {
             return Err(self.writer_gone(id));
         };
         w.last_seq = batch.last_seq;
+        w.turn_ended |= batch.ends_turn;
         st.last_write_at = Some(now);
         if durability == Durability::None {
             w.pending.extend_from_slice(&batch.bytes);
@@ -279,11 +287,17 @@ impl FsCore {
         }
         w.len += buf.len() as u64;
         st.last_write_error = None;
-        if w.len > self.opts.max_segment_bytes {
+        // Everything pending is written with this call, so a turn end it held is now on disk.
+        let turn_ended = std::mem::take(&mut w.turn_ended);
+        let turn_end_rotate = turn_ended
+            && self.opts.turn_end_rotate_bytes > 0
+            && w.len >= self.opts.turn_end_rotate_bytes;
+        if w.len > self.opts.max_segment_bytes || turn_end_rotate {
             if let Err(e) = crate::rotate::rotate(
                 &self.layout,
                 id,
                 self.opts.max_segments,
+                self.opts.max_segment_bytes,
                 self.opts.keep_rotated_segments,
                 w,
             ) {
