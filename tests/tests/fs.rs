@@ -53,12 +53,13 @@ fn main() -> ExitCode {
         .run()
 }
 
-/// 4 KiB × 3 segments: a dozen events rotate the log.
+/// 4 KiB × 3 segments: a dozen events rotate the log, and a turn's end past 1 KiB does.
 fn tiny_segments() -> FsBackend {
     FsBackend::with_options(FsStoreOptions {
         max_segment_bytes: 4096,
         max_segments: 3,
         keep_rotated_segments: false,
+        turn_end_rotate_bytes: 1024,
         lock_timeout: Duration::from_secs(60),
     })
 }

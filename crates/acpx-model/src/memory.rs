@@ -123,6 +123,40 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn create_sessions(
+        &self,
+        sessions: Vec<crate::NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        if sessions.iter().all(|s| s.seq_before() == 0) {
+            return crate::migrate::create_sessions_one_by_one(self, sessions).await;
+        }
+        // A log retention trimmed starts above seq 1: stored as given, in one step.
+        let mut inner = self.inner();
+        let mut seen = std::collections::HashSet::new();
+        for s in &sessions {
+            let id = &s.record.acpx_record_id;
+            s.record.validate("memory")?;
+            check_append_batch(id, s.seq_before(), &s.events)?;
+            if inner.sessions.contains_key(id) || !seen.insert(id) {
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
+        }
+        let mut out = Vec::with_capacity(sessions.len());
+        for s in sessions {
+            let id = s.record.acpx_record_id.clone();
+            let mut session = MemSession {
+                record: s.record,
+                last_write_at: (!s.events.is_empty()).then(Timestamp::now),
+                events: s.events,
+            };
+            session.record.acpx.event_log = Self::log_state(&id, &session);
+            session.record.revision = 1;
+            out.push(session.record.clone());
+            inner.sessions.insert(id, session);
+        }
+        Ok(out)
+    }
+
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         self.inner()
             .sessions

@@ -519,10 +519,34 @@ pub async fn create_sessions_one_by_one<S: Store + ?Sized>(
     store: &S,
     sessions: Vec<NewSessionData>,
 ) -> StoreResult<Vec<SessionRecord>> {
+    create_sessions_in_parts(store, sessions, |_| None).await
+}
+
+/// [`create_sessions_one_by_one`] for a store whose batch path can start a log retention
+/// trimmed (first event above seq 1) but cannot take the whole of it: for such a session,
+/// `retained_prefix` says how many of its first events the store's [`Store::create_sessions`]
+/// takes on its batch path (at least 1; it must not come back here for them); those create
+/// the session, and the rest is appended. `None` refuses the session, as the one-by-one path
+/// does.
+pub async fn create_sessions_in_parts<S: Store + ?Sized>(
+    store: &S,
+    sessions: Vec<NewSessionData>,
+    retained_prefix: impl Fn(&NewSessionData) -> Option<usize>,
+) -> StoreResult<Vec<SessionRecord>> {
     let mut created: Vec<RecordId> = Vec::new();
     let mut stored = Vec::with_capacity(sessions.len());
     for session in sessions {
-        match create_one(store, session, &mut created).await {
+        let result = if session.seq_before() > 0 {
+            match retained_prefix(&session) {
+                Some(prefix) => {
+                    create_retained_in_parts(store, session, prefix, &mut created).await
+                }
+                None => create_one(store, session, &mut created).await,
+            }
+        } else {
+            create_one(store, session, &mut created).await
+        };
+        match result {
             Ok(record) => stored.push(record),
             Err(e) => {
                 remove_created(store, &created).await;
@@ -566,6 +590,48 @@ pub async fn append_new_log<S: Store + ?Sized>(
     record.acpx.event_log = store.event_log_state(&id).await?;
     store.save(record).await?;
     Ok(())
+}
+
+/// How many of the first `events` fit in `budget` bytes of NDJSON lines, at least 1: the
+/// `retained_prefix` of [`create_sessions_in_parts`] for a store that measures its log in
+/// lines and whose batch path takes one event of any size.
+pub fn prefix_within(events: &[EventEnvelope], budget: u64) -> usize {
+    let mut line = Vec::new();
+    let mut held = 0u64;
+    for (i, e) in events.iter().enumerate() {
+        line.clear();
+        e.write_ndjson_line(&mut line);
+        held = held.saturating_add(line.len() as u64);
+        if held > budget {
+            return i.max(1);
+        }
+    }
+    events.len().max(1)
+}
+
+/// A session whose log starts above seq 1: its first `prefix` events through the store's
+/// batch path, which creates it with the log starting there, then the rest appended.
+async fn create_retained_in_parts<S: Store + ?Sized>(
+    store: &S,
+    session: NewSessionData,
+    prefix: usize,
+    created: &mut Vec<RecordId>,
+) -> StoreResult<SessionRecord> {
+    let NewSessionData { record, mut events } = session;
+    let id = record.acpx_record_id.clone();
+    let rest = events.split_off(prefix.clamp(1, events.len()));
+    let mut stored = store
+        .create_sessions(vec![NewSessionData { record, events }])
+        .await?;
+    created.push(id.clone());
+    let mut record = stored.pop().ok_or_else(|| StoreError::Backend {
+        backend: store.backend_name(),
+        message: format!("creating session {id} returned no snapshot"),
+    })?;
+    let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
+    append_new_log(store, &writer, &mut record, &rest).await?;
+    drop(writer);
+    Ok(record)
 }
 
 /// One session of [`create_sessions_one_by_one`]; pushes its id to `created` once it exists.

@@ -316,10 +316,25 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
         to.load(&parent.acpx_record_id).await,
         Err(StoreError::NotFound(_))
     ));
-    // A log whose oldest events were rotated out is refused before anything is stored.
+    // A log whose oldest events retention removed is stored as retained from its first seq.
     let (record, lines) = open(archive_text(&parent, &events[1..], None));
+    let (stored, n) = import_event_lines(&**to, record, lines, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 2_499);
+    assert_eq!(stored.acpx.event_log.last_seq, 2_500);
+    assert_eq!(all_events(&**to, &parent.acpx_record_id).await, events[1..]);
+    to.delete(&parent.acpx_record_id).await.unwrap();
+    // A gap is refused before anything is stored.
+    let mut gap = events.clone();
+    gap.remove(5);
+    let (record, lines) = open(archive_text(&parent, &gap, None));
     let r = import_event_lines(&**to, record, lines, false).await;
-    assert!(matches!(&r, Err(OpsError::Invalid(m)) if m.contains("has seq 2, expected 1")));
+    assert!(
+        matches!(&r, Err(OpsError::Invalid(m)) if m.contains("has seq 7, expected 6")),
+        "{:?}",
+        r.map(|(_, n)| n)
+    );
     assert!(matches!(
         to.load(&parent.acpx_record_id).await,
         Err(StoreError::NotFound(_))

@@ -583,3 +583,4 @@ impl Drop for FsCore {
 pub(crate) use event_log::PreparedBatch;
 #[cfg(feature = "testing")]
 pub use event_log::PENDING_LIMIT;
+pub use event_log::TURN_END_ROTATE_MAX_OLDER;

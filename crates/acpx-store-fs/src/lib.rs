@@ -143,14 +143,16 @@
 //! becomes `.1`, a new empty active file is created, and the directory is fsynced. It also
 //! rotates at the end of a turn (a batch holding `prompt_done` or `prompt_error`) when it
 //! holds at least [`FsStoreOptions::turn_end_rotate_bytes`] (1 MiB), so that a session's log
-//! is compressed up to its last turn. Retention keeps [`FsStoreOptions::max_segments`] files,
+//! is compressed up to its last turn (while at most [`TURN_END_ROTATE_MAX_OLDER`] older
+//! segments exist). Retention keeps [`FsStoreOptions::max_segments`] files,
 //! the active one included (at least 2: after a rotation the last seq is read from `.1`),
 //! and more older ones while the closed segments hold less than `max_segments − 1`
 //! segments' worth of `max_segment_bytes` (uncompressed), so many small segments keep the
 //! same window as a few full ones. `segment_count` in [`EventLogState`] counts the
 //! files that really exist. At every step the files, ordered by index, are ordered by age, so a crash
 //! mid-rotation leaves a readable log; it may leave a gap in the numbering, which readers
-//! tolerate (seq continuity is what matters) and the next rotation closes. A rotation failure
+//! step over (they probe on until three indices in a row are missing; seq continuity is what
+//! matters) and the next rotation closes. A rotation failure
 //! after a successful write does not fail the append: the events are stored, and the failure
 //! is reported in `last_write_error` of the returned state.
 //!
@@ -345,7 +347,7 @@ use acpx_model::{
 use async_trait::async_trait;
 
 use crate::core::FsCore;
-pub use crate::core::{FsStoreOptions, DEFAULT_TURN_END_ROTATE_BYTES};
+pub use crate::core::{FsStoreOptions, DEFAULT_TURN_END_ROTATE_BYTES, TURN_END_ROTATE_MAX_OLDER};
 // Internals for tests (cargo feature `testing`, off by default): the blocking core, the
 // buffer limit of `Durability::None`, and the failpoint names.
 #[cfg(feature = "testing")]
@@ -486,7 +488,8 @@ impl Store for FsStore {
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
         // A log that would rotate while written goes the one-by-one way, which rotates (and
-        // applies retention) exactly as appends do.
+        // applies retention) exactly as appends do; one retention trimmed is started with the
+        // events that fit on this path and continued by appends.
         let budget = usize::try_from(self.core.options().max_segment_bytes).unwrap_or(usize::MAX);
         let now = Timestamp::now();
         let mut prepared = Vec::with_capacity(sessions.len());
@@ -502,8 +505,14 @@ impl Store for FsStore {
             for e in &s.events {
                 e.write_ndjson_line(&mut log);
             }
-            if log.len() > budget {
-                return acpx_model::migrate::create_sessions_one_by_one(self, sessions).await;
+            // One event goes the batch way whatever its size (an append of it would too),
+            // so that a log retention trimmed can always be started from its first event.
+            if log.len() > budget && s.events.len() > 1 {
+                let max = budget as u64;
+                return acpx_model::migrate::create_sessions_in_parts(self, sessions, |s| {
+                    Some(acpx_model::migrate::prefix_within(&s.events, max))
+                })
+                .await;
             }
             let mut record = s.record.clone();
             let last_seq = s.events.last().map_or(0, |e| e.seq);

@@ -134,10 +134,15 @@ fn last_seq_strict_zst(seg: &Segment, id: &RecordId) -> StoreResult<Option<u64>>
     check_last_line(&body[start..], &seg.path, id, || Ok(total)).map(Some)
 }
 
+/// Missing indices in a row after which a probe beyond `max_segments` stops. A crash in the
+/// middle of a rotation leaves at most one missing index, and a rotation running meanwhile
+/// one more (the index it is moving a file away from); three in a row is the end of the log.
+const PROBE_MISSES: u32 = 3;
+
 /// Indices of the older segments that exist (plain, compressed or both), ascending (newest
-/// first). A crash in the middle of a rotation can leave a gap, so indices up to
-/// `max_segments` are all probed; beyond, the probe continues while files exist (segments
-/// kept under a larger earlier limit, or by `keep_rotated_segments`).
+/// first). Indices up to `max_segments` are all probed; beyond, the probe continues until
+/// [`PROBE_MISSES`] indices in a row are missing (segments closed early at a turn's end, kept
+/// under a larger earlier limit, or by `keep_rotated_segments`, with a crash's gap among them).
 pub(crate) fn probe_older(
     layout: &Layout,
     id: &RecordId,
@@ -145,14 +150,18 @@ pub(crate) fn probe_older(
 ) -> io::Result<Vec<u32>> {
     let always = max_segments.clamp(2, 64);
     let mut out = Vec::new();
-    let mut n = 1u32;
+    let (mut n, mut misses) = (1u32, 0u32);
     loop {
         if stat_opt(&layout.segment(id, n))?.is_some()
             || stat_opt(&layout.segment_zst(id, n))?.is_some()
         {
             out.push(n);
+            misses = 0;
         } else if n >= always {
-            return Ok(out);
+            misses += 1;
+            if misses >= PROBE_MISSES {
+                return Ok(out);
+            }
         }
         n += 1;
     }
@@ -284,7 +293,8 @@ fn open_existing(path: &Path) -> io::Result<Option<File>> {
 
 /// Opens every segment, oldest first. The active one is opened first and the older ones in
 /// ascending order, so a rotation running meanwhile (which only moves files to higher
-/// indices) can make a file show up twice, never be missed; duplicates are dropped by inode.
+/// indices) can make a file show up twice, never be missed (the index it just left is a
+/// miss the probe steps over, [`PROBE_MISSES`]); duplicates are dropped by inode.
 fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Vec<Segment>> {
     let mut seen = HashSet::new();
     let mut segs = Vec::new();
@@ -300,11 +310,15 @@ fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResu
     };
     add(0)?;
     let always = max_segments.clamp(2, 64);
-    let mut n = 1u32;
+    let (mut n, mut misses) = (1u32, 0u32);
     loop {
-        let exists = add(n)?;
-        if !exists && n >= always {
-            break;
+        if add(n)? {
+            misses = 0;
+        } else if n >= always {
+            misses += 1;
+            if misses >= PROBE_MISSES {
+                break;
+            }
         }
         n += 1;
     }

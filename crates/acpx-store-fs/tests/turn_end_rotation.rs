@@ -8,7 +8,7 @@ mod common;
 use std::fs;
 
 use acpx_model::{Durability, EventQuery, ReadMode, RecordId};
-use acpx_store_fs::{FsStore, FsStoreOptions};
+use acpx_store_fs::{FsStore, FsStoreOptions, TURN_END_ROTATE_MAX_OLDER};
 use common::*;
 
 fn store_opts(dir: &std::path::Path, max: u64, segments: u32, turn_end: u64) -> FsStore {
@@ -178,4 +178,58 @@ fn retention_counts_bytes_so_small_closed_segments_keep_the_whole_window() {
     );
     let seqs = all_seqs(&s, &a);
     assert_eq!(*seqs.last().unwrap(), next + 70);
+}
+
+#[test]
+fn turn_ends_stop_rotating_once_many_small_segments_exist() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A large window: retention deletes nothing here, so only the cap limits the files.
+    let s = store_opts(tmp.path(), 10_000_000, 5, 1_000);
+    let a = id("a");
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let mut next = 1;
+    for _ in 0..TURN_END_ROTATE_MAX_OLDER + 5 {
+        next = turn(&s, &a, next, 4, 300);
+    }
+    assert_eq!(older(&s, &a).len() as u32, TURN_END_ROTATE_MAX_OLDER);
+    // The later turns stayed in the active segment, and every event reads back.
+    assert!(fs::metadata(s.active_log_path(&a)).unwrap().len() > 4 * 1_000);
+    assert_eq!(all_seqs(&s, &a), (1..next).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_gap_a_crash_left_beyond_max_segments_hides_no_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_opts(tmp.path(), 1_000_000, 3, 1_000);
+    let a = id("a");
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let mut next = 1;
+    for _ in 0..9 {
+        next = turn(&s, &a, next, 4, 300);
+    }
+    let n = older(&s, &a).len() as u32;
+    assert_eq!(n, 9);
+    drop(s);
+    // A rotation's shift moves the oldest segments up first; a crash after moving those
+    // above 5 leaves index 5 empty.
+    for k in (5..=n).rev() {
+        fs::rename(
+            tmp.path()
+                .join("sessions")
+                .join(format!("{a}.events.{k}.ndjson.zst")),
+            tmp.path()
+                .join("sessions")
+                .join(format!("{a}.events.{}.ndjson.zst", k + 1)),
+        )
+        .unwrap();
+    }
+    let fresh = store_opts(tmp.path(), 1_000_000, 3, 1_000);
+    assert_eq!(all_seqs(&fresh, &a), (1..next).collect::<Vec<_>>());
+    let st = fresh.blocking().event_log_state(&a).unwrap();
+    assert_eq!(st.segment_count, n + 1);
+    // The next rotation closes the gap.
+    let next = turn(&fresh, &a, next, 4, 300);
+    let idx: Vec<u32> = older(&fresh, &a).iter().map(|&(k, _)| k).collect();
+    assert_eq!(idx, (1..=n + 1).collect::<Vec<_>>());
+    assert_eq!(all_seqs(&fresh, &a), (1..next).collect::<Vec<_>>());
 }

@@ -54,7 +54,9 @@ pub(crate) fn prepare(store: &SqliteStore, sessions: Vec<NewSessionData>) -> Sto
         check_append_batch(id, s.seq_before(), &s.events)?;
         let events = EventBatch::new(&s.events)?;
         let retained: i64 = events.rows().iter().map(|r| r.bytes).sum();
-        if u64::try_from(retained).unwrap_or(u64::MAX) > budget {
+        // One event goes the batch way whatever its size (an append of it would too), so
+        // that a log retention trimmed can always be started from its first event.
+        if u64::try_from(retained).unwrap_or(u64::MAX) > budget && s.events.len() > 1 {
             return Ok(Prepared::TooLarge(sessions));
         }
         batches.push((events, retained));

@@ -395,7 +395,16 @@ impl Store for SqliteStore {
                 Ok(records)
             }
             batch::Prepared::TooLarge(sessions) => {
-                acpx_model::migrate::create_sessions_one_by_one(self, sessions).await
+                // A log retention trimmed is started with the events that fit the batch path.
+                let budget = self
+                    .inner
+                    .options
+                    .max_segment_bytes
+                    .saturating_mul(u64::from(self.inner.options.max_segments));
+                acpx_model::migrate::create_sessions_in_parts(self, sessions, |s| {
+                    Some(acpx_model::migrate::prefix_within(&s.events, budget))
+                })
+                .await
             }
         }
     }

@@ -71,8 +71,8 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     if let Some(seq) = oldest {
         ctx.out.warn(&format!(
             "the store kept the log of {} from seq {seq} on (older events were removed by \
-             retention; ACPX_KEEP_ROTATED_SEGMENTS=1 keeps them): `sessions import` recreates \
-             a log from seq 1 only and will refuse this archive",
+             retention; ACPX_KEEP_ROTATED_SEGMENTS=1 keeps them): the archive holds the events \
+             from seq {seq} on, and `sessions import` recreates the log from there",
             r.acpx_record_id
         ));
     }

@@ -365,7 +365,9 @@ const IMPORT_BATCH: usize = 1_000;
 /// Stores `record` with the events of `events` as a new session, reading and appending them
 /// a batch at a time ([`store_new_session`] for a log of any length). With `new_id` the
 /// session and every event get a fresh record id; otherwise every event must belong to the
-/// record. Seqs must start at 1 without gaps. The first batch is checked before anything is
+/// record. Seqs must have no gaps; they start at 1, or above for a log whose oldest events
+/// retention removed (the session is then created with its log retained from that seq,
+/// [`NewSessionWriter::create_retained`]). The first batch is checked before anything is
 /// stored; a later bad line, or a failing store, removes the half-stored session again, so
 /// an import stores a whole session or nothing (a process killed half-way leaves the part
 /// it stored, a session whose log ends early: delete it before importing again). Returns the stored snapshot and the number
@@ -382,10 +384,12 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     }
     let id = record.acpx_record_id.clone();
     let mut count = 0u64;
+    // The seq before the log's first event: 0, or above for a log retention trimmed.
+    let mut seq_before: Option<u64> = None;
     let mut batch = Vec::with_capacity(IMPORT_BATCH);
-    let next_batch = |events: &mut EventLines<R>,
-                      batch: &mut Vec<EventEnvelope>,
-                      count: &mut u64|
+    let mut next_batch = |events: &mut EventLines<R>,
+                          batch: &mut Vec<EventEnvelope>,
+                          count: &mut u64|
      -> OpsResult<()> {
         batch.clear();
         while batch.len() < IMPORT_BATCH {
@@ -401,11 +405,12 @@ pub async fn import_event_lines<R: std::io::BufRead>(
                 )));
             }
             *count += 1;
-            if e.seq != *count {
+            let before = *seq_before.get_or_insert(e.seq.saturating_sub(1));
+            let expected = before + *count;
+            if e.seq != expected {
                 return Err(OpsError::Invalid(format!(
-                    "session {original}: event {count} has seq {}, expected {count}: the log must \
-                     start at seq 1 without gaps (a log whose oldest events were rotated out \
-                     cannot be imported as is)",
+                    "session {original}: event {count} has seq {}, expected {expected}: the \
+                     log's seqs must follow each other without gaps",
                     e.seq
                 )));
             }
@@ -417,8 +422,18 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     next_batch(&mut events, &mut batch, &mut count)?;
     record.revision = 0;
     record.pid = None;
-    let mut writer = NewSessionWriter::create(store, record).await?;
+    let retained = batch.first().is_some_and(|e| e.seq > 1);
+    let mut writer = if retained {
+        // Only the batch create can start a new log above seq 1; it stores the first batch.
+        let first = std::mem::replace(&mut batch, Vec::with_capacity(IMPORT_BATCH));
+        NewSessionWriter::create_retained(store, record, first).await?
+    } else {
+        NewSessionWriter::create(store, record).await?
+    };
     let stored: OpsResult<SessionRecord> = async {
+        if retained {
+            next_batch(&mut events, &mut batch, &mut count)?;
+        }
         while !batch.is_empty() {
             writer.append(&batch).await?;
             next_batch(&mut events, &mut batch, &mut count)?;
@@ -451,8 +466,9 @@ pub fn assign_new_id(session: &mut ImportedSession) -> RecordId {
 }
 
 /// Stores `record` with `events` as a new session, under its writer lock: create, append,
-/// flush, then save the snapshot with the log's state. The events' seqs must start at 1 and
-/// have no gaps ([`OpsError::Invalid`] otherwise); the imported `revision` and `pid` are
+/// flush, then save the snapshot with the log's state. The events' seqs must have no gaps
+/// ([`OpsError::Invalid`] otherwise); a log starting above seq 1 (retention trimmed it) is
+/// stored through [`Store::create_sessions`], the only way to start a log there; the imported `revision` and `pid` are
 /// dropped (the store numbers its own saves, and no process of this machine runs it). A
 /// taken id is [`StoreError::AlreadyExists`].
 pub async fn store_new_session(
@@ -461,19 +477,32 @@ pub async fn store_new_session(
     events: &[EventEnvelope],
 ) -> OpsResult<SessionRecord> {
     let id = record.acpx_record_id.clone();
+    let before = events.first().map_or(0, |e| e.seq.saturating_sub(1));
     for (i, e) in events.iter().enumerate() {
-        if e.seq != i as u64 + 1 {
+        let expected = before + i as u64 + 1;
+        if e.seq != expected {
             return Err(OpsError::Invalid(format!(
-                "session {id}: event {} has seq {}, expected {}: the log must start at seq 1 without gaps \
-                 (a log whose oldest events were rotated out cannot be imported as is)",
+                "session {id}: event {} has seq {}, expected {expected}: the log's seqs must \
+                 follow each other without gaps",
                 i + 1,
                 e.seq,
-                i + 1
             )));
         }
     }
     record.revision = 0;
     record.pid = None;
+    if before > 0 {
+        // A log retention trimmed: only the batch create can start a new log above seq 1.
+        let mut stored = store
+            .create_sessions(vec![acpx_model::NewSessionData {
+                record,
+                events: events.to_vec(),
+            }])
+            .await?;
+        return stored.pop().ok_or_else(|| {
+            OpsError::Invalid(format!("creating session {id} returned no snapshot"))
+        });
+    }
     let mut writer = NewSessionWriter::create(store, record).await?;
     writer.append(events).await?;
     Ok(writer.finish().await?)

@@ -19,6 +19,13 @@ use crate::log::{self, LogWriter};
 /// Events appended with [`Durability::None`] are written out once this many bytes are pending.
 pub const PENDING_LIMIT: usize = 64 * 1024;
 
+/// A turn's end rotates early only while at most this many older segments exist. Every
+/// reader opens all of a log's segments, so this bounds the files a read holds (and a
+/// rotation renames) at about this many plus one per 64 MiB: beyond it, the active segment
+/// rotates at the size limit only, and retention drops the small segments as full ones take
+/// their place in the window.
+pub const TURN_END_ROTATE_MAX_OLDER: u32 = 32;
+
 /// Cached open active segments beyond this many are closed (those of sessions not locked).
 const MAX_OPEN_WRITERS: usize = 256;
 
@@ -291,7 +298,8 @@ impl FsCore {
         let turn_ended = std::mem::take(&mut w.turn_ended);
         let turn_end_rotate = turn_ended
             && self.opts.turn_end_rotate_bytes > 0
-            && w.len >= self.opts.turn_end_rotate_bytes;
+            && w.len >= self.opts.turn_end_rotate_bytes
+            && w.segment_count.saturating_sub(1) < TURN_END_ROTATE_MAX_OLDER;
         if w.len > self.opts.max_segment_bytes || turn_end_rotate {
             if let Err(e) = crate::rotate::rotate(
                 &self.layout,
