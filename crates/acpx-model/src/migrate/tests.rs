@@ -151,10 +151,8 @@ async fn a_copy_that_differs_fails_clearly_and_is_removed() {
         .is_empty());
 }
 
-/// The memory store creates sessions one by one (through `append`), which cannot start a
-/// log at seq 5: the target refuses it, naming the seq, before creating anything.
-#[tokio::test]
-async fn a_trimmed_source_log_into_a_store_that_cannot_hold_it_is_refused_cleanly() {
+/// A source holding one session whose log retention trimmed to seqs 5..=9.
+async fn trimmed_source() -> FaultStore<MemoryStore> {
     let inner = MemoryStore::new();
     fill(&inner, 1, 0).await;
     let id = RecordId::parse("s000").unwrap();
@@ -164,8 +162,27 @@ async fn a_trimmed_source_log_into_a_store_that_cannot_hold_it_is_refused_cleanl
         .await
         .unwrap();
     drop(writer);
+    trimmed(inner)
+}
+
+/// The memory store's `create_sessions` starts a log at a later seq: the copy holds 5..=9.
+#[tokio::test]
+async fn a_trimmed_source_log_is_copied_from_its_first_seq() {
     let to = MemoryStore::new();
-    let err = copy_store(&trimmed(inner), &to).await.unwrap_err();
+    let report = copy_store(&trimmed_source().await, &to).await.unwrap();
+    assert!(report.sessions[0].trimmed);
+    let id = RecordId::parse("s000").unwrap();
+    let page = to.read_events(&id, &EventQuery::default()).await.unwrap();
+    let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [5, 6, 7, 8, 9]);
+}
+
+/// A store on the trait's default `create_sessions` writes through `append`, which cannot
+/// start a log at seq 5: the target refuses it, naming the seq, before creating anything.
+#[tokio::test]
+async fn a_trimmed_source_log_into_a_store_that_cannot_hold_it_is_refused_cleanly() {
+    let to = FaultStore::new(Arc::new(MemoryStore::new()), Faults::new());
+    let err = copy_store(&trimmed_source().await, &to).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidArgument(_)), "{err}");
     assert!(err.to_string().contains("seq 5"), "{err}");
     assert!(to
