@@ -40,6 +40,9 @@ pub struct CopyReport {
     /// Sessions the target already held as an identical copy (an earlier run of the same
     /// migration): checked like a fresh copy and left as they were.
     pub already_copied: Vec<SessionCopy>,
+    /// Sessions the target held as an unfinished copy (an earlier run stopped before the
+    /// copy's last save): removed and copied again, so they are also in `sessions`.
+    pub recopied: Vec<RecordId>,
 }
 
 /// The verified copy of one session. Every figure was computed on the source and, reading
@@ -71,7 +74,10 @@ pub struct SessionCopy {
 /// the source's writer lock, with the figures of the verification (event count, seq range,
 /// both digests, the copy read back from `to`): an identical copy (left by an earlier run that
 /// was interrupted, or before new sessions appeared in `from`) is kept and listed in
-/// [`CopyReport::already_copied`]; any other (different, or unreadable) is refused with
+/// [`CopyReport::already_copied`]; an unfinished copy (its snapshot still at revision 1, the
+/// source's snapshot, and a log that is a prefix of the source's: an earlier run stopped
+/// before the copy's last save) is removed and copied again ([`CopyReport::recopied`]);
+/// any other (different, or unreadable) is refused with
 /// [`StoreError::AlreadyExistsDiffering`] naming it and what differs, and nothing is written.
 /// Each source session is copied under its writer lock, so a
 /// live writer cannot change it half-way. Sessions are written in batches
@@ -132,14 +138,24 @@ pub async fn copy_store_with_progress(
     // copy (an earlier run, interrupted or followed by new sessions) is kept and reported; any
     // other stops the migration here, with the target untouched.
     let mut checks = futures::stream::iter(ids.iter().filter(|id| taken.contains(*id)))
-        .map(|id| already_copied(from, to, id))
+        .map(|id| rerun::held(from, to, id))
         .buffered(COPY_CONCURRENCY);
+    let mut unfinished = Vec::new();
     while let Some(checked) = checks.next().await {
-        let copy = checked?;
-        progress.advance(copy.acpx_record_id.as_str());
-        report.already_copied.push(copy);
+        match checked? {
+            rerun::Held::Copied(copy) => {
+                progress.advance(copy.acpx_record_id.as_str());
+                report.already_copied.push(copy);
+            }
+            rerun::Held::Unfinished(id) => unfinished.push(id),
+        }
     }
     drop(checks);
+    // An unfinished copy was removed from the target: copied again with the rest.
+    for id in unfinished {
+        taken.remove(&id);
+        report.recopied.push(id);
+    }
     ids.retain(|id| !taken.contains(id));
     // The source is taken BATCH_SESSIONS sessions at a time: their writer locks at once
     // (`lock_many`, held until their copies are verified), then each read a few at a time,
@@ -289,34 +305,6 @@ async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
             events: page.events,
         },
     })))
-}
-
-/// Whether the target's session `id` is an identical copy of the source's, compared under the
-/// source's writer lock (a live writer cannot change it meanwhile).
-async fn already_copied(
-    from: &dyn Store,
-    to: &dyn Store,
-    id: &RecordId,
-) -> StoreResult<SessionCopy> {
-    let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
-    let source = verify_side(from, id).await?;
-    let target = match verify_side(to, id).await {
-        Ok(target) => target,
-        Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
-            return Err(StoreError::AlreadyExistsDiffering {
-                id: id.clone(),
-                what: format!("the copy cannot be read back ({e})"),
-            })
-        }
-        Err(e) => return Err(e),
-    };
-    match source.difference(&target) {
-        None => Ok(source.copy_of(id.clone())),
-        Some(what) => Err(StoreError::AlreadyExistsDiffering {
-            id: id.clone(),
-            what: format!("{what} differs"),
-        }),
-    }
 }
 
 /// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
@@ -831,6 +819,8 @@ fn hex(bytes: &[u8]) -> String {
 fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
     eprintln!("acpx: could not remove the partial copy of session {id}: {e}");
 }
+
+mod rerun;
 
 #[cfg(test)]
 mod write_behind_tests;

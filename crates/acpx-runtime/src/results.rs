@@ -336,6 +336,7 @@ pub fn migrated(from: &str, to: &str, location: &str, report: &CopyReport) -> Va
         json!(report.already_copied.len()),
     );
     m.insert("alreadyCopied".into(), json!(report.already_copied));
+    m.insert("recopied".into(), json!(report.recopied));
     m.insert("skipped".into(), json!(report.skipped));
     action("migrated", m)
 }

@@ -76,6 +76,12 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
                 s.acpx_record_id, s.events, s.first_seq, s.last_seq
             ));
         }
+        for id in &report.recopied {
+            ctx.out.line(&format!(
+                "copied {id} again: the target held an unfinished copy of it (an earlier run \
+                 stopped before its last save)"
+            ));
+        }
         for s in &report.already_copied {
             ctx.out.line(&format!(
                 "already copied {} ({} events, seq {}..{}), verified identical",

@@ -137,3 +137,82 @@ async fn an_unrelated_session_with_a_taken_id_is_refused_and_left_alone() {
     assert_eq!(ids_of(&to).await, ["s002"]);
     assert_eq!(to.load(&existing.acpx_record_id).await.unwrap(), existing);
 }
+
+/// A copy stopped after `create` (and perhaps some appends) but before its last save: the
+/// target holds the source's snapshot at revision 1 and a prefix of its log. A rerun removes
+/// it and copies the session again; a finished copy beside it is kept.
+#[tokio::test]
+async fn an_unfinished_copy_is_removed_and_copied_again() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 4).await;
+    let to = MemoryStore::new();
+    let kept = RecordId::parse("s000").unwrap();
+    let first = copy_store(&from, &to).await.unwrap();
+    assert!(first.recopied.is_empty());
+    // Replace s001's and s002's copies by unfinished ones: the snapshot as `create` wrote it
+    // and the first events (none, for s001; 3 of 8, for s002).
+    for (name, prefix) in [("s001", 0u64), ("s002", 3)] {
+        let id = RecordId::parse(name).unwrap();
+        to.delete(&id).await.unwrap();
+        let mut r = from.load(&id).await.unwrap();
+        to.create(&mut r).await.unwrap();
+        if prefix > 0 {
+            append(&to, &id, 1, prefix).await;
+        }
+    }
+    // And one whose every event was appended, the last save missing.
+    let full = RecordId::parse("s002").unwrap();
+    append(&to, &full, 4, 5).await;
+
+    let second = copy_store(&from, &to).await.unwrap();
+    let mut recopied: Vec<&str> = second.recopied.iter().map(|id| id.as_str()).collect();
+    recopied.sort_unstable();
+    assert_eq!(recopied, ["s001", "s002"]);
+    let mut copied: Vec<&str> = second
+        .sessions
+        .iter()
+        .map(|s| s.acpx_record_id.as_str())
+        .collect();
+    copied.sort_unstable();
+    assert_eq!(copied, ["s001", "s002"]);
+    assert_eq!(second.already_copied.len(), 1);
+    assert_eq!(second.already_copied[0].acpx_record_id, kept);
+    for name in ["s001", "s002"] {
+        let id = RecordId::parse(name).unwrap();
+        assert!(to.load(&id).await.unwrap().revision >= 2);
+    }
+    let third = copy_store(&from, &to).await.unwrap();
+    assert!(third.recopied.is_empty() && third.sessions.is_empty());
+    assert_eq!(third.already_copied.len(), 3);
+}
+
+/// A session at revision 1 whose log is not a prefix of the source's is not a copy of it:
+/// refused, and left alone.
+#[tokio::test]
+async fn a_revision_one_session_that_is_no_prefix_is_refused() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 4).await;
+    let to = MemoryStore::new();
+    let id = RecordId::parse("s002").unwrap();
+    let mut r = from.load(&id).await.unwrap();
+    to.create(&mut r).await.unwrap();
+    let writer = to.lock(&id, Duration::from_secs(1)).await.unwrap();
+    let mut other = events(&id, 1, 2);
+    other[1].payload = serde_json::json!({"not": "the source's"});
+    to.append(&writer, &other, Durability::Flush).await.unwrap();
+    drop(writer);
+    match copy_store(&from, &to).await {
+        Err(StoreError::AlreadyExistsDiffering { id: got, what }) => {
+            assert_eq!(got, id);
+            assert!(what.contains("differs"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        to.read_events(&id, &EventQuery::default())
+            .await
+            .unwrap()
+            .events,
+        other
+    );
+}
