@@ -150,7 +150,8 @@ impl Store for MemoryStore {
                 events: s.events,
             };
             session.record.acpx.event_log = Self::log_state(&id, &session);
-            session.record.revision = 1;
+            // As after create and the save with the log's state (the trait's contract).
+            session.record.revision = 2;
             out.push(session.record.clone());
             inner.sessions.insert(id, session);
         }

@@ -151,7 +151,8 @@ pub async fn copy_store_with_progress(
         }
     }
     drop(checks);
-    // An unfinished copy was removed from the target: copied again with the rest.
+    // Every check passed: the unfinished copies are removed, and copied again with the rest.
+    rerun::remove_unfinished(from, to, &unfinished).await?;
     for id in unfinished {
         taken.remove(&id);
         report.recopied.push(id);

@@ -283,8 +283,9 @@
 //! flushes of the disk's write cache per session by one per batch. Until its rename a session
 //! is an interrupted delete to every reader (absent), and one a crash leaves so is finished
 //! (removed) by the next open, like any interrupted delete; after it, the session is whole.
-//! A failed batch removes what it wrote. A log larger than `max_segment_bytes` (it would
-//! rotate) makes the whole call take the one-by-one path (create, append, save). The batch's
+//! A failed batch removes what it wrote. A log of more than one event larger than
+//! `max_segment_bytes` (it would rotate) makes the whole call take the one-by-one path
+//! (create, append, save; a log retention trimmed: a batch of what fits, then appends). The batch's
 //! writer locks, and those of [`Store::lock_many`] (the source side of a migration), are taken
 //! through one lock file, `.batch.<random>.lock`, with each `<id>.lock` a hard link to it,
 //! removed before the lock is released: no inode is created and freed per session.

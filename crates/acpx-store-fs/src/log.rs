@@ -292,9 +292,11 @@ fn open_existing(path: &Path) -> io::Result<Option<File>> {
 }
 
 /// Opens every segment, oldest first. The active one is opened first and the older ones in
-/// ascending order, so a rotation running meanwhile (which only moves files to higher
-/// indices) can make a file show up twice, never be missed (the index it just left is a
-/// miss the probe steps over, [`PROBE_MISSES`]); duplicates are dropped by inode.
+/// ascending order, so a rotation running meanwhile (which moves files to higher indices) can
+/// make a file show up twice, never be missed (the index it just left is a miss the probe
+/// steps over, [`PROBE_MISSES`]); duplicates are dropped by inode. (A rotation that closes a
+/// gap a crash left moves files down; a reader racing that rare one can miss a segment, and
+/// its strict read then reports the seq jump.)
 fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Vec<Segment>> {
     let mut seen = HashSet::new();
     let mut segs = Vec::new();

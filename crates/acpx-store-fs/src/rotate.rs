@@ -35,7 +35,7 @@ pub(crate) fn rotate(
     let keep = if keep_rotated {
         older.len()
     } else {
-        retained(layout, id, &older, w.len, max_segments, max_segment_bytes)?
+        retained(layout, id, &older, w.len, max_segments, max_segment_bytes)
     };
     for &n in older[keep..].iter().rev() {
         remove_segment_files(layout, id, n)?;
@@ -89,41 +89,49 @@ fn retained(
     closing_len: u64,
     max_segments: u32,
     max_segment_bytes: u64,
-) -> StoreResult<usize> {
+) -> usize {
     let by_count = (max_segments as usize).saturating_sub(2).min(older.len());
     let window = u64::from(max_segments.saturating_sub(1)).saturating_mul(max_segment_bytes);
     let mut held = closing_len;
     for (kept, &n) in older.iter().enumerate() {
         if held >= window {
-            return Ok(kept.max(by_count));
+            return kept.max(by_count);
         }
-        held = held.saturating_add(plain_len(layout, id, n, max_segment_bytes)?);
+        held = held.saturating_add(plain_len(layout, id, n, max_segment_bytes));
     }
-    Ok(older.len())
+    older.len()
 }
 
 /// The uncompressed length of older segment `n`: its plain file's (the original, when both
-/// exist), else the compressed file's index's. A compressed segment whose index is unusable
-/// counts as a full segment.
-fn plain_len(layout: &Layout, id: &RecordId, n: u32, max_segment_bytes: u64) -> StoreResult<u64> {
+/// exist), else the compressed file's index's. A compressed segment whose index is unusable,
+/// or that cannot be read, counts as a full segment: an old segment retention may be about to
+/// delete must not stop the rotation.
+fn plain_len(layout: &Layout, id: &RecordId, n: u32, max_segment_bytes: u64) -> u64 {
     let plain = layout.segment(id, n);
-    if let Some(meta) = stat_opt(&plain).map_err(|e| io_err(&plain, e))? {
-        return Ok(meta.len());
-    }
     let zst = layout.segment_zst(id, n);
-    let file = match open_read(&zst) {
-        Ok(f) => f,
-        // Gone since the probe (a concurrent delete): nothing to count.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(io_err(&zst, e)),
-    };
-    let len = file.metadata().map_err(|e| io_err(&zst, e))?.len();
-    Ok(
-        match zseg::Index::read(&file, len).map_err(|e| io_err(&zst, e))? {
-            Ok(index) => index.plain_len,
-            Err(_) => max_segment_bytes,
-        },
-    )
+    let measured = (|| -> io::Result<Option<u64>> {
+        if let Some(meta) = stat_opt(&plain)? {
+            return Ok(Some(meta.len()));
+        }
+        let file = match open_read(&zst) {
+            Ok(f) => f,
+            // Gone since the probe (a concurrent delete): nothing to count.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Some(0)),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        Ok(zseg::Index::read(&file, len)?
+            .ok()
+            .map(|index| index.plain_len))
+    })();
+    match measured {
+        Ok(Some(len)) => len,
+        Ok(None) => max_segment_bytes,
+        Err(e) => {
+            tracing::warn!(session = %id, segment = n, error = %e, "cannot measure an older event-log segment; retention counts it as a full one");
+            max_segment_bytes
+        }
+    }
 }
 
 /// Renames segment `from` to `to`: its plain file, its compressed one, or both (a compression

@@ -10,7 +10,7 @@ use crate::{RecordId, Store, StoreError, StoreResult};
 pub(super) enum Held {
     /// An identical, finished copy: kept.
     Copied(SessionCopy),
-    /// An unfinished copy, now removed from the target: to be copied again.
+    /// An unfinished copy: to be removed ([`remove_unfinished`]) and copied again.
     Unfinished(RecordId),
 }
 
@@ -19,10 +19,12 @@ pub(super) enum Held {
 /// one — its snapshot still at revision 1 (every way of copying ends with a save that makes it
 /// 2 or more), equal to the source's, and its log the source's first events — is what a
 /// migration stopped half-way leaves (a kill between `create` and the last save): it holds
-/// nothing the source does not, and is removed to be copied again. Anything else is refused
-/// with [`StoreError::AlreadyExistsDiffering`].
+/// nothing the source does not, and is to be removed and copied again. Anything else is
+/// refused with [`StoreError::AlreadyExistsDiffering`]. The target's writer lock is held too:
+/// a writer still at work on the copy (another migration) makes this wait, then fail.
 pub(super) async fn held(from: &dyn Store, to: &dyn Store, id: &RecordId) -> StoreResult<Held> {
     let _lock = from.lock(id, SOURCE_LOCK_WAIT).await?;
+    let _target_lock = to.lock(id, SOURCE_LOCK_WAIT).await?;
     let source = verify_side(from, id).await?;
     let unreadable = |e: StoreError| StoreError::AlreadyExistsDiffering {
         id: id.clone(),
@@ -45,7 +47,6 @@ pub(super) async fn held(from: &dyn Store, to: &dyn Store, id: &RecordId) -> Sto
         && (target.events == 0 || target.first_seq == source.first_seq)
         && prefix_digest(from, id, source.first_seq, target.events).await? == target.events_digest;
     if prefix {
-        to.delete(id).await?;
         return Ok(Held::Unfinished(id.clone()));
     }
     Err(StoreError::AlreadyExistsDiffering {
@@ -55,6 +56,30 @@ pub(super) async fn held(from: &dyn Store, to: &dyn Store, id: &RecordId) -> Sto
             None => "the copy's snapshot revision (1: a copy whose last save never ran)".into(),
         },
     })
+}
+
+/// Removes the unfinished copies [`held`] found, once every session the target holds passed
+/// its check (a refusal leaves the target untouched). Each is checked again under both
+/// writer locks first: what changed since is refused, not removed.
+pub(super) async fn remove_unfinished(
+    from: &dyn Store,
+    to: &dyn Store,
+    ids: &[RecordId],
+) -> StoreResult<()> {
+    for id in ids {
+        match held(from, to, id).await? {
+            Held::Unfinished(_) => {
+                to.delete(id).await?;
+            }
+            Held::Copied(_) => {
+                return Err(StoreError::AlreadyExistsDiffering {
+                    id: id.clone(),
+                    what: "the copy, finished by another writer while this run checked it".into(),
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// SHA-256 of the first `count` events of `store`'s log of `id`, from `first_seq` on, as

@@ -216,3 +216,24 @@ async fn a_revision_one_session_that_is_no_prefix_is_refused() {
         other
     );
 }
+
+/// A refusal leaves the target as it was: an unfinished copy found before the differing
+/// session is not removed.
+#[tokio::test]
+async fn a_refused_rerun_removes_no_unfinished_copy() {
+    let from = MemoryStore::new();
+    fill(&from, 3, 4).await;
+    let to = MemoryStore::new();
+    copy_store(&from, &to).await.unwrap();
+    let unfinished = RecordId::parse("s000").unwrap();
+    to.delete(&unfinished).await.unwrap();
+    let mut r = from.load(&unfinished).await.unwrap();
+    to.create(&mut r).await.unwrap();
+    let changed = RecordId::parse("s002").unwrap();
+    append(&to, &changed, 9, 1).await;
+    match copy_store(&from, &to).await {
+        Err(StoreError::AlreadyExistsDiffering { id, .. }) => assert_eq!(id, changed),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(to.load(&unfinished).await.unwrap().revision, 1);
+}

@@ -175,6 +175,10 @@ async fn a_trimmed_source_log_is_copied_from_its_first_seq() {
     let page = to.read_events(&id, &EventQuery::default()).await.unwrap();
     let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [5, 6, 7, 8, 9]);
+    // Finished like any copy: a rerun keeps it.
+    let again = copy_store(&trimmed_source().await, &to).await.unwrap();
+    assert!(again.recopied.is_empty() && again.sessions.is_empty());
+    assert_eq!(again.already_copied.len(), 1);
 }
 
 /// A store on the trait's default `create_sessions` writes through `append`, which cannot
