@@ -74,6 +74,49 @@ fn is_prompt_option(word: &str) -> bool {
         || ((word.starts_with("-s") || word.starts_with("-f")) && !word.starts_with("--"))
 }
 
+/// After prompt options (and global options) from `from`, the index of the first word when it
+/// names a command other than `prompt`: `acpx -s api status` means `acpx status -s api`, not
+/// a prompt whose text is "status" (which `acpx prompt -s api status` or `-- status` sends).
+fn command_after_prompt_options(args: &[OsString], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < args.len() {
+        let a = args[i].to_str()?;
+        if a == "--" || a == "-" || !a.starts_with('-') {
+            break;
+        }
+        let name = a.split_once('=').map_or(a, |(n, _)| n);
+        if is_prompt_option(a) {
+            // `-s api` and `--file x` are followed by their value; `-sapi`, `--session=api`
+            // and `--no-wait` are one word.
+            i += if ["-s", "--session", "-f", "--file"].contains(&a) {
+                2
+            } else {
+                1
+            };
+        } else if GLOBAL_VALUE_OPTIONS.contains(&name) {
+            i += if a.contains('=') { 1 } else { 2 };
+        } else if GLOBAL_FLAGS.contains(&a) {
+            i += 1;
+        } else {
+            return None;
+        }
+    }
+    let word = args.get(i)?.to_str()?;
+    (word != "prompt" && COMMAND_NAMES.contains(&word)).then_some(i)
+}
+
+/// Starts the default command at `at`: inserts `prompt` there, or, when a command word follows
+/// the prompt options there ([`command_after_prompt_options`]), moves that command there.
+fn start_command_at(args: &mut Vec<OsString>, at: usize) {
+    match command_after_prompt_options(args, at) {
+        Some(k) => {
+            let command = args.remove(k);
+            args.insert(at, command);
+        }
+        None => args.insert(at, "prompt".into()),
+    }
+}
+
 /// argv with the positional agent taken out, and that agent's word.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Split {
@@ -135,7 +178,7 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
         return Ok(Split { args, agent: None });
     }
     if word.starts_with('-') || has_raw_agent(&args) {
-        args.insert(j, "prompt".into());
+        start_command_at(&mut args, j);
         return Ok(Split { args, agent: None });
     }
     if !is_agent(&word) {
@@ -150,7 +193,7 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
     } else {
         let next = args[k].to_string_lossy();
         if !COMMAND_NAMES.contains(&next.as_ref()) {
-            args.insert(k, "prompt".into());
+            start_command_at(&mut args, k);
         }
     }
     Ok(Split {
@@ -258,6 +301,39 @@ mod tests {
     fn agent_then_options_is_a_prompt() {
         let (args, _) = split(&["codex", "-s", "api", "hi"]).unwrap();
         assert_eq!(args, ["prompt", "-s", "api", "hi"]);
+        // A command after the prompt options is that command, not prompt text.
+        let (args, agent) = split(&["codex", "-s", "api", "set-mode", "code"]).unwrap();
+        assert_eq!(args, ["set-mode", "-s", "api", "code"]);
+        assert_eq!(agent.as_deref(), Some("codex"));
+        let (args, _) = split(&["-s", "api", "status"]).unwrap();
+        assert_eq!(args, ["status", "-s", "api"]);
+        let (args, _) = split(&[
+            "--agent",
+            "x y",
+            "--session=api",
+            "--format",
+            "json",
+            "cancel",
+        ])
+        .unwrap();
+        assert_eq!(
+            args,
+            [
+                "--agent",
+                "x y",
+                "cancel",
+                "--session=api",
+                "--format",
+                "json"
+            ]
+        );
+        let (args, _) = split(&["-sapi", "--no-wait", "status", "please"]).unwrap();
+        assert_eq!(args, ["status", "-sapi", "--no-wait", "please"]);
+        // After `--`, or as prompt's own words, it stays text.
+        let (args, _) = split(&["-s", "api", "--", "status"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "api", "--", "status"]);
+        let (args, _) = split(&["-s", "api", "what", "status"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "api", "what", "status"]);
         let (args, _) = split(&["codex"]).unwrap();
         assert_eq!(args, ["prompt"]);
         let (args, _) = split(&["codex", "--", "status"]).unwrap();

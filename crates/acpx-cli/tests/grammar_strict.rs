@@ -103,3 +103,55 @@ fn double_dash_lets_prompt_text_start_with_a_dash() {
         assert_eq!(r.stdout, "hello there\n", "{r:?}");
     }
 }
+
+/// A command word after prompt options given first (`acpx -s api status`) runs that command
+/// with them: the agent is not sent "status" as a prompt. `--` keeps it prompt text.
+#[test]
+fn a_command_after_leading_prompt_options_is_the_command() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new", "--name", "api"])
+        .ok();
+    let before = event_count_named(&env, &agent, "api");
+    let r = env.run(&["--agent", &agent, "-s", "api", "status"]).ok();
+    assert!(
+        r.stdout.contains("api") || r.stdout.contains("idle"),
+        "{r:?}"
+    );
+    let r = env
+        .run(&["--agent", &agent, "-s", "api", "set-mode", "code"])
+        .ok();
+    assert!(
+        r.stdout.contains("code") || r.stderr.contains("code"),
+        "{r:?}"
+    );
+    let after = event_count_named(&env, &agent, "api");
+    let events = env
+        .run(&[
+            "--format", "json", "--agent", &agent, "sessions", "events", "-s", "api",
+        ])
+        .ok()
+        .json_lines();
+    assert!(
+        !events.iter().any(|e| e["type"] == "prompt_started"),
+        "{before} → {after}: a prompt was sent"
+    );
+    env.run(&["--agent", &agent, "-s", "api", "--", "status"])
+        .ok();
+    let events = env
+        .run(&[
+            "--format", "json", "--agent", &agent, "sessions", "events", "-s", "api",
+        ])
+        .ok()
+        .json_lines();
+    assert!(events.iter().any(|e| e["type"] == "prompt_started"));
+}
+
+fn event_count_named(env: &Env, agent: &str, name: &str) -> usize {
+    env.run(&[
+        "--format", "json", "--agent", agent, "sessions", "events", "-s", name,
+    ])
+    .ok()
+    .json_lines()
+    .len()
+}
