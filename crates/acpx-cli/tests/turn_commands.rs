@@ -708,6 +708,12 @@ fn a_log_cut_by_retention_exports_with_a_warning_and_imports_from_its_first_seq(
                     archive.to_str().unwrap(),
                 ])
                 .ok();
+            // A whole retained log: no word of missing events.
+            assert!(
+                !r.stderr.contains("missing"),
+                "{backend} → {target}: {}",
+                r.stderr
+            );
             let copy = r.json()["acpxRecordId"].as_str().unwrap().to_owned();
             let imported = env
                 .run(&[

@@ -166,15 +166,17 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     // The snapshot names the last event it folded in; a log that ends before it is an archive
     // cut short (a copy interrupted at a line boundary reads as valid NDJSON). The session is
     // kept, as imported, for `fsck --repair` to record the gap, but the user must hear of it.
+    // (The log may start above seq 1, where retention had cut it: its end is its last seq.)
     let folded = stored.acpx.audit_seq;
-    if events < folded {
+    let last = stored.acpx.event_log.last_seq;
+    if last < folded {
         ctx.out.warn(&format!(
-            "{}: the imported log ends at seq {events} but the session's snapshot has folded \
+            "{}: the imported log ends at seq {last} but the session's snapshot has folded \
              in events up to seq {folded}: events {}..{folded} are missing (a truncated \
              archive, or a session.json without its log: pass it with --events); import it \
              again from a whole file, or run `acpx fsck --repair` to record the gap",
             file.display(),
-            events + 1
+            last + 1
         ));
     }
     let events = events as usize;
