@@ -74,15 +74,17 @@ fn is_prompt_option(word: &str) -> bool {
         || ((word.starts_with("-s") || word.starts_with("-f")) && !word.starts_with("--"))
 }
 
-/// After prompt options (and global options) from `from`, the index of the first word when it
-/// names a command other than `prompt`: `acpx -s api status` means `acpx status -s api`, not
-/// a prompt whose text is "status" (which `acpx prompt -s api status` or `-- status` sends).
-fn command_after_prompt_options(args: &[OsString], from: usize) -> Option<usize> {
+/// After prompt options (and global options) from `from`, the index of the first word: `None`
+/// at the end, at `--` (prompt text follows) or at an option that is neither.
+fn word_after_prompt_options(args: &[OsString], from: usize) -> Option<usize> {
     let mut i = from;
     while i < args.len() {
         let a = args[i].to_str()?;
-        if a == "--" || a == "-" || !a.starts_with('-') {
-            break;
+        if a == "--" {
+            return None;
+        }
+        if a == "-" || !a.starts_with('-') {
+            return Some(i);
         }
         let name = a.split_once('=').map_or(a, |(n, _)| n);
         if is_prompt_option(a) {
@@ -101,8 +103,16 @@ fn command_after_prompt_options(args: &[OsString], from: usize) -> Option<usize>
             return None;
         }
     }
-    let word = args.get(i)?.to_str()?;
-    (word != "prompt" && COMMAND_NAMES.contains(&word)).then_some(i)
+    None
+}
+
+/// The index of a command word right after the prompt options from `from` (`prompt`
+/// included): `acpx -s api status` means `acpx status -s api`, not a prompt whose text is
+/// "status" (which `acpx -s api -- status` sends).
+fn command_after_prompt_options(args: &[OsString], from: usize) -> Option<usize> {
+    let i = word_after_prompt_options(args, from)?;
+    let word = args[i].to_str()?;
+    COMMAND_NAMES.contains(&word).then_some(i)
 }
 
 /// Starts the default command at `at`: inserts `prompt` there, or, when a command word follows
@@ -176,6 +186,24 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
     if word.starts_with('-') && word != "--" && !is_prompt_option(&word) {
         // Unknown here: clap reports it (with its "did you mean" tip) as a usage error.
         return Ok(Split { args, agent: None });
+    }
+    if word.starts_with('-') && !has_raw_agent(&args) {
+        // Prompt options first: the word after them is a command, or an agent (then what
+        // follows it is), or neither, which is the same usage error as without the options.
+        if let Some(k) = word_after_prompt_options(&args, j) {
+            let next = args[k].to_string_lossy().into_owned();
+            if !COMMAND_NAMES.contains(&next.as_str()) && next != "-" {
+                if !is_agent(&next) {
+                    return Err(unknown_word(&next));
+                }
+                args.remove(k);
+                start_command_at(&mut args, j);
+                return Ok(Split {
+                    args,
+                    agent: Some(next),
+                });
+            }
+        }
     }
     if word.starts_with('-') || has_raw_agent(&args) {
         start_command_at(&mut args, j);
@@ -329,11 +357,25 @@ mod tests {
         );
         let (args, _) = split(&["-sapi", "--no-wait", "status", "please"]).unwrap();
         assert_eq!(args, ["status", "-sapi", "--no-wait", "please"]);
-        // After `--`, or as prompt's own words, it stays text.
+        // After `--` it stays text.
         let (args, _) = split(&["-s", "api", "--", "status"]).unwrap();
         assert_eq!(args, ["prompt", "-s", "api", "--", "status"]);
-        let (args, _) = split(&["-s", "api", "what", "status"]).unwrap();
-        assert_eq!(args, ["prompt", "-s", "api", "what", "status"]);
+        // An agent after the prompt options is the agent; then a command, or the text.
+        let (args, agent) = split(&["-s", "api", "claude", "status"]).unwrap();
+        assert_eq!(args, ["status", "-s", "api"]);
+        assert_eq!(agent.as_deref(), Some("claude"));
+        let (args, agent) = split(&["-s", "api", "claude", "fix", "it"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "api", "fix", "it"]);
+        assert_eq!(agent.as_deref(), Some("claude"));
+        // `prompt` itself after the options: the text is what follows it.
+        let (args, _) = split(&["codex", "-s", "api", "prompt", "status"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "api", "status"]);
+        // A word that is neither a command nor an agent is the usual usage error.
+        assert!(split(&["-s", "api", "stauts"]).is_err());
+        assert!(split(&["-s", "api", "what", "status"]).is_err());
+        // With --agent there is no positional agent: words are prompt text.
+        let (args, _) = split(&["--agent", "x", "-s", "api", "fix", "it"]).unwrap();
+        assert_eq!(args, ["--agent", "x", "prompt", "-s", "api", "fix", "it"]);
         let (args, _) = split(&["codex"]).unwrap();
         assert_eq!(args, ["prompt"]);
         let (args, _) = split(&["codex", "--", "status"]).unwrap();
@@ -371,8 +413,12 @@ mod tests {
         assert_eq!(args, ["--help"]);
         let (args, _) = split(&["--verbose"]).unwrap();
         assert_eq!(args, ["--verbose", "prompt"]);
-        let (args, _) = split(&["-s", "x", "hi"]).unwrap();
+        // As without the option, the first word must be a command or an agent.
+        assert!(split(&["-s", "x", "hi"]).is_err());
+        let (args, _) = split(&["-s", "x", "prompt", "hi"]).unwrap();
         assert_eq!(args, ["prompt", "-s", "x", "hi"]);
+        let (args, _) = split(&["-s", "x"]).unwrap();
+        assert_eq!(args, ["prompt", "-s", "x"]);
         let (args, _) = split(&["--", "-x"]).unwrap();
         assert_eq!(args, ["prompt", "--", "-x"]);
     }
@@ -384,7 +430,7 @@ mod tests {
         assert_eq!(agent, None);
         let (args, _) = split(&["--verbose", "-x", "hi"]).unwrap();
         assert_eq!(args, ["--verbose", "-x", "hi"]);
-        let (args, _) = split(&["--session=api", "hi"]).unwrap();
+        let (args, _) = split(&["--session=api", "codex", "hi"]).unwrap();
         assert_eq!(args, ["prompt", "--session=api", "hi"]);
     }
 

@@ -5,12 +5,51 @@
 //! state and gives its JSON object (`status_snapshot`) and its readable lines, so every front
 //! end says the same.
 
-use acpx_model::SessionRecord;
+use acpx_model::{EventQuery, EventType, ReadMode, SessionRecord, Store, StoreResult};
 use serde_json::{json, Map, Value};
 
 use crate::owner::protocol::OwnerStatus;
 use crate::record_json::{action, record_identity};
 use crate::runs::{LocalTurn, RunInfo};
+
+/// Events past the snapshot read to find a turn that started after the last save.
+const UNFOLDED_LOOKAHEAD: usize = 256;
+
+/// Whether the log holds a turn that started after the snapshot was last saved and never
+/// ended: a process killed before its first save of the turn (the snapshot then still shows
+/// the turn before as finished). A finished turn ends with a save that folds in every event,
+/// so events past the snapshot that open a turn and do not close it are a turn cut short. The
+/// first [`UNFOLDED_LOOKAHEAD`] of them are read.
+pub async fn log_shows_unfinished_turn(
+    store: &dyn Store,
+    record: &SessionRecord,
+) -> StoreResult<bool> {
+    let id = &record.acpx_record_id;
+    let folded = record.acpx.audit_seq;
+    if store.event_log_state(id).await?.last_seq <= folded {
+        return Ok(false);
+    }
+    let page = store
+        .read_events(
+            id,
+            &EventQuery {
+                from_seq: folded + 1,
+                limit: Some(UNFOLDED_LOOKAHEAD),
+                mode: ReadMode::Lenient,
+                ..EventQuery::default()
+            },
+        )
+        .await?;
+    let mut open = false;
+    for e in &page.events {
+        match e.event_type {
+            EventType::PromptStarted => open = true,
+            EventType::PromptDone | EventType::PromptError => open = false,
+            _ => {}
+        }
+    }
+    Ok(open)
+}
 
 /// The state word of a status (`status` in JSON, the first word in text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +257,73 @@ fn uptime(seconds: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A turn whose process was killed before its first save: its events are in the log past
+    /// the snapshot, opening a turn that never ends.
+    #[tokio::test]
+    async fn a_turn_started_after_the_last_save_is_unfinished() {
+        use acpx_model::{
+            Durability, EventContext, EventEnvelope, EventPayload, EventSource, EventStream,
+            MemoryStore, NewSession, RecordId, Timestamp,
+        };
+        let store = MemoryStore::new();
+        let id = RecordId::parse("s1").unwrap();
+        let mut record = SessionRecord::new(
+            NewSession {
+                acpx_record_id: id.clone(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: None,
+            },
+            Timestamp::now(),
+        );
+        store.create(&mut record).await.unwrap();
+        let event = |seq: u64, t: &str| {
+            let ctx = EventContext {
+                acpx_record_id: &id,
+                acp_session_id: "acp",
+                request_id: Some("req"),
+                stream: EventStream::Prompt,
+                source: EventSource::Runtime,
+            };
+            EventEnvelope::new(
+                &ctx,
+                seq,
+                Timestamp::now(),
+                EventPayload::Unknown {
+                    event_type: t.into(),
+                    payload: json!({}),
+                },
+            )
+        };
+        let append = |events: Vec<EventEnvelope>| {
+            let store = &store;
+            let id = &id;
+            async move {
+                let writer = store
+                    .lock(id, std::time::Duration::from_secs(1))
+                    .await
+                    .unwrap();
+                store
+                    .append(&writer, &events, Durability::Flush)
+                    .await
+                    .unwrap();
+            }
+        };
+        assert!(!log_shows_unfinished_turn(&store, &record).await.unwrap());
+        append(vec![event(1, "prompt_started"), event(2, "prompt_done")]).await;
+        assert!(!log_shows_unfinished_turn(&store, &record).await.unwrap());
+        append(vec![event(3, "queue_event"), event(4, "prompt_started")]).await;
+        assert!(log_shows_unfinished_turn(&store, &record).await.unwrap());
+        // Folded into the snapshot, the turn is the snapshot's to tell.
+        record.acpx.audit_seq = 4;
+        assert!(!log_shows_unfinished_turn(&store, &record).await.unwrap());
+        append(vec![event(5, "prompt_error")]).await;
+        record.acpx.audit_seq = 2;
+        assert!(!log_shows_unfinished_turn(&store, &record).await.unwrap());
+    }
 
     #[test]
     fn uptime_is_hours_minutes_seconds() {

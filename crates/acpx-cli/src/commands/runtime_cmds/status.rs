@@ -2,7 +2,7 @@
 //! state over its socket). What the state is and how it reads is
 //! [`acpx_runtime::ops::status`]'s; this gathers the facts and prints.
 
-use acpx_runtime::ops::status::SessionStatus;
+use acpx_runtime::ops::status::{log_shows_unfinished_turn, SessionStatus};
 
 use crate::cli::SessionSelect;
 use crate::context::Ctx;
@@ -23,7 +23,12 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
             match owned::status(ctx, &record.acpx_record_id).await? {
                 Some(owner) => SessionStatus::of_owner(record, owner),
                 None => {
-                    let turn = runs::local_turn(&ctx.home, &record)?;
+                    let mut turn = runs::local_turn(&ctx.home, &record)?;
+                    if matches!(turn, runs::LocalTurn::Idle)
+                        && log_shows_unfinished_turn(&*store, &record).await?
+                    {
+                        turn = runs::LocalTurn::Unfinished;
+                    }
                     SessionStatus::of_local(record, turn)
                 }
             }
