@@ -695,6 +695,17 @@ fn a_log_cut_by_retention_exports_with_a_warning_and_imports_from_its_first_seq(
             .json_lines();
         let first = exported[0]["seq"].as_u64().unwrap();
         assert!(first > 1, "{backend}: retention cut nothing");
+        let r = env
+            .run(&["sessions", "events", &id, "--from-seq", "2"])
+            .ok();
+        assert!(
+            r.stderr.contains(&format!(
+                "events 2..{} were removed by retention",
+                first - 1
+            )),
+            "{backend}: {}",
+            r.stderr
+        );
         for target in BACKENDS {
             let r = env
                 .run(&[

@@ -338,6 +338,7 @@ async fn print_events(
     // A store may report a damaged line again on a later page (its seek can start before
     // `from_seq`): each is reported once.
     let mut reported = std::collections::HashSet::new();
+    let asked_from = query.from_seq;
     loop {
         query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
         let mut page = store.read_events(id, &query).await.map_err(|e| {
@@ -355,6 +356,15 @@ async fn print_events(
                 err
             }
         })?;
+        if query.from_seq == asked_from && asked_from > 1 && page.oldest_seq > asked_from {
+            // Asked for events retention already removed: say so rather than start later
+            // without a word.
+            ctx.out.warn(&format!(
+                "events {asked_from}..{} were removed by retention; the log starts at seq {}",
+                page.oldest_seq - 1,
+                page.oldest_seq
+            ));
+        }
         for e in &page.events {
             print_event(ctx, e);
         }
