@@ -397,6 +397,17 @@ pub(crate) fn open_writer(
         len = file.metadata().map_err(io)?.len();
     }
     let older = probe_older(layout, id, max_segments).map_err(io)?;
+    // A compression a crash cut short leaves an older segment plain (readable, and a temp
+    // file beside it): the writer, which holds the session's lock, finishes it now rather
+    // than at the next rotation, which a closed session would never reach.
+    let left_plain = older
+        .iter()
+        .any(|&n| stat_opt(&layout.segment(id, n)).is_ok_and(|m| m.is_some()));
+    if left_plain {
+        if let Err(e) = crate::rotate::compress_closed(layout, id, max_segments) {
+            tracing::warn!(session = %id, error = %e, "could not compress a closed event-log segment; it stays plain");
+        }
+    }
     let last_seq = if len > 0 {
         last_seq_strict(&file, len, &path, id)?
     } else {

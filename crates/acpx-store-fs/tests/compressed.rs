@@ -232,6 +232,41 @@ fn plain_older_segments_of_earlier_versions_and_crash_leftovers_read_once_and_ge
     }
 }
 
+/// A compression a crash cut short (the plain segment and an empty temp file left): the next
+/// writer of the session finishes it at once, without waiting for a rotation.
+#[test]
+fn the_next_writer_finishes_a_compression_a_crash_cut_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = store_with(tmp.path(), 1_500, 5);
+    let a = id("a");
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let last = fill(&s, &a, 1, 2, 100);
+    unpack(&s, &a, false);
+    let tmp_file = s.sessions_dir().join("a.events.1.ndjson.zst.tmp");
+    fs::write(&tmp_file, b"").unwrap();
+    let fresh = store_with(tmp.path(), 1_500, 5);
+    append_blocking(
+        &fresh,
+        &a,
+        &[event(&a, last + 1, "note", 1)],
+        Durability::Flush,
+    )
+    .unwrap();
+    let files = names(&fresh, &a);
+    assert!(
+        files
+            .iter()
+            .all(|n| n == "a.events.ndjson" || n.ends_with(".ndjson.zst")),
+        "{files:?}"
+    );
+    assert!(!tmp_file.exists());
+    let page = all(&fresh, &a, ReadMode::Strict);
+    assert_eq!(
+        seqs(&page.events),
+        (page.oldest_seq..=last + 1).collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn damaged_compressed_segments_are_reported_and_the_rest_still_reads() {
     let tmp = tempfile::tempdir().unwrap();
