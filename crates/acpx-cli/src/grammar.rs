@@ -15,9 +15,12 @@
 //!    With `--agent <command>` there is no positional agent: the first word that is not a
 //!    command starts the prompt text (`acpx --agent ./my-agent fix the bug`), and a word that
 //!    names an agent is an error (both an agent and `--agent`).
-//! 5. An option of `prompt` first (`acpx -s api hi`) starts a `prompt`; nothing but global
-//!    options runs `prompt` reading stdin; no arguments at all, `--help` or `--version` go to
-//!    clap unchanged.
+//! 5. Options of `prompt` may come first; the word after them follows 2–4: a command is moved
+//!    in front of them (`acpx -s api status` = `acpx status -s api`), an agent is the agent
+//!    (`acpx -s api claude fix it`), anything else is the usage error of 4; with nothing after
+//!    them, or `--`, they start a `prompt` (`acpx -s api -- status` sends "status"). Nothing
+//!    but global options runs `prompt` reading stdin; no arguments at all, `--help` or
+//!    `--version` go to clap unchanged.
 //! 6. Any other option is left where it is, so clap reports it as a usage error (exit 2, with a
 //!    "did you mean" tip): an unknown option is never prompt text. Prompt text that starts with
 //!    a dash follows `--` (`acpx codex -- -v means verbose`).
@@ -241,7 +244,7 @@ fn has_raw_agent(args: &[OsString]) -> bool {
 fn unknown_word(word: &str) -> CliError {
     CliError::usage(format!("{word:?} is neither a command nor a known agent"))
         .with_hint(format!(
-            "to send prompt text, use `acpx prompt \"{word} …\"` (or `acpx <agent> \"{word} …\"`); \
+            "to send prompt text, use `acpx prompt [-s name] \"{word} …\"` (or `acpx <agent> \"{word} …\"`); \
              to run an agent that is not registered, use `--agent \"<command line>\"`; \
              `acpx config show` lists the known agents"
         ))

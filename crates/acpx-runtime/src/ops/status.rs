@@ -12,14 +12,11 @@ use crate::owner::protocol::OwnerStatus;
 use crate::record_json::{action, record_identity};
 use crate::runs::{LocalTurn, RunInfo};
 
-/// Events past the snapshot read to find a turn that started after the last save.
-const UNFOLDED_LOOKAHEAD: usize = 256;
-
 /// Whether the log holds a turn that started after the snapshot was last saved and never
 /// ended: a process killed before its first save of the turn (the snapshot then still shows
-/// the turn before as finished). A finished turn ends with a save that folds in every event,
-/// so events past the snapshot that open a turn and do not close it are a turn cut short. The
-/// first [`UNFOLDED_LOOKAHEAD`] of them are read.
+/// the turn before as finished). Only the turn events past the snapshot are read (a type
+/// filter, a page at a time), and the last of them decides; nothing is read when the
+/// snapshot has folded in the whole log.
 pub async fn log_shows_unfinished_turn(
     store: &dyn Store,
     record: &SessionRecord,
@@ -29,26 +26,28 @@ pub async fn log_shows_unfinished_turn(
     if store.event_log_state(id).await?.last_seq <= folded {
         return Ok(false);
     }
-    let page = store
-        .read_events(
-            id,
-            &EventQuery {
-                from_seq: folded + 1,
-                limit: Some(UNFOLDED_LOOKAHEAD),
-                mode: ReadMode::Lenient,
-                ..EventQuery::default()
-            },
-        )
-        .await?;
+    let mut query = EventQuery {
+        from_seq: folded + 1,
+        types: vec![
+            EventType::PromptStarted,
+            EventType::PromptDone,
+            EventType::PromptError,
+        ],
+        limit: Some(1_000),
+        mode: ReadMode::Lenient,
+        ..EventQuery::default()
+    };
     let mut open = false;
-    for e in &page.events {
-        match e.event_type {
-            EventType::PromptStarted => open = true,
-            EventType::PromptDone | EventType::PromptError => open = false,
-            _ => {}
+    loop {
+        let page = store.read_events(id, &query).await?;
+        if let Some(e) = page.events.last() {
+            open = e.event_type == EventType::PromptStarted;
+        }
+        match page.next_seq {
+            Some(next) if next > query.from_seq => query.from_seq = next,
+            _ => return Ok(open),
         }
     }
-    Ok(open)
 }
 
 /// The state word of a status (`status` in JSON, the first word in text).

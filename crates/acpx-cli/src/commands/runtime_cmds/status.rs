@@ -23,11 +23,14 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
             match owned::status(ctx, &record.acpx_record_id).await? {
                 Some(owner) => SessionStatus::of_owner(record, owner),
                 None => {
+                    let mut record = record;
                     let mut turn = runs::local_turn(&ctx.home, &record)?;
-                    if matches!(turn, runs::LocalTurn::Idle)
-                        && log_shows_unfinished_turn(&*store, &record).await?
-                    {
-                        turn = runs::LocalTurn::Unfinished;
+                    if matches!(turn, runs::LocalTurn::Idle) {
+                        // Read again: a prompt that ended since the first read saved it.
+                        record = store.load(&record.acpx_record_id).await?;
+                        if log_shows_unfinished_turn(&*store, &record).await? {
+                            turn = runs::LocalTurn::Unfinished;
+                        }
                     }
                     SessionStatus::of_local(record, turn)
                 }
