@@ -44,7 +44,7 @@ fn unknown_words_and_bad_flags_are_usage_errors() {
         r.stderr
     );
     assert!(
-        r.stderr.contains("acpx prompt \"frobnicate"),
+        r.stderr.contains("acpx prompt [-s name] \"frobnicate"),
         "{}",
         r.stderr
     );
