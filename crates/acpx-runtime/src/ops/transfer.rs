@@ -468,7 +468,7 @@ pub fn assign_new_id(session: &mut ImportedSession) -> RecordId {
 /// Stores `record` with `events` as a new session, under its writer lock: create, append,
 /// flush, then save the snapshot with the log's state. The events' seqs must have no gaps
 /// ([`OpsError::Invalid`] otherwise); a log starting above seq 1 (retention trimmed it) is
-/// stored through [`Store::create_sessions`], the only way to start a log there; the imported `revision` and `pid` are
+/// created through [`NewSessionWriter::create_retained`], the only way to start a log there; the imported `revision` and `pid` are
 /// dropped (the store numbers its own saves, and no process of this machine runs it). A
 /// taken id is [`StoreError::AlreadyExists`].
 pub async fn store_new_session(
@@ -491,20 +491,14 @@ pub async fn store_new_session(
     }
     record.revision = 0;
     record.pid = None;
-    if before > 0 {
+    let writer = if before > 0 {
         // A log retention trimmed: only the batch create can start a new log above seq 1.
-        let mut stored = store
-            .create_sessions(vec![acpx_model::NewSessionData {
-                record,
-                events: events.to_vec(),
-            }])
-            .await?;
-        return stored.pop().ok_or_else(|| {
-            OpsError::Invalid(format!("creating session {id} returned no snapshot"))
-        });
-    }
-    let mut writer = NewSessionWriter::create(store, record).await?;
-    writer.append(events).await?;
+        NewSessionWriter::create_retained(store, record, events.to_vec()).await?
+    } else {
+        let mut writer = NewSessionWriter::create(store, record).await?;
+        writer.append(events).await?;
+        writer
+    };
     Ok(writer.finish().await?)
 }
 
