@@ -157,8 +157,9 @@ pub fn message(i: usize) -> Message {
             }));
             a.content
                 .push(AgentContent::RedactedThinking("opaque==".into()));
-            a.content
-                .push(AgentContent::Text(format!("The build fails at step {i}.")));
+            a.content.push(AgentContent::Text(
+                format!("The build fails at step {i}.").into(),
+            ));
             let call = format!("call_{i}");
             a.content.push(AgentContent::ToolUse(ToolUse {
                 id: call.clone(),
@@ -197,7 +198,7 @@ pub fn message(i: usize) -> Message {
         3 => {
             let mut a = AgentMessage::new();
             a.content
-                .push(AgentContent::Text(format!("Done with {i}.")));
+                .push(AgentContent::Text(format!("Done with {i}.").into()));
             a.reasoning_details = Some(json!([{"type": "summary"}]));
             a.extra.insert("future_agent_field".into(), json!("x"));
             Message::Agent(a)

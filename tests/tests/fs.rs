@@ -354,7 +354,7 @@ mod files {
         let mut r = session("newer", 0);
         store.create(&mut r).await.unwrap();
         store.create(&mut session("garbled", 0)).await.unwrap();
-        let newer = String::from_utf8(r.to_json_vec())
+        let newer = String::from_utf8(r.to_json_vec().unwrap())
             .unwrap()
             .replace("acpx.session.v1", "acpx.session.v2")
             .into_bytes();

@@ -281,12 +281,12 @@ async fn bench_save(backend: &str, dir: &Path, scale: &Scale) -> BenchResult<()>
             record.acpx_record_id = RecordId::parse("save-8mb").map_err(err)?;
             let mut a = AgentMessage::new();
             a.content.push(AgentContent::Text(
-                "streamed chunk of a long reply. ".repeat(262_144),
+                "streamed chunk of a long reply. ".repeat(262_144).into(),
             ));
             record.thread.messages[1] = Message::Agent(a);
         }
         store.create(&mut record).await.map_err(err)?;
-        let bytes = record.to_json_vec().len();
+        let bytes = record.to_json_vec().unwrap().len();
         let mut times = Vec::new();
         for _ in 0..scale.save_repeats {
             record.last_used_at = Timestamp::now();
@@ -685,7 +685,7 @@ async fn create_conversation(store: &Arc<dyn Store>, n: u64) -> BenchResult<Reco
             }));
         } else {
             let mut a = AgentMessage::new();
-            a.content.push(AgentContent::Text(text));
+            a.content.push(AgentContent::Text(text.into()));
             record.thread.messages.push(Message::Agent(a));
         }
     }
@@ -783,7 +783,7 @@ fn sample_record(messages: usize) -> SessionRecord {
             }));
         } else {
             let mut a = AgentMessage::new();
-            a.content.push(AgentContent::Text(text.clone()));
+            a.content.push(AgentContent::Text(text.clone().into()));
             record.thread.messages.push(Message::Agent(a));
         }
     }

@@ -79,7 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{} session(s) listed", page.sessions.len());
 
     // Validation names the file and the field.
-    let mut doc: serde_json::Value = serde_json::from_slice(&record.to_json_vec())?;
+    let mut doc: serde_json::Value = serde_json::from_slice(&record.to_json_vec()?)?;
     doc["thread"]["speed"] = json!("warp");
     let err = SessionRecord::from_json_slice(&serde_json::to_vec(&doc)?, "example.json")
         .expect_err("an unknown speed is refused");

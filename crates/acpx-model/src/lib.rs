@@ -56,6 +56,7 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod thread;
+pub mod thread_text;
 pub mod time;
 
 pub use error::{StoreError, StoreResult, ValidationError};
@@ -79,4 +80,5 @@ pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,
     Thread, TokenUsage, ToolResult, ToolUse, UserContent, UserMessage, THREAD_VERSION,
 };
+pub use thread_text::{TextSpill, ThreadText};
 pub use time::Timestamp;

@@ -67,16 +67,17 @@ pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, Co
     match message {
         Message::User(u) => {
             let pieces = u.content.iter().filter_map(|c| match c {
-                UserContent::Text(t) => Some(t.as_str()),
-                UserContent::Mention(m) => Some(m.content.as_str()),
+                UserContent::Text(t) => Some(Cow::Borrowed(t.as_str())),
+                UserContent::Mention(m) => Some(Cow::Borrowed(m.content.as_str())),
                 UserContent::Image(_) => None,
             });
             Some(("user", Some(u.id.as_str()), joined(pieces)))
         }
         Message::Agent(a) => {
             let pieces = a.content.iter().filter_map(|c| match c {
-                AgentContent::Text(t) => Some(t.as_str()),
-                AgentContent::Thinking(t) => Some(t.text.as_str()),
+                // A reply still in its spill file (in the process that streams it) is read.
+                AgentContent::Text(t) => Some(t.to_text_lossy()),
+                AgentContent::Thinking(t) => Some(Cow::Borrowed(t.text.as_str())),
                 _ => None,
             });
             Some(("agent", None, joined(pieces)))
@@ -86,17 +87,17 @@ pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, Co
 }
 
 /// `pieces` joined by newlines, borrowed when there is at most one.
-fn joined<'a>(mut pieces: impl Iterator<Item = &'a str>) -> Cow<'a, str> {
+fn joined<'a>(mut pieces: impl Iterator<Item = Cow<'a, str>>) -> Cow<'a, str> {
     let Some(first) = pieces.next() else {
         return Cow::Borrowed("");
     };
     let Some(second) = pieces.next() else {
-        return Cow::Borrowed(first);
+        return first;
     };
-    let mut text = String::from(first);
+    let mut text = first.into_owned();
     for piece in std::iter::once(second).chain(pieces) {
         text.push('\n');
-        text.push_str(piece);
+        text.push_str(&piece);
     }
     Cow::Owned(text)
 }

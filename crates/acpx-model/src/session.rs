@@ -204,18 +204,17 @@ impl SessionRecord {
         out.flush()
     }
 
-    /// Serializes the record as written to disk (pretty-printed, trailing newline).
-    pub fn to_json_vec(&self) -> Vec<u8> {
-        // Serializing these types cannot fail: every map key is a string and no custom
-        // Serialize impl returns an error.
-        //
+    /// Serializes the record as written to disk (pretty-printed, trailing newline). It fails
+    /// only when a long reply cannot be read back from its spill file
+    /// ([`crate::ThreadText`]): every map key is a string and no other Serialize impl fails.
+    pub fn to_json_vec(&self) -> std::io::Result<Vec<u8>> {
         // Sized exactly by a first pass that only counts: a long conversation's document is
         // megabytes (8 MB after a 1M-chunk turn), and a vector grown by doubling copies itself
         // at each step and holds up to twice the document at the moment of a save.
         let mut out = Vec::with_capacity(self.json_len());
-        let _ = serde_json::to_writer_pretty(&mut out, self);
+        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::other)?;
         out.push(b'\n');
-        out
+        Ok(out)
     }
 
     /// The length in bytes of what [`SessionRecord::to_json_vec`] and
@@ -602,7 +601,7 @@ mod tests {
         assert_eq!(r.acpx_record_id.as_str(), "rec-1");
         assert_eq!(r.agent_session_id, None);
         assert_eq!(r.acpx.current_mode_id.as_deref(), Some("code"));
-        let out: Value = serde_json::from_slice(&r.to_json_vec()).unwrap();
+        let out: Value = serde_json::from_slice(&r.to_json_vec().unwrap()).unwrap();
         assert!(
             out.get("agentSessionId").is_none(),
             "unknown agentSessionId must be omitted"
@@ -631,7 +630,7 @@ mod tests {
         assert_eq!(r.acpx_record_id.as_str(), "legacy-rec");
         assert_eq!(r.acp_session_id, "legacy-acp");
         assert_eq!(r.agent_session_id.as_deref(), Some("native-1"));
-        let out: Value = serde_json::from_slice(&r.to_json_vec()).unwrap();
+        let out: Value = serde_json::from_slice(&r.to_json_vec().unwrap()).unwrap();
         assert_eq!(out["acpxRecordId"], "legacy-rec");
         assert_eq!(out["acpSessionId"], "legacy-acp");
         assert_eq!(out["agentSessionId"], "native-1");
@@ -692,7 +691,7 @@ mod tests {
         s["acpx"]["future_bookkeeping"] = json!(true);
         let mut r = parse(&s).unwrap();
         r.name = Some("renamed".into());
-        let out: Value = serde_json::from_slice(&r.to_json_vec()).unwrap();
+        let out: Value = serde_json::from_slice(&r.to_json_vec().unwrap()).unwrap();
         assert_eq!(out["futureField"], json!({"a": [1, 2]}));
         assert_eq!(out["acpx"]["future_bookkeeping"], json!(true));
     }

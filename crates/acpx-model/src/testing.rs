@@ -1,5 +1,6 @@
 //! Test support (feature `testing`): [`FaultStore`], one `Store` wrapper that injects faults
-//! into a real store and forwards everything else.
+//! into a real store and forwards everything else; and [`MemorySpill`], a `TextSpill` in
+//! memory whose reads can be made to fail, for code that handles spilled texts.
 //!
 //! A test that needs a store with a bug or a failing disk wraps a real backend instead of
 //! writing yet another hand-forwarding `Store` impl:
@@ -299,5 +300,53 @@ impl<S: Store + ?Sized> Fault<S> for Faults {
             tamper(&mut page);
         }
         Ok(page)
+    }
+}
+
+/// A [`crate::TextSpill`] in memory, for tests of code that handles spilled texts
+/// ([`crate::ThreadText::spill_into`]); reads short (at most 1,000 bytes a call, to exercise
+/// callers' loops), and fail while [`MemorySpill::fail_reads`] is set.
+#[derive(Debug, Default)]
+pub struct MemorySpill {
+    bytes: std::sync::Mutex<Vec<u8>>,
+    fail_reads: AtomicBool,
+}
+
+impl MemorySpill {
+    /// Makes every later read fail (`true`) or work again (`false`).
+    pub fn fail_reads(&self, on: bool) {
+        self.fail_reads.store(on, Ordering::Relaxed);
+    }
+}
+
+impl crate::TextSpill for MemorySpill {
+    fn len(&self) -> u64 {
+        self.bytes.lock().map_or(0, |b| b.len() as u64)
+    }
+
+    fn append_at(&self, expected: u64, text: &str) -> std::io::Result<bool> {
+        let mut b = self
+            .bytes
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        if b.len() as u64 != expected {
+            return Ok(false);
+        }
+        b.extend_from_slice(text.as_bytes());
+        Ok(true)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.fail_reads.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("disk gone"));
+        }
+        let b = self
+            .bytes
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        let start = usize::try_from(offset).map_or(b.len(), |o| o.min(b.len()));
+        let n = buf.len().min(b.len() - start).min(1000);
+        buf[..n].copy_from_slice(&b[start..start + n]);
+        Ok(n)
     }
 }

@@ -10,6 +10,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::thread_text::ThreadText;
 use crate::time::Timestamp;
 
 /// The only thread version this crate reads or writes.
@@ -379,8 +380,8 @@ impl Default for AgentMessage {
 /// Agent content items.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AgentContent {
-    /// Plain text.
-    Text(String),
+    /// Plain text (kept in a spill file while a long reply streams: see [`ThreadText`]).
+    Text(ThreadText),
     /// Visible reasoning.
     Thinking(Thinking),
     /// Reasoning the provider sent encrypted.

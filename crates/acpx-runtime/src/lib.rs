@@ -51,6 +51,7 @@
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
 //! | [`private_socket`] | where a control socket lives when its natural path is too long |
+//! | [`text_spill`] | a streamed reply past 256 KiB moved to the session's unlinked temp file, so a long turn does not hold it in memory (docs/format.md decision 16) |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`) |
 //!
 //! ## What a session records
@@ -144,6 +145,7 @@ pub mod recorder;
 pub mod results;
 pub mod runs;
 pub mod session;
+pub mod text_spill;
 pub mod transcript;
 mod turn;
 mod update_queue;

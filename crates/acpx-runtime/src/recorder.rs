@@ -45,6 +45,7 @@ use acpx_model::{
 
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::mapping;
+use crate::text_spill::SessionSpill;
 
 /// How often, at most, `session.json` is rewritten while events stream.
 pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_millis(300);
@@ -109,6 +110,8 @@ pub struct Recorder {
     /// Set while a turn runs whose session is shut down right after it (`--no-owner`,
     /// `exec`): see [`Recorder::set_turn_end_saved_by_shutdown`].
     turn_end_saved_by_shutdown: bool,
+    /// Where a long reply streams instead of memory (docs/format.md decision 16).
+    spill: SessionSpill,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -160,6 +163,7 @@ impl Recorder {
             observers: Vec::new(),
             turn_observer: None,
             turn_end_saved_by_shutdown: false,
+            spill: SessionSpill::default(),
         }
     }
 
@@ -277,6 +281,7 @@ impl Recorder {
         let mut forced = false;
         for event in new_events {
             mapping::apply_event(&mut self.record, event);
+            self.spill.spill_last_reply_if_long(&mut self.record);
             let kind = event.event_type.as_str();
             let saved_later =
                 self.turn_end_saved_by_shutdown && matches!(kind, "prompt_done" | "prompt_error");

@@ -273,7 +273,8 @@ pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> Stri
                 for c in &a.content {
                     match c {
                         AgentContent::Text(t) => {
-                            s.push_str(t);
+                            let t = t.to_text_lossy();
+                            s.push_str(&t);
                             if !t.ends_with('\n') {
                                 s.push('\n');
                             }
@@ -378,7 +379,7 @@ pub fn markdown(r: &SessionRecord) -> String {
                 for c in &a.content {
                     match c {
                         AgentContent::Text(t) => {
-                            s.push_str(t);
+                            s.push_str(&t.to_text_lossy());
                             s.push_str("\n\n");
                         }
                         AgentContent::Thinking(t) => {

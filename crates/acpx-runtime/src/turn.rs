@@ -13,6 +13,7 @@
 //!    `cancelled`) closes the turn; the reducer gives every tool use still open an error
 //!    result, so the thread is well-formed whatever happened.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +23,7 @@ use acpx_model::event::{
 };
 use acpx_model::{
     AgentContent, EventPayload, EventSource, EventStream, Message, PermissionStats, SessionRecord,
-    TokenUsage, TurnError, TurnState,
+    ThreadText, TokenUsage, TurnError, TurnState,
 };
 use serde_json::{json, Map, Value};
 use tokio::sync::watch;
@@ -546,25 +547,36 @@ impl CancelHandle {
     }
 }
 
-/// The text of the Agent messages that follow the `User` message `user_message_id`.
+/// The text of the Agent messages that follow the `User` message `user_message_id` (a part
+/// that cannot be read back from a spill file is replaced by a note saying so).
 pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String {
     // Sized once: a 1M-chunk turn's text is 8 MB, and growing it by doubling would hold up to
     // twice that.
     let mut out = String::with_capacity(
-        agent_text_parts_after(record, user_message_id)
-            .map(str::len)
+        agent_texts_after(record, user_message_id)
+            .map(ThreadText::len)
             .sum(),
     );
-    agent_text_parts_after(record, user_message_id).for_each(|t| out.push_str(t));
+    for text in agent_texts_after(record, user_message_id) {
+        out.push_str(&text.to_text_lossy());
+    }
     out
 }
 
-/// [`agent_text_after`] in the pieces the thread holds, for a caller that writes the reply
-/// out without joining it (a long reply is megabytes).
+/// [`agent_text_after`] in pieces (each text of the thread, a long one read from its spill
+/// file 64 KiB at a time), for a caller that writes the reply out without joining it (a long
+/// reply is megabytes).
 pub fn agent_text_parts_after<'a>(
     record: &'a SessionRecord,
     user_message_id: &'a str,
-) -> impl Iterator<Item = &'a str> + 'a {
+) -> impl Iterator<Item = std::io::Result<Cow<'a, str>>> + 'a {
+    agent_texts_after(record, user_message_id).flat_map(ThreadText::chunks)
+}
+
+fn agent_texts_after<'a>(
+    record: &'a SessionRecord,
+    user_message_id: &'a str,
+) -> impl Iterator<Item = &'a ThreadText> + 'a {
     record
         .thread
         .messages
@@ -578,7 +590,7 @@ pub fn agent_text_parts_after<'a>(
         })
         .flatten()
         .filter_map(|c| match c {
-            AgentContent::Text(t) => Some(t.as_str()),
+            AgentContent::Text(t) => Some(t),
             _ => None,
         })
 }

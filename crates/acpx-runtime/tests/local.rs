@@ -19,6 +19,7 @@ backend_tests! {
     a_control_runs_and_a_press_while_waiting_gives_up => control;
     a_fork_by_the_agent_or_by_copy => fork;
     exec_runs_one_turn_in_a_new_session => exec;
+    a_long_reply_streams_into_a_spill_file_and_is_stored_whole => long_reply;
 }
 
 /// A session of `agent` in the env's store, with the agent shut down again.
@@ -291,10 +292,80 @@ async fn exec(env: Env) {
     );
     assert!(turn
         .agent_text()
-        .collect::<String>()
+        .collect::<std::io::Result<String>>()
+        .unwrap()
         .contains("You said: hi there"));
     assert_eq!(events, [false, true], "Opened, then TurnOver");
     // Nothing went to the env's store.
     let listed = env.store.list(&Default::default()).await.unwrap();
     assert!(listed.sessions.is_empty());
+}
+
+/// A reply past `text_spill::SPILL_AT` (40,000 8-byte chunks: 320,000 bytes) leaves memory
+/// while it streams, and comes back whole: in the turn's reply, in the stored snapshot and in
+/// a transcript.
+async fn long_reply(env: Env) {
+    use acpx_model::{AgentContent, Message};
+    let id = stored_session(&env, &agent("")).await;
+    let rt = env.runtime(RuntimeOptions::default());
+    let home = env.dir.path().join("home");
+    let (_presses, interrupts) = watch::channel(0);
+    let turn = local::prompt(
+        &rt,
+        &home,
+        &id,
+        text_prompt("stream 40000"),
+        Some(Duration::from_secs(60)),
+        interrupts,
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(turn.outcome.outcome.as_str(), "completed");
+    let reply = turn
+        .agent_text()
+        .collect::<std::io::Result<String>>()
+        .unwrap();
+    assert!(
+        reply.len() > acpx_runtime::text_spill::SPILL_AT,
+        "{}",
+        reply.len()
+    );
+    let texts = |record: &acpx_model::SessionRecord| -> Vec<acpx_model::ThreadText> {
+        record
+            .thread
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Agent(a) => Some(a.content.iter()),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let live = texts(&turn.record);
+    assert!(
+        live.iter().any(|t| t.is_spilled()),
+        "the live reply is in a spill file"
+    );
+    let stored = env.stored(&id).await;
+    let stored_texts = texts(&stored);
+    assert_eq!(stored_texts, live);
+    // A store that serializes gives the text back in memory (the memory store keeps a copy
+    // of the record, which shares the spill file).
+    if !matches!(env.backend, Backend::Memory) {
+        assert!(stored_texts.iter().all(|t| !t.is_spilled()));
+    }
+    assert_eq!(
+        stored_texts
+            .iter()
+            .map(|t| t.to_text().unwrap().into_owned())
+            .collect::<String>(),
+        reply
+    );
+    assert!(acpx_runtime::transcript::markdown(&turn.record).contains(&reply[reply.len() - 100..]));
 }

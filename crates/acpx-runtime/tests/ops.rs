@@ -227,7 +227,7 @@ async fn an_archive_round_trips_into_another_store() {
     let (_dir, stores) = stores();
     let from = &stores[0];
     let parent = session_with_a_turn(from, "exported").await;
-    let mut text = String::from_utf8(archive_head(&parent, Timestamp::now())).unwrap();
+    let mut text = String::from_utf8(archive_head(&parent, Timestamp::now()).unwrap()).unwrap();
     for e in all_events(&**from, &parent.acpx_record_id).await {
         let mut line = Vec::new();
         e.write_ndjson_line(&mut line);
@@ -268,7 +268,7 @@ fn archive_text(
     events: &[acpx_model::EventEnvelope],
     bad: Option<(usize, &str)>,
 ) -> Vec<u8> {
-    let mut text = archive_head(record, Timestamp::now());
+    let mut text = archive_head(record, Timestamp::now()).unwrap();
     for (i, e) in events.iter().enumerate() {
         match bad {
             Some((at, line)) if at == i + 1 => {

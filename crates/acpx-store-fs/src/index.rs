@@ -686,7 +686,7 @@ mod tests {
         );
         for rev in [0u64, 1, 9, 10, 12_345, u64::MAX] {
             r.revision = rev;
-            let bytes = r.to_json_vec();
+            let bytes = r.to_json_vec().unwrap();
             assert_eq!(
                 revision_from_prefix(&bytes[..96.min(bytes.len())]),
                 Some(rev)

@@ -108,7 +108,7 @@ async fn filtered_lists_match_the_full_list_through_changes_by_another_handle() 
         .truncate(true)
         .open(&path)
         .unwrap();
-    f.write_all(&moved.to_json_vec()).unwrap();
+    f.write_all(&moved.to_json_vec().unwrap()).unwrap();
     f.sync_all().unwrap();
     // And one damaged in place.
     fs::write(lister.snapshot_path(&id("s2")), b"{ not json").unwrap();

@@ -159,7 +159,7 @@ async fn abandoned_temp_write_leaves_old_snapshot_intact() {
     let mut next = r.clone();
     next.name = Some("v2".into());
     next.revision = 2;
-    let bytes = next.to_json_vec();
+    let bytes = next.to_json_vec().unwrap();
     let temp = store
         .sessions_dir()
         .join(format!(".{a}.json.tmp.999999.deadbeef"));
@@ -261,7 +261,7 @@ async fn revision_written_by_another_process_is_read_from_the_file() {
     other.revision = 7;
     let path = store.snapshot_path(&a);
     let tmp_path = path.with_extension("other");
-    fs::write(&tmp_path, other.to_json_vec()).unwrap();
+    fs::write(&tmp_path, other.to_json_vec().unwrap()).unwrap();
     fs::rename(&tmp_path, &path).unwrap();
     match store.save(&mut r).await {
         Err(StoreError::Conflict { actual: 7, .. }) => {}
@@ -270,7 +270,7 @@ async fn revision_written_by_another_process_is_read_from_the_file() {
 }
 
 fn valid_doc(id: &str) -> Value {
-    serde_json::from_slice(&record(&common::id(id), "/repo").to_json_vec()).unwrap()
+    serde_json::from_slice(&record(&common::id(id), "/repo").to_json_vec().unwrap()).unwrap()
 }
 
 #[tokio::test]

@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 use acpx_model::search::message_text;
 use acpx_model::{
-    normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, StoreError, StoreResult,
-    Timestamp,
+    normalize_cwd, AgentContent, EventEnvelope, Message, RecordId, SessionRecord, SessionSummary,
+    StoreError, StoreResult, ThreadText, Timestamp,
 };
 use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
 use rusqlite::Row;
@@ -76,7 +76,14 @@ impl SessionColumns<'static> {
     /// The row for `record` as it will be stored (its `revision` already set), with the
     /// document serialized.
     pub(crate) fn from_record(record: &SessionRecord) -> StoreResult<Self> {
-        let document = String::from_utf8(record.to_json_vec()).map_err(|e| {
+        let bytes = record.to_json_vec().map_err(|e| StoreError::Backend {
+            backend: crate::BACKEND,
+            message: format!(
+                "session {}: serializing its document: {e}",
+                record.acpx_record_id
+            ),
+        })?;
+        let document = String::from_utf8(bytes).map_err(|e| {
             StoreError::InvalidArgument(format!(
                 "session {}: serialized document is not UTF-8: {e}",
                 record.acpx_record_id
@@ -492,7 +499,53 @@ pub(crate) struct MessageText<'a> {
     pub index: i64,
     pub role: &'static str,
     pub message_id: Option<Cow<'a, str>>,
-    pub text: Cow<'a, str>,
+    pub text: SearchText<'a>,
+}
+
+/// What a message's parts are cut from.
+pub(crate) enum SearchText<'a> {
+    /// Text in memory.
+    Str(Cow<'a, str>),
+    /// An agent message holding a reply still in its spill file (in the process recording
+    /// the turn): read a part at a time, never whole.
+    Spilled(JoinedText),
+}
+
+/// The text and thinking pieces of an agent message joined by newlines, as
+/// [`message_text`] joins them, without building the joined text: copies of the pieces (a
+/// spilled one shares its file).
+pub(crate) struct JoinedText {
+    pieces: Vec<ThreadText>,
+}
+
+impl JoinedText {
+    /// The joined length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces.iter().map(ThreadText::len).sum::<usize>() + self.pieces.len().saturating_sub(1)
+    }
+
+    /// Bytes `start..end` of the joined text.
+    pub(crate) fn read_bytes(&self, start: usize, end: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(end.saturating_sub(start));
+        let mut at = 0;
+        for (i, piece) in self.pieces.iter().enumerate() {
+            if i > 0 {
+                if (start..end).contains(&at) {
+                    out.push(b'\n');
+                }
+                at += 1;
+            }
+            let (from, to) = (at.max(start), (at + piece.len()).min(end));
+            if from < to {
+                out.extend_from_slice(&piece.read_bytes(from - at, to - at)?);
+            }
+            at += piece.len();
+            if at >= end {
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl MessageText<'_> {
@@ -502,7 +555,10 @@ impl MessageText<'_> {
             index: self.index,
             role: self.role,
             message_id: self.message_id.map(|m| Cow::Owned(m.into_owned())),
-            text: Cow::Owned(self.text.into_owned()),
+            text: match self.text {
+                SearchText::Str(t) => SearchText::Str(Cow::Owned(t.into_owned())),
+                SearchText::Spilled(t) => SearchText::Spilled(t),
+            },
         }
     }
 
@@ -524,15 +580,46 @@ pub(crate) fn message_texts(record: &SessionRecord) -> Vec<MessageText<'_>> {
         .iter()
         .enumerate()
         .filter_map(|(i, m)| {
+            if let Some(joined) = spilled_pieces(m) {
+                return Some(MessageText {
+                    index: i as i64,
+                    role: "agent",
+                    message_id: None,
+                    text: SearchText::Spilled(joined),
+                });
+            }
             let (role, id, text) = message_text(m)?;
             Some(MessageText {
                 index: i as i64,
                 role,
                 message_id: id.map(Cow::Borrowed),
-                text,
+                text: SearchText::Str(text),
             })
         })
         .collect()
+}
+
+/// The searchable pieces of an agent message that holds a spilled reply (what
+/// [`message_text`] would read back whole and join), if it holds one.
+fn spilled_pieces(m: &Message) -> Option<JoinedText> {
+    let Message::Agent(a) = m else {
+        return None;
+    };
+    let spilled = a
+        .content
+        .iter()
+        .any(|c| matches!(c, AgentContent::Text(t) if t.is_spilled()));
+    spilled.then(|| JoinedText {
+        pieces: a
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.clone()),
+                AgentContent::Thinking(t) => Some(ThreadText::from(t.text.as_str())),
+                _ => None,
+            })
+            .collect(),
+    })
 }
 
 /// The stored byte range of each part of `text`: part `p` owns the bytes from its own start
@@ -540,23 +627,43 @@ pub(crate) fn message_texts(record: &SessionRecord) -> Vec<MessageText<'_>> {
 /// on the text before them, so a message that grows keeps its earlier parts unchanged. An
 /// empty text is one empty part.
 pub(crate) fn part_ranges(text: &str) -> Vec<(usize, usize)> {
+    match ranges_by(text.len(), |at| {
+        Ok::<_, std::convert::Infallible>(floor_char_boundary(text, at))
+    }) {
+        Ok(ranges) => ranges,
+        Err(never) => match never {},
+    }
+}
+
+/// [`part_ranges`] of a message holding a spilled reply, reading a few bytes at each
+/// boundary.
+pub(crate) fn spilled_part_ranges(text: &JoinedText) -> std::io::Result<Vec<(usize, usize)>> {
+    ranges_by(text.len(), |at| spilled_floor_char_boundary(text, at))
+}
+
+/// The ranges of [`part_ranges`] for a text of `len` bytes, `floor` giving the character
+/// boundary at or before a byte.
+fn ranges_by<E>(
+    len: usize,
+    mut floor: impl FnMut(usize) -> Result<usize, E>,
+) -> Result<Vec<(usize, usize)>, E> {
     let mut ranges = Vec::new();
     let mut own = 0;
     loop {
-        let end = if text.len() - own <= PART_BYTES {
-            text.len()
+        let end = if len - own <= PART_BYTES {
+            len
         } else {
             // A part of at least PART_BYTES - 3 bytes: a character is at most 4 bytes long.
-            floor_char_boundary(text, own + PART_BYTES)
+            floor(own + PART_BYTES)?
         };
         let start = if own == 0 {
             0
         } else {
-            floor_char_boundary(text, own - OVERLAP_BYTES)
+            floor(own - OVERLAP_BYTES)?
         };
         ranges.push((start, end));
-        if end == text.len() {
-            return ranges;
+        if end == len {
+            return Ok(ranges);
         }
         own = end;
     }
@@ -567,6 +674,25 @@ fn floor_char_boundary(text: &str, mut at: usize) -> usize {
         at -= 1;
     }
     at
+}
+
+/// [`floor_char_boundary`] in a spilled text: the last byte at or before `at` that does not
+/// continue a character.
+fn spilled_floor_char_boundary(text: &JoinedText, at: usize) -> std::io::Result<usize> {
+    if at >= text.len() {
+        return Ok(text.len());
+    }
+    let from = at.saturating_sub(3);
+    let bytes = text.read_bytes(from, at + 1)?;
+    (from..=at)
+        .rev()
+        .find(|p| bytes.get(p - from).is_some_and(|b| b & 0xC0 != 0x80))
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the spill file holds bytes that are not UTF-8",
+            )
+        })
 }
 
 /// FNV-1a (64 bit) over the parts, each followed by a separator byte. Stable across Rust

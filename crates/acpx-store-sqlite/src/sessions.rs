@@ -11,8 +11,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, MAIN_DB};
 
 use crate::connection::{TxError, TxResult};
 use crate::rows::{
-    parse_document, part_ranges, summary_difference, summary_from_row, Document, MessageText,
-    SessionColumns, SUMMARY_COLUMNS,
+    parse_document, part_ranges, spilled_part_ranges, summary_difference, summary_from_row,
+    Document, MessageText, SearchText, SessionColumns, SUMMARY_COLUMNS,
 };
 use crate::{lock, rows, Inner};
 
@@ -449,31 +449,54 @@ pub(crate) fn sync_messages(
         "UPDATE messages SET role = ?4, message_id = ?5, text = ?6, text_hash = ?7, \
          text_start = ?8 WHERE acpx_record_id = ?1 AND message_index = ?2 AND part = ?3",
     )?;
+    let mut sync_part = |m: &MessageText<'_>, part: usize, start: usize, text: &str| {
+        let hash = m.part_hash(text);
+        let part = part as i64;
+        let start = start as i64;
+        let args = params![
+            id.as_str(),
+            m.index,
+            part,
+            m.role,
+            m.message_id.as_deref(),
+            text,
+            hash,
+            start
+        ];
+        match existing.remove(&(m.index, part)) {
+            // The same text can start at another byte (a change before it moved a
+            // boundary of multibyte text by a byte or two): the start must match too.
+            Some(stored) if stored == (hash, start) => Ok(0),
+            Some(_) => update.execute(args),
+            None => insert.execute(args),
+        }
+    };
     for m in messages {
-        for (part, (start, end)) in part_ranges(&m.text).into_iter().enumerate() {
-            let text = &m.text[start..end];
-            let hash = m.part_hash(text);
-            let part = part as i64;
-            let start = start as i64;
-            let args = params![
-                id.as_str(),
-                m.index,
-                part,
-                m.role,
-                m.message_id.as_deref(),
-                text,
-                hash,
-                start
-            ];
-            match existing.remove(&(m.index, part)) {
-                // The same text can start at another byte (a change before it moved a
-                // boundary of multibyte text by a byte or two): the start must match too.
-                Some(stored) if stored == (hash, start) => {}
-                Some(_) => {
-                    update.execute(args)?;
+        match &m.text {
+            SearchText::Str(text) => {
+                for (part, (start, end)) in part_ranges(text).into_iter().enumerate() {
+                    sync_part(m, part, start, &text[start..end])?;
                 }
-                None => {
-                    insert.execute(args)?;
+            }
+            // A part at a time from the spill file: never the whole reply in memory.
+            SearchText::Spilled(text) => {
+                let unreadable = |e: std::io::Error| {
+                    TxError::Store(StoreError::Backend {
+                        backend: crate::BACKEND,
+                        message: format!(
+                            "session {id}: message {} could not be read back from its spill \
+                             file: {e}",
+                            m.index
+                        ),
+                    })
+                };
+                let ranges = spilled_part_ranges(text).map_err(unreadable)?;
+                for (part, (start, end)) in ranges.into_iter().enumerate() {
+                    let bytes = text.read_bytes(start, end).map_err(unreadable)?;
+                    let piece = std::str::from_utf8(&bytes).map_err(|e| {
+                        unreadable(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                    })?;
+                    sync_part(m, part, start, piece)?;
                 }
             }
         }

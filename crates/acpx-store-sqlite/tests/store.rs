@@ -106,7 +106,7 @@ async fn document_is_the_file_stores_bytes_and_columns_agree() {
             },
         )
         .unwrap();
-    assert_eq!(doc.as_bytes(), r.to_json_vec().as_slice());
+    assert_eq!(doc.as_bytes(), r.to_json_vec().unwrap().as_slice());
     assert_eq!(name.as_deref(), Some("backend"));
     assert_eq!(cwd, "/repo/");
     assert_eq!(title.as_deref(), Some("Title"));

@@ -25,8 +25,8 @@ pub async fn create_load_round_trip(b: &dyn Backend) {
         .expect("load after reopen");
     assert_eq!(loaded, rec, "the record survives a reopen unchanged");
     assert_eq!(
-        String::from_utf8(loaded.to_json_vec()).unwrap(),
-        String::from_utf8(rec.to_json_vec()).unwrap(),
+        String::from_utf8(loaded.to_json_vec().unwrap()).unwrap(),
+        String::from_utf8(rec.to_json_vec().unwrap()).unwrap(),
         "serialized forms differ (key order of unknown fields?)"
     );
     assert_eq!(

@@ -34,12 +34,13 @@ pub const STATE: &str = "state";
 /// `parent`: `origin` as `forkedFrom`, the parent's thread, and as `state` the parent's
 /// current mode, commands and desired mode and config values, the config options the child
 /// already has (from the agent) or else the parent's, and the child's protocol version and
-/// capabilities when it has them.
+/// capabilities when it has them. Fails only when a long reply of the parent (a live record)
+/// cannot be read back from its spill file.
 pub fn session_forked_payload(
     parent: &SessionRecord,
     child: &SessionRecord,
     origin: Value,
-) -> Map<String, Value> {
+) -> Result<Map<String, Value>, serde_json::Error> {
     let mut state = Map::new();
     state.insert("currentModeId".into(), json!(parent.acpx.current_mode_id));
     state.insert(
@@ -76,12 +77,9 @@ pub fn session_forked_payload(
     }
     let mut payload = Map::new();
     payload.insert(FORKED_FROM.into(), origin);
-    payload.insert(
-        THREAD.into(),
-        serde_json::to_value(&parent.thread).unwrap_or(Value::Null),
-    );
+    payload.insert(THREAD.into(), serde_json::to_value(&parent.thread)?);
     payload.insert(STATE.into(), Value::Object(state));
-    payload
+    Ok(payload)
 }
 
 /// Folds a `session_forked` payload (its keys besides `phase`) into the record. A `thread`

@@ -51,7 +51,7 @@ pub(super) fn apply_session_update(
             if kind == "agent_message_chunk" {
                 match msg.content.last_mut() {
                     Some(AgentContent::Text(t)) => t.push_str(text),
-                    _ => msg.content.push(AgentContent::Text(text.to_owned())),
+                    _ => msg.content.push(AgentContent::Text(text.into())),
                 }
             } else {
                 match msg.content.last_mut() {

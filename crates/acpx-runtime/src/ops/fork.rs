@@ -24,7 +24,7 @@ use acpx_model::{
 };
 use serde_json::{json, Value};
 
-use super::OpsResult;
+use super::{OpsError, OpsResult};
 use crate::error::RuntimeError;
 use crate::mapping::session_forked_payload;
 use crate::recorder::{EventDraft, Recorder, DEFAULT_SNAPSHOT_INTERVAL};
@@ -141,7 +141,12 @@ pub async fn record_fork(
     let writer = Arc::new(store.lock(child, LOCK_WAIT).await?);
     let (r, _, _, _) = load_rolled_forward(&*store, child).await?;
     let origin = forked_from(parent, method, Timestamp::now());
-    let mut extra = session_forked_payload(parent, &r, origin);
+    let mut extra = session_forked_payload(parent, &r, origin).map_err(|e| {
+        OpsError::Invalid(format!(
+            "session {}: its conversation cannot be copied to the fork: {e}",
+            parent.acpx_record_id
+        ))
+    })?;
     // The child's identity, so its log alone can rebuild a lost snapshot (`docs/format.md`
     // § Damaged snapshots).
     crate::ops::repair::add_identity(&mut extra, &r);

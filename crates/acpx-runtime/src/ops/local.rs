@@ -88,9 +88,11 @@ pub struct Turn {
 }
 
 impl Turn {
-    /// The agent's reply in this turn, in the pieces the thread holds (join them for one
-    /// string, or write them out one by one).
-    pub fn agent_text(&self) -> impl Iterator<Item = &str> + '_ {
+    /// The agent's reply in this turn, in pieces (join them for one string, or write them out
+    /// one by one); a long reply is read from its spill file, which can fail.
+    pub fn agent_text(
+        &self,
+    ) -> impl Iterator<Item = std::io::Result<std::borrow::Cow<'_, str>>> + '_ {
         crate::agent_text_parts_after(&self.record, &self.outcome.user_message_id)
     }
 }

@@ -16,7 +16,7 @@ use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
     EventEnvelope, EventQuery, ReadMode, RecordId, SessionRecord, Store, StoreError, Timestamp,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{OpsError, OpsResult};
 
@@ -153,10 +153,11 @@ pub async fn write_export(
     let mut events = 0;
     match format {
         ExportFormat::Markdown => sink.write_all(crate::transcript::markdown(record).as_bytes())?,
-        ExportFormat::Json => sink.write_all(&record.to_json_vec())?,
+        // Streamed: a long reply still in its spill file is never held whole.
+        ExportFormat::Json => record.write_json(&mut *sink)?,
         ExportFormat::Ndjson | ExportFormat::Archive => {
             if format == ExportFormat::Archive {
-                sink.write_all(&archive_head(record, Timestamp::now()))?;
+                sink.write_all(&archive_head(record, Timestamp::now())?)?;
             }
             let mut buf = Vec::new();
             events = for_each_event(store, &record.acpx_record_id, |e| {
@@ -171,16 +172,24 @@ pub async fn write_export(
     Ok(events)
 }
 
-/// The first line of an archive of `record` (with its `\n`).
-pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> Vec<u8> {
-    let head = json!({
-        "schema": ARCHIVE_SCHEMA,
-        "exportedAt": exported_at,
-        "session": record,
-    });
-    let mut line = serde_json::to_vec(&head).unwrap_or_default();
+/// The first line of an archive of `record` (with its `\n`). Fails only when a long reply of
+/// the live record cannot be read back from its spill file.
+pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> std::io::Result<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Head<'a> {
+        schema: &'static str,
+        #[serde(rename = "exportedAt")]
+        exported_at: Timestamp,
+        session: &'a SessionRecord,
+    }
+    let head = Head {
+        schema: ARCHIVE_SCHEMA,
+        exported_at,
+        session: record,
+    };
+    let mut line = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    line
+    Ok(line)
 }
 
 /// A session read from an archive or a `session.json`, not stored yet.

@@ -510,7 +510,11 @@ mod tests {
         let mut hand = record("s2");
         hand.name = Some("by hand".into());
         hand.revision = 7;
-        fs::write(core.snapshot_path(&hand.acpx_record_id), hand.to_json_vec()).unwrap();
+        fs::write(
+            core.snapshot_path(&hand.acpx_record_id),
+            hand.to_json_vec().unwrap(),
+        )
+        .unwrap();
         let page = core.list(&ListQuery::default()).unwrap();
         assert_eq!(parses(), 2);
         assert!(page

@@ -237,7 +237,11 @@ fn the_index_gives_the_scans_hits_on_a_generated_set() {
     let mut hand = core.load(&RecordId::parse("g001").unwrap()).unwrap();
     hand.thread.messages = vec![user("u-hand", "written by hand: build flaky")];
     hand.revision += 1;
-    std::fs::write(core.snapshot_path(&hand.acpx_record_id), hand.to_json_vec()).unwrap();
+    std::fs::write(
+        core.snapshot_path(&hand.acpx_record_id),
+        hand.to_json_vec().unwrap(),
+    )
+    .unwrap();
     let parses = assert_same_as_scan(&core, "after changes");
     assert_eq!(
         parses, 2,

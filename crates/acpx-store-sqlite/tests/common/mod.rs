@@ -53,7 +53,7 @@ pub fn user_text(m: &Message) -> Option<&str> {
             _ => None,
         }),
         Message::Agent(AgentMessage { content, .. }) => content.iter().find_map(|c| match c {
-            AgentContent::Text(t) => Some(t.as_str()),
+            AgentContent::Text(t) => t.as_inline(),
             _ => None,
         }),
         Message::Resume => None,

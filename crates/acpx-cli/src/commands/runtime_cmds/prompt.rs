@@ -1,6 +1,7 @@
 //! `prompt` and `exec`: one turn with live output. Ctrl-C and remote cancel of a one-process
 //! turn are [`acpx_runtime::ops::local`]'s.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
@@ -127,7 +128,7 @@ fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
 fn finish_turn<'a>(
     ctx: &Ctx,
     outcome: &TurnOutcome,
-    reply: impl Iterator<Item = &'a str>,
+    reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
     live: &LiveOutput,
 ) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
@@ -136,7 +137,7 @@ fn finish_turn<'a>(
         ));
     }
     if ctx.out.format == Format::Quiet {
-        print_quiet(ctx, reply);
+        print_quiet(ctx, reply)?;
     }
     turn_result(
         ctx,
@@ -145,17 +146,37 @@ fn finish_turn<'a>(
     )
 }
 
-/// The reply, written piece by piece as the thread holds it, never joined or copied: a
-/// long reply (8 MB after a 1M-chunk turn) would otherwise be held twice more.
-fn print_quiet<'a>(ctx: &Ctx, reply: impl Iterator<Item = &'a str>) {
-    let mut last = None;
-    for piece in reply.filter(|p| !p.is_empty()) {
-        ctx.out.raw(piece);
-        last = Some(piece);
+/// The reply, written piece by piece as the thread holds it (a long one read from its spill
+/// file), never joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be
+/// held whole. A piece that cannot be read back ends it with an error (exit 1): stdout would
+/// otherwise look like a whole reply.
+fn print_quiet<'a>(
+    ctx: &Ctx,
+    reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
+) -> CliResult<()> {
+    let mut ends_with_newline = None;
+    for piece in reply {
+        match piece {
+            Ok(p) if p.is_empty() => {}
+            Ok(p) => {
+                ctx.out.raw(&p);
+                ends_with_newline = Some(p.ends_with('\n'));
+            }
+            Err(e) => {
+                if ends_with_newline.is_some() {
+                    ctx.out.raw("\n");
+                }
+                return Err(CliError::runtime(format!(
+                    "the rest of the reply could not be read back from its spill file: {e}"
+                ))
+                .with_hint("the session's event log holds all of it: `acpx sessions events`"));
+            }
+        }
     }
-    if last.is_some_and(|p| !p.ends_with('\n')) {
+    if ends_with_newline == Some(false) {
         ctx.out.raw("\n");
     }
+    Ok(())
 }
 
 /// `prompt`.
@@ -180,7 +201,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         return finish_turn(
             ctx,
             &outcome,
-            std::iter::once(outcome.agent_text.as_str()),
+            std::iter::once(Ok(Cow::Borrowed(outcome.agent_text.as_str()))),
             &live,
         );
     }

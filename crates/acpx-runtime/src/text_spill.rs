@@ -1,0 +1,245 @@
+//! Long replies leave memory while they stream: once the text of the agent message a turn is
+//! writing passes [`SPILL_AT`] bytes, the recorder moves it into the session's [`FileSpill`],
+//! an unlinked temp file, and the chunks the reducer folds in afterwards append there (issue
+//! 15: a 1M-chunk turn's reply is 8 MB, half of the whole process; see docs/format.md
+//! decision 16). The reducer knows nothing of files (a text appends wherever it lives); the
+//! recorder decides when a text moves. The snapshot writer streams it back out
+//! ([`acpx_model::ThreadText`]), and a snapshot read back holds it in memory again.
+//!
+//! One file per session ([`SessionSpill`]), shared by its long replies, so a long-lived queue
+//! owner holds one descriptor per session whatever the number of long turns. The file is made
+//! in the system's temp directory (`TMPDIR`; on a tmpfs its pages are still RAM, only no
+//! longer the process's). It has no name (`O_TMPFILE`, or unlinked at once where the file
+//! system lacks it), so a crash leaves nothing; the log holds every chunk anyway. When no file
+//! can be made the text stays in memory (tried again after [`RETRY_AFTER`]); when a write fails
+//! the unwritten bytes stay in memory (logged once; tried again each [`TAIL_MAX`] more), so
+//! nothing is lost either way.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use acpx_model::{AgentContent, Message, SessionRecord, TextSpill, ThreadText};
+
+/// A text longer than this is moved to a spill file: above what agents usually send in one
+/// message (a 10k-chunk turn is 78 KB), so only very long replies pay for the file, and the
+/// same size above which a save leaves a session out of the file store's search index.
+pub const SPILL_AT: usize = 256 << 10;
+
+/// Appends are gathered up to this many bytes before one write.
+const TAIL_MAX: usize = 64 << 10;
+
+/// After a spill file could not be made, the next try waits this long (not one per chunk).
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// The spill file of one session, made when its first long reply needs it.
+#[derive(Debug, Default)]
+pub struct SessionSpill {
+    file: Option<Arc<FileSpill>>,
+    /// When making the file last failed.
+    failed_at: Option<Instant>,
+}
+
+impl SessionSpill {
+    /// Moves the text the thread's last message ends with (where the reducer appends a
+    /// streamed reply) to this session's spill file once it is longer than [`SPILL_AT`].
+    pub fn spill_last_reply_if_long(&mut self, record: &mut SessionRecord) {
+        if let Some(Message::Agent(a)) = record.thread.messages.last_mut() {
+            if let Some(AgentContent::Text(t)) = a.content.last_mut() {
+                self.spill_if_long(t);
+            }
+        }
+    }
+
+    /// Moves `text` to this session's spill file once it is longer than [`SPILL_AT`].
+    pub fn spill_if_long(&mut self, text: &mut ThreadText) {
+        if text.is_spilled() || text.len() <= SPILL_AT {
+            return;
+        }
+        let Some(file) = self.file() else {
+            return;
+        };
+        if let Err(e) = text.spill_into(file) {
+            tracing::debug!("a long reply stays in memory: its spill file failed ({e})");
+        }
+    }
+
+    fn file(&mut self) -> Option<Arc<FileSpill>> {
+        if let Some(f) = &self.file {
+            return Some(f.clone());
+        }
+        if self.failed_at.is_some_and(|t| t.elapsed() < RETRY_AFTER) {
+            return None;
+        }
+        match FileSpill::new() {
+            Ok(f) => {
+                let f = Arc::new(f);
+                self.file = Some(f.clone());
+                self.failed_at = None;
+                Some(f)
+            }
+            Err(e) => {
+                if self.failed_at.is_none() {
+                    tracing::warn!(
+                        "a long reply stays in memory: no spill file in {} ({e})",
+                        std::env::temp_dir().display()
+                    );
+                }
+                self.failed_at = Some(Instant::now());
+                None
+            }
+        }
+    }
+}
+
+/// A [`TextSpill`] in an unlinked temp file, with the latest appends in memory until they
+/// make [`TAIL_MAX`] bytes.
+pub struct FileSpill {
+    state: Mutex<State>,
+}
+
+struct State {
+    file: File,
+    /// Bytes in the file.
+    written: u64,
+    /// Bytes after them, not written yet.
+    tail: Vec<u8>,
+    /// After a failed write: the tail length at which to try again.
+    retry_at: Option<usize>,
+}
+
+impl FileSpill {
+    /// A new, empty spill file in the temp directory.
+    pub fn new() -> io::Result<FileSpill> {
+        Ok(FileSpill {
+            state: Mutex::new(State {
+                file: tempfile::tempfile()?,
+                written: 0,
+                tail: Vec::new(),
+                retry_at: None,
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for FileSpill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.state();
+        f.debug_struct("FileSpill")
+            .field("written", &s.written)
+            .field("tail_len", &s.tail.len())
+            .field("failing", &s.retry_at.is_some())
+            .finish()
+    }
+}
+
+impl TextSpill for FileSpill {
+    fn len(&self) -> u64 {
+        let s = self.state();
+        s.written + s.tail.len() as u64
+    }
+
+    fn append_at(&self, expected: u64, text: &str) -> io::Result<bool> {
+        let mut s = self.state();
+        if s.written + s.tail.len() as u64 != expected {
+            return Ok(false);
+        }
+        let State {
+            file,
+            written,
+            tail,
+            retry_at,
+        } = &mut *s;
+        // A large piece (a text moved here by `spill_into`) is written as it is, not copied.
+        let direct = tail.is_empty() && text.len() >= TAIL_MAX && retry_at.is_none();
+        if !direct {
+            tail.extend_from_slice(text.as_bytes());
+        }
+        let due = tail.len() >= TAIL_MAX && retry_at.is_none_or(|at| tail.len() >= at);
+        if direct || due {
+            let bytes = if direct { text.as_bytes() } else { &tail[..] };
+            match file.write_all_at(bytes, *written) {
+                Ok(()) => {
+                    *written += bytes.len() as u64;
+                    tail.clear();
+                    if retry_at.take().is_some() {
+                        tracing::info!("a long reply's spill file can be written again");
+                    }
+                }
+                // The bytes stay in the tail: in memory, readable, written at a later try.
+                Err(e) => {
+                    if direct {
+                        tail.extend_from_slice(text.as_bytes());
+                    }
+                    if retry_at.is_none() {
+                        tracing::warn!(
+                            "a long reply's spill file cannot be written ({e}); keeping the \
+                             rest in memory"
+                        );
+                    }
+                    *retry_at = Some(tail.len() + TAIL_MAX);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let s = self.state();
+        if offset < s.written {
+            let n = usize::try_from(s.written - offset).map_or(buf.len(), |n| n.min(buf.len()));
+            return s.file.read_at(&mut buf[..n], offset);
+        }
+        let start = usize::try_from(offset - s.written).unwrap_or(usize::MAX);
+        let rest = s.tail.get(start..).unwrap_or(&[]);
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_move_to_one_file_and_read_back_whole() {
+        let mut session = SessionSpill::default();
+        let mut texts = [ThreadText::new(), ThreadText::new()];
+        let mut expected = [String::new(), String::new()];
+        for (t, e) in texts.iter_mut().zip(&mut expected) {
+            for i in 0..60_000 {
+                let piece = format!("{i:07} é ");
+                t.push_str(&piece);
+                session.spill_if_long(t);
+                e.push_str(&piece);
+            }
+        }
+        for (t, e) in texts.iter().zip(&expected) {
+            assert!(t.is_spilled());
+            assert_eq!(t.to_text().unwrap(), e.as_str());
+            assert_eq!(
+                serde_json::to_vec(t).unwrap(),
+                serde_json::to_vec(e).unwrap()
+            );
+        }
+        let file = session.file.as_ref().unwrap();
+        assert_eq!(file.len() as usize, expected[0].len() + expected[1].len());
+    }
+
+    #[test]
+    fn a_short_text_stays_in_memory() {
+        let mut session = SessionSpill::default();
+        let mut t = ThreadText::from("x".repeat(SPILL_AT));
+        session.spill_if_long(&mut t);
+        assert!(!t.is_spilled());
+        assert!(session.file.is_none());
+    }
+}
