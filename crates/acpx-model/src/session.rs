@@ -217,6 +217,24 @@ impl SessionRecord {
         Ok(out)
     }
 
+    /// [`SessionRecord::to_json_vec`] as a string, for a store that binds the document as
+    /// text; the error names the session and says why (for a store's `Backend` error).
+    pub fn to_json_string(&self) -> Result<String, String> {
+        let bytes = self.to_json_vec().map_err(|e| {
+            format!(
+                "session {}: serializing its document: {e}",
+                self.acpx_record_id
+            )
+        })?;
+        // serde_json writes UTF-8 only; checked all the same, never assumed.
+        String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "session {}: serialized document is not UTF-8: {e}",
+                self.acpx_record_id
+            )
+        })
+    }
+
     /// The length in bytes of what [`SessionRecord::to_json_vec`] and
     /// [`SessionRecord::write_json`] write, counted without keeping any of it.
     pub fn json_len(&self) -> usize {

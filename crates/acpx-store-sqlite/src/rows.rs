@@ -76,19 +76,12 @@ impl SessionColumns<'static> {
     /// The row for `record` as it will be stored (its `revision` already set), with the
     /// document serialized.
     pub(crate) fn from_record(record: &SessionRecord) -> StoreResult<Self> {
-        let bytes = record.to_json_vec().map_err(|e| StoreError::Backend {
-            backend: crate::BACKEND,
-            message: format!(
-                "session {}: serializing its document: {e}",
-                record.acpx_record_id
-            ),
-        })?;
-        let document = String::from_utf8(bytes).map_err(|e| {
-            StoreError::InvalidArgument(format!(
-                "session {}: serialized document is not UTF-8: {e}",
-                record.acpx_record_id
-            ))
-        })?;
+        let document = record
+            .to_json_string()
+            .map_err(|message| StoreError::Backend {
+                backend: crate::BACKEND,
+                message,
+            })?;
         SessionColumns::with_document(record, Document::Text(document))
     }
 }
