@@ -10,10 +10,11 @@
 //! owner holds one descriptor per session whatever the number of long turns. The file is made
 //! in the system's temp directory (`TMPDIR`; on a tmpfs its pages are still RAM, only no
 //! longer the process's). It has no name (`O_TMPFILE`, or unlinked at once where the file
-//! system lacks it), so a crash leaves nothing; the log holds every chunk anyway. When no file
-//! can be made the text stays in memory (tried again after [`RETRY_AFTER`]); when a write fails
-//! the unwritten bytes stay in memory (logged once; tried again each [`TAIL_MAX`] more), so
-//! nothing is lost either way.
+//! system lacks it), so a crash leaves nothing behind. When no file can be made the text stays
+//! in memory (tried again after [`RETRY_AFTER`]); when a write fails the unwritten bytes stay
+//! in memory (logged once; tried again each 64 KiB more), so nothing is lost either way.
+//! A read that fails fails the snapshot's save (the file is storage: docs/format.md decision
+//! 16 says what that costs).
 
 use std::fmt;
 use std::fs::File;
@@ -96,7 +97,7 @@ impl SessionSpill {
 }
 
 /// A [`TextSpill`] in an unlinked temp file, with the latest appends in memory until they
-/// make [`TAIL_MAX`] bytes.
+/// make 64 KiB.
 pub struct FileSpill {
     state: Mutex<State>,
 }

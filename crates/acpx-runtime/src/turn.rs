@@ -348,6 +348,14 @@ async fn drive(
     };
     let record = recorder.snapshot();
     let turn = record.acpx.last_turn.as_ref();
+    let (agent_text, agent_text_error) = match p
+        .collect_agent_text
+        .then(|| agent_text_after(record, user_id))
+    {
+        None => (String::new(), None),
+        Some(Ok(text)) => (text, None),
+        Some(Err(e)) => (String::new(), Some(e.to_string())),
+    };
     Ok(TurnOutcome {
         request_id: request_id.to_owned(),
         user_message_id: user_id.to_owned(),
@@ -357,11 +365,8 @@ async fn drive(
         acp_error,
         permission_stats: turn.map(|t| t.permission_stats).unwrap_or_default(),
         usage: usage_value.as_ref().and_then(mapping::token_usage_from),
-        agent_text: if p.collect_agent_text {
-            agent_text_after(record, user_id)
-        } else {
-            String::new()
-        },
+        agent_text,
+        agent_text_error,
         log_write_error: record.acpx.event_log.last_write_error.clone(),
         cancel_requested: cancelled && !timed_out && prompt_unavailable.is_none(),
     })
@@ -461,8 +466,12 @@ pub struct TurnOutcome {
     /// Token usage from the prompt response, when the agent reported it.
     pub usage: Option<TokenUsage>,
     /// The agent's text of this turn (all Agent messages after the user message); empty
-    /// when the turn ran with [`TurnOptions::without_agent_text`](crate::TurnOptions).
+    /// when the turn ran with [`TurnOptions::without_agent_text`](crate::TurnOptions), or
+    /// when it could not be read back (then `agent_text_error` says why).
     pub agent_text: String,
+    /// Set when the reply was asked for and a long part of it could not be read back from
+    /// its spill file (docs/format.md decision 16): `agent_text` is then empty, never cut.
+    pub agent_text_error: Option<String>,
     /// Set when the event log could not be written during the turn.
     pub log_write_error: Option<String>,
     /// Whether acpx cancelled the turn on request (Ctrl-C, `acpx cancel`, the API): such a
@@ -547,9 +556,9 @@ impl CancelHandle {
     }
 }
 
-/// The text of the Agent messages that follow the `User` message `user_message_id` (a part
-/// that cannot be read back from a spill file is replaced by a note saying so).
-pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String {
+/// The text of the Agent messages that follow the `User` message `user_message_id`; an error
+/// when a long part of it cannot be read back from its spill file.
+pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> std::io::Result<String> {
     // Sized once: a 1M-chunk turn's text is 8 MB, and growing it by doubling would hold up to
     // twice that.
     let mut out = String::with_capacity(
@@ -558,9 +567,9 @@ pub fn agent_text_after(record: &SessionRecord, user_message_id: &str) -> String
             .sum(),
     );
     for text in agent_texts_after(record, user_message_id) {
-        out.push_str(&text.to_text_lossy());
+        out.push_str(&text.to_text()?);
     }
-    out
+    Ok(out)
 }
 
 /// [`agent_text_after`] in pieces (each text of the thread, a long one read from its spill

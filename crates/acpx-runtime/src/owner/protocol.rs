@@ -425,6 +425,9 @@ pub struct WireOutcome {
     pub usage: Option<TokenUsage>,
     /// See [`TurnOutcome::agent_text`].
     pub agent_text: String,
+    /// See [`TurnOutcome::agent_text_error`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_text_error: Option<String>,
     /// See [`TurnOutcome::log_write_error`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_write_error: Option<String>,
@@ -447,6 +450,7 @@ impl From<TurnOutcome> for WireOutcome {
             permission_stats: o.permission_stats,
             usage: o.usage,
             agent_text: o.agent_text,
+            agent_text_error: o.agent_text_error,
             log_write_error: o.log_write_error,
             cancel_requested: o.cancel_requested,
         }
@@ -465,6 +469,7 @@ impl From<WireOutcome> for TurnOutcome {
             permission_stats: o.permission_stats,
             usage: o.usage,
             agent_text: o.agent_text,
+            agent_text_error: o.agent_text_error,
             log_write_error: o.log_write_error,
             cancel_requested: o.cancel_requested,
         }

@@ -162,14 +162,16 @@ fn print_quiet<'a>(
                 ctx.out.raw(&p);
                 ends_with_newline = Some(p.ends_with('\n'));
             }
+            // What was printed stays as it is (no newline added): the error and the exit
+            // status say it is not the whole reply.
             Err(e) => {
-                if ends_with_newline.is_some() {
-                    ctx.out.raw("\n");
-                }
                 return Err(CliError::runtime(format!(
-                    "the rest of the reply could not be read back from its spill file: {e}"
+                    "the reply could not be read back whole from its spill file: {e}"
                 ))
-                .with_hint("the session's event log holds all of it: `acpx sessions events`"));
+                .with_hint(
+                    "its chunks are in the session's event log, as far as retention keeps them: \
+                     `acpx sessions events`",
+                ));
             }
         }
     }
@@ -198,12 +200,12 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live).await? else {
             return Ok(());
         };
-        return finish_turn(
-            ctx,
-            &outcome,
-            std::iter::once(Ok(Cow::Borrowed(outcome.agent_text.as_str()))),
-            &live,
-        );
+        // The owner joined the reply; it says when a part could not be read back.
+        let reply = match &outcome.agent_text_error {
+            None => Ok(Cow::Borrowed(outcome.agent_text.as_str())),
+            Some(e) => Err(std::io::Error::other(e.clone())),
+        };
+        return finish_turn(ctx, &outcome, std::iter::once(reply), &live);
     }
     if a.no_wait {
         return Err(CliError::usage("--no-wait needs the queue owner")
