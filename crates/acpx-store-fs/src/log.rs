@@ -298,23 +298,35 @@ fn open_existing(path: &Path) -> io::Result<Option<File>> {
 /// gap a crash left moves files down; a reader racing that rare one can miss a segment, and
 /// its strict read then reports the seq jump.)
 fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Vec<Segment>> {
+    let active = Segment::open(layout, id, 0)?;
+    // An active segment that starts at seq 1 is the whole log: a rotation starts the new
+    // active file after the last seq of the one it closes, so no older segment can exist.
+    // Probing for them anyway costs two failed opens per index (plain and compressed), 14
+    // for a short log, which was most of the opens of a migration of many small sessions.
+    let whole = match &active {
+        Some(a) => a.first_seq()? == Some(1),
+        None => false,
+    };
+    if whole {
+        return Ok(active.into_iter().collect());
+    }
     let mut seen = HashSet::new();
     let mut segs = Vec::new();
-    let mut add = |index: u32| -> StoreResult<bool> {
-        let Some(seg) = Segment::open(layout, id, index)? else {
-            return Ok(false);
-        };
+    let mut add = |seg: Segment| -> StoreResult<()> {
         let m = seg.file.metadata().map_err(|e| io_err(&seg.path, e))?;
         if seen.insert((m.dev(), m.ino())) {
             segs.push(seg);
         }
-        Ok(true)
+        Ok(())
     };
-    add(0)?;
+    if let Some(active) = active {
+        add(active)?;
+    }
     let always = max_segments.clamp(2, 64);
     let (mut n, mut misses) = (1u32, 0u32);
     loop {
-        if add(n)? {
+        if let Some(seg) = Segment::open(layout, id, n)? {
+            add(seg)?;
             misses = 0;
         } else if n >= always {
             misses += 1;
@@ -609,7 +621,12 @@ impl Scan<'_> {
                 };
                 let mut reader = &s.file;
                 reader.seek(SeekFrom::Start(start)).map_err(io)?;
-                let mut reader = BufReader::with_capacity(256 * 1024, reader.take(s.end - start));
+                // Sized to what is read: a 256 KiB buffer for a 5 KB log is a large
+                // allocation (and its free) per read, which a migration does thousands of.
+                let capacity = usize::try_from(s.end - start)
+                    .unwrap_or(usize::MAX)
+                    .clamp(8 * 1024, 256 * 1024);
+                let mut reader = BufReader::with_capacity(capacity, reader.take(s.end - start));
                 let mut lines = LineNumbers {
                     base: (start == 0).then_some(0),
                     plain: Some((&s.file, start)),

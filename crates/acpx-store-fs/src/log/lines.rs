@@ -37,6 +37,13 @@ pub(crate) fn read_upto(file: &File, mut off: u64, buf: &mut [u8]) -> io::Result
     Ok(done)
 }
 
+/// A read buffer for `len` bytes: [`CHUNK`] at most, and no larger than what there is to
+/// read (a log of a few KB is read thousands of times by a migration; a 16 KiB zeroed
+/// allocation for each was a visible part of it).
+fn buffer_for(len: u64) -> usize {
+    usize::try_from(len).unwrap_or(CHUNK).min(CHUNK)
+}
+
 /// The bytes `[start, end)`, or fewer if the file got shorter meanwhile.
 pub(crate) fn read_range(file: &File, start: u64, end: u64) -> io::Result<Vec<u8>> {
     let mut buf = vec![0; usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX)];
@@ -48,7 +55,7 @@ pub(crate) fn read_range(file: &File, start: u64, end: u64) -> io::Result<Vec<u8
 /// Position of the last `\n` in `[0, end)`.
 pub(crate) fn last_newline_before(file: &File, end: u64) -> io::Result<Option<u64>> {
     let mut hi = end;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; buffer_for(end)];
     while hi > 0 {
         let lo = hi.saturating_sub(CHUNK as u64);
         let want = (hi - lo) as usize;
@@ -65,7 +72,7 @@ pub(crate) fn last_newline_before(file: &File, end: u64) -> io::Result<Option<u6
 pub(crate) fn read_line_at(file: &File, start: u64, end: u64) -> io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
     let mut off = start;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; buffer_for(end.saturating_sub(start))];
     while off < end {
         let want = usize::try_from(end - off).unwrap_or(CHUNK).min(CHUNK);
         let n = read_upto(file, off, &mut buf[..want])?;
@@ -88,7 +95,7 @@ pub(crate) fn next_line_start(file: &File, off: u64, end: u64) -> io::Result<Opt
         return Ok((end > 0).then_some(0));
     }
     let mut pos = off - 1;
-    let mut buf = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; buffer_for(end.saturating_sub(pos))];
     while pos < end {
         let want = usize::try_from(end - pos).unwrap_or(CHUNK).min(CHUNK);
         let n = read_upto(file, pos, &mut buf[..want])?;
