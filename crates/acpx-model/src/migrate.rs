@@ -18,8 +18,8 @@ use crate::event::EventEnvelope;
 use crate::id::RecordId;
 use crate::session::SessionRecord;
 use crate::store::{
-    ClosedFilter, Durability, EventQuery, ListQuery, ManyLocks, NewSessionData, ReadMode,
-    SessionLock, SkippedEntry, Store,
+    ClosedFilter, Durability, EventPage, EventQuery, ListQuery, ManyLocks, NewSessionData,
+    ReadMode, SessionLock, SkippedEntry, Store,
 };
 
 /// Events read (and appended) per call while copying.
@@ -116,9 +116,19 @@ pub async fn copy_store_with_progress(
             None => break,
         }
     }
-    // Looked up a few at a time: one round trip each, and 10,000 of them in a row would be
-    // a noticeable part of a migration.
-    let mut present = futures::stream::iter(&ids)
+    // An empty target (the usual first run) holds none of them: one listing says so, instead
+    // of a lookup per session. Otherwise each is looked up, a few at a time: one round trip
+    // each, and 10,000 of them in a row would be a noticeable part of a migration.
+    let target = to
+        .list(&ListQuery {
+            closed: ClosedFilter::Any,
+            limit: Some(1),
+            ..ListQuery::default()
+        })
+        .await?;
+    let target_empty = target.sessions.is_empty() && target.skipped.is_empty();
+    let lookups: &[RecordId] = if target_empty { &[] } else { &ids };
+    let mut present = futures::stream::iter(lookups)
         .map(|id| async move { (id, to.load(id).await) })
         .buffered(COPY_CONCURRENCY);
     let mut taken = std::collections::HashSet::new();
@@ -191,10 +201,8 @@ pub async fn copy_store_with_progress(
         let (written, ahead) = futures::future::join(write_behind, lock_and_read).await;
         written?;
         let (locks, (ahead, read)) = ahead?;
-        let rest = futures::stream::iter(&chunk[read..])
-            .map(|id| read_source(from, id))
-            .buffered(COPY_CONCURRENCY);
-        let mut reads = futures::stream::iter(ahead.into_iter().map(Ok)).chain(rest);
+        let rest = read_sources(from, &chunk[read..]);
+        let mut reads = Box::pin(futures::stream::iter(ahead.into_iter().map(Ok)).chain(rest));
         let mut batch: Vec<SourceSession> = Vec::new();
         let mut batch_events = 0usize;
         while let Some(read) = reads.next().await {
@@ -240,9 +248,7 @@ struct WriteBehind {
 /// (what the write-behind batch may also hold, so memory stays within twice one batch).
 /// Returns what was read and how many sessions of `chunk` that covers.
 async fn read_ahead(from: &dyn Store, chunk: &[RecordId]) -> StoreResult<(Vec<Read>, usize)> {
-    let mut reads = futures::stream::iter(chunk)
-        .map(|id| read_source(from, id))
-        .buffered(COPY_CONCURRENCY);
+    let mut reads = Box::pin(read_sources(from, chunk));
     let mut ahead = Vec::new();
     let mut events = 0usize;
     while let Some(read) = reads.next().await {
@@ -283,29 +289,84 @@ enum Read {
     Large(RecordId),
 }
 
-/// Reads session `id` of `from` with its figures (the caller holds its writer lock).
-async fn read_source(from: &dyn Store, id: &RecordId) -> StoreResult<Read> {
-    let record = from.load(id).await?;
-    let page = from.read_events(id, &page_query(1)).await?;
+/// Sessions read (or read back to verify) per [`Store::load_many_with_events`] call: one
+/// hand-off to the store's blocking thread for many small sessions instead of one each. A
+/// group holds at most this many pages of [`EVENT_PAGE`] events.
+const READ_GROUP: usize = 32;
+/// Groups read at the same time (a store that serves calls in parallel reads two at once).
+const GROUPS_AT_ONCE: usize = 2;
+
+/// Reads the sessions `ids` of `from` with their figures, in order (the caller holds their
+/// writer locks), [`READ_GROUP`] per call. A read that fails ends the stream with its error.
+fn read_sources<'a>(
+    from: &'a dyn Store,
+    ids: &'a [RecordId],
+) -> impl futures::Stream<Item = StoreResult<Read>> + 'a {
+    futures::stream::iter(ids.chunks(READ_GROUP))
+        .map(move |group| async move {
+            match from.load_many_with_events(group, &page_query(1)).await {
+                Ok(read) => group
+                    .iter()
+                    .zip(read)
+                    .map(|(id, (record, page))| Ok(source_read(id, record, page)))
+                    .collect(),
+                Err(e) => vec![Err(e)],
+            }
+        })
+        .buffered(GROUPS_AT_ONCE)
+        .flat_map(futures::stream::iter)
+}
+
+/// What the first page of session `id` makes of it: the whole session with its figures, or
+/// (a log longer than one page) a session to copy alone.
+fn source_read(id: &RecordId, record: SessionRecord, page: EventPage) -> Read {
     if page.next_seq.is_some() {
-        return Ok(Read::Large(id.clone()));
+        return Read::Large(id.clone());
     }
-    let mut hasher = Sha256::new();
-    hash_events(&mut hasher, &page.events);
-    let side = Side {
-        events: page.events.len() as u64,
-        first_seq: page.events.first().map_or(0, |e| e.seq),
-        last_seq: page.events.last().map_or(page.last_seq, |e| e.seq),
-        events_digest: hasher.finalize().into(),
-        snapshot_digest: snapshot_digest(&record),
-    };
-    Ok(Read::Small(Box::new(SourceSession {
+    let last_seq = page.events.last().map_or(page.last_seq, |e| e.seq);
+    let side = page_side(&record, &page, last_seq);
+    Read::Small(Box::new(SourceSession {
         side,
         data: NewSessionData {
             record,
             events: page.events,
         },
-    })))
+    }))
+}
+
+/// The figures of a session whose whole retained log is `page`, with `last_seq` as its last.
+fn page_side(record: &SessionRecord, page: &EventPage, last_seq: u64) -> Side {
+    let mut hasher = Sha256::new();
+    hash_events(&mut hasher, &page.events);
+    Side {
+        events: page.events.len() as u64,
+        first_seq: page.events.first().map_or(0, |e| e.seq),
+        last_seq,
+        events_digest: hasher.finalize().into(),
+        snapshot_digest: snapshot_digest(record),
+    }
+}
+
+/// Reads the copies of `ids` back from `to` ([`READ_GROUP`] per call) and compares each with
+/// its source figures in `sources`.
+async fn verify_group(
+    from: &dyn Store,
+    to: &dyn Store,
+    ids: &[RecordId],
+    sources: &[Side],
+) -> StoreResult<()> {
+    let read = to.load_many_with_events(ids, &page_query(1)).await?;
+    for ((id, source), (record, page)) in ids.iter().zip(sources).zip(read) {
+        let target = match page.next_seq {
+            // The copy's log reads back longer than one page: walk it whole.
+            Some(_) => verify_side(to, id).await?,
+            None => page_side(&record, &page, page.last_seq),
+        };
+        if let Some(what) = source.difference(&target) {
+            return Err(differs(from, to, id, &what));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
@@ -328,15 +389,9 @@ async fn write_batch(
         .map(|d| d.record.acpx_record_id.clone())
         .collect();
     to.create_sessions(data).await?;
-    let mut checks = futures::stream::iter(ids.iter().zip(&sides))
-        .map(|(id, source)| async move {
-            let target = verify_side(to, id).await?;
-            match source.difference(&target) {
-                None => Ok(()),
-                Some(what) => Err(differs(from, to, id, &what)),
-            }
-        })
-        .buffered(COPY_CONCURRENCY);
+    let mut checks = futures::stream::iter(ids.chunks(READ_GROUP).zip(sides.chunks(READ_GROUP)))
+        .map(|(group, sources)| verify_group(from, to, group, sources))
+        .buffered(GROUPS_AT_ONCE);
     let mut failed = None;
     while let Some(checked) = checks.next().await {
         if let Err(e) = checked {
@@ -756,19 +811,22 @@ async fn copy_session(
 /// Reads one side back and computes its figures.
 async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
     let record = store.load(id).await?;
+    let mut query = page_query(1);
+    let mut page = store.read_events(id, &query).await?;
     let mut hasher = Sha256::new();
     let mut events = 0u64;
     let mut first_seq = None;
-    let mut query = page_query(1);
     let last_seq = loop {
-        let page = store.read_events(id, &query).await?;
         hash_events(&mut hasher, &page.events);
         events += page.events.len() as u64;
         if first_seq.is_none() {
             first_seq = page.events.first().map(|e| e.seq);
         }
         match page.next_seq {
-            Some(next) => query.from_seq = next,
+            Some(next) => {
+                query.from_seq = next;
+                page = store.read_events(id, &query).await?;
+            }
             None => break page.last_seq,
         }
     };

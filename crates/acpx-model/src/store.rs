@@ -365,6 +365,29 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Reads events in seq order.
     async fn read_events(&self, id: &RecordId, query: &EventQuery) -> StoreResult<EventPage>;
 
+    /// [`Store::load`], then [`Store::read_events`] with `query`, for each of `ids`, in
+    /// one call: the snapshots and first pages of many small sessions, in the order of `ids`.
+    /// A store whose calls each hand their work to a blocking thread (files, SQLite) does them
+    /// all in one hand-off; a migration reads and verifies thousands of small sessions, and
+    /// one hand-off per call was a large part of its time. The first error (a missing session
+    /// is [`StoreError::NotFound`], as `load` says) is returned and nothing else. Like the
+    /// separate calls, the reads are not one view: the caller holds the sessions' writer locks
+    /// when it needs them to agree. Memory holds every page at once: keep `ids` short and
+    /// `query.limit` set.
+    async fn load_many_with_events(
+        &self,
+        ids: &[RecordId],
+        query: &EventQuery,
+    ) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let record = self.load(id).await?;
+            let page = self.read_events(id, query).await?;
+            out.push((record, page));
+        }
+        Ok(out)
+    }
+
     /// The state of the session's log (last seq, segments, …) as stored.
     async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState>;
 

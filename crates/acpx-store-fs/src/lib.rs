@@ -604,6 +604,21 @@ impl Store for FsStore {
         self.run(move |c| c.read_events(&id, &query)).await
     }
 
+    async fn load_many_with_events(
+        &self,
+        ids: &[RecordId],
+        query: &EventQuery,
+    ) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
+        let ids = ids.to_vec();
+        let query = query.clone();
+        self.run(move |c| {
+            ids.iter()
+                .map(|id| Ok((c.load(id)?, c.read_events(id, &query)?)))
+                .collect()
+        })
+        .await
+    }
+
     async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
         let id = id.clone();
         self.run(move |c| c.event_log_state(&id)).await

@@ -497,6 +497,21 @@ impl Store for SqliteStore {
         self.run(move |inner| inner.read_events(&id, &query)).await
     }
 
+    async fn load_many_with_events(
+        &self,
+        ids: &[RecordId],
+        query: &EventQuery,
+    ) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
+        let ids = ids.to_vec();
+        let query = query.clone();
+        self.run(move |inner| {
+            ids.iter()
+                .map(|id| Ok((inner.load(id)?, inner.read_events(id, &query)?)))
+                .collect()
+        })
+        .await
+    }
+
     async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
         let id = id.clone();
         self.run(move |inner| inner.event_log_state(&id)).await

@@ -335,3 +335,58 @@ pub async fn append_durability_none_then_flush(b: &dyn Backend) {
     let err = store.flush(&rid("no-such")).await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
 }
+
+/// `load_many_with_events` answers, in the order asked, what `load` and then `read_events`
+/// answer for each session; a missing session among them is `NotFound`, as `load` says.
+pub async fn load_many_with_events_equals_load_then_read(b: &dyn Backend) {
+    let store = b.open().await;
+    let mut ids = Vec::new();
+    for (i, n) in [30u64, 0, 12].into_iter().enumerate() {
+        let id = create(&*store, session(&format!("load-many-{i}"), 0))
+            .await
+            .acpx_record_id;
+        if n > 0 {
+            store
+                .append_locked(&id, &events(&id, 1, n), Durability::Flush)
+                .await
+                .expect("append");
+        }
+        ids.push(id);
+    }
+    ids.swap(0, 2);
+    let query = EventQuery {
+        limit: Some(10),
+        ..EventQuery::from_seq(5)
+    };
+    for s in [store.clone(), b.open().await] {
+        let read = s
+            .load_many_with_events(&ids, &query)
+            .await
+            .expect("every read");
+        assert_eq!(read.len(), ids.len());
+        for (id, (record, page)) in ids.iter().zip(&read) {
+            assert_eq!(record, &s.load(id).await.expect("load"));
+            let apart = s.read_events(id, &query).await.expect("read");
+            assert_eq!(page.events, apart.events, "{id}");
+            assert_eq!(
+                (page.next_seq, page.last_seq, page.oldest_seq),
+                (apart.next_seq, apart.last_seq, apart.oldest_seq),
+                "{id}"
+            );
+        }
+        assert_eq!(seqs(&read[0].1.events), (5..=12).collect::<Vec<_>>());
+        assert_eq!(seqs(&read[2].1.events), (5..=14).collect::<Vec<_>>());
+        assert_eq!(read[2].1.next_seq, Some(15));
+        assert!(read[1].1.events.is_empty());
+    }
+    let mut with_missing = ids.clone();
+    with_missing.insert(1, RecordId::generate());
+    let err = store
+        .load_many_with_events(&with_missing, &query)
+        .await
+        .expect_err("a missing session");
+    assert!(
+        matches!(&err, StoreError::NotFound(id) if *id == with_missing[1]),
+        "{err:?}"
+    );
+}
