@@ -582,6 +582,18 @@ pub fn agent_text_parts_after<'a>(
     agent_texts_after(record, user_message_id).flat_map(ThreadText::chunks)
 }
 
+/// The texts of [`agent_text_after`], as handles that outlive the lock on the record: a
+/// spilled text is a range of its spill file (which only grows: the range keeps reading what
+/// it held), copied as such; a text in memory is copied, and is at most
+/// [`crate::text_spill::SPILL_AT`] long unless its spill file could not be made. For a caller
+/// that writes the reply out after letting go of the session (the queue owner, at its
+/// client's pace).
+pub fn reply_texts_after(record: &SessionRecord, user_message_id: &str) -> Vec<ThreadText> {
+    agent_texts_after(record, user_message_id)
+        .cloned()
+        .collect()
+}
+
 fn agent_texts_after<'a>(
     record: &'a SessionRecord,
     user_message_id: &'a str,

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::OwnedReadHalf;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::client_ops::{PermissionPrompter, PermissionQuestion};
 
 use super::protocol::{line, ClientLine, Response, WireQuestion};
+use super::server::ReplyTx;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<bool>>>>;
 
@@ -28,7 +29,7 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The owner's prompter for one interactive client's turn.
 pub(super) struct ForwardingPrompter {
-    reply: mpsc::UnboundedSender<String>,
+    reply: ReplyTx,
     pending: Pending,
     gone: Arc<AtomicBool>,
     next_id: AtomicU64,
@@ -38,7 +39,7 @@ impl ForwardingPrompter {
     /// A prompter sending its questions on `reply`, and the task that reads the client's
     /// answers from `reader` (it ends when the client closes its side).
     pub(super) fn new(
-        reply: mpsc::UnboundedSender<String>,
+        reply: ReplyTx,
         reader: BufReader<OwnedReadHalf>,
     ) -> (Arc<ForwardingPrompter>, tokio::task::JoinHandle<()>) {
         let prompter = Arc::new(ForwardingPrompter {
@@ -95,10 +96,13 @@ impl PermissionPrompter for ForwardingPrompter {
             locked(&self.pending).remove(&id);
             return false;
         }
-        let sent = self.reply.send(line(&Response::PermissionRequest {
-            id,
-            question: WireQuestion::from(question),
-        }));
+        let sent = self.reply.send(
+            line(&Response::PermissionRequest {
+                id,
+                question: WireQuestion::from(question),
+            })
+            .into(),
+        );
         if sent.is_err() {
             locked(&self.pending).remove(&id);
             return false;

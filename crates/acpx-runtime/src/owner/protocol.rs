@@ -4,8 +4,14 @@
 //! Each connection carries one [`Request`] line from the client; the owner answers with
 //! [`Response`] lines on the same connection. A prompt is answered `accepted` (queued),
 //! then `started` (it reached the head of the queue), then one `event` per recorded event of
-//! the turn (each sent after its append returned), then `result` or `error`. Controls are
-//! answered with one `control_result`, `cancel_result`, `status` or `closed` line, or `error`.
+//! the turn (each sent after its append returned), then `result` or `error`. A client that set
+//! [`TaskOptions::reply_in_parts`] gets the reply as `reply_part` lines between the turn's end
+//! and its `result` (see [`Response::ReplyPart`]). Controls are answered with one
+//! `control_result`, `cancel_result`, `status` or `closed` line, or `error`.
+//!
+//! Both directions stay compatible across versions: no message denies unknown fields, every
+//! field added later is optional, and an owner sends a new kind of line only to a client that
+//! asked for it.
 
 use acpx_model::{EventEnvelope, PermissionStats, Timestamp, TokenUsage, TurnError, TurnState};
 use serde::{Deserialize, Serialize};
@@ -73,6 +79,14 @@ pub struct TaskOptions {
     /// the owner a copy of megabytes and the socket their transfer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_agent_text: bool,
+    /// The client prints the reply (`--format quiet`) and takes it in parts: the owner sends
+    /// it as [`Response::ReplyPart`] lines, read from the session's thread (a long reply from
+    /// its spill file) at the pace the client reads them, and the `result` then carries an
+    /// empty `agentText`. Neither side holds the reply whole (a 1M-chunk turn's is 8 MB).
+    /// An owner that predates the flag ignores it and sends `agentText` whole (unless
+    /// `no_agent_text`), which the client prints as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reply_in_parts: bool,
 }
 
 /// What a client may send after its request, on the same connection.
@@ -423,7 +437,7 @@ pub struct WireOutcome {
     /// See [`TurnOutcome::usage`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
-    /// See [`TurnOutcome::agent_text`].
+    /// See [`TurnOutcome::agent_text`]; empty after [`Response::ReplyPart`] lines.
     pub agent_text: String,
     /// See [`TurnOutcome::agent_text_error`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -540,6 +554,15 @@ pub enum Response {
         /// The event exactly as in the log.
         envelope: EventEnvelope,
     },
+    /// A piece of the turn's reply (at most 64 KiB of text), only to a client whose task set
+    /// [`TaskOptions::reply_in_parts`]: after the turn ended and before its `result`, in
+    /// order, never split inside a character. Their concatenation is the reply the `result`
+    /// would otherwise carry in `agentText`. When a piece cannot be read back (from the spill
+    /// file), the pieces sent before stay sent and the `result` says so in `agentTextError`.
+    ReplyPart {
+        /// The text.
+        text: String,
+    },
     /// The turn ended (whatever its outcome).
     Result {
         /// How.
@@ -586,6 +609,7 @@ impl Response {
                 | Response::Started { .. }
                 | Response::Event { .. }
                 | Response::PermissionRequest { .. }
+                | Response::ReplyPart { .. }
         )
     }
 }
@@ -595,4 +619,82 @@ pub fn line<T: Serialize>(v: &T) -> String {
     let mut s = serde_json::to_string(v).unwrap_or_default();
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a client from before `replyInParts` sends: it must still parse, as a task that
+    /// takes the reply whole.
+    #[test]
+    fn task_options_without_the_flag_parse_as_a_whole_reply() {
+        let old = r#"{"type":"submit_prompt","requestId":"r","prompt":[],"wait":true,
+            "options":{"permissionMode":"deny-all","noEvents":true}}"#;
+        let Request::SubmitPrompt { options, .. } = serde_json::from_str(old).unwrap() else {
+            panic!("not a prompt")
+        };
+        assert!(!options.reply_in_parts && options.no_events && !options.no_agent_text);
+    }
+
+    #[test]
+    fn the_flag_is_sent_only_when_set_and_reads_back() {
+        let mut options = TaskOptions::default();
+        assert!(!line(&options).contains("replyInParts"));
+        options.reply_in_parts = true;
+        let l = line(&options);
+        assert!(l.contains(r#""replyInParts":true"#), "{l}");
+        assert_eq!(serde_json::from_str::<TaskOptions>(&l).unwrap(), options);
+    }
+
+    /// An owner that predates the flag reads it as an unknown field and ignores it (this
+    /// version's reading stands in for the old one: neither denies unknown fields).
+    #[test]
+    fn unknown_option_fields_are_ignored() {
+        let newer = r#"{"permissionMode":"approve-all","replyInParts":true,"fromTheFuture":1}"#;
+        let o: TaskOptions = serde_json::from_str(newer).unwrap();
+        assert_eq!(o.permission_mode, "approve-all");
+    }
+
+    #[test]
+    fn a_reply_part_is_a_snake_case_line_that_does_not_end_the_answer() {
+        let part = Response::ReplyPart {
+            text: "caf\u{e9}\n".into(),
+        };
+        let l = line(&part);
+        assert_eq!(l, "{\"type\":\"reply_part\",\"text\":\"caf\u{e9}\\n\"}\n");
+        assert!(!part.is_final());
+        assert_eq!(
+            serde_json::from_str::<Response>(l.trim_end()).unwrap(),
+            part
+        );
+    }
+
+    /// A result from an owner that predates `agentTextError` (or that had nothing to report)
+    /// parses, and an empty `agentText` is still sent (clients of every version read it).
+    #[test]
+    fn a_result_with_an_empty_reply_round_trips() {
+        let old = r#"{"type":"result","outcome":{"requestId":"r","userMessageId":"u",
+            "outcome":"completed","permissionStats":{"requested":0,"approved":0,"denied":0,
+            "cancelled":0},"agentText":"whole"}}"#;
+        let Response::Result { outcome } = serde_json::from_str(old).unwrap() else {
+            panic!("not a result")
+        };
+        assert_eq!(outcome.agent_text, "whole");
+        assert_eq!(outcome.agent_text_error, None);
+        let empty = WireOutcome {
+            agent_text: String::new(),
+            agent_text_error: Some("gone".into()),
+            ..outcome
+        };
+        let l = line(&Response::Result {
+            outcome: empty.clone(),
+        });
+        assert!(l.contains(r#""agentText":"""#), "{l}");
+        assert!(l.contains(r#""agentTextError":"gone""#), "{l}");
+        assert_eq!(
+            serde_json::from_str::<Response>(l.trim_end()).unwrap(),
+            Response::Result { outcome: empty }
+        );
+    }
 }

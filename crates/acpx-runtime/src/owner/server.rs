@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acpx_model::{EventEnvelope, QueuePhase, RecordId, Timestamp};
+use acpx_model::{EventEnvelope, QueuePhase, RecordId, ThreadText, Timestamp};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
@@ -19,7 +20,7 @@ use crate::session::{CancelHandle, QueueLog, Runtime};
 
 use super::lease::{self, Lease, LeasePaths};
 use super::permissions::ForwardingPrompter;
-use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError};
+use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError, WireOutcome};
 use super::worker::Worker;
 
 /// The idle time-to-live when none is configured.
@@ -98,12 +99,41 @@ impl JobKind {
     }
 }
 
+/// What the owner has for one client, in order: written to its connection by that
+/// connection's task, so the worker never waits for a client.
+pub(super) enum Outgoing {
+    /// One response line (with its newline).
+    Line(String),
+    /// The answer to a task that set [`TaskOptions::reply_in_parts`]: the reply's texts, sent
+    /// as `reply_part` lines, then the `result`. The connection's task reads the texts (a
+    /// long one from its spill file, 64 KiB at a time) only as fast as the socket takes the
+    /// lines, so the owner holds one part, not the reply, however slowly the client reads;
+    /// and the worker has gone on to the next task meanwhile.
+    Reply {
+        /// See [`crate::turn::reply_texts_after`].
+        texts: Vec<ThreadText>,
+        /// The result, `agentText` empty.
+        outcome: Box<WireOutcome>,
+    },
+}
+
+impl From<String> for Outgoing {
+    fn from(line: String) -> Self {
+        Outgoing::Line(line)
+    }
+}
+
+/// Where a task's answer goes (see [`Job::reply`]).
+pub(super) type ReplyTx = mpsc::UnboundedSender<Outgoing>;
+
 pub(super) struct Job {
     pub(super) request_id: String,
     pub(super) kind: JobKind,
     /// Response lines for the client; a client that went away leaves sends failing, and the
-    /// task still runs and is recorded.
-    pub(super) reply: mpsc::UnboundedSender<String>,
+    /// task still runs and is recorded. Unbounded, so the worker never waits for a client:
+    /// what travels on it is small (events, one at a time as recorded) except a reply, which
+    /// travels as [`Outgoing::Reply`], by reference to the thread's texts.
+    pub(super) reply: ReplyTx,
     /// Whether `accepted` reached the log already (the session may not be open yet).
     pub(super) accepted_logged: bool,
 }
@@ -300,17 +330,20 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             return;
         }
     };
-    let (reply, mut replies) = mpsc::unbounded_channel::<String>();
+    let (reply, mut replies) = mpsc::unbounded_channel::<Outgoing>();
     let mut reading_answers = None;
     let wait = match request {
         Request::Status => {
-            let _ = reply.send(line(&Response::Status {
-                status: shared.status(),
-            }));
+            let _ = reply.send(
+                line(&Response::Status {
+                    status: shared.status(),
+                })
+                .into(),
+            );
             true
         }
         Request::Cancel => {
-            let _ = reply.send(line(&cancel(&shared).await));
+            let _ = reply.send(line(&cancel(&shared).await).into());
             true
         }
         Request::SubmitPrompt {
@@ -379,26 +412,53 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             true
         }
     };
-    // Lines are written as they come and flushed when no more are waiting, so a fast stream
-    // of events costs few writes.
-    while let Some(first) = replies.recv().await {
-        let mut batch = first;
-        let mut last = batch.clone();
-        while let Ok(more) = replies.try_recv() {
-            batch.push_str(&more);
-            last = more;
+    // Lines are written as they come, those waiting gathered into one write, so a fast
+    // stream of events costs few writes.
+    let mut done = false;
+    while !done {
+        let Some(first) = replies.recv().await else {
+            break;
+        };
+        let mut batch = String::new();
+        let mut next = Some(first);
+        while let Some(out) = next.take() {
+            match out {
+                Outgoing::Line(l) => {
+                    done = match response_type(&l) {
+                        Some("accepted") => !wait,
+                        Some(t) => !NOT_FINAL.contains(&t),
+                        None => false,
+                    };
+                    // The first line is taken as it is: a `result` can hold a whole reply
+                    // (megabytes), which a copy would double.
+                    if batch.is_empty() {
+                        batch = l;
+                    } else {
+                        batch.push_str(&l);
+                    }
+                }
+                Outgoing::Reply { texts, outcome } => {
+                    let sent = async {
+                        write.write_all(batch.as_bytes()).await?;
+                        batch = String::new();
+                        let stall = shared.config.ttl.map(|t| t.max(REPLY_STALL_MIN));
+                        write_reply(&mut write, &texts, *outcome, stall).await
+                    };
+                    if sent.await.is_err() {
+                        // The client went away mid-reply: the turn is recorded; stop here.
+                        return;
+                    }
+                    done = true;
+                }
+            }
+            if done {
+                break;
+            }
+            next = replies.try_recv().ok();
         }
-        if write.write_all(batch.as_bytes()).await.is_err() {
+        if !batch.is_empty() && write.write_all(batch.as_bytes()).await.is_err() {
             // The client went away; the task still runs to its end and is recorded.
             return;
-        }
-        let done = match response_type(&last) {
-            Some("accepted") => !wait,
-            Some(t) => !NOT_FINAL.contains(&t),
-            None => false,
-        };
-        if done {
-            break;
         }
     }
     if let Some(task) = reading_answers {
@@ -408,7 +468,78 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
 }
 
 /// The `type` of the lines that do not end an answer (see [`Response::is_final`]).
-const NOT_FINAL: [&str; 4] = ["accepted", "started", "event", "permission_request"];
+const NOT_FINAL: [&str; 5] = [
+    "accepted",
+    "started",
+    "event",
+    "permission_request",
+    "reply_part",
+];
+
+/// The least time a client may take no part of its reply before the owner drops it (see
+/// [`write_reply`]); the owner's TTL when longer.
+const REPLY_STALL_MIN: Duration = Duration::from_secs(60);
+
+/// Writes the reply's texts as `reply_part` lines, each awaited into the socket before the
+/// next piece is read (the socket's buffer is the only queue), then `outcome` as the `result`,
+/// with `agentTextError` when a piece could not be read back (the pieces before it stay sent,
+/// as the one-process path leaves printed what it printed). An error is the socket's.
+///
+/// A line the client leaves unread for `stall` is an error too: an idle owner waits for its
+/// connections before it exits, and a client stopped for good (`^Z`, a pager left open)
+/// must not keep it, its agent and its spill file alive past its TTL.
+async fn write_reply(
+    write: &mut OwnedWriteHalf,
+    texts: &[ThreadText],
+    mut outcome: WireOutcome,
+    stall: Option<Duration>,
+) -> std::io::Result<()> {
+    for piece in texts.iter().flat_map(ThreadText::chunks) {
+        match piece {
+            Ok(p) if p.is_empty() => {}
+            Ok(p) => write_within(write, part_line(&p).as_bytes(), stall).await?,
+            Err(e) => {
+                outcome.agent_text_error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let result = line(&Response::Result { outcome });
+    write_within(write, result.as_bytes(), stall).await
+}
+
+/// `write_all`, failing with `TimedOut` when it takes longer than `limit`.
+async fn write_within(
+    write: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    limit: Option<Duration>,
+) -> std::io::Result<()> {
+    let Some(limit) = limit else {
+        return write.write_all(bytes).await;
+    };
+    tokio::time::timeout(limit, write.write_all(bytes))
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client took none of its reply",
+            ))
+        })
+}
+
+/// A `reply_part` line for `text`, serialized from the borrowed piece (no copy).
+fn part_line(text: &str) -> String {
+    #[derive(serde::Serialize)]
+    struct PartLine<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        text: &'a str,
+    }
+    line(&PartLine {
+        kind: "reply_part",
+        text,
+    })
+}
 
 /// The `type` of a response line, read from its start (serde writes the tag first) rather
 /// than by parsing the line again: a streamed turn sends one line per event.
@@ -457,16 +588,14 @@ async fn cancel(shared: &Shared) -> Response {
     }
 }
 
-async fn enqueue(
-    shared: &Arc<Shared>,
-    request_id: String,
-    kind: JobKind,
-    reply: mpsc::UnboundedSender<String>,
-) {
+async fn enqueue(shared: &Arc<Shared>, request_id: String, kind: JobKind, reply: ReplyTx) {
     let refuse = |detail: &str, message: String| {
-        let _ = reply.send(line(&Response::Error {
-            error: WireError::runtime(detail, message, true),
-        }));
+        let _ = reply.send(
+            line(&Response::Error {
+                error: WireError::runtime(detail, message, true),
+            })
+            .into(),
+        );
     };
     if !shared.accepting.load(Ordering::SeqCst) {
         return refuse(
@@ -489,10 +618,13 @@ async fn enqueue(
     }
     let depth = shared.depth.load(Ordering::SeqCst);
     let ahead = depth + usize::from(locked(&shared.current).is_some()) - 1;
-    let _ = reply.send(line(&Response::Accepted {
-        request_id: request_id.clone(),
-        queue_depth: ahead,
-    }));
+    let _ = reply.send(
+        line(&Response::Accepted {
+            request_id: request_id.clone(),
+            queue_depth: ahead,
+        })
+        .into(),
+    );
     let log = locked(&shared.queue_log).clone();
     let mut accepted_logged = false;
     if let Some(log) = log {
@@ -512,13 +644,16 @@ async fn enqueue(
     };
     if let Err(mpsc::error::SendError(job)) = shared.jobs.send(job) {
         shared.depth.fetch_sub(1, Ordering::SeqCst);
-        let _ = job.reply.send(line(&Response::Error {
-            error: WireError::runtime(
-                "QUEUE_OWNER_SHUTTING_DOWN",
-                "the queue owner is shutting down",
-                true,
-            ),
-        }));
+        let _ = job.reply.send(
+            line(&Response::Error {
+                error: WireError::runtime(
+                    "QUEUE_OWNER_SHUTTING_DOWN",
+                    "the queue owner is shutting down",
+                    true,
+                ),
+            })
+            .into(),
+        );
     }
 }
 
@@ -538,11 +673,23 @@ mod tests {
                 request_id: None,
             },
             Response::Closed { closed: true },
+            Response::ReplyPart { text: "x".into() },
         ];
         for r in lines {
             let l = line(&r);
             let t = response_type(&l).expect("a type");
             assert_eq!(!NOT_FINAL.contains(&t), r.is_final(), "{l}");
         }
+    }
+
+    #[test]
+    fn a_part_line_is_a_reply_part_response() {
+        let l = part_line("a \"quoted\"\nline");
+        assert_eq!(
+            serde_json::from_str::<Response>(l.trim_end()).unwrap(),
+            Response::ReplyPart {
+                text: "a \"quoted\"\nline".into()
+            }
+        );
     }
 }

@@ -53,8 +53,14 @@ pub enum SubmitEvent<'a> {
     CancellingTurn,
     /// The answer to a forwarded permission question could not be sent to the owner.
     PermissionAnswerFailed(&'a std::io::Error),
-    /// The turn ended (a result or an error follows); streamed output can be closed now.
+    /// The turn ended (a result or an error follows, after the reply's parts when the task
+    /// set [`TaskOptions::reply_in_parts`]); streamed output can be closed now.
     TurnOver,
+    /// A piece of the reply, in order (only when the task set
+    /// [`TaskOptions::reply_in_parts`]; then the outcome's `agent_text` is empty, unless the
+    /// owner predates the flag and sent it whole). Print it and let it go: the reply is not
+    /// kept.
+    ReplyPart(&'a str),
 }
 
 /// How a [`prompt`] ended.
@@ -139,6 +145,12 @@ pub async fn prompt(
     let mut presses = Presses::new(interrupts);
     let mut answer = send_or_spawn(target, &request).await?;
     let mut cancels = 0u32;
+    let mut turn_over = false;
+    let mut over = |events: &mut dyn FnMut(SubmitEvent<'_>)| {
+        if !std::mem::replace(&mut turn_over, true) {
+            events(SubmitEvent::TurnOver);
+        }
+    };
     loop {
         let next = tokio::select! {
             n = answer.next() => n,
@@ -196,12 +208,16 @@ pub async fn prompt(
                     events(SubmitEvent::PermissionAnswerFailed(&e));
                 }
             }
+            Some(Response::ReplyPart { text }) => {
+                over(&mut events);
+                events(SubmitEvent::ReplyPart(&text));
+            }
             Some(Response::Result { outcome }) => {
-                events(SubmitEvent::TurnOver);
+                over(&mut events);
                 return Ok(Submitted::Finished(Box::new(outcome.into())));
             }
             Some(Response::Error { error }) => {
-                events(SubmitEvent::TurnOver);
+                over(&mut events);
                 return Err(SubmitError::Wire(error));
             }
             Some(other) => return Err(unexpected("a prompt", &other)),
@@ -333,4 +349,109 @@ pub async fn release_all(home: &Path) -> SubmitResult<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// Plays an owner on the session's socket: reads the request, checks it asked for the
+    /// reply in parts, and answers with `lines`.
+    async fn owner_answering(
+        paths: &LeasePaths,
+        lines: Vec<String>,
+    ) -> tokio::task::JoinHandle<()> {
+        lease::prepare_dirs(paths).unwrap();
+        let listener = tokio::net::UnixListener::bind(&paths.socket).unwrap();
+        tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            let (read, mut write) = conn.into_split();
+            let mut request = String::new();
+            BufReader::new(read).read_line(&mut request).await.unwrap();
+            assert!(request.contains(r#""replyInParts":true"#), "{request}");
+            for l in lines {
+                write.write_all(l.as_bytes()).await.unwrap();
+            }
+        })
+    }
+
+    fn result(agent_text: &str) -> String {
+        format!(
+            "{}\n",
+            serde_json::json!({"type": "result", "outcome": {"requestId": "r",
+                "userMessageId": "u", "outcome": "completed",
+                "permissionStats": {"requested": 0, "approved": 0, "denied": 0, "cancelled": 0},
+                "agentText": agent_text}})
+        )
+    }
+
+    /// Submits a prompt asking for the reply in parts; returns what the caller heard (parts
+    /// as `part:<text>`) and the outcome.
+    async fn submit_in_parts(home: &Path, id: &RecordId) -> (Vec<String>, TurnOutcome) {
+        let spawn = || -> std::io::Result<()> { panic!("the owner runs") };
+        let target = OwnerTarget {
+            home,
+            id,
+            spawn: &spawn,
+        };
+        let (_presses, interrupts) = watch::channel(0u32);
+        let mut heard = Vec::new();
+        let options = TaskOptions {
+            reply_in_parts: true,
+            ..TaskOptions::default()
+        };
+        let submitted = prompt(&target, Vec::new(), options, true, None, interrupts, |e| {
+            heard.push(match e {
+                SubmitEvent::ReplyPart(p) => format!("part:{p}"),
+                SubmitEvent::TurnOver => "over".into(),
+                other => format!("{other:?}"),
+            })
+        })
+        .await
+        .unwrap();
+        let Submitted::Finished(outcome) = submitted else {
+            panic!("{submitted:?}")
+        };
+        (heard, *outcome)
+    }
+
+    fn accepted_started() -> Vec<String> {
+        vec![
+            "{\"type\":\"accepted\",\"requestId\":\"r\",\"queueDepth\":0}\n".into(),
+            "{\"type\":\"started\",\"requestId\":\"r\"}\n".into(),
+        ]
+    }
+
+    /// An owner that predates `replyInParts` ignores it and sends the reply whole: the client
+    /// hands it over in the outcome, as before.
+    #[tokio::test]
+    async fn an_older_owner_sends_the_reply_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let mut lines = accepted_started();
+        lines.push(result("whole reply"));
+        let owner = owner_answering(&LeasePaths::new(dir.path(), &id), lines).await;
+        let (heard, outcome) = submit_in_parts(dir.path(), &id).await;
+        owner.await.unwrap();
+        assert_eq!(heard, ["Started([])", "over"]);
+        assert_eq!(outcome.agent_text, "whole reply");
+    }
+
+    /// This version's owner: the parts, in order, after the turn is over and before the
+    /// result, whose `agentText` is empty.
+    #[tokio::test]
+    async fn the_parts_come_before_the_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("00000000-0000-4000-8000-000000000002").unwrap();
+        let mut lines = accepted_started();
+        lines.push("{\"type\":\"reply_part\",\"text\":\"one \"}\n".into());
+        lines.push("{\"type\":\"reply_part\",\"text\":\"two\\n\"}\n".into());
+        lines.push(result(""));
+        let owner = owner_answering(&LeasePaths::new(dir.path(), &id), lines).await;
+        let (heard, outcome) = submit_in_parts(dir.path(), &id).await;
+        owner.await.unwrap();
+        assert_eq!(heard, ["Started([])", "over", "part:one ", "part:two\n"]);
+        assert_eq!(outcome.agent_text, "");
+    }
 }

@@ -17,11 +17,11 @@ use crate::mcp_servers::{parse_mcp_servers, McpServers};
 use crate::session::{Notice, Runtime, RuntimeOptions, Session, TurnOptions};
 
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
-use super::server::{event_line, locked, Job, JobKind, OwnerExit, Shared};
+use super::server::{event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Shared};
 
 /// Where events recorded while the owner (re)attaches go: the client whose prompt caused it,
 /// so its live output shows them as the one-process path does.
-type AttachSink = Arc<Mutex<Option<mpsc::UnboundedSender<String>>>>;
+type AttachSink = Arc<Mutex<Option<ReplyTx>>>;
 
 pub(super) struct Worker {
     store: Arc<dyn acpx_model::Store>,
@@ -77,7 +77,7 @@ impl Worker {
                 o(e);
             }
             if let Some(tx) = locked(&sink).as_ref() {
-                let _ = tx.send(event_line(e));
+                let _ = tx.send(event_line(e).into());
             }
         }));
         Worker {
@@ -113,12 +113,15 @@ impl Worker {
                     self.shared.accepting.store(false, Ordering::SeqCst);
                     self.refuse_queued(&mut rx);
                     let result = self.finish(close).await;
-                    let _ = job.reply.send(line(&match result {
-                        Ok(sent) => Response::Closed { closed: sent },
-                        Err(e) => Response::Error {
-                            error: WireError::from_runtime(&e),
-                        },
-                    }));
+                    let _ = job.reply.send(
+                        line(&match result {
+                            Ok(sent) => Response::Closed { closed: sent },
+                            Err(e) => Response::Error {
+                                error: WireError::from_runtime(&e),
+                            },
+                        })
+                        .into(),
+                    );
                     break if close {
                         OwnerExit::Closed
                     } else {
@@ -127,13 +130,16 @@ impl Worker {
                 }
                 _ => {
                     if !self.shared.accepting.load(Ordering::SeqCst) {
-                        let _ = job.reply.send(line(&Response::Error {
-                            error: WireError::runtime(
-                                "QUEUE_OWNER_CLOSED",
-                                "the session is being closed",
-                                false,
-                            ),
-                        }));
+                        let _ = job.reply.send(
+                            line(&Response::Error {
+                                error: WireError::runtime(
+                                    "QUEUE_OWNER_CLOSED",
+                                    "the session is being closed",
+                                    false,
+                                ),
+                            })
+                            .into(),
+                        );
                         continue;
                     }
                     match self.run_job(job).await {
@@ -181,8 +187,11 @@ impl Worker {
                     if !self.shared.paths.lease.exists() {
                         return Err(OwnerExit::LeaseGone);
                     }
+                    // Not while a connection is still being served: a reply sent in parts
+                    // goes at its client's pace, after the worker is done with the task.
                     if deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
                         && self.shared.depth.load(Ordering::SeqCst) == 0
+                        && self.shared.connections.load(Ordering::SeqCst) == 0
                     {
                         // Refuse newcomers first, then take what slipped in meanwhile.
                         self.shared.accepting.store(false, Ordering::SeqCst);
@@ -202,13 +211,16 @@ impl Worker {
     fn refuse_queued(&self, rx: &mut mpsc::UnboundedReceiver<Job>) {
         while let Ok(job) = rx.try_recv() {
             self.shared.depth.fetch_sub(1, Ordering::SeqCst);
-            let _ = job.reply.send(line(&Response::Error {
-                error: WireError::runtime(
-                    "QUEUE_OWNER_CLOSED",
-                    "the session was closed before this task started",
-                    false,
-                ),
-            }));
+            let _ = job.reply.send(
+                line(&Response::Error {
+                    error: WireError::runtime(
+                        "QUEUE_OWNER_CLOSED",
+                        "the session was closed before this task started",
+                        false,
+                    ),
+                })
+                .into(),
+            );
         }
     }
 
@@ -220,7 +232,7 @@ impl Worker {
     async fn ensure_session(
         &mut self,
         options: &TaskOptions,
-        sink: Option<&mpsc::UnboundedSender<String>>,
+        sink: Option<&ReplyTx>,
     ) -> RuntimeResult<Option<Vec<Notice>>> {
         if let Some(s) = &self.session {
             if s.is_connected() {
@@ -284,7 +296,7 @@ impl Worker {
 
     async fn run_job(&mut self, job: Job) -> Result<(), String> {
         let send = |r: Response| {
-            let _ = job.reply.send(line(&r));
+            let _ = job.reply.send(line(&r).into());
         };
         let options = job.kind.options().cloned().unwrap_or_default();
         let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
@@ -338,6 +350,8 @@ impl Worker {
             notices,
         });
         let resumed = session.resumed();
+        // The reply of a task that takes it in parts (`TaskOptions::reply_in_parts`).
+        let mut reply_texts = None;
         let result: Result<Response, RuntimeError> = match job.kind {
             JobKind::Prompt {
                 prompt,
@@ -347,7 +361,7 @@ impl Worker {
                 let reply = job.reply.clone();
                 let observer = (!options.no_events).then(|| -> crate::Observer {
                     Arc::new(move |e: &EventEnvelope| {
-                        let _ = reply.send(event_line(e));
+                        let _ = reply.send(event_line(e).into());
                     })
                 });
                 let turn = TurnOptions {
@@ -364,16 +378,25 @@ impl Worker {
                     prompt_retries: options.prompt_retries,
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),
-                    without_agent_text: options.no_agent_text,
+                    // A reply sent in parts is read from the thread afterwards, never joined.
+                    without_agent_text: options.no_agent_text || options.reply_in_parts,
                     // The owner's session lives on: each turn's end is saved at once.
                     session_ends_after: false,
                 };
-                session
-                    .prompt_with_options(prompt, turn)
-                    .await
-                    .map(|o| Response::Result {
-                        outcome: WireOutcome::from(o),
-                    })
+                let outcome = session.prompt_with_options(prompt, turn).await;
+                if let (true, Ok(o)) = (options.reply_in_parts, &outcome) {
+                    // Handles on the reply's texts, taken under the recorder's lock without
+                    // copying the record; the client's connection reads them at its pace.
+                    let user = o.user_message_id.as_str();
+                    reply_texts = Some(
+                        session
+                            .with_record(|r| crate::turn::reply_texts_after(r, user))
+                            .await,
+                    );
+                }
+                outcome.map(|o| Response::Result {
+                    outcome: WireOutcome::from(o),
+                })
             }
             JobKind::SetMode(mode, _) => {
                 session
@@ -422,6 +445,15 @@ impl Worker {
         // The outcome goes out only after its queue event is appended (or failed to be).
         let logged = log.record(phase, Some(&rid), extra).await;
         match (result, logged) {
+            (Ok(Response::Result { outcome }), Ok(())) => match reply_texts {
+                Some(texts) => {
+                    let _ = job.reply.send(Outgoing::Reply {
+                        texts,
+                        outcome: Box::new(outcome),
+                    });
+                }
+                None => send(Response::Result { outcome }),
+            },
             (Ok(r), Ok(())) => send(r),
             (Ok(_), Err(e)) | (Err(e), _) => send(Response::Error {
                 error: WireError::from_runtime(&e),
