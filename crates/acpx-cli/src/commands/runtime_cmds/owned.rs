@@ -22,6 +22,7 @@ use crate::live::{LiveOutput, TtyPrompter};
 use acpx_runtime::results;
 use acpx_runtime::runs::Probe;
 
+use super::prompt::QuietReply;
 use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
 
 /// A wire error as the user sees it.
@@ -95,6 +96,8 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         // Quiet output prints only the answer: the owner need not stream the events.
         no_events: ctx.out.format == crate::config::Format::Quiet,
         no_agent_text: ctx.out.format != crate::config::Format::Quiet,
+        // Quiet output prints the reply: in parts, as the owner reads them, never whole.
+        reply_in_parts: ctx.out.format == crate::config::Format::Quiet,
     }
 }
 
@@ -111,13 +114,15 @@ pub fn submit_error(e: SubmitError) -> CliError {
     }
 }
 
-/// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`.
+/// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`. The
+/// reply's parts (`--format quiet`) are printed through `quiet` as they arrive.
 pub(super) async fn prompt(
     ctx: &Ctx,
     id: &RecordId,
     text: &str,
     no_wait: bool,
     live: &LiveOutput,
+    quiet: &mut QuietReply,
 ) -> CliResult<Option<TurnOutcome>> {
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
@@ -156,6 +161,7 @@ pub(super) async fn prompt(
                 "could not send the permission answer to the queue owner: {e}"
             )),
             SubmitEvent::TurnOver => live.finish(),
+            SubmitEvent::ReplyPart(part) => quiet.piece(ctx, part),
         },
     )
     .await

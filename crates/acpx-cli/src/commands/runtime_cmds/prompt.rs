@@ -124,12 +124,14 @@ fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
 }
 
 /// After a turn: a warning if its events could not all be written, the reply in the quiet
-/// format (in the pieces `reply` gives), and the exit status.
+/// format (in the pieces `reply` gives, after those `quiet` printed already), and the exit
+/// status.
 fn finish_turn<'a>(
     ctx: &Ctx,
     outcome: &TurnOutcome,
     reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
     live: &LiveOutput,
+    mut quiet: QuietReply,
 ) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
         ctx.out.warn(&format!(
@@ -137,7 +139,8 @@ fn finish_turn<'a>(
         ));
     }
     if ctx.out.format == Format::Quiet {
-        print_quiet(ctx, reply)?;
+        quiet.write(ctx, reply)?;
+        quiet.end(ctx);
     }
     turn_result(
         ctx,
@@ -146,39 +149,57 @@ fn finish_turn<'a>(
     )
 }
 
-/// The reply, written piece by piece as the thread holds it (a long one read from its spill
-/// file), never joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be
-/// held whole. A piece that cannot be read back ends it with an error (exit 1): stdout would
-/// otherwise look like a whole reply.
-fn print_quiet<'a>(
-    ctx: &Ctx,
-    reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
-) -> CliResult<()> {
-    let mut ends_with_newline = None;
-    for piece in reply {
-        match piece {
-            Ok(p) if p.is_empty() => {}
-            Ok(p) => {
-                ctx.out.raw(&p);
-                ends_with_newline = Some(p.ends_with('\n'));
-            }
-            // What was printed stays as it is (no newline added): the error and the exit
-            // status say it is not the whole reply.
-            Err(e) => {
-                return Err(CliError::runtime(format!(
-                    "the reply could not be read back whole from its spill file: {e}"
-                ))
-                .with_hint(
-                    "its chunks are in the session's event log, as far as retention keeps them: \
-                     `acpx sessions events`",
-                ));
-            }
+/// The reply in the quiet format, written piece by piece as the thread holds it (a long one
+/// read from its spill file) or as the queue owner sends it (`reply_part` lines), never
+/// joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be held whole.
+/// Both paths end it the same way ([`QuietReply::end`]).
+#[derive(Debug, Default)]
+pub(super) struct QuietReply {
+    /// Whether the last non-empty piece ended with a newline (`None`: nothing printed).
+    ends_with_newline: Option<bool>,
+}
+
+impl QuietReply {
+    /// Prints one piece.
+    pub(super) fn piece(&mut self, ctx: &Ctx, p: &str) {
+        if !p.is_empty() {
+            ctx.out.raw(p);
+            self.ends_with_newline = Some(p.ends_with('\n'));
         }
     }
-    if ends_with_newline == Some(false) {
-        ctx.out.raw("\n");
+
+    /// Prints the pieces of `reply`. A piece that cannot be read back ends it with an error
+    /// (exit 1): stdout would otherwise look like a whole reply. What was printed stays as it
+    /// is, and [`QuietReply::end`] is not reached (no newline added).
+    fn write<'a>(
+        &mut self,
+        ctx: &Ctx,
+        reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
+    ) -> CliResult<()> {
+        for piece in reply {
+            self.piece(ctx, &piece.map_err(unreadable_reply)?);
+        }
+        Ok(())
     }
-    Ok(())
+
+    /// Ends a whole reply with a newline unless it has one (or is empty).
+    fn end(self, ctx: &Ctx) {
+        if self.ends_with_newline == Some(false) {
+            ctx.out.raw("\n");
+        }
+    }
+}
+
+/// The error of a reply that could not be read back whole (from its spill file, here or in
+/// the queue owner).
+fn unreadable_reply(e: std::io::Error) -> CliError {
+    CliError::runtime(format!(
+        "the reply could not be read back whole from its spill file: {e}"
+    ))
+    .with_hint(
+        "its chunks are in the session's event log, as far as retention keeps them: \
+         `acpx sessions events`",
+    )
 }
 
 /// `prompt`.
@@ -197,15 +218,19 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
     if !ctx.no_owner {
         let live = LiveOutput::new(ctx.out.clone());
-        let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live).await? else {
+        let mut quiet = QuietReply::default();
+        let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live, &mut quiet).await?
+        else {
             return Ok(());
         };
-        // The owner joined the reply; it says when a part could not be read back.
+        // The owner sent the reply in parts, printed as they came (`agent_text` is empty), or,
+        // an owner that predates them, whole in `agent_text`. Either way it says when a part
+        // could not be read back.
         let reply = match &outcome.agent_text_error {
             None => Ok(Cow::Borrowed(outcome.agent_text.as_str())),
             Some(e) => Err(std::io::Error::other(e.clone())),
         };
-        return finish_turn(ctx, &outcome, std::iter::once(reply), &live);
+        return finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet);
     }
     if a.no_wait {
         return Err(CliError::usage("--no-wait needs the queue owner")
@@ -225,7 +250,13 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
+    finish_turn(
+        ctx,
+        &turn.outcome,
+        turn.agent_text(),
+        &live,
+        QuietReply::default(),
+    )
 }
 
 /// `exec`: a fresh session in memory, one prompt, nothing stored.
@@ -258,5 +289,11 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
+    finish_turn(
+        ctx,
+        &turn.outcome,
+        turn.agent_text(),
+        &live,
+        QuietReply::default(),
+    )
 }
