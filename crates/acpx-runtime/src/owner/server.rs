@@ -496,8 +496,11 @@ async fn write_reply(
 ) -> std::io::Result<()> {
     for piece in texts.iter().flat_map(ThreadText::chunks) {
         match piece {
-            Ok(p) if p.is_empty() => {}
-            Ok(p) => write_within(write, part_line(&p).as_bytes(), stall).await?,
+            Ok(p) => {
+                for part in parts_of(&p) {
+                    write_within(write, part_line(part).as_bytes(), stall).await?;
+                }
+            }
             Err(e) => {
                 outcome.agent_text_error = Some(e.to_string());
                 break;
@@ -506,6 +509,29 @@ async fn write_reply(
     }
     let result = line(&Response::Result { outcome });
     write_within(write, result.as_bytes(), stall).await
+}
+
+/// The most text in one `reply_part` line: what a spilled text is read in.
+const PART_MAX: usize = 64 << 10;
+
+/// `text` in non-empty pieces of at most [`PART_MAX`] bytes, cut on character boundaries. A
+/// spilled text's chunks are that size already; a text in memory comes as one piece (up to
+/// 256 KiB, more when its spill file could not be made), and a client should not have to hold
+/// more than a part at a time.
+fn parts_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len().min(PART_MAX);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        let (part, tail) = rest.split_at(end);
+        rest = tail;
+        Some(part)
+    })
 }
 
 /// `write_all`, failing with `TimedOut` when it takes longer than `limit`.
@@ -680,6 +706,21 @@ mod tests {
             let t = response_type(&l).expect("a type");
             assert_eq!(!NOT_FINAL.contains(&t), r.is_final(), "{l}");
         }
+    }
+
+    #[test]
+    fn a_text_in_memory_goes_in_parts_cut_between_characters() {
+        assert_eq!(parts_of("").count(), 0);
+        assert_eq!(parts_of("short").collect::<Vec<_>>(), ["short"]);
+        // 'é' is two bytes, after one 'x': byte PART_MAX falls inside an 'é'.
+        let text = "x".to_owned() + &"é".repeat(PART_MAX);
+        let parts: Vec<&str> = parts_of(&text).collect();
+        assert!(parts.iter().all(|p| !p.is_empty() && p.len() <= PART_MAX));
+        assert_eq!(parts.concat(), text);
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [PART_MAX - 1, PART_MAX, 2]
+        );
     }
 
     #[test]
