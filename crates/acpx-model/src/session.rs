@@ -199,7 +199,9 @@ impl SessionRecord {
     pub fn write_json(&self, out: impl std::io::Write) -> std::io::Result<()> {
         use std::io::Write as _;
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::other)?;
+        // `From` gives back the writer's own error (its kind intact: a reader that went away
+        // is `BrokenPipe`, which callers treat as the end of the output, not a failure).
+        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;
         out.flush()
     }
