@@ -24,7 +24,7 @@ use crate::store::{
 
 /// Events read (and appended) per call while copying.
 const EVENT_PAGE: usize = 1_000;
-/// Sessions copied at the same time.
+/// Target lookups (an existing target) and checks of held copies (a rerun) at the same time.
 const COPY_CONCURRENCY: usize = 8;
 /// How long to wait for a source session's writer lock (a live agent may be writing it).
 const SOURCE_LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -245,7 +245,9 @@ struct WriteBehind {
 
 /// Reads the sessions of `chunk` from its start, in order, while the previous chunk's batch is
 /// written: up to the first session copied alone or until [`BATCH_EVENTS`] events are held
-/// (what the write-behind batch may also hold, so memory stays within twice one batch).
+/// (what the write-behind batch may also hold, so memory stays within twice one batch, plus
+/// the groups in flight: [`GROUPS_AT_ONCE`]). Groups read beyond where it stops are dropped
+/// and read again by the caller (at most two groups of a chunk of [`BATCH_SESSIONS`]).
 /// Returns what was read and how many sessions of `chunk` that covers.
 async fn read_ahead(from: &dyn Store, chunk: &[RecordId]) -> StoreResult<(Vec<Read>, usize)> {
     let mut reads = Box::pin(read_sources(from, chunk));
@@ -281,7 +283,7 @@ struct SourceSession {
     data: NewSessionData,
 }
 
-/// What [`read_source`] found.
+/// What [`read_sources`] found of one session.
 enum Read {
     /// The whole session, ready for a batch.
     Small(Box<SourceSession>),
@@ -292,8 +294,10 @@ enum Read {
 /// Sessions read (or read back to verify) per [`Store::load_many_with_events`] call: one
 /// hand-off to the store's blocking thread for many small sessions instead of one each. A
 /// group holds at most this many pages of [`EVENT_PAGE`] events.
-const READ_GROUP: usize = 32;
+const READ_GROUP: usize = 16;
 /// Groups read at the same time (a store that serves calls in parallel reads two at once).
+/// With the group being taken apart, at most three groups of first pages are in memory
+/// besides the batches: 48 pages of at most [`EVENT_PAGE`] events.
 const GROUPS_AT_ONCE: usize = 2;
 
 /// Reads the sessions `ids` of `from` with their figures, in order (the caller holds their
@@ -304,7 +308,7 @@ fn read_sources<'a>(
 ) -> impl futures::Stream<Item = StoreResult<Read>> + 'a {
     futures::stream::iter(ids.chunks(READ_GROUP))
         .map(move |group| async move {
-            match from.load_many_with_events(group, &page_query(1)).await {
+            match read_group(from, group).await {
                 Ok(read) => group
                     .iter()
                     .zip(read)
@@ -315,6 +319,26 @@ fn read_sources<'a>(
         })
         .buffered(GROUPS_AT_ONCE)
         .flat_map(futures::stream::iter)
+}
+
+/// [`Store::load_many_with_events`] of `ids`, first pages, refusing an answer that does not
+/// hold one read per id (results are matched to ids by position).
+async fn read_group(
+    store: &dyn Store,
+    ids: &[RecordId],
+) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
+    let read = store.load_many_with_events(ids, &page_query(1)).await?;
+    if read.len() != ids.len() {
+        return Err(StoreError::Backend {
+            backend: store.backend_name(),
+            message: format!(
+                "load_many_with_events returned {} sessions for {} ids",
+                read.len(),
+                ids.len()
+            ),
+        });
+    }
+    Ok(read)
 }
 
 /// What the first page of session `id` makes of it: the whole session with its figures, or
@@ -355,7 +379,7 @@ async fn verify_group(
     ids: &[RecordId],
     sources: &[Side],
 ) -> StoreResult<()> {
-    let read = to.load_many_with_events(ids, &page_query(1)).await?;
+    let read = read_group(to, ids).await?;
     for ((id, source), (record, page)) in ids.iter().zip(sources).zip(read) {
         let target = match page.next_seq {
             // The copy's log reads back longer than one page: walk it whole.

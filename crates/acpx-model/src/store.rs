@@ -379,13 +379,14 @@ pub trait Store: Send + Sync + fmt::Debug {
         ids: &[RecordId],
         query: &EventQuery,
     ) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let record = self.load(id).await?;
-            let page = self.read_events(id, query).await?;
-            out.push((record, page));
-        }
-        Ok(out)
+        // A few at a time: for a store whose calls are round trips (PostgreSQL), one after
+        // the other would be slower than the separate calls a caller made concurrently.
+        use futures::{StreamExt, TryStreamExt};
+        let reads: Vec<_> = ids
+            .iter()
+            .map(|id| load_then_read(self, id, query))
+            .collect();
+        futures::stream::iter(reads).buffered(8).try_collect().await
     }
 
     /// The state of the session's log (last seq, segments, …) as stored.
@@ -681,6 +682,17 @@ pub fn check_append_batch(
         }
     }
     Ok(())
+}
+
+/// One session of the default [`Store::load_many_with_events`].
+async fn load_then_read<S: Store + ?Sized>(
+    store: &S,
+    id: &RecordId,
+    query: &EventQuery,
+) -> StoreResult<(SessionRecord, EventPage)> {
+    let record = store.load(id).await?;
+    let page = store.read_events(id, query).await?;
+    Ok((record, page))
 }
 
 #[cfg(test)]

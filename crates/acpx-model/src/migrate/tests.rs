@@ -151,6 +151,41 @@ async fn a_copy_that_differs_fails_clearly_and_is_removed() {
         .is_empty());
 }
 
+/// Reads and verification go 16 sessions per store call: a copy that differs in the middle of
+/// a group (the 21st of 40, in the second group) is found and named, and the whole batch is
+/// removed from the target.
+#[tokio::test]
+async fn a_copy_that_differs_inside_a_group_is_found_and_named() {
+    let from = MemoryStore::new();
+    let ids = fill(&from, 40, 5).await;
+    let bad = ids[20].clone();
+    assert_eq!(bad.as_str(), "s020");
+    let to = FaultStore::new(
+        Arc::new(MemoryStore::new()),
+        Faults::new().tamper_appends(|events| {
+            if let Some(e) = events
+                .iter_mut()
+                .find(|e| e.acpx_record_id.as_str() == "s020" && e.seq == 3)
+            {
+                e.payload = json!({"n": 3, "f": 0.1000001});
+            }
+        }),
+    );
+    let err = copy_store(&from, &to).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{msg}");
+    assert!(msg.contains(bad.as_str()), "{msg}");
+    assert!(msg.contains("SHA-256 of the event log"), "{msg}");
+    let left = to
+        .list(&ListQuery {
+            closed: ClosedFilter::Any,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(left.sessions.is_empty(), "{:?}", left.sessions.len());
+}
+
 /// A source holding one session whose log retention trimmed to seqs 5..=9.
 async fn trimmed_source() -> FaultStore<MemoryStore> {
     let inner = MemoryStore::new();

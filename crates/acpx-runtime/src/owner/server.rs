@@ -156,6 +156,19 @@ pub(super) struct Shared {
     pub(super) jobs: mpsc::UnboundedSender<Job>,
     /// Connections still being served (their last lines may not be written yet).
     pub(super) connections: AtomicUsize,
+    /// Connections sending a reply in parts right now ([`write_reply`]): the idle exit waits
+    /// for them (each bounded by [`reply_stall`]), and for no other connection, so a client
+    /// that stopped reading its events cannot keep the owner past its TTL.
+    pub(super) replying: AtomicUsize,
+}
+
+/// Counts a connection as sending its reply until dropped.
+struct Replying<'a>(&'a Shared);
+
+impl Drop for Replying<'_> {
+    fn drop(&mut self) {
+        self.0.replying.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Counts a connection as served until dropped.
@@ -257,6 +270,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         queue_log: Mutex::new(None),
         jobs: tx,
         connections: AtomicUsize::new(0),
+        replying: AtomicUsize::new(0),
     });
     shared.write_lease(None);
     let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -267,9 +281,17 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
     acceptor.abort();
     signals.abort();
     // The answer to `close` / `release` (and the refusals of what was queued) are written by
-    // their connections' tasks: let them finish before the runtime goes, bounded.
-    for _ in 0..100 {
-        if shared.connections.load(Ordering::SeqCst) == 0 {
+    // their connections' tasks: let them finish before the runtime goes, bounded (1 s; up to
+    // SHUTDOWN_REPLY_WAIT while a reply is still being sent in parts to a slow reader; a
+    // reply cut after that ends its client with a "disconnected" error, exit 1).
+    let start = Instant::now();
+    while shared.connections.load(Ordering::SeqCst) > 0 {
+        let limit = if shared.replying.load(Ordering::SeqCst) > 0 {
+            SHUTDOWN_REPLY_WAIT
+        } else {
+            Duration::from_secs(1)
+        };
+        if start.elapsed() >= limit {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -441,7 +463,9 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                     let sent = async {
                         write.write_all(batch.as_bytes()).await?;
                         batch = String::new();
-                        let stall = shared.config.ttl.map(|t| t.max(REPLY_STALL_MIN));
+                        shared.replying.fetch_add(1, Ordering::SeqCst);
+                        let _replying = Replying(&shared);
+                        let stall = reply_stall(shared.config.ttl);
                         write_reply(&mut write, &texts, *outcome, stall).await
                     };
                     if sent.await.is_err() {
@@ -480,6 +504,16 @@ const NOT_FINAL: [&str; 5] = [
 /// [`write_reply`]); the owner's TTL when longer.
 const REPLY_STALL_MIN: Duration = Duration::from_secs(60);
 
+/// How long a client may take none of its reply: the owner's TTL, at least
+/// [`REPLY_STALL_MIN`] (also without a TTL: every wait is bounded).
+fn reply_stall(ttl: Option<Duration>) -> Duration {
+    ttl.map_or(REPLY_STALL_MIN, |t| t.max(REPLY_STALL_MIN))
+}
+
+/// How long a stopping owner (`close`, `release`, a signal) waits for replies still being
+/// sent in parts: a reader that keeps up gets its reply whole; a stalled one is cut.
+const SHUTDOWN_REPLY_WAIT: Duration = Duration::from_secs(10);
+
 /// Writes the reply's texts as `reply_part` lines, each awaited into the socket before the
 /// next piece is read (the socket's buffer is the only queue), then `outcome` as the `result`,
 /// with `agentTextError` when a piece could not be read back (the pieces before it stay sent,
@@ -492,7 +526,7 @@ async fn write_reply(
     write: &mut OwnedWriteHalf,
     texts: &[ThreadText],
     mut outcome: WireOutcome,
-    stall: Option<Duration>,
+    stall: Duration,
 ) -> std::io::Result<()> {
     for piece in texts.iter().flat_map(ThreadText::chunks) {
         match piece {
@@ -538,11 +572,8 @@ fn parts_of(text: &str) -> impl Iterator<Item = &str> {
 async fn write_within(
     write: &mut OwnedWriteHalf,
     bytes: &[u8],
-    limit: Option<Duration>,
+    limit: Duration,
 ) -> std::io::Result<()> {
-    let Some(limit) = limit else {
-        return write.write_all(bytes).await;
-    };
     tokio::time::timeout(limit, write.write_all(bytes))
         .await
         .unwrap_or_else(|_| {

@@ -145,9 +145,9 @@ pub async fn prompt(
     let mut presses = Presses::new(interrupts);
     let mut answer = send_or_spawn(target, &request).await?;
     let mut cancels = 0u32;
-    let mut turn_over = false;
-    let mut over = |events: &mut dyn FnMut(SubmitEvent<'_>)| {
-        if !std::mem::replace(&mut turn_over, true) {
+    let turn_over = std::cell::Cell::new(false);
+    let over = |events: &mut dyn FnMut(SubmitEvent<'_>)| {
+        if !turn_over.replace(true) {
             events(SubmitEvent::TurnOver);
         }
     };
@@ -155,6 +155,12 @@ pub async fn prompt(
         let next = tokio::select! {
             n = answer.next() => n,
             new = presses.next() => {
+                // The turn is over and recorded; its reply is arriving. The owner may be
+                // running the next client's turn already: a cancel now would stop that one.
+                // Stop reading instead.
+                if turn_over.get() {
+                    return Err(SubmitError::Interrupted);
+                }
                 let before = cancels;
                 cancels += new;
                 if before == 0 {

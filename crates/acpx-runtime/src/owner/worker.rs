@@ -187,11 +187,12 @@ impl Worker {
                     if !self.shared.paths.lease.exists() {
                         return Err(OwnerExit::LeaseGone);
                     }
-                    // Not while a connection is still being served: a reply sent in parts
-                    // goes at its client's pace, after the worker is done with the task.
+                    // Not while a reply is still being sent in parts: it goes at its
+                    // client's pace, after the worker is done with the task (each bounded
+                    // by the stall limit, so a stopped reader cannot keep the owner).
                     if deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
                         && self.shared.depth.load(Ordering::SeqCst) == 0
-                        && self.shared.connections.load(Ordering::SeqCst) == 0
+                        && self.shared.replying.load(Ordering::SeqCst) == 0
                     {
                         // Refuse newcomers first, then take what slipped in meanwhile.
                         self.shared.accepting.store(false, Ordering::SeqCst);
