@@ -114,6 +114,8 @@ pub(super) enum Outgoing {
         texts: Vec<ThreadText>,
         /// The result, `agentText` empty.
         outcome: Box<WireOutcome>,
+        /// Held until the reply is written or dropped.
+        sending: Replying,
     },
 }
 
@@ -162,10 +164,19 @@ pub(super) struct Shared {
     pub(super) replying: AtomicUsize,
 }
 
-/// Counts a connection as sending its reply until dropped.
-struct Replying<'a>(&'a Shared);
+/// Counts a reply in parts as being sent from when the worker hands it over until it is
+/// written or dropped (a client gone before it was taken drops it unsent), so the idle exit
+/// never sees it between the two tasks.
+pub(super) struct Replying(Arc<Shared>);
 
-impl Drop for Replying<'_> {
+impl Replying {
+    pub(super) fn new(shared: &Arc<Shared>) -> Replying {
+        shared.replying.fetch_add(1, Ordering::SeqCst);
+        Replying(shared.clone())
+    }
+}
+
+impl Drop for Replying {
     fn drop(&mut self) {
         self.0.replying.fetch_sub(1, Ordering::SeqCst);
     }
@@ -459,14 +470,18 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                         batch.push_str(&l);
                     }
                 }
-                Outgoing::Reply { texts, outcome } => {
+                Outgoing::Reply {
+                    texts,
+                    outcome,
+                    sending,
+                } => {
                     let sent = async {
                         write.write_all(batch.as_bytes()).await?;
                         batch = String::new();
-                        shared.replying.fetch_add(1, Ordering::SeqCst);
-                        let _replying = Replying(&shared);
                         let stall = reply_stall(shared.config.ttl);
-                        write_reply(&mut write, &texts, *outcome, stall).await
+                        let written = write_reply(&mut write, &texts, *outcome, stall).await;
+                        drop(sending);
+                        written
                     };
                     if sent.await.is_err() {
                         // The client went away mid-reply: the turn is recorded; stop here.

@@ -17,7 +17,9 @@ use crate::mcp_servers::{parse_mcp_servers, McpServers};
 use crate::session::{Notice, Runtime, RuntimeOptions, Session, TurnOptions};
 
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
-use super::server::{event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Shared};
+use super::server::{
+    event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
+};
 
 /// Where events recorded while the owner (re)attaches go: the client whose prompt caused it,
 /// so its live output shows them as the one-process path does.
@@ -451,6 +453,7 @@ impl Worker {
                     let _ = job.reply.send(Outgoing::Reply {
                         texts,
                         outcome: Box::new(outcome),
+                        sending: Replying::new(&self.shared),
                     });
                 }
                 None => send(Response::Result { outcome }),
