@@ -16,8 +16,9 @@ pub(super) enum Held {
 
 /// Compares the target's session `id` with the source's (under the source's writer lock, so a
 /// live writer cannot change it meanwhile). A finished identical copy is kept. An unfinished
-/// one — its snapshot still at revision 1 (every way of copying ends with a save that makes it
-/// 2 or more), equal to the source's, and its log the source's first events — is what a
+/// one — its last save missing (its snapshot still at revision 1, or its recorded log state
+/// short of the source's last seq: every way of copying ends with a save that records the
+/// whole log), its snapshot equal to the source's, and its log the source's first events — is what a
 /// migration stopped half-way leaves (a kill between `create` and the last save): it holds
 /// nothing the source does not, and is to be removed and copied again. Anything else is
 /// refused with [`StoreError::AlreadyExistsDiffering`]. The target's writer lock is held too:
@@ -30,18 +31,24 @@ pub(super) async fn held(from: &dyn Store, to: &dyn Store, id: &RecordId) -> Sto
         id: id.clone(),
         what: format!("the copy cannot be read back ({e})"),
     };
-    let (target, revision) = match verify_side(to, id).await {
-        Ok(target) => (target, to.load(id).await.map_err(unreadable)?.revision),
+    let (target, record) = match verify_side(to, id).await {
+        Ok(target) => (target, to.load(id).await.map_err(unreadable)?),
         Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
             return Err(unreadable(e))
         }
         Err(e) => return Err(e),
     };
     let difference = source.difference(&target);
-    if revision >= 2 && difference.is_none() {
+    if record.revision >= 2 && difference.is_none() {
         return Ok(Held::Copied(source.copy_of(id.clone())));
     }
-    let prefix = revision <= 1
+    // The copy's last save never ran: a snapshot still at revision 1 (`create`, then the
+    // appends), or, for a log retention trimmed (created through `create_sessions` with its
+    // first event, which saves revision 2, then appended to), one whose recorded log state
+    // stops before the source's last seq (the last save records the whole log).
+    let last_save_missing =
+        record.revision <= 1 || record.acpx.event_log.last_seq < source.last_seq;
+    let prefix = last_save_missing
         && target.snapshot_digest == source.snapshot_digest
         && target.events <= source.events
         && (target.events == 0 || target.first_seq == source.first_seq)

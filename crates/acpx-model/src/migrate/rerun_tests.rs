@@ -186,6 +186,37 @@ async fn an_unfinished_copy_is_removed_and_copied_again() {
     assert_eq!(third.already_copied.len(), 3);
 }
 
+/// A log retention trimmed, copied alone and stopped half-way: `create_sessions` made the copy
+/// with its first event (a revision-2 snapshot recording that one event), some appends
+/// followed, the last save never ran. A rerun removes it and copies the session again.
+#[tokio::test]
+async fn an_unfinished_copy_of_a_trimmed_log_is_removed_and_copied_again() {
+    let from = super::tests::trimmed_source().await;
+    let id = RecordId::parse("s000").unwrap();
+    let to = MemoryStore::new();
+    let record = from.load(&id).await.unwrap();
+    let first = events(&id, 5, 1);
+    to.create_sessions(vec![NewSessionData {
+        record,
+        events: first,
+    }])
+    .await
+    .unwrap();
+    append(&to, &id, 6, 2).await;
+    assert!(to.load(&id).await.unwrap().acpx.event_log.last_seq < 9);
+
+    let rerun = copy_store(&from, &to).await.unwrap();
+    assert_eq!(rerun.recopied, vec![id.clone()]);
+    assert_eq!(rerun.sessions.len(), 1);
+    assert_eq!(
+        (rerun.sessions[0].first_seq, rerun.sessions[0].last_seq),
+        (5, 9)
+    );
+    let again = copy_store(&from, &to).await.unwrap();
+    assert!(again.recopied.is_empty() && again.sessions.is_empty());
+    assert_eq!(again.already_copied.len(), 1);
+}
+
 /// A session at revision 1 whose log is not a prefix of the source's is not a copy of it:
 /// refused, and left alone.
 #[tokio::test]

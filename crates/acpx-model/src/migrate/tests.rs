@@ -187,7 +187,7 @@ async fn a_copy_that_differs_inside_a_group_is_found_and_named() {
 }
 
 /// A source holding one session whose log retention trimmed to seqs 5..=9.
-async fn trimmed_source() -> FaultStore<MemoryStore> {
+pub(super) async fn trimmed_source() -> FaultStore<MemoryStore> {
     let inner = MemoryStore::new();
     fill(&inner, 1, 0).await;
     let id = RecordId::parse("s000").unwrap();
