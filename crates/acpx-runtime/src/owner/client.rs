@@ -48,7 +48,13 @@ impl Answer {
         }
         let mut buf = String::new();
         match self.reader.read_line(&mut buf).await {
+            // A line cut by the end of the stream is the owner going away mid-line (killed,
+            // or it dropped a client that read nothing for too long), not a bad line.
             Ok(0) | Err(_) => {
+                self.finished = true;
+                Err(WireError::disconnected())
+            }
+            Ok(_) if !buf.ends_with('\n') => {
                 self.finished = true;
                 Err(WireError::disconnected())
             }

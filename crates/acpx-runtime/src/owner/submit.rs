@@ -460,4 +460,34 @@ mod tests {
         assert_eq!(heard, ["Started([])", "over", "part:one ", "part:two\n"]);
         assert_eq!(outcome.agent_text, "");
     }
+
+    /// An owner that goes away in the middle of a line (killed, or dropping a client that
+    /// read nothing for too long) is the disconnected error, not "an unreadable line".
+    #[tokio::test]
+    async fn a_line_cut_by_the_owner_going_away_is_a_disconnect() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("00000000-0000-4000-8000-000000000003").unwrap();
+        let mut lines = accepted_started();
+        lines.push("{\"type\":\"reply_part\",\"text\":\"one \"}\n".into());
+        lines.push("{\"type\":\"reply_part\",\"text\":\"tw".into());
+        let paths = LeasePaths::new(dir.path(), &id);
+        let owner = owner_answering(&paths, lines).await;
+        let spawn = || -> std::io::Result<()> { panic!("the owner runs") };
+        let target = OwnerTarget {
+            home: dir.path(),
+            id: &id,
+            spawn: &spawn,
+        };
+        let (_presses, interrupts) = watch::channel(0u32);
+        let options = TaskOptions {
+            reply_in_parts: true,
+            ..TaskOptions::default()
+        };
+        let submitted = prompt(&target, Vec::new(), options, true, None, interrupts, |_| {}).await;
+        owner.await.unwrap();
+        match submitted {
+            Err(SubmitError::Wire(e)) => assert_eq!(e, WireError::disconnected()),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
 }
