@@ -186,6 +186,10 @@ pub(crate) struct Segment {
     /// file's length).
     end: u64,
     body: Body,
+    /// [`Segment::first_seq`], once read: the active segment's is read to decide whether to
+    /// probe for older ones, then again by the read (the first complete line is the same
+    /// whether or not a torn tail is cut off `end` meanwhile).
+    first: std::cell::OnceCell<Option<u64>>,
 }
 
 impl Segment {
@@ -201,6 +205,7 @@ impl Segment {
                 file,
                 end,
                 body: Body::Plain,
+                first: Default::default(),
             }));
         }
         if n == 0 {
@@ -225,6 +230,7 @@ impl Segment {
             file,
             end,
             body: Body::Zst(index),
+            first: Default::default(),
         }))
     }
 
@@ -234,12 +240,17 @@ impl Segment {
 
     /// The first seq, damaged lines skipped.
     fn first_seq(&self) -> StoreResult<Option<u64>> {
-        let io = |e| io_err(&self.path, e);
-        match &self.body {
-            Body::Plain => first_seq_lenient(&self.file, self.end).map_err(io),
-            Body::Zst(Some(ix)) => Ok(ix.frames.iter().find_map(|f| f.first_seq)),
-            Body::Zst(None) => stream_seq(&self.file, self.end, true).map_err(io),
+        if let Some(first) = self.first.get() {
+            return Ok(*first);
         }
+        let io = |e| io_err(&self.path, e);
+        let first = match &self.body {
+            Body::Plain => first_seq_lenient(&self.file, self.end).map_err(io)?,
+            Body::Zst(Some(ix)) => ix.frames.iter().find_map(|f| f.first_seq),
+            Body::Zst(None) => stream_seq(&self.file, self.end, true).map_err(io)?,
+        };
+        let _ = self.first.set(first);
+        Ok(first)
     }
 
     /// The last seq, damaged lines skipped.
