@@ -183,7 +183,11 @@ async fn drive(
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .unwrap_or_else(|| p.core.end_turn());
-    let cancelled = cancel_deadline.is_some();
+    // A cancel can end the turn before this loop sees it: `CancelHandle::cancel` answers an
+    // open permission question "cancelled" at once, and an agent may then end the turn before
+    // the loop polls `cancel_rx` (seen under load: a Ctrl-C at a permission question exited 5,
+    // a refusal, instead of 130). The request still came from the user.
+    let cancelled = cancel_deadline.is_some() || *cancel_rx.borrow();
     let prompt_unavailable = p.core.take_prompt_unavailable();
     let (payload, acp_error, usage_value) = match end {
         // A decision needed a human and there was none (`--non-interactive-permissions
