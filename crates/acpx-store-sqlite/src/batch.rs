@@ -11,7 +11,7 @@ use rusqlite::params;
 
 use crate::events::insert_events;
 use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
-use crate::sessions::{sync_messages, WRITE_COLUMNS};
+use crate::sessions::{sync_messages, INSERT_ROW};
 use crate::{Inner, SqliteStore};
 
 /// One session of a batch, serialized before the transaction.
@@ -102,18 +102,13 @@ impl Inner {
         self.transaction("create sessions", true, |tx| {
             for s in &sessions {
                 let exists = tx
-                    .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")?
+                    .prepare_cached("SELECT 1 FROM session_rows WHERE acpx_record_id = ?1")?
                     .exists([s.id.as_str()])?;
                 if exists {
                     return Err(StoreError::AlreadyExists(s.id.clone()).into());
                 }
                 let c = &s.cols;
-                tx.prepare_cached(&format!(
-                    "INSERT INTO sessions (acpx_record_id, {WRITE_COLUMNS}, document_checked) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                         ?15, ?16, ?17, 1)"
-                ))?
-                .execute(params![
+                tx.prepare_cached(INSERT_ROW)?.execute(params![
                     s.id.as_str(),
                     c.acp_session_id,
                     c.agent_session_id,
@@ -129,10 +124,10 @@ impl Inner {
                     c.closed_at,
                     c.last_prompt_at,
                     c.message_count,
-                    c.revision,
-                    c.document
+                    c.revision
                 ])?;
                 let key = tx.last_insert_rowid();
+                crate::document::write(tx, &s.id, key, &c.document, true)?;
                 let last_seq = i64::try_from(s.last_seq).unwrap_or(i64::MAX);
                 let written_at = (s.last_seq > 0).then_some(s.written_at.as_str());
                 tx.prepare_cached(

@@ -153,6 +153,7 @@ pub(crate) fn check_version(path: &Path, version: i64) -> StoreResult<()> {
     Ok(())
 }
 
+#[derive(Debug)]
 pub(crate) enum MigrateError {
     Sql(rusqlite::Error),
     Store(StoreError),
@@ -172,9 +173,13 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), MigrateE
     // would delete its children first. The pragma is a no-op inside a transaction, so it is
     // switched around it (and back on whatever happens).
     conn.pragma_update(None, "foreign_keys", "OFF")?;
+    // Version 6 computes the search parts' hashes in SQL with acpx's own function.
+    crate::text_hash::register(conn)?;
     let result = migrate_steps(conn, path);
+    let unregistered = crate::text_hash::unregister(conn);
     let restored = conn.pragma_update(None, "foreign_keys", "ON");
     result?;
+    unregistered?;
     restored?;
     Ok(())
 }

@@ -340,7 +340,7 @@ pub(crate) fn log_row(conn: &Connection, id: &RecordId) -> TxResult<LogRow> {
     let row = conn
         .prepare_cached(
             "SELECT s.session_key, l.last_seq, l.retained_bytes, l.last_write_at \
-             FROM sessions s LEFT JOIN event_logs l ON l.session_key = s.session_key \
+             FROM session_rows s LEFT JOIN event_logs l ON l.session_key = s.session_key \
              WHERE s.acpx_record_id = ?1",
         )?
         .query_row([id.as_str()], |r| {

@@ -6,9 +6,10 @@
 //! file store.
 //!
 //! - `sessions`: one row per session, identity and lifecycle fields as columns, plus the
-//!   `session.json` document byte-for-byte as the file store writes it. The list's index
-//!   (`sessions_list`) holds every column a list reads, so listing never reads a row, whose
-//!   page also holds the document.
+//!   `session.json` document byte-for-byte as the file store writes it. A view over
+//!   `session_rows` (the columns; the list's index `sessions_list` holds every column a list
+//!   reads) and `session_documents` (the document, written in place by a save when it is
+//!   long: a prompt on a long conversation writes what changed, not the conversation).
 //! - `events`: one row per event of the NDJSON audit log (a view over `event_rows`, which is
 //!   keyed by an integer session key). Read back and serialized, the rows are exactly the
 //!   lines the file store writes for the same operations.
@@ -73,6 +74,7 @@ mod batch;
 mod batch_lock;
 mod checkpoint;
 mod connection;
+mod document;
 mod events;
 mod lock;
 mod pending;
@@ -81,6 +83,7 @@ mod rows;
 mod schema;
 mod search;
 mod sessions;
+mod text_hash;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -7,21 +7,19 @@ use acpx_model::{
     normalize_cwd, AgentContent, EventEnvelope, Message, RecordId, SessionRecord, SessionSummary,
     StoreError, StoreResult, ThreadText, Timestamp,
 };
-use rusqlite::types::{ToSql, ToSqlOutput, ValueRef};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Row;
 use serde_json::{Map, Value};
 
-/// The `document` of a `sessions` row as a write binds it.
+/// The document of a session as a write stores it (see `document::write`).
 pub(crate) enum Document<'a> {
     /// Serialized beforehand: a call that runs on a pool thread owns its data.
     Text(String),
-    /// Written into the row by the call itself, from the record (a save by the holder of the
-    /// session's lock, which runs in place, see `SqliteStore::run_held`): the row is stored
-    /// with `zeroblob(len)` (a length: SQLite materializes no zeros for it), which the
-    /// serializer then overwrites through SQLite's incremental blob I/O, so the column holds
-    /// the JSON text as a BLOB (schema version 4). No copy of the whole document is ever
-    /// built, in acpx or in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and
-    /// SQLite builds the row's record from it, another).
+    /// Serialized by the write itself, from the record (a save by the holder of the session's
+    /// lock, which runs in place, see `SqliteStore::run_held`), straight into the row through
+    /// SQLite's incremental blob I/O: no copy of the whole document is ever built, in acpx or
+    /// in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and SQLite builds the
+    /// row's record from it, another). `len` is what the serializer will write.
     Streamed {
         record: &'a SessionRecord,
         len: usize,
@@ -29,25 +27,20 @@ pub(crate) enum Document<'a> {
 }
 
 impl Document<'_> {
-    /// The SQL expression that stores this document when bound as parameter `param`.
-    pub(crate) fn placeholder(&self, param: &str) -> String {
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
         match self {
-            Document::Text(_) => param.to_owned(),
-            Document::Streamed { .. } => format!("zeroblob({param})"),
+            Document::Text(t) => t.len(),
+            Document::Streamed { len, .. } => *len,
         }
     }
-}
 
-impl ToSql for Document<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self {
-            Document::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
-            Document::Streamed { len, .. } => {
-                let len = i64::try_from(*len)
-                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-                ToSqlOutput::Owned(rusqlite::types::Value::Integer(len))
-            }
-        })
+    /// Writes its bytes to `out`.
+    pub(crate) fn write_to(&self, mut out: impl std::io::Write) -> std::io::Result<()> {
+        match self {
+            Document::Text(t) => out.write_all(t.as_bytes()),
+            Document::Streamed { record, .. } => record.write_json(out),
+        }
     }
 }
 
@@ -555,13 +548,9 @@ impl MessageText<'_> {
         }
     }
 
-    /// FNV-1a of role, message id and a part's text: what `messages.text_hash` holds.
+    /// The hash of role, message id and a part's text: what `messages.text_hash` holds.
     pub(crate) fn part_hash(&self, part: &str) -> i64 {
-        fnv1a(&[
-            self.role.as_bytes(),
-            self.message_id.as_deref().unwrap_or("").as_bytes(),
-            part.as_bytes(),
-        ])
+        crate::text_hash::part_hash(self.role, self.message_id.as_deref(), part)
     }
 }
 
@@ -688,19 +677,6 @@ fn spilled_floor_char_boundary(text: &JoinedText, at: usize) -> std::io::Result<
         })
 }
 
-/// FNV-1a (64 bit) over the parts, each followed by a separator byte. Stable across Rust
-/// versions, unlike `std`'s hasher, because the value is stored.
-fn fnv1a(parts: &[&[u8]]) -> i64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for part in parts {
-        for &b in part.iter().chain(std::iter::once(&0xffu8)) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    }
-    h as i64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -713,9 +689,9 @@ mod tests {
     fn an_ordered_list_reads_only_its_covering_index() {
         let mut conn = rusqlite::Connection::open_in_memory().unwrap();
         crate::connection::migrate(&mut conn, std::path::Path::new(":memory:"))
-            .unwrap_or_else(|_| panic!("migrate"));
+            .unwrap_or_else(|e| panic!("migrate: {e:?}"));
         let sql = format!(
-            "EXPLAIN QUERY PLAN SELECT {SUMMARY_COLUMNS} FROM sessions WHERE 1 \
+            "EXPLAIN QUERY PLAN SELECT {SUMMARY_COLUMNS} FROM session_rows WHERE 1 \
              ORDER BY last_used_ms DESC, acpx_record_id ASC"
         );
         let plan: Vec<String> = conn

@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -381,4 +381,137 @@ DROP INDEX sessions_by_last_used;
 CREATE INDEX sessions_list ON sessions (last_used_ms DESC, acpx_record_id, acp_session_id,
     agent_session_id, agent_command, cwd, name, title, created_at, last_used_at, closed,
     closed_at, last_prompt_at, message_count, revision, document_checked);
+"#;
+
+/// Version 6: the document has a table of its own, `session_documents`; the rest of the row
+/// is `session_rows`, and `sessions` is a view joining the two, column for column the table
+/// of version 5 (its `document` the JSON text without the padding of `document::capacity`).
+///
+/// An `UPDATE` of any column made SQLite read and rebuild the whole row, document included:
+/// a save of a session holding an 8 MB document cost 25–34 ms for that alone (see
+/// `document`). Now a save updates a row of a few hundred bytes and writes the document in
+/// place.
+///
+/// The first rename carries the foreign keys of `event_rows`, `event_logs` and `messages` over
+/// to `session_rows` (SQLite rewrites references to a renamed table); the table is then rebuilt
+/// without `document` (`DROP COLUMN` cannot edit the version 4 text, whose last column is
+/// preceded by comments), keeping every key and the `AUTOINCREMENT` high-water mark as
+/// version 4 did.
+/// The triggers on the view let a hand-written `UPDATE`, `INSERT` or `DELETE` on `sessions`
+/// work as before (marking the row unchecked as before).
+///
+/// It also computes `messages.text_hash` again with the hash of version 6 (`text_hash`, 8
+/// bytes a step instead of FNV-1a's one), through the SQL function the migration installs:
+/// otherwise the first save of every session after the upgrade would re-index all its text.
+const V6: &str = r#"
+DROP VIEW events;
+DROP TRIGGER sessions_document_edited;
+ALTER TABLE sessions RENAME TO session_rows;
+CREATE TABLE session_documents (
+    session_key  INTEGER PRIMARY KEY REFERENCES session_rows (session_key) ON DELETE CASCADE,
+    -- session.json as the file store writes it, as TEXT or BLOB; from 64 KiB on, followed by
+    -- spaces up to the row's capacity (document::capacity).
+    document     ANY NOT NULL CHECK (typeof(document) IN ('text', 'blob'))
+) STRICT;
+INSERT INTO session_documents (session_key, document)
+SELECT session_key, document FROM session_rows ORDER BY session_key;
+CREATE TABLE session_rows_v6 (
+    session_key       INTEGER PRIMARY KEY AUTOINCREMENT,
+    acpx_record_id    TEXT NOT NULL UNIQUE,
+    acp_session_id    TEXT NOT NULL,
+    agent_session_id  TEXT,
+    agent_command     TEXT NOT NULL,
+    cwd               TEXT NOT NULL,
+    cwd_key           TEXT,
+    name              TEXT,
+    title             TEXT,
+    created_at        TEXT NOT NULL,
+    last_used_at      TEXT NOT NULL,
+    last_used_ms      INTEGER NOT NULL,
+    closed            INTEGER NOT NULL CHECK (closed IN (0, 1)),
+    closed_at         TEXT,
+    last_prompt_at    TEXT,
+    message_count     INTEGER NOT NULL,
+    revision          INTEGER NOT NULL,
+    document_checked  INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO session_rows_v6 (session_key, acpx_record_id, acp_session_id, agent_session_id,
+    agent_command, cwd, cwd_key, name, title, created_at, last_used_at, last_used_ms, closed,
+    closed_at, last_prompt_at, message_count, revision, document_checked)
+SELECT session_key, acpx_record_id, acp_session_id, agent_session_id, agent_command, cwd,
+    cwd_key, name, title, created_at, last_used_at, last_used_ms, closed, closed_at,
+    last_prompt_at, message_count, revision, document_checked
+FROM session_rows ORDER BY session_key;
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'session_rows_v6', 0
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'session_rows_v6');
+UPDATE sqlite_sequence
+SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'session_rows'), 0))
+WHERE name = 'session_rows_v6';
+DROP TABLE session_rows;
+ALTER TABLE session_rows_v6 RENAME TO session_rows;
+CREATE INDEX sessions_by_cwd ON session_rows (cwd_key, last_used_ms DESC, acpx_record_id);
+CREATE INDEX sessions_list ON session_rows (last_used_ms DESC, acpx_record_id, acp_session_id,
+    agent_session_id, agent_command, cwd, name, title, created_at, last_used_at, closed,
+    closed_at, last_prompt_at, message_count, revision, document_checked);
+CREATE TRIGGER session_rows_edited
+AFTER UPDATE OF acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name, title,
+    created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, message_count
+    ON session_rows
+FOR EACH ROW WHEN NEW.revision = OLD.revision
+BEGIN
+    UPDATE session_rows SET document_checked = 0 WHERE session_key = NEW.session_key;
+END;
+-- acpx writes a document before the row's new revision, which marks the row checked again;
+-- any other change of a document leaves it unchecked.
+CREATE TRIGGER session_documents_edited
+AFTER UPDATE OF document ON session_documents
+BEGIN
+    UPDATE session_rows SET document_checked = 0 WHERE session_key = NEW.session_key;
+END;
+CREATE VIEW sessions AS
+SELECT r.session_key, r.acpx_record_id, r.acp_session_id, r.agent_session_id, r.agent_command,
+    r.cwd, r.cwd_key, r.name, r.title, r.created_at, r.last_used_at, r.last_used_ms, r.closed,
+    r.closed_at, r.last_prompt_at, r.message_count, r.revision, r.document_checked,
+    rtrim(CAST(d.document AS TEXT), ' ') AS document
+FROM session_rows r LEFT JOIN session_documents d USING (session_key);
+CREATE TRIGGER sessions_update INSTEAD OF UPDATE ON sessions
+BEGIN
+    UPDATE session_rows SET acpx_record_id = NEW.acpx_record_id,
+        acp_session_id = NEW.acp_session_id, agent_session_id = NEW.agent_session_id,
+        agent_command = NEW.agent_command, cwd = NEW.cwd, cwd_key = NEW.cwd_key,
+        name = NEW.name, title = NEW.title, created_at = NEW.created_at,
+        last_used_at = NEW.last_used_at, last_used_ms = NEW.last_used_ms, closed = NEW.closed,
+        closed_at = NEW.closed_at, last_prompt_at = NEW.last_prompt_at,
+        message_count = NEW.message_count, revision = NEW.revision,
+        document_checked = NEW.document_checked
+    WHERE session_key = OLD.session_key;
+    UPDATE session_documents SET document = NEW.document
+    WHERE session_key = OLD.session_key AND NEW.document IS NOT OLD.document;
+END;
+CREATE TRIGGER sessions_insert INSTEAD OF INSERT ON sessions
+BEGIN
+    INSERT INTO session_rows (session_key, acpx_record_id, acp_session_id, agent_session_id,
+        agent_command, cwd, cwd_key, name, title, created_at, last_used_at, last_used_ms,
+        closed, closed_at, last_prompt_at, message_count, revision, document_checked)
+    VALUES (NEW.session_key, NEW.acpx_record_id, NEW.acp_session_id, NEW.agent_session_id,
+        NEW.agent_command, NEW.cwd, NEW.cwd_key, NEW.name, NEW.title, NEW.created_at,
+        NEW.last_used_at, NEW.last_used_ms, NEW.closed, NEW.closed_at, NEW.last_prompt_at,
+        NEW.message_count, NEW.revision, coalesce(NEW.document_checked, 0));
+    INSERT INTO session_documents (session_key, document)
+    VALUES ((SELECT session_key FROM session_rows WHERE acpx_record_id = NEW.acpx_record_id),
+        NEW.document);
+END;
+CREATE TRIGGER sessions_delete INSTEAD OF DELETE ON sessions
+BEGIN
+    DELETE FROM session_documents WHERE session_key = OLD.session_key;
+    DELETE FROM session_rows WHERE session_key = OLD.session_key;
+END;
+CREATE VIEW events AS
+SELECT s.acpx_record_id, e.seq, e.event_version, e.timestamp, e.acp_session_id, e.request_id,
+    e.stream, e.source, e.type, e.payload, e.extra, e.bytes
+FROM event_rows e JOIN session_rows s USING (session_key);
+-- The search parts' hashes, in the function of version 6 (text_hash.rs); the FTS index is
+-- untouched (its triggers follow `text` only).
+UPDATE messages SET text_hash = acpx_part_hash(role, message_id, text);
 "#;

@@ -111,7 +111,7 @@ fn candidates_sql(
     }
     let mut sql = format!(
         "SELECT h.acpx_record_id, s.title, h.message_index FROM ({}) h \
-         JOIN sessions s ON s.acpx_record_id = h.acpx_record_id WHERE 1",
+         JOIN session_rows s ON s.acpx_record_id = h.acpx_record_id WHERE 1",
         selects.join(" INTERSECT ")
     );
     if let Some(cwd) = cwd {

@@ -5,22 +5,35 @@ use acpx_model::{
     SkippedEntry, StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
-use std::io::Seek;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, MAIN_DB};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::{TxError, TxResult};
 use crate::rows::{
     parse_document, part_ranges, spilled_part_ranges, summary_difference, summary_from_row,
-    Document, MessageText, SearchText, SessionColumns, SUMMARY_COLUMNS,
+    MessageText, SearchText, SessionColumns, SUMMARY_COLUMNS,
 };
 use crate::{lock, rows, Inner};
 
-/// `INSERT`/`UPDATE` column list of `sessions`, bound as `?2 … ?17` ( `?1` is the id).
-pub(crate) const WRITE_COLUMNS: &str =
-    "acp_session_id, agent_session_id, agent_command, cwd, cwd_key, \
-     name, title, created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, \
-     message_count, revision, document";
+/// `UPDATE` of a row's columns to `?2 … ?16` (the document written before it), against
+/// revision `?17`; the row is marked checked again.
+const UPDATE_ROW: &str = "UPDATE session_rows SET (acp_session_id, agent_session_id, \
+     agent_command, cwd, cwd_key, name, title, created_at, last_used_at, last_used_ms, closed, \
+     closed_at, last_prompt_at, message_count, revision) = \
+     (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16), \
+     document_checked = 1 WHERE session_key = ?1 AND revision = ?17";
+
+/// `INSERT` of a new row (its document inserted after it).
+pub(crate) const INSERT_ROW: &str = "INSERT INTO session_rows (acpx_record_id, acp_session_id, \
+     agent_session_id, agent_command, cwd, cwd_key, name, title, created_at, last_used_at, \
+     last_used_ms, closed, closed_at, last_prompt_at, message_count, revision, \
+     document_checked) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 1)";
+
+/// A row's revision and document (NULL when its document row is missing).
+const SELECT_DOCUMENT: &str = "SELECT r.revision, d.document, r.session_key \
+     FROM session_rows r LEFT JOIN session_documents d USING (session_key) \
+     WHERE r.acpx_record_id = ?1";
 
 macro_rules! session_params {
     ($id:expr, $c:expr $(, $more:expr)*) => {
@@ -40,8 +53,7 @@ macro_rules! session_params {
             $c.closed_at,
             $c.last_prompt_at,
             $c.message_count,
-            $c.revision,
-            $c.document
+            $c.revision
             $(, $more)*
         ]
     };
@@ -55,59 +67,29 @@ fn save_row(
     cols: &SessionColumns<'_>,
     msgs: &[MessageText<'_>],
 ) -> TxResult<()> {
-    let changed = tx
-        .prepare_cached(&format!(
-            "UPDATE sessions SET ({WRITE_COLUMNS}) = \
-             (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, {}), \
-             document_checked = 1 \
-             WHERE acpx_record_id = ?1 AND revision = ?18",
-            cols.document.placeholder("?17")
-        ))?
-        .execute(session_params!(id.as_str(), cols, expected_i))?;
-    if changed == 0 {
-        let actual: Option<i64> = tx
-            .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")?
-            .query_row([id.as_str()], |r| r.get(0))
-            .optional()?;
-        return Err(match actual {
-            None => StoreError::NotFound(id.clone()),
-            Some(actual) => StoreError::Conflict {
+    let row: Option<(i64, i64)> = tx
+        .prepare_cached("SELECT session_key, revision FROM session_rows WHERE acpx_record_id = ?1")?
+        .query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let key = match row {
+        None => return Err(StoreError::NotFound(id.clone()).into()),
+        Some((_, actual)) if actual != expected_i => {
+            return Err(StoreError::Conflict {
                 id: id.clone(),
                 expected,
                 actual: u64::try_from(actual).unwrap_or(0),
-            },
+            }
+            .into())
         }
-        .into());
-    }
-    write_document(tx, id, &cols.document)?;
+        Some((key, _)) => key,
+    };
+    // The document first: the row's update after it marks the row checked (a change of a
+    // document alone marks it unchecked, see schema version 6).
+    crate::document::write(tx, id, key, &cols.document, false)?;
+    tx.prepare_cached(UPDATE_ROW)?
+        .execute(session_params!(key, cols, expected_i))?;
     sync_messages(tx, id, msgs)?;
     Ok(())
-}
-
-/// Writes a [`Document::Streamed`] into the placeholder its row was stored with, through a
-/// 64 KiB buffer; the length counted before must be exactly the length written.
-fn write_document(tx: &Transaction<'_>, id: &RecordId, doc: &Document<'_>) -> TxResult<()> {
-    let Document::Streamed { record, len } = doc else {
-        return Ok(());
-    };
-    let key: i64 = tx
-        .prepare_cached("SELECT session_key FROM sessions WHERE acpx_record_id = ?1")?
-        .query_row([id.as_str()], |r| r.get(0))?;
-    let mut blob = tx.blob_open(MAIN_DB, c"sessions", c"document", key, false)?;
-    let written = record
-        .write_json(&mut blob)
-        .and_then(|()| blob.stream_position());
-    let fail = |what: String| {
-        TxError::Store(StoreError::Backend {
-            backend: crate::BACKEND,
-            message: format!("session {id}: writing its document into the row: {what}"),
-        })
-    };
-    match written {
-        Ok(n) if n == *len as u64 => Ok(()),
-        Ok(n) => Err(fail(format!("{n} bytes written where {len} were counted"))),
-        Err(e) => Err(fail(e.to_string())),
-    }
 }
 
 impl Inner {
@@ -119,18 +101,17 @@ impl Inner {
     ) -> StoreResult<()> {
         self.mutate(id, "create the session", false, |tx| {
             let exists = tx
-                .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")?
+                .prepare_cached("SELECT 1 FROM session_rows WHERE acpx_record_id = ?1")?
                 .exists([id.as_str()])?;
             if exists {
                 return Err(StoreError::AlreadyExists(id.clone()).into());
             }
-            tx.prepare_cached(&format!(
-                "INSERT INTO sessions (acpx_record_id, {WRITE_COLUMNS}, document_checked) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1)"
-            ))?
-            .execute(session_params!(id.as_str(), cols))?;
+            tx.prepare_cached(INSERT_ROW)?
+                .execute(session_params!(id.as_str(), cols))?;
+            let key = tx.last_insert_rowid();
+            crate::document::write(tx, id, key, &cols.document, true)?;
             tx.prepare_cached("INSERT INTO event_logs (session_key) VALUES (?1)")?
-                .execute([tx.last_insert_rowid()])?;
+                .execute([key])?;
             sync_messages(tx, id, msgs)?;
             Ok(())
         })
@@ -154,7 +135,7 @@ impl Inner {
     pub(crate) fn row_revision(&self, id: &RecordId) -> StoreResult<u64> {
         let conn = self.conn();
         let revision: Option<i64> = conn
-            .prepare_cached("SELECT revision FROM sessions WHERE acpx_record_id = ?1")
+            .prepare_cached("SELECT revision FROM session_rows WHERE acpx_record_id = ?1")
             .and_then(|mut st| st.query_row([id.as_str()], |r| r.get(0)).optional())
             .map_err(self.sql("read the session's revision"))?;
         match revision {
@@ -166,7 +147,7 @@ impl Inner {
     pub(crate) fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let conn = self.conn();
         let mut stmt = conn
-            .prepare_cached("SELECT revision, document FROM sessions WHERE acpx_record_id = ?1")
+            .prepare_cached(SELECT_DOCUMENT)
             .map_err(self.sql("load the session"))?;
         let mut rows = stmt
             .query([id.as_str()])
@@ -187,14 +168,13 @@ impl Inner {
     pub(crate) fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
         let location = self.row_location(id.as_str());
         self.mutate(id, "close the session", false, |tx| {
-            let mut stmt = tx.prepare_cached(
-                "SELECT revision, document FROM sessions WHERE acpx_record_id = ?1",
-            )?;
+            let mut stmt = tx.prepare_cached(SELECT_DOCUMENT)?;
             let mut rows = stmt.query([id.as_str()])?;
             let Some(row) = rows.next()? else {
                 return Err(StoreError::NotFound(id.clone()).into());
             };
             let revision: i64 = row.get(0)?;
+            let key: i64 = row.get(2)?;
             let mut record = parse_document(row.get_ref(1)?, id.as_str(), revision, &location)?;
             drop(rows);
             if record.closed {
@@ -205,13 +185,9 @@ impl Inner {
             record.pid = None;
             record.revision += 1;
             let cols = SessionColumns::from_record(&record)?;
-            tx.prepare_cached(&format!(
-                "UPDATE sessions SET ({WRITE_COLUMNS}) = \
-                 (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17), \
-                 document_checked = 1 \
-                 WHERE acpx_record_id = ?1 AND revision = ?18"
-            ))?
-            .execute(session_params!(id.as_str(), cols, revision))?;
+            crate::document::write(tx, id, key, &cols.document, false)?;
+            tx.prepare_cached(UPDATE_ROW)?
+                .execute(session_params!(key, cols, revision))?;
             Ok(record)
         })
     }
@@ -229,7 +205,8 @@ impl Inner {
             for sql in [
                 "DELETE FROM event_rows WHERE session_key = ?1",
                 "DELETE FROM event_logs WHERE session_key = ?1",
-                "DELETE FROM sessions WHERE session_key = ?1",
+                "DELETE FROM session_documents WHERE session_key = ?1",
+                "DELETE FROM session_rows WHERE session_key = ?1",
             ] {
                 tx.prepare_cached(sql)?.execute([key])?;
             }
@@ -281,7 +258,7 @@ impl Inner {
                 "limit must be at least 1".into(),
             ));
         }
-        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE 1");
+        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM session_rows WHERE 1");
         let mut args: Vec<SqlValue> = Vec::new();
         let mut bind = |value: SqlValue| {
             args.push(value);
@@ -379,7 +356,10 @@ impl Inner {
         let id = columns.acpx_record_id.as_str();
         let revision = i64::try_from(columns.revision).unwrap_or(i64::MAX);
         let record = conn
-            .prepare_cached("SELECT document FROM sessions WHERE acpx_record_id = ?1")
+            .prepare_cached(
+                "SELECT d.document FROM session_rows r \
+                 LEFT JOIN session_documents d USING (session_key) WHERE r.acpx_record_id = ?1",
+            )
             .and_then(|mut stmt| {
                 stmt.query_row([id], |r| {
                     Ok(parse_document(
@@ -407,7 +387,7 @@ impl Inner {
 
     pub(crate) fn exists(&self, id: &RecordId) -> StoreResult<bool> {
         self.conn()
-            .prepare_cached("SELECT 1 FROM sessions WHERE acpx_record_id = ?1")
+            .prepare_cached("SELECT 1 FROM session_rows WHERE acpx_record_id = ?1")
             .and_then(|mut s| s.exists([id.as_str()]))
             .map_err(self.sql("look up the session"))
     }
@@ -415,7 +395,7 @@ impl Inner {
 
 /// The `session_key` of a session, if it exists.
 pub(crate) fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached("SELECT session_key FROM sessions WHERE acpx_record_id = ?1")?
+    conn.prepare_cached("SELECT session_key FROM session_rows WHERE acpx_record_id = ?1")?
         .query_row([id.as_str()], |r| r.get(0))
         .optional()
 }

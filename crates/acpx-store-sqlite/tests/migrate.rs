@@ -288,52 +288,91 @@ async fn a_failed_migration_changes_nothing() {
     );
 }
 
-/// The version 4 rebuild of `sessions` keeps every key and the `AUTOINCREMENT` high-water
-/// mark: the key of a deleted session is not given to a new one after it. (Run again on a
-/// database already at the current version, with `user_version` set back to 3.)
-#[tokio::test]
-async fn the_version_4_rebuild_keeps_keys_and_their_high_water_mark() {
+/// The version 6 split of `sessions` into `session_rows` and `session_documents` (on a
+/// database written by the crate at version 5, `tests/fixtures/make_schema_v5.rs`) keeps
+/// every key and the `AUTOINCREMENT` high-water mark (the key of the deleted `k3` is not given
+/// to a new session), every document byte for byte (a TEXT one and a BLOB one), the events,
+/// and leaves `sessions` readable and writable by hand as a view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_version_6_split_keeps_keys_documents_and_their_high_water_mark() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("acpx.db");
-    let key = |path: &Path, id: &str| -> i64 {
-        raw(path)
-            .query_row(
-                "SELECT session_key FROM sessions WHERE acpx_record_id = ?1",
-                [id],
-                |r| r.get(0),
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-v5.db");
+    std::fs::copy(fixture, &path).unwrap();
+    let before: Vec<(i64, String, Vec<u8>)> = {
+        let conn = raw(&path);
+        let v: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 5, "the fixture is a version 5 database");
+        let mut stmt = conn
+            .prepare(
+                "SELECT session_key, acpx_record_id, CAST(document AS BLOB) FROM sessions \
+                 ORDER BY session_key",
             )
-            .unwrap()
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
     };
-    {
-        let store = SqliteStore::open(&path).unwrap();
-        for (i, id) in ["k1", "k2", "k3"].into_iter().enumerate() {
-            store
-                .create(&mut record(id, "/repo", i as i64))
-                .await
-                .unwrap();
-        }
-        append_locked(
-            &store,
-            &rid("k2"),
-            &events(&rid("k2"), 1, 5),
-            Durability::Flush,
-        )
-        .await
-        .unwrap();
-        assert!(store.delete(&rid("k3")).await.unwrap());
-    }
-    assert_eq!(key(&path, "k2"), 2);
-    raw(&path).pragma_update(None, "user_version", 3).unwrap();
+    assert_eq!(before.len(), 2);
+    let hashes = |conn: &Connection| -> Vec<(String, i64, i64, i64)> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT acpx_record_id, message_index, part, text_hash FROM messages \
+                 ORDER BY acpx_record_id, message_index, part",
+            )
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let v5_hashes = hashes(&raw(&path));
+    assert!(!v5_hashes.is_empty());
 
     let store = SqliteStore::open(&path).unwrap();
-    let v: i64 = raw(&path)
+    let conn = raw(&path);
+    // The search parts' hashes were computed again with version 6's function.
+    let v6_hashes = hashes(&conn);
+    assert_eq!(v6_hashes.len(), v5_hashes.len());
+    assert!(v6_hashes.iter().zip(&v5_hashes).all(|(a, b)| a.3 != b.3));
+    let v: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(v, SCHEMA_VERSION);
-    assert_eq!(key(&path, "k2"), 2);
+    let orphans: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(orphans, 0);
+    for (key, id, document) in &before {
+        let (k, d): (i64, Vec<u8>) = conn
+            .query_row(
+                "SELECT session_key, CAST(document AS BLOB) FROM sessions \
+                 WHERE acpx_record_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(k, *key, "{id}");
+        assert!(d == *document, "{id}: the document changed");
+        let loaded = store.load(&rid(id)).await.unwrap();
+        assert!(loaded.to_json_vec().unwrap() == *document, "{id}");
+    }
     assert_eq!(event_lines(&store, "k2").await, expected_lines("k2", 1, 5));
+
     store.create(&mut record("k4", "/repo", 9)).await.unwrap();
-    assert_eq!(key(&path, "k4"), 4, "key 3 was a deleted session's");
+    let key4: i64 = conn
+        .query_row(
+            "SELECT session_key FROM session_rows WHERE acpx_record_id = 'k4'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(key4, 4, "key 3 was a deleted session's");
     let ids: Vec<String> = store
         .list(&ListQuery::default())
         .await
@@ -343,4 +382,42 @@ async fn the_version_4_rebuild_keeps_keys_and_their_high_water_mark() {
         .map(|s| s.acpx_record_id.to_string())
         .collect();
     assert_eq!(ids, ["k4", "k2", "k1"]);
+
+    // The long document, saved again by the holder of its lock, is padded in its row and
+    // still reads back as the file store's bytes.
+    let lock = store
+        .lock(&rid("k2"), std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut k2 = store.load(&rid("k2")).await.unwrap();
+    k2.thread.messages.push(user("and one more"));
+    store.save(&mut k2).await.unwrap();
+    drop(lock);
+    let (stored_len, view): (i64, Vec<u8>) = conn
+        .query_row(
+            "SELECT length(CAST(d.document AS BLOB)), CAST(s.document AS BLOB) \
+             FROM session_documents d JOIN sessions s USING (session_key) \
+             WHERE s.acpx_record_id = 'k2'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let expected = k2.to_json_vec().unwrap();
+    assert!(
+        view == expected,
+        "the view shows the document without its padding"
+    );
+    assert!(
+        stored_len as usize > expected.len(),
+        "the row has room to grow"
+    );
+    assert_eq!(store.load(&rid("k2")).await.unwrap(), k2);
+    // The save found the migrated hashes equal to its own: it rewrote no existing part.
+    let after_save = hashes(&conn);
+    assert_eq!(
+        after_save.len(),
+        v6_hashes.len() + 1,
+        "the new message's part"
+    );
+    assert!(v6_hashes.iter().all(|h| after_save.contains(h)));
 }

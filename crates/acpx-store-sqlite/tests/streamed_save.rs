@@ -1,7 +1,8 @@
 //! A save by the holder of the session's lock on a multi-threaded runtime runs in place and
-//! serializes the document straight into the row (incremental blob I/O into a `zeroblob`).
-//! The row must hold exactly what the serialized path stores, the file store's bytes (as a
-//! BLOB), readable by the JSON functions and as text.
+//! serializes the document straight into its row (incremental blob I/O). The `sessions` view
+//! must show exactly what the serialized path stores, the file store's bytes, readable by the
+//! JSON functions; the row itself holds them as text when short, and as a BLOB padded with
+//! spaces when long (schema version 6), rewritten in place while the document fits.
 
 mod common;
 mod support;
@@ -12,28 +13,61 @@ use acpx_model::{SearchQuery, SessionRecord, Store, StoreError};
 use common::*;
 use support::{assert_fts_in_step, open, raw};
 
-fn stored(store: &acpx_store_sqlite::SqliteStore, id: &str) -> (String, Vec<u8>, i64, String) {
+/// The row of session `id`: through the `sessions` view (type, bytes, revision, the record
+/// id read twice by the JSON functions) and in `session_documents` (type, bytes).
+struct Stored {
+    view_type: String,
+    view: Vec<u8>,
+    revision: i64,
+    json_id: String,
+    row_type: String,
+    row: Vec<u8>,
+}
+
+fn stored(store: &acpx_store_sqlite::SqliteStore, id: &str) -> Stored {
     raw(store)
         .query_row(
-            "SELECT typeof(document), CAST(document AS BLOB), revision, \
-                 json_extract(document, '$.acpxRecordId') \
-                     || json_extract(CAST(document AS TEXT), '$.acpxRecordId') \
-             FROM sessions WHERE acpx_record_id = ?1",
+            "SELECT typeof(s.document), CAST(s.document AS BLOB), s.revision, \
+                 json_extract(s.document, '$.acpxRecordId') \
+                     || json_extract(d.document, '$.acpxRecordId'), \
+                 typeof(d.document), CAST(d.document AS BLOB) \
+             FROM sessions s JOIN session_documents d USING (session_key) \
+             WHERE s.acpx_record_id = ?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                Ok(Stored {
+                    view_type: r.get(0)?,
+                    view: r.get(1)?,
+                    revision: r.get(2)?,
+                    json_id: r.get(3)?,
+                    row_type: r.get(4)?,
+                    row: r.get(5)?,
+                })
+            },
         )
         .unwrap()
 }
 
-fn check_row(store: &acpx_store_sqlite::SqliteStore, r: &SessionRecord) {
-    let (ty, bytes, revision, id) = stored(store, r.acpx_record_id.as_str());
-    assert_eq!(ty, "blob");
-    assert_eq!(revision as u64, r.revision);
-    assert_eq!(id, r.acpx_record_id.as_str().repeat(2));
-    assert!(
-        bytes == r.to_json_vec().unwrap(),
-        "the row holds other bytes"
-    );
+/// Checks the stored document of `r` and gives the length of its row.
+fn check_row(store: &acpx_store_sqlite::SqliteStore, r: &SessionRecord) -> usize {
+    let s = stored(store, r.acpx_record_id.as_str());
+    let json = r.to_json_vec().unwrap();
+    assert_eq!(s.view_type, "text", "the view gives the document as text");
+    assert_eq!(s.revision as u64, r.revision);
+    assert_eq!(s.json_id, r.acpx_record_id.as_str().repeat(2));
+    assert!(s.view == json, "the view shows other bytes");
+    if json.len() < 64 * 1024 {
+        assert_eq!(s.row_type, "text");
+        assert!(s.row == json, "a short document is stored exactly");
+    } else {
+        assert_eq!(s.row_type, "blob");
+        assert!(s.row.len() >= json.len());
+        assert!(s.row[..json.len()] == json[..], "the row holds other bytes");
+        assert!(
+            s.row[json.len()..].iter().all(|b| *b == b' '),
+            "the rest of the row is spaces"
+        );
+    }
     // The table-valued JSON functions of the hand queries (docs/format.md) read it too.
     let messages: usize = raw(store)
         .query_row(
@@ -44,6 +78,7 @@ fn check_row(store: &acpx_store_sqlite::SqliteStore, r: &SessionRecord) {
         )
         .unwrap();
     assert_eq!(messages, r.thread.messages.len());
+    s.row.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -63,11 +98,32 @@ async fn a_save_in_place_stores_the_file_stores_bytes() {
     let reply: String = "streamed words, \u{1F600} and more; ".repeat(60_000);
     r.thread.messages.push(agent(&reply));
     store.save(&mut r).await.unwrap();
-    check_row(&store, &r);
+    let row = check_row(&store, &r);
     assert!(
         r.to_json_vec().unwrap().len() > 1 << 20,
         "above the small-cache threshold"
     );
+
+    // In place: a message added at the end, a field before the long text growing (every
+    // byte after it moves), a document shrinking by a little (its old tail turns to spaces).
+    r.thread
+        .messages
+        .push(user("a short question after the long reply"));
+    store.save(&mut r).await.unwrap();
+    assert_eq!(check_row(&store, &r), row, "written in place");
+    r.name = Some("a much longer name than before, moving every byte after it".into());
+    store.save(&mut r).await.unwrap();
+    assert_eq!(check_row(&store, &r), row, "written in place");
+    r.thread.messages.pop();
+    r.name = None;
+    store.save(&mut r).await.unwrap();
+    assert_eq!(check_row(&store, &r), row, "written in place");
+    assert_eq!(store.load(&id).await.unwrap(), r);
+    // Growing past the row's room makes a new, longer row.
+    r.thread.messages.push(agent(&reply));
+    store.save(&mut r).await.unwrap();
+    assert!(check_row(&store, &r) > row, "a longer row");
+    r.thread.messages.pop();
     r.thread.messages.pop();
     r.thread.title = "short again".into();
     store.save(&mut r).await.unwrap();
