@@ -172,9 +172,9 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), MigrateE
     // A rebuilt table is dropped and replaced; with foreign keys on, dropping a parent table
     // would delete its children first. The pragma is a no-op inside a transaction, so it is
     // switched around it (and back on whatever happens).
-    conn.pragma_update(None, "foreign_keys", "OFF")?;
     // Version 6 computes the search parts' hashes in SQL with acpx's own function.
     crate::text_hash::register(conn)?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
     let result = migrate_steps(conn, path);
     let unregistered = crate::text_hash::unregister(conn);
     let restored = conn.pragma_update(None, "foreign_keys", "ON");

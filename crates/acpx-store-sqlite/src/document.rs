@@ -59,8 +59,13 @@ fn fits(stored: usize, len: usize) -> bool {
     len >= PAD_FROM && stored >= len && stored <= 2 * capacity(len)
 }
 
-/// Writes `doc` as the document of session `key` (`id` for messages), inserting its row when
-/// `new` (a session being created) or replacing the document otherwise.
+/// Writes `doc` as the document of session `key` (`id` for messages): `new` when the session
+/// is being created (it has no document row yet).
+///
+/// A long row is tried in place first. A streamed document's length is known only once it is
+/// written (counting it first would serialize the whole conversation once more per save); one
+/// that turns out longer than its row, or no longer right for it, is then stored again below,
+/// in the same transaction, which replaces whatever the attempt wrote.
 pub(crate) fn write(
     tx: &Transaction<'_>,
     id: &RecordId,
@@ -68,92 +73,153 @@ pub(crate) fn write(
     doc: &Document<'_>,
     new: bool,
 ) -> TxResult<()> {
-    let len = doc.len();
-    if len < PAD_FROM {
-        let Document::Text(text) = doc else {
-            // A streamed document is serialized into a buffer first when it is this short.
-            let bytes = serialized(id, doc)?;
-            return store_text(tx, key, &bytes, new);
-        };
-        return store_text(tx, key, text.as_bytes(), new);
-    }
     let stored = if new { None } else { stored_len(tx, key)? };
-    let (cap, compare) = match stored {
-        Some(s) if fits(s, len) => (s, true),
-        _ => {
-            let cap = capacity(len);
-            let sql = if new {
-                "INSERT INTO session_documents (session_key, document) VALUES (?1, zeroblob(?2))"
-            } else {
-                "UPDATE session_documents SET document = zeroblob(?2) WHERE session_key = ?1"
-            };
-            tx.prepare_cached(sql)?.execute(params![key, cap as i64])?;
-            (cap, false)
-        }
+    let mut len = match doc {
+        Document::Text(t) => Some(t.len()),
+        Document::Streamed { .. } => None,
     };
-    let blob = tx.blob_open(MAIN_DB, c"session_documents", c"document", key, false)?;
-    let mut out = InPlace {
-        blob,
-        compare,
-        window: Vec::with_capacity(WINDOW),
-        stored: Vec::new(),
-        at: 0,
-        error: None,
-    };
-    let written = doc.write_to(&mut out).and_then(|()| {
-        let mut rest = cap.saturating_sub(out.at + out.window.len());
-        let spaces = [PAD; 4096];
-        while rest > 0 {
-            let n = rest.min(spaces.len());
-            out.write_all(&spaces[..n])?;
-            rest -= n;
+    if let Some(row) = stored.filter(|&r| r >= PAD_FROM && len.is_none_or(|l| fits(r, l))) {
+        match fill_row(tx, id, key, row, Fill::InPlace, doc)? {
+            Filled::Done(_) => return Ok(()),
+            Filled::Unfit(n) => len = Some(n),
+            Filled::TooLong => {}
         }
-        out.flush()?;
-        Ok(out.at)
-    });
-    if let Some(e) = out.error.take() {
-        // SQLite's own error (a full disk, an I/O error) keeps its meaning for the caller.
-        return Err(TxError::Sql(e));
     }
-    let fail = |what: String| {
-        TxError::Store(StoreError::Backend {
-            backend: crate::BACKEND,
-            message: format!("session {id}: writing its document into the row: {what}"),
-        })
+    let len = match len {
+        Some(len) => len,
+        None => doc.counted_len(),
     };
-    match written {
-        Ok(n) if n == cap => Ok(()),
-        Ok(n) => Err(fail(format!("{n} bytes written into a row of {cap}"))),
-        Err(e) => Err(fail(e.to_string())),
+    if len < PAD_FROM {
+        return match doc {
+            Document::Text(text) => store_text(tx, key, text.as_bytes()),
+            Document::Streamed { .. } => store_text(tx, key, &serialized(id, doc, len)?),
+        };
+    }
+    let cap = capacity(len);
+    tx.prepare_cached(
+        "INSERT INTO session_documents (session_key, document) VALUES (?1, zeroblob(?2)) \
+         ON CONFLICT (session_key) DO UPDATE SET document = excluded.document",
+    )?
+    .execute(params![key, cap as i64])?;
+    match fill_row(tx, id, key, cap, Fill::New, doc)? {
+        Filled::Done(n) if n == len => Ok(()),
+        Filled::Done(n) | Filled::Unfit(n) => Err(failed(
+            id,
+            format!("{n} bytes serialized where {len} were counted"),
+        )),
+        Filled::TooLong => Err(failed(
+            id,
+            format!("more bytes serialized than the {len} counted"),
+        )),
     }
 }
 
-/// Stores a short document as text (no padding).
-fn store_text(tx: &Transaction<'_>, key: i64, text: &[u8], new: bool) -> TxResult<()> {
+/// How [`fill_row`] writes.
+#[derive(Clone, Copy, PartialEq)]
+enum Fill {
+    /// Over a document stored before: windows are compared and written when they differ, and
+    /// a document the row is not right for ([`fits`]) is left unpadded, to be stored again.
+    InPlace,
+    /// Over a row just stored as zeros: every window is written.
+    New,
+}
+
+/// What [`fill_row`] did.
+enum Filled {
+    /// The document, of this length, is in the row, followed by spaces to its end.
+    Done(usize),
+    /// The document, of this length, was written but the row is not right for it.
+    Unfit(usize),
+    /// The document is longer than the row (only part of it was written).
+    TooLong,
+}
+
+/// Serializes `doc` into the row of `key`, `row` bytes long, from its start, then spaces to
+/// its end.
+fn fill_row(
+    tx: &Transaction<'_>,
+    id: &RecordId,
+    key: i64,
+    row: usize,
+    fill: Fill,
+    doc: &Document<'_>,
+) -> TxResult<Filled> {
+    let blob = tx.blob_open(MAIN_DB, c"session_documents", c"document", key, false)?;
+    let mut out = InPlace {
+        blob,
+        compare: fill == Fill::InPlace,
+        window: Vec::with_capacity(WINDOW),
+        stored: Vec::new(),
+        at: 0,
+        too_long: false,
+        error: None,
+    };
+    let written = doc.write_to(&mut out);
+    let len = out.at + out.window.len();
+    let filled = if out.too_long {
+        return Ok(Filled::TooLong);
+    } else if written.is_ok() && fill == Fill::InPlace && !fits(row, len) {
+        Filled::Unfit(len)
+    } else {
+        let padded = written.and_then(|()| {
+            let spaces = [PAD; 4096];
+            let mut rest = row - len;
+            while rest > 0 {
+                let n = rest.min(spaces.len());
+                out.write_all(&spaces[..n])?;
+                rest -= n;
+            }
+            out.flush()
+        });
+        if let Some(e) = out.error.take() {
+            // SQLite's own error (a full disk, an I/O error) keeps its meaning for the caller.
+            return Err(TxError::Sql(e));
+        }
+        padded.map_err(|e| failed(id, e.to_string()))?;
+        Filled::Done(len)
+    };
+    Ok(filled)
+}
+
+fn failed(id: &RecordId, what: String) -> TxError {
+    TxError::Store(StoreError::Backend {
+        backend: crate::BACKEND,
+        message: format!("session {id}: writing its document into the row: {what}"),
+    })
+}
+
+/// Stores a short document as text (no padding), replacing the session's document row or
+/// making it (a row deleted by hand is made again).
+fn store_text(tx: &Transaction<'_>, key: i64, text: &[u8]) -> TxResult<()> {
     let text = std::str::from_utf8(text).map_err(|e| {
         TxError::Store(StoreError::Backend {
             backend: crate::BACKEND,
             message: format!("a serialized document is not UTF-8: {e}"),
         })
     })?;
-    let sql = if new {
-        "INSERT INTO session_documents (session_key, document) VALUES (?1, ?2)"
-    } else {
-        "UPDATE session_documents SET document = ?2 WHERE session_key = ?1"
-    };
-    tx.prepare_cached(sql)?.execute(params![key, text])?;
+    tx.prepare_cached(
+        "INSERT INTO session_documents (session_key, document) VALUES (?1, ?2) \
+         ON CONFLICT (session_key) DO UPDATE SET document = excluded.document",
+    )?
+    .execute(params![key, text])?;
     Ok(())
 }
 
-/// A short streamed document, serialized into memory.
-fn serialized(id: &RecordId, doc: &Document<'_>) -> TxResult<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(doc.len());
+/// A short streamed document, serialized into memory (`len` bytes, as counted).
+fn serialized(id: &RecordId, doc: &Document<'_>, len: usize) -> TxResult<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(len);
     doc.write_to(&mut bytes).map_err(|e| {
         TxError::Store(StoreError::Backend {
             backend: crate::BACKEND,
             message: format!("session {id}: serializing its document: {e}"),
         })
     })?;
+    if bytes.len() != len {
+        return Err(failed(
+            id,
+            format!("{} bytes serialized where {len} were counted", bytes.len()),
+        ));
+    }
     Ok(bytes)
 }
 
@@ -183,6 +249,8 @@ struct InPlace<'b> {
     /// What the row holds under `window`.
     stored: Vec<u8>,
     at: usize,
+    /// Set when the document went past the end of the row.
+    too_long: bool,
     /// The SQLite error behind an `io::Error` this writer returned.
     error: Option<rusqlite::Error>,
 }
@@ -194,6 +262,7 @@ impl InPlace<'_> {
         }
         let end = self.at + self.window.len();
         if end > self.blob.len() {
+            self.too_long = true;
             return Err(io::Error::other(format!(
                 "the document is longer than its row of {} bytes",
                 self.blob.len()
@@ -228,6 +297,10 @@ impl InPlace<'_> {
 
 impl Write for InPlace<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // After a failure nothing more reaches the row (a `BufWriter` flushes again on drop).
+        if self.too_long || self.error.is_some() {
+            return Err(io::Error::other("the document's write already failed"));
+        }
         let n = buf.len().min(WINDOW - self.window.len());
         self.window.extend_from_slice(&buf[..n]);
         if self.window.len() == WINDOW {
@@ -252,7 +325,10 @@ mod tests {
         assert_eq!(capacity(PAD_FROM), 2 * PAD_FROM);
         let eight_mb = 8_000_000;
         let cap = capacity(eight_mb);
-        assert!(cap >= eight_mb + eight_mb / 8 && cap.is_multiple_of(4096), "{cap}");
+        assert!(
+            cap >= eight_mb + eight_mb / 8 && cap.is_multiple_of(4096),
+            "{cap}"
+        );
         assert!(cap < eight_mb + eight_mb / 8 + 4096, "{cap}");
     }
 

@@ -19,19 +19,16 @@ pub(crate) enum Document<'a> {
     /// lock, which runs in place, see `SqliteStore::run_held`), straight into the row through
     /// SQLite's incremental blob I/O: no copy of the whole document is ever built, in acpx or
     /// in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and SQLite builds the
-    /// row's record from it, another). `len` is what the serializer will write.
-    Streamed {
-        record: &'a SessionRecord,
-        len: usize,
-    },
+    /// row's record from it, another).
+    Streamed { record: &'a SessionRecord },
 }
 
 impl Document<'_> {
-    /// Its length in bytes.
-    pub(crate) fn len(&self) -> usize {
+    /// Its length in bytes (for a streamed document, a serialization pass that only counts).
+    pub(crate) fn counted_len(&self) -> usize {
         match self {
             Document::Text(t) => t.len(),
-            Document::Streamed { len, .. } => *len,
+            Document::Streamed { record } => record.json_len(),
         }
     }
 
@@ -83,8 +80,7 @@ impl<'a> SessionColumns<'a> {
     /// The row for `record`, its document to be streamed into the row by the write
     /// ([`Document::Streamed`]).
     pub(crate) fn streamed(record: &'a SessionRecord) -> StoreResult<Self> {
-        let len = record.json_len();
-        SessionColumns::with_document(record, Document::Streamed { record, len })
+        SessionColumns::with_document(record, Document::Streamed { record })
     }
 
     fn with_document(record: &SessionRecord, document: Document<'a>) -> StoreResult<Self> {

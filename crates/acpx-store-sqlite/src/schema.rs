@@ -449,7 +449,12 @@ UPDATE sqlite_sequence
 SET seq = max(seq, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'session_rows'), 0))
 WHERE name = 'session_rows_v6';
 DROP TABLE session_rows;
+-- A user's own view of `sessions` now names `session_rows` (the first rename rewrote it), a
+-- table this rename is about to give back. Without the legacy rule SQLite would check every
+-- view first and refuse the rename, and the migration with it, at every open.
+PRAGMA legacy_alter_table = ON;
 ALTER TABLE session_rows_v6 RENAME TO session_rows;
+PRAGMA legacy_alter_table = OFF;
 CREATE INDEX sessions_by_cwd ON session_rows (cwd_key, last_used_ms DESC, acpx_record_id);
 CREATE INDEX sessions_list ON session_rows (last_used_ms DESC, acpx_record_id, acp_session_id,
     agent_session_id, agent_command, cwd, name, title, created_at, last_used_at, closed,

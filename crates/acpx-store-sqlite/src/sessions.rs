@@ -86,9 +86,30 @@ fn save_row(
     // The document first: the row's update after it marks the row checked (a change of a
     // document alone marks it unchecked, see schema version 6).
     crate::document::write(tx, id, key, &cols.document, false)?;
-    tx.prepare_cached(UPDATE_ROW)?
-        .execute(session_params!(key, cols, expected_i))?;
+    update_row(tx, key, cols, expected_i)?;
     sync_messages(tx, id, msgs)?;
+    Ok(())
+}
+
+/// Updates the row's columns against revision `expected` (checked by the caller in the same
+/// transaction: exactly one row changes).
+fn update_row(
+    tx: &Transaction<'_>,
+    key: i64,
+    cols: &SessionColumns<'_>,
+    expected: i64,
+) -> TxResult<()> {
+    let changed = tx
+        .prepare_cached(UPDATE_ROW)?
+        .execute(session_params!(key, cols, expected))?;
+    if changed != 1 {
+        return Err(TxError::Store(StoreError::Backend {
+            backend: crate::BACKEND,
+            message: format!(
+                "session row {key}: the update of its columns changed {changed} rows, not 1"
+            ),
+        }));
+    }
     Ok(())
 }
 
@@ -186,8 +207,7 @@ impl Inner {
             record.revision += 1;
             let cols = SessionColumns::from_record(&record)?;
             crate::document::write(tx, id, key, &cols.document, false)?;
-            tx.prepare_cached(UPDATE_ROW)?
-                .execute(session_params!(key, cols, revision))?;
+            update_row(tx, key, &cols, revision)?;
             Ok(record)
         })
     }

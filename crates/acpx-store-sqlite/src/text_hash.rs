@@ -10,6 +10,7 @@
 //! leave that part's search text stale, never the document).
 
 use rusqlite::functions::FunctionFlags;
+use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 /// Name of the SQL function that computes [`part_hash`] (`role`, `message_id`, `text`).
@@ -17,10 +18,20 @@ const SQL_FUNCTION: &str = "acpx_part_hash";
 
 /// The hash of one part: `message_id` `None` hashes as `""`.
 pub(crate) fn part_hash(role: &str, message_id: Option<&str>, text: &str) -> i64 {
+    hash_bytes(
+        role.as_bytes(),
+        message_id.unwrap_or("").as_bytes(),
+        text.as_bytes(),
+    )
+}
+
+/// [`part_hash`] over bytes: what the SQL function computes, whatever a row holds (a text
+/// that is not UTF-8, stored by hand, must not stop a migration).
+fn hash_bytes(role: &[u8], message_id: &[u8], text: &[u8]) -> i64 {
     let mut h = WordHash(0xcbf2_9ce4_8422_2325);
-    h.field(role.as_bytes());
-    h.field(message_id.unwrap_or("").as_bytes());
-    h.field(text.as_bytes());
+    h.field(role);
+    h.field(message_id);
+    h.field(text);
     h.finish() as i64
 }
 
@@ -70,10 +81,11 @@ pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
         3,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         |ctx| {
-            let role: String = ctx.get(0)?;
-            let id: Option<String> = ctx.get(1)?;
-            let text: String = ctx.get(2)?;
-            Ok(part_hash(&role, id.as_deref(), &text))
+            let bytes = |i: usize| match ctx.get_raw(i) {
+                ValueRef::Text(b) | ValueRef::Blob(b) => b,
+                _ => &[],
+            };
+            Ok(hash_bytes(bytes(0), bytes(1), bytes(2)))
         },
     )
 }
@@ -136,6 +148,18 @@ mod tests {
             })
             .unwrap();
         assert_eq!(sql, part_hash("user", None, "ünï"));
+        let bytes: i64 = conn
+            .query_row(
+                "SELECT acpx_part_hash('user', NULL, CAST(x'ff00fe' AS TEXT))",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            bytes,
+            hash_bytes(b"user", b"", &[0xff, 0, 0xfe]),
+            "not UTF-8"
+        );
         unregister(&conn).unwrap();
         assert!(conn
             .query_row("SELECT acpx_part_hash('user', NULL, 'x')", [], |r| r

@@ -331,9 +331,17 @@ async fn the_version_6_split_keeps_keys_documents_and_their_high_water_mark() {
     };
     let v5_hashes = hashes(&raw(&path));
     assert!(!v5_hashes.is_empty());
+    // A view of the user's own over `sessions` does not stop the migration.
+    raw(&path)
+        .execute_batch("CREATE VIEW my_sessions AS SELECT acpx_record_id, name FROM sessions")
+        .unwrap();
 
     let store = SqliteStore::open(&path).unwrap();
     let conn = raw(&path);
+    let mine: i64 = conn
+        .query_row("SELECT count(*) FROM my_sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mine, 2, "the user's view reads the sessions' rows");
     // The search parts' hashes were computed again with version 6's function.
     let v6_hashes = hashes(&conn);
     assert_eq!(v6_hashes.len(), v5_hashes.len());

@@ -152,3 +152,41 @@ async fn a_save_in_place_stores_the_file_stores_bytes() {
         .unwrap();
     assert_eq!(hits.len(), 1);
 }
+
+/// A session whose document row was deleted by hand loads as corrupt, and replacing its
+/// snapshot (what `fsck --repair` does) makes the row again, short or long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_row_deleted_by_hand_is_made_again_by_a_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for (name, reply_words) in [("short", 10), ("long", 20_000)] {
+        let id = rid(name);
+        let mut r = record(name, "/repo", 1);
+        r.thread.messages.push(agent(&"word ".repeat(reply_words)));
+        store.create(&mut r).await.unwrap();
+        raw(&store)
+            .execute(
+                "DELETE FROM session_documents WHERE session_key = \
+                 (SELECT session_key FROM session_rows WHERE acpx_record_id = ?1)",
+                [name],
+            )
+            .unwrap();
+        assert!(
+            matches!(store.load(&id).await, Err(StoreError::Corrupt { .. })),
+            "{name}"
+        );
+        let lock = store.lock(&id, Duration::from_secs(5)).await.unwrap();
+        let mut repaired = r.clone();
+        store.replace_snapshot(&lock, &mut repaired).await.unwrap();
+        drop(lock);
+        let loaded = store.load(&id).await.unwrap();
+        assert_eq!(loaded.thread, r.thread, "{name}");
+        check_row(&store, &loaded);
+    }
+    let checked: i64 = raw(&store)
+        .query_row("SELECT min(document_checked) FROM session_rows", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(checked, 1, "the repaired rows are checked again");
+}
