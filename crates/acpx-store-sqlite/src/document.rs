@@ -96,11 +96,20 @@ pub(crate) fn write(
         };
     }
     let cap = capacity(len);
-    tx.prepare_cached(
-        "INSERT INTO session_documents (session_key, document) VALUES (?1, zeroblob(?2)) \
-         ON CONFLICT (session_key) DO UPDATE SET document = excluded.document",
-    )?
-    .execute(params![key, cap as i64])?;
+    // An UPDATE, then an INSERT if there was no row: not an upsert, whose `excluded.document`
+    // makes SQLite build the zeros in memory (measured: a 1M-chunk turn's peak RSS 24 → 44 MB).
+    let cap_i = cap as i64;
+    let updated = tx
+        .prepare_cached(
+            "UPDATE session_documents SET document = zeroblob(?2) WHERE session_key = ?1",
+        )?
+        .execute(params![key, cap_i])?;
+    if updated == 0 {
+        tx.prepare_cached(
+            "INSERT INTO session_documents (session_key, document) VALUES (?1, zeroblob(?2))",
+        )?
+        .execute(params![key, cap_i])?;
+    }
     match fill_row(tx, id, key, cap, Fill::New, doc)? {
         Filled::Done(n) if n == len => Ok(()),
         Filled::Done(n) | Filled::Unfit(n) => Err(failed(

@@ -77,7 +77,10 @@ impl Inner {
                 return Ok(log);
             }
             if log.retained > budget {
-                log.retained -= trim(tx, log.key, log.last_seq, log.retained - budget)?;
+                // Down to the budget less a step, so that the next appends trim nothing: see
+                // `trim_step`.
+                let target = budget.saturating_sub(trim_step(self.options.max_segment_bytes));
+                log.retained -= trim(tx, log.key, log.last_seq, log.retained - target)?;
             }
             let now = ts_text(&Timestamp::now());
             // The log's bookkeeping is one row update per transaction, whatever its size.
@@ -378,6 +381,19 @@ pub(crate) fn log_row(conn: &Connection, id: &RecordId) -> TxResult<LogRow> {
         retained,
         last_write_at: None,
     })
+}
+
+/// How far below the budget an append that went over it trims: an eighth of a segment (8 MiB
+/// by default, about 32,000 streamed chunks).
+///
+/// Trimming exactly the excess deleted a few old rows at every append of a log at its budget:
+/// each commit then wrote the oldest pages of the table and of its three indexes besides the
+/// newest ones, and the 2 MiB page cache read them back each time. A 10k-chunk prompt on a
+/// session holding a 1M-chunk turn (at the budget) cost 1.3× one on a new session, more than
+/// its document did (docs/BENCHMARKS.md § SQLite documents in place). Deleted in steps, a row
+/// costs about 4 µs, once; the file store's window also moves in steps (whole segments).
+pub(crate) fn trim_step(max_segment_bytes: u64) -> i64 {
+    i64::try_from(max_segment_bytes / 8).unwrap_or(i64::MAX)
 }
 
 /// Deletes the oldest events until at least `excess` bytes are freed, never the newest event
