@@ -54,6 +54,8 @@ fn open_error(e: OpenError) -> CliError {
             // A damaged or foreign database file is about the file, not the directory:
             // `fsck` cannot open it either, so say what can be done with it.
             let corrupt = matches!(source, acpx_model::StoreError::Corrupt { .. });
+            let io = matches!(source, acpx_model::StoreError::Io { .. });
+            let too_new = matches!(source, acpx_model::StoreError::TooNew(_));
             let mut err = CliError::from(source);
             err.message = format!(
                 "cannot open the {} store at {location}: {}",
@@ -71,8 +73,14 @@ fn open_error(e: OpenError) -> CliError {
                     "check {ENV_STORE_URL} / storeUrl, that the server is running, and that the \
                      user may create the schema"
                 ))
-            } else {
+            } else if too_new {
+                err.with_hint("a newer acpx wrote it: run that acpx, or use another --home")
+            } else if io {
                 err.with_hint("check --home / ACPX_HOME and the permissions of that directory")
+            } else {
+                // The store's message says what to do (a schema upgrade waiting for an
+                // older acpx's process, for one); a hint about the directory would mislead.
+                err
             }
         }
     }

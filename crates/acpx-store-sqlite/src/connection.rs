@@ -123,12 +123,62 @@ pub(crate) fn open_connection(
     // index name it (`INDEXED BY`), so no plan is lost.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(err("set the query planner's stability guarantee"))?;
+    if (1..SPLIT_DOCUMENTS_VERSION).contains(&version) {
+        refuse_upgrade_under_old_writers(path, version)?;
+    }
     migrate(&mut conn, path).map_err(|e| match e {
         MigrateError::Sql(e) => err("migrate the schema")(e),
         MigrateError::Store(e) => e,
     })?;
     checkpoint::reclaim_large_wal(&conn, path, options.busy_timeout);
     Ok(conn)
+}
+
+/// The schema version from which `sessions` is a view (schema version 6): an acpx of an
+/// earlier version saves into it as into a table, and fails (see below).
+const SPLIT_DOCUMENTS_VERSION: i64 = 6;
+
+/// Refuses to upgrade a database of version `version` (1–5) to version 6 while another process
+/// holds a session's writer lock (`<db>.locks/<id>.lock`): a queue owner or a prompt of an older
+/// acpx, most likely, which writes `sessions` as a table. After the upgrade its saves would fail
+/// (SQLite counts no changed rows for a view: the older acpx reports a save conflict), every
+/// prompt it runs until it exits would end with an error, and its replies would reach the
+/// session only when a newer acpx rolls it forward from the log. Nothing is lost either way;
+/// waiting for that process keeps its turns whole. Found by a user test: an idle older queue
+/// owner (it lives for its TTL, 300 s by default) served the next prompt of the new CLI.
+fn refuse_upgrade_under_old_writers(path: &Path, version: i64) -> StoreResult<()> {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".locks");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let lock = entry.path();
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
+            continue;
+        };
+        // A batch lock (`.batch.<n>.lock`) guards a migration's new sessions, not the schema.
+        if id.starts_with('.') {
+            continue;
+        }
+        if let Ok(None) = acpx_lock::FileLock::try_exclusive(&lock) {
+            return Err(StoreError::Backend {
+                backend: BACKEND,
+                message: format!(
+                    "{}: the database needs its schema upgraded from version {version} to \
+                     {SCHEMA_VERSION}, and another process holds the writer lock of session \
+                     {id} (a queue owner or a prompt of an older acpx, most likely, which would \
+                     fail its saves after the upgrade); nothing was changed. Run the command \
+                     again once that process has exited: an idle queue owner exits after its \
+                     TTL (300 s by default), and can be ended sooner (`kill`) without harm to \
+                     its session",
+                    path.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {

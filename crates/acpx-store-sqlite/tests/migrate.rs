@@ -429,3 +429,34 @@ async fn the_version_6_split_keeps_keys_documents_and_their_high_water_mark() {
     );
     assert!(v6_hashes.iter().all(|h| after_save.contains(h)));
 }
+
+/// A version 5 database is not upgraded while another process holds a session's writer lock
+/// (an older acpx's queue owner would fail its saves on the new schema): the open is refused,
+/// saying why, and changes nothing; once the lock is released, it opens and upgrades.
+#[tokio::test]
+async fn the_upgrade_waits_for_a_writer_of_the_old_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acpx.db");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-v5.db");
+    std::fs::copy(fixture, &path).unwrap();
+    let locks = dir.path().join("acpx.db.locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    // A lock file left by a process that died is no obstacle; a held one is.
+    std::fs::write(locks.join("k1.lock"), b"").unwrap();
+    let held = acpx_lock::FileLock::exclusive_blocking(&locks.join("k2.lock")).unwrap();
+    let err = SqliteStore::open(&path).expect_err("refused").to_string();
+    assert!(
+        err.contains("schema upgraded from version 5 to 6") && err.contains("session k2"),
+        "{err}"
+    );
+    let v: i64 = raw(&path)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 5, "nothing changed");
+    drop(held);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.load(&rid("k2")).await.unwrap().acpx_record_id,
+        rid("k2")
+    );
+}
