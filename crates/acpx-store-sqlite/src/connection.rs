@@ -134,6 +134,13 @@ pub(crate) fn open_connection(
     Ok(conn)
 }
 
+/// `<db>.locks`: the directory of the sessions' writer lock files.
+pub(crate) fn locks_dir(db: &Path) -> PathBuf {
+    let mut dir = db.as_os_str().to_owned();
+    dir.push(".locks");
+    PathBuf::from(dir)
+}
+
 /// The schema version from which `sessions` is a view (schema version 6): an acpx of an
 /// earlier version saves into it as into a table, and fails (see below).
 const SPLIT_DOCUMENTS_VERSION: i64 = 6;
@@ -147,9 +154,7 @@ const SPLIT_DOCUMENTS_VERSION: i64 = 6;
 /// waiting for that process keeps its turns whole. Found by a user test: an idle older queue
 /// owner (it lives for its TTL, 300 s by default) served the next prompt of the new CLI.
 fn refuse_upgrade_under_old_writers(path: &Path, version: i64) -> StoreResult<()> {
-    let mut dir = path.as_os_str().to_owned();
-    dir.push(".locks");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(entries) = std::fs::read_dir(locks_dir(path)) else {
         return Ok(());
     };
     for entry in entries.flatten() {

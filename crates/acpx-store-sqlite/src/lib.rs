@@ -257,9 +257,7 @@ impl SqliteStore {
             .canonicalize()
             .map_err(|e| StoreError::io(path.display(), e))?;
         let conn = open_connection(&path, &options)?;
-        let mut locks_dir = path.clone().into_os_string();
-        locks_dir.push(".locks");
-        let locks_dir = PathBuf::from(locks_dir);
+        let locks_dir = connection::locks_dir(&path);
         create_private_dir(&locks_dir)?;
         let checkpointer = Checkpointer::start(&path);
         Ok(SqliteStore {

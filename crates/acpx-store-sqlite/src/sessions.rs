@@ -376,14 +376,11 @@ impl Inner {
         let id = columns.acpx_record_id.as_str();
         let revision = i64::try_from(columns.revision).unwrap_or(i64::MAX);
         let record = conn
-            .prepare_cached(
-                "SELECT d.document FROM session_rows r \
-                 LEFT JOIN session_documents d USING (session_key) WHERE r.acpx_record_id = ?1",
-            )
+            .prepare_cached(SELECT_DOCUMENT)
             .and_then(|mut stmt| {
                 stmt.query_row([id], |r| {
                     Ok(parse_document(
-                        r.get_ref(0)?,
+                        r.get_ref(1)?,
                         id,
                         revision,
                         &self.row_location(id),
