@@ -13,6 +13,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::TxResult;
 use crate::rows::{event_from_row, ts_text, EventBatch, EVENT_COLUMNS, INSERT_COLUMNS};
+use crate::schema::TYPED_ROWS;
 use crate::Inner;
 
 impl Inner {
@@ -239,14 +240,20 @@ impl Inner {
 /// Without statistics SQLite reads every filtered query along the primary key, from
 /// `from_seq` on, testing each row: fine for a common type, a scan of the whole rest of a
 /// long log for a rare one. A request id or a single type names the index whose entries are
-/// exactly the matching rows, already in seq order, so it is used explicitly: at worst (a
-/// type that almost every event has) each row costs one more lookup, and a page still stops
-/// after `limit` rows. Several types keep the primary key order (an index would return each
-/// type's rows separately and need a sort of all of them before the first page).
+/// exactly the matching rows, already in seq order, so it is used explicitly, and a page
+/// still stops after `limit` rows. Several types keep the primary key order (an index would
+/// return each type's rows separately and need a sort of all of them before the first page).
+///
+/// `events_by_type` leaves out `session_update` rows (schema version 7: almost every row of
+/// a streamed log, for which the index saved nothing and cost a third of a trim), so a
+/// `session_update` query reads along the primary key, and any other single type repeats
+/// the index's condition word for word: SQLite uses a partial index only for a query whose
+/// `WHERE` contains that condition.
 pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValue>) {
+    let typed_index = matches!(query.types.as_slice(), [one] if *one != EventType::SessionUpdate);
     let index = if query.request_id.is_some() {
         " INDEXED BY events_by_request"
-    } else if query.types.len() == 1 {
+    } else if typed_index {
         " INDEXED BY events_by_type"
     } else {
         ""
@@ -264,6 +271,9 @@ pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValu
         [one] => {
             args.push(SqlValue::Text(one.as_str().to_owned()));
             sql.push_str(&format!(" AND type = ?{}", args.len()));
+            if typed_index {
+                sql.push_str(&format!(" AND {TYPED_ROWS}"));
+            }
         }
         many => {
             args.push(json_list(many.iter().map(EventType::as_str).collect()));
@@ -563,11 +573,23 @@ mod tests {
             f(&mut q);
             q
         };
-        let cases: [(EventQuery, &str); 5] = [
+        let cases: [(EventQuery, &str); 7] = [
             (with(&|_| {}), "USING PRIMARY KEY (session_key=? AND seq>?)"),
             (
                 with(&|q| q.types = vec!["prompt_error".into()]),
                 "USING INDEX events_by_type (session_key=? AND type=? AND seq>?)",
+            ),
+            // Not in the partial index: nearly every row of a log is one.
+            (
+                with(&|q| q.types = vec![EventType::SessionUpdate]),
+                "USING PRIMARY KEY (session_key=? AND seq>?)",
+            ),
+            (
+                with(&|q| {
+                    q.request_id = Some("req_1".into());
+                    q.types = vec![EventType::SessionUpdate];
+                }),
+                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
             ),
             (
                 with(&|q| {

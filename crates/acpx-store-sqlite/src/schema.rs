@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -519,4 +519,23 @@ FROM event_rows e JOIN session_rows s USING (session_key);
 -- The search parts' hashes, in the function of version 6 (text_hash.rs); the FTS index is
 -- untouched (its triggers follow `text` only).
 UPDATE messages SET text_hash = acpx_part_hash(role, message_id, text);
+"#;
+
+/// The condition of `events_by_type` since version 7, which a query must repeat word for word
+/// for SQLite to use that partial index (`events::events_query`).
+pub(crate) const TYPED_ROWS: &str = "type <> 'session_update'";
+
+/// Version 7: `events_by_type` leaves out `session_update` rows.
+///
+/// They are almost every row of a streamed log (10,000 of the 10,010 rows of a 10k-chunk
+/// prompt), and a query for them reads along the primary key anyway, since nearly every row
+/// matches. Indexed, each cost an entry written at its append and deleted at its trim: a
+/// third of the cost of a retention trim and a tenth of an append's (docs/BENCHMARKS.md §
+/// Retention and the type index). The other types keep their index. An older acpx still
+/// running (a queue owner) keeps working on the new schema: it writes through the same
+/// tables, and it reads by request id or by several types, never through this index.
+const V7: &str = r#"
+DROP INDEX events_by_type;
+CREATE INDEX events_by_type ON event_rows (session_key, type, seq)
+    WHERE type <> 'session_update';
 "#;

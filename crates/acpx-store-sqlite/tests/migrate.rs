@@ -446,7 +446,9 @@ async fn the_upgrade_waits_for_a_writer_of_the_old_schema() {
     let held = acpx_lock::FileLock::exclusive_blocking(&locks.join("k2.lock")).unwrap();
     let err = SqliteStore::open(&path).expect_err("refused").to_string();
     assert!(
-        err.contains("schema upgraded from version 5 to 6") && err.contains("session k2"),
+        err.contains(&format!(
+            "schema upgraded from version 5 to {SCHEMA_VERSION}"
+        )) && err.contains("session k2"),
         "{err}"
     );
     let v: i64 = raw(&path)
@@ -459,4 +461,70 @@ async fn the_upgrade_waits_for_a_writer_of_the_old_schema() {
         store.load(&rid("k2")).await.unwrap().acpx_record_id,
         rid("k2")
     );
+}
+
+/// Version 7 only narrows `events_by_type` to the rows that are not `session_update`: a
+/// version 6 database upgrades even while an older acpx holds a session's lock (its writes
+/// and reads work on the new schema), and reads by one type give what they gave.
+#[tokio::test]
+async fn version_7_narrows_the_type_index_without_waiting_for_older_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("acpx.db");
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-v5.db");
+    std::fs::copy(fixture, &path).unwrap();
+    drop(SqliteStore::open(&path).unwrap());
+    // Version 6 differs from 7 only by the index: put it back as version 6 made it.
+    raw(&path)
+        .execute_batch(
+            "DROP INDEX events_by_type; \
+             CREATE INDEX events_by_type ON event_rows (session_key, type, seq); \
+             PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    let by_type = |store: &SqliteStore, t: &str| {
+        let store = store.clone();
+        let t = t.to_owned();
+        async move {
+            let q = EventQuery {
+                types: vec![t.as_str().into()],
+                ..EventQuery::from_seq(0)
+            };
+            let page = store.read_events(&rid("k2"), &q).await.unwrap();
+            page.events.iter().map(|e| e.seq).collect::<Vec<_>>()
+        }
+    };
+    let locks = dir.path().join("acpx.db.locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let held = acpx_lock::FileLock::exclusive_blocking(&locks.join("k2.lock")).unwrap();
+    let store = SqliteStore::open(&path).expect("no wait for a version 6 writer");
+    drop(held);
+    let conn = raw(&path);
+    let (version, index): (i64, String) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), \
+             (SELECT sql FROM sqlite_master WHERE name = 'events_by_type')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert!(index.ends_with("WHERE type <> 'session_update'"), "{index}");
+    for t in [
+        "session_update",
+        "prompt_started",
+        "client_operation",
+        "x.acme.metric",
+    ] {
+        let expected: Vec<u64> = conn
+            .prepare(
+                "SELECT seq FROM events WHERE acpx_record_id = 'k2' AND type = ?1 ORDER BY seq",
+            )
+            .unwrap()
+            .query_map([t], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!expected.is_empty(), "the fixture has {t} events");
+        assert_eq!(by_type(&store, t).await, expected, "{t}");
+    }
 }
