@@ -609,7 +609,10 @@ fn revision_agrees(path: &Path, e: &IndexEntry) -> bool {
 
 fn skip(out: &mut Listing, id: &RecordId, path: &Path, reason: String) {
     let location = path.display().to_string();
-    tracing::warn!(file = %location, %reason, "skipping a malformed session snapshot");
+    // Debug, not warn: the skipped entry goes back to the caller, which reports it (the
+    // CLI's `warning:` line, fsck, the lookup's damaged-session error); a warning here
+    // printed the same problem twice, and at every command that lists.
+    tracing::debug!(file = %location, %reason, "skipping a malformed session snapshot");
     out.skipped.push(SkippedEntry {
         acpx_record_id: Some(id.clone()),
         location,

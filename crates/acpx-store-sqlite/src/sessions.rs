@@ -361,7 +361,10 @@ impl Inner {
         }
         page.skipped.append(&mut pending);
         for s in &page.skipped {
-            tracing::warn!(location = %s.location, reason = %s.reason, "skipping malformed session row");
+            // Debug, not warn: the skipped entry goes back to the caller, which reports it (the
+            // CLI's `warning:` line, fsck, the lookup's damaged-session error); a warning here
+            // printed the same problem twice, and at every command that lists.
+            tracing::debug!(location = %s.location, reason = %s.reason, "skipping malformed session row");
         }
         Ok(page)
     }
@@ -397,7 +400,8 @@ impl Inner {
             None => Ok(from_document),
             Some(field) => Err(format!(
                 "the document was edited outside acpx and its field `{field}` no longer \
-                 matches the row's columns; load and save the session to re-derive them"
+                 matches the row's columns (`acpx fsck --repair` writes them again from the \
+                 document)"
             )),
         }
     }
