@@ -137,3 +137,58 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
         }
     }
 }
+
+/// A SQLite document edited by hand so that it still validates but no longer says what its
+/// row's columns say (here the thread's title): the list skips it and `fsck` reports it, as
+/// above, but the repair keeps the edit and writes the columns from it again, instead of
+/// rebuilding the snapshot from the log (which would undo the edit).
+#[test]
+fn a_valid_hand_edit_of_a_sqlite_document_is_kept_by_the_repair() {
+    let env = Env::new("sqlite");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "echo", "hello"])
+        .ok();
+    let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();
+    db.execute(
+        "UPDATE sessions SET document = json_set(document, '$.thread.title', 'Edited by hand')",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    let r = env.run(&["--agent", &agent, "sessions", "list"]);
+    assert!(
+        r.stderr.contains("thread.title") && r.stderr.contains("fsck --repair"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("thread.title").count(),
+        1,
+        "reported once, not also as a log line: {}",
+        r.stderr
+    );
+    let r = env.run(&["--format", "json", "fsck", "--repair"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let action = r.json()["problems"][0]["action"].to_string();
+    assert!(action.contains("kept it"), "{action}");
+    let shown = env
+        .run(&["--format", "json", "--agent", &agent, "sessions", "show"])
+        .ok()
+        .json();
+    assert_eq!(shown["thread"]["title"], "Edited by hand", "{shown}");
+    let r = env.run(&["--format", "json", "fsck"]);
+    assert_eq!(r.code, 0, "clean after the repair: {r:?}");
+    let r = env
+        .run(&[
+            "--format",
+            "quiet",
+            "--no-owner",
+            "--agent",
+            &agent,
+            "echo",
+            "after",
+        ])
+        .ok();
+    assert_eq!(r.stdout, "after\n");
+}

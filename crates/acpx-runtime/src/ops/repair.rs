@@ -459,11 +459,18 @@ async fn repair(
     if found.iter().any(|p| p.kind == ProblemKind::LogDamaged) {
         replace_damaged(store, id, found).await;
     }
-    // A snapshot that cannot be read is rebuilt from the log (which includes the recovery).
+    // A snapshot that cannot be read is rebuilt from the log (which includes the recovery);
+    // one that validates and only disagrees with the columns a store derives from it (a
+    // document edited by hand in SQLite or PostgreSQL) is kept, and its columns written again.
     if let Some(p) = found
         .iter_mut()
         .find(|p| p.kind == ProblemKind::SnapshotInvalid)
     {
+        if let Ok(action) = resave_snapshot(store, id).await {
+            p.repaired = true;
+            p.action = Some(action);
+            return;
+        }
         match restore_snapshot(store, id).await {
             Ok((_, action)) => {
                 p.repaired = true;
@@ -567,12 +574,15 @@ struct LogIdentity {
     cwd: Option<String>,
     name: Option<String>,
     created_at: Option<Timestamp>,
+    /// The seq of the oldest event retained: above 1 when retention removed the first ones.
+    first_seq: u64,
 }
 
 impl LogIdentity {
     fn learn(&mut self, e: &EventEnvelope) {
         if self.created_at.is_none() {
             self.created_at = Some(e.timestamp);
+            self.first_seq = e.seq;
             self.acp_session_id = Some(e.acp_session_id.clone());
         }
         if e.event_type != "lifecycle_event" {
@@ -618,7 +628,17 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
         return Err("the event log is empty: there is nothing to rebuild from".into());
     };
     let Some(cwd) = identity.cwd else {
-        return Err("the event log does not record the session's directory (it was written before acpx logged a session's identity)".into());
+        return Err(if identity.first_seq > 1 {
+            format!(
+                "the event log no longer holds the session's first events, which record its \
+                 directory: retention removed seq 1..{}",
+                identity.first_seq - 1
+            )
+        } else {
+            "the event log does not record the session's directory (it was written before \
+             acpx logged a session's identity)"
+                .into()
+        });
     };
     let Some(agent_command) = identity.agent_command else {
         return Err("the event log does not record the session's agent command".into());
@@ -644,6 +664,32 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
         record.acpx.event_log = state;
     }
     Ok(record)
+}
+
+/// Loads the session and saves it as it is, which writes the columns a store derives from
+/// the document again (the store's documented answer to a document edited by hand that still
+/// validates), then recovers it like [`restore_snapshot`]. Fails, changing nothing, when the
+/// snapshot does not load.
+async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Result<String, String> {
+    let writer = store
+        .lock(id, Duration::from_secs(10))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut record = store.load(id).await.map_err(|e| e.to_string())?;
+    store.save(&mut record).await.map_err(|e| e.to_string())?;
+    drop(writer);
+    let runtime = Runtime::new(
+        store.clone(),
+        RuntimeOptions {
+            lock_timeout: Duration::from_secs(10),
+            ..RuntimeOptions::default()
+        },
+    );
+    runtime
+        .recover(id)
+        .await
+        .map_err(|e| format!("saved the snapshot again, but its recovery failed: {e}"))?;
+    Ok("the document validates: kept it, and wrote the session's columns from it again".into())
 }
 
 /// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it
