@@ -749,3 +749,46 @@ fn a_log_cut_by_retention_exports_with_a_warning_and_imports_from_its_first_seq(
         }
     }
 }
+
+/// The run file of a killed `--no-owner` prompt stays (nothing removes it but the next
+/// one-process prompt), but a later turn through the queue owner supersedes it: once that
+/// owner is gone, `status` and `show` no longer say the last prompt died.
+#[test]
+fn a_dead_run_file_is_superseded_by_a_later_turn_through_the_owner() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        new_session(&env, &agent, &[]);
+        let run = spawn_until(
+            &env,
+            &[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "slow",
+                "400",
+            ],
+            STARTED,
+        );
+        kill_child(&run.child, libc::SIGKILL);
+        let _ = run.finish();
+        assert_eq!(status(&env, &agent)["status"], "dead");
+        env.run(&[
+            "--ttl", "1", "--format", "quiet", "--agent", &agent, "echo", "later",
+        ])
+        .ok();
+        wait_for("the idle owner to exit", || {
+            status(&env, &agent)["ttl"].is_null()
+        });
+        let st = status(&env, &agent);
+        assert_eq!(st["status"], "idle", "{st}");
+        let show = env.run(&["--agent", &agent, "sessions", "show"]).ok();
+        assert!(
+            !show.stdout.contains("died") && show.stdout.contains("last seq"),
+            "{}",
+            show.stdout
+        );
+    }
+}

@@ -12,7 +12,8 @@
 //!   left by a killed process has a free lock and nobody listening on its socket, so it can
 //!   never reach an unrelated process that happens to reuse the pid.
 //! - A run file whose lock is free was left by a process that died mid-turn: `status` reports
-//!   the session as **dead**; the next prompt replaces the file.
+//!   the session as **dead** until a later turn ran ([`probe_record`]); the next one-process
+//!   prompt replaces the file (a queue owner leaves it: it has its own lease).
 //! - A second prompt in the same session waits for the lock, so turns of one session run one
 //!   at a time, in the order they asked.
 //!
@@ -170,6 +171,26 @@ pub fn probe(home: &Path, id: &RecordId) -> RunsResult<Probe> {
         (true, None) => Probe::Idle,
         (true, Some(info)) => Probe::Dead(Some(info)),
     })
+}
+
+/// [`probe`] for `record`, where a run file left by a process that died is reported only
+/// until a later turn ran: a queue owner does not take the one-process run (it has its own
+/// lease), so after a `--no-owner` prompt was killed the file stays, and without this rule
+/// `status` and `show` said "died mid-turn" after any number of turns through an owner.
+pub fn probe_record(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<Probe> {
+    Ok(match probe(home, &record.acpx_record_id)? {
+        Probe::Dead(Some(info)) if superseded(&info, record) => Probe::Idle,
+        p => p,
+    })
+}
+
+/// Whether `record`'s last turn is another one, started after the run of `info`.
+fn superseded(info: &RunInfo, record: &acpx_model::SessionRecord) -> bool {
+    record
+        .acpx
+        .last_turn
+        .as_ref()
+        .is_some_and(|t| t.request_id != info.request_id && t.started_at > info.started_at)
 }
 
 /// Held by the prompting process for the duration of a turn; dropping it removes the run
@@ -375,7 +396,7 @@ pub fn in_use(home: &Path, id: &RecordId) -> RunsResult<bool> {
 
 /// The state of `record`'s last turn under `home` (see [`LocalTurn`]).
 pub fn local_turn(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<LocalTurn> {
-    Ok(match probe(home, &record.acpx_record_id)? {
+    Ok(match probe_record(home, record)? {
         Probe::Running(info) => LocalTurn::Running(info),
         Probe::Dead(info) => LocalTurn::Died(info),
         Probe::Idle if crate::mapping::turn_is_running(record) => LocalTurn::Unfinished,

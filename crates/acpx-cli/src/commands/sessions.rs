@@ -166,7 +166,7 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
         ctx.out.line(r.acpx_record_id.as_str());
         return Ok(());
     }
-    let run = runtime_cmds::probe_run(ctx, &r.acpx_record_id).await?;
+    let run = runtime_cmds::probe_run(ctx, &r).await?;
     for (k, v) in record_facts(&r, &run) {
         ctx.out.line(&format!("{:<18} {v}", format!("{k}:")));
     }

@@ -292,8 +292,9 @@ pub async fn status(home: &Path, id: &RecordId) -> SubmitResult<Option<OwnerStat
 }
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
-/// (its run file, [`runs::probe`]).
-pub async fn probe_run(home: &Path, id: &RecordId) -> SubmitResult<Probe> {
+/// (its run file, [`runs::probe_record`]).
+pub async fn probe_run(home: &Path, record: &acpx_model::SessionRecord) -> SubmitResult<Probe> {
+    let id = &record.acpx_record_id;
     if let Some(owner) = status(home, id).await? {
         return Ok(match owner.running {
             Some(request_id) => Probe::Running(Some(RunInfo {
@@ -305,7 +306,7 @@ pub async fn probe_run(home: &Path, id: &RecordId) -> SubmitResult<Probe> {
             None => Probe::Idle,
         });
     }
-    Ok(runs::probe(home, id)?)
+    Ok(runs::probe_record(home, record)?)
 }
 
 /// Asks a running owner to close the session (ACP `session/close` when advertised, record

@@ -213,8 +213,10 @@ pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> 
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
 /// (its run file).
-pub async fn probe_run(ctx: &Ctx, id: &RecordId) -> CliResult<Probe> {
-    submit::probe_run(&ctx.home, id).await.map_err(submit_error)
+pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResult<Probe> {
+    submit::probe_run(&ctx.home, record)
+        .await
+        .map_err(submit_error)
 }
 
 /// Stops a running owner of session `id` (the session stays open), so this process can take
