@@ -451,10 +451,11 @@ pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String
         l.push(("last turn", s));
     }
     let el = &r.acpx.event_log;
+    // The last seq, not a count: retention removes the oldest events and never lowers it.
     l.push((
         "event log",
         format!(
-            "{} events, {} segment(s){}",
+            "last seq {}, {} segment(s){}",
             el.last_seq,
             el.segment_count,
             if el.active_path.is_empty() {
