@@ -158,7 +158,7 @@ fn a_valid_hand_edit_of_a_sqlite_document_is_kept_by_the_repair() {
     drop(db);
     let r = env.run(&["--agent", &agent, "sessions", "list"]);
     assert!(
-        r.stderr.contains("thread.title") && r.stderr.contains("fsck --repair"),
+        r.stderr.contains("thread.title") && r.stderr.contains("acpx fsck"),
         "{}",
         r.stderr
     );

@@ -774,7 +774,14 @@ fn a_dead_run_file_is_superseded_by_a_later_turn_through_the_owner() {
         );
         kill_child(&run.child, libc::SIGKILL);
         let _ = run.finish();
-        assert_eq!(status(&env, &agent)["status"], "dead");
+        let st = status(&env, &agent);
+        assert_eq!(st["status"], "dead", "{st}");
+        assert!(
+            st["summary"].as_str().unwrap().contains("died mid-turn"),
+            "the run file's death, not a turn left unfinished: {st}"
+        );
+        let show = env.run(&["--agent", &agent, "sessions", "show"]).ok();
+        assert!(show.stdout.contains("died mid-turn"), "{}", show.stdout);
         env.run(&[
             "--ttl", "1", "--format", "quiet", "--agent", &agent, "echo", "later",
         ])

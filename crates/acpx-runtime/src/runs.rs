@@ -184,13 +184,17 @@ pub fn probe_record(home: &Path, record: &acpx_model::SessionRecord) -> RunsResu
     })
 }
 
-/// Whether `record`'s last turn is another one, started after the run of `info`.
+/// Whether `record`'s last turn ended and started after the run of `info` was taken. The dead
+/// run's own turn, saved as running right after the run was taken, has not ended; once a
+/// recovery records it as interrupted, or a later turn ran, the death has been dealt with.
+/// (The run's request id is not the turn's: `local::prompt` takes the run before the turn
+/// has its id.)
 fn superseded(info: &RunInfo, record: &acpx_model::SessionRecord) -> bool {
     record
         .acpx
         .last_turn
         .as_ref()
-        .is_some_and(|t| t.request_id != info.request_id && t.started_at > info.started_at)
+        .is_some_and(|t| t.ended_at.is_some() && t.started_at > info.started_at)
 }
 
 /// Held by the prompting process for the duration of a turn; dropping it removes the run

@@ -358,8 +358,7 @@ impl Inner {
             None => Ok(from_document),
             Some(field) => Err(format!(
                 "the document was edited outside acpx and its field `{field}` no longer \
-                 matches the row's columns (`acpx fsck --repair` writes them again from the \
-                 document)"
+                 matches the row's columns"
             )),
         }
     }

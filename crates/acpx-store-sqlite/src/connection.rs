@@ -145,7 +145,7 @@ pub(crate) fn locks_dir(db: &Path) -> PathBuf {
 /// earlier version saves into it as into a table, and fails (see below).
 const SPLIT_DOCUMENTS_VERSION: i64 = 6;
 
-/// Refuses to upgrade a database of version `version` (1–5) to version 6 while another process
+/// Refuses to upgrade a database of version `version` (1–5) past version 6 while another process
 /// holds a session's writer lock (`<db>.locks/<id>.lock`): a queue owner or a prompt of an older
 /// acpx, most likely, which writes `sessions` as a table. After the upgrade its saves would fail
 /// (SQLite counts no changed rows for a view: the older acpx reports a save conflict), every

@@ -250,7 +250,7 @@ impl Inner {
 /// the index's condition word for word: SQLite uses a partial index only for a query whose
 /// `WHERE` contains that condition.
 pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValue>) {
-    let typed_index = matches!(query.types.as_slice(), [one] if *one != EventType::SessionUpdate);
+    let typed_index = matches!(query.types.as_slice(), [one] if one.as_str() != EventType::SessionUpdate.as_str());
     let index = if query.request_id.is_some() {
         " INDEXED BY events_by_request"
     } else if typed_index {

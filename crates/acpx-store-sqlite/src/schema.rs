@@ -531,11 +531,13 @@ pub(crate) const TYPED_ROWS: &str = "type <> 'session_update'";
 /// prompt), and a query for them reads along the primary key anyway, since nearly every row
 /// matches. Indexed, each cost an entry written at its append and deleted at its trim: a
 /// third of the cost of a retention trim and a tenth of an append's (docs/BENCHMARKS.md §
-/// Retention and the type index). The other types keep their index. An older acpx still
+/// Schema version 7). The other types keep their index. A long-lived older acpx still
 /// running (a queue owner) keeps working on the new schema: it writes through the same
-/// tables, and it reads by request id or by several types, never through this index.
+/// tables, and reads by request id or by several types, never through this index. (An older
+/// `sessions events --type X` caught between two pages by the upgrade fails its next page.)
+/// `IF EXISTS`: a database whose index a user dropped still upgrades.
 const V7: &str = r#"
-DROP INDEX events_by_type;
+DROP INDEX IF EXISTS events_by_type;
 CREATE INDEX events_by_type ON event_rows (session_key, type, seq)
     WHERE type <> 'session_update';
 "#;

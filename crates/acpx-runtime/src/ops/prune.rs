@@ -79,6 +79,10 @@ pub async fn select(store: &dyn Store, options: &PruneOptions) -> OpsResult<Vec<
             ..ListQuery::default()
         })
         .await?;
+    // Nobody else reports these here: a damaged closed session is not pruned, and says so.
+    for s in &page.skipped {
+        tracing::warn!(location = %s.location, reason = %s.reason, "prune skips a session it cannot read (run `acpx fsck`)");
+    }
     Ok(page
         .sessions
         .into_iter()

@@ -37,7 +37,9 @@ use crate::session::{load_rolled_forward, Runtime, RuntimeOptions};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProblemKind {
-    /// The snapshot does not parse or does not validate (repairable: rebuilt from the log).
+    /// The snapshot does not parse or does not validate, or (SQLite, PostgreSQL) no longer says
+    /// what its row's columns say (repairable: saved again when it loads, else rebuilt from the
+    /// log).
     SnapshotInvalid,
     /// A complete log line is not a valid event (not repairable).
     LogDamaged,
@@ -466,10 +468,18 @@ async fn repair(
         .iter_mut()
         .find(|p| p.kind == ProblemKind::SnapshotInvalid)
     {
-        if let Ok(action) = resave_snapshot(store, id).await {
-            p.repaired = true;
-            p.action = Some(action);
-            return;
+        match resave_snapshot(store, id).await {
+            Resaved::Done(action) => {
+                p.repaired = true;
+                p.action = Some(action);
+                return;
+            }
+            Resaved::Failed(why) => {
+                // It loaded: rebuilding from the log now would throw the document away.
+                p.action = Some(why);
+                return;
+            }
+            Resaved::DoesNotLoad => {}
         }
         match restore_snapshot(store, id).await {
             Ok((_, action)) => {
@@ -631,8 +641,9 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
         return Err(if identity.first_seq > 1 {
             format!(
                 "the event log no longer holds the session's first events, which record its \
-                 directory: retention removed seq 1..{}",
-                identity.first_seq - 1
+                 directory: its oldest readable event is seq {} (retention removes the oldest \
+                 events of a log past its budget)",
+                identity.first_seq
             )
         } else {
             "the event log does not record the session's directory (it was written before \
@@ -666,17 +677,32 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
     Ok(record)
 }
 
-/// Loads the session and saves it as it is, which writes the columns a store derives from
-/// the document again (the store's documented answer to a document edited by hand that still
-/// validates), then recovers it like [`restore_snapshot`]. Fails, changing nothing, when the
-/// snapshot does not load.
-async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Result<String, String> {
-    let writer = store
-        .lock(id, Duration::from_secs(10))
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut record = store.load(id).await.map_err(|e| e.to_string())?;
-    store.save(&mut record).await.map_err(|e| e.to_string())?;
+/// What [`resave_snapshot`] did.
+enum Resaved {
+    /// Saved again and recovered; what was done.
+    Done(String),
+    /// It loaded, but a later step failed; why (the snapshot is not to be rebuilt).
+    Failed(String),
+    /// The snapshot does not load (or the session's lock could not be taken): nothing changed.
+    DoesNotLoad,
+}
+
+/// Loads the session and saves it as it is, which writes what the store derives from the
+/// snapshot again (SQLite and PostgreSQL: the row's columns, the store's documented answer to a
+/// document edited by hand that still validates), then recovers it like [`restore_snapshot`].
+async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Resaved {
+    let Ok(writer) = store.lock(id, Duration::from_secs(10)).await else {
+        return Resaved::DoesNotLoad;
+    };
+    let mut record = match store.load(id).await {
+        Ok(r) => r,
+        Err(_) => return Resaved::DoesNotLoad,
+    };
+    if let Err(e) = store.save(&mut record).await {
+        return Resaved::Failed(format!(
+            "the snapshot loads, but saving it again failed: {e}"
+        ));
+    }
     drop(writer);
     let runtime = Runtime::new(
         store.clone(),
@@ -685,11 +711,30 @@ async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Result<String
             ..RuntimeOptions::default()
         },
     );
-    runtime
-        .recover(id)
-        .await
-        .map_err(|e| format!("saved the snapshot again, but its recovery failed: {e}"))?;
-    Ok("the document validates: kept it, and wrote the session's columns from it again".into())
+    match runtime.recover(id).await {
+        Ok((_, rec)) => {
+            let mut action =
+                "the snapshot loads: kept it as it is and saved it again, which rewrote the \
+                 columns the store derives from it"
+                    .to_owned();
+            if rec.rolled_forward.applied > 0 {
+                action.push_str(&format!(
+                    "; rolled it forward by {} event(s)",
+                    rec.rolled_forward.applied
+                ));
+            }
+            if let Some((from, to)) = rec.log_gap {
+                action.push_str(&format!("; recorded events {from}..{to} as lost"));
+            }
+            if let Some(turn) = rec.interrupted_turn {
+                action.push_str(&format!("; recorded turn {turn} as interrupted"));
+            }
+            Resaved::Done(action)
+        }
+        Err(e) => Resaved::Failed(format!(
+            "saved the snapshot again, but its recovery failed: {e}"
+        )),
+    }
 }
 
 /// Rebuilds a damaged snapshot from the log ([`rebuild_from_log`]) and stores it
