@@ -110,14 +110,48 @@ pub fn resolve_cwd(flag: Option<&Path>) -> CliResult<PathBuf> {
     Ok(abs)
 }
 
-/// `--home`/`ACPX_HOME` made absolute (it need not exist yet).
+/// `--home`/`ACPX_HOME` made absolute, with symlinks and `..` resolved as far as it exists
+/// (it need not exist yet).
+///
+/// Every spelling of one home must give one path: the private socket of a queue owner whose
+/// home path is long is named by a hash of that path (`acpx_runtime::private_socket`), and a
+/// client that spelled the home another way (`./h`, `a/../h`, a symlink) looked for the
+/// owner's socket elsewhere; the sessions' log locations also record it.
 pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
     let home = match flag {
         Some(h) => h.to_path_buf(),
         None => default_home()?,
     };
-    std::path::absolute(&home)
-        .map_err(|e| CliError::usage(format!("--home {}: {e}", home.display())))
+    let abs = std::path::absolute(&home)
+        .map_err(|e| CliError::usage(format!("--home {}: {e}", home.display())))?;
+    Ok(resolve_existing_part(&abs))
+}
+
+/// `abs` with its longest existing prefix canonicalized and the rest (components that do not
+/// exist yet, `..` among them resolved lexically) appended. `abs` when nothing resolves.
+fn resolve_existing_part(abs: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut prefix = abs;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(prefix) {
+            let mut out = real;
+            for part in missing.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        out.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => out.push(other.as_os_str()),
+                }
+            }
+            return out;
+        }
+        let (Some(parent), Some(last)) = (prefix.parent(), prefix.components().next_back()) else {
+            return abs.to_path_buf();
+        };
+        missing.push(last);
+        prefix = parent;
+    }
 }
 
 impl Ctx {
@@ -257,5 +291,37 @@ impl Ctx {
     /// The store as a trait object.
     pub async fn store(&self) -> CliResult<Arc<dyn Store>> {
         Ok(self.opened().await?.as_dyn())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_a_home_gives_one_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("h")).unwrap();
+        std::os::unix::fs::symlink(real.join("h"), real.join("link")).unwrap();
+        for spelling in ["h", "h/", "./h", "x/../h", "link"] {
+            assert_eq!(
+                resolve_home(Some(&real.join(spelling))).unwrap(),
+                real.join("h"),
+                "{spelling}"
+            );
+        }
+        // Not created yet: the existing part resolved, the rest kept.
+        for (spelling, want) in [
+            ("new/sub", "new/sub"),
+            ("link/new/./sub", "h/new/sub"),
+            ("h/../new/sub", "new/sub"),
+        ] {
+            assert_eq!(
+                resolve_home(Some(&real.join(spelling))).unwrap(),
+                real.join(want),
+                "{spelling}"
+            );
+        }
     }
 }

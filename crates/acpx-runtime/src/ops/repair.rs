@@ -493,13 +493,7 @@ async fn repair(
     if !found.iter().any(|p| p.kind.recovered()) {
         return;
     }
-    let runtime = Runtime::new(
-        store.clone(),
-        RuntimeOptions {
-            lock_timeout: Duration::from_secs(10),
-            ..RuntimeOptions::default()
-        },
-    );
+    let runtime = recovery_runtime(store);
     let result = runtime.recover(id).await;
     for p in found.iter_mut().filter(|p| p.kind.recovered()) {
         match &result {
@@ -677,6 +671,17 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
     Ok(record)
 }
 
+/// The runtime whose `recover` a repair runs: the session's lock is waited for 10 s.
+fn recovery_runtime(store: &Arc<dyn Store>) -> Runtime {
+    Runtime::new(
+        store.clone(),
+        RuntimeOptions {
+            lock_timeout: Duration::from_secs(10),
+            ..RuntimeOptions::default()
+        },
+    )
+}
+
 /// What [`resave_snapshot`] did.
 enum Resaved {
     /// Saved again and recovered; what was done.
@@ -704,13 +709,7 @@ async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Resaved {
         ));
     }
     drop(writer);
-    let runtime = Runtime::new(
-        store.clone(),
-        RuntimeOptions {
-            lock_timeout: Duration::from_secs(10),
-            ..RuntimeOptions::default()
-        },
-    );
+    let runtime = recovery_runtime(store);
     match runtime.recover(id).await {
         Ok((_, rec)) => {
             let mut action =
@@ -756,13 +755,7 @@ pub async fn restore_snapshot(
         .await
         .map_err(|e| format!("cannot write the rebuilt snapshot: {e}"))?;
     drop(writer);
-    let runtime = Runtime::new(
-        store.clone(),
-        RuntimeOptions {
-            lock_timeout: Duration::from_secs(10),
-            ..RuntimeOptions::default()
-        },
-    );
+    let runtime = recovery_runtime(store);
     let (record, recovery) = runtime
         .recover(id)
         .await
