@@ -128,12 +128,22 @@ pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
 }
 
 /// `abs` with its longest existing prefix canonicalized and the rest (components that do not
-/// exist yet, `..` among them resolved lexically) appended. `abs` when nothing resolves.
+/// exist yet, `..` among them resolved lexically) appended. `abs` as it is when a component
+/// exists but does not resolve (a dangling symlink, a file, a directory it may not search):
+/// the kernel would not read `..` after it lexically, and the later use reports the error.
 fn resolve_existing_part(abs: &Path) -> PathBuf {
     let mut missing = Vec::new();
     let mut prefix = abs;
     loop {
-        if let Ok(real) = std::fs::canonicalize(prefix) {
+        let resolved = std::fs::canonicalize(prefix);
+        if let Err(e) = &resolved {
+            let absent = e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(prefix).is_err();
+            if !absent {
+                return abs.to_path_buf();
+            }
+        }
+        if let Ok(real) = resolved {
             let mut out = real;
             for part in missing.iter().rev() {
                 match part {
@@ -308,6 +318,16 @@ mod tests {
             assert_eq!(
                 resolve_home(Some(&real.join(spelling))).unwrap(),
                 real.join("h"),
+                "{spelling}"
+            );
+        }
+        // A dangling symlink, or a file, on the way: the path as given (its use reports it).
+        std::os::unix::fs::symlink(real.join("nowhere"), real.join("dangling")).unwrap();
+        std::fs::write(real.join("file"), b"").unwrap();
+        for spelling in ["dangling/../h", "file/../h", "dangling/new"] {
+            assert_eq!(
+                resolve_home(Some(&real.join(spelling))).unwrap(),
+                std::path::absolute(real.join(spelling)).unwrap(),
                 "{spelling}"
             );
         }

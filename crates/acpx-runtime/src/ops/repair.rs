@@ -688,7 +688,7 @@ enum Resaved {
     Done(String),
     /// It loaded, but a later step failed; why (the snapshot is not to be rebuilt).
     Failed(String),
-    /// The snapshot does not load (or the session's lock could not be taken): nothing changed.
+    /// The snapshot does not load (it is corrupt or not valid): nothing changed.
     DoesNotLoad,
 }
 
@@ -696,12 +696,18 @@ enum Resaved {
 /// snapshot again (SQLite and PostgreSQL: the row's columns, the store's documented answer to a
 /// document edited by hand that still validates), then recovers it like [`restore_snapshot`].
 async fn resave_snapshot(store: &Arc<dyn Store>, id: &RecordId) -> Resaved {
-    let Ok(writer) = store.lock(id, Duration::from_secs(10)).await else {
-        return Resaved::DoesNotLoad;
+    let writer = match store.lock(id, Duration::from_secs(10)).await {
+        Ok(w) => w,
+        Err(e) => return Resaved::Failed(format!("cannot take the session's writer lock: {e}")),
     };
+    // Only a snapshot that cannot be read is rebuilt; a busy database or a dropped connection
+    // is reported, so that a document that would load is never replaced.
     let mut record = match store.load(id).await {
         Ok(r) => r,
-        Err(_) => return Resaved::DoesNotLoad,
+        Err(StoreError::Corrupt { .. } | StoreError::Invalid(_) | StoreError::NotFound(_)) => {
+            return Resaved::DoesNotLoad
+        }
+        Err(e) => return Resaved::Failed(format!("cannot load the session: {e}")),
     };
     if let Err(e) = store.save(&mut record).await {
         return Resaved::Failed(format!(

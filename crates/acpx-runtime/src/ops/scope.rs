@@ -35,9 +35,10 @@ pub async fn open_in_exact_scope(
         })
         .await?;
     // Nobody else reports these here: a damaged open session of the scope is neither closed
-    // nor replaced, and comes back beside the new one once repaired.
+    // nor replaced, and comes back beside the new one once repaired. (The file store cannot
+    // tell a damaged session's scope, and hands back every one it skipped.)
     for s in &page.skipped {
-        tracing::warn!(location = %s.location, reason = %s.reason, "a session of this scope cannot be read (run `acpx fsck`)");
+        tracing::warn!(location = %s.location, reason = %s.reason, "a stored session cannot be read, and may belong to this scope (run `acpx fsck`)");
     }
     let mut out = Vec::new();
     for s in page

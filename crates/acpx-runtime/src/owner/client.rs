@@ -106,12 +106,26 @@ impl Answer {
     }
 }
 
+/// Connects to the owner's socket: where this home's paths put it, else where its lease says
+/// it listens. The two differ only for an owner started with another spelling of the home
+/// (an acpx before the home was resolved, with a socket named by a hash of the path).
+async fn connect(paths: &LeasePaths) -> Option<UnixStream> {
+    if let Ok(s) = UnixStream::connect(&paths.socket).await {
+        return Some(s);
+    }
+    let leased = super::lease::read(paths)?.socket;
+    if leased == paths.socket {
+        return None;
+    }
+    UnixStream::connect(&leased).await.ok()
+}
+
 /// Sends `request` to a listening owner. `Ok(None)` when none listens, or when the one
 /// listening goes away without answering (reset, or a broken pipe on our write).
 pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Option<Answer>> {
-    let stream = match UnixStream::connect(&paths.socket).await {
-        Ok(s) => s,
-        Err(_) => return Ok(None),
+    let stream = match connect(paths).await {
+        Some(s) => s,
+        None => return Ok(None),
     };
     let (read, mut write) = stream.into_split();
     match write.write_all(line(request).as_bytes()).await {
@@ -296,5 +310,30 @@ mod tests {
             "{:?}",
             answer.map(|a| a.is_some())
         );
+    }
+
+    /// An owner started with another spelling of the home listens where its lease says, not
+    /// where this home's paths put its socket: the client finds it through the lease.
+    #[tokio::test]
+    async fn an_owner_is_reached_through_its_lease_when_its_socket_is_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LeasePaths {
+            lock: dir.path().join("o.lock"),
+            lease: dir.path().join("o.lease"),
+            socket: dir.path().join("o.sock"),
+        };
+        assert!(connect(&paths).await.is_none(), "no lease, no socket");
+        let elsewhere = dir.path().join("other.sock");
+        let _listener = tokio::net::UnixListener::bind(&elsewhere).unwrap();
+        let lease = crate::owner::lease::Lease {
+            pid: std::process::id(),
+            socket: elsewhere,
+            started_at: acpx_model::Timestamp::now(),
+            generation: 1,
+            agent_pid: None,
+            agent_start_ticks: None,
+        };
+        crate::owner::lease::write(&paths, &lease).unwrap();
+        assert!(connect(&paths).await.is_some());
     }
 }

@@ -61,7 +61,9 @@ pub fn owners_dir(home: &Path) -> PathBuf {
 }
 
 impl LeasePaths {
-    /// The paths for session `id` under `home` (nothing is created).
+    /// The paths for session `id` under `home` (nothing is created). A long socket path is
+    /// named by a hash of `home` as given: pass it resolved (the CLI canonicalizes it), or
+    /// clients of another spelling reach the owner only through its lease file.
     pub fn new(home: &Path, id: &RecordId) -> Self {
         let dir = owners_dir(home);
         let direct = dir.join(format!("{id}.sock"));
