@@ -222,24 +222,28 @@ fn nofollow() -> OpenOptions {
 /// opened read-only: `flock` needs no write access, so a lock can be taken in a store the
 /// caller may only read.
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    match nofollow().read(true).open(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        other => return other,
-    }
-    match nofollow()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(LOCK_FILE_MODE)
-        .open(path)
-    {
-        Ok(f) => {
-            f.set_permissions(Permissions::from_mode(LOCK_FILE_MODE))?;
-            Ok(f)
+    loop {
+        match nofollow().read(true).open(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other,
         }
-        // Another locker created it between our two opens.
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => nofollow().read(true).open(path),
-        Err(e) => Err(e),
+        match nofollow()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(LOCK_FILE_MODE)
+            .open(path)
+        {
+            Ok(f) => {
+                f.set_permissions(Permissions::from_mode(LOCK_FILE_MODE))?;
+                return Ok(f);
+            }
+            // Another locker created it between our two opens, and may already have unlinked
+            // it again on release (opening it then failed with "not found", which a save
+            // reported as an I/O error): start over.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -278,6 +282,29 @@ mod tests {
         assert!(FileLock::try_exclusive(&p).unwrap().is_none());
         drop((a, b));
         assert!(FileLock::try_exclusive(&p).unwrap().is_some());
+    }
+
+    #[test]
+    fn lockers_that_unlink_on_release_never_see_the_file_vanish() {
+        // Found by the conformance suite: a locker whose create lost the race to another one
+        // opened the file the other had created, which it had meanwhile unlinked on release.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("race.lock");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..300 {
+                        let lock = FileLock::exclusive(&path, Duration::from_secs(10))?;
+                        lock.unlink()?;
+                    }
+                    Ok::<(), LockError>(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
     }
 
     #[test]
