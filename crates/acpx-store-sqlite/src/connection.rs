@@ -123,7 +123,7 @@ pub(crate) fn open_connection(
     // index name it (`INDEXED BY`), so no plan is lost.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(err("set the query planner's stability guarantee"))?;
-    if (1..SPLIT_DOCUMENTS_VERSION).contains(&version) {
+    if (1..SCHEMA_VERSION).contains(&version) {
         refuse_upgrade_under_old_writers(path, version)?;
     }
     migrate(&mut conn, path).map_err(|e| match e {
@@ -145,14 +145,29 @@ pub(crate) fn locks_dir(db: &Path) -> PathBuf {
 /// earlier version saves into it as into a table, and fails (see below).
 const SPLIT_DOCUMENTS_VERSION: i64 = 6;
 
-/// Refuses to upgrade a database of version `version` (1–5) past version 6 while another process
-/// holds a session's writer lock (`<db>.locks/<id>.lock`): a queue owner or a prompt of an older
-/// acpx, most likely, which writes `sessions` as a table. After the upgrade its saves would fail
-/// (SQLite counts no changed rows for a view: the older acpx reports a save conflict), every
-/// prompt it runs until it exits would end with an error, and its replies would reach the
-/// session only when a newer acpx rolls it forward from the log. Nothing is lost either way;
-/// waiting for that process keeps its turns whole. Found by a user test: an idle older queue
-/// owner (it lives for its TTL, 300 s by default) served the next prompt of the new CLI.
+/// What an older acpx still writing would get wrong after an upgrade from `version`.
+fn older_writer_harm(version: i64) -> &'static str {
+    if version < SPLIT_DOCUMENTS_VERSION {
+        "which writes `sessions` as a table and would fail its saves after the upgrade"
+    } else {
+        "which would append events without their request's range, so that `sessions events \
+         --request` would miss them after the upgrade"
+    }
+}
+
+/// Refuses to upgrade a database of an older version while another process holds a
+/// session's writer lock (`<db>.locks/<id>.lock`): a queue owner or a prompt of an older acpx,
+/// most likely, which writes the old schema.
+/// - From versions 1–5: it writes `sessions` as a table. After the upgrade its saves would
+///   fail (SQLite counts no changed rows for a view: the older acpx reports a save
+///   conflict), every prompt it runs until it exits would end with an error, and its replies
+///   would reach the session only when a newer acpx rolls it forward from the log.
+/// - From versions 6–7: it appends without extending `event_requests` (version 8), so a read
+///   by request id would not find those events.
+///
+/// Nothing is lost either way; waiting for that process keeps its turns whole. Found by a
+/// user test: an idle older queue owner (it lives for its TTL, 300 s by default) served the
+/// next prompt of the new CLI.
 fn refuse_upgrade_under_old_writers(path: &Path, version: i64) -> StoreResult<()> {
     let Ok(entries) = std::fs::read_dir(locks_dir(path)) else {
         return Ok(());
@@ -173,12 +188,13 @@ fn refuse_upgrade_under_old_writers(path: &Path, version: i64) -> StoreResult<()
                 message: format!(
                     "{}: the database needs its schema upgraded from version {version} to \
                      {SCHEMA_VERSION}, and another process holds the writer lock of session \
-                     {id} (a queue owner or a prompt of an older acpx, most likely, which would \
-                     fail its saves after the upgrade); nothing was changed. Run the command \
+                     {id} (a queue owner or a prompt of an older acpx, most likely, {}); \
+                     nothing was changed. Run the command \
                      again once that process has exited: an idle queue owner exits after its \
                      TTL (300 s by default), and can be ended sooner (`kill`) without harm to \
                      its session",
-                    path.display()
+                    path.display(),
+                    older_writer_harm(version)
                 ),
             });
         }

@@ -239,21 +239,25 @@ impl Inner {
 ///
 /// Without statistics SQLite reads every filtered query along the primary key, from
 /// `from_seq` on, testing each row: fine for a common type, a scan of the whole rest of a
-/// long log for a rare one. A request id or a single type names the index whose entries are
-/// exactly the matching rows, already in seq order, so it is used explicitly, and a page
-/// still stops after `limit` rows. Several types keep the primary key order (an index would
-/// return each type's rows separately and need a sort of all of them before the first page).
+/// long log for a rare one. A single type names the index whose entries are exactly the
+/// matching rows, already in seq order, so it is used explicitly, and a page still stops
+/// after `limit` rows. Several types keep the primary key order (an index would return each
+/// type's rows separately and need a sort of all of them before the first page).
 ///
 /// `events_by_type` leaves out `session_update` rows (schema version 7: almost every row of
 /// a streamed log, for which the index saved nothing and cost a third of a trim), so a
 /// `session_update` query reads along the primary key, and any other single type repeats
 /// the index's condition word for word: SQLite uses a partial index only for a query whose
 /// `WHERE` contains that condition.
+///
+/// A request id bounds the primary key range by the request's row of `event_requests`
+/// (schema version 8): a request's rows lie between its first and its last seq, a turn's
+/// worth of the log. A request without a range has no rows: both bounds are NULL, and the
+/// range is empty.
 pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValue>) {
-    let typed_index = matches!(query.types.as_slice(), [one] if one.as_str() != EventType::SessionUpdate.as_str());
-    let index = if query.request_id.is_some() {
-        " INDEXED BY events_by_request"
-    } else if typed_index {
+    let typed_index = query.request_id.is_none()
+        && matches!(query.types.as_slice(), [one] if one.as_str() != EventType::SessionUpdate.as_str());
+    let index = if typed_index {
         " INDEXED BY events_by_type"
     } else {
         ""
@@ -265,6 +269,16 @@ pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValu
         SqlValue::Integer(key),
         SqlValue::Integer(i64::try_from(query.from_seq).unwrap_or(i64::MAX)),
     ];
+    if let Some(r) = &query.request_id {
+        args.push(SqlValue::Text(r.clone()));
+        sql.push_str(
+            " AND seq >= (SELECT first_seq FROM event_requests \
+             WHERE session_key = ?1 AND request_id = ?3) \
+             AND seq <= (SELECT last_seq FROM event_requests \
+             WHERE session_key = ?1 AND request_id = ?3) \
+             AND request_id = ?3",
+        );
+    }
     let json_list = |items: Vec<&str>| SqlValue::Text(serde_json::json!(items).to_string());
     match query.types.as_slice() {
         [] => {}
@@ -291,10 +305,6 @@ pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValu
             " AND stream IN (SELECT value FROM json_each(?{}))",
             args.len()
         ));
-    }
-    if let Some(r) = &query.request_id {
-        args.push(SqlValue::Text(r.clone()));
-        sql.push_str(&format!(" AND request_id = ?{}", args.len()));
     }
     sql.push_str(" ORDER BY seq");
     if let Some(limit) = query.limit {
@@ -334,6 +344,18 @@ pub(crate) fn insert_events(tx: &Transaction<'_>, key: i64, batch: &EventBatch) 
         }
         stmt.raw_execute()?;
         rest = tail;
+    }
+    // The requests' seq ranges (schema version 8), through which a read by request id finds
+    // its rows: one row per request of the batch, where an index would take one per event.
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO event_requests (session_key, request_id, first_seq, last_seq) \
+         VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (session_key, request_id) DO UPDATE SET \
+         first_seq = min(first_seq, excluded.first_seq), \
+         last_seq = max(last_seq, excluded.last_seq)",
+    )?;
+    for (request_id, first, last) in batch.request_ranges() {
+        stmt.execute(params![key, request_id, first, last])?;
     }
     Ok(())
 }
@@ -427,6 +449,9 @@ pub(crate) fn trim(tx: &Transaction<'_>, key: i64, newest: i64, excess: i64) -> 
     }
     if let Some(cut) = cut {
         tx.prepare_cached("DELETE FROM event_rows WHERE session_key = ?1 AND seq <= ?2")?
+            .execute(params![key, cut])?;
+        // A request with rows left keeps its range (its first seq may now be gone: harmless).
+        tx.prepare_cached("DELETE FROM event_requests WHERE session_key = ?1 AND last_seq <= ?2")?
             .execute(params![key, cut])?;
     }
     Ok(freed)
@@ -552,7 +577,8 @@ mod tests {
 
     /// The plan SQLite picks for each shape of `read_events` query (no statistics, as in a
     /// fresh database): always in seq order without a sort, through the index that holds
-    /// exactly the rows asked for when there is one.
+    /// exactly the rows asked for when there is one, or along the primary key between the
+    /// bounds of a request's range.
     #[test]
     fn read_events_queries_use_the_narrowest_index() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -589,7 +615,7 @@ mod tests {
                     q.request_id = Some("req_1".into());
                     q.types = vec![EventType::SessionUpdate];
                 }),
-                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+                "USING PRIMARY KEY (session_key=? AND seq>? AND seq<?)",
             ),
             (
                 with(&|q| {
@@ -600,14 +626,14 @@ mod tests {
             ),
             (
                 with(&|q| q.request_id = Some("req_1".into())),
-                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+                "USING PRIMARY KEY (session_key=? AND seq>? AND seq<?)",
             ),
             (
                 with(&|q| {
                     q.request_id = Some("req_1".into());
                     q.types = vec!["a".into()];
                 }),
-                "USING INDEX events_by_request (session_key=? AND request_id=? AND seq>?)",
+                "USING PRIMARY KEY (session_key=? AND seq>? AND seq<?)",
             ),
         ];
         for (query, expected) in cases {

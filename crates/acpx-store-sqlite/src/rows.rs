@@ -357,6 +357,27 @@ impl EventBatch {
         &self.text[span.start..span.end]
     }
 
+    /// Each request id of the batch once, in the order of first appearance, with the lowest
+    /// and highest seq of its rows (the `event_requests` ranges this batch extends).
+    pub(crate) fn request_ranges(&self) -> Vec<(&str, i64, i64)> {
+        let mut ranges: Vec<(&str, i64, i64)> = Vec::new();
+        for row in &self.rows {
+            let Some(span) = row.request_id else {
+                continue;
+            };
+            let id = self.text(span);
+            // A batch holds one request's rows, or a handful: a linear search is the cheapest.
+            match ranges.iter_mut().rev().find(|(r, _, _)| *r == id) {
+                Some((_, first, last)) => {
+                    *first = (*first).min(row.seq);
+                    *last = (*last).max(row.seq);
+                }
+                None => ranges.push((id, row.seq, row.seq)),
+            }
+        }
+        ranges
+    }
+
     /// The values of `row` for an insert into the session with `key`.
     pub(crate) fn values<'a>(&'a self, key: i64, row: &EventRow) -> EventValues<'a> {
         let int = |v: i64| ToSqlOutput::Borrowed(ValueRef::Integer(v));

@@ -6,12 +6,12 @@
 //! written to it.
 
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -540,4 +540,36 @@ const V7: &str = r#"
 DROP INDEX IF EXISTS events_by_type;
 CREATE INDEX events_by_type ON event_rows (session_key, type, seq)
     WHERE type <> 'session_update';
+"#;
+
+/// Version 8: a request's events are found through the seq range of `event_requests`, no
+/// longer through an index entry per row; `events_by_time` leaves out `session_update` rows.
+///
+/// After version 7, `events_by_request` and `events_by_time` were two thirds of what a
+/// retention trim executed, and a tenth of an append: each row of a streamed log had an entry
+/// in both, written at its append and deleted at its trim (docs/BENCHMARKS.md § Schema
+/// version 8). A request's rows lie within one short seq range (a turn), so a range per
+/// request (one row, extended by each append batch that holds the request) finds them along
+/// the primary key. `events_by_time` keeps the rows a query by time looks for across
+/// sessions (turn starts and ends, errors, operations); the documented queries repeat its
+/// condition. An older acpx still running would append without extending the ranges, so
+/// the upgrade waits for one that holds a session's writer lock
+/// (`connection::refuse_upgrade_under_old_writers`).
+const V8: &str = r#"
+CREATE TABLE event_requests (
+    session_key  INTEGER NOT NULL REFERENCES session_rows (session_key) ON DELETE CASCADE,
+    request_id   TEXT NOT NULL,
+    -- The lowest and highest seq of the request's rows. Retention does not raise first_seq:
+    -- the range only has to hold every row the request still has.
+    first_seq    INTEGER NOT NULL,
+    last_seq     INTEGER NOT NULL,
+    PRIMARY KEY (session_key, request_id)
+) STRICT, WITHOUT ROWID;
+INSERT INTO event_requests (session_key, request_id, first_seq, last_seq)
+SELECT session_key, request_id, min(seq), max(seq) FROM event_rows
+WHERE request_id IS NOT NULL
+GROUP BY session_key, request_id;
+DROP INDEX IF EXISTS events_by_request;
+DROP INDEX IF EXISTS events_by_time;
+CREATE INDEX events_by_time ON event_rows (timestamp) WHERE type <> 'session_update';
 "#;

@@ -224,6 +224,7 @@ impl Inner {
                 .execute([id.as_str()])?;
             for sql in [
                 "DELETE FROM event_rows WHERE session_key = ?1",
+                "DELETE FROM event_requests WHERE session_key = ?1",
                 "DELETE FROM event_logs WHERE session_key = ?1",
                 "DELETE FROM session_documents WHERE session_key = ?1",
                 "DELETE FROM session_rows WHERE session_key = ?1",

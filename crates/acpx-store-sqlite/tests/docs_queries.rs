@@ -168,6 +168,13 @@ async fn documented_queries_run_and_answer() {
     assert_eq!(rows.len(), 1);
     assert_eq!(text(&rows[0][1]), "in-project");
     assert_eq!(text(&rows[0][5]), "agent crashed");
+    // The query by time repeats the partial index's condition, so it reads the index, not
+    // every event of every session.
+    let plan = run(&format!("EXPLAIN QUERY PLAN {}", queries[1]));
+    assert!(
+        plan.iter().any(|r| text(&r[3]).contains("events_by_time")),
+        "{plan:?}"
+    );
 
     let rows = run(&queries[2]);
     assert_eq!(rows.len(), 1);

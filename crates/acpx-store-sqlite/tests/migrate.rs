@@ -463,32 +463,35 @@ async fn the_upgrade_waits_for_a_writer_of_the_old_schema() {
     );
 }
 
-/// Version 7 only narrows `events_by_type` to the rows that are not `session_update`: a
-/// version 6 database upgrades even while an older acpx holds a session's lock (its writes
-/// and reads work on the new schema), and reads by one type give what they gave.
+/// Version 8 gives each request a seq range and narrows `events_by_time`: a version 7
+/// database upgrades once no older acpx holds a session's lock (its appends would miss the
+/// ranges), and reads by type and by request id give what they gave.
 #[tokio::test]
-async fn version_7_narrows_the_type_index_without_waiting_for_older_writers() {
+async fn version_8_ranges_requests_after_older_writers_are_gone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("acpx.db");
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-v5.db");
     std::fs::copy(fixture, &path).unwrap();
     drop(SqliteStore::open(&path).unwrap());
-    // Version 6 differs from 7 only by the index: put it back as version 6 made it.
+    // Put the indexes back as version 7 had them.
     raw(&path)
         .execute_batch(
-            "DROP INDEX events_by_type; \
-             CREATE INDEX events_by_type ON event_rows (session_key, type, seq); \
-             PRAGMA user_version = 6;",
+            "DROP TABLE event_requests; \
+             DROP INDEX events_by_time; \
+             CREATE INDEX events_by_request ON event_rows (session_key, request_id, seq) \
+                 WHERE request_id IS NOT NULL; \
+             CREATE INDEX events_by_time ON event_rows (timestamp); \
+             PRAGMA user_version = 7;",
         )
         .unwrap();
-    let by_type = |store: &SqliteStore, t: &str| {
+    let by = |store: &SqliteStore, t: Option<&str>, request: Option<&str>| {
         let store = store.clone();
-        let t = t.to_owned();
+        let q = EventQuery {
+            types: t.map(|t| vec![t.into()]).unwrap_or_default(),
+            request_id: request.map(str::to_owned),
+            ..EventQuery::from_seq(0)
+        };
         async move {
-            let q = EventQuery {
-                types: vec![t.as_str().into()],
-                ..EventQuery::from_seq(0)
-            };
             let page = store.read_events(&rid("k2"), &q).await.unwrap();
             page.events.iter().map(|e| e.seq).collect::<Vec<_>>()
         }
@@ -496,19 +499,54 @@ async fn version_7_narrows_the_type_index_without_waiting_for_older_writers() {
     let locks = dir.path().join("acpx.db.locks");
     std::fs::create_dir_all(&locks).unwrap();
     let held = acpx_lock::FileLock::exclusive_blocking(&locks.join("k2.lock")).unwrap();
-    let store = SqliteStore::open(&path).expect("no wait for a version 6 writer");
+    let err = SqliteStore::open(&path).expect_err("waits").to_string();
+    assert!(
+        err.contains("from version 7") && err.contains("--request"),
+        "{err}"
+    );
     drop(held);
+    let store = SqliteStore::open(&path).expect("upgrades once the writer is gone");
     let conn = raw(&path);
-    let (version, index): (i64, String) = conn
+    let (version, time_index, request_index): (i64, String, i64) = conn
         .query_row(
             "SELECT (SELECT user_version FROM pragma_user_version), \
-             (SELECT sql FROM sqlite_master WHERE name = 'events_by_type')",
+             (SELECT sql FROM sqlite_master WHERE name = 'events_by_time'), \
+             (SELECT count(*) FROM sqlite_master WHERE name = 'events_by_request')",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
-    assert!(index.ends_with("WHERE type <> 'session_update'"), "{index}");
+    assert!(
+        time_index.ends_with("WHERE type <> 'session_update'"),
+        "{time_index}"
+    );
+    assert_eq!(request_index, 0);
+    let requests: Vec<String> = conn
+        .prepare(
+            "SELECT DISTINCT request_id FROM events \
+             WHERE acpx_record_id = 'k2' AND request_id IS NOT NULL",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!requests.is_empty(), "the fixture has requests");
+    for r in &requests {
+        let expected: Vec<u64> = conn
+            .prepare(
+                "SELECT seq FROM events WHERE acpx_record_id = 'k2' AND request_id = ?1 \
+                 ORDER BY seq",
+            )
+            .unwrap()
+            .query_map([r], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(by(&store, None, Some(r)).await, expected, "{r}");
+    }
+    assert!(by(&store, None, Some("req_none")).await.is_empty());
     for t in [
         "session_update",
         "prompt_started",
@@ -525,6 +563,6 @@ async fn version_7_narrows_the_type_index_without_waiting_for_older_writers() {
             .collect::<Result<_, _>>()
             .unwrap();
         assert!(!expected.is_empty(), "the fixture has {t} events");
-        assert_eq!(by_type(&store, t).await, expected, "{t}");
+        assert_eq!(by(&store, Some(t), None).await, expected, "{t}");
     }
 }

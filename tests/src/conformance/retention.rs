@@ -83,6 +83,26 @@ pub async fn retention_keeps_a_contiguous_suffix(b: &dyn Backend) {
         let walked = walk_events(&*s, &id, EventQuery::default(), 7).await;
         assert_eq!(walked, page.events, "paging across segments");
         assert_eq!(walked, events(&id, oldest, total - oldest + 1));
+        // A request's rows were appended over several batches (`req_N` spans seqs 10N to
+        // 10N + 9); reading by its id finds exactly those retention kept, and none of a
+        // request it removed.
+        let first = oldest / 10;
+        for r in [0, first, first + 1, (first + total / 10) / 2, total / 10] {
+            let req = format!("req_{r}");
+            let want: Vec<u64> = page
+                .events
+                .iter()
+                .filter(|e| e.request_id.as_deref() == Some(req.as_str()))
+                .map(|e| e.seq)
+                .collect();
+            assert!(r == 0 || !want.is_empty(), "{req} has retained events");
+            let q = EventQuery {
+                request_id: Some(req.clone()),
+                ..EventQuery::default()
+            };
+            let got = s.read_events(&id, &q).await.unwrap();
+            assert_eq!(seqs(&got.events), want, "{req}");
+        }
     }
     store
         .append_locked(&id, &events(&id, total + 1, 1), Durability::Flush)
