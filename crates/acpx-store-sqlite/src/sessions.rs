@@ -421,6 +421,11 @@ pub(crate) fn session_key(conn: &Connection, id: &RecordId) -> rusqlite::Result<
         .optional()
 }
 
+/// The stored search parts of a session, without their text: read from `messages_hashes`
+/// alone (schema version 8), never from the table, whose rows hold the text before the hash.
+pub(crate) const SELECT_PART_HASHES: &str =
+    "SELECT message_index, part, text_hash, text_start FROM messages WHERE acpx_record_id = ?1";
+
 /// Brings the `messages` rows (and through its triggers the FTS index) in step with a
 /// snapshot, touching only the message parts that changed.
 pub(crate) fn sync_messages(
@@ -430,10 +435,7 @@ pub(crate) fn sync_messages(
 ) -> TxResult<()> {
     let mut existing = std::collections::HashMap::new();
     {
-        let mut stmt = tx.prepare_cached(
-            "SELECT message_index, part, text_hash, text_start FROM messages \
-             WHERE acpx_record_id = ?1",
-        )?;
+        let mut stmt = tx.prepare_cached(SELECT_PART_HASHES)?;
         let mut rows = stmt.query([id.as_str()])?;
         while let Some(row) = rows.next()? {
             existing.insert(

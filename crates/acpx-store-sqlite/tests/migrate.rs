@@ -478,6 +478,7 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
         .execute_batch(
             "DROP TABLE event_requests; \
              DROP INDEX events_by_time; \
+             DROP INDEX messages_hashes; \
              CREATE INDEX events_by_request ON event_rows (session_key, request_id, seq) \
                  WHERE request_id IS NOT NULL; \
              CREATE INDEX events_by_time ON event_rows (timestamp); \
@@ -522,6 +523,14 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
         "{time_index}"
     );
     assert_eq!(request_index, 0);
+    let hashes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'messages_hashes'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(hashes, 1);
     let requests: Vec<String> = conn
         .prepare(
             "SELECT DISTINCT request_id FROM events \
