@@ -47,6 +47,7 @@ mod open_enum;
 pub mod error;
 pub mod event;
 pub mod id;
+mod json_pretty;
 pub mod memory;
 pub mod migrate;
 pub mod progress;

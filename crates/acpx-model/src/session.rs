@@ -199,9 +199,9 @@ impl SessionRecord {
     pub fn write_json(&self, out: impl std::io::Write) -> std::io::Result<()> {
         use std::io::Write as _;
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-        // `From` gives back the writer's own error (its kind intact: a reader that went away
-        // is `BrokenPipe`, which callers treat as the end of the output, not a failure).
-        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::from)?;
+        // The writer's own error comes back with its kind intact (a reader that went away is
+        // `BrokenPipe`, which callers treat as the end of the output, not a failure).
+        crate::json_pretty::to_writer_pretty(&mut out, self)?;
         out.write_all(b"\n")?;
         out.flush()
     }
@@ -214,7 +214,7 @@ impl SessionRecord {
         // megabytes (8 MB after a 1M-chunk turn), and a vector grown by doubling copies itself
         // at each step and holds up to twice the document at the moment of a save.
         let mut out = Vec::with_capacity(self.json_len());
-        serde_json::to_writer_pretty(&mut out, self).map_err(std::io::Error::other)?;
+        crate::json_pretty::to_writer_pretty(&mut out, self)?;
         out.push(b'\n');
         Ok(out)
     }
@@ -241,7 +241,7 @@ impl SessionRecord {
     /// [`SessionRecord::write_json`] write, counted without keeping any of it.
     pub fn json_len(&self) -> usize {
         let mut count = ByteCount(0);
-        let _ = serde_json::to_writer_pretty(&mut count, self);
+        let _ = crate::json_pretty::to_writer_pretty(&mut count, self);
         count.0 + 1
     }
 

@@ -1,0 +1,694 @@
+//! Pretty-printed JSON for session documents: byte for byte what
+//! `serde_json::to_writer_pretty` writes, with string escaping that tests eight bytes at a
+//! time.
+//!
+//! Why: serde_json escapes a string one byte at a time (a table lookup and a branch for each
+//! byte). A session document holds the whole conversation, 10 MB after a 1M-chunk turn, and
+//! every save serializes all of it: escaping was most of what a prompt on such a session cost
+//! more than one on a new session (callgrind: 99 M of 124 M instructions; docs/BENCHMARKS.md §
+//! Schema version 8). The bytes are the same, so a document saved before this writer existed
+//! compares equal, window for window, with the same document saved now (the SQLite store
+//! rewrites only the windows that differ), and a test holds the two writers to it.
+//!
+//! Everything but strings and the layout (numbers, booleans, null) is written by serde_json
+//! itself, so number formatting can never drift from it.
+
+use std::fmt::{self, Display};
+use std::io::{self, Write};
+
+use serde::ser::{self, Impossible, Serialize};
+
+/// Writes `value` as `serde_json::to_writer_pretty` does.
+pub fn to_writer_pretty<W: Write, T: Serialize + ?Sized>(writer: W, value: &T) -> io::Result<()> {
+    let mut ser = PrettySerializer {
+        out: writer,
+        indent: 0,
+        has_value: false,
+    };
+    value.serialize(&mut ser).map_err(|e| e.0)
+}
+
+/// An I/O error of the writer, or a value that JSON cannot hold (a map key that is not a
+/// string, a number or a boolean), or the error of a value's own `Serialize`.
+#[derive(Debug)]
+pub struct Error(io::Error);
+
+impl Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl ser::Error for Error {
+    fn custom<T: Display>(msg: T) -> Self {
+        Error(io::Error::other(msg.to_string()))
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error(e)
+    }
+}
+
+type Result<T = ()> = std::result::Result<T, Error>;
+
+/// serde_json's `PrettyFormatter` state: the nesting depth, and whether the innermost open
+/// array or object has had a value (which decides whether its closing bracket goes on a
+/// line of its own).
+struct PrettySerializer<W> {
+    out: W,
+    indent: usize,
+    has_value: bool,
+}
+
+impl<W: Write> PrettySerializer<W> {
+    fn write_indent(&mut self) -> io::Result<()> {
+        for _ in 0..self.indent {
+            self.out.write_all(b"  ")?;
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, bracket: &[u8]) -> io::Result<()> {
+        self.indent += 1;
+        self.has_value = false;
+        self.out.write_all(bracket)
+    }
+
+    fn close(&mut self, bracket: &[u8]) -> io::Result<()> {
+        self.indent -= 1;
+        if self.has_value {
+            self.out.write_all(b"\n")?;
+            self.write_indent()?;
+        }
+        self.out.write_all(bracket)
+    }
+
+    /// Before an array element or an object key.
+    fn item(&mut self, first: bool) -> io::Result<()> {
+        self.out.write_all(if first { b"\n" } else { b",\n" })?;
+        self.write_indent()
+    }
+
+    fn string(&mut self, s: &str) -> io::Result<()> {
+        self.out.write_all(b"\"")?;
+        write_escaped(&mut self.out, s)?;
+        self.out.write_all(b"\"")
+    }
+
+    /// A scalar, written by serde_json (a number, a boolean, null).
+    fn scalar<T: Serialize>(&mut self, value: T) -> Result {
+        serde_json::to_writer(&mut self.out, &value).map_err(|e| Error(io::Error::from(e)))
+    }
+
+    /// `{"variant": ` of an enum variant with data, before the data.
+    fn open_variant(&mut self, variant: &str) -> io::Result<()> {
+        self.open(b"{")?;
+        self.item(true)?;
+        self.string(variant)?;
+        self.out.write_all(b": ")
+    }
+
+    /// The `}` after an enum variant's data.
+    fn close_variant(&mut self) -> io::Result<()> {
+        self.has_value = true;
+        self.close(b"}")
+    }
+
+    fn seq(&mut self, len: Option<usize>) -> Result<Compound<'_, W>> {
+        self.open(b"[")?;
+        Ok(Compound::new(self, len, b"]")?)
+    }
+
+    fn map(&mut self, len: Option<usize>) -> Result<Compound<'_, W>> {
+        self.open(b"{")?;
+        Ok(Compound::new(self, len, b"}")?)
+    }
+}
+
+/// The escape of each byte that JSON strings cannot hold as they are: 0 for none, `u` for
+/// `\u00XX`, or the letter after the backslash.
+const ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the eight bytes of `word` needs an escape: a control character (below
+/// 0x20), `"` or `\`. Each test is exact about whether a byte matches (a borrow reaches a
+/// byte only from a lower one that matched), which is all that is asked of it.
+fn needs_escape(word: u64) -> bool {
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v;
+    (below_space | zero_byte(quote) | zero_byte(backslash)) & HIGHS != 0
+}
+
+/// Writes the contents of a JSON string: runs of bytes that need no escape in one write each,
+/// found eight bytes at a time.
+fn write_escaped<W: Write + ?Sized>(out: &mut W, s: &str) -> io::Result<()> {
+    let bytes = s.as_bytes();
+    let mut run_start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(word) = bytes[i..].first_chunk::<8>() {
+            if !needs_escape(u64::from_le_bytes(*word)) {
+                i += 8;
+                continue;
+            }
+        }
+        let byte = bytes[i];
+        let escape = ESCAPE[usize::from(byte)];
+        if escape == 0 {
+            i += 1;
+            continue;
+        }
+        out.write_all(&bytes[run_start..i])?;
+        if escape == b'u' {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.write_all(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ])?;
+        } else {
+            out.write_all(&[b'\\', escape])?;
+        }
+        i += 1;
+        run_start = i;
+    }
+    out.write_all(&bytes[run_start..])
+}
+
+impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, W>;
+    type SerializeTuple = Compound<'a, W>;
+    type SerializeTupleStruct = Compound<'a, W>;
+    type SerializeTupleVariant = Compound<'a, W>;
+    type SerializeMap = Compound<'a, W>;
+    type SerializeStruct = Compound<'a, W>;
+    type SerializeStructVariant = Compound<'a, W>;
+
+    fn serialize_bool(self, v: bool) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_i8(self, v: i8) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result {
+        self.scalar(v)
+    }
+    fn serialize_char(self, v: char) -> Result {
+        Ok(self.string(v.encode_utf8(&mut [0; 4]))?)
+    }
+    fn serialize_str(self, v: &str) -> Result {
+        Ok(self.string(v)?)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result {
+        use ser::SerializeSeq;
+        let mut seq = self.seq(Some(v.len()))?;
+        for b in v {
+            seq.serialize_element(b)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result {
+        self.scalar(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result {
+        self.scalar(())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result {
+        self.scalar(())
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result {
+        Ok(self.string(variant)?)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result {
+        self.open_variant(variant)?;
+        value.serialize(&mut *self)?;
+        Ok(self.close_variant()?)
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'a, W>> {
+        self.seq(len)
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, W>> {
+        self.seq(Some(len))
+    }
+    fn serialize_tuple_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>> {
+        self.seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>> {
+        self.open_variant(variant)?;
+        let mut seq = self.seq(Some(len))?;
+        seq.in_variant = true;
+        Ok(seq)
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, W>> {
+        self.map(len)
+    }
+    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>> {
+        self.map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>> {
+        self.open_variant(variant)?;
+        let mut map = self.map(Some(len))?;
+        map.in_variant = true;
+        Ok(map)
+    }
+
+    /// A long text streamed through `Display` ([`crate::ThreadText`]) is escaped piece by
+    /// piece as it comes, never collected.
+    fn collect_str<T: Display + ?Sized>(self, value: &T) -> Result {
+        struct Escaping<'w, W: Write> {
+            out: &'w mut W,
+            error: Option<io::Error>,
+        }
+        impl<W: Write> fmt::Write for Escaping<'_, W> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                write_escaped(self.out, s).map_err(|e| {
+                    self.error = Some(e);
+                    fmt::Error
+                })
+            }
+        }
+        self.out.write_all(b"\"")?;
+        let mut escaping = Escaping {
+            out: &mut self.out,
+            error: None,
+        };
+        if fmt::write(&mut escaping, format_args!("{value}")).is_err() {
+            return Err(Error(escaping.error.unwrap_or_else(|| {
+                io::Error::other("a value's Display implementation failed")
+            })));
+        }
+        Ok(self.out.write_all(b"\"")?)
+    }
+}
+
+/// An array or an object being written (a struct is an object; an enum variant with data is
+/// an object of one key around one of these).
+pub struct Compound<'a, W> {
+    ser: &'a mut PrettySerializer<W>,
+    /// `None` once empty and closed at the start (a known length of 0, as serde_json does),
+    /// else whether the next item is the first.
+    first: Option<bool>,
+    close: &'static [u8],
+    in_variant: bool,
+}
+
+impl<'a, W: Write> Compound<'a, W> {
+    fn new(
+        ser: &'a mut PrettySerializer<W>,
+        len: Option<usize>,
+        close: &'static [u8],
+    ) -> io::Result<Self> {
+        let first = if len == Some(0) {
+            ser.close(close)?;
+            None
+        } else {
+            Some(true)
+        };
+        Ok(Compound {
+            ser,
+            first,
+            close,
+            in_variant: false,
+        })
+    }
+
+    fn next_item(&mut self) -> io::Result<()> {
+        let first = self.first.unwrap_or(false);
+        self.first = Some(false);
+        self.ser.item(first)
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.next_item()?;
+        value.serialize(&mut *self.ser)?;
+        self.ser.has_value = true;
+        Ok(())
+    }
+
+    fn entry_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
+        self.next_item()?;
+        key.serialize(MapKey {
+            ser: &mut *self.ser,
+        })
+    }
+
+    fn entry_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.ser.out.write_all(b": ")?;
+        value.serialize(&mut *self.ser)?;
+        self.ser.has_value = true;
+        Ok(())
+    }
+
+    fn finish(self) -> Result {
+        if self.first.is_some() {
+            self.ser.close(self.close)?;
+        }
+        if self.in_variant {
+            self.ser.close_variant()?;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeSeq for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeTuple for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeTupleStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeTupleVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeMap for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
+        self.entry_key(key)
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.entry_value(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        self.entry_key(key)?;
+        self.entry_value(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        self.entry_key(key)?;
+        self.entry_value(value)
+    }
+    fn end(self) -> Result {
+        self.finish()
+    }
+}
+
+/// A map key: a string, or a number or boolean written as a string (as serde_json does).
+struct MapKey<'a, W> {
+    ser: &'a mut PrettySerializer<W>,
+}
+
+impl<W: Write> MapKey<'_, W> {
+    /// A scalar key, quoted: serde_json's own key serializer writes it, inside a map of one
+    /// entry, so a key it refuses (a float that is not finite) fails here as it does there.
+    fn quoted<T: Serialize>(self, value: T) -> Result {
+        struct OneEntry<T>(T);
+        impl<T: Serialize> Serialize for OneEntry<T> {
+            fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                use ser::SerializeMap;
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry(&self.0, &())?;
+                map.end()
+            }
+        }
+        let text =
+            serde_json::to_string(&OneEntry(value)).map_err(|e| Error(io::Error::from(e)))?;
+        // `{"<key>":null}`: the key is all between the braces but the `:null`.
+        let key = text
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix(":null}"))
+            .ok_or_else(|| Error(io::Error::other("unexpected map key serialization")))?;
+        Ok(self.ser.out.write_all(key.as_bytes())?)
+    }
+}
+
+fn key_must_be_a_string() -> Error {
+    Error(io::Error::other("key must be a string"))
+}
+
+impl<W: Write> ser::Serializer for MapKey<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Impossible<(), Error>;
+    type SerializeTuple = Impossible<(), Error>;
+    type SerializeTupleStruct = Impossible<(), Error>;
+    type SerializeTupleVariant = Impossible<(), Error>;
+    type SerializeMap = Impossible<(), Error>;
+    type SerializeStruct = Impossible<(), Error>;
+    type SerializeStructVariant = Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result {
+        Ok(self.ser.string(v)?)
+    }
+    fn serialize_char(self, v: char) -> Result {
+        Ok(self.ser.string(v.encode_utf8(&mut [0; 4]))?)
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result {
+        Ok(self.ser.string(variant)?)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result {
+        value.serialize(self)
+    }
+    fn serialize_bool(self, v: bool) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_i8(self, v: i8) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result {
+        self.quoted(v)
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Self::SerializeStruct> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant> {
+        Err(key_must_be_a_string())
+    }
+}
+
+#[cfg(test)]
+mod tests;

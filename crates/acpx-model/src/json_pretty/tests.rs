@@ -1,0 +1,255 @@
+//! The writer against serde_json's own pretty printer, byte for byte.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::to_writer_pretty;
+
+fn ours<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::new();
+    to_writer_pretty(&mut out, value).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn same<T: Serialize + ?Sized + std::fmt::Debug>(value: &T) {
+    let theirs = serde_json::to_string_pretty(value).unwrap();
+    assert_eq!(ours(value), theirs, "{value:?}");
+}
+
+#[test]
+fn every_byte_class_at_every_offset_of_a_word() {
+    for byte in 0u8..0x80 {
+        let c = char::from(byte);
+        for before in 0..17 {
+            for after in [0, 1, 7, 8, 9] {
+                let s = format!("{}{c}{}", "a".repeat(before), "b".repeat(after));
+                same(&s);
+            }
+        }
+    }
+    for s in [
+        "",
+        "é",
+        "日本語のテキスト\u{1F600}",
+        "\u{7f}\u{80}\u{ff}",
+        "\"\\\"\\",
+        "\n\n\n\n\n\n\n\n\n",
+        "\u{2028}\u{2029}",
+    ] {
+        same(s);
+    }
+}
+
+#[test]
+fn random_strings() {
+    // A fixed linear congruential generator: the same strings at every run.
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize
+    };
+    let pool: Vec<char> = "ab \t\n\r\"\\/\u{0}\u{1}\u{1f}\u{7f}é日\u{1F600}x"
+        .chars()
+        .collect();
+    for _ in 0..5_000 {
+        let len = next() % 40;
+        let s: String = (0..len).map(|_| pool[next() % pool.len()]).collect();
+        same(&s);
+    }
+}
+
+#[test]
+fn values_of_every_shape() {
+    same(&json!(null));
+    same(&json!([]));
+    same(&json!({}));
+    same(&json!([[]]));
+    same(&json!([{}, [], [[], {}], {"a": []}]));
+    same(&json!({
+        "n": [0, -1, 1.5, -0.0, 1e16, 1e-7, 123456789.125, u64::MAX, i64::MIN],
+        "b": [true, false],
+        "nested": {"deeper": {"deepest": ["x", {"k": "v\n"}]}},
+        "empty": {"a": {}, "b": []},
+        "text": "line\nbreak \"quoted\" back\\slash"
+    }));
+    same(&f64::NAN);
+    same(&[f32::INFINITY, 0.1f32, 3.0f32]);
+    same(&(1u128 << 100));
+    same(&(-(1i128 << 100)));
+    same(&'x');
+    same(&serde_bytes_like(&[0, 1, 255]));
+}
+
+fn serde_bytes_like(bytes: &[u8]) -> Bytes<'_> {
+    Bytes(bytes)
+}
+
+#[derive(Debug)]
+struct Bytes<'a>(&'a [u8]);
+
+impl Serialize for Bytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+#[derive(Debug, Serialize)]
+enum Shape {
+    Unit,
+    Newtype(u32),
+    NewtypeEmpty(Vec<u8>),
+    Tuple(u8, String),
+    TupleEmpty(),
+    Struct { a: Option<u8>, b: Vec<Shape> },
+    StructEmpty {},
+}
+
+#[derive(Debug, Serialize)]
+struct Record {
+    id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skipped: Option<u8>,
+    shapes: Vec<Shape>,
+    by_number: BTreeMap<i64, &'static str>,
+    by_flag: BTreeMap<bool, u8>,
+    by_char: BTreeMap<char, u8>,
+    unit: (),
+    unit_struct: UnitStruct,
+    newtype: Newtype,
+    tuple: (u8, (), Option<bool>),
+}
+
+#[derive(Debug, Serialize)]
+struct UnitStruct;
+
+#[derive(Debug, Serialize)]
+struct Newtype(String);
+
+#[derive(Debug, Serialize)]
+struct AllSkipped {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    a: Option<u8>,
+}
+
+#[test]
+fn derived_types_and_map_keys() {
+    same(&Record {
+        id: "r".into(),
+        skipped: None,
+        shapes: vec![
+            Shape::Unit,
+            Shape::Newtype(7),
+            Shape::NewtypeEmpty(vec![]),
+            Shape::Tuple(1, "t".into()),
+            Shape::TupleEmpty(),
+            Shape::Struct {
+                a: Some(1),
+                b: vec![Shape::Unit, Shape::StructEmpty {}],
+            },
+            Shape::StructEmpty {},
+        ],
+        by_number: [(-3, "minus"), (7, "seven")].into_iter().collect(),
+        by_flag: [(true, 1), (false, 0)].into_iter().collect(),
+        by_char: [('c', 1)].into_iter().collect(),
+        unit: (),
+        unit_struct: UnitStruct,
+        newtype: Newtype("n".into()),
+        tuple: (1, (), None),
+    });
+    same(&AllSkipped { a: None });
+    let floats: Vec<(f64, u8)> = vec![(1.5, 1)];
+    let map = FloatKeys(floats);
+    assert_eq!(ours(&map), serde_json::to_string_pretty(&map).unwrap());
+    let refused = FloatKeys(vec![(f64::NAN, 1)]);
+    assert!(serde_json::to_string_pretty(&refused).is_err());
+    let mut out = Vec::new();
+    assert!(to_writer_pretty(&mut out, &refused).is_err());
+}
+
+struct FloatKeys(Vec<(f64, u8)>);
+
+impl Serialize for FloatKeys {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[test]
+fn a_streamed_string_is_escaped_as_one() {
+    struct Pieces;
+    impl std::fmt::Display for Pieces {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            for piece in ["abc\"", "\n\u{1}", "日本", "\\xyz0123456789"] {
+                f.write_str(piece)?;
+            }
+            Ok(())
+        }
+    }
+    struct Streamed;
+    impl Serialize for Streamed {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_str(&Pieces)
+        }
+    }
+    assert_eq!(
+        ours(&Streamed),
+        serde_json::to_string_pretty(&Streamed).unwrap()
+    );
+}
+
+#[test]
+fn a_failing_writer_fails_the_write() {
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let err = to_writer_pretty(Full, &json!({"a": "b"})).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::StorageFull);
+}
+
+/// Whole session documents, as stores write them: the fixtures of the fuzzers (every part of
+/// a thread and of the `acpx` namespace), and one whose reply is streamed from a spill.
+#[test]
+fn session_documents_are_written_as_serde_json_writes_them() {
+    use crate::{SessionRecord, TextSpill, ThreadText};
+    for (name, text) in [
+        (
+            "session_small",
+            include_str!("../../tests/fixtures/fuzz/session_small.json"),
+        ),
+        (
+            "session_full",
+            include_str!("../../tests/fixtures/fuzz/session_full.json"),
+        ),
+    ] {
+        let record = SessionRecord::from_json_slice(text.as_bytes(), name).unwrap();
+        let mut theirs = serde_json::to_vec_pretty(&record).unwrap();
+        theirs.push(b'\n');
+        assert_eq!(record.to_json_vec().unwrap(), theirs, "{name}");
+        assert_eq!(record.json_len(), theirs.len(), "{name}");
+        let mut written = Vec::new();
+        record.write_json(&mut written).unwrap();
+        assert_eq!(written, theirs, "{name}");
+    }
+    let spill = std::sync::Arc::new(crate::testing::MemorySpill::default());
+    let long = "a long reply with \"quotes\", \\ and\nnewlines ".repeat(5_000);
+    let mut text = ThreadText::from(long.clone());
+    text.spill_into(spill.clone() as std::sync::Arc<dyn TextSpill>)
+        .unwrap();
+    assert_eq!(spill.len(), long.len() as u64, "the text was spilled");
+    assert_eq!(ours(&text), serde_json::to_string_pretty(&long).unwrap());
+}
