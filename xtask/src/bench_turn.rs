@@ -21,7 +21,9 @@
 //!   time, per-chunk cost (wall minus the fixed cost of a one-process `echo hi`, divided by N),
 //!   peak RSS, and bytes the store grew by per chunk.
 //! - **session**: a session first given one 1M-chunk prompt (`--prefill`); then 10k-chunk
-//!   prompts alternately on it and on a new session; ratio of the medians (wall and RSS).
+//!   prompts alternately on it and on a new session; ratio of the medians (wall and RSS) and
+//!   of the mean CPU; `--instructions N`: N more pairs under callgrind, compared by the
+//!   instructions acpx executed (user space), which the machine's load does not move.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,6 +47,9 @@ pub struct Options {
     owner: bool,
     /// Runs of each prompt of 1M chunks and more (tens of seconds each).
     large_runs: usize,
+    /// `bench session`: pairs of prompts (large, new session) run again under callgrind, whose
+    /// instruction counts do not move with the machine's load.
+    instructions: usize,
 }
 
 impl Options {
@@ -59,6 +64,7 @@ impl Options {
             acpx: None,
             owner: false,
             large_runs: 1,
+            instructions: 0,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -112,10 +118,22 @@ impl Options {
                         .filter(|n| *n > 0)
                         .ok_or("--large-runs needs a positive number")?
                 }
+                "--instructions" => {
+                    o.instructions = value("--instructions")?
+                        .parse()
+                        .map_err(|_| "--instructions needs a number")?
+                }
                 "--dir" => o.dir = PathBuf::from(value("--dir")?),
                 "--acpx" => o.acpx = Some(PathBuf::from(value("--acpx")?)),
                 other => return Err(format!("unknown option {other:?}")),
             }
+        }
+        if o.instructions > 0 && (o.owner || !o.session_sweep) {
+            return Err(
+                "--instructions is an option of `bench session` without --owner: it \
+                        counts the instructions of the process that records the turn"
+                    .into(),
+            );
         }
         Ok(o)
     }
@@ -147,7 +165,19 @@ struct Bench {
 
 impl Bench {
     fn cmd(&self, home: &Home, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.acpx);
+        self.cmd_under(&[], home, args)
+    }
+
+    /// `acpx <args>`, or `<wrapper…> acpx <args>` (valgrind).
+    fn cmd_under(&self, wrapper: &[&str], home: &Home, args: &[&str]) -> Command {
+        let mut c = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(&self.acpx);
+                c
+            }
+            None => Command::new(&self.acpx),
+        };
         if home.backend == "postgres" {
             if let Ok(url) = postgres_url() {
                 c.env("ACPX_STORE_URL", url);
@@ -214,6 +244,42 @@ impl Bench {
         args.extend(["--format", "quiet", "prompt", "-s", session]);
         args.extend(words);
         self.run(home, &args)
+    }
+
+    /// The instructions acpx executes for a `stream <chunks>` prompt: its run under
+    /// `valgrind --tool=callgrind` (user space only, its children not followed), which counts
+    /// them the same on a busy machine as on an idle one.
+    fn instructions(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<u64> {
+        let n = chunks.to_string();
+        let mut args: Vec<&str> = self.mode.to_vec();
+        args.extend(["--format", "quiet", "prompt", "-s", session, "stream", &n]);
+        let out = self
+            .cmd_under(
+                &[
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--callgrind-out-file=/dev/null",
+                ],
+                home,
+                &args,
+            )
+            .output()
+            .map_err(|e| format!("cannot run valgrind (needed by --instructions): {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(format!(
+                "acpx under valgrind failed ({}): {stderr}",
+                out.status
+            ));
+        }
+        stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once("Collected : ")
+                    .map(|(_, n)| n.trim().to_owned())
+            })
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("no instruction count in valgrind's output: {stderr}"))
     }
 
     /// Through the owner, a new session's owner is started (and its agent attached) by one
@@ -598,6 +664,16 @@ fn session_sweep(
             bench.release(h, &name);
         }
     }
+    let mut counted: Vec<(Vec<u64>, Vec<u64>)> = homes.iter().map(|_| Default::default()).collect();
+    for r in 0..opts.instructions {
+        for (i, h) in homes.iter().enumerate() {
+            counted[i].0.push(bench.instructions(h, "large", n)?);
+            let name = format!("counted-{r}");
+            bench.new_session(h, &name)?;
+            bench.warm(h, &name)?;
+            counted[i].1.push(bench.instructions(h, &name, n)?);
+        }
+    }
     for h in homes {
         bench.release(h, "large");
     }
@@ -636,6 +712,25 @@ fn session_sweep(
             mean_cpu(&on_large[i]).as_secs_f64() / mean_cpu(&on_fresh[i]).as_secs_f64().max(1e-9),
             median_kb(&on_large[i]) as f64 / median_kb(&on_fresh[i]) as f64
         );
+    }
+    if opts.instructions > 0 {
+        println!(
+            "\nInstructions (callgrind, acpx's user space; {} pairs; a session at its budget \
+             trims on every second prompt, so an even count weighs both kinds alike):\n",
+            opts.instructions
+        );
+        println!("| backend | large session (mean) | new session (mean) | ratio |");
+        println!("|---|---:|---:|---:|");
+        for (h, (large, fresh)) in homes.iter().zip(&counted) {
+            let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+            println!(
+                "| {} | {:.0} | {:.0} | {:.3} |",
+                h.backend,
+                mean(large),
+                mean(fresh),
+                mean(large) / mean(fresh).max(1.0)
+            );
+        }
     }
     Ok(())
 }

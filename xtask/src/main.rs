@@ -24,7 +24,7 @@ const USAGE: &str =
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--chunks N] [--prefill N]
-                                 [--runs N] [--dir DIR] [--acpx PATH]
+                                 [--runs N] [--instructions N] [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
        cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]
        cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
@@ -56,6 +56,8 @@ const USAGE: &str =
                 chunk, peak RSS of the acpx process (VmHWM from /proc), store bytes per chunk
   bench session gives a session one --prefill-chunk prompt (default 1M), then times 10k-chunk
                 prompts on it and on new sessions, alternating: ratio of medians (wall, RSS)
+                and of mean CPU; --instructions N runs N more pairs under valgrind's callgrind
+                and gives the ratio of their instruction counts (steady under load)
   --backend B   fs, sqlite, postgres, comma-separated (all = fs,sqlite); postgres uses the
                 server of ACPX_STORE_URL (or ACPX_TEST_POSTGRES_URL) in a scratch schema
   --owner       through the session's warm queue owner instead of --no-owner (RSS: the client's)
