@@ -327,7 +327,17 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
     fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, W>> {
         self.map(len)
     }
-    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>> {
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Compound<'a, W>> {
+        if name == RAW_VALUE_TOKEN {
+            // A `serde_json::value::RawValue`: its one field is JSON text, written as it is.
+            return Ok(Compound {
+                ser: self,
+                first: None,
+                close: b"",
+                in_variant: false,
+                raw: true,
+            });
+        }
         self.map(Some(len))
     }
     fn serialize_struct_variant(
@@ -381,7 +391,13 @@ pub struct Compound<'a, W> {
     first: Option<bool>,
     close: &'static [u8],
     in_variant: bool,
+    /// A `RawValue` (see [`RAW_VALUE_TOKEN`]): no brackets, the field's text as it is.
+    raw: bool,
 }
+
+/// The struct name under which `serde_json::value::RawValue` serializes its JSON text (serde_json's
+/// own serializer writes that text unchanged; so does this one).
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 impl<'a, W: Write> Compound<'a, W> {
     fn new(
@@ -400,6 +416,7 @@ impl<'a, W: Write> Compound<'a, W> {
             first,
             close,
             in_variant: false,
+            raw: false,
         })
     }
 
@@ -503,6 +520,14 @@ impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        if self.raw {
+            // The field is a string holding the JSON text: take it back out of its quotes.
+            let quoted = serde_json::to_string(value).map_err(|e| Error(io::Error::from(e)))?;
+            let text: String =
+                serde_json::from_str(&quoted).map_err(|e| Error(io::Error::from(e)))?;
+            self.ser.out.write_all(text.as_bytes())?;
+            return Ok(());
+        }
         self.entry_key(key)?;
         self.entry_value(value)
     }
@@ -633,8 +658,8 @@ impl<W: Write> ser::Serializer for MapKey<'_, W> {
     fn serialize_none(self) -> Result {
         Err(key_must_be_a_string())
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result {
-        Err(key_must_be_a_string())
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result {
+        value.serialize(self)
     }
     fn serialize_unit(self) -> Result {
         Err(key_must_be_a_string())

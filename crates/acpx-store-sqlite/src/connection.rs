@@ -178,17 +178,21 @@ fn refuse_upgrade_under_old_writers(path: &Path, version: i64) -> StoreResult<()
         let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".lock")) else {
             continue;
         };
-        // A batch lock (`.batch.<n>.lock`) guards a migration's new sessions, not the schema.
-        if id.starts_with('.') {
-            continue;
-        }
+        // A batch lock (`.batch.<n>.lock`) guards the new sessions of a migration or an
+        // import, which writes them (and their events) with the old schema too.
+        let holder = if id.starts_with('.') {
+            format!("a migration or import (lock {id})")
+        } else {
+            format!("session {id}")
+        };
         if let Ok(None) = acpx_lock::FileLock::try_exclusive(&lock) {
             return Err(StoreError::Backend {
                 backend: BACKEND,
                 message: format!(
                     "{}: the database needs its schema upgraded from version {version} to \
-                     {SCHEMA_VERSION}, and another process holds the writer lock of session \
-                     {id} (a queue owner or a prompt of an older acpx, most likely, {}); \
+                     {SCHEMA_VERSION}, and another process holds the writer lock of \
+                     {holder} (a queue owner, a prompt or a migration of an older acpx, most \
+                     likely, {}); \
                      nothing was changed. Run the command \
                      again once that process has exited: an idle queue owner exits after its \
                      TTL (300 s by default), and can be ended sooner (`kill`) without harm to \

@@ -271,12 +271,16 @@ pub(crate) fn events_query(key: i64, query: &EventQuery) -> (String, Vec<SqlValu
     ];
     if let Some(r) = &query.request_id {
         args.push(SqlValue::Text(r.clone()));
-        sql.push_str(
-            " AND seq >= (SELECT first_seq FROM event_requests \
-             WHERE session_key = ?1 AND request_id = ?3) \
+        // One lower bound, the larger of the two: SQLite seeks on one `seq >=` term and
+        // tests any other row by row, so with two a read from seq 0 walked the whole log up
+        // to the request.
+        sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM event_rows WHERE session_key = ?1 \
+             AND seq >= max(?2, (SELECT first_seq FROM event_requests \
+             WHERE session_key = ?1 AND request_id = ?3)) \
              AND seq <= (SELECT last_seq FROM event_requests \
              WHERE session_key = ?1 AND request_id = ?3) \
-             AND request_id = ?3",
+             AND request_id = ?3"
         );
     }
     let json_list = |items: Vec<&str>| SqlValue::Text(serde_json::json!(items).to_string());
@@ -595,6 +599,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A read by request id seeks to the request's first row, whatever `from_seq` it is
+    /// given: from seq 0 it executes no more steps than from the request's own first seq (a
+    /// second lower bound was tested row by row from `from_seq`, a walk of the whole log).
+    #[test]
+    fn a_read_by_request_seeks_to_its_range() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, std::path::Path::new(":memory:")).unwrap_or_else(|_| panic!("migrate"));
+        conn.execute_batch(
+            "PRAGMA foreign_keys = OFF;
+             WITH RECURSIVE n(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM n WHERE seq < 5000)
+             INSERT INTO event_rows (session_key, seq, event_version, timestamp, acp_session_id,
+                 request_id, stream, source, type, payload, bytes)
+             SELECT 1, seq, 1, '2026-01-01T00:00:00.000Z', 'a',
+                 CASE WHEN seq <= 4000 THEN 'req_a' ELSE 'req_b' END,
+                 'prompt', 'acp', 'session_update', '{}', 10 FROM n;
+             INSERT INTO event_requests VALUES (1, 'req_a', 1, 4000), (1, 'req_b', 4001, 5000);",
+        )
+        .unwrap();
+        let steps = |from_seq: u64, request: &str| -> (usize, i32) {
+            let q = EventQuery {
+                request_id: Some(request.into()),
+                ..EventQuery::from_seq(from_seq)
+            };
+            let (sql, args) = events_query(1, &q);
+            let mut stmt = conn.prepare(&sql).unwrap();
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(1))
+                .unwrap()
+                .count();
+            (rows, stmt.get_status(rusqlite::StatementStatus::VmStep))
+        };
+        let (from_zero, zero_steps) = steps(0, "req_b");
+        let (from_first, first_steps) = steps(4001, "req_b");
+        assert_eq!((from_zero, from_first), (1000, 1000));
+        assert!(
+            zero_steps <= first_steps + 50,
+            "from seq 0: {zero_steps} steps; from the request's first seq: {first_steps}"
+        );
+        let (none, none_steps) = steps(0, "req_unknown");
+        assert_eq!(none, 0);
+        assert!(
+            none_steps < 100,
+            "{none_steps} steps for an unknown request"
+        );
     }
 
     /// A save reads the search parts' hashes from the covering index, not from the rows,

@@ -216,4 +216,10 @@ async fn documented_queries_run_and_answer() {
             ("4".into(), "prompt_error".into(), "Null".into()),
         ]
     );
+    // Between the bounds of the request's range, not through every event of the session.
+    let plan = run(&format!("EXPLAIN QUERY PLAN {}", queries[6]));
+    assert!(
+        plan.iter().any(|r| text(&r[3]).contains("seq>? AND seq<?")),
+        "{plan:?}"
+    );
 }

@@ -485,6 +485,17 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
              PRAGMA user_version = 7;",
         )
         .unwrap();
+    // A row a hand delete (without `foreign_keys`) left without its session: the upgrade
+    // gives it no range, and is not refused for it.
+    raw(&path)
+        .execute_batch(
+            "PRAGMA foreign_keys = OFF; \
+             INSERT INTO event_rows (session_key, seq, event_version, timestamp, \
+             acp_session_id, request_id, stream, source, type, payload, bytes) \
+             VALUES (999, 1, 1, '2026-01-01T00:00:00.000Z', 'a', 'req_orphan', 'prompt', \
+             'acp', 'session_update', '{}', 10)",
+        )
+        .unwrap();
     let by = |store: &SqliteStore, t: Option<&str>, request: Option<&str>| {
         let store = store.clone();
         let q = EventQuery {
@@ -506,6 +517,11 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
         "{err}"
     );
     drop(held);
+    // An older migration or import writing new sessions is waited for too.
+    let batch = acpx_lock::FileLock::exclusive_blocking(&locks.join(".batch.1.lock")).unwrap();
+    let err = SqliteStore::open(&path).expect_err("waits").to_string();
+    assert!(err.contains("a migration or import"), "{err}");
+    drop(batch);
     let store = SqliteStore::open(&path).expect("upgrades once the writer is gone");
     let conn = raw(&path);
     let (version, time_index, request_index): (i64, String, i64) = conn
@@ -531,6 +547,14 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
         )
         .unwrap();
     assert_eq!(hashes, 1);
+    let orphan_ranges: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM event_requests WHERE session_key = 999",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(orphan_ranges, 0);
     let requests: Vec<String> = conn
         .prepare(
             "SELECT DISTINCT request_id FROM events \

@@ -253,3 +253,31 @@ fn session_documents_are_written_as_serde_json_writes_them() {
     assert_eq!(spill.len(), long.len() as u64, "the text was spilled");
     assert_eq!(ours(&text), serde_json::to_string_pretty(&long).unwrap());
 }
+
+#[derive(Debug, Serialize)]
+struct WithRaw {
+    before: u8,
+    raw: Box<serde_json::value::RawValue>,
+    list: Vec<Box<serde_json::value::RawValue>>,
+    #[serde(serialize_with = "optional_key_map")]
+    keyed: (),
+}
+
+/// A map whose key is an `Option<&str>`: serde_json writes the inner string.
+fn optional_key_map<S: serde::Serializer>(_: &(), s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(1))?;
+    map.serialize_entry(&Some("k"), &1)?;
+    map.end()
+}
+
+#[test]
+fn raw_values_and_optional_keys_as_serde_json_writes_them() {
+    let raw = |t: &str| serde_json::value::RawValue::from_string(t.to_owned()).unwrap();
+    same(&WithRaw {
+        before: 1,
+        raw: raw(r#"{"compact":[1,2],"s":"\u0041\n"}"#),
+        list: vec![raw("[]"), raw("  {\"spaced\" : true}  ")],
+        keyed: (),
+    });
+}
