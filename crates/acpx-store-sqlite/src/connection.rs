@@ -151,7 +151,7 @@ fn older_writer_harm(version: i64) -> &'static str {
         "which writes `sessions` as a table and would fail its saves after the upgrade"
     } else {
         "which would append events without their request's range, so that `sessions events \
-         --request` would miss them after the upgrade"
+         --request-id` would miss them after the upgrade"
     }
 }
 

@@ -513,7 +513,7 @@ async fn version_8_ranges_requests_after_older_writers_are_gone() {
     let held = acpx_lock::FileLock::exclusive_blocking(&locks.join("k2.lock")).unwrap();
     let err = SqliteStore::open(&path).expect_err("waits").to_string();
     assert!(
-        err.contains("from version 7") && err.contains("--request"),
+        err.contains("from version 7") && err.contains("--request-id"),
         "{err}"
     );
     drop(held);
