@@ -122,18 +122,7 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
             let r = env.run(&["--format", "json", "fsck"]);
             assert_eq!(r.code, 0, "{what}: clean after the repair: {r:?}");
             // And the session goes on.
-            let r = env
-                .run(&[
-                    "--format",
-                    "quiet",
-                    "--no-owner",
-                    "--agent",
-                    &agent,
-                    "echo",
-                    "after",
-                ])
-                .ok();
-            assert_eq!(r.stdout, "after\n", "{what}");
+            assert_the_session_goes_on(&env, &agent, &what);
         }
     }
 }
@@ -179,16 +168,21 @@ fn a_valid_hand_edit_of_a_sqlite_document_is_kept_by_the_repair() {
     assert_eq!(shown["thread"]["title"], "Edited by hand", "{shown}");
     let r = env.run(&["--format", "json", "fsck"]);
     assert_eq!(r.code, 0, "clean after the repair: {r:?}");
+    assert_the_session_goes_on(&env, &agent, "after the kept edit");
+}
+
+/// A one-process prompt after the repair answers as always.
+fn assert_the_session_goes_on(env: &Env, agent: &str, what: &str) {
     let r = env
         .run(&[
             "--format",
             "quiet",
             "--no-owner",
             "--agent",
-            &agent,
+            agent,
             "echo",
             "after",
         ])
         .ok();
-    assert_eq!(r.stdout, "after\n");
+    assert_eq!(r.stdout, "after\n", "{what}");
 }

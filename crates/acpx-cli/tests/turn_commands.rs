@@ -6,7 +6,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 
-use common::process::{finish, kill_child, spawn, spawn_until, status, wait_for, STARTED};
+use common::process::{finish, kill_child, spawn, spawn_until, status, wait_for, Running, STARTED};
 use common::{Env, BACKENDS};
 use serde_json::Value;
 
@@ -198,19 +198,7 @@ fn ctrl_c_cancels_then_interrupts() {
         // agent of its own to stop; through a queue owner the turn belongs to the owner.
         // One Ctrl-C: the turn is cancelled through ACP and recorded, exit 130 (Node's
         // INTERRUPTED).
-        let run = spawn_until(
-            &env,
-            &[
-                "--no-owner",
-                "--format",
-                "json",
-                "--agent",
-                &agent,
-                "slow",
-                "400",
-            ],
-            STARTED,
-        );
+        let run = slow_no_owner_prompt(&env, &agent);
         kill_child(&run.child, libc::SIGINT);
         let (code, lines, stderr) = run.finish();
         assert_eq!(code, 130, "{stderr}");
@@ -272,19 +260,7 @@ fn killed_prompt_leaves_a_dead_status_that_never_cancels_others() {
         new_session(&env, &agent, &[]);
         // A one-process prompt (--no-owner) dies with its turn; a client of the queue owner
         // does not take the turn with it (tests/owner.rs).
-        let run = spawn_until(
-            &env,
-            &[
-                "--format",
-                "json",
-                "--no-owner",
-                "--agent",
-                &agent,
-                "slow",
-                "400",
-            ],
-            STARTED,
-        );
+        let run = slow_no_owner_prompt(&env, &agent);
         kill_child(&run.child, libc::SIGKILL);
         let _ = run.finish();
         let st = status(&env, &agent);
@@ -759,19 +735,7 @@ fn a_dead_run_file_is_superseded_by_a_later_turn_through_the_owner() {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
         new_session(&env, &agent, &[]);
-        let run = spawn_until(
-            &env,
-            &[
-                "--format",
-                "json",
-                "--no-owner",
-                "--agent",
-                &agent,
-                "slow",
-                "400",
-            ],
-            STARTED,
-        );
+        let run = slow_no_owner_prompt(&env, &agent);
         kill_child(&run.child, libc::SIGKILL);
         let _ = run.finish();
         let st = status(&env, &agent);
@@ -798,4 +762,21 @@ fn a_dead_run_file_is_superseded_by_a_later_turn_through_the_owner() {
             show.stdout
         );
     }
+}
+
+/// A one-process (`--no-owner`) prompt `slow 400` printing JSON, once its turn has started.
+fn slow_no_owner_prompt(env: &Env, agent: &str) -> Running {
+    spawn_until(
+        env,
+        &[
+            "--format",
+            "json",
+            "--no-owner",
+            "--agent",
+            agent,
+            "slow",
+            "400",
+        ],
+        STARTED,
+    )
 }

@@ -519,8 +519,7 @@ impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
     type Ok = ();
     type Error = Error;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.entry_key(key)?;
-        self.entry_value(value)
+        ser::SerializeStruct::serialize_field(self, key, value)
     }
     fn end(self) -> Result {
         self.finish()
