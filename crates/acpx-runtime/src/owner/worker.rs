@@ -238,7 +238,12 @@ impl Worker {
         sink: Option<&ReplyTx>,
     ) -> RuntimeResult<Option<Vec<Notice>>> {
         if let Some(s) = &self.session {
-            if s.is_connected() {
+            // The process probe `status` uses too: an agent killed while the owner was idle
+            // is a zombie at once, but the task that reaps it (and marks the session
+            // disconnected) may not have run yet; the turn must not go to the dead process.
+            let agent = *locked(&self.shared.agent_pid);
+            let alive = agent.is_none_or(|(pid, ticks)| super::lease::process_running(pid, ticks));
+            if s.is_connected() && alive {
                 if s.with_record(|r| wanted_agent(options, r)).await == self.session_mcp {
                     return Ok(None);
                 }
