@@ -38,6 +38,12 @@ use crate::context::{resolve_cwd, resolve_home, Ctx};
 use crate::error::{CliError, ErrorKind};
 use crate::output::Out;
 
+// The system allocator, with huge pages under its multi-megabyte buffers once
+// `bound_large_allocations` turns them on (not in the test agent): see the type.
+#[global_allocator]
+static ALLOCATOR: acpx_runtime::allocator::LargeBufferAllocator =
+    acpx_runtime::allocator::LargeBufferAllocator;
+
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
     // `acpx __test-agent …` is the `demo` agent's process: serve ACP on stdio, nothing else.
