@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use acpx_model::{ClosedFilter, ListQuery, MemoryStore, RecordId, Store, StoreError};
-use acpx_runtime::ops::lookup::{find_in_scope, resolve_id_or_name, walk_dirs};
+use acpx_runtime::ops::lookup::{find_in_scope, resolve_id, resolve_id_or_name, walk_dirs};
 use acpx_runtime::ops::OpsError;
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
@@ -268,6 +268,27 @@ async fn a_damaged_snapshot_is_skipped_by_the_one_list_as_before() {
         resolve_id_or_name(&store, "hurt", "agent", &deep).await,
         Err(OpsError::Store(StoreError::Corrupt { .. }))
     ));
+    // So does a suffix of its id when nothing readable matches it, not "no session"; a
+    // suffix a readable session also matches designates that one, as before.
+    for text in ["urt", "t"] {
+        assert!(
+            matches!(
+                resolve_id_or_name(&store, text, "agent", &deep).await,
+                Err(OpsError::Store(StoreError::Corrupt { .. }))
+            ),
+            "{text}"
+        );
+        assert!(
+            matches!(
+                resolve_id(&store, text).await,
+                Err(OpsError::Store(StoreError::Corrupt { .. }))
+            ),
+            "{text}"
+        );
+    }
+    let by_suffix = resolve_id(&store, "ine").await.unwrap().unwrap();
+    assert_eq!(by_suffix.acpx_record_id.as_str(), "fine");
+    assert!(matches!(resolve_id(&store, "zz").await, Ok(None)));
 }
 
 /// `Store::sessions_matching_id` (SQLite: a suffix test in SQL) selects exactly what the

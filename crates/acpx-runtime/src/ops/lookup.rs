@@ -13,7 +13,8 @@
 //! unique suffix of either. Several matches are [`OpsError::AmbiguousId`]. A word a user
 //! types for a session ([`resolve_id_or_name`]) is also tried as a session name in scope,
 //! after the exact ids and before the suffix: a short name (`a`) is very often also the
-//! suffix of some random record id, and must not designate that other session.
+//! suffix of some random record id, and must not designate that other session. When nothing
+//! readable matches, the suffix of a damaged session's record id is an error naming it.
 
 use std::path::{Path, PathBuf};
 
@@ -212,7 +213,7 @@ pub async fn resolve_id_or_name(
         }
         return match unique_suffix(&candidates, text)? {
             Some(id) => Ok(Some(store.load(&id).await?)),
-            None => Ok(None),
+            None => damaged_suffix(store, text, None).await,
         };
     }
     let page = store.list(&every_session()).await?;
@@ -221,13 +222,14 @@ pub async fn resolve_id_or_name(
     }
     // Decided before the scope takes the list; used only when no session has that name.
     let by_suffix = unique_suffix(&page.sessions, text);
+    let skipped = page.skipped.clone();
     let scope = Scope::new(agent_command, cwd, Some(text));
     if let Some(s) = scope.pick(store, page).await? {
         return Ok(Some(store.load(&s.acpx_record_id).await?));
     }
     match by_suffix? {
         Some(id) => Ok(Some(store.load(&id).await?)),
-        None => Ok(None),
+        None => damaged_suffix(store, text, Some(skipped)).await,
     }
 }
 
@@ -256,7 +258,42 @@ pub async fn resolve_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessi
     let candidates = store.sessions_matching_id(text).await?;
     match match_typed_id(&candidates, text)? {
         Some(id) => Ok(Some(store.load(&id).await?)),
-        None => Ok(None),
+        None => damaged_suffix(store, text, None).await,
+    }
+}
+
+/// When no readable session matches `text`: a session whose snapshot `list` had to skip
+/// (damaged) and whose record id ends with `text` is answered with the error its load gives,
+/// which names the file and what is wrong (and `fsck` rebuilds it), not with "no session".
+/// Several such sessions are [`OpsError::AmbiguousId`]. `skipped` is what a list of every
+/// session already skipped, when the caller has one; otherwise one is made (this is the
+/// path of a miss only).
+async fn damaged_suffix(
+    store: &dyn Store,
+    text: &str,
+    skipped: Option<Vec<SkippedEntry>>,
+) -> OpsResult<Option<SessionRecord>> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let skipped = match skipped {
+        Some(s) => s,
+        None => store.list(&every_session()).await?.skipped,
+    };
+    let mut ids: Vec<RecordId> = Vec::new();
+    for id in skipped.into_iter().filter_map(|e| e.acpx_record_id) {
+        if id.as_str().ends_with(text) && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    match ids.as_slice() {
+        [] => Ok(None),
+        // Its load fails with the damage (or succeeds, if it was repaired meanwhile).
+        [id] => Ok(Some(store.load(id).await?)),
+        _ => Err(OpsError::AmbiguousId {
+            text: text.to_owned(),
+            matches: ids,
+        }),
     }
 }
 
