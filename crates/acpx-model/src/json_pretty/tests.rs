@@ -19,11 +19,13 @@ fn same<T: Serialize + ?Sized + std::fmt::Debug>(value: &T) {
 }
 
 #[test]
-fn every_byte_class_at_every_offset_of_a_word() {
+fn every_byte_class_at_every_offset_of_a_block() {
+    // Every offset of the first two blocks of 32 and the tail after them, with the string
+    // ending inside a block, at its end, or one past it.
     for byte in 0u8..0x80 {
         let c = char::from(byte);
-        for before in 0..17 {
-            for after in [0, 1, 7, 8, 9] {
+        for before in 0..70 {
+            for after in [0, 1, 7, 8, 9, 31, 32, 33] {
                 let s = format!("{}{c}{}", "a".repeat(before), "b".repeat(after));
                 same(&s);
             }
@@ -56,7 +58,9 @@ fn random_strings() {
         .chars()
         .collect();
     for _ in 0..5_000 {
-        let len = next() % 40;
+        // Up to three blocks of 32, so the escapes of one block and the tail after the
+        // last whole block are both written.
+        let len = next() % 100;
         let s: String = (0..len).map(|_| pool[next() % pool.len()]).collect();
         same(&s);
     }
