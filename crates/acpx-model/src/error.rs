@@ -32,10 +32,20 @@ impl ValidationError {
         origin: &str,
         e: serde_path_to_error::Error<serde_json::Error>,
     ) -> Self {
-        let path = e.path().to_string();
+        // A syntax error before the first key is read has no known segment ("?"): it is the
+        // document's.
+        let path = match e.path().to_string() {
+            p if p == "?" => ".".to_owned(),
+            p => p,
+        };
         let inner = e.into_inner();
         // serde_json appends " at line L column C"; keep it: it helps find the spot in a file.
-        ValidationError::new(origin, &path, inner.to_string())
+        let message = if inner.is_syntax() || inner.is_eof() {
+            format!("not valid JSON: {inner}")
+        } else {
+            inner.to_string()
+        };
+        ValidationError::new(origin, &path, message)
     }
 }
 

@@ -730,6 +730,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("x.json"), "{e}");
+        // Broken syntax is said to be broken JSON, with where; before any key, it is the
+        // document's.
+        for (bytes, field, at) in [
+            (&b"{ broken"[..], ".", "line 1 column 3"),
+            (b"{\"a\": ", "a", "line 1 column 6"),
+        ] {
+            let e = SessionRecord::from_json_slice(bytes, "x.json").unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.message.starts_with("not valid JSON: "), "{e}");
+            assert!(e.message.contains(at), "{e}");
+        }
     }
 
     #[test]
