@@ -4,16 +4,20 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether [`LargeBufferAllocator`] advises huge pages: set by [`bound_large_allocations`],
-/// so a program that never calls it (the scripted test agent in the same binary) allocates
-/// exactly as the system allocator does.
-static ADVISE_HUGE_PAGES: AtomicBool = AtomicBool::new(false);
+/// Whether [`LargeBufferAllocator`] places large allocations on huge pages: set by
+/// [`bound_large_allocations`] where they exist, so a program that never calls it (the
+/// scripted test agent in the same binary) allocates exactly as the system allocator does.
+static HUGE_PAGES: AtomicBool = AtomicBool::new(false);
 
-/// A transparent huge page on x86-64 and aarch64 (4 KiB base pages).
+/// A transparent huge page with 4 KiB base pages (x86-64, most aarch64 kernels).
 const HUGE_PAGE: usize = 2 << 20;
 
+/// The environment variable that turns the huge pages off: `ACPX_HUGE_PAGES=0`.
+pub const HUGE_PAGES_ENV: &str = "ACPX_HUGE_PAGES";
+
 /// Serves every allocation of 128 KiB or more with a mapping of its own, returned to the
-/// system when freed, and turns on [`LargeBufferAllocator`]'s huge pages.
+/// system when freed, and turns on [`LargeBufferAllocator`]'s huge pages where the kernel
+/// has them.
 ///
 /// glibc raises that threshold after each large free (up to 32 MiB), after which a long
 /// turn's megabyte buffers (the document of each snapshot save, SQLite's copies of it) come
@@ -28,57 +32,90 @@ pub fn bound_large_allocations() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
-    // Only where `System.dealloc` is `free` whatever the layout (see the allocator's safety
-    // note) and the advice exists.
     #[cfg(target_os = "linux")]
-    ADVISE_HUGE_PAGES.store(true, Ordering::Relaxed);
+    HUGE_PAGES.store(huge_pages_available(), Ordering::Relaxed);
+}
+
+/// Whether transparent huge pages of 2 MiB can back an advised range here: not turned off
+/// with [`HUGE_PAGES_ENV`], the kernel's setting `always` or `madvise` (not `never`), and its
+/// huge page 2 MiB (a kernel with 16 or 64 KiB base pages has larger ones, which a 2 MiB
+/// block could never fill). Otherwise the alignment and rounding would cost address space
+/// and copies for nothing.
+#[cfg(target_os = "linux")]
+fn huge_pages_available() -> bool {
+    if std::env::var_os(HUGE_PAGES_ENV).is_some_and(|v| v == "0") {
+        return false;
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{name}"))
+            .unwrap_or_default()
+    };
+    let enabled = read("enabled");
+    (enabled.contains("[always]") || enabled.contains("[madvise]"))
+        && read("hpage_pmd_size").trim() == HUGE_PAGE.to_string()
 }
 
 /// The system allocator, with each allocation of 2 MiB or more (zeroed ones aside) placed on
 /// a 2 MiB boundary, rounded up to whole 2 MiB blocks, and backed by transparent huge pages
-/// (Linux's `madvise(MADV_HUGEPAGE)`), once [`bound_large_allocations`] was called.
+/// (Linux's `madvise(MADV_HUGEPAGE)`), once [`bound_large_allocations`] found them available.
 ///
 /// Why: a large session's load reads its 10 MB snapshot into one buffer and parses its long
 /// texts into others, each a mapping of its own (see [`bound_large_allocations`]) touched
-/// for the first time. In 4 KiB pages that is about 5,000 page faults, and a fault costs
-/// about 4 µs of system time in a virtual machine: 20 ms, most of what a prompt on a large
-/// file store session cost over one on a new session (docs/BENCHMARKS.md § Huge pages for
-/// large buffers). With the advice a 2 MiB block is one fault. The alignment matters as much
-/// as the advice: only whole aligned blocks can be huge pages, and a buffer at an arbitrary
-/// address loses about a block's worth of small pages at its two ends.
+/// for the first time. In 4 KiB pages that was 7,000–8,500 page faults against 1,000 for a
+/// new session, and a fault costs about 4 µs of system time in a virtual machine: most of
+/// what a prompt on a large file store session cost over one on a new session
+/// (docs/BENCHMARKS.md § Huge pages for large buffers). A 2 MiB block is one fault. The
+/// alignment matters as much as the advice: only whole aligned blocks can be huge pages, and
+/// a buffer at an arbitrary address keeps about a block's worth of small pages at its ends.
 ///
 /// The cost: such a buffer's last block is resident whole while it is used (under 2 MiB
-/// more), and growing one copies it into a new allocation instead of letting the C allocator
-/// move its pages (a buffer that grows by doubling copies less than its final size in all).
-/// Smaller allocations, other systems than Linux, and kernels where transparent huge pages
-/// are off (`never`) get the system allocator's behaviour unchanged.
+/// more), and a large buffer that grows is copied into a new block instead of the C
+/// allocator moving its pages (a buffer that grows by doubling copies less than its final
+/// size in all; a shrink that stays large keeps its block).
+/// Where the kernel has no 2 MiB transparent huge pages, with `ACPX_HUGE_PAGES=0`, on other
+/// systems than Linux, and for smaller allocations, this is the system allocator unchanged.
+/// Large blocks come from `posix_memalign` and go back with `free`, both libc's, whatever
+/// `System` does with the same calls.
 ///
 /// Install it in the binary: `#[global_allocator] static A: LargeBufferAllocator =
 /// LargeBufferAllocator;`.
 pub struct LargeBufferAllocator;
 
-/// The layout a large allocation is made with, or `None` to leave `layout` as it is.
+/// The size a large allocation is made with (a multiple of [`HUGE_PAGE`]), or `None` for an
+/// allocation left to the system.
 #[inline]
-fn huge_page_layout(layout: Layout) -> Option<Layout> {
+fn huge_page_size(layout: Layout) -> Option<usize> {
     if layout.size() < HUGE_PAGE
         || layout.align() > HUGE_PAGE
-        || !ADVISE_HUGE_PAGES.load(Ordering::Relaxed)
+        || !HUGE_PAGES.load(Ordering::Relaxed)
     {
         return None;
     }
-    let size = layout.size().checked_next_multiple_of(HUGE_PAGE)?;
-    Layout::from_size_align(size, HUGE_PAGE).ok()
+    layout.size().checked_next_multiple_of(HUGE_PAGE)
 }
 
-// SAFETY: every allocation comes from `System`, with the caller's layout or a larger size and
-// alignment (which satisfies the caller's), and is freed by `System`, whose `dealloc` on Unix
-// is `free` whatever the layout. The advice only changes how the kernel backs pages of an
-// allocation just made, never their contents.
+/// Whether a block of `layout` is freed with libc's `free` rather than by `System`: while the
+/// huge pages are on, any block of 2 MiB or more with at most 2 MiB alignment, since
+/// [`LargeBufferAllocator::alloc`] may have made it with `posix_memalign`. Those `System` made
+/// (before the huge pages were on, or zeroed) come from `malloc`, `calloc`, `posix_memalign`
+/// or `realloc` on Linux, which `free` accepts too.
+#[inline]
+fn freed_by_libc(layout: Layout) -> bool {
+    layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE && HUGE_PAGES.load(Ordering::Relaxed)
+}
+
+// SAFETY: a block is made either by `System` with the caller's layout, or (large, on Linux,
+// huge pages on) by libc's `posix_memalign` with a larger size and an alignment that
+// satisfies the caller's. While the huge pages are on (they never go off again), every block
+// of 2 MiB or more and at most 2 MiB alignment is freed with libc's `free`, which accepts what
+// `posix_memalign`, `malloc`, `calloc` and `realloc` returned (`System` makes such blocks with
+// those on Linux); every other block goes back to `System` with the layout it was made with.
+// A shrink kept in place leaves a block longer than its layout says, which `free` ignores.
+// The advice only changes how the kernel backs pages of a block just made, never its contents.
 unsafe impl GlobalAlloc for LargeBufferAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        match huge_page_layout(layout) {
-            // SAFETY: a layout of non-zero size (at least 2 MiB).
-            Some(large) => unsafe { advise_huge_pages(System.alloc(large), large.size()) },
+        match huge_page_size(layout) {
+            Some(size) => alloc_huge(size),
             // SAFETY: forwarded as received.
             None => unsafe { System.alloc(layout) },
         }
@@ -93,20 +130,35 @@ unsafe impl GlobalAlloc for LargeBufferAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as received; a large allocation's own layout differs, which
-        // `System` ignores when it frees (see the impl's safety note).
+        #[cfg(target_os = "linux")]
+        if freed_by_libc(layout) {
+            // SAFETY: `ptr` came from libc's allocator (see `freed_by_libc`) and is freed once.
+            unsafe {
+                libc::free(ptr.cast());
+            }
+            return;
+        }
+        // SAFETY: forwarded as received.
         unsafe { System.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees `new_size`, with `layout.align()`, is a valid layout.
         let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-        if huge_page_layout(layout).is_none() && huge_page_layout(new_layout).is_none() {
-            // SAFETY: forwarded as received.
+        let (old_huge, new_huge) = (huge_page_size(layout), huge_page_size(new_layout));
+        if old_huge.is_none() && new_huge.is_none() {
+            // SAFETY: forwarded as received: a block `System` made, staying small (or the
+            // huge pages are off and every block is the system's).
             return unsafe { System.realloc(ptr, layout, new_size) };
         }
-        // Large before or after: a new allocation (aligned and advised if large), the bytes
-        // copied, the old one freed.
+        // A shrink that stays large keeps the block: it is at least `new_size` long, and
+        // `free` takes it back whatever the size. (A growth cannot stay in place: a block
+        // `System` made has no rounded size to grow into.)
+        if old_huge.is_some() && new_huge.is_some() && new_size <= layout.size() {
+            return ptr;
+        }
+        // Otherwise a new block (large and aligned, or the system's), the bytes copied, the
+        // old one freed.
         // SAFETY: `new_layout` has a non-zero size (the caller's contract); `ptr` holds
         // `layout.size()` bytes and the new block `new_size`, and they do not overlap.
         unsafe {
@@ -120,22 +172,32 @@ unsafe impl GlobalAlloc for LargeBufferAllocator {
     }
 }
 
-/// Advises huge pages for `[p, p + size)`, an allocation on a 2 MiB boundary of whole 2 MiB
-/// blocks; returns `p`.
+/// A block of `size` bytes (a multiple of 2 MiB) on a 2 MiB boundary, advised to be backed
+/// by huge pages; null when there is no memory.
 #[inline]
-fn advise_huge_pages(p: *mut u8, size: usize) -> *mut u8 {
+fn alloc_huge(size: usize) -> *mut u8 {
     #[cfg(target_os = "linux")]
-    if !p.is_null() {
-        // SAFETY: the range is an allocation this process owns and nothing else refers to
-        // yet; MADV_HUGEPAGE changes how the kernel backs it (a hint, ignored where
-        // transparent huge pages are off), never its contents, so its result is ignored.
-        unsafe {
-            libc::madvise(p.cast(), size, libc::MADV_HUGEPAGE);
+    {
+        let mut p: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: `p` is a valid out-pointer; the alignment is a power of two and a multiple
+        // of the pointer size, as posix_memalign requires.
+        if unsafe { libc::posix_memalign(&mut p, HUGE_PAGE, size) } != 0 {
+            return std::ptr::null_mut();
         }
+        // SAFETY: the range is the block just made, which nothing else refers to yet;
+        // MADV_HUGEPAGE changes how the kernel backs it (a hint), never its contents, so its
+        // result is ignored.
+        unsafe {
+            libc::madvise(p, size, libc::MADV_HUGEPAGE);
+        }
+        p.cast()
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = size;
-    p
+    {
+        // Never reached: the huge pages are only turned on on Linux.
+        let _ = size;
+        std::ptr::null_mut()
+    }
 }
 
 #[cfg(test)]
@@ -170,7 +232,8 @@ mod tests {
             let q = a.realloc(p, small, big);
             assert!(!q.is_null());
             assert!(holds(q, small.size()));
-            if cfg!(target_os = "linux") {
+            let huge = HUGE_PAGES.load(Ordering::Relaxed);
+            if huge {
                 assert_eq!(
                     q as usize % HUGE_PAGE,
                     0,
@@ -182,7 +245,14 @@ mod tests {
             let r = a.realloc(q, Layout::from_size_align(big, 8).unwrap(), bigger);
             assert!(!r.is_null());
             assert!(holds(r, big));
-            let s = a.realloc(r, Layout::from_size_align(bigger, 8).unwrap(), 1000);
+            // A shrink that stays large keeps its block.
+            let shrunk = 12 * HUGE_PAGE + 1;
+            let same = a.realloc(r, Layout::from_size_align(bigger, 8).unwrap(), shrunk);
+            if huge {
+                assert_eq!(same, r);
+            }
+            assert!(holds(same, big));
+            let s = a.realloc(same, Layout::from_size_align(shrunk, 8).unwrap(), 1000);
             assert!(!s.is_null());
             assert!(holds(s, 1000));
             a.dealloc(s, Layout::from_size_align(1000, 8).unwrap());
