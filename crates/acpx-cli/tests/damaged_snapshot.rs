@@ -91,6 +91,20 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
             // list: the damaged one is reported.
             let r = env.run(&["--agent", &agent, "sessions", "list"]);
             assert!(r.stderr.contains(&id), "{what}: {}", r.stderr);
+            // The end of its id, typed as a session: the damaged session named, not "no
+            // session" (a missing snapshot leaves nothing to list, so nothing to match).
+            if how != "missing" {
+                let suffix = &id[id.len() - 8..];
+                let r = env.run(&["--agent", &agent, "sessions", "show", suffix]);
+                assert_eq!(r.code, 1, "{what}: {r:?}");
+                assert!(
+                    r.stderr.contains(&id)
+                        && r.stderr.contains("cannot be read")
+                        && r.stderr.contains("fsck --repair"),
+                    "{what}: {}",
+                    r.stderr
+                );
+            }
 
             // fsck counts and names it.
             let r = env.run(&["--format", "json", "fsck"]);

@@ -262,12 +262,13 @@ pub async fn resolve_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessi
     }
 }
 
-/// When no readable session matches `text`: a session whose snapshot `list` had to skip
-/// (damaged) and whose record id ends with `text` is answered with the error its load gives,
-/// which names the file and what is wrong (and `fsck` rebuilds it), not with "no session".
-/// Several such sessions are [`OpsError::AmbiguousId`]. `skipped` is what a list of every
-/// session already skipped, when the caller has one; otherwise one is made (this is the
-/// path of a miss only).
+/// When no readable session matches `text`: a session that `list` had to skip (damaged) and
+/// whose record id ends with `text` is answered with an error naming it, its file and what
+/// is wrong (`fsck` rebuilds it), not with "no session". Several such sessions are
+/// [`OpsError::AmbiguousId`]. `skipped` is what a list of every session already skipped,
+/// when the caller has one; otherwise one is made (on a miss only). The session is not
+/// loaded: what `list` skips is never designated by a part of its id (on SQLite a row whose
+/// columns disagree with its document loads, but is hidden from the list all the same).
 async fn damaged_suffix(
     store: &dyn Store,
     text: &str,
@@ -280,19 +281,29 @@ async fn damaged_suffix(
         Some(s) => s,
         None => store.list(&every_session()).await?.skipped,
     };
-    let mut ids: Vec<RecordId> = Vec::new();
-    for id in skipped.into_iter().filter_map(|e| e.acpx_record_id) {
-        if id.as_str().ends_with(text) && !ids.contains(&id) {
-            ids.push(id);
+    let mut hits: Vec<(RecordId, SkippedEntry)> = Vec::new();
+    for entry in skipped {
+        if let Some(id) = entry.acpx_record_id.clone() {
+            if id.as_str().ends_with(text) && !hits.iter().any(|(d, _)| *d == id) {
+                hits.push((id, entry));
+            }
         }
     }
-    match ids.as_slice() {
+    match hits.as_slice() {
         [] => Ok(None),
-        // Its load fails with the damage (or succeeds, if it was repaired meanwhile).
-        [id] => Ok(Some(store.load(id).await?)),
+        [(id, entry)] => Err(StoreError::Corrupt {
+            location: entry.location.clone(),
+            line: None,
+            reason: format!(
+                "{} ({text:?} matches no readable session; it is the end of the id of session \
+                 {id}, which cannot be read)",
+                entry.reason
+            ),
+        }
+        .into()),
         _ => Err(OpsError::AmbiguousId {
             text: text.to_owned(),
-            matches: ids,
+            matches: hits.into_iter().map(|(id, _)| id).collect(),
         }),
     }
 }
