@@ -32,11 +32,13 @@ impl ValidationError {
         origin: &str,
         e: serde_path_to_error::Error<serde_json::Error>,
     ) -> Self {
-        // A syntax error before the first key is read has no known segment ("?"): it is the
-        // document's.
-        let path = match e.path().to_string() {
-            p if p == "?" => ".".to_owned(),
-            p => p,
+        // A syntax error where a key was expected ends the path with an unknown segment
+        // ("?", "thread.?"): the error is the enclosing object's (`.` for the document).
+        let path = e.path().to_string();
+        let path = match path.strip_suffix('?') {
+            Some("") => ".".to_owned(),
+            Some(outer) => outer.strip_suffix('.').unwrap_or(outer).to_owned(),
+            None => path,
         };
         let inner = e.into_inner();
         // serde_json appends " at line L column C"; keep it: it helps find the spot in a file.

@@ -735,6 +735,7 @@ mod tests {
         for (bytes, field, at) in [
             (&b"{ broken"[..], ".", "line 1 column 3"),
             (b"{\"a\": ", "a", "line 1 column 6"),
+            (b"{\"thread\": { 7", "thread", "line 1 column 14"),
         ] {
             let e = SessionRecord::from_json_slice(bytes, "x.json").unwrap_err();
             assert_eq!(e.field, field, "{e}");
