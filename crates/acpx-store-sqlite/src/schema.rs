@@ -97,8 +97,8 @@ CREATE TABLE messages (
     role            TEXT NOT NULL,
     message_id      TEXT,
     text            TEXT NOT NULL,
-    -- A hash of role, message id and text (FNV-1a until schema version 6, then text_hash.rs):
-    -- a save re-indexes only the messages that changed.
+    -- A hash of role, message id and text (FNV-1a through schema version 5, text_hash.rs
+    -- since 6): a save re-indexes only the messages that changed.
     text_hash       INTEGER NOT NULL,
     PRIMARY KEY (acpx_record_id, message_index)
 ) STRICT;
@@ -262,8 +262,8 @@ CREATE TABLE messages (
     -- The part's text, from byte `text_start` of the message's text (1 KiB before the
     -- part's own start, except for part 0) to the next part's own start.
     text            TEXT NOT NULL,
-    -- A hash of role, message id and this part's text (FNV-1a until schema version 6, then
-    -- text_hash.rs): a save re-indexes only the parts that changed.
+    -- A hash of role, message id and this part's text (FNV-1a through schema version 5,
+    -- text_hash.rs since 6): a save re-indexes only the parts that changed.
     text_hash       INTEGER NOT NULL,
     text_start      INTEGER NOT NULL,
     PRIMARY KEY (acpx_record_id, message_index, part)
