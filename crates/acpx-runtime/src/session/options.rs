@@ -267,6 +267,8 @@ pub struct Recovery {
     pub stale_agent_pid: Option<u32>,
     /// Seqs the snapshot had folded in that the log does not have (`from..=to`).
     pub log_gap: Option<(u64, u64)>,
-    /// Damaged log lines skipped while rolling forward.
+    /// Damaged log lines skipped while rolling forward: those before the log's last sound
+    /// event (with nothing sound after the snapshot's events there is no roll-forward, and
+    /// damage at the end of the log is `fsck`'s to report).
     pub damaged_lines: usize,
 }

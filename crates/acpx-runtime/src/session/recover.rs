@@ -112,6 +112,13 @@ pub async fn load_rolled_forward(
     let mut report = RollForward::default();
     let mut damaged = 0;
     let mut from = record.acpx.audit_seq + 1;
+    // Nearly always the snapshot has folded in the whole log: the log's state says so without
+    // a read (on the file store a read opens every segment of the log, a prompt's cost that
+    // grows with the number of segments).
+    let state = store.event_log_state(id).await?;
+    if state.last_seq < from {
+        return Ok((record, report, damaged, state));
+    }
     loop {
         let page = store
             .read_events(
