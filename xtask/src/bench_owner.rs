@@ -14,9 +14,11 @@
 //!   one-process figure includes its agent start and stop (the owner's were paid before), so
 //!   the ratio is also reported without them, measured as the wall time of a one-process
 //!   `echo hi` minus its turn.
-//! - **owner memory** (`--memory-turns N`, default 100): N more warm prompts of `stream 1000`
-//!   through the same owner; its `VmRSS` / `VmHWM` (`/proc/<pid>/status`, the pid from
-//!   `status`) after turns 1, 10, 50, 100 and at the end.
+//! - **owner memory** (`--memory-turns N`, default 100; `--memory-chunks C`, default 1000): N
+//!   more warm prompts of `stream C` through the same owner; its `VmRSS` / `VmHWM` / `RssAnon`
+//!   (`/proc/<pid>/status`, the pid from `status`) after turns 1, 10, 50, 100, … and at the
+//!   end, and the growth of `RssAnon` per turn after the tenth: what a live session costs in
+//!   memory as it gets longer.
 //! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
 //!   of Node acpx 0.19.1 and of this acpx, alternating, same scripted agent, each in its own
 //!   empty home (Node keeps its files under `$HOME/.acpx`); ratio of the median wall times;
@@ -37,6 +39,7 @@ pub struct Options {
     node: Option<PathBuf>,
     node_runs: usize,
     memory_turns: usize,
+    memory_chunks: usize,
 }
 
 impl Options {
@@ -47,6 +50,7 @@ impl Options {
             node: None,
             node_runs: 10,
             memory_turns: 100,
+            memory_chunks: 1000,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -61,6 +65,7 @@ impl Options {
                 "--stream-runs" => o.stream_runs = num("--stream-runs")?,
                 "--node-runs" => o.node_runs = num("--node-runs")?,
                 "--memory-turns" => o.memory_turns = num("--memory-turns")?,
+                "--memory-chunks" => o.memory_chunks = num("--memory-chunks")?,
                 "--node" => {
                     let path = it
                         .next()
@@ -311,15 +316,15 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         ms(oj),
         ms(sj)
     );
-    owner_memory(&bench, opts.memory_turns)?;
+    owner_memory(&bench, opts.memory_turns, opts.memory_chunks)?;
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
     Ok(())
 }
 
-/// `VmRSS` and `VmHWM` of `pid` in kB, from `/proc/<pid>/status`.
-fn rss_kb(pid: u64) -> BenchResult<(u64, u64)> {
+/// `VmRSS`, `VmHWM` and `RssAnon` of `pid` in kB, from `/proc/<pid>/status`.
+fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
     let field = |name: &str| {
@@ -329,35 +334,49 @@ fn rss_kb(pid: u64) -> BenchResult<(u64, u64)> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
     };
-    Ok((field("VmRSS:")?, field("VmHWM:")?))
+    Ok((field("VmRSS:")?, field("VmHWM:")?, field("RssAnon:")?))
 }
 
-/// The queue owner's memory over `turns` warm turns of 1,000 streamed chunks each: its
-/// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15).
-fn owner_memory(bench: &Bench, turns: usize) -> BenchResult<()> {
+/// The queue owner's memory over `turns` warm turns of `chunks` streamed chunks each: its
+/// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15),
+/// and how much its anonymous memory (heap and stacks, not code) grew a turn after the tenth:
+/// what a live session costs as it gets longer.
+fn owner_memory(bench: &Bench, turns: usize, chunks: usize) -> BenchResult<()> {
     let (_, out) = bench.timed(&["--format", "json", "status"])?;
     let status: Value = serde_json::from_str(out.trim()).map_err(|e| e.to_string())?;
     let pid = status["pid"]
         .as_u64()
         .ok_or_else(|| format!("no running queue owner in the status: {out}"))?;
-    println!("## queue owner memory over {turns} turns of 1,000 streamed chunks\n");
-    println!("| after turn | owner VmRSS kB | owner VmHWM kB |\n|---:|---:|---:|");
-    let marks = [1, 10, 50, 100, 200, 500];
+    println!("## queue owner memory over {turns} turns of {chunks} streamed chunks\n");
+    println!(
+        "| after turn | owner VmRSS kB | owner VmHWM kB | owner RssAnon kB |\n|---:|---:|---:|---:|"
+    );
+    let marks = [1, 10, 50, 100, 200, 500, 1000, 2000];
+    let chunks = chunks.to_string();
     let mut first = None;
-    let mut last = (0, 0);
+    let mut tenth = None;
+    let mut last = (0, 0, 0);
     for turn in 1..=turns {
-        bench.timed(&["--format", "quiet", "stream", "1000"])?;
+        bench.timed(&["--format", "quiet", "stream", &chunks])?;
         if marks.contains(&turn) || turn == turns {
-            let (rss, hwm) = rss_kb(pid)?;
-            println!("| {turn} | {rss} | {hwm} |");
+            let (rss, hwm, anon) = rss_kb(pid)?;
+            println!("| {turn} | {rss} | {hwm} | {anon} |");
             first.get_or_insert(rss);
-            last = (rss, hwm);
+            if turn == 10 {
+                tenth = Some(anon);
+            }
+            last = (rss, hwm, anon);
         }
     }
     let growth = last.0 as f64 / first.unwrap_or(last.0).max(1) as f64;
     println!(
-        "\nVmRSS at the end / after turn 1: {growth:.2} (the same owner process, pid {pid}, throughout)\n"
+        "\nVmRSS at the end / after turn 1: {growth:.2} (the same owner process, pid {pid}, throughout)"
     );
+    if let (Some(tenth), true) = (tenth, turns > 10) {
+        let per_turn = (last.2 as f64 - tenth as f64) / (turns - 10) as f64;
+        println!("RssAnon growth after turn 10: {per_turn:.2} kB a turn");
+    }
+    println!();
     Ok(())
 }
 

@@ -112,6 +112,9 @@ pub struct Recorder {
     turn_end_saved_by_shutdown: bool,
     /// Where a long reply streams instead of memory (docs/format.md decision 16).
     spill: SessionSpill,
+    /// Messages before this index were compacted after their turn
+    /// ([`SessionSpill::compact_finished`]).
+    compacted_before: usize,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -164,6 +167,7 @@ impl Recorder {
             turn_observer: None,
             turn_end_saved_by_shutdown: false,
             spill: SessionSpill::default(),
+            compacted_before: 0,
         }
     }
 
@@ -283,8 +287,15 @@ impl Recorder {
             mapping::apply_event(&mut self.record, event);
             self.spill.spill_last_reply_if_long(&mut self.record);
             let kind = event.event_type.as_str();
-            let saved_later =
-                self.turn_end_saved_by_shutdown && matches!(kind, "prompt_done" | "prompt_error");
+            let turn_end = matches!(kind, "prompt_done" | "prompt_error");
+            let saved_later = self.turn_end_saved_by_shutdown && turn_end;
+            if turn_end && !self.turn_end_saved_by_shutdown {
+                // The session lives on: its finished messages shrink (docs/format.md
+                // decision 16).
+                self.compacted_before = self
+                    .spill
+                    .compact_finished(&mut self.record, self.compacted_before);
+            }
             forced |= forces_save(kind) && !saved_later;
         }
         let last = new_events.last().cloned();

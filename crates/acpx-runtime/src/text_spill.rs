@@ -6,6 +6,10 @@
 //! recorder decides when a text moves. The snapshot writer streams it back out
 //! ([`acpx_model::ThreadText`]), and a snapshot read back holds it in memory again.
 //!
+//! In a session that lives on after a turn (the queue owner's), the finished turn's replies
+//! of [`SPILL_FINISHED_AT`] bytes or more move there too ([`SessionSpill::compact_finished`]),
+//! so the owner's memory does not grow with the conversation's text.
+//!
 //! One file per session ([`SessionSpill`]), shared by its long replies, so a long-lived queue
 //! owner holds one descriptor per session whatever the number of long turns. The file is made
 //! in the system's temp directory (`TMPDIR`; on a tmpfs its pages are still RAM, only no
@@ -29,6 +33,13 @@ use acpx_model::{AgentContent, Message, SessionRecord, TextSpill, ThreadText};
 /// message (a 10k-chunk turn is 78 KB), so only very long replies pay for the file, and the
 /// same size above which a save leaves a session out of the file store's search index.
 pub const SPILL_AT: usize = 256 << 10;
+
+/// In a session that lives on after a turn (a queue owner's, or a library's `Session` kept
+/// open), the finished turn's replies at least this long move to the spill file too, so the
+/// conversation's text does not accumulate in memory turn after turn (issue 15: resident memory
+/// per live session bounded whatever the session's length; docs/format.md decision 16). Below
+/// it a text costs about what its handle in the file would.
+pub const SPILL_FINISHED_AT: usize = 256;
 
 /// Appends are gathered up to this many bytes before one write.
 const TAIL_MAX: usize = 64 << 10;
@@ -65,6 +76,46 @@ impl SessionSpill {
         };
         if let Err(e) = text.spill_into(file) {
             tracing::debug!("a long reply stays in memory: its spill file failed ({e})");
+        }
+    }
+
+    /// Makes the finished messages of `record` from index `from` on as small in memory as
+    /// they can be, and returns the number of messages, where the next call starts: their
+    /// agent texts at least [`SPILL_FINISHED_AT`] long move to this session's spill file, and
+    /// their lists lose the room they had to grow (a list's first push makes room for four
+    /// items, and an agent content item is about 200 bytes). Called once a turn has finished,
+    /// so these messages no longer grow (a late chunk still appends wherever its text lives).
+    pub fn compact_finished(&mut self, record: &mut SessionRecord, from: usize) -> usize {
+        let messages = &mut record.thread.messages;
+        let from = from.min(messages.len());
+        for message in &mut messages[from..] {
+            match message {
+                Message::User(u) => u.content.shrink_to_fit(),
+                Message::Agent(a) => {
+                    a.content.shrink_to_fit();
+                    a.tool_results.shrink_to_fit();
+                    for content in &mut a.content {
+                        if let AgentContent::Text(t) = content {
+                            self.spill_finished_text(t);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        messages.len()
+    }
+
+    /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file.
+    fn spill_finished_text(&mut self, text: &mut ThreadText) {
+        if text.is_spilled() || text.len() < SPILL_FINISHED_AT {
+            return;
+        }
+        let Some(file) = self.file() else {
+            return;
+        };
+        if let Err(e) = text.spill_into(file) {
+            tracing::debug!("a finished reply stays in memory: its spill file failed ({e})");
         }
     }
 

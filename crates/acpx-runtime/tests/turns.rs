@@ -94,6 +94,7 @@ backend_tests! {
     late_updates_are_logged_but_do_not_reopen_the_turn => late_updates;
     controls_record_events_and_last_control_update => controls;
     a_long_stream_is_recorded_in_order => long_stream;
+    finished_replies_of_a_session_that_lives_on_leave_memory => finished_replies_spilled;
     prompt_timeout_is_recorded_as_timeout => prompt_timeout;
 }
 
@@ -508,6 +509,45 @@ async fn long_stream(env: Env) {
     assert_eq!(
         stored.acpx.audit_dropped_count,
         ev.len() as u64 - stored.acpx.audit_events.len() as u64
+    );
+}
+
+/// A session kept open between turns (a queue owner's) moves each finished reply of 256 bytes
+/// or more to its spill file, and every save still writes it whole (docs/format.md decision
+/// 16).
+async fn finished_replies_spilled(env: Env) {
+    use acpx_model::{AgentContent, Message, SessionRecord, ThreadText};
+    let texts = |record: &SessionRecord| -> Vec<ThreadText> {
+        let agent = record.thread.messages.iter().filter_map(|m| match m {
+            Message::Agent(a) => Some(a.content.iter()),
+            _ => None,
+        });
+        agent
+            .flatten()
+            .filter_map(|c| match c {
+                AgentContent::Text(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let rt = env.runtime(RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    let long = s.prompt(text_prompt("stream 100")).await.unwrap();
+    assert_eq!(long.agent_text.len(), 800);
+    s.prompt(text_prompt("hello")).await.unwrap();
+    let live = texts(&s.record().await);
+    assert_eq!(live.len(), 2, "{live:?}");
+    assert!(live[0].is_spilled(), "the finished long reply left memory");
+    assert!(!live[1].is_spilled(), "a short reply stays in memory");
+    assert_eq!(live[0].to_text().unwrap(), long.agent_text);
+    // The saves at each turn's end wrote the spilled reply whole.
+    let stored = env.stored(&id).await;
+    assert_eq!(texts(&stored), live);
+    let fin = s.shutdown().await.unwrap();
+    assert_eq!(
+        serde_json::to_value(env.stored(&id).await).unwrap(),
+        serde_json::to_value(&fin).unwrap()
     );
 }
 
