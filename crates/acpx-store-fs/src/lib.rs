@@ -209,6 +209,11 @@
 //! segment answers both from its index, and is read from the frame that holds `from_seq`
 //! (see § Compressed segments).
 //!
+//! `event_log_state` without a writer open opens only the segments that hold the last seq
+//! (the active one, unless it is empty) and counts the others by `stat`, as the same probe
+//! finds them and dropping the same duplicates by inode: every prompt reads it, and a log
+//! may have hundreds of segments.
+//!
 //! ## Listing
 //!
 //! `list` does one `readdir` and one `stat` per `<id>.json`. The cache `.index.json` maps each

@@ -452,3 +452,40 @@ fn any_flipped_byte_or_cut_of_a_compressed_segment_is_reported_not_fatal() {
         }
     }
 }
+
+/// The log's state is read from the newest segments and the others are counted by `stat`:
+/// a gap a crash left in the numbering is stepped over, a segment whose compression a crash
+/// interrupted (plain and compressed both there) counts once. (An empty active segment, which
+/// sends the read of the last seq to `.1`: `events.rs`.)
+#[test]
+fn the_log_state_counts_segments_across_gaps_and_interrupted_compressions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = FsStoreOptions {
+        max_segment_bytes: 1_000,
+        max_segments: 3,
+        keep_rotated_segments: true,
+        ..FsStoreOptions::default()
+    };
+    let s = FsStore::open_with(tmp.path(), opts.clone()).unwrap();
+    let a = id("a");
+    s.blocking().create(&mut record(&a, "/r")).unwrap();
+    let last = fill(&s, &a, 1, 9, 100);
+    let state = |opts: &FsStoreOptions| {
+        let fresh = FsStore::open_with(tmp.path(), opts.clone()).unwrap();
+        let st = fresh.blocking().event_log_state(&a).unwrap();
+        (st.segment_count, st.last_seq)
+    };
+    assert_eq!(state(&opts), (10, last));
+    // A gap: the oldest segment one index up, as a crash in the middle of a rotation leaves.
+    let z9 = s.compressed_segment_path(&a, 9);
+    fs::rename(&z9, s.compressed_segment_path(&a, 10)).unwrap();
+    // An interrupted compression: segment 3 both plain and compressed.
+    fs::write(
+        s.segment_path(&a, 3),
+        decode(&s.compressed_segment_path(&a, 3)),
+    )
+    .unwrap();
+    assert_eq!(state(&opts), (10, last));
+    let page = all(&s, &a, ReadMode::Strict);
+    assert_eq!(seqs(&page.events), (1..=last).collect::<Vec<_>>());
+}
