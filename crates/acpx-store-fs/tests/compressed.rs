@@ -350,15 +350,20 @@ fn damaged_compressed_segments_are_reported_and_the_rest_still_reads() {
     }
 }
 
-#[test]
-fn keep_rotated_segments_keeps_every_segment_compressed_and_delete_removes_them_all() {
-    let tmp = tempfile::tempdir().unwrap();
-    let opts = FsStoreOptions {
+/// Small segments, every rotated one kept.
+fn keep_everything() -> FsStoreOptions {
+    FsStoreOptions {
         max_segment_bytes: 1_000,
         max_segments: 3,
         keep_rotated_segments: true,
         ..FsStoreOptions::default()
-    };
+    }
+}
+
+#[test]
+fn keep_rotated_segments_keeps_every_segment_compressed_and_delete_removes_them_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = keep_everything();
     let s = FsStore::open_with(tmp.path(), opts.clone()).unwrap();
     let a = id("a");
     let b = id("b");
@@ -460,12 +465,7 @@ fn any_flipped_byte_or_cut_of_a_compressed_segment_is_reported_not_fatal() {
 #[test]
 fn the_log_state_counts_segments_across_gaps_and_interrupted_compressions() {
     let tmp = tempfile::tempdir().unwrap();
-    let opts = FsStoreOptions {
-        max_segment_bytes: 1_000,
-        max_segments: 3,
-        keep_rotated_segments: true,
-        ..FsStoreOptions::default()
-    };
+    let opts = keep_everything();
     let s = FsStore::open_with(tmp.path(), opts.clone()).unwrap();
     let a = id("a");
     s.blocking().create(&mut record(&a, "/r")).unwrap();
