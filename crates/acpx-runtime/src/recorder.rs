@@ -115,6 +115,10 @@ pub struct Recorder {
     /// Messages before this index were compacted after their turn
     /// ([`SessionSpill::compact_finished`]).
     compacted_before: usize,
+    /// Whether a turn started through this recorder: only then is the session live here (the
+    /// end of an interrupted turn that recovery records before a `--no-owner` prompt does not
+    /// move the whole loaded conversation to a spill file that process drops right after).
+    turn_started_here: bool,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -168,6 +172,7 @@ impl Recorder {
             turn_end_saved_by_shutdown: false,
             spill: SessionSpill::default(),
             compacted_before: 0,
+            turn_started_here: false,
         }
     }
 
@@ -289,7 +294,8 @@ impl Recorder {
             let kind = event.event_type.as_str();
             let turn_end = matches!(kind, "prompt_done" | "prompt_error");
             let saved_later = self.turn_end_saved_by_shutdown && turn_end;
-            if turn_end && !self.turn_end_saved_by_shutdown {
+            self.turn_started_here |= kind == "prompt_started";
+            if turn_end && !self.turn_end_saved_by_shutdown && self.turn_started_here {
                 // The session lives on: its finished messages shrink (docs/format.md
                 // decision 16).
                 self.compacted_before = self

@@ -80,15 +80,19 @@ impl SessionSpill {
     }
 
     /// Makes the finished messages of `record` from index `from` on as small in memory as
-    /// they can be, and returns the number of messages, where the next call starts: their
-    /// agent texts at least [`SPILL_FINISHED_AT`] long move to this session's spill file, and
-    /// their lists lose the room they had to grow (a list's first push makes room for four
-    /// items, and an agent content item is about 200 bytes). Called once a turn has finished,
-    /// so these messages no longer grow (a late chunk still appends wherever its text lives).
+    /// they can be, and returns where the next call starts: their agent texts at least
+    /// [`SPILL_FINISHED_AT`] long move to this session's spill file, and their lists lose the
+    /// room they had to grow (a list's first push makes room for four items, and an agent
+    /// content item is about 200 bytes). Called once a turn has finished, so these messages
+    /// no longer grow (a late chunk still appends wherever its text lives). When the spill
+    /// file cannot be had, the next call starts again at the message whose text stayed.
+    ///
+    /// The first call after a session was opened moves the whole conversation it loaded: a
+    /// one-off write of its texts to the file.
     pub fn compact_finished(&mut self, record: &mut SessionRecord, from: usize) -> usize {
         let messages = &mut record.thread.messages;
         let from = from.min(messages.len());
-        for message in &mut messages[from..] {
+        for (i, message) in messages.iter_mut().enumerate().skip(from) {
             match message {
                 Message::User(u) => u.content.shrink_to_fit(),
                 Message::Agent(a) => {
@@ -96,7 +100,9 @@ impl SessionSpill {
                     a.tool_results.shrink_to_fit();
                     for content in &mut a.content {
                         if let AgentContent::Text(t) = content {
-                            self.spill_finished_text(t);
+                            if !self.spill_finished_text(t) {
+                                return i;
+                            }
                         }
                     }
                 }
@@ -106,16 +112,21 @@ impl SessionSpill {
         messages.len()
     }
 
-    /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file.
-    fn spill_finished_text(&mut self, text: &mut ThreadText) {
+    /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file;
+    /// false when it should have moved and could not.
+    fn spill_finished_text(&mut self, text: &mut ThreadText) -> bool {
         if text.is_spilled() || text.len() < SPILL_FINISHED_AT {
-            return;
+            return true;
         }
         let Some(file) = self.file() else {
-            return;
+            return false;
         };
-        if let Err(e) = text.spill_into(file) {
-            tracing::debug!("a finished reply stays in memory: its spill file failed ({e})");
+        match text.spill_into(file) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!("a finished reply stays in memory: its spill file failed ({e})");
+                false
+            }
         }
     }
 

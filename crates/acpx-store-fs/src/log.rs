@@ -148,29 +148,14 @@ pub(crate) fn probe_older(
     id: &RecordId,
     max_segments: u32,
 ) -> io::Result<Vec<u32>> {
-    Ok(probe_older_files(layout, id, max_segments)?
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect())
-}
-
-/// [`probe_older`], with the identity (device, inode) of the file found at each index: the
-/// plain one when both exist, as [`Segment::open`] chooses.
-fn probe_older_files(
-    layout: &Layout,
-    id: &RecordId,
-    max_segments: u32,
-) -> io::Result<Vec<(u32, (u64, u64))>> {
     let always = max_segments.clamp(2, 64);
     let mut out = Vec::new();
     let (mut n, mut misses) = (1u32, 0u32);
     loop {
-        let found = match stat_opt(&layout.segment(id, n))? {
-            Some(m) => Some(m),
-            None => stat_opt(&layout.segment_zst(id, n))?,
-        };
-        if let Some(m) = found {
-            out.push((n, (m.dev(), m.ino())));
+        if stat_opt(&layout.segment(id, n))?.is_some()
+            || stat_opt(&layout.segment_zst(id, n))?.is_some()
+        {
+            out.push(n);
             misses = 0;
         } else if n >= always {
             misses += 1;
@@ -180,6 +165,23 @@ fn probe_older_files(
         }
         n += 1;
     }
+}
+
+/// The identity (device, inode) of segment `n`'s file, the plain one when both exist (as
+/// [`Segment::open`] chooses), by `lstat`: a symbolic link is an error naming it, as an open of
+/// it would be.
+fn segment_ident(layout: &Layout, id: &RecordId, n: u32) -> StoreResult<Option<(u64, u64)>> {
+    for path in [layout.segment(id, n), layout.segment_zst(id, n)] {
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(io_err(&path, io::Error::from_raw_os_error(libc::ELOOP)))
+            }
+            Ok(m) => return Ok(Some((m.dev(), m.ino()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&path, e)),
+        }
+    }
+    Ok(None)
 }
 
 /// What a segment's bytes are.
@@ -375,16 +377,16 @@ pub(crate) struct Inspected {
 
 /// Reads the log's state. Only the segments that hold its last seq are opened: the active one
 /// (nearly always), and older ones, newest first, only while the newer ones hold no event.
-/// The rest are counted by `stat` alone, as the probe of [`open_segments`] finds them (the
-/// same indices, the same duplicates dropped by inode): opening each compressed segment and
-/// reading its index cost a prompt on a session of 32 segments about 0.5 ms, and retention
-/// keeps up to about 300.
+/// The rest are counted by `lstat` alone. The older ones are probed as [`open_segments`]
+/// probes them, in ascending order and opened during the probe, so a rotation running
+/// meanwhile can only show a file twice (dropped by inode), never hide the one that holds the
+/// last seq. Opening each compressed segment and reading its index cost a prompt on a session
+/// of 32 segments about 0.5 ms, and retention keeps up to about 300.
 pub(crate) fn inspect(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResult<Inspected> {
     let mut seen = HashSet::new();
     let mut last_seq = None;
     let mut active_mtime = None;
-    let active = Segment::open(layout, id, 0)?;
-    if let Some(mut a) = active {
+    if let Some(mut a) = Segment::open(layout, id, 0)? {
         let m = a.file.metadata().map_err(|e| io_err(&a.path, e))?;
         seen.insert((m.dev(), m.ino()));
         active_mtime = m.modified().ok();
@@ -401,21 +403,38 @@ pub(crate) fn inspect(layout: &Layout, id: &RecordId, max_segments: u32) -> Stor
             });
         }
     }
-    let dir = layout.segment(id, 0);
-    let older = probe_older_files(layout, id, max_segments).map_err(|e| io_err(&dir, e))?;
-    let older: Vec<u32> = older
-        .into_iter()
-        .filter(|(_, ident)| seen.insert(*ident))
-        .map(|(n, _)| n)
-        .collect();
-    for &n in &older {
-        if last_seq.is_some() {
-            break;
+    let always = max_segments.clamp(2, 64);
+    let (mut n, mut misses) = (1u32, 0u32);
+    loop {
+        let found = if last_seq.is_none() {
+            match Segment::open(layout, id, n)? {
+                Some(seg) => {
+                    let m = seg.file.metadata().map_err(|e| io_err(&seg.path, e))?;
+                    if seen.insert((m.dev(), m.ino())) {
+                        last_seq = seg.last_seq()?;
+                    }
+                    true
+                }
+                None => false,
+            }
+        } else {
+            match segment_ident(layout, id, n)? {
+                Some(ident) => {
+                    seen.insert(ident);
+                    true
+                }
+                None => false,
+            }
+        };
+        if found {
+            misses = 0;
+        } else if n >= always {
+            misses += 1;
+            if misses >= PROBE_MISSES {
+                break;
+            }
         }
-        // Gone since the probe (a rotation moved it up): the next index holds it or a newer one.
-        if let Some(seg) = Segment::open(layout, id, n)? {
-            last_seq = seg.last_seq()?;
-        }
+        n += 1;
     }
     Ok(Inspected {
         last_seq: last_seq.unwrap_or(0),

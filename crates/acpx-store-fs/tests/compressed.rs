@@ -460,8 +460,9 @@ fn any_flipped_byte_or_cut_of_a_compressed_segment_is_reported_not_fatal() {
 
 /// The log's state is read from the newest segments and the others are counted by `stat`:
 /// a gap a crash left in the numbering is stepped over, a segment whose compression a crash
-/// interrupted (plain and compressed both there) counts once. (An empty active segment, which
-/// sends the read of the last seq to `.1`: `events.rs`.)
+/// interrupted (plain and compressed both there) counts once, and a symbolic link is an error
+/// naming it. (An empty active segment, which sends the read of the last seq to `.1`:
+/// `events.rs`.)
 #[test]
 fn the_log_state_counts_segments_across_gaps_and_interrupted_compressions() {
     let tmp = tempfile::tempdir().unwrap();
@@ -488,4 +489,18 @@ fn the_log_state_counts_segments_across_gaps_and_interrupted_compressions() {
     assert_eq!(state(&opts), (10, last));
     let page = all(&s, &a, ReadMode::Strict);
     assert_eq!(seqs(&page.events), (1..=last).collect::<Vec<_>>());
+    // A segment counted without being opened is still never a link followed: the error
+    // names it, as a read's would.
+    let link = s.segment_path(&a, 11);
+    std::os::unix::fs::symlink(s.active_log_path(&a), &link).unwrap();
+    let fresh = FsStore::open_with(tmp.path(), opts).unwrap();
+    match fresh.blocking().event_log_state(&a) {
+        Err(StoreError::Corrupt {
+            location, reason, ..
+        }) => {
+            assert_eq!(location, link.display().to_string());
+            assert!(reason.contains("symbolic link"), "{reason}");
+        }
+        other => panic!("a link among the segments: {other:?}"),
+    }
 }
