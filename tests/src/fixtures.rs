@@ -152,7 +152,7 @@ pub fn message(i: usize) -> Message {
         1 => {
             let mut a = AgentMessage::new();
             a.content.push(AgentContent::Thinking(Thinking {
-                text: format!("thinking about step {i}"),
+                text: format!("thinking about step {i}").into(),
                 signature: Some("sig".into()),
             }));
             a.content

@@ -17,6 +17,9 @@
 //! measure of what acpx itself costs. Backends alternate run by run, so a burst of load from
 //! other jobs on the machine hits both alike; ratios are taken within one run of this command.
 //!
+//! `--thoughts`: the agent streams its reasoning (`think N`, `agent_thought_chunk`s) instead of
+//! its reply.
+//!
 //! - **turn**: prompts of 10k, 100k and 1M chunks (`--chunks`), each on a new session; wall
 //!   time, per-chunk cost (wall minus the fixed cost of a one-process `echo hi`, divided by N),
 //!   peak RSS, and bytes the store grew by per chunk.
@@ -45,6 +48,8 @@ pub struct Options {
     acpx: Option<PathBuf>,
     /// Through the session's warm queue owner instead of `--no-owner`.
     owner: bool,
+    /// The agent streams reasoning (`think N`: `agent_thought_chunk`s) instead of a reply.
+    thoughts: bool,
     /// Runs of each prompt of 1M chunks and more (tens of seconds each).
     large_runs: usize,
     /// `bench session`: pairs of prompts (large, new session) run again under callgrind, whose
@@ -63,6 +68,7 @@ impl Options {
             dir: std::env::temp_dir(),
             acpx: None,
             owner: false,
+            thoughts: false,
             large_runs: 1,
             instructions: 0,
         };
@@ -92,6 +98,7 @@ impl Options {
                     }
                 }
                 "--owner" => o.owner = true,
+                "--thoughts" => o.thoughts = true,
                 "--chunks" => {
                     o.chunks = value("--chunks")?
                         .split(',')
@@ -159,6 +166,8 @@ struct Bench {
     agent: String,
     /// `--no-owner`, or nothing (through the warm owner).
     mode: &'static [&'static str],
+    /// The test agent's script: `stream` (reply chunks) or `think` (reasoning chunks).
+    script: &'static str,
     /// The scratch schema of the postgres homes (one per run of this command).
     pg_schema: String,
 }
@@ -235,7 +244,7 @@ impl Bench {
 
     fn stream(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<Run> {
         let n = chunks.to_string();
-        self.prompt(home, session, &["stream", &n])
+        self.prompt(home, session, &[self.script, &n])
     }
 
     /// `acpx [--no-owner] --format quiet prompt -s <session> <words>`.
@@ -252,7 +261,15 @@ impl Bench {
     fn instructions(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<u64> {
         let n = chunks.to_string();
         let mut args: Vec<&str> = self.mode.to_vec();
-        args.extend(["--format", "quiet", "prompt", "-s", session, "stream", &n]);
+        args.extend([
+            "--format",
+            "quiet",
+            "prompt",
+            "-s",
+            session,
+            self.script,
+            &n,
+        ]);
         let out = self
             .cmd_under(
                 &[
@@ -470,6 +487,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         agent: format!("{} __test-agent", acpx.display()),
         acpx,
         mode: if opts.owner { &[] } else { &["--no-owner"] },
+        script: if opts.thoughts { "think" } else { "stream" },
         pg_schema: format!("acpx_bench_turn_{}", std::process::id()),
     };
     if opts.backends.iter().any(|b| b == "postgres") {

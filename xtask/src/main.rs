@@ -21,9 +21,9 @@ const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C] [--node PATH [--node-runs N]]
-       cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--chunks N,N,..] [--runs N]
+       cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
-       cargo xtask bench session [--backend B[,B..]|all] [--owner] [--chunks N] [--prefill N]
+       cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
                                  [--runs N] [--instructions N] [--dir DIR] [--acpx PATH]
        cargo xtask bench import [--quick] [--sessions N] [--turns N] [--chunks N] [--dir DIR]
        cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]
@@ -61,6 +61,7 @@ const USAGE: &str =
   --backend B   fs, sqlite, postgres, comma-separated (all = fs,sqlite); postgres uses the
                 server of ACPX_STORE_URL (or ACPX_TEST_POSTGRES_URL) in a scratch schema
   --owner       through the session's warm queue owner instead of --no-owner (RSS: the client's)
+  --thoughts    the agent streams its reasoning (agent_thought_chunk) instead of its reply
   --dir DIR     where the homes are created (default: the temporary directory); deleted after
   --acpx PATH   measure this acpx binary instead of building the release one
 

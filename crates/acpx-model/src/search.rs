@@ -75,9 +75,9 @@ pub fn message_text(message: &Message) -> Option<(&'static str, Option<&str>, Co
         }
         Message::Agent(a) => {
             let pieces = a.content.iter().filter_map(|c| match c {
-                // A reply still in its spill file (in the process that streams it) is read.
+                // A text still in its spill file (in the process that streams it) is read.
                 AgentContent::Text(t) => Some(t.to_text_lossy()),
-                AgentContent::Thinking(t) => Some(Cow::Borrowed(t.text.as_str())),
+                AgentContent::Thinking(t) => Some(t.text.to_text_lossy()),
                 _ => None,
             });
             Some(("agent", None, joined(pieces)))

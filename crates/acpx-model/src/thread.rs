@@ -393,8 +393,9 @@ pub enum AgentContent {
 /// Visible reasoning of the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thinking {
-    /// The reasoning text.
-    pub text: String,
+    /// The reasoning text (kept in a spill file while a long one streams, as a reply's: see
+    /// [`ThreadText`]).
+    pub text: ThreadText,
     /// The provider's signature of it.
     #[serde(default)]
     pub signature: Option<String>,

@@ -1,6 +1,6 @@
-//! [`ThreadText`]: the text of an agent message, held in memory or, once long, in a spill store
-//! the runtime provides (a temp file), so a reply of megabytes does not stay resident while it
-//! streams (issue 15: a 1M-chunk turn's reply is 8 MB, half of the whole process).
+//! [`ThreadText`]: the text of an agent message or of its reasoning (`Thinking`), held in
+//! memory or, once long, in a spill store the runtime provides (a temp file), so a reply of
+//! megabytes does not stay resident while it streams (issue 15: a 1M-chunk turn's reply is 8 MB, half of the whole process).
 //!
 //! The model does no I/O: [`TextSpill`] is the contract, and the runtime implements it (one
 //! file per session, shared by its long texts). A text is spilled only on request
@@ -34,7 +34,7 @@ pub trait TextSpill: Send + Sync + fmt::Debug {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
 }
 
-/// The text of an agent message (`{"Text": "…"}` in the thread).
+/// The text of an agent message (`{"Text": "…"}` in the thread) or of its reasoning (`Thinking`).
 #[derive(Clone)]
 pub struct ThreadText(Repr);
 

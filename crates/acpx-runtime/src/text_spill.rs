@@ -57,11 +57,14 @@ pub struct SessionSpill {
 
 impl SessionSpill {
     /// Moves the text the thread's last message ends with (where the reducer appends a
-    /// streamed reply) to this session's spill file once it is longer than [`SPILL_AT`].
+    /// streamed reply or its streamed reasoning) to this session's spill file once it is
+    /// longer than [`SPILL_AT`].
     pub fn spill_last_reply_if_long(&mut self, record: &mut SessionRecord) {
         if let Some(Message::Agent(a)) = record.thread.messages.last_mut() {
-            if let Some(AgentContent::Text(t)) = a.content.last_mut() {
-                self.spill_if_long(t);
+            match a.content.last_mut() {
+                Some(AgentContent::Text(t)) => self.spill_if_long(t),
+                Some(AgentContent::Thinking(t)) => self.spill_if_long(&mut t.text),
+                _ => {}
             }
         }
     }
@@ -99,10 +102,13 @@ impl SessionSpill {
                     a.content.shrink_to_fit();
                     a.tool_results.shrink_to_fit();
                     for content in &mut a.content {
-                        if let AgentContent::Text(t) = content {
-                            if !self.spill_finished_text(t) {
-                                return i;
-                            }
+                        let text = match content {
+                            AgentContent::Text(t) => t,
+                            AgentContent::Thinking(t) => &mut t.text,
+                            _ => continue,
+                        };
+                        if !self.spill_finished_text(text) {
+                            return i;
                         }
                     }
                 }

@@ -280,10 +280,11 @@ pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> Stri
                             }
                         }
                         AgentContent::Thinking(t) => {
+                            let whole = t.text.to_text_lossy();
                             let text = if full {
-                                t.text.clone()
+                                whole.into_owned()
                             } else {
-                                clip(&t.text, 100)
+                                clip(&whole, 100)
                             };
                             s.push_str(&format!("[thinking] {text}\n"));
                         }
@@ -383,7 +384,7 @@ pub fn markdown(r: &SessionRecord) -> String {
                             s.push_str("\n\n");
                         }
                         AgentContent::Thinking(t) => {
-                            for line in t.text.lines() {
+                            for line in t.text.to_text_lossy().lines() {
                                 s.push_str(&format!("> {line}\n"));
                             }
                             s.push('\n');

@@ -20,6 +20,7 @@ backend_tests! {
     a_fork_by_the_agent_or_by_copy => fork;
     exec_runs_one_turn_in_a_new_session => exec;
     a_long_reply_streams_into_a_spill_file_and_is_stored_whole => long_reply;
+    a_long_reasoning_streams_into_a_spill_file_and_is_stored_whole => long_reasoning;
 }
 
 /// A session of `agent` in the env's store, with the agent shut down again.
@@ -368,4 +369,51 @@ async fn long_reply(env: Env) {
         reply
     );
     assert!(acpx_runtime::transcript::markdown(&turn.record).contains(&reply[reply.len() - 100..]));
+}
+
+/// Reasoning past `text_spill::SPILL_AT` (40,000 8-byte thought chunks) leaves memory while
+/// it streams, as a long reply does, and is stored whole.
+async fn long_reasoning(env: Env) {
+    use acpx_model::{AgentContent, Message};
+    let id = stored_session(&env, &agent("")).await;
+    let rt = env.runtime(RuntimeOptions::default());
+    let home = env.dir.path().join("home");
+    let (_presses, interrupts) = watch::channel(0);
+    let turn = local::prompt(
+        &rt,
+        &home,
+        &id,
+        text_prompt("think 40000"),
+        Some(Duration::from_secs(60)),
+        interrupts,
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(turn.outcome.outcome.as_str(), "completed");
+    let thoughts = |record: &acpx_model::SessionRecord| -> Vec<acpx_model::ThreadText> {
+        let agent = record.thread.messages.iter().filter_map(|m| match m {
+            Message::Agent(a) => Some(a.content.iter()),
+            _ => None,
+        });
+        agent
+            .flatten()
+            .filter_map(|c| match c {
+                AgentContent::Thinking(t) => Some(t.text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let live = thoughts(&turn.record);
+    assert_eq!(live.len(), 1);
+    assert!(
+        live[0].is_spilled(),
+        "the live reasoning is in a spill file"
+    );
+    let expected: String = (0..40_000).map(|i| format!("{i:07} ")).collect();
+    assert_eq!(live[0].to_text().unwrap(), expected);
+    let stored = env.stored(&id).await;
+    assert_eq!(thoughts(&stored), live);
+    let markdown = acpx_runtime::transcript::markdown(&turn.record);
+    assert!(markdown.contains(expected.trim_end()));
 }

@@ -512,9 +512,9 @@ async fn long_stream(env: Env) {
     );
 }
 
-/// A session kept open between turns (a queue owner's) moves each finished reply of 256 bytes
-/// or more to its spill file, and every save still writes it whole (docs/format.md decision
-/// 16).
+/// A session kept open between turns (a queue owner's) moves each finished reply and
+/// reasoning text of 256 bytes or more to its spill file, and every save still writes it whole
+/// (docs/format.md decision 16).
 async fn finished_replies_spilled(env: Env) {
     use acpx_model::{AgentContent, Message, SessionRecord, ThreadText};
     let texts = |record: &SessionRecord| -> Vec<ThreadText> {
@@ -526,6 +526,7 @@ async fn finished_replies_spilled(env: Env) {
             .flatten()
             .filter_map(|c| match c {
                 AgentContent::Text(t) => Some(t.clone()),
+                AgentContent::Thinking(t) => Some(t.text.clone()),
                 _ => None,
             })
             .collect()
@@ -536,11 +537,20 @@ async fn finished_replies_spilled(env: Env) {
     let long = s.prompt(text_prompt("stream 100")).await.unwrap();
     assert_eq!(long.agent_text.len(), 800);
     s.prompt(text_prompt("hello")).await.unwrap();
+    // Reasoning too: 40 thought chunks, 320 bytes.
+    s.prompt(text_prompt("think 40")).await.unwrap();
     let live = texts(&s.record().await);
-    assert_eq!(live.len(), 2, "{live:?}");
+    assert_eq!(live.len(), 4, "{live:?}");
     assert!(live[0].is_spilled(), "the finished long reply left memory");
     assert!(!live[1].is_spilled(), "a short reply stays in memory");
     assert_eq!(live[0].to_text().unwrap(), long.agent_text);
+    assert!(
+        live[2].is_spilled(),
+        "the finished long reasoning left memory"
+    );
+    let thought: String = (0..40).map(|i| format!("{i:07} ")).collect();
+    assert_eq!(live[2].to_text().unwrap(), thought);
+    assert!(!live[3].is_spilled(), "\"Done thinking.\" stays in memory");
     // The saves at each turn's end wrote the spilled reply whole.
     let stored = env.stored(&id).await;
     assert_eq!(texts(&stored), live);

@@ -598,23 +598,24 @@ pub(crate) fn message_texts(record: &SessionRecord) -> Vec<MessageText<'_>> {
         .collect()
 }
 
-/// The searchable pieces of an agent message that holds a spilled reply (what
-/// [`message_text`] would read back whole and join), if it holds one.
+/// The searchable pieces of an agent message that holds a spilled text (a reply or its
+/// reasoning: what [`message_text`] would read back whole and join), if it holds one.
 fn spilled_pieces(m: &Message) -> Option<JoinedText> {
     let Message::Agent(a) = m else {
         return None;
     };
-    let spilled = a
-        .content
-        .iter()
-        .any(|c| matches!(c, AgentContent::Text(t) if t.is_spilled()));
+    let spilled = a.content.iter().any(|c| match c {
+        AgentContent::Text(t) => t.is_spilled(),
+        AgentContent::Thinking(t) => t.text.is_spilled(),
+        _ => false,
+    });
     spilled.then(|| JoinedText {
         pieces: a
             .content
             .iter()
             .filter_map(|c| match c {
                 AgentContent::Text(t) => Some(t.clone()),
-                AgentContent::Thinking(t) => Some(ThreadText::from(t.text.as_str())),
+                AgentContent::Thinking(t) => Some(t.text.clone()),
                 _ => None,
             })
             .collect(),

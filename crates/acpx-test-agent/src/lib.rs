@@ -9,7 +9,7 @@
 //! | prompt | what the agent does |
 //! |---|---|
 //! | `echo <text>` | replies `<text>` |
-//! | `think` | a thought, then text |
+//! | `think [N]` | a thought (N 8-character thought chunks as fast as possible), then text |
 //! | `tools` | a read tool call `pending → in_progress → completed`, a failed one, then text |
 //! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
 //! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |

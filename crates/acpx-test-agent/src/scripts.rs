@@ -83,11 +83,24 @@ pub(crate) async fn prompt(
     match first {
         "echo" => say(cx, &rest.join(" "))?,
         "think" => {
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "Thinking it over."}}),
-            )?;
+            match rest.first().and_then(|s| s.parse::<u64>().ok()) {
+                // `think N`: N 8-character thought chunks as fast as possible.
+                Some(n) => {
+                    for i in 0..n {
+                        let text = format!("{:07} ", i % 10_000_000);
+                        send(
+                            cx,
+                            &sid,
+                            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}),
+                        )?;
+                    }
+                }
+                None => send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "Thinking it over."}}),
+                )?,
+            }
             say(cx, "Done thinking.")?;
         }
         "tools" => {

@@ -57,7 +57,7 @@ pub(super) fn apply_session_update(
                 match msg.content.last_mut() {
                     Some(AgentContent::Thinking(t)) => t.text.push_str(text),
                     _ => msg.content.push(AgentContent::Thinking(Thinking {
-                        text: text.to_owned(),
+                        text: text.into(),
                         signature: None,
                     })),
                 }

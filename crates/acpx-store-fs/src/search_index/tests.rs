@@ -135,7 +135,7 @@ fn generated(core: &FsCore, rng: &mut Lcg, n: usize) {
                 1 => {
                     let mut a = AgentMessage::new();
                     a.content.push(AgentContent::Thinking(Thinking {
-                        text: text.clone(),
+                        text: text.clone().into(),
                         signature: None,
                     }));
                     a.content
