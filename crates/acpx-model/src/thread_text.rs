@@ -186,6 +186,42 @@ impl ThreadText {
     }
 }
 
+impl ThreadText {
+    /// The text's first `chars` characters and one more when it has more (so a caller that
+    /// clips can tell), read from its spill only as far as that; what could not be read back
+    /// is replaced by a note, as in [`ThreadText::to_text_lossy`] (for display only).
+    pub fn head_lossy(&self, chars: usize) -> Cow<'_, str> {
+        if let Repr::Inline(s) = &self.0 {
+            return Cow::Borrowed(s);
+        }
+        let mut out = String::new();
+        let mut count = 0;
+        for piece in self.chunks() {
+            match piece {
+                Ok(p) => {
+                    for c in p.chars() {
+                        if count > chars {
+                            return Cow::Owned(out);
+                        }
+                        out.push(c);
+                        count += 1;
+                    }
+                }
+                Err(e) => {
+                    out.push_str(&unreadable_note(&e));
+                    break;
+                }
+            }
+        }
+        Cow::Owned(out)
+    }
+}
+
+/// What stands in a displayed text for the part that could not be read back.
+fn unreadable_note(e: &io::Error) -> String {
+    format!("[acpx: the rest of this text could not be read back from its spill file: {e}]")
+}
+
 fn unreadable(error: &str) -> io::Error {
     io::Error::other(format!("an earlier read of its spill file failed: {error}"))
 }
@@ -262,7 +298,7 @@ impl fmt::Display for Streamed<'_> {
             match piece {
                 Ok(p) => f.write_str(&p)?,
                 Err(e) => {
-                    write!(f, "[acpx: the rest of this text could not be read back from its spill file: {e}]")?;
+                    f.write_str(&unreadable_note(&e))?;
                     self.failed.set(Some(e));
                     break;
                 }
@@ -309,7 +345,7 @@ impl Serialize for ThreadText {
         match &self.0 {
             Repr::Inline(s) => serializer.serialize_str(s),
             Repr::Unreadable { error, .. } => Err(serde::ser::Error::custom(format!(
-                "a long reply could not be read back from its spill file: {error}"
+                "a long reply or reasoning text could not be read back from its spill file: {error}"
             ))),
             // serde_json streams `Display` into its writer, escaping as it goes. A read error
             // fails the serialization (a `fmt::Error` would make serde_json panic), so a
@@ -323,7 +359,7 @@ impl Serialize for ThreadText {
                 match failed.take() {
                     None => Ok(ok),
                     Some(e) => Err(serde::ser::Error::custom(format!(
-                        "a long reply could not be read back from its spill file: {e}"
+                        "a long reply or reasoning text could not be read back from its spill file: {e}"
                     ))),
                 }
             }

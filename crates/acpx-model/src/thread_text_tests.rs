@@ -113,3 +113,49 @@ fn a_stale_copy_that_cannot_be_read_back_refuses_to_serialize() {
     assert!(b.to_text().is_err());
     assert!(b.to_string().contains("could not be read back"));
 }
+
+/// A spill that counts the bytes read from it.
+#[derive(Debug, Default)]
+struct CountingSpill {
+    inner: MemorySpill,
+    read: std::sync::atomic::AtomicUsize,
+}
+
+impl TextSpill for CountingSpill {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn append_at(&self, expected: u64, text: &str) -> io::Result<bool> {
+        self.inner.append_at(expected, text)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read_at(offset, buf)?;
+        self.read.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+#[test]
+fn the_head_of_a_spilled_text_reads_only_its_first_piece() {
+    let text: String = "ünïcödé ✓ ".repeat(40_000);
+    let spill = Arc::new(CountingSpill::default());
+    let mut t = ThreadText::from(text.as_str());
+    t.spill_into(spill.clone()).unwrap();
+    let head = t.head_lossy(100);
+    assert_eq!(head, text.chars().take(101).collect::<String>());
+    let read = spill.read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(read < text.len() / 4, "read {read} of {} bytes", text.len());
+    // A short text comes whole; an inline one is borrowed.
+    let (short, _) = spilled("short");
+    assert_eq!(short.head_lossy(100), "short");
+    assert!(matches!(
+        ThreadText::from("x").head_lossy(0),
+        Cow::Borrowed("x")
+    ));
+    // A failed read ends the head with the note.
+    let (t, spill) = spilled("some reasoning");
+    spill.fail_reads(true);
+    assert!(t.head_lossy(100).contains("could not be read back"));
+}

@@ -280,11 +280,11 @@ pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> Stri
                             }
                         }
                         AgentContent::Thinking(t) => {
-                            let whole = t.text.to_text_lossy();
+                            // Clipped, only the head of a spilled reasoning text is read.
                             let text = if full {
-                                whole.into_owned()
+                                t.text.to_text_lossy().into_owned()
                             } else {
-                                clip(&whole, 100)
+                                clip(&t.text.head_lossy(100), 100)
                             };
                             s.push_str(&format!("[thinking] {text}\n"));
                         }

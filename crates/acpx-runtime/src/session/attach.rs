@@ -282,7 +282,13 @@ impl Runtime {
     ) -> RuntimeResult<(TurnOutcome, SessionRecord)> {
         let runtime = Runtime::new(Arc::new(MemoryStore::new()), options);
         let mut session = runtime.open_new(spec).await?;
-        let outcome = session.prompt(prompt).await;
+        // `shutdown` saves the turn's end; the turn saving it too would rewrite the snapshot
+        // (and move its finished texts to the spill file) for nothing.
+        let options = super::TurnOptions {
+            session_ends_after: true,
+            ..super::TurnOptions::default()
+        };
+        let outcome = session.prompt_with_options(prompt, options).await;
         let record = session.shutdown().await?;
         Ok((outcome?, record))
     }
