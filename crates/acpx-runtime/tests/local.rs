@@ -302,12 +302,9 @@ async fn exec(env: Env) {
     assert!(listed.sessions.is_empty());
 }
 
-/// A reply past `text_spill::SPILL_AT` (40,000 8-byte chunks: 320,000 bytes) leaves memory
-/// while it streams, and comes back whole: in the turn's reply, in the stored snapshot and in
-/// a transcript.
-async fn long_reply(env: Env) {
-    use acpx_model::{AgentContent, Message};
-    let id = stored_session(&env, &agent("")).await;
+/// One turn of `prompt` through `local::prompt` on a new stored session of the scripted agent.
+async fn local_turn(env: &Env, prompt: &str) -> (RecordId, local::Turn) {
+    let id = stored_session(env, &agent("")).await;
     let rt = env.runtime(RuntimeOptions::default());
     let home = env.dir.path().join("home");
     let (_presses, interrupts) = watch::channel(0);
@@ -315,7 +312,7 @@ async fn long_reply(env: Env) {
         &rt,
         &home,
         &id,
-        text_prompt("stream 40000"),
+        text_prompt(prompt),
         Some(Duration::from_secs(60)),
         interrupts,
         |_| {},
@@ -323,6 +320,14 @@ async fn long_reply(env: Env) {
     .await
     .unwrap();
     assert_eq!(turn.outcome.outcome.as_str(), "completed");
+    (id, turn)
+}
+
+/// A reply past `text_spill::SPILL_AT` (40,000 8-byte chunks: 320,000 bytes) leaves memory
+/// while it streams, and comes back whole: in the turn's reply, in the stored snapshot and in
+/// a transcript.
+async fn long_reply(env: Env) {
+    let (id, turn) = local_turn(&env, "stream 40000").await;
     let reply = turn
         .agent_text()
         .collect::<std::io::Result<String>>()
@@ -332,29 +337,13 @@ async fn long_reply(env: Env) {
         "{}",
         reply.len()
     );
-    let texts = |record: &acpx_model::SessionRecord| -> Vec<acpx_model::ThreadText> {
-        record
-            .thread
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::Agent(a) => Some(a.content.iter()),
-                _ => None,
-            })
-            .flatten()
-            .filter_map(|c| match c {
-                AgentContent::Text(t) => Some(t.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    let live = texts(&turn.record);
+    let live = agent_texts(&turn.record, reply_text);
     assert!(
         live.iter().any(|t| t.is_spilled()),
         "the live reply is in a spill file"
     );
     let stored = env.stored(&id).await;
-    let stored_texts = texts(&stored);
+    let stored_texts = agent_texts(&stored, reply_text);
     assert_eq!(stored_texts, live);
     // A store that serializes gives the text back in memory (the memory store keeps a copy
     // of the record, which shares the spill file).
@@ -374,37 +363,8 @@ async fn long_reply(env: Env) {
 /// Reasoning past `text_spill::SPILL_AT` (40,000 8-byte thought chunks) leaves memory while
 /// it streams, as a long reply does, and is stored whole.
 async fn long_reasoning(env: Env) {
-    use acpx_model::{AgentContent, Message};
-    let id = stored_session(&env, &agent("")).await;
-    let rt = env.runtime(RuntimeOptions::default());
-    let home = env.dir.path().join("home");
-    let (_presses, interrupts) = watch::channel(0);
-    let turn = local::prompt(
-        &rt,
-        &home,
-        &id,
-        text_prompt("think 40000"),
-        Some(Duration::from_secs(60)),
-        interrupts,
-        |_| {},
-    )
-    .await
-    .unwrap();
-    assert_eq!(turn.outcome.outcome.as_str(), "completed");
-    let thoughts = |record: &acpx_model::SessionRecord| -> Vec<acpx_model::ThreadText> {
-        let agent = record.thread.messages.iter().filter_map(|m| match m {
-            Message::Agent(a) => Some(a.content.iter()),
-            _ => None,
-        });
-        agent
-            .flatten()
-            .filter_map(|c| match c {
-                AgentContent::Thinking(t) => Some(t.text.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    let live = thoughts(&turn.record);
+    let (id, turn) = local_turn(&env, "think 40000").await;
+    let live = agent_texts(&turn.record, reasoning_text);
     assert_eq!(live.len(), 1);
     assert!(
         live[0].is_spilled(),
@@ -413,7 +373,7 @@ async fn long_reasoning(env: Env) {
     let expected: String = (0..40_000).map(|i| format!("{i:07} ")).collect();
     assert_eq!(live[0].to_text().unwrap(), expected);
     let stored = env.stored(&id).await;
-    assert_eq!(thoughts(&stored), live);
+    assert_eq!(agent_texts(&stored, reasoning_text), live);
     let markdown = acpx_runtime::transcript::markdown(&turn.record);
     assert!(markdown.contains(expected.trim_end()));
 }

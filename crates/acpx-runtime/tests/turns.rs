@@ -516,21 +516,7 @@ async fn long_stream(env: Env) {
 /// reasoning text of 256 bytes or more to its spill file, and every save still writes it whole
 /// (docs/format.md decision 16).
 async fn finished_replies_spilled(env: Env) {
-    use acpx_model::{AgentContent, Message, SessionRecord, ThreadText};
-    let texts = |record: &SessionRecord| -> Vec<ThreadText> {
-        let agent = record.thread.messages.iter().filter_map(|m| match m {
-            Message::Agent(a) => Some(a.content.iter()),
-            _ => None,
-        });
-        agent
-            .flatten()
-            .filter_map(|c| match c {
-                AgentContent::Text(t) => Some(t.clone()),
-                AgentContent::Thinking(t) => Some(t.text.clone()),
-                _ => None,
-            })
-            .collect()
-    };
+    let texts = |record: &acpx_model::SessionRecord| agent_texts(record, any_text);
     let rt = env.runtime(RuntimeOptions::default());
     let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
     let id = s.id().clone();

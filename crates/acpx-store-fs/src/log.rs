@@ -148,19 +148,35 @@ pub(crate) fn probe_older(
     id: &RecordId,
     max_segments: u32,
 ) -> io::Result<Vec<u32>> {
-    let always = max_segments.clamp(2, 64);
     let mut out = Vec::new();
+    probe_indices(max_segments, |n| {
+        let found = stat_opt(&layout.segment(id, n))?.is_some()
+            || stat_opt(&layout.segment_zst(id, n))?.is_some();
+        if found {
+            out.push(n);
+        }
+        Ok::<_, io::Error>(found)
+    })?;
+    Ok(out)
+}
+
+/// Probes the older segments' indices in ascending order; `found(n)` says whether index `n`
+/// exists (and does with it what the caller does). Indices up to `max_segments` are all
+/// probed; beyond, the probe stops after [`PROBE_MISSES`] missing indices in a row. The one
+/// probe order of every reader and of rotation, so that they agree on what the log holds.
+fn probe_indices<E>(
+    max_segments: u32,
+    mut found: impl FnMut(u32) -> Result<bool, E>,
+) -> Result<(), E> {
+    let always = max_segments.clamp(2, 64);
     let (mut n, mut misses) = (1u32, 0u32);
     loop {
-        if stat_opt(&layout.segment(id, n))?.is_some()
-            || stat_opt(&layout.segment_zst(id, n))?.is_some()
-        {
-            out.push(n);
+        if found(n)? {
             misses = 0;
         } else if n >= always {
             misses += 1;
             if misses >= PROBE_MISSES {
-                return Ok(out);
+                return Ok(());
             }
         }
         n += 1;
@@ -350,20 +366,14 @@ fn open_segments(layout: &Layout, id: &RecordId, max_segments: u32) -> StoreResu
     if let Some(active) = active {
         add(active)?;
     }
-    let always = max_segments.clamp(2, 64);
-    let (mut n, mut misses) = (1u32, 0u32);
-    loop {
-        if let Some(seg) = Segment::open(layout, id, n)? {
+    probe_indices(max_segments, |n| {
+        let seg = Segment::open(layout, id, n)?;
+        let found = seg.is_some();
+        if let Some(seg) = seg {
             add(seg)?;
-            misses = 0;
-        } else if n >= always {
-            misses += 1;
-            if misses >= PROBE_MISSES {
-                break;
-            }
         }
-        n += 1;
-    }
+        Ok::<_, StoreError>(found)
+    })?;
     segs.sort_by_key(|s| std::cmp::Reverse(s.index));
     Ok(segs)
 }
@@ -403,39 +413,23 @@ pub(crate) fn inspect(layout: &Layout, id: &RecordId, max_segments: u32) -> Stor
             });
         }
     }
-    let always = max_segments.clamp(2, 64);
-    let (mut n, mut misses) = (1u32, 0u32);
-    loop {
-        let found = if last_seq.is_none() {
-            match Segment::open(layout, id, n)? {
-                Some(seg) => {
-                    let m = seg.file.metadata().map_err(|e| io_err(&seg.path, e))?;
-                    if seen.insert((m.dev(), m.ino())) {
-                        last_seq = seg.last_seq()?;
-                    }
-                    true
-                }
-                None => false,
+    probe_indices(max_segments, |n| {
+        if last_seq.is_none() {
+            let Some(seg) = Segment::open(layout, id, n)? else {
+                return Ok(false);
+            };
+            let m = seg.file.metadata().map_err(|e| io_err(&seg.path, e))?;
+            if seen.insert((m.dev(), m.ino())) {
+                last_seq = seg.last_seq()?;
             }
-        } else {
-            match segment_ident(layout, id, n)? {
-                Some(ident) => {
-                    seen.insert(ident);
-                    true
-                }
-                None => false,
-            }
-        };
-        if found {
-            misses = 0;
-        } else if n >= always {
-            misses += 1;
-            if misses >= PROBE_MISSES {
-                break;
-            }
+            return Ok(true);
         }
-        n += 1;
-    }
+        let ident = segment_ident(layout, id, n)?;
+        if let Some(ident) = ident {
+            seen.insert(ident);
+        }
+        Ok::<_, StoreError>(ident.is_some())
+    })?;
     Ok(Inspected {
         last_seq: last_seq.unwrap_or(0),
         segment_count: seen.len() as u32,

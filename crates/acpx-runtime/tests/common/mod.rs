@@ -11,7 +11,10 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use acpx_model::{EventEnvelope, EventQuery, MemoryStore, RecordId, SessionRecord, Store};
+use acpx_model::{
+    AgentContent, EventEnvelope, EventQuery, MemoryStore, Message, RecordId, SessionRecord, Store,
+    ThreadText,
+};
 use acpx_runtime::{Observer, Runtime, RuntimeOptions};
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
@@ -224,6 +227,40 @@ pub fn with_agent_flags(mut o: RuntimeOptions, flags: &str) -> RuntimeOptions {
 /// The thread as JSON (easier to assert shapes on).
 pub fn thread_json(r: &SessionRecord) -> Value {
     serde_json::to_value(&r.thread).unwrap()
+}
+
+/// The texts of the agent's messages, in order, that `pick` takes from their content: a
+/// reply's ([`reply_text`]), a reasoning's ([`reasoning_text`]) or both ([`any_text`]).
+pub fn agent_texts(
+    record: &SessionRecord,
+    pick: impl Fn(&AgentContent) -> Option<&ThreadText>,
+) -> Vec<ThreadText> {
+    let agent = record.thread.messages.iter().filter_map(|m| match m {
+        Message::Agent(a) => Some(a.content.iter()),
+        _ => None,
+    });
+    agent.flatten().filter_map(|c| pick(c).cloned()).collect()
+}
+
+/// A reply's text, for [`agent_texts`].
+pub fn reply_text(c: &AgentContent) -> Option<&ThreadText> {
+    match c {
+        AgentContent::Text(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// A reasoning's text, for [`agent_texts`].
+pub fn reasoning_text(c: &AgentContent) -> Option<&ThreadText> {
+    match c {
+        AgentContent::Thinking(t) => Some(&t.text),
+        _ => None,
+    }
+}
+
+/// A reply's or a reasoning's text, for [`agent_texts`].
+pub fn any_text(c: &AgentContent) -> Option<&ThreadText> {
+    reply_text(c).or_else(|| reasoning_text(c))
 }
 
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
