@@ -713,8 +713,12 @@ impl SessionCore {
                     cwd,
                     output_limit: limit,
                 }) {
-                    Ok((tid, _)) => {
+                    Ok(created) => {
+                        let tid = created.id;
                         extra.insert("terminalId".into(), json!(tid));
+                        if let Some(forgotten) = created.forgotten {
+                            extra.insert("forgotTerminalId".into(), json!(forgotten));
+                        }
                         self.log_operation(method, true, format!("Started `{shown}`"), None, extra)
                             .await;
                         Ok(json!({"terminalId": tid}))

@@ -51,6 +51,7 @@ backend_tests! {
     writes_follow_the_permission_policy => fs_write_policy;
     terminals_run_cap_output_and_kill => terminals;
     terminals_are_refused_under_deny_all => terminal_denied;
+    a_session_keeps_at_most_64_unreleased_terminals => unreleased_terminals;
 }
 
 async fn run_one(
@@ -444,4 +445,61 @@ async fn terminal_denied(env: Env) {
         client_ops(&ev, "terminal/create")[0].payload["status"],
         "failed"
     );
+}
+
+/// An agent that never releases its terminals: the session keeps 64, forgetting the oldest
+/// exited one to make room (named in the create's `forgotTerminalId`), and refuses a command
+/// when all 64 kept ones still run.
+async fn unreleased_terminals(env: Env) {
+    let rt = env.runtime(approve_all());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    for _ in 0..64 {
+        let out = s.prompt(text_prompt("terminal --keep true")).await.unwrap();
+        assert!(
+            out.agent_text.starts_with("exit=Some(0)"),
+            "{}",
+            out.agent_text
+        );
+    }
+    for _ in 0..64 {
+        let out = s
+            .prompt(text_prompt("terminal --detach exec sleep 60"))
+            .await
+            .unwrap();
+        assert!(
+            out.agent_text.starts_with("started term_"),
+            "{}",
+            out.agent_text
+        );
+    }
+    let out = s
+        .prompt(text_prompt("terminal --detach exec sleep 60"))
+        .await
+        .unwrap();
+    assert!(
+        out.agent_text.contains("terminal/create failed")
+            && out.agent_text.contains("already runs 64 terminal commands")
+            && out.agent_text.contains("terminal/release"),
+        "{}",
+        out.agent_text
+    );
+    // Shutting down kills the 64 running commands.
+    s.shutdown().await.unwrap();
+    let events = env.events(&id).await;
+    let creates = client_ops(&events, "terminal/create");
+    assert_eq!(creates.len(), 129);
+    let tid = |e: &acpx_model::EventEnvelope, k: &str| e.payload[k].as_str().map(str::to_owned);
+    // The first 64 kept everything; each later one forgot the oldest exited terminal.
+    assert!(creates[..64]
+        .iter()
+        .all(|e| tid(e, "forgotTerminalId").is_none()));
+    for i in 0..64 {
+        assert_eq!(
+            tid(creates[64 + i], "forgotTerminalId"),
+            tid(creates[i], "terminalId")
+        );
+    }
+    assert_eq!(creates[128].payload["status"], "failed");
+    assert!(tid(creates[128], "terminalId").is_none());
 }

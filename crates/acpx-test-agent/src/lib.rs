@@ -13,7 +13,7 @@
 //! | `tools` | a read tool call `pending → in_progress → completed`, a failed one, then text |
 //! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
 //! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |
-//! | `terminal [--limit N] [--kill-after MS] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*` |
+//! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`) |
 //! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |

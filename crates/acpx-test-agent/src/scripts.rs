@@ -229,6 +229,9 @@ pub(crate) async fn prompt(
         "terminal" => {
             let mut limit: Option<u64> = None;
             let mut kill_after: Option<u64> = None;
+            // A leaky agent: never releases the terminal (`--keep`), nor waits for it
+            // (`--detach`).
+            let (mut keep, mut detach) = (false, false);
             let mut cmd_words = Vec::new();
             let mut it = rest.iter();
             while let Some(w) = it.next() {
@@ -239,6 +242,8 @@ pub(crate) async fn prompt(
                     "--kill-after" if cmd_words.is_empty() => {
                         kill_after = it.next().and_then(|s| s.parse().ok())
                     }
+                    "--keep" if cmd_words.is_empty() => keep = true,
+                    "--detach" if cmd_words.is_empty() => detach = true,
                     other => cmd_words.push(other),
                 }
             }
@@ -266,49 +271,60 @@ pub(crate) async fn prompt(
                                 json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "in_progress",
                                                   "content": [{"type": "terminal", "terminalId": tid}]}),
                             )?;
-                            if let Some(ms) = kill_after {
-                                tokio::time::sleep(Duration::from_millis(ms)).await;
-                                request(
+                            if detach {
+                                send(
                                     cx,
-                                    "terminal/kill",
+                                    &sid,
+                                    json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed"}),
+                                )?;
+                                say(cx, &format!("started {tid}"))?;
+                            } else {
+                                if let Some(ms) = kill_after {
+                                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                                    request(
+                                        cx,
+                                        "terminal/kill",
+                                        json!({"sessionId": sid, "terminalId": tid}),
+                                    )
+                                    .await?;
+                                }
+                                let exit = request(
+                                    cx,
+                                    "terminal/wait_for_exit",
                                     json!({"sessionId": sid, "terminalId": tid}),
                                 )
                                 .await?;
-                            }
-                            let exit = request(
-                                cx,
-                                "terminal/wait_for_exit",
-                                json!({"sessionId": sid, "terminalId": tid}),
-                            )
-                            .await?;
-                            let exit: acp::TerminalExitStatus = parse(&exit)?;
-                            let out = request(
-                                cx,
-                                "terminal/output",
-                                json!({"sessionId": sid, "terminalId": tid}),
-                            )
-                            .await?;
-                            let out: acp::TerminalOutputResponse = parse(&out)?;
-                            request(
-                                cx,
-                                "terminal/release",
-                                json!({"sessionId": sid, "terminalId": tid}),
-                            )
-                            .await?;
-                            send(
-                                cx,
-                                &sid,
-                                json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed",
+                                let exit: acp::TerminalExitStatus = parse(&exit)?;
+                                let out = request(
+                                    cx,
+                                    "terminal/output",
+                                    json!({"sessionId": sid, "terminalId": tid}),
+                                )
+                                .await?;
+                                let out: acp::TerminalOutputResponse = parse(&out)?;
+                                if !keep {
+                                    request(
+                                        cx,
+                                        "terminal/release",
+                                        json!({"sessionId": sid, "terminalId": tid}),
+                                    )
+                                    .await?;
+                                }
+                                send(
+                                    cx,
+                                    &sid,
+                                    json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed",
                                                   "content": [{"type": "content", "content": {"type": "text", "text": out.output}}],
                                                   "rawOutput": {"exitCode": exit.exit_code, "signal": exit.signal, "truncated": out.truncated}}),
-                            )?;
-                            say(
-                                cx,
-                                &format!(
-                                    "exit={:?} signal={:?} truncated={} output={}",
-                                    exit.exit_code, exit.signal, out.truncated, out.output
-                                ),
-                            )?;
+                                )?;
+                                say(
+                                    cx,
+                                    &format!(
+                                        "exit={:?} signal={:?} truncated={} output={}",
+                                        exit.exit_code, exit.signal, out.truncated, out.output
+                                    ),
+                                )?;
+                            }
                         }
                         Err(e) => {
                             send(

@@ -1,5 +1,7 @@
+use super::terminals::*;
 use super::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 fn tree() -> (tempfile::TempDir, FsRoot, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -209,7 +211,7 @@ async fn permission_policies() {
 async fn terminal_output_is_capped_keeping_the_end() {
     let terms = Terminals::default();
     let dir = tempfile::tempdir().unwrap();
-    let (id, t) = terms
+    let id = terms
         .create(TerminalSpec {
             command: "sh".into(),
             args: vec![
@@ -220,7 +222,9 @@ async fn terminal_output_is_capped_keeping_the_end() {
             cwd: dir.path().into(),
             output_limit: 10,
         })
-        .unwrap();
+        .unwrap()
+        .id;
+    let t = terms.get(&id).unwrap();
     let status = t.wait().await;
     assert_eq!(
         status,
@@ -246,7 +250,7 @@ async fn terminal_kill_stops_the_whole_process_group() {
     let pidfile = dir.path().join("child.pid");
     // The shell starts a background grandchild that ignores nothing and would outlive a plain kill.
     let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
-    let (_id, t) = terms
+    let id = terms
         .create(TerminalSpec {
             command: "sh".into(),
             args: vec!["-c".into(), script],
@@ -254,7 +258,9 @@ async fn terminal_kill_stops_the_whole_process_group() {
             cwd: dir.path().into(),
             output_limit: 1000,
         })
-        .unwrap();
+        .unwrap()
+        .id;
+    let t = terms.get(&id).unwrap();
     let mut grandchild = None;
     for _ in 0..100 {
         if let Ok(s) = std::fs::read_to_string(&pidfile) {
@@ -298,4 +304,56 @@ fn exit_statuses_read_as_words() {
     assert_eq!(st(Some(0), None).describe(), "exited with code 0");
     assert_eq!(st(None, Some("SIGTERM")).describe(), "killed by SIGTERM");
     assert_eq!(st(None, None).describe(), "ended");
+}
+
+/// An agent that never releases its terminals: past `MAX_TERMINALS` the oldest exited one is
+/// forgotten, and with every kept command running a new one is refused, naming the limit.
+#[tokio::test]
+async fn a_session_keeps_at_most_max_terminals() {
+    let terms = Terminals::default();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |script: &str| TerminalSpec {
+        command: "sh".into(),
+        args: vec!["-c".into(), script.into()],
+        env: vec![],
+        cwd: dir.path().into(),
+        output_limit: 100,
+    };
+    let mut ids = Vec::new();
+    for i in 0..MAX_TERMINALS {
+        // The first two exit at once; the rest run until killed.
+        let script = if i < 2 { "exit 0" } else { "exec sleep 60" };
+        let created = terms.create(spec(script)).unwrap();
+        assert_eq!(created.forgotten, None);
+        ids.push(created.id);
+    }
+    for id in &ids[..2] {
+        terms.get(id).unwrap().wait().await;
+    }
+    let third = terms.create(spec("exit 0")).unwrap();
+    assert_eq!(
+        third.forgotten.as_ref(),
+        Some(&ids[0]),
+        "the oldest exited one"
+    );
+    assert!(terms.get(&ids[0]).is_none());
+    let fourth = terms.create(spec("exec sleep 60")).unwrap();
+    assert_eq!(
+        fourth.forgotten.as_ref(),
+        Some(&ids[1]),
+        "older than the third"
+    );
+    terms.get(&third.id).unwrap().wait().await;
+    let fifth = terms.create(spec("exec sleep 60")).unwrap();
+    assert_eq!(fifth.forgotten, Some(third.id));
+    // Every kept command runs now.
+    let refused = terms.create(spec("exit 0")).unwrap_err().to_string();
+    assert!(
+        refused.contains(&format!("{MAX_TERMINALS} terminal commands"))
+            && refused.contains("terminal/release"),
+        "{refused}"
+    );
+    tokio::time::timeout(Duration::from_secs(30), terms.release_all())
+        .await
+        .unwrap();
 }
