@@ -18,7 +18,9 @@
 //!   more warm prompts of `stream C` through the same owner; its `VmRSS` / `VmHWM` / `RssAnon`
 //!   (`/proc/<pid>/status`, the pid from `status`) after turns 1, 10, 50, 100, … and at the
 //!   end, and the growth of `RssAnon` per turn after the tenth: what a live session costs in
-//!   memory as it gets longer.
+//!   memory as it gets longer. `--memory-tools B` makes each turn a coding agent's instead:
+//!   `tools B` of the scripted agent, a read tool call with B more bytes in its input, result
+//!   text and raw output (and a failed search).
 //! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
 //!   of Node acpx 0.19.1 and of this acpx, alternating, same scripted agent, each in its own
 //!   empty home (Node keeps its files under `$HOME/.acpx`); ratio of the median wall times;
@@ -40,6 +42,8 @@ pub struct Options {
     node_runs: usize,
     memory_turns: usize,
     memory_chunks: usize,
+    /// `--memory-tools B`: turns of `tools B` instead of `stream C`.
+    memory_tools: Option<usize>,
 }
 
 impl Options {
@@ -51,6 +55,7 @@ impl Options {
             node_runs: 10,
             memory_turns: 100,
             memory_chunks: 1000,
+            memory_tools: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -66,6 +71,7 @@ impl Options {
                 "--node-runs" => o.node_runs = num("--node-runs")?,
                 "--memory-turns" => o.memory_turns = num("--memory-turns")?,
                 "--memory-chunks" => o.memory_chunks = num("--memory-chunks")?,
+                "--memory-tools" => o.memory_tools = Some(num("--memory-tools")?),
                 "--node" => {
                     let path = it
                         .next()
@@ -316,7 +322,11 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         ms(oj),
         ms(sj)
     );
-    owner_memory(&bench, opts.memory_turns, opts.memory_chunks)?;
+    let prompt = match opts.memory_tools {
+        Some(bytes) => ["tools".to_owned(), bytes.to_string()],
+        None => ["stream".to_owned(), opts.memory_chunks.to_string()],
+    };
+    owner_memory(&bench, opts.memory_turns, &prompt)?;
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
@@ -341,23 +351,23 @@ fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
 /// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15),
 /// and how much its anonymous memory (heap and stacks, not code) grew a turn after the tenth:
 /// what a live session costs as it gets longer.
-fn owner_memory(bench: &Bench, turns: usize, chunks: usize) -> BenchResult<()> {
+fn owner_memory(bench: &Bench, turns: usize, prompt: &[String; 2]) -> BenchResult<()> {
     let (_, out) = bench.timed(&["--format", "json", "status"])?;
     let status: Value = serde_json::from_str(out.trim()).map_err(|e| e.to_string())?;
     let pid = status["pid"]
         .as_u64()
         .ok_or_else(|| format!("no running queue owner in the status: {out}"))?;
-    println!("## queue owner memory over {turns} turns of {chunks} streamed chunks\n");
+    let [script, arg] = prompt;
+    println!("## queue owner memory over {turns} turns of `{script} {arg}`\n");
     println!(
         "| after turn | owner VmRSS kB | owner VmHWM kB | owner RssAnon kB |\n|---:|---:|---:|---:|"
     );
     let marks = [1, 10, 50, 100, 200, 500, 1000, 2000];
-    let chunks = chunks.to_string();
     let mut first = None;
     let mut tenth = None;
     let mut last = (0, 0, 0);
     for turn in 1..=turns {
-        bench.timed(&["--format", "quiet", "stream", &chunks])?;
+        bench.timed(&["--format", "quiet", script, arg])?;
         if marks.contains(&turn) || turn == turns {
             let (rss, hwm, anon) = rss_kb(pid)?;
             println!("| {turn} | {rss} | {hwm} | {anon} |");

@@ -105,34 +105,58 @@ pub(crate) async fn prompt(
         }
         "tools" => {
             let path = format!("{}/README.md", session.cwd);
+            // `tools N`: N more bytes in the read's input and in its result text, and tool call
+            // ids of their own (`call_read-1`, …), as a real agent's are, for runs of many turns.
+            static TOOLS_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let extra = rest
+                .first()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            let suffix = if extra > 0 {
+                let n = TOOLS_TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                format!("-{n}")
+            } else {
+                String::new()
+            };
+            let (read_id, grep_id) = (format!("call_read{suffix}"), format!("call_grep{suffix}"));
+            let mut input = json!({"path": path});
+            let mut text = "# README".to_owned();
+            if extra > 0 {
+                input["context"] = json!("c".repeat(extra));
+                text.push_str(&"\nlorem ipsum".repeat(extra / 12 + 1)[..extra]);
+            }
+            let mut output = json!({"bytes": text.len()});
+            if extra > 0 {
+                output["text"] = json!(text);
+            }
             send(
                 cx,
                 &sid,
-                json!({"sessionUpdate": "tool_call", "toolCallId": "call_read", "title": "Read README.md",
-                                  "kind": "read", "status": "pending", "locations": [{"path": path}], "rawInput": {"path": path}}),
+                json!({"sessionUpdate": "tool_call", "toolCallId": read_id, "title": "Read README.md",
+                                  "kind": "read", "status": "pending", "locations": [{"path": path}], "rawInput": input}),
             )?;
             send(
                 cx,
                 &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_read", "status": "in_progress"}),
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "in_progress"}),
             )?;
             send(
                 cx,
                 &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_read", "status": "completed",
-                                  "content": [{"type": "content", "content": {"type": "text", "text": "# README"}}],
-                                  "rawOutput": {"bytes": 8}}),
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "completed",
+                                  "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                                  "rawOutput": output}),
             )?;
             send(
                 cx,
                 &sid,
-                json!({"sessionUpdate": "tool_call", "toolCallId": "call_grep", "title": "Search TODO",
+                json!({"sessionUpdate": "tool_call", "toolCallId": grep_id, "title": "Search TODO",
                                   "kind": "search", "status": "in_progress", "rawInput": {"pattern": "TODO"}}),
             )?;
             send(
                 cx,
                 &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_grep", "status": "failed",
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": grep_id, "status": "failed",
                                   "content": [{"type": "content", "content": {"type": "text", "text": "grep: no matches"}}]}),
             )?;
             say(cx, "Read the README; the search failed.")?;
