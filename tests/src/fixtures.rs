@@ -165,7 +165,7 @@ pub fn message(i: usize) -> Message {
                 id: call.clone(),
                 name: "terminal".into(),
                 raw_input: r#"{"command":"cargo build"}"#.into(),
-                input: json!({"command": "cargo build"}),
+                input: json!({"command": "cargo build"}).into(),
                 is_input_complete: true,
                 thought_signature: None,
                 extra: Map::new(),
@@ -177,7 +177,7 @@ pub fn message(i: usize) -> Message {
                     tool_name: "terminal".into(),
                     is_error: i.is_multiple_of(2),
                     content: vec![ResultContent::Text("error[E0308]: mismatched types".into())],
-                    output: Some(json!({"exitCode": 101})),
+                    output: Some(json!({"exitCode": 101}).into()),
                     extra: Map::new(),
                 },
             );

@@ -57,6 +57,7 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod thread;
+pub mod thread_json;
 pub mod thread_text;
 pub mod time;
 
@@ -81,5 +82,6 @@ pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,
     Thread, TokenUsage, ToolResult, ToolUse, UserContent, UserMessage, THREAD_VERSION,
 };
+pub use thread_json::ThreadJson;
 pub use thread_text::{TextSpill, ThreadText};
 pub use time::Timestamp;

@@ -10,6 +10,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::thread_json::ThreadJson;
 use crate::thread_text::ThreadText;
 use crate::time::Timestamp;
 
@@ -408,10 +409,12 @@ pub struct ToolUse {
     pub id: String,
     /// The tool's name or title.
     pub name: String,
-    /// JSON text of `input`.
-    pub raw_input: String,
-    /// The tool's input.
-    pub input: Value,
+    /// JSON text of `input` (moved to a spill file once its turn has finished in a session
+    /// that lives on: see [`ThreadText`]).
+    pub raw_input: ThreadText,
+    /// The tool's input (moved to a spill file as its JSON text once its turn has finished in
+    /// a session that lives on: see [`ThreadJson`]).
+    pub input: ThreadJson,
     /// Whether `input` is final (streaming may send it in parts).
     pub is_input_complete: bool,
     /// The provider's signature of the call.
@@ -434,9 +437,9 @@ pub struct ToolResult {
     /// Always written as an array; a single legacy item is accepted on read.
     #[serde(deserialize_with = "one_or_many")]
     pub content: Vec<ResultContent>,
-    /// The tool's raw output.
+    /// The tool's raw output (moved to a spill file as [`ToolUse::input`] is).
     #[serde(default)]
-    pub output: Option<Value>,
+    pub output: Option<ThreadJson>,
     /// Keys this version does not know; kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -445,8 +448,9 @@ pub struct ToolResult {
 /// Content of a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ResultContent {
-    /// Plain text.
-    Text(String),
+    /// Plain text (moved to a spill file once its turn has finished in a session that lives
+    /// on: see [`ThreadText`]).
+    Text(ThreadText),
     /// An image.
     Image(Image),
 }

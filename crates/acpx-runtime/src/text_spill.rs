@@ -6,9 +6,13 @@
 //! recorder decides when a text moves. The snapshot writer streams it back out
 //! ([`acpx_model::ThreadText`]), and a snapshot read back holds it in memory again.
 //!
-//! In a session that lives on after a turn (the queue owner's), the finished turn's replies
-//! of [`SPILL_FINISHED_AT`] bytes or more move there too ([`SessionSpill::compact_finished`]),
-//! so the owner's memory does not grow with the conversation's text.
+//! In a session that lives on after a turn (the queue owner's), the finished turn's texts
+//! of [`SPILL_FINISHED_AT`] bytes or more move there too ([`SessionSpill::compact_finished`]):
+//! replies, reasoning, and the tool calls' inputs and results, texts and JSON values alike
+//! ([`acpx_model::ThreadJson`]; a coding agent's turn reads files and runs commands, up to
+//! 10 KB of input, result text and raw output a call). So the owner's memory does not grow
+//! with the conversation's text; what stays are the messages' structure, short texts and
+//! values, and the diffs and terminal outputs kept beside a result (10 KB a result at most).
 //!
 //! One file per session ([`SessionSpill`]), shared by its long replies, so a long-lived queue
 //! owner holds one descriptor per session whatever the number of long turns. The file is made
@@ -27,7 +31,9 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use acpx_model::{AgentContent, Message, SessionRecord, TextSpill, ThreadText};
+use acpx_model::{
+    AgentContent, Message, ResultContent, SessionRecord, TextSpill, ThreadJson, ThreadText,
+};
 
 /// A text longer than this is moved to a spill file: above what agents usually send in one
 /// message (a 10k-chunk turn is 78 KB), so only very long replies pay for the file, and the
@@ -83,7 +89,8 @@ impl SessionSpill {
     }
 
     /// Makes the finished messages of `record` from index `from` on as small in memory as
-    /// they can be, and returns where the next call starts: their agent texts at least
+    /// they can be, and returns where the next call starts: their agent texts (replies,
+    /// reasoning, tool inputs' JSON text and tool results' texts) at least
     /// [`SPILL_FINISHED_AT`] long move to this session's spill file, and their lists lose the
     /// room they had to grow (a list's first push makes room for four items, and an agent
     /// content item is about 200 bytes). Called once a turn has finished, so these messages
@@ -102,13 +109,33 @@ impl SessionSpill {
                     a.content.shrink_to_fit();
                     a.tool_results.shrink_to_fit();
                     for content in &mut a.content {
-                        let text = match content {
-                            AgentContent::Text(t) => t,
-                            AgentContent::Thinking(t) => &mut t.text,
-                            _ => continue,
+                        let moved = match content {
+                            AgentContent::Text(t) => self.spill_finished_text(t),
+                            AgentContent::Thinking(t) => self.spill_finished_text(&mut t.text),
+                            AgentContent::ToolUse(t) => {
+                                self.spill_finished_text(&mut t.raw_input)
+                                    && self.spill_finished_json(&mut t.input)
+                            }
+                            AgentContent::RedactedThinking(_) => true,
                         };
-                        if !self.spill_finished_text(text) {
+                        if !moved {
                             return i;
+                        }
+                    }
+                    // Tool results: a coding agent's turn holds many (file reads, command
+                    // output), up to 10 KB of text and 10 KB of raw output each.
+                    for result in a.tool_results.values_mut() {
+                        for content in &mut result.content {
+                            if let ResultContent::Text(t) = content {
+                                if !self.spill_finished_text(t) {
+                                    return i;
+                                }
+                            }
+                        }
+                        if let Some(output) = &mut result.output {
+                            if !self.spill_finished_json(output) {
+                                return i;
+                            }
                         }
                     }
                 }
@@ -131,6 +158,26 @@ impl SessionSpill {
             Ok(()) => true,
             Err(e) => {
                 tracing::debug!("a finished reply stays in memory: its spill file failed ({e})");
+                false
+            }
+        }
+    }
+
+    /// Moves a finished JSON value whose text is at least [`SPILL_FINISHED_AT`] long to this
+    /// session's spill file; false when it should have moved and could not.
+    fn spill_finished_json(&mut self, value: &mut ThreadJson) -> bool {
+        if value.as_value().is_none_or(|v| is_small_json(v)) {
+            return true;
+        }
+        let Some(file) = self.file() else {
+            return false;
+        };
+        match value.spill_into_if_long(file, SPILL_FINISHED_AT) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(
+                    "a finished tool value stays in memory: its spill file failed ({e})"
+                );
                 false
             }
         }
@@ -161,6 +208,18 @@ impl SessionSpill {
                 None
             }
         }
+    }
+}
+
+/// Whether a value is surely shorter than [`SPILL_FINISHED_AT`] as JSON, without writing it
+/// (objects and arrays are written to tell).
+fn is_small_json(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => true,
+        Value::String(s) => s.len() < SPILL_FINISHED_AT / 2,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
     }
 }
 

@@ -56,7 +56,7 @@ fn result_text(content: &[ResultContent]) -> String {
     content
         .iter()
         .map(|c| match c {
-            ResultContent::Text(t) => t.clone(),
+            ResultContent::Text(t) => t.to_text_lossy().into_owned(),
             ResultContent::Image(_) => "[image]".to_owned(),
         })
         .collect::<Vec<_>>()
@@ -327,7 +327,7 @@ fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
         tool_label(t),
         tool_state(t, result)
     ));
-    fenced(s, "json", &t.raw_input);
+    fenced(s, "json", &t.raw_input.to_text_lossy());
     let Some(r) = result else { return };
     let label = if r.is_error { "Error" } else { "Result" };
     s.push_str(&format!("{label}:\n\n"));
@@ -575,7 +575,7 @@ mod tests {
                 id: id.into(),
                 name: title.into(),
                 raw_input: "{}".into(),
-                input: json!({}),
+                input: json!({}).into(),
                 is_input_complete: true,
                 thought_signature: None,
                 extra,

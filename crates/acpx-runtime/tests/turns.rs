@@ -537,9 +537,59 @@ async fn finished_replies_spilled(env: Env) {
     let thought: String = (0..40).map(|i| format!("{i:07} ")).collect();
     assert_eq!(live[2].to_text().unwrap(), thought);
     assert!(!live[3].is_spilled(), "\"Done thinking.\" stays in memory");
-    // The saves at each turn's end wrote the spilled reply whole.
+    // A tool call's input JSON and result text, 1,000 bytes more each.
+    s.prompt(text_prompt("tools 1000")).await.unwrap();
+    let record = s.record().await;
+    // The agent message that holds the read (the reply after it is a message of its own).
+    let (a, read) = record
+        .thread
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            acpx_model::Message::Agent(a) => a.content.iter().find_map(|c| match c {
+                acpx_model::AgentContent::ToolUse(t) if t.id.starts_with("call_read") => {
+                    Some((a, t))
+                }
+                _ => None,
+            }),
+            _ => None,
+        })
+        .expect("the read tool call");
+    assert!(
+        read.raw_input.is_spilled(),
+        "a finished tool input left memory"
+    );
+    assert!(read
+        .raw_input
+        .to_text()
+        .unwrap()
+        .contains(&"c".repeat(1000)));
+    assert!(read.input.is_spilled(), "its JSON value too");
+    assert_eq!(read.input.to_value().unwrap()["context"], "c".repeat(1000));
+    let result = &a.tool_results[&read.id];
+    let acpx_model::ResultContent::Text(text) = &result.content[0] else {
+        panic!("a text result")
+    };
+    assert!(text.is_spilled(), "a finished tool result text left memory");
+    assert_eq!(text.len(), "# README".len() + 1000);
+    let output = result.output.as_ref().expect("a raw output");
+    assert!(output.is_spilled(), "a finished raw output left memory");
+    let whole = text.to_text().unwrap().into_owned();
+    assert_eq!(*output, serde_json::json!({"bytes": 1008, "text": whole}));
+    let grep = read.id.replace("read", "grep");
+    let ok = &a.tool_results[&grep].content[0];
+    assert!(
+        matches!(ok, acpx_model::ResultContent::Text(t) if !t.is_spilled()),
+        "a short result stays in memory"
+    );
+    // The saves at each turn's end wrote the spilled texts whole.
     let stored = env.stored(&id).await;
-    assert_eq!(texts(&stored), live);
+    assert_eq!(texts(&stored)[..4], live[..]);
+    assert_eq!(
+        serde_json::to_value(&stored.thread).unwrap(),
+        serde_json::to_value(&record.thread).unwrap()
+    );
     let fin = s.shutdown().await.unwrap();
     assert_eq!(
         serde_json::to_value(env.stored(&id).await).unwrap(),

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use acpx_model::{
-    AgentContent, Image, ImageSize, Message, ResultContent, SessionRecord, Timestamp, ToolResult,
-    ToolUse,
+    AgentContent, Image, ImageSize, Message, ResultContent, SessionRecord, ThreadJson, Timestamp,
+    ToolResult, ToolUse,
 };
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -148,7 +148,7 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
                 id: id.to_owned(),
                 name: String::new(),
                 raw_input: "{}".into(),
-                input: json!({}),
+                input: json!({}).into(),
                 is_input_complete: false,
                 thought_signature: None,
                 extra: Map::new(),
@@ -219,15 +219,15 @@ pub(super) fn set_tool_input(tool_use: &mut ToolUse, input: &Value) {
     tool_use.extra.remove("input_bytes");
     if text.len() > TOOL_OUTPUT_CAP_BYTES {
         let cut = cut_at_char_boundary(&text, TOOL_OUTPUT_CAP_BYTES).to_owned();
-        tool_use.input = Value::String(cut.clone());
-        tool_use.raw_input = cut;
+        tool_use.input = Value::String(cut.clone()).into();
+        tool_use.raw_input = cut.into();
         tool_use.extra.insert("input_truncated".into(), json!(true));
         tool_use
             .extra
             .insert("input_bytes".into(), json!(text.len()));
     } else {
-        tool_use.input = input.clone();
-        tool_use.raw_input = text;
+        tool_use.input = input.clone().into();
+        tool_use.raw_input = text.into();
     }
 }
 
@@ -273,9 +273,11 @@ pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> T
                     if budget == 0 {
                         break;
                     }
-                    let cut = cut_at_char_boundary(&t, budget).to_owned();
+                    // Just built from the update: in memory, so this borrows.
+                    let whole = t.to_text_lossy();
+                    let cut = cut_at_char_boundary(&whole, budget).to_owned();
                     budget -= cut.len();
-                    capped.push(ResultContent::Text(cut));
+                    capped.push(ResultContent::Text(cut.into()));
                 }
                 image => capped.push(image),
             }
@@ -284,7 +286,9 @@ pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> T
     }
     if items.is_empty() {
         let title = state.title.as_deref().unwrap_or(tool_name);
-        items.push(ResultContent::Text(format!("{title} ({})", state.status)));
+        items.push(ResultContent::Text(
+            format!("{title} ({})", state.status).into(),
+        ));
     }
     let mut output_bytes = 0;
     let output = state.raw_output.as_ref().map(|o| {
@@ -308,7 +312,7 @@ pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> T
         tool_name: tool_name.to_owned(),
         is_error: state.status == "failed",
         content: items,
-        output,
+        output: output.map(ThreadJson::from),
         extra,
     }
 }
@@ -317,7 +321,7 @@ pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> T
 pub(super) fn result_content_from_block(block: &Value) -> Option<ResultContent> {
     match block.get("type").and_then(Value::as_str)? {
         "text" => Some(ResultContent::Text(
-            block.get("text").and_then(Value::as_str)?.to_owned(),
+            block.get("text").and_then(Value::as_str)?.into(),
         )),
         "image" => {
             let data = block.get("data").and_then(Value::as_str)?;
@@ -334,12 +338,12 @@ pub(super) fn result_content_from_block(block: &Value) -> Option<ResultContent> 
         "resource_link" => {
             let uri = block.get("uri").and_then(Value::as_str).unwrap_or("");
             let name = block.get("name").and_then(Value::as_str).unwrap_or(uri);
-            Some(ResultContent::Text(format!("[{name}]({uri})")))
+            Some(ResultContent::Text(format!("[{name}]({uri})").into()))
         }
         "resource" => {
             let res = block.get("resource")?;
             match res.get("text").and_then(Value::as_str) {
-                Some(text) => Some(ResultContent::Text(text.to_owned())),
+                Some(text) => Some(ResultContent::Text(text.into())),
                 None => Some(ResultContent::Text("[blob]".into())),
             }
         }
@@ -394,7 +398,7 @@ pub fn flush_open_tool_uses(record: &mut SessionRecord, at: Timestamp, end: &Too
                     tool_use_id: id,
                     tool_name: name,
                     is_error: true,
-                    content: vec![ResultContent::Text(end.text())],
+                    content: vec![ResultContent::Text(end.text().into())],
                     output: None,
                     extra,
                 },

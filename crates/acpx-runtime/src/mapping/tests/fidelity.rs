@@ -139,6 +139,7 @@ fn an_unfinished_call_says_why_it_ended() {
     let ResultContent::Text(t) = &exited.content[0] else {
         panic!()
     };
+    let t = t.to_text().unwrap();
     assert!(
         t.contains("agent process ended") && t.contains("code 1"),
         "{t}"

@@ -1,0 +1,171 @@
+//! [`ThreadJson`]: a JSON value of the thread (a tool call's `input`, a tool result's
+//! `output`), held in memory or, once its turn has finished in a session that lives on, as
+//! its JSON text in a spill store ([`TextSpill`], as a long [`ThreadText`]).
+//!
+//! A coding agent's turn makes many tool calls, each with up to 10 KB of input (a file
+//! written whole) and of raw output (a command's); a queue owner that keeps them as `Value`s
+//! grows with every call (issue 15). The JSON is the same either way: a spilled value is read
+//! back and parsed when it is written or compared, a read error fails the serialization
+//! (never a cut or missing value in a snapshot), and a snapshot read back always gives a
+//! value in memory.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::{TextSpill, ThreadText};
+
+/// A JSON value of the thread: in memory, or its compact JSON text in a spill store.
+#[derive(Clone)]
+pub struct ThreadJson(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Value(Value),
+    /// The value's compact JSON text (spilled).
+    Text(ThreadText),
+}
+
+impl ThreadJson {
+    /// The value: borrowed when in memory, else read back from the spill and parsed.
+    pub fn to_value(&self) -> io::Result<Cow<'_, Value>> {
+        match &self.0 {
+            Repr::Value(v) => Ok(Cow::Borrowed(v)),
+            Repr::Text(t) => {
+                let text = t.to_text()?;
+                serde_json::from_str(&text)
+                    .map(Cow::Owned)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            }
+        }
+    }
+
+    /// The value in memory, when it is (not spilled).
+    pub fn as_value(&self) -> Option<&Value> {
+        match &self.0 {
+            Repr::Value(v) => Some(v),
+            Repr::Text(_) => None,
+        }
+    }
+
+    /// Whether the value lives in a spill store.
+    pub fn is_spilled(&self) -> bool {
+        matches!(&self.0, Repr::Text(t) if t.is_spilled())
+    }
+
+    /// Moves the value to `spill` as its JSON text when that text is at least `min_len`
+    /// bytes long; a smaller value (or a failed write) stays in memory. Errors only when the
+    /// write failed (the value is then unchanged).
+    pub fn spill_into_if_long(
+        &mut self,
+        spill: Arc<dyn TextSpill>,
+        min_len: usize,
+    ) -> io::Result<()> {
+        let Repr::Value(v) = &self.0 else {
+            return Ok(());
+        };
+        let text = serde_json::to_string(v).map_err(io::Error::other)?;
+        if text.len() < min_len {
+            return Ok(());
+        }
+        let mut text = ThreadText::from(text);
+        text.spill_into(spill)?;
+        if text.is_spilled() {
+            self.0 = Repr::Text(text);
+        }
+        Ok(())
+    }
+}
+
+impl Default for ThreadJson {
+    fn default() -> Self {
+        ThreadJson(Repr::Value(Value::Null))
+    }
+}
+
+impl From<Value> for ThreadJson {
+    fn from(v: Value) -> Self {
+        ThreadJson(Repr::Value(v))
+    }
+}
+
+impl fmt::Debug for ThreadJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Value(v) => fmt::Debug::fmt(v, f),
+            Repr::Text(t) => write!(f, "<{} bytes of JSON in a spill file>", t.len()),
+        }
+    }
+}
+
+/// Values compare, wherever they live; one that cannot be read back equals nothing.
+impl PartialEq for ThreadJson {
+    fn eq(&self, other: &Self) -> bool {
+        match (self.to_value(), other.to_value()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl PartialEq<Value> for ThreadJson {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value().is_ok_and(|v| *v == *other)
+    }
+}
+
+impl Serialize for ThreadJson {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.to_value() {
+            Ok(v) => v.serialize(serializer),
+            Err(e) => Err(serde::ser::Error::custom(format!(
+                "a tool call's JSON could not be read back from its spill file: {e}"
+            ))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ThreadJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(ThreadJson::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::MemorySpill;
+    use serde_json::json;
+
+    #[test]
+    fn a_spilled_value_writes_and_compares_like_the_value() {
+        let value = json!({"path": "/repo/a.rs", "content": "fn main() {}\n".repeat(40)});
+        let spill = Arc::new(MemorySpill::default());
+        let mut small = ThreadJson::from(json!({"path": "/repo"}));
+        small.spill_into_if_long(spill.clone(), 256).unwrap();
+        assert!(!small.is_spilled(), "a short value stays in memory");
+        let mut j = ThreadJson::from(value.clone());
+        j.spill_into_if_long(spill.clone(), 256).unwrap();
+        assert!(j.is_spilled());
+        assert!(j.as_value().is_none());
+        assert_eq!(j, value);
+        assert_eq!(j, ThreadJson::from(value.clone()));
+        assert_eq!(
+            serde_json::to_string(&j).unwrap(),
+            serde_json::to_string(&value).unwrap()
+        );
+        let back: ThreadJson = serde_json::from_str(&serde_json::to_string(&j).unwrap()).unwrap();
+        assert!(!back.is_spilled());
+        assert_eq!(back, j);
+        assert!(format!("{j:?}").contains("bytes of JSON in a spill file"));
+        // A failed read fails the serialization and equals nothing.
+        spill.fail_reads(true);
+        let err = serde_json::to_string(&j).unwrap_err().to_string();
+        assert!(err.contains("could not be read back"), "{err}");
+        assert!(j != value);
+    }
+}
