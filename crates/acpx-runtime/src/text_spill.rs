@@ -166,7 +166,7 @@ impl SessionSpill {
     /// Moves a finished JSON value whose text is at least [`SPILL_FINISHED_AT`] long to this
     /// session's spill file; false when it should have moved and could not.
     fn spill_finished_json(&mut self, value: &mut ThreadJson) -> bool {
-        if value.as_value().is_none_or(|v| is_small_json(v)) {
+        if value.as_value().is_none_or(is_small_json) {
             return true;
         }
         let Some(file) = self.file() else {
