@@ -10,6 +10,9 @@ Sessions persist in `$PYD_PEER_SESSIONS` (default `<cwd>/.pyd-peer-sessions`) wi
 pydantic-acp's own `FileSessionStore`, so `session/load` works across agent processes. The mode
 lives only in this process's memory, as real agents keep it: a new agent process starts in
 `ask` unless the client sets the mode again.
+
+A prompt `read-note <name>` makes the model call the `read_note` tool first (a tool call with
+a result of about 2 KB, as a file read gives), then reply as above.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ from pathlib import Path
 from pydantic_acp import AdapterConfig, FileSessionStore, ModeState, run_acp
 from acp.schema import SessionMode
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 MODES = [
@@ -47,6 +58,16 @@ class InMemoryModes:
 
 
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelRequest):
+        returned = any(isinstance(p, ToolReturnPart) for p in last.parts)
+        prompt = next(
+            (p.content for p in last.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)),
+            "",
+        )
+        if not returned and prompt.startswith("read-note "):
+            name = prompt.split(" ", 1)[1].strip()
+            return ModelResponse(parts=[ToolCallPart(tool_name="read_note", args={"name": name})])
     heard: list[str] = []
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -60,6 +81,11 @@ def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 def main() -> None:
     root = Path(os.environ.get("PYD_PEER_SESSIONS", Path.cwd() / ".pyd-peer-sessions"))
     agent = Agent(FunctionModel(_reply), name="pydantic-peer")
+
+    @agent.tool_plain
+    def read_note(name: str) -> str:
+        """Reads the note called `name`."""
+        return f"note {name}: " + "lorem ipsum dolor sit amet " * 80
     run_acp(
         agent=agent,
         config=AdapterConfig(

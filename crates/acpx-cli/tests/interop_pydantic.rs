@@ -6,7 +6,8 @@
 //! The peer answers `session/resume` with -32601 although it advertises it, and keeps its mode
 //! only in process memory: the case where a session used to lose its context and its mode on
 //! every command. Its reply states what it remembers:
-//! `mode=<mode>; turns=<n>; heard=<user texts joined by ' | '>`.
+//! `mode=<mode>; turns=<n>; heard=<user texts joined by ' | '>`. A prompt `read-note <name>`
+//! makes it call its `read_note` tool first (about 2 KB of raw output).
 //!
 //! The peer is found through `ACPX_INTEROP_PYDANTIC_AGENT` (a full command line) or at the
 //! install script's default paths. When it is missing the test fails under `CI=true` and is
@@ -136,4 +137,55 @@ fn a_later_command_continues_the_conversation_in_the_chosen_mode_fs() {
 #[test]
 fn a_later_command_continues_the_conversation_in_the_chosen_mode_sqlite() {
     continues_the_conversation_in_the_chosen_mode("sqlite");
+}
+
+/// A tool call of the real agent (its `read_note` tool, about 2 KB of raw output) goes through
+/// the queue owner, which moves the finished call out of memory at the turn's end; the next
+/// turn's save writes it back whole, as the first turn's did.
+fn a_tool_call_is_stored_whole_after_later_turns(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    run(&["sessions", "new"]).ok();
+    let first = run(&["prompt", "read-note todo"]).ok();
+    assert!(
+        first.stderr.contains("[tool] read_note (completed)"),
+        "{}",
+        first.stderr
+    );
+    let exported = || -> serde_json::Value {
+        let out = run(&["sessions", "export", "--as", "json"]).ok();
+        serde_json::from_str(&out.stdout).expect("session JSON")
+    };
+    let tool_turn = exported();
+    let second = run(&["prompt", "hello"]).ok();
+    assert!(second.stdout.contains("turns=2"), "{}", second.stdout);
+    let later = exported();
+    let tool_message = |doc: &serde_json::Value| doc["thread"]["messages"][1]["Agent"].clone();
+    let before = tool_message(&tool_turn);
+    assert_eq!(
+        before,
+        tool_message(&later),
+        "the tool call is the same after another turn"
+    );
+    let results = before["tool_results"].as_object().unwrap();
+    assert_eq!(results.len(), 1, "{before}");
+    let output = results.values().next().unwrap()["output"].as_str().unwrap();
+    let expected = format!("note todo: {}", "lorem ipsum dolor sit amet ".repeat(80));
+    assert_eq!(output, expected);
+    assert_eq!(
+        before["content"][0]["ToolUse"]["input"],
+        serde_json::json!({"name": "todo"})
+    );
+}
+
+#[test]
+fn a_tool_call_is_stored_whole_after_later_turns_fs() {
+    a_tool_call_is_stored_whole_after_later_turns("fs");
+}
+
+#[test]
+fn a_tool_call_is_stored_whole_after_later_turns_sqlite() {
+    a_tool_call_is_stored_whole_after_later_turns("sqlite");
 }
