@@ -18,7 +18,10 @@
 //! other jobs on the machine hits both alike; ratios are taken within one run of this command.
 //!
 //! `--thoughts`: the agent streams its reasoning (`think N`, `agent_thought_chunk`s) instead of
-//! its reply.
+//! its reply. `--tools B`: each of the N is a round of two tool calls instead of a chunk
+//! (`tools B N`: a read with B more bytes in its input, result text and raw output, and a
+//! failed search, each round after a step of text): a coding agent's long turn; pass small
+//! `--chunks` (2,000 rounds of `--tools 4000` hold 32 MB of tool data).
 //!
 //! - **turn**: prompts of 10k, 100k and 1M chunks (`--chunks`), each on a new session; wall
 //!   time, per-chunk cost (wall minus the fixed cost of a one-process `echo hi`, divided by N),
@@ -50,6 +53,8 @@ pub struct Options {
     owner: bool,
     /// The agent streams reasoning (`think N`: `agent_thought_chunk`s) instead of a reply.
     thoughts: bool,
+    /// `--tools B`: rounds of tool calls with B more bytes each (`tools B N`) instead of chunks.
+    tools: Option<usize>,
     /// Runs of each prompt of 1M chunks and more (tens of seconds each).
     large_runs: usize,
     /// `bench session`: pairs of prompts (large, new session) run again under callgrind, whose
@@ -69,6 +74,7 @@ impl Options {
             acpx: None,
             owner: false,
             thoughts: false,
+            tools: None,
             large_runs: 1,
             instructions: 0,
         };
@@ -99,6 +105,13 @@ impl Options {
                 }
                 "--owner" => o.owner = true,
                 "--thoughts" => o.thoughts = true,
+                "--tools" => {
+                    o.tools = Some(
+                        value("--tools")?
+                            .parse()
+                            .map_err(|_| "--tools needs a number of bytes")?,
+                    )
+                }
                 "--chunks" => {
                     o.chunks = value("--chunks")?
                         .split(',')
@@ -166,8 +179,9 @@ struct Bench {
     agent: String,
     /// `--no-owner`, or nothing (through the warm owner).
     mode: &'static [&'static str],
-    /// The test agent's script: `stream` (reply chunks) or `think` (reasoning chunks).
-    script: &'static str,
+    /// The test agent's script, before N: `stream` (reply chunks), `think` (reasoning
+    /// chunks) or `tools B` (rounds of tool calls).
+    script: Vec<String>,
     /// The scratch schema of the postgres homes (one per run of this command).
     pg_schema: String,
 }
@@ -244,7 +258,9 @@ impl Bench {
 
     fn stream(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<Run> {
         let n = chunks.to_string();
-        self.prompt(home, session, &[self.script, &n])
+        let mut words: Vec<&str> = self.script.iter().map(String::as_str).collect();
+        words.push(&n);
+        self.prompt(home, session, &words)
     }
 
     /// `acpx [--no-owner] --format quiet prompt -s <session> <words>`.
@@ -261,15 +277,9 @@ impl Bench {
     fn instructions(&self, home: &Home, session: &str, chunks: u64) -> BenchResult<u64> {
         let n = chunks.to_string();
         let mut args: Vec<&str> = self.mode.to_vec();
-        args.extend([
-            "--format",
-            "quiet",
-            "prompt",
-            "-s",
-            session,
-            self.script,
-            &n,
-        ]);
+        args.extend(["--format", "quiet", "prompt", "-s", session]);
+        args.extend(self.script.iter().map(String::as_str));
+        args.push(&n);
         let out = self
             .cmd_under(
                 &[
@@ -487,7 +497,11 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         agent: format!("{} __test-agent", acpx.display()),
         acpx,
         mode: if opts.owner { &[] } else { &["--no-owner"] },
-        script: if opts.thoughts { "think" } else { "stream" },
+        script: match (opts.tools, opts.thoughts) {
+            (Some(bytes), _) => vec!["tools".into(), bytes.to_string()],
+            (None, true) => vec!["think".into()],
+            (None, false) => vec!["stream".into()],
+        },
         pg_schema: format!("acpx_bench_turn_{}", std::process::id()),
     };
     if opts.backends.iter().any(|b| b == "postgres") {

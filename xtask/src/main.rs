@@ -21,7 +21,7 @@ const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]
-       cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N,N,..] [--runs N]
+       cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
                                  [--runs N] [--instructions N] [--dir DIR] [--acpx PATH]
@@ -62,6 +62,7 @@ const USAGE: &str =
                 server of ACPX_STORE_URL (or ACPX_TEST_POSTGRES_URL) in a scratch schema
   --owner       through the session's warm queue owner instead of --no-owner (RSS: the client's)
   --thoughts    the agent streams its reasoning (agent_thought_chunk) instead of its reply
+  --tools B     each of the N is a round of two tool calls with B more bytes (a coding agent)
   --dir DIR     where the homes are created (default: the temporary directory); deleted after
   --acpx PATH   measure this acpx binary instead of building the release one
 

@@ -112,8 +112,8 @@ pub struct Recorder {
     turn_end_saved_by_shutdown: bool,
     /// Where a long reply streams instead of memory (docs/format.md decision 16).
     spill: SessionSpill,
-    /// Messages before this index were compacted after their turn
-    /// ([`SessionSpill::compact_finished`]).
+    /// Messages before this index were compacted ([`SessionSpill::compact_finished`]), or
+    /// were loaded by a process that ends with its turn (left as they are).
     compacted_before: usize,
     /// Whether a turn started through this recorder: only then is the session live here (the
     /// end of an interrupted turn that recovery records before a `--no-owner` prompt does not
@@ -295,12 +295,27 @@ impl Recorder {
             let turn_end = matches!(kind, "prompt_done" | "prompt_error");
             let saved_later = self.turn_end_saved_by_shutdown && turn_end;
             self.turn_started_here |= kind == "prompt_started";
-            if turn_end && !self.turn_end_saved_by_shutdown && self.turn_started_here {
-                // The session lives on: its finished messages shrink (docs/format.md
-                // decision 16).
-                self.compacted_before = self
-                    .spill
-                    .compact_finished(&mut self.record, self.compacted_before);
+            if kind == "prompt_started" && self.turn_end_saved_by_shutdown {
+                // The process ends with this turn: the conversation it loaded is not moved
+                // (that would write it all to the file for the shutdown's save to read back).
+                self.compacted_before =
+                    self.compacted_before.max(self.record.thread.messages.len());
+            }
+            if self.turn_started_here {
+                // Finished messages shrink (docs/format.md decision 16): at the end of a turn
+                // of a session that lives on, all of them; while a turn runs, those before the
+                // one it writes, so that a turn of many tool calls does not hold them all.
+                let messages = self.record.thread.messages.len();
+                let end = if turn_end && !self.turn_end_saved_by_shutdown {
+                    messages
+                } else {
+                    messages.saturating_sub(1)
+                };
+                if end > self.compacted_before {
+                    self.compacted_before =
+                        self.spill
+                            .compact_finished(&mut self.record, self.compacted_before, end);
+                }
             }
             forced |= forces_save(kind) && !saved_later;
         }

@@ -88,21 +88,29 @@ impl SessionSpill {
         }
     }
 
-    /// Makes the finished messages of `record` from index `from` on as small in memory as
-    /// they can be, and returns where the next call starts: their agent texts (replies,
-    /// reasoning, tool inputs' JSON text and tool results' texts) at least
-    /// [`SPILL_FINISHED_AT`] long move to this session's spill file, and their lists lose the
-    /// room they had to grow (a list's first push makes room for four items, and an agent
-    /// content item is about 200 bytes). Called once a turn has finished, so these messages
-    /// no longer grow (a late chunk still appends wherever its text lives). When the spill
-    /// file cannot be had, the next call starts again at the message whose text stayed.
+    /// Makes the finished messages of `record` from index `from` up to (not including) `end`
+    /// as small in memory as they can be, and returns where the next call starts: their agent
+    /// texts and tool calls (replies, reasoning, tool inputs and results, texts and JSON
+    /// values) at least [`SPILL_FINISHED_AT`] long move to this session's spill file, and
+    /// their lists lose the room they had to grow (a list's first push makes room for four
+    /// items, and an agent content item is about 200 bytes). Called for the messages before
+    /// the one a turn is writing, and for all of them once a turn has finished; they rarely
+    /// change again (a late update or chunk still lands wherever its text lives, bringing it
+    /// back into memory if it must). When the spill file cannot be had, the next call starts
+    /// again at the message whose text stayed.
     ///
     /// The first call after a session was opened moves the whole conversation it loaded: a
     /// one-off write of its texts to the file.
-    pub fn compact_finished(&mut self, record: &mut SessionRecord, from: usize) -> usize {
+    pub fn compact_finished(
+        &mut self,
+        record: &mut SessionRecord,
+        from: usize,
+        end: usize,
+    ) -> usize {
         let messages = &mut record.thread.messages;
-        let from = from.min(messages.len());
-        for (i, message) in messages.iter_mut().enumerate().skip(from) {
+        let end = end.min(messages.len());
+        let from = from.min(end);
+        for (i, message) in messages.iter_mut().enumerate().take(end).skip(from) {
             match message {
                 Message::User(u) => u.content.shrink_to_fit(),
                 Message::Agent(a) => {
@@ -142,7 +150,7 @@ impl SessionSpill {
                 _ => {}
             }
         }
-        messages.len()
+        end
     }
 
     /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file;

@@ -95,6 +95,7 @@ backend_tests! {
     controls_record_events_and_last_control_update => controls;
     a_long_stream_is_recorded_in_order => long_stream;
     finished_replies_of_a_session_that_lives_on_leave_memory => finished_replies_spilled;
+    a_turn_s_earlier_messages_leave_memory_while_it_runs => earlier_messages_spilled;
     prompt_timeout_is_recorded_as_timeout => prompt_timeout;
 }
 
@@ -594,6 +595,56 @@ async fn finished_replies_spilled(env: Env) {
     assert_eq!(
         serde_json::to_value(env.stored(&id).await).unwrap(),
         serde_json::to_value(&fin).unwrap()
+    );
+}
+
+/// A turn's messages before the one it writes leave memory while it runs, even in a process
+/// that ends with the turn (`--no-owner`): a turn of many tool calls does not hold them all.
+/// The conversation that process loaded stays as it was: moving it would only cost I/O.
+async fn earlier_messages_spilled(env: Env) {
+    let rt = env.runtime(RuntimeOptions::default());
+    let s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    s.shutdown().await.unwrap();
+    let one_turn = |prompt: &'static str| {
+        let rt = &rt;
+        let id = &id;
+        async move {
+            let mut s = rt.open_existing(id).await.unwrap();
+            let options = acpx_runtime::TurnOptions {
+                session_ends_after: true,
+                ..Default::default()
+            };
+            s.prompt_with_options(text_prompt(prompt), options)
+                .await
+                .unwrap();
+            s.shutdown().await.unwrap()
+        }
+    };
+    let first = one_turn("stream 100").await;
+    let texts = agent_texts(&first, reply_text);
+    assert!(!texts[0].is_spilled(), "a reply that ends its turn stays");
+    let second = one_turn("tools 1000").await;
+    let texts = agent_texts(&second, reply_text);
+    assert!(
+        !texts[0].is_spilled(),
+        "the loaded conversation is left as it was"
+    );
+    let tool = second.thread.messages.iter().rev().find_map(|m| match m {
+        acpx_model::Message::Agent(a) => a.content.iter().find_map(|c| match c {
+            acpx_model::AgentContent::ToolUse(t) => Some(t),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let tool = tool.expect("the turn's tool call");
+    assert!(
+        tool.raw_input.is_spilled() && tool.input.is_spilled(),
+        "the finished tool call left memory while the turn went on"
+    );
+    assert_eq!(
+        serde_json::to_value(env.stored(&id).await.thread).unwrap(),
+        serde_json::to_value(&second.thread).unwrap()
     );
 }
 

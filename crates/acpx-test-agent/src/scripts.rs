@@ -105,20 +105,15 @@ pub(crate) async fn prompt(
         }
         "tools" => {
             let path = format!("{}/README.md", session.cwd);
-            // `tools N`: N more bytes in the read's input and in its result text, and tool call
-            // ids of their own (`call_read-1`, …), as a real agent's are, for runs of many turns.
-            static TOOLS_TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-            let extra = rest
-                .first()
-                .and_then(|n| n.parse::<usize>().ok())
-                .unwrap_or(0);
-            let suffix = if extra > 0 {
-                let n = TOOLS_TURNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                format!("-{n}")
-            } else {
-                String::new()
-            };
-            let (read_id, grep_id) = (format!("call_read{suffix}"), format!("call_grep{suffix}"));
+            // `tools N [K]`: N more bytes in each read's input, result text and raw output; K
+            // rounds of the two calls, each after a step of text (an agent working through a
+            // task); tool call ids of their own (`call_read-1`, …) as a real agent's are, for
+            // runs of many turns.
+            static TOOLS_ROUNDS: std::sync::atomic::AtomicU64 =
+                std::sync::atomic::AtomicU64::new(0);
+            let number = |i: usize| rest.get(i).and_then(|n| n.parse::<usize>().ok());
+            let extra = number(0).unwrap_or(0);
+            let rounds = number(1).unwrap_or(1).max(1);
             let mut input = json!({"path": path});
             let mut text = "# README".to_owned();
             if extra > 0 {
@@ -129,36 +124,49 @@ pub(crate) async fn prompt(
             if extra > 0 {
                 output["text"] = json!(text);
             }
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "tool_call", "toolCallId": read_id, "title": "Read README.md",
-                                  "kind": "read", "status": "pending", "locations": [{"path": path}], "rawInput": input}),
-            )?;
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "in_progress"}),
-            )?;
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "completed",
-                                  "content": [{"type": "content", "content": {"type": "text", "text": text}}],
-                                  "rawOutput": output}),
-            )?;
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "tool_call", "toolCallId": grep_id, "title": "Search TODO",
-                                  "kind": "search", "status": "in_progress", "rawInput": {"pattern": "TODO"}}),
-            )?;
-            send(
-                cx,
-                &sid,
-                json!({"sessionUpdate": "tool_call_update", "toolCallId": grep_id, "status": "failed",
-                                  "content": [{"type": "content", "content": {"type": "text", "text": "grep: no matches"}}]}),
-            )?;
+            for round in 0..rounds {
+                if round > 0 {
+                    say(cx, &format!("Step {round}. "))?;
+                }
+                let suffix = if extra > 0 || rounds > 1 {
+                    let n = TOOLS_ROUNDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    format!("-{n}")
+                } else {
+                    String::new()
+                };
+                let (read_id, grep_id) =
+                    (format!("call_read{suffix}"), format!("call_grep{suffix}"));
+                send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "tool_call", "toolCallId": read_id, "title": "Read README.md",
+                                      "kind": "read", "status": "pending", "locations": [{"path": path}], "rawInput": input}),
+                )?;
+                send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "in_progress"}),
+                )?;
+                send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": read_id, "status": "completed",
+                                      "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+                                      "rawOutput": output}),
+                )?;
+                send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "tool_call", "toolCallId": grep_id, "title": "Search TODO",
+                                      "kind": "search", "status": "in_progress", "rawInput": {"pattern": "TODO"}}),
+                )?;
+                send(
+                    cx,
+                    &sid,
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": grep_id, "status": "failed",
+                                      "content": [{"type": "content", "content": {"type": "text", "text": "grep: no matches"}}]}),
+                )?;
+            }
             say(cx, "Read the README; the search failed.")?;
         }
         "write-file" => {
