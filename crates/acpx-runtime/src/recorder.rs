@@ -112,13 +112,45 @@ pub struct Recorder {
     turn_end_saved_by_shutdown: bool,
     /// Where a long reply streams instead of memory (docs/format.md decision 16).
     spill: SessionSpill,
-    /// Messages before this index were compacted ([`SessionSpill::compact_finished`]), or
-    /// were loaded by a process that ends with its turn (left as they are).
-    compacted_before: usize,
+    /// How far the finished messages were compacted.
+    compacted: Compacted,
     /// Whether a turn started through this recorder: only then is the session live here (the
     /// end of an interrupted turn that recovery records before a `--no-owner` prompt does not
     /// move the whole loaded conversation to a spill file that process drops right after).
     turn_started_here: bool,
+}
+
+/// How far a session's finished messages were compacted ([`SessionSpill::compact_finished`];
+/// docs/format.md decision 16).
+#[derive(Debug, Default)]
+struct Compacted {
+    /// Messages before this index were compacted at a turn's end.
+    settled: usize,
+    /// The running turn's messages before this index were compacted while it ran.
+    turn: usize,
+}
+
+impl Compacted {
+    /// Compacts after an event of a turn started through this recorder. While the turn
+    /// runs, its own messages before the one it is writing, so that a turn of many tool calls
+    /// does not hold them all (in every process, `--no-owner` too). At the end of a turn of a
+    /// session that lives on (`settle`), every message not compacted yet: the first time, the
+    /// whole conversation the process loaded, left out while the turn runs so that its one-off
+    /// write does not delay the prompt, and never moved by a process that ends with its turn,
+    /// where it would only cost I/O before the shutdown's save.
+    fn after_event(&mut self, spill: &mut SessionSpill, record: &mut SessionRecord, settle: bool) {
+        let messages = record.thread.messages.len();
+        if settle {
+            if messages > self.settled {
+                self.settled = spill.compact_finished(record, self.settled, messages);
+            }
+            return;
+        }
+        let end = messages.saturating_sub(1);
+        if end > self.turn {
+            self.turn = spill.compact_finished(record, self.turn, end);
+        }
+    }
 }
 
 impl std::fmt::Debug for Recorder {
@@ -171,7 +203,7 @@ impl Recorder {
             turn_observer: None,
             turn_end_saved_by_shutdown: false,
             spill: SessionSpill::default(),
-            compacted_before: 0,
+            compacted: Compacted::default(),
             turn_started_here: false,
         }
     }
@@ -295,27 +327,14 @@ impl Recorder {
             let turn_end = matches!(kind, "prompt_done" | "prompt_error");
             let saved_later = self.turn_end_saved_by_shutdown && turn_end;
             self.turn_started_here |= kind == "prompt_started";
-            if kind == "prompt_started" && self.turn_end_saved_by_shutdown {
-                // The process ends with this turn: the conversation it loaded is not moved
-                // (that would write it all to the file for the shutdown's save to read back).
-                self.compacted_before =
-                    self.compacted_before.max(self.record.thread.messages.len());
+            if kind == "prompt_started" {
+                // The turn's own messages start with its user message.
+                self.compacted.turn = self.record.thread.messages.len().saturating_sub(1);
             }
             if self.turn_started_here {
-                // Finished messages shrink (docs/format.md decision 16): at the end of a turn
-                // of a session that lives on, all of them; while a turn runs, those before the
-                // one it writes, so that a turn of many tool calls does not hold them all.
-                let messages = self.record.thread.messages.len();
-                let end = if turn_end && !self.turn_end_saved_by_shutdown {
-                    messages
-                } else {
-                    messages.saturating_sub(1)
-                };
-                if end > self.compacted_before {
-                    self.compacted_before =
-                        self.spill
-                            .compact_finished(&mut self.record, self.compacted_before, end);
-                }
+                let lives_on = !self.turn_end_saved_by_shutdown;
+                self.compacted
+                    .after_event(&mut self.spill, &mut self.record, turn_end && lives_on);
             }
             forced |= forces_save(kind) && !saved_later;
         }

@@ -219,15 +219,41 @@ impl SessionSpill {
     }
 }
 
-/// Whether a value is surely shorter than [`SPILL_FINISHED_AT`] as JSON, without writing it
-/// (objects and arrays are written to tell).
+/// Whether a value is short enough to stay in memory without writing it out: its JSON without
+/// escapes is under half of [`SPILL_FINISHED_AT`] (escapes rarely double a text), counted only
+/// as far as that.
 fn is_small_json(v: &serde_json::Value) -> bool {
+    unescaped_json_len(v, SPILL_FINISHED_AT / 2) < SPILL_FINISHED_AT / 2
+}
+
+/// The length of `v` as compact JSON without escapes, counted up to `cap` (a number counts one
+/// byte at least).
+fn unescaped_json_len(v: &serde_json::Value, cap: usize) -> usize {
     use serde_json::Value;
     match v {
-        Value::Null | Value::Bool(_) | Value::Number(_) => true,
-        Value::String(s) => s.len() < SPILL_FINISHED_AT / 2,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 1,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => {
+            let mut len = 2;
+            for item in items {
+                if len >= cap {
+                    break;
+                }
+                len += 1 + unescaped_json_len(item, cap - len);
+            }
+            len
+        }
+        Value::Object(map) => {
+            let mut len = 2;
+            for (key, value) in map {
+                if len >= cap {
+                    break;
+                }
+                len += key.len() + 4 + unescaped_json_len(value, cap - len);
+            }
+            len
+        }
     }
 }
 
@@ -344,6 +370,18 @@ impl TextSpill for FileSpill {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_json_values_stay_without_being_written_out() {
+        use serde_json::json;
+        assert!(is_small_json(&json!({"pattern": "TODO", "path": "/repo/src"})));
+        assert!(is_small_json(&json!(null)));
+        assert!(!is_small_json(&json!({"content": "x".repeat(200)})));
+        assert!(!is_small_json(&json!([{"k": "v".repeat(100)}, {"k": "w".repeat(100)}])));
+        // Counting stops at the cap: a huge list is not walked to its end.
+        let many = serde_json::Value::Array(vec![json!(1); 1_000_000]);
+        assert!(unescaped_json_len(&many, 128) < 200);
+    }
 
     #[test]
     fn long_texts_move_to_one_file_and_read_back_whole() {
