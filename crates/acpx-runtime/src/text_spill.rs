@@ -374,10 +374,14 @@ mod tests {
     #[test]
     fn short_json_values_stay_without_being_written_out() {
         use serde_json::json;
-        assert!(is_small_json(&json!({"pattern": "TODO", "path": "/repo/src"})));
+        assert!(is_small_json(
+            &json!({"pattern": "TODO", "path": "/repo/src"})
+        ));
         assert!(is_small_json(&json!(null)));
         assert!(!is_small_json(&json!({"content": "x".repeat(200)})));
-        assert!(!is_small_json(&json!([{"k": "v".repeat(100)}, {"k": "w".repeat(100)}])));
+        assert!(!is_small_json(
+            &json!([{"k": "v".repeat(100)}, {"k": "w".repeat(100)}])
+        ));
         // Counting stops at the cap: a huge list is not walked to its end.
         let many = serde_json::Value::Array(vec![json!(1); 1_000_000]);
         assert!(unescaped_json_len(&many, 128) < 200);
