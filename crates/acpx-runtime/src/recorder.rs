@@ -128,6 +128,9 @@ struct Compacted {
     settled: usize,
     /// The running turn's messages before this index were compacted while it ran.
     turn: usize,
+    /// The message the turn is writing, and how many of its tool results (in order) had
+    /// their calls compacted.
+    writing: (usize, usize),
 }
 
 impl Compacted {
@@ -149,6 +152,14 @@ impl Compacted {
         let end = messages.saturating_sub(1);
         if end > self.turn {
             self.turn = spill.compact_finished(record, self.turn, end);
+        }
+        // The message being written: its finished tool calls (a chain of calls without text
+        // between them stays in one message).
+        if self.writing.0 != end {
+            self.writing = (end, 0);
+        }
+        if end >= self.turn {
+            self.writing.1 = spill.compact_finished_tool_calls(record, end, self.writing.1);
         }
     }
 }
@@ -322,7 +333,6 @@ impl Recorder {
         let mut forced = false;
         for event in new_events {
             mapping::apply_event(&mut self.record, event);
-            self.spill.spill_last_reply_if_long(&mut self.record);
             let kind = event.event_type.as_str();
             let turn_end = matches!(kind, "prompt_done" | "prompt_error");
             let saved_later = self.turn_end_saved_by_shutdown && turn_end;
@@ -336,6 +346,9 @@ impl Recorder {
                 self.compacted
                     .after_event(&mut self.spill, &mut self.record, turn_end && lives_on);
             }
+            // After the compaction, which appends to the same file: a long reply spilled
+            // before it would no longer end the file, and its next chunk would bring it back.
+            self.spill.spill_last_reply_if_long(&mut self.record);
             forced |= forces_save(kind) && !saved_later;
         }
         let last = new_events.last().cloned();

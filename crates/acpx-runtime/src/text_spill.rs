@@ -153,6 +153,51 @@ impl SessionSpill {
         end
     }
 
+    /// Compacts the finished tool calls of message `index` (the one a turn is writing) whose
+    /// results come at or after position `from` of its `tool_results`, and returns where the
+    /// next call starts: an agent that chains tool calls without text between them keeps
+    /// them all in one message, and a call with a result is final (later updates of it are
+    /// ignored). When the spill file cannot be had, the next call starts again at the
+    /// result whose call stayed.
+    pub fn compact_finished_tool_calls(
+        &mut self,
+        record: &mut SessionRecord,
+        index: usize,
+        from: usize,
+    ) -> usize {
+        let Some(Message::Agent(a)) = record.thread.messages.get_mut(index) else {
+            return from;
+        };
+        let count = a.tool_results.len();
+        for position in from..count {
+            let Some((id, result)) = a.tool_results.get_index_mut(position) else {
+                return position;
+            };
+            let mut moved = true;
+            for content in &mut result.content {
+                if let ResultContent::Text(t) = content {
+                    moved = moved && self.spill_finished_text(t);
+                }
+            }
+            if let Some(output) = &mut result.output {
+                moved = moved && self.spill_finished_json(output);
+            }
+            let tool_use = a.content.iter_mut().find_map(|c| match c {
+                AgentContent::ToolUse(t) if t.id == *id => Some(t),
+                _ => None,
+            });
+            if let Some(t) = tool_use {
+                moved = moved
+                    && self.spill_finished_text(&mut t.raw_input)
+                    && self.spill_finished_json(&mut t.input);
+            }
+            if !moved {
+                return position;
+            }
+        }
+        count
+    }
+
     /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file;
     /// false when it should have moved and could not.
     fn spill_finished_text(&mut self, text: &mut ThreadText) -> bool {

@@ -624,28 +624,61 @@ async fn earlier_messages_spilled(env: Env) {
     let first = one_turn("stream 100").await;
     let texts = agent_texts(&first, reply_text);
     assert!(!texts[0].is_spilled(), "a reply that ends its turn stays");
-    let second = one_turn("tools 1000").await;
+    // Three rounds of calls, each after a step of text: three tool messages, then the reply.
+    let second = one_turn("tools 1000 3").await;
     let texts = agent_texts(&second, reply_text);
     assert!(
         !texts[0].is_spilled(),
         "the loaded conversation is left as it was"
     );
-    let tool = second.thread.messages.iter().rev().find_map(|m| match m {
-        acpx_model::Message::Agent(a) => a.content.iter().find_map(|c| match c {
-            acpx_model::AgentContent::ToolUse(t) => Some(t),
-            _ => None,
-        }),
-        _ => None,
-    });
-    let tool = tool.expect("the turn's tool call");
-    assert!(
-        tool.raw_input.is_spilled() && tool.input.is_spilled(),
-        "the finished tool call left memory while the turn went on"
-    );
+    let tool_messages = tool_messages(&second);
+    assert_eq!(tool_messages.len(), 3);
+    for a in &tool_messages {
+        assert_finished_calls_spilled(a);
+    }
+    // Chained calls without any text: all in the last message, compacted call by call.
+    let third = one_turn("tools 1000 3 chained").await;
+    let last = match third.thread.messages.last() {
+        Some(acpx_model::Message::Agent(a)) => a,
+        other => panic!("the turn ends with its tool calls: {other:?}"),
+    };
+    assert_eq!(last.tool_results.len(), 6);
+    assert_finished_calls_spilled(last);
     assert_eq!(
         serde_json::to_value(env.stored(&id).await.thread).unwrap(),
-        serde_json::to_value(&second.thread).unwrap()
+        serde_json::to_value(&third.thread).unwrap()
     );
+}
+
+/// The agent messages of `record` that hold tool calls.
+fn tool_messages(record: &acpx_model::SessionRecord) -> Vec<&acpx_model::AgentMessage> {
+    let agent = record.thread.messages.iter().filter_map(|m| match m {
+        acpx_model::Message::Agent(a) if !a.tool_results.is_empty() => Some(a),
+        _ => None,
+    });
+    agent.collect()
+}
+
+/// Every read call of `a` (1,000 more bytes in its input, result text and raw output) left
+/// memory; the searches' short values stayed.
+fn assert_finished_calls_spilled(a: &acpx_model::AgentMessage) {
+    for c in &a.content {
+        let acpx_model::AgentContent::ToolUse(t) = c else {
+            continue;
+        };
+        let result = &a.tool_results[&t.id];
+        let output = result.output.as_ref();
+        let acpx_model::ResultContent::Text(text) = &result.content[0] else {
+            panic!("a text result")
+        };
+        if t.id.starts_with("call_read") {
+            assert!(t.raw_input.is_spilled() && t.input.is_spilled(), "{}", t.id);
+            assert!(text.is_spilled(), "{}", t.id);
+            assert!(output.is_some_and(|o| o.is_spilled()), "{}", t.id);
+        } else {
+            assert!(!t.raw_input.is_spilled() && !text.is_spilled(), "{}", t.id);
+        }
+    }
 }
 
 async fn prompt_timeout(env: Env) {

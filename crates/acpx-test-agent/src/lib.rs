@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `echo <text>` | replies `<text>` |
 //! | `think [N]` | a thought (N 8-character thought chunks as fast as possible), then text |
-//! | `tools [N] [K]` | a read tool call `pending → in_progress → completed` (N more bytes in its input, result text and raw output), a failed search, then text; K rounds of the two calls, each after a `Step k. ` text; ids `call_read-K`… of their own when N or K is given |
+//! | `tools [N] [K] [chained]` | a read tool call `pending → in_progress → completed` (N more bytes in its input, result text and raw output), a failed search, then text; K rounds of the two calls, each after a `Step k. ` text (`chained`: no text at all, every call in one message); ids `call_read-<pid>-<n>`… of their own when N or K is given |
 //! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
 //! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |
 //! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`) |

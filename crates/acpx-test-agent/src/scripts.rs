@@ -107,13 +107,15 @@ pub(crate) async fn prompt(
             let path = format!("{}/README.md", session.cwd);
             // `tools N [K]`: N more bytes in each read's input, result text and raw output; K
             // rounds of the two calls, each after a step of text (an agent working through a
-            // task); tool call ids of their own (`call_read-1`, …) as a real agent's are, for
+            // task); tool call ids of their own (`call_read-<pid>-1`, …) as a real agent's are, for
             // runs of many turns.
             static TOOLS_ROUNDS: std::sync::atomic::AtomicU64 =
                 std::sync::atomic::AtomicU64::new(0);
             let number = |i: usize| rest.get(i).and_then(|n| n.parse::<usize>().ok());
             let extra = number(0).unwrap_or(0);
             let rounds = number(1).unwrap_or(1).max(1);
+            // `chained`: no text at all, so every call stays in one agent message.
+            let chained = rest.get(2) == Some(&"chained");
             let mut input = json!({"path": path});
             let mut text = "# README".to_owned();
             if extra > 0 {
@@ -125,12 +127,14 @@ pub(crate) async fn prompt(
                 output["text"] = json!(text);
             }
             for round in 0..rounds {
-                if round > 0 {
+                if round > 0 && !chained {
                     say(cx, &format!("Step {round}. "))?;
                 }
                 let suffix = if extra > 0 || rounds > 1 {
                     let n = TOOLS_ROUNDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    format!("-{n}")
+                    // The process id too: a later agent process of the same session must not
+                    // reuse an id.
+                    format!("-{}-{n}", std::process::id())
                 } else {
                     String::new()
                 };
@@ -167,7 +171,9 @@ pub(crate) async fn prompt(
                                       "content": [{"type": "content", "content": {"type": "text", "text": "grep: no matches"}}]}),
                 )?;
             }
-            say(cx, "Read the README; the search failed.")?;
+            if !chained {
+                say(cx, "Read the README; the search failed.")?;
+            }
         }
         "write-file" => {
             let path = rest.first().copied().unwrap_or("");
