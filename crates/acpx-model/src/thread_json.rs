@@ -162,6 +162,16 @@ mod tests {
         assert!(!back.is_spilled());
         assert_eq!(back, j);
         assert!(format!("{j:?}").contains("bytes of JSON in a spill file"));
+        // Floats, extreme integers and keys out of order come back the same, byte for byte.
+        let odd = json!({"z": 0.30000000000000004, "a": 1.0, "m": 1.0715660391465826e-75,
+            "u": u64::MAX, "i": i64::MIN, "f": [5e-324, 1.7976931348623157e308, -0.0]});
+        let mut j2 = ThreadJson::from(odd.clone());
+        j2.spill_into_if_long(spill.clone(), 0).unwrap();
+        assert!(j2.is_spilled());
+        assert_eq!(
+            serde_json::to_string(&j2).unwrap(),
+            serde_json::to_string(&odd).unwrap()
+        );
         // A failed read fails the serialization and equals nothing.
         spill.fail_reads(true);
         let err = serde_json::to_string(&j).unwrap_err().to_string();

@@ -158,9 +158,7 @@ impl Compacted {
         if self.writing.0 != end {
             self.writing = (end, 0);
         }
-        if end >= self.turn {
-            self.writing.1 = spill.compact_finished_tool_calls(record, end, self.writing.1);
-        }
+        self.writing.1 = spill.compact_finished_tool_calls(record, end, self.writing.1);
     }
 }
 

@@ -40,8 +40,9 @@ use acpx_model::{
 /// same size above which a save leaves a session out of the file store's search index.
 pub const SPILL_AT: usize = 256 << 10;
 
-/// In a session that lives on after a turn (a queue owner's, or a library's `Session` kept
-/// open), the finished turn's replies at least this long move to the spill file too, so the
+/// Finished texts and tool values at least this long move to the spill file too (while a turn
+/// runs, its earlier messages and finished tool calls; at its end, in a session that lives on,
+/// every message), so the
 /// conversation's text does not accumulate in memory turn after turn (issue 15: resident memory
 /// per live session bounded whatever the session's length; docs/format.md decision 16). Below
 /// it a text costs about what its handle in the file would.

@@ -198,9 +198,10 @@ struct Kept {
 }
 
 impl Kept {
-    /// Makes room for one more terminal: forgets the oldest exited one when [`MAX_TERMINALS`]
-    /// are kept (returning its id), or says why there is no room.
-    fn make_room(&mut self) -> std::io::Result<Option<String>> {
+    /// The terminal to forget to make room for one more: the oldest exited one when
+    /// [`MAX_TERMINALS`] are kept, or why there is no room. It is forgotten only once the new
+    /// command has started, so a command that cannot start loses nothing.
+    fn room(&self) -> std::io::Result<Option<String>> {
         if self.by_id.len() < MAX_TERMINALS {
             return Ok(None);
         }
@@ -211,10 +212,7 @@ impl Kept {
             .min_by_key(|(_, (n, _))| *n)
             .map(|(id, _)| id.clone());
         match oldest_exited {
-            Some(id) => {
-                self.by_id.remove(&id);
-                Ok(Some(id))
-            }
+            Some(id) => Ok(Some(id)),
             None => Err(std::io::Error::other(format!(
                 "this session already runs {MAX_TERMINALS} terminal commands, the most it keeps; \
                  release one (terminal/release) or wait for one to exit"
@@ -257,7 +255,7 @@ impl Terminals {
         // Held while the command starts (nothing in here awaits), so that two creates at once
         // cannot both take the last place.
         let mut kept = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let forgotten = kept.make_room()?;
+        let forgotten = kept.room()?;
         let mut cmd = tokio::process::Command::new(&spec.command);
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -306,6 +304,9 @@ impl Terminals {
             output,
             exit: rx,
         });
+        if let Some(id) = &forgotten {
+            kept.by_id.remove(id);
+        }
         kept.created += 1;
         let n = kept.created;
         kept.by_id.insert(id.clone(), (n, terminal));

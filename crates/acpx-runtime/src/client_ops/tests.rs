@@ -344,6 +344,11 @@ async fn a_session_keeps_at_most_max_terminals() {
         "older than the third"
     );
     terms.get(&third.id).unwrap().wait().await;
+    // A command that cannot start forgets nothing (the exited third stays).
+    let mut missing = spec("exit 0");
+    missing.command = "/nonexistent/acpx-test-command".into();
+    assert!(terms.create(missing).is_err());
+    assert!(terms.get(&third.id).is_some());
     let fifth = terms.create(spec("exec sleep 60")).unwrap();
     assert_eq!(fifth.forgotten, Some(third.id));
     // Every kept command runs now.
