@@ -18,7 +18,8 @@
 //!   more warm prompts of `stream C` through the same owner; its `VmRSS` / `VmHWM` / `RssAnon`
 //!   (`/proc/<pid>/status`, the pid from `status`) after turns 1, 10, 50, 100, … and at the
 //!   end, and the growth of `RssAnon` per turn after the tenth: what a live session costs in
-//!   memory as it gets longer. `--memory-tools B` makes each turn a coding agent's instead:
+//!   memory as it gets longer; and the owner's CPU time a turn between those rows
+//!   (`/proc/<pid>/stat`): what a turn costs it as the session grows. `--memory-tools B` makes each turn a coding agent's instead:
 //!   `tools B` of the scripted agent, a read tool call with B more bytes in its input, result
 //!   text and raw output (and a failed search).
 //! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
@@ -44,6 +45,8 @@ pub struct Options {
     memory_chunks: usize,
     /// `--memory-tools B`: turns of `tools B` instead of `stream C`.
     memory_tools: Option<usize>,
+    /// `--backend fs|sqlite`: the store the sessions live in (fs by default).
+    backend: String,
 }
 
 impl Options {
@@ -56,6 +59,7 @@ impl Options {
             memory_turns: 100,
             memory_chunks: 1000,
             memory_tools: None,
+            backend: "fs".to_owned(),
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -72,6 +76,10 @@ impl Options {
                 "--memory-turns" => o.memory_turns = num("--memory-turns")?,
                 "--memory-chunks" => o.memory_chunks = num("--memory-chunks")?,
                 "--memory-tools" => o.memory_tools = Some(num("--memory-tools")?),
+                "--backend" => match it.next().map(String::as_str) {
+                    Some(b @ ("fs" | "sqlite")) => o.backend = b.to_owned(),
+                    other => return Err(format!("--backend needs fs or sqlite, not {other:?}")),
+                },
                 "--node" => {
                     let path = it
                         .next()
@@ -90,6 +98,7 @@ struct Bench {
     home: tempfile::TempDir,
     project: tempfile::TempDir,
     agent: String,
+    backend: String,
 }
 
 impl Bench {
@@ -98,7 +107,7 @@ impl Bench {
         c.arg("--home")
             .arg(self.home.path())
             .arg("--store")
-            .arg("fs")
+            .arg(&self.backend)
             .args(["--agent", &self.agent])
             .args(args)
             .current_dir(self.project.path())
@@ -198,13 +207,15 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     std::fs::create_dir(project.path().join(".git")).map_err(|e| e.to_string())?;
     let bench = Bench {
         agent: format!("{} __test-agent", acpx.display()),
+        backend: opts.backend.clone(),
         acpx,
         home: tempfile::tempdir().map_err(|e| e.to_string())?,
         project,
     };
     println!("# acpx queue owner benchmarks\n");
     println!(
-        "release build, file store, scripted test agent; {} cores; load average at start {}\n",
+        "release build, {} store, scripted test agent; {} cores; load average at start {}\n",
+        opts.backend,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
     );
@@ -215,6 +226,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     std::fs::create_dir(single_project.path().join(".git")).map_err(|e| e.to_string())?;
     let single_bench = Bench {
         agent: bench.agent.clone(),
+        backend: bench.backend.clone(),
         acpx: bench.acpx.clone(),
         home: tempfile::tempdir().map_err(|e| e.to_string())?,
         project: single_project,
@@ -360,17 +372,24 @@ fn owner_memory(bench: &Bench, turns: usize, prompt: &[String; 2]) -> BenchResul
     let [script, arg] = prompt;
     println!("## queue owner memory over {turns} turns of `{script} {arg}`\n");
     println!(
-        "| after turn | owner VmRSS kB | owner VmHWM kB | owner RssAnon kB |\n|---:|---:|---:|---:|"
+        "| after turn | owner VmRSS kB | owner VmHWM kB | owner RssAnon kB | owner CPU ms a turn since the row before |\n|---:|---:|---:|---:|---:|"
     );
-    let marks = [1, 10, 50, 100, 200, 500, 1000, 2000];
+    let marks = [1, 10, 50, 100, 200, 300, 500, 1000, 2000];
     let mut first = None;
     let mut tenth = None;
     let mut last = (0, 0, 0);
+    // The owner's CPU time a turn: what a turn costs it as the session grows (issue 15: cost
+    // flat in session size), steadier than the client's wall time.
+    let owner_pid = u32::try_from(pid).map_err(|e| e.to_string())?;
+    let mut cpu_mark = (0, crate::bench_turn::own_cpu(owner_pid)?);
     for turn in 1..=turns {
         bench.timed(&["--format", "quiet", script, arg])?;
         if marks.contains(&turn) || turn == turns {
             let (rss, hwm, anon) = rss_kb(pid)?;
-            println!("| {turn} | {rss} | {hwm} | {anon} |");
+            let cpu = crate::bench_turn::own_cpu(owner_pid)?;
+            let per_turn = (cpu - cpu_mark.1).as_secs_f64() * 1e3 / (turn - cpu_mark.0) as f64;
+            cpu_mark = (turn, cpu);
+            println!("| {turn} | {rss} | {hwm} | {anon} | {per_turn:.2} |");
             first.get_or_insert(rss);
             if turn == 10 {
                 tenth = Some(anon);

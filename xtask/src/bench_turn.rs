@@ -411,7 +411,7 @@ fn exited_unreaped(pid: u32) -> BenchResult<bool> {
 }
 
 /// `utime + stime` of `/proc/<pid>/stat` (all of the process's threads; not its children).
-fn own_cpu(pid: u32) -> BenchResult<Duration> {
+pub(crate) fn own_cpu(pid: u32) -> BenchResult<Duration> {
     let path = format!("/proc/{pid}/stat");
     let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
     // The fields after the command name, which is in parentheses and may hold spaces.

@@ -1,5 +1,5 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
-//! `cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]`,
+//! `cargo xtask bench owner [--backend fs|sqlite] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]`,
 //! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
 //! `cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]`,
 //! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
@@ -20,7 +20,7 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
-       cargo xtask bench owner [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]
+       cargo xtask bench owner [--backend fs|sqlite] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
