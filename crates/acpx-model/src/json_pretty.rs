@@ -12,20 +12,66 @@
 //!
 //! Everything but strings and the layout (numbers, booleans, null) is written by serde_json
 //! itself, so number formatting can never drift from it.
+//!
+//! A tool value moved to a spill file ([`crate::ThreadJson`]) is kept there as this writer
+//! writes it at depth 0, and copied back with each line indented to where it goes
+//! ([`serialize_written_text`]): a coding agent's session holds thousands of them, and parsing
+//! and escaping each one again at every save made a turn's cost grow with the session (issue
+//! 15: 2.2 → 13.8 ms of the queue owner's CPU a turn over 300 turns of tool calls).
 
+use std::cell::{Cell, RefCell};
 use std::fmt::{self, Display};
 use std::io::{self, Write};
 
 use serde::ser::{self, Impossible, Serialize};
 
+use crate::ThreadText;
+
 /// Writes `value` as `serde_json::to_writer_pretty` does.
 pub fn to_writer_pretty<W: Write, T: Serialize + ?Sized>(writer: W, value: &T) -> io::Result<()> {
+    /// Puts back whether an outer call was running (a `Serialize` may write a document of
+    /// its own).
+    struct Running(bool);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.set(self.0);
+        }
+    }
+    let _running = Running(RUNNING.replace(true));
     let mut ser = PrettySerializer {
         out: writer,
         indent: 0,
         has_value: false,
     };
     value.serialize(&mut ser).map_err(|e| e.0)
+}
+
+thread_local! {
+    /// Whether [`to_writer_pretty`] is writing on this thread: only then may a value hand its
+    /// text over instead of serializing itself.
+    static RUNNING: Cell<bool> = const { Cell::new(false) };
+    /// The text handed over ([`serialize_written_text`]), taken by the writer when it meets
+    /// [`WRITTEN_TEXT_TOKEN`].
+    static HANDED_OVER: RefCell<Option<ThreadText>> = const { RefCell::new(None) };
+}
+
+/// The unit struct name under which a handed-over text reaches the writer.
+const WRITTEN_TEXT_TOKEN: &str = "$acpx::json_pretty::WrittenText";
+
+/// Serializes a value whose JSON `text` is what [`to_writer_pretty`] writes for it at depth 0,
+/// when this writer is the one running: the writer copies the text, indenting each of its lines
+/// to the value's depth (a JSON text written so holds no line break inside a string: a
+/// newline there is written `\n`). Gives `serializer` back when another serializer runs,
+/// which must then be given the value itself.
+pub(crate) fn serialize_written_text<S: ser::Serializer>(
+    text: &ThreadText,
+    serializer: S,
+) -> std::result::Result<std::result::Result<S::Ok, S::Error>, S> {
+    if !RUNNING.get() {
+        return Err(serializer);
+    }
+    HANDED_OVER.with(|h| *h.borrow_mut() = Some(text.clone()));
+    Ok(serializer.serialize_unit_struct(WRITTEN_TEXT_TOKEN))
 }
 
 /// An I/O error of the writer, or a value that JSON cannot hold (a map key that is not a
@@ -116,6 +162,30 @@ impl<W: Write> PrettySerializer<W> {
     fn close_variant(&mut self) -> io::Result<()> {
         self.has_value = true;
         self.close(b"}")
+    }
+
+    /// A value's text as this writer writes it at depth 0 ([`serialize_written_text`]), each
+    /// line after the first indented to the current depth.
+    fn written_text(&mut self, text: &ThreadText) -> Result {
+        let mut line_break = b"\n".to_vec();
+        line_break.extend(std::iter::repeat_n(b' ', 2 * self.indent));
+        for piece in text.chunks() {
+            let piece = piece.map_err(|e| {
+                Error(io::Error::new(
+                    e.kind(),
+                    format!("a tool call's JSON could not be read back from its spill file: {e}"),
+                ))
+            })?;
+            let bytes = piece.as_bytes();
+            let mut start = 0;
+            for at in memchr::memchr_iter(b'\n', bytes) {
+                self.out.write_all(&bytes[start..at])?;
+                self.out.write_all(&line_break)?;
+                start = at + 1;
+            }
+            self.out.write_all(&bytes[start..])?;
+        }
+        Ok(())
     }
 
     fn seq(&mut self, len: Option<usize>) -> Result<Compound<'_, W>> {
@@ -297,7 +367,12 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
     fn serialize_unit(self) -> Result {
         self.scalar(())
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result {
+    fn serialize_unit_struct(self, name: &'static str) -> Result {
+        if name == WRITTEN_TEXT_TOKEN {
+            if let Some(text) = HANDED_OVER.with(|h| h.borrow_mut().take()) {
+                return self.written_text(&text);
+            }
+        }
         self.scalar(())
     }
     fn serialize_unit_variant(

@@ -4,10 +4,12 @@
 //!
 //! A coding agent's turn makes many tool calls, each with up to 10 KB of input (a file
 //! written whole) and of raw output (a command's); a queue owner that keeps them as `Value`s
-//! grows with every call (issue 15). The JSON is the same either way: a spilled value is read
-//! back and parsed when it is written or compared, a read error fails the serialization
-//! (never a cut or missing value in a snapshot), and a snapshot read back always gives a
-//! value in memory.
+//! grows with every call (issue 15). The JSON is the same either way. A spilled value's text
+//! is what the snapshot's writer (`json_pretty.rs`) writes for it at depth 0, so a save
+//! copies it back, indented, without parsing or escaping it again (a session holds thousands);
+//! any other serializer, and a comparison, get the value parsed back. A read error fails the
+//! serialization (never a cut or missing value in a snapshot), and a snapshot read back
+//! always gives a value in memory.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -57,28 +59,62 @@ impl ThreadJson {
         matches!(&self.0, Repr::Text(t) if t.is_spilled())
     }
 
-    /// Moves the value to `spill` as its JSON text when that text is at least `min_len`
-    /// bytes long; a smaller value (or a failed write) stays in memory. Errors only when the
-    /// write failed (the value is then unchanged).
+    /// Moves the value to a spill store as its JSON text (written as a session document
+    /// writes it, so a save copies it back without parsing or escaping it again) when that
+    /// text is at least `min_len` bytes long. `spill` gives the store, asked only then.
+    ///
+    /// `Ok(true)` when the value moved or stays by rule: a shorter one, or one nested deeper
+    /// than [`MAX_SPILLED_DEPTH`] (serde_json could not read it back); `Ok(false)` when it
+    /// should have moved and `spill` gave no store. Errors only when the write failed; the
+    /// value then stays in memory, unchanged.
     pub fn spill_into_if_long(
         &mut self,
-        spill: Arc<dyn TextSpill>,
         min_len: usize,
-    ) -> io::Result<()> {
+        spill: impl FnOnce() -> Option<Arc<dyn TextSpill>>,
+    ) -> io::Result<bool> {
         let Repr::Value(v) = &self.0 else {
-            return Ok(());
+            return Ok(true);
         };
-        let text = serde_json::to_string(v).map_err(io::Error::other)?;
-        if text.len() < min_len {
-            return Ok(());
+        if nested_deeper_than(v, MAX_SPILLED_DEPTH) {
+            return Ok(true);
         }
+        let mut text = Vec::new();
+        crate::json_pretty::to_writer_pretty(&mut text, v)?;
+        if text.len() < min_len {
+            return Ok(true);
+        }
+        let Some(spill) = spill() else {
+            return Ok(false);
+        };
+        // The writer writes UTF-8 only.
+        let text =
+            String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let mut text = ThreadText::from(text);
         text.spill_into(spill)?;
         if text.is_spilled() {
             self.0 = Repr::Text(text);
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// A value nested deeper than this stays in memory: serde_json reads back 128 levels at most,
+/// and an agent's JSON (read by serde_json too) never gets near; only a value a library user
+/// built could.
+pub const MAX_SPILLED_DEPTH: usize = 100;
+
+/// Whether `v` has arrays or objects nested more than `limit` deep.
+fn nested_deeper_than(v: &Value, limit: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &Value>> = match v {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    let mut children = children.peekable();
+    if children.peek().is_none() {
+        return false;
+    }
+    limit == 0 || children.any(|c| nested_deeper_than(c, limit - 1))
 }
 
 impl Default for ThreadJson {
@@ -120,6 +156,15 @@ impl PartialEq<Value> for ThreadJson {
 
 impl Serialize for ThreadJson {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // A session document's writer copies the spilled text as it is; any other serializer
+        // is given the value, parsed back.
+        let serializer = match &self.0 {
+            Repr::Text(t) => match crate::json_pretty::serialize_written_text(t, serializer) {
+                Ok(written) => return written,
+                Err(serializer) => serializer,
+            },
+            Repr::Value(_) => serializer,
+        };
         match self.to_value() {
             Ok(v) => v.serialize(serializer),
             Err(e) => Err(serde::ser::Error::custom(format!(
@@ -146,10 +191,11 @@ mod tests {
         let value = json!({"path": "/repo/a.rs", "content": "fn main() {}\n".repeat(40)});
         let spill = Arc::new(MemorySpill::default());
         let mut small = ThreadJson::from(json!({"path": "/repo"}));
-        small.spill_into_if_long(spill.clone(), 256).unwrap();
+        let store = || Some(spill.clone() as Arc<dyn TextSpill>);
+        assert!(small.spill_into_if_long(256, store).unwrap());
         assert!(!small.is_spilled(), "a short value stays in memory");
         let mut j = ThreadJson::from(value.clone());
-        j.spill_into_if_long(spill.clone(), 256).unwrap();
+        assert!(j.spill_into_if_long(256, store).unwrap());
         assert!(j.is_spilled());
         assert!(j.as_value().is_none());
         assert_eq!(j, value);
@@ -166,7 +212,7 @@ mod tests {
         let odd = json!({"z": 0.30000000000000004, "a": 1.0, "m": 1.0715660391465826e-75,
             "u": u64::MAX, "i": i64::MIN, "f": [5e-324, 1.7976931348623157e308, -0.0]});
         let mut j2 = ThreadJson::from(odd.clone());
-        j2.spill_into_if_long(spill.clone(), 0).unwrap();
+        assert!(j2.spill_into_if_long(0, store).unwrap());
         assert!(j2.is_spilled());
         assert_eq!(
             serde_json::to_string(&j2).unwrap(),

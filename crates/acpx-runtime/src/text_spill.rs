@@ -223,11 +223,10 @@ impl SessionSpill {
         if value.as_value().is_none_or(is_small_json) {
             return true;
         }
-        let Some(file) = self.file() else {
-            return false;
-        };
-        match value.spill_into_if_long(file, SPILL_FINISHED_AT) {
-            Ok(()) => true,
+        // The file is made only for a value that turns out long enough.
+        let file = || self.file().map(|f| f as Arc<dyn TextSpill>);
+        match value.spill_into_if_long(SPILL_FINISHED_AT, file) {
+            Ok(moved_or_stays) => moved_or_stays,
             Err(e) => {
                 tracing::debug!(
                     "a finished tool value stays in memory: its spill file failed ({e})"

@@ -285,3 +285,113 @@ fn raw_values_and_optional_keys_as_serde_json_writes_them() {
         keyed: (),
     });
 }
+
+/// Tool values moved to a spill file are copied back as they were written, indented to their
+/// depth: the document is the same, byte for byte, as with the values in memory, and neither
+/// writer nor the counting pass parses them.
+#[test]
+fn spilled_tool_values_are_copied_back_at_their_depth() {
+    use std::sync::Arc;
+
+    use crate::{AgentContent, Message, SessionRecord, TextSpill, ThreadJson};
+
+    let spill = Arc::new(crate::testing::MemorySpill::default());
+    let store = || Some(spill.clone() as Arc<dyn TextSpill>);
+    let text = include_str!("../../tests/fixtures/fuzz/session_full.json");
+    let original = SessionRecord::from_json_slice(text.as_bytes(), "session_full").unwrap();
+    let mut record = original.clone();
+    let mut moved = 0;
+    for message in &mut record.thread.messages {
+        let Message::Agent(a) = message else { continue };
+        for content in &mut a.content {
+            if let AgentContent::ToolUse(t) = content {
+                assert!(t.input.spill_into_if_long(0, store).unwrap());
+                moved += usize::from(t.input.is_spilled());
+            }
+        }
+        for result in a.tool_results.values_mut() {
+            if let Some(output) = &mut result.output {
+                assert!(output.spill_into_if_long(0, store).unwrap());
+                moved += usize::from(output.is_spilled());
+            }
+        }
+    }
+    assert!(moved >= 2, "the fixture has tool values: {moved}");
+    let mut theirs = serde_json::to_vec_pretty(&original).unwrap();
+    theirs.push(b'\n');
+    assert_eq!(record.to_json_vec().unwrap(), theirs);
+    assert_eq!(record.json_len(), theirs.len());
+    let mut written = Vec::new();
+    record.write_json(&mut written).unwrap();
+    assert_eq!(written, theirs);
+    // Another serializer is given the value itself.
+    assert_eq!(
+        serde_json::to_string(&record).unwrap(),
+        serde_json::to_string(&original).unwrap()
+    );
+    assert_eq!(record, original);
+
+    // Every shape, at several depths, with a string longer than a read of the spill (64 KiB).
+    let long = "line one\nline \"two\"\t\\ é 日本 ".repeat(3_000);
+    let value = json!({
+        "empty_object": {}, "empty_array": [], "nested": [[[]], [{}], [1, [2, {"a": null}]]],
+        "text": long, "n": [0.1, -0.0, 1e300, u64::MAX, i64::MIN], "flags": [true, false]
+    });
+    /// `{"k": [..]}` around `{"k": [..]}` … around a value.
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    enum Nest {
+        Value(ThreadJson),
+        Around { k: Vec<Nest> },
+    }
+    for depth in 0..4 {
+        let mut j = ThreadJson::from(value.clone());
+        assert!(j.spill_into_if_long(0, store).unwrap());
+        assert!(j.is_spilled());
+        let (mut in_memory, mut spilled) = (value.clone(), Nest::Value(j));
+        for _ in 0..depth {
+            in_memory = json!({ "k": [in_memory] });
+            spilled = Nest::Around { k: vec![spilled] };
+        }
+        assert_eq!(ours(&spilled), ours(&in_memory), "depth {depth}");
+        assert_eq!(
+            ours(&spilled),
+            serde_json::to_string_pretty(&in_memory).unwrap()
+        );
+    }
+}
+
+/// Whether a value is worth a spill store is decided before one is asked for, and a value
+/// nested deeper than serde_json reads back stays in memory.
+#[test]
+fn a_short_or_deep_value_asks_for_no_store() {
+    use crate::ThreadJson;
+
+    let mut asked = false;
+    let mut short = ThreadJson::from(json!({"path": "/repo/src/main.rs"}));
+    assert!(short
+        .spill_into_if_long(256, || {
+            asked = true;
+            None
+        })
+        .unwrap());
+    assert!(!asked && !short.is_spilled());
+    let mut long = ThreadJson::from(json!({"content": "x".repeat(300)}));
+    assert!(
+        !long.spill_into_if_long(256, || None).unwrap(),
+        "no store: it stays"
+    );
+    assert!(!long.is_spilled());
+    let mut deep = json!("x".repeat(300));
+    for _ in 0..crate::thread_json::MAX_SPILLED_DEPTH + 1 {
+        deep = json!([deep]);
+    }
+    let mut deep = ThreadJson::from(deep);
+    assert!(deep
+        .spill_into_if_long(0, || {
+            asked = true;
+            None
+        })
+        .unwrap());
+    assert!(!asked && !deep.is_spilled());
+}
