@@ -253,8 +253,16 @@ pub async fn resolve_id(store: &dyn Store, text: &str) -> OpsResult<Option<Sessi
     if let Some(r) = load_exact_id(store, text).await? {
         return Ok(Some(r));
     }
-    // Only the sessions the text could designate: every one of them on a store that lists
-    // everything anyway, a query with the suffix test on SQLite.
+    if store.lists_by_scanning() {
+        // One list serves the match and, on a miss, the damaged sessions it had to skip (a
+        // second scan of 10,000 sessions would double the miss's cost).
+        let page = store.list(&every_session()).await?;
+        return match match_typed_id(&page.sessions, text)? {
+            Some(id) => Ok(Some(store.load(&id).await?)),
+            None => damaged_suffix(store, text, Some(page.skipped)).await,
+        };
+    }
+    // Only the sessions the text could designate: a query with the suffix test on SQLite.
     let candidates = store.sessions_matching_id(text).await?;
     match match_typed_id(&candidates, text)? {
         Some(id) => Ok(Some(store.load(&id).await?)),
