@@ -96,6 +96,77 @@ fn warm_prompts_status_and_close() {
     }
 }
 
+/// A task of the queue owner rewrites the snapshot once: its end and the queue event that
+/// follows it are saved together, before the client hears the outcome, and the owner does
+/// not save again once its events pause (it did: two full rewrites a task).
+#[test]
+fn an_owner_task_rewrites_the_snapshot_once() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let id = new_session(&env, &agent)["acpxRecordId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // The stored revision (one more each save) and the last seq the snapshot holds.
+        let stored = || {
+            let out = env
+                .run(&["sessions", "export", &id, "--as", "json"])
+                .ok()
+                .stdout;
+            let doc: Value = serde_json::from_str(&out).unwrap();
+            (
+                doc["revision"].as_u64().unwrap(),
+                doc["acpx"]["audit_seq"].as_u64().unwrap(),
+            )
+        };
+        let last_seq = || {
+            env.run(&["--format", "json", "--agent", &agent, "sessions", "events"])
+                .ok()
+                .json_lines()
+                .last()
+                .and_then(|e| e["seq"].as_u64())
+                .unwrap()
+        };
+        let pause = Duration::from_millis(1500);
+        env.run(&["--format", "quiet", "--agent", &agent, "echo", "one"])
+            .ok();
+        std::thread::sleep(pause);
+        let (revision, seq) = stored();
+        assert_eq!(
+            seq,
+            last_seq(),
+            "{backend}: the snapshot holds the task's queue event"
+        );
+        for (task, args) in [
+            ("prompt", &["echo", "two"][..]),
+            ("set-mode", &["set-mode", "plan"][..]),
+        ] {
+            let mut command = vec!["--format", "quiet", "--agent", &agent];
+            command.extend_from_slice(args);
+            env.run(&command).ok();
+            let (after, seq) = stored();
+            assert_eq!(
+                after,
+                revision + 1 + u64::from(task == "set-mode"),
+                "{backend}: {task}"
+            );
+            assert_eq!(
+                seq,
+                last_seq(),
+                "{backend}: {task}: saved with its queue event"
+            );
+            std::thread::sleep(pause);
+            assert_eq!(
+                stored().0,
+                after,
+                "{backend}: {task}: no second save once idle"
+            );
+        }
+        close(&env, &agent);
+    }
+}
+
 #[test]
 fn fifo_order_across_concurrent_clients_and_overload() {
     for backend in BACKENDS {

@@ -110,6 +110,8 @@ pub struct Recorder {
     /// Set while a turn runs whose session is shut down right after it (`--no-owner`,
     /// `exec`): see [`Recorder::set_turn_end_saved_by_shutdown`].
     turn_end_saved_by_shutdown: bool,
+    /// Set in a queue owner's session: see [`Recorder::set_task_ends_saved_by_queue_event`].
+    task_ends_saved_by_queue_event: bool,
     /// Where a long reply streams instead of memory (docs/format.md decision 16).
     spill: SessionSpill,
     /// How far the finished messages were compacted.
@@ -186,6 +188,19 @@ fn forces_save(event_type: &str) -> bool {
     )
 }
 
+/// Whether `event` is the `queue_event` that ends a queue owner's task (phase `done` or
+/// `error`), recorded after the task's own end and before the owner answers its client.
+fn ends_queue_task(event: &EventEnvelope) -> bool {
+    event.event_type == "queue_event"
+        && matches!(
+            event
+                .payload
+                .get("phase")
+                .and_then(serde_json::Value::as_str),
+            Some("done" | "error")
+        )
+}
+
 impl Recorder {
     /// A recorder for a record that already exists in `store` (created or loaded), appending
     /// under `writer`, the session's writer lock taken through `store` and held by the caller
@@ -211,6 +226,7 @@ impl Recorder {
             observers: Vec::new(),
             turn_observer: None,
             turn_end_saved_by_shutdown: false,
+            task_ends_saved_by_queue_event: false,
             spill: SessionSpill::default(),
             compacted: Compacted::default(),
             turn_started_here: false,
@@ -254,6 +270,16 @@ impl Recorder {
     /// the end either way (a crash in between is rolled forward by the next open).
     pub fn set_turn_end_saved_by_shutdown(&mut self, on: bool) {
         self.turn_end_saved_by_shutdown = on;
+    }
+
+    /// Whether the end of each task (`prompt_done`, `prompt_error`, `control_done`,
+    /// `control_error`) is saved by the `queue_event` of phase `done` or `error` that a queue
+    /// owner records right after it, before it tells its client, instead of by a save of its
+    /// own. That event came a few milliseconds after the end and changed the snapshot again,
+    /// so every task of an owner rewrote the whole snapshot twice: at its end, then once the
+    /// events paused (docs/format.md § Snapshot debounce).
+    pub fn set_task_ends_saved_by_queue_event(&mut self, on: bool) {
+        self.task_ends_saved_by_queue_event = on;
     }
 
     /// Whether the snapshot has changes that are not on disk yet.
@@ -347,7 +373,11 @@ impl Recorder {
             // After the compaction, which appends to the same file: a long reply spilled
             // before it would no longer end the file, and its next chunk would bring it back.
             self.spill.spill_last_reply_if_long(&mut self.record);
-            forced |= forces_save(kind) && !saved_later;
+            forced |= if self.task_ends_saved_by_queue_event {
+                ends_queue_task(event)
+            } else {
+                forces_save(kind) && !saved_later
+            };
         }
         let last = new_events.last().cloned();
         self.dirty = true;

@@ -288,6 +288,9 @@ impl Worker {
                 *locked(&self.shared.agent_pid) =
                     Some((s.pid(), super::lease::process_start_ticks(s.pid())));
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
+                // Every task `run_job` runs ends with a `done` or `error` queue event, recorded
+                // before the client hears the outcome: that event saves the task's end.
+                s.set_task_ends_saved_by_queue_event(true).await;
                 self.shared.write_lease(Some(s.pid()));
                 self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await;
                 let notices = s.notices().to_vec();

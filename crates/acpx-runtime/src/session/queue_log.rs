@@ -63,4 +63,17 @@ impl Session {
             core: Arc::downgrade(&self.core),
         }
     }
+
+    /// Tells the session that every task it runs (a turn, a mode, model or config change) is
+    /// followed by a `queue_event` of phase `done` or `error`, recorded through
+    /// [`Session::queue_log`] before the task's caller is answered: that event then saves the
+    /// snapshot, and the task's own end does not. A queue owner's task thus rewrites the
+    /// snapshot once instead of twice (the end, then the event after it once events paused);
+    /// a caller that does not record that event must not set this, or its task ends are saved
+    /// only when the events pause.
+    pub async fn set_task_ends_saved_by_queue_event(&self, on: bool) {
+        if let Some(r) = self.core.recorder.lock().await.as_mut() {
+            r.set_task_ends_saved_by_queue_event(on);
+        }
+    }
 }
