@@ -72,6 +72,24 @@ fn the_mode_and_model_survive_an_agent_restart_in_the_owner() {
         assert!(s.starts_with("mode=plan; model=small"), "{s}");
         let r = env.run(&["--model", "huge", "--agent", &agent, "state"]);
         assert_eq!(r.code, 1, "{r:?}");
+        // The task that failed before its prompt ends in the log as every task does.
+        let last = env
+            .run(&[
+                "--format",
+                "json",
+                "--agent",
+                &agent,
+                "sessions",
+                "events",
+                "--type",
+                "queue_event",
+            ])
+            .ok()
+            .json_lines()
+            .pop()
+            .unwrap();
+        assert_eq!(last["payload"]["phase"], "error", "{last}");
+        assert_eq!(last["payload"]["task"], "prompt", "{last}");
     }
 }
 

@@ -17,7 +17,8 @@
 //! writes it at depth 0, and copied back with each line indented to where it goes
 //! ([`serialize_written_text`]): a coding agent's session holds thousands of them, and parsing
 //! and escaping each one again at every save made a turn's cost grow with the session (issue
-//! 15: 2.2 → 13.8 ms of the queue owner's CPU a turn over 300 turns of tool calls).
+//! 15: 3–4 → 15–16 ms of the queue owner's CPU a turn over 300 turns of tool calls, fs;
+//! docs/BENCHMARKS.md § Tool values copied back as written).
 
 use std::cell::{Cell, RefCell};
 use std::fmt::{self, Display};
@@ -51,27 +52,39 @@ thread_local! {
     /// text over instead of serializing itself.
     static RUNNING: Cell<bool> = const { Cell::new(false) };
     /// The text handed over ([`serialize_written_text`]), taken by the writer when it meets
-    /// [`WRITTEN_TEXT_TOKEN`].
+    /// [`WRITTEN_TEXT_TOKEN`], or dropped by the value's own serialization.
     static HANDED_OVER: RefCell<Option<ThreadText>> = const { RefCell::new(None) };
 }
 
-/// The unit struct name under which a handed-over text reaches the writer.
+/// The newtype struct name under which a handed-over text reaches the writer.
 const WRITTEN_TEXT_TOKEN: &str = "$acpx::json_pretty::WrittenText";
 
 /// Serializes a value whose JSON `text` is what [`to_writer_pretty`] writes for it at depth 0,
-/// when this writer is the one running: the writer copies the text, indenting each of its lines
-/// to the value's depth (a JSON text written so holds no line break inside a string: a
-/// newline there is written `\n`). Gives `serializer` back when another serializer runs,
-/// which must then be given the value itself.
-pub(crate) fn serialize_written_text<S: ser::Serializer>(
+/// and whose `value` gives it parsed back. When this writer is running, the text is handed
+/// over and wrapped in a newtype struct named [`WRITTEN_TEXT_TOKEN`]: this writer takes the
+/// text and copies it, indenting each of its lines to the value's depth (a JSON text written
+/// so holds no line break inside a string: a newline there is written `\n`); any other
+/// serializer met on the way (one that buffers or wraps a value: a tagged or flattened
+/// enum's) passes through to the wrapped `value`, which drops the handed-over text and
+/// serializes the parsed value. Gives `serializer` back when this writer is not running.
+pub(crate) fn serialize_written_text<S: ser::Serializer, V: Serialize>(
     text: &ThreadText,
+    value: &V,
     serializer: S,
 ) -> std::result::Result<std::result::Result<S::Ok, S::Error>, S> {
     if !RUNNING.get() {
         return Err(serializer);
     }
+    /// The value itself, for a serializer other than this writer.
+    struct Parsed<'a, V>(&'a V);
+    impl<V: Serialize> Serialize for Parsed<'_, V> {
+        fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            HANDED_OVER.with(|h| h.borrow_mut().take());
+            self.0.serialize(s)
+        }
+    }
     HANDED_OVER.with(|h| *h.borrow_mut() = Some(text.clone()));
-    Ok(serializer.serialize_unit_struct(WRITTEN_TEXT_TOKEN))
+    Ok(serializer.serialize_newtype_struct(WRITTEN_TEXT_TOKEN, &Parsed(value)))
 }
 
 /// An I/O error of the writer, or a value that JSON cannot hold (a map key that is not a
@@ -367,12 +380,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
     fn serialize_unit(self) -> Result {
         self.scalar(())
     }
-    fn serialize_unit_struct(self, name: &'static str) -> Result {
-        if name == WRITTEN_TEXT_TOKEN {
-            if let Some(text) = HANDED_OVER.with(|h| h.borrow_mut().take()) {
-                return self.written_text(&text);
-            }
-        }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result {
         self.scalar(())
     }
     fn serialize_unit_variant(
@@ -385,9 +393,14 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        _name: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result {
+        if name == WRITTEN_TEXT_TOKEN {
+            if let Some(text) = HANDED_OVER.with(|h| h.borrow_mut().take()) {
+                return self.written_text(&text);
+            }
+        }
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(

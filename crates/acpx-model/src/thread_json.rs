@@ -21,14 +21,15 @@ use serde_json::Value;
 
 use crate::{TextSpill, ThreadText};
 
-/// A JSON value of the thread: in memory, or its compact JSON text in a spill store.
+/// A JSON value of the thread: in memory, or its JSON text (as a session document writes it)
+/// in a spill store.
 #[derive(Clone)]
 pub struct ThreadJson(Repr);
 
 #[derive(Clone)]
 enum Repr {
     Value(Value),
-    /// The value's compact JSON text (spilled).
+    /// The value's JSON text as `json_pretty.rs` writes it at depth 0 (spilled).
     Text(ThreadText),
 }
 
@@ -159,13 +160,24 @@ impl Serialize for ThreadJson {
         // A session document's writer copies the spilled text as it is; any other serializer
         // is given the value, parsed back.
         let serializer = match &self.0 {
-            Repr::Text(t) => match crate::json_pretty::serialize_written_text(t, serializer) {
-                Ok(written) => return written,
-                Err(serializer) => serializer,
-            },
+            Repr::Text(t) => {
+                match crate::json_pretty::serialize_written_text(t, &Parsed(self), serializer) {
+                    Ok(written) => return written,
+                    Err(serializer) => serializer,
+                }
+            }
             Repr::Value(_) => serializer,
         };
-        match self.to_value() {
+        Parsed(self).serialize(serializer)
+    }
+}
+
+/// A value serialized as itself: parsed back first when spilled.
+struct Parsed<'a>(&'a ThreadJson);
+
+impl Serialize for Parsed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0.to_value() {
             Ok(v) => v.serialize(serializer),
             Err(e) => Err(serde::ser::Error::custom(format!(
                 "a tool call's JSON could not be read back from its spill file: {e}"

@@ -114,8 +114,8 @@ pub(crate) async fn prompt(
             let number = |i: usize| rest.get(i).and_then(|n| n.parse::<usize>().ok());
             let extra = number(0).unwrap_or(0);
             let rounds = number(1).unwrap_or(1).max(1);
-            // `chained` (a word of its own anywhere after `tools`): no text at all, so every call stays in one
-            // agent message.
+            // `chained` (a word of its own anywhere after `tools`): no text at all, so every
+            // call stays in one agent message.
             let chained = rest.contains(&"chained");
             let mut input = json!({"path": path});
             let mut text = "# README".to_owned();

@@ -361,6 +361,54 @@ fn spilled_tool_values_are_copied_back_at_their_depth() {
     }
 }
 
+/// A spilled value that reaches the writer through a serializer of serde's own (an internally
+/// tagged enum's, a flattened field's, an untagged enum's buffer) is written as its value.
+#[test]
+fn a_spilled_value_behind_another_serializer_is_written_whole() {
+    use std::sync::Arc;
+
+    use crate::{TextSpill, ThreadJson};
+
+    #[derive(Serialize)]
+    #[serde(tag = "kind")]
+    enum Tagged<T> {
+        Read(T),
+    }
+    #[derive(Serialize)]
+    struct Flattened<T> {
+        id: u8,
+        #[serde(flatten)]
+        rest: T,
+    }
+    let spill = Arc::new(crate::testing::MemorySpill::default());
+    let value = json!({"path": "/repo/src/main.rs", "content": "fn main() {}\n".repeat(30)});
+    let spilled = || {
+        let mut j = ThreadJson::from(value.clone());
+        assert!(j
+            .spill_into_if_long(0, || Some(spill.clone() as Arc<dyn TextSpill>))
+            .unwrap());
+        assert!(j.is_spilled());
+        j
+    };
+    assert_eq!(
+        ours(&Tagged::Read(spilled())),
+        ours(&Tagged::Read(value.clone()))
+    );
+    assert_eq!(
+        ours(&Flattened {
+            id: 1,
+            rest: spilled()
+        }),
+        ours(&Flattened {
+            id: 1,
+            rest: value.clone()
+        })
+    );
+    // Then a plain one: nothing handed over before is left to be taken by mistake.
+    let plain = vec![spilled(), ThreadJson::from(json!([]))];
+    assert_eq!(ours(&plain), ours(&vec![value.clone(), json!([])]));
+}
+
 /// Whether a value is worth a spill store is decided before one is asked for, and a value
 /// nested deeper than serde_json reads back stays in memory.
 #[test]

@@ -288,8 +288,9 @@ impl Worker {
                 *locked(&self.shared.agent_pid) =
                     Some((s.pid(), super::lease::process_start_ticks(s.pid())));
                 *locked(&self.shared.queue_log) = Some(s.queue_log());
-                // Every task `run_job` runs ends with a `done` or `error` queue event, recorded
-                // before the client hears the outcome: that event saves the task's end.
+                // Every task `run_job` runs on this session ends with a `done` or `error` queue
+                // event, recorded before the client hears the outcome: that event saves the
+                // task's end (an event that cannot be appended forces a save of its own).
                 s.set_task_ends_saved_by_queue_event(true).await;
                 self.shared.write_lease(Some(s.pid()));
                 self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await;
@@ -323,12 +324,27 @@ impl Worker {
         let Some(session) = self.session.as_mut() else {
             return Ok(());
         };
+        let log = session.queue_log();
+        let rid = job.request_id.clone();
+        let mut extra = Map::new();
+        extra.insert("task".into(), json!(job.kind.name()));
         // `--model` on a warm session: selected before the task, as an attach would.
         if let (None, Some(model)) = (&attached, &options.model) {
             if let Err(e) = session.set_model(model).await {
-                send(Response::Error {
-                    error: WireError::from_runtime(&e),
-                });
+                let error = WireError::from_runtime(&e);
+                // The task ends here: its queue events say so (an accepted task always ends
+                // with `done` or `error` in the log), and the `error` one saves the snapshot.
+                if !job.accepted_logged {
+                    let _ = log
+                        .record(QueuePhase::Accepted, Some(&rid), extra.clone())
+                        .await;
+                }
+                let mut failed = extra;
+                failed.insert("code".into(), json!(error.code));
+                failed.insert("message".into(), json!(error.message));
+                failed.insert("ownerPid".into(), json!(std::process::id()));
+                let _ = log.record(QueuePhase::Error, Some(&rid), failed).await;
+                send(Response::Error { error });
                 return Ok(());
             }
         }
@@ -337,10 +353,6 @@ impl Worker {
             .iter()
             .map(WireNotice::from)
             .collect();
-        let log = session.queue_log();
-        let rid = job.request_id.clone();
-        let mut extra = Map::new();
-        extra.insert("task".into(), json!(job.kind.name()));
         if !job.accepted_logged {
             let _ = log
                 .record(QueuePhase::Accepted, Some(&rid), extra.clone())
