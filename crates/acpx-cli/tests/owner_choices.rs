@@ -39,13 +39,16 @@ fn owner_pid(env: &Env, agent: &str) -> Option<u64> {
         .flatten()
 }
 
-fn count_events(env: &Env, agent: &str, kind: &str) -> usize {
+fn events(env: &Env, agent: &str, kind: &str) -> Vec<serde_json::Value> {
     env.run(&[
         "--format", "json", "--agent", agent, "sessions", "events", "--type", kind,
     ])
     .ok()
     .json_lines()
-    .len()
+}
+
+fn count_events(env: &Env, agent: &str, kind: &str) -> usize {
+    events(env, agent, kind).len()
 }
 
 #[test]
@@ -73,21 +76,7 @@ fn the_mode_and_model_survive_an_agent_restart_in_the_owner() {
         let r = env.run(&["--model", "huge", "--agent", &agent, "state"]);
         assert_eq!(r.code, 1, "{r:?}");
         // The task that failed before its prompt ends in the log as every task does.
-        let last = env
-            .run(&[
-                "--format",
-                "json",
-                "--agent",
-                &agent,
-                "sessions",
-                "events",
-                "--type",
-                "queue_event",
-            ])
-            .ok()
-            .json_lines()
-            .pop()
-            .unwrap();
+        let last = events(&env, &agent, "queue_event").pop().unwrap();
         assert_eq!(last["payload"]["phase"], "error", "{last}");
         assert_eq!(last["payload"]["task"], "prompt", "{last}");
     }
