@@ -19,7 +19,11 @@
 //!   (`/proc/<pid>/status`, the pid from `status`) after turns 1, 10, 50, 100, … and at the
 //!   end, and the growth of `RssAnon` per turn after the tenth: what a live session costs in
 //!   memory as it gets longer; and the owner's CPU time a turn between those rows
-//!   (`/proc/<pid>/stat`): what a turn costs it as the session grows. `--memory-tools B` makes each turn a coding agent's instead:
+//!   (`/proc/<pid>/stat`): what a turn costs it as the session grows. `--memory-pause-ms N`
+//!   waits N ms after each of those turns, as a person or an orchestrator leaves between
+//!   prompts (a save the owner makes once events pause then counts).
+//! - `--backend fs|sqlite` picks the store (fs by default); `--acpx PATH` runs that binary
+//!   instead of a release build of the tree, to compare builds in alternating runs. `--memory-tools B` makes each turn a coding agent's instead:
 //!   `tools B` of the scripted agent, a read tool call with B more bytes in its input, result
 //!   text and raw output (and a failed search).
 //! - **against Node acpx** (`--node <path to Node acpx's bin/acpx>`): warm `prompt "echo hi"`
@@ -47,6 +51,12 @@ pub struct Options {
     memory_tools: Option<usize>,
     /// `--backend fs|sqlite`: the store the sessions live in (fs by default).
     backend: String,
+    /// `--acpx PATH`: this binary instead of a release build of the tree (another build, to
+    /// compare with).
+    acpx: Option<PathBuf>,
+    /// `--memory-pause-ms N`: a pause between the memory table's turns, as a person or an
+    /// orchestrator leaves between prompts (the owner's saves once events pause then count).
+    memory_pause: Duration,
 }
 
 impl Options {
@@ -60,6 +70,8 @@ impl Options {
             memory_chunks: 1000,
             memory_tools: None,
             backend: "fs".to_owned(),
+            acpx: None,
+            memory_pause: Duration::ZERO,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -80,6 +92,13 @@ impl Options {
                     Some(b @ ("fs" | "sqlite")) => o.backend = b.to_owned(),
                     other => return Err(format!("--backend needs fs or sqlite, not {other:?}")),
                 },
+                "--acpx" => {
+                    let path = it.next().ok_or("--acpx needs the path of an acpx binary")?;
+                    o.acpx = Some(PathBuf::from(path));
+                }
+                "--memory-pause-ms" => {
+                    o.memory_pause = Duration::from_millis(num("--memory-pause-ms")? as u64)
+                }
                 "--node" => {
                     let path = it
                         .next()
@@ -202,7 +221,11 @@ pub(crate) fn build_release() -> BenchResult<PathBuf> {
 }
 
 pub fn run(opts: &Options) -> BenchResult<()> {
-    let acpx = build_release()?;
+    let acpx = match &opts.acpx {
+        Some(path) if path.is_file() => path.clone(),
+        Some(path) => return Err(format!("--acpx {}: no such file", path.display())),
+        None => build_release()?,
+    };
     let project = tempfile::tempdir().map_err(|e| e.to_string())?;
     std::fs::create_dir(project.path().join(".git")).map_err(|e| e.to_string())?;
     let bench = Bench {
@@ -213,8 +236,12 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         project,
     };
     println!("# acpx queue owner benchmarks\n");
+    let build = match &opts.acpx {
+        Some(path) => format!("acpx at {}", path.display()),
+        None => "release build".to_owned(),
+    };
     println!(
-        "release build, {} store, scripted test agent; {} cores; load average at start {}\n",
+        "{build}, {} store, scripted test agent; {} cores; load average at start {}\n",
         opts.backend,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
@@ -338,7 +365,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         Some(bytes) => ["tools".to_owned(), bytes.to_string()],
         None => ["stream".to_owned(), opts.memory_chunks.to_string()],
     };
-    owner_memory(&bench, opts.memory_turns, &prompt)?;
+    owner_memory(&bench, opts.memory_turns, &prompt, opts.memory_pause)?;
     println!("load average at end {}", loadavg());
     // Leave no owner behind.
     let _ = bench.timed(&["sessions", "close"]);
@@ -363,14 +390,22 @@ fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
 /// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15),
 /// and how much its anonymous memory (heap and stacks, not code) grew a turn after the tenth:
 /// what a live session costs as it gets longer.
-fn owner_memory(bench: &Bench, turns: usize, prompt: &[String; 2]) -> BenchResult<()> {
+fn owner_memory(
+    bench: &Bench,
+    turns: usize,
+    prompt: &[String; 2],
+    pause: Duration,
+) -> BenchResult<()> {
     let (_, out) = bench.timed(&["--format", "json", "status"])?;
     let status: Value = serde_json::from_str(out.trim()).map_err(|e| e.to_string())?;
     let pid = status["pid"]
         .as_u64()
         .ok_or_else(|| format!("no running queue owner in the status: {out}"))?;
     let [script, arg] = prompt;
-    println!("## queue owner memory over {turns} turns of `{script} {arg}`\n");
+    println!(
+        "## queue owner memory over {turns} turns of `{script} {arg}`, {} ms apart\n",
+        pause.as_millis()
+    );
     println!(
         "| after turn | owner VmRSS kB | owner VmHWM kB | owner RssAnon kB | owner CPU ms a turn since the row before |\n|---:|---:|---:|---:|---:|"
     );
@@ -384,6 +419,7 @@ fn owner_memory(bench: &Bench, turns: usize, prompt: &[String; 2]) -> BenchResul
     let mut cpu_mark = (0, crate::bench_turn::own_cpu(owner_pid)?);
     for turn in 1..=turns {
         bench.timed(&["--format", "quiet", script, arg])?;
+        std::thread::sleep(pause);
         if marks.contains(&turn) || turn == turns {
             let (rss, hwm, anon) = rss_kb(pid)?;
             let cpu = crate::bench_turn::own_cpu(owner_pid)?;

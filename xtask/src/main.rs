@@ -1,5 +1,5 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
-//! `cargo xtask bench owner [--backend fs|sqlite] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]`,
+//! `cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]`,
 //! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
 //! `cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]`,
 //! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
@@ -20,7 +20,7 @@ use std::process::ExitCode;
 const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
-       cargo xtask bench owner [--backend fs|sqlite] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--node PATH [--node-runs N]]
+       cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
@@ -46,7 +46,10 @@ const USAGE: &str =
                 agent: warm second prompt through the session's queue owner (overhead = wall
                 minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
                 and a 10,000-chunk streamed prompt through the owner vs --no-owner, alternating
-                (--stream-runs each, default 5; ratio of medians; target <= 1.05)
+                (--stream-runs each, default 5; ratio of medians; target <= 1.05); then the
+                owner's memory and CPU a turn over --memory-turns turns (default 100) of
+                `stream C` or `tools B`, --memory-pause-ms apart (default 0); --backend picks
+                the store, --acpx PATH runs that binary instead of building one
   --node PATH   also time warm prompts of Node acpx 0.19.1 (its bin/acpx; `npm install
                 acpx@0.19.1`) against ours, alternating, --node-runs each (default 10);
                 ratio of median wall times; target <= 0.1
