@@ -99,9 +99,9 @@ impl ThreadJson {
     }
 }
 
-/// A value nested deeper than this stays in memory: serde_json reads back 128 levels at most,
-/// and an agent's JSON (read by serde_json too) never gets near; only a value a library user
-/// built could.
+/// A value nested deeper than this stays in memory: serde_json reads back 128 levels at most
+/// (an agent's JSON, read by serde_json too, is never deeper; a value a library user built
+/// could be), and the margin keeps clear of that limit.
 pub const MAX_SPILLED_DEPTH: usize = 100;
 
 /// Whether `v` has arrays or objects nested more than `limit` deep.
