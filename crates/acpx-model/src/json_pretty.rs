@@ -75,16 +75,17 @@ pub(crate) fn serialize_written_text<S: ser::Serializer, V: Serialize>(
     if !RUNNING.get() {
         return Err(serializer);
     }
-    /// The value itself, for a serializer other than this writer.
-    struct Parsed<'a, V>(&'a V);
-    impl<V: Serialize> Serialize for Parsed<'_, V> {
+    /// The value itself, for a serializer other than this writer: the text handed over is
+    /// dropped, not left for a later value.
+    struct ValueItself<'a, V>(&'a V);
+    impl<V: Serialize> Serialize for ValueItself<'_, V> {
         fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
             HANDED_OVER.with(|h| h.borrow_mut().take());
             self.0.serialize(s)
         }
     }
     HANDED_OVER.with(|h| *h.borrow_mut() = Some(text.clone()));
-    Ok(serializer.serialize_newtype_struct(WRITTEN_TEXT_TOKEN, &Parsed(value)))
+    Ok(serializer.serialize_newtype_struct(WRITTEN_TEXT_TOKEN, &ValueItself(value)))
 }
 
 /// An I/O error of the writer, or a value that JSON cannot hold (a map key that is not a

@@ -106,16 +106,12 @@ pub const MAX_SPILLED_DEPTH: usize = 100;
 
 /// Whether `v` has arrays or objects nested more than `limit` deep.
 fn nested_deeper_than(v: &Value, limit: usize) -> bool {
-    let children: Box<dyn Iterator<Item = &Value>> = match v {
-        Value::Array(items) => Box::new(items.iter()),
-        Value::Object(map) => Box::new(map.values()),
-        _ => return false,
-    };
-    let mut children = children.peekable();
-    if children.peek().is_none() {
-        return false;
+    let deeper = |c: &Value| limit == 0 || nested_deeper_than(c, limit - 1);
+    match v {
+        Value::Array(items) => items.iter().any(deeper),
+        Value::Object(map) => map.values().any(deeper),
+        _ => false,
     }
-    limit == 0 || children.any(|c| nested_deeper_than(c, limit - 1))
 }
 
 impl Default for ThreadJson {

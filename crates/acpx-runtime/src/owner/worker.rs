@@ -339,9 +339,7 @@ impl Worker {
                         .record(QueuePhase::Accepted, Some(&rid), extra.clone())
                         .await;
                 }
-                let mut failed = extra;
-                failed.insert("code".into(), json!(error.code));
-                failed.insert("message".into(), json!(error.message));
+                let mut failed = failed_task(extra, &error);
                 failed.insert("ownerPid".into(), json!(std::process::id()));
                 let _ = log.record(QueuePhase::Error, Some(&rid), failed).await;
                 send(Response::Error { error });
@@ -456,13 +454,10 @@ impl Worker {
                 (QueuePhase::Done, m)
             }
             Ok(_) => (QueuePhase::Done, extra),
-            Err(e) => {
-                let w = WireError::from_runtime(e);
-                let mut m = extra;
-                m.insert("code".into(), json!(w.code));
-                m.insert("message".into(), json!(w.message));
-                (QueuePhase::Error, m)
-            }
+            Err(e) => (
+                QueuePhase::Error,
+                failed_task(extra, &WireError::from_runtime(e)),
+            ),
         };
         extra.insert("ownerPid".into(), json!(std::process::id()));
         // The outcome goes out only after its queue event is appended (or failed to be).
@@ -511,4 +506,12 @@ impl Worker {
             session.shutdown().await.map(|_| false)
         }
     }
+}
+
+/// The payload keys of a task's `error` queue event: its own keys, and the error's code and
+/// message.
+fn failed_task(mut extra: Map<String, Value>, error: &WireError) -> Map<String, Value> {
+    extra.insert("code".into(), json!(error.code));
+    extra.insert("message".into(), json!(error.message));
+    extra
 }
