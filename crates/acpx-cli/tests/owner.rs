@@ -169,6 +169,84 @@ fn an_owner_task_rewrites_the_snapshot_once() {
     }
 }
 
+/// The queue owner holds its last turn only (the turns before settle into its temp files,
+/// docs/format.md decision 17), yet every command sees the whole conversation: history,
+/// export, search, `messageCount`; and after a SIGKILL of the owner the next one goes on
+/// from the stored snapshot, whole.
+#[test]
+fn an_owner_that_settled_its_turns_keeps_the_whole_conversation() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let id = new_session(&env, &agent)["acpxRecordId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for prompt in [
+            &["echo", "alpha"][..],
+            &["tools", "1000"],
+            &["echo", "beta"],
+        ] {
+            let mut args = vec!["--format", "quiet", "--agent", &agent];
+            args.extend_from_slice(prompt);
+            env.run(&args).ok();
+        }
+        let owner = status(&env, &agent)["pid"].as_u64().unwrap();
+        let export = || -> Value {
+            let out = env
+                .run(&["sessions", "export", &id, "--as", "json"])
+                .ok()
+                .stdout;
+            serde_json::from_str(&out).unwrap()
+        };
+        let doc = export();
+        let messages = doc["thread"]["messages"].as_array().unwrap().len();
+        assert!(messages >= 7, "three turns, one of tool calls: {doc}");
+        let shown = env
+            .run(&["--format", "json", "sessions", "show", &id])
+            .ok()
+            .json();
+        assert_eq!(shown["thread"]["messageCount"], messages, "{shown}");
+        let history = env.run(&["sessions", "history", &id]).ok().stdout;
+        assert!(
+            history.contains("alpha") && history.contains("beta"),
+            "{history}"
+        );
+        let hits = env
+            .run(&["--format", "json", "sessions", "search", "alpha"])
+            .ok()
+            .json();
+        let indexes: Vec<_> = hits["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["messageIndex"].as_u64().unwrap())
+            .collect();
+        assert_eq!(indexes, [0, 1], "{hits}");
+        let r = env.run(&["fsck"]);
+        assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
+        // A SIGKILL loses nothing the owner answered: the next owner starts from the
+        // snapshot, whole, and settles it again at its turn's end.
+        kill(owner, libc::SIGKILL);
+        wait_for("the owner to end", || !alive(owner));
+        let r = env
+            .run(&["--format", "quiet", "--agent", &agent, "echo", "gamma"])
+            .ok();
+        assert_eq!(r.stdout, "gamma\n");
+        env.run(&["--format", "quiet", "--agent", &agent, "echo", "delta"])
+            .ok();
+        let doc = export();
+        let all = doc["thread"]["messages"].as_array().unwrap();
+        assert_eq!(all.len(), messages + 4, "{doc}");
+        assert_eq!(all[0]["User"]["content"][0]["Text"], "echo alpha");
+        let history = env.run(&["sessions", "history", &id]).ok().stdout;
+        for word in ["alpha", "beta", "gamma", "delta"] {
+            assert!(history.contains(word), "{word}: {history}");
+        }
+        close(&env, &agent);
+    }
+}
+
 #[test]
 fn fifo_order_across_concurrent_clients_and_overload() {
     for backend in BACKENDS {

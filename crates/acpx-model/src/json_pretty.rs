@@ -59,6 +59,11 @@ thread_local! {
 /// The newtype struct name under which a handed-over text reaches the writer.
 const WRITTEN_TEXT_TOKEN: &str = "$acpx::json_pretty::WrittenText";
 
+/// Whether [`to_writer_pretty`] is writing on this thread.
+pub(crate) fn is_running() -> bool {
+    RUNNING.get()
+}
+
 /// Serializes a value whose JSON `text` is what [`to_writer_pretty`] writes for it at depth 0,
 /// and whose `value` gives it parsed back. When this writer is running, the text is handed
 /// over and wrapped in a newtype struct named [`WRITTEN_TEXT_TOKEN`]: this writer takes the
@@ -187,7 +192,7 @@ impl<W: Write> PrettySerializer<W> {
             let piece = piece.map_err(|e| {
                 Error(io::Error::new(
                     e.kind(),
-                    format!("a tool call's JSON could not be read back from its spill file: {e}"),
+                    format!("a spilled part of the thread (a tool call's JSON, settled messages) could not be read back from its spill file: {e}"),
                 ))
             })?;
             let bytes = piece.as_bytes();

@@ -53,6 +53,7 @@ pub mod migrate;
 pub mod progress;
 pub mod search;
 pub mod session;
+pub mod settled;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -73,6 +74,7 @@ pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
     PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
+pub use settled::{SettledMessages, SettledText};
 pub use store::{
     check_append_batch, id_text_matches, list_order_key, normalize_cwd, ClosedFilter, DamagedLine,
     Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks,

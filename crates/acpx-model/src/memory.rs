@@ -111,6 +111,11 @@ impl Store for MemoryStore {
         }
         let mut stored = record.clone();
         stored.revision = 1;
+        // Held as a store holds it: every message in `messages`, none in a process's spill.
+        stored
+            .thread
+            .unsettle()
+            .map_err(|e| StoreError::io("memory", e))?;
         inner.sessions.insert(
             id,
             MemSession {
@@ -183,6 +188,9 @@ impl Store for MemoryStore {
         }
         let mut next = record.clone();
         next.revision += 1;
+        next.thread
+            .unsettle()
+            .map_err(|e| StoreError::io("memory", e))?;
         stored.record = next;
         record.revision += 1;
         Ok(())

@@ -187,21 +187,33 @@ pub fn search_record(record: &SessionRecord, query: &SearchQuery) -> Vec<SearchH
         return Vec::new();
     }
     let mut hits = Vec::new();
-    for (index, message) in record.thread.messages.iter().enumerate() {
-        let Some((role, id, text)) = message_text(message) else {
-            continue;
-        };
-        let Some(snippet) = match_text(&text, &terms) else {
-            continue;
-        };
-        hits.push(SearchHit {
-            acpx_record_id: record.acpx_record_id.clone(),
-            title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
-            message_index: index,
-            role: role.to_owned(),
-            message_id: id.map(str::to_owned),
-            snippet,
-        });
+    let mut hit = |index: usize, role: &str, id: Option<&str>, text: &str| {
+        if let Some(snippet) = match_text(text, &terms) {
+            hits.push(SearchHit {
+                acpx_record_id: record.acpx_record_id.clone(),
+                title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
+                message_index: index,
+                role: role.to_owned(),
+                message_id: id.map(str::to_owned),
+                snippet,
+            });
+        }
+    };
+    // Settled messages are a live session's (a record a store read has none): their texts
+    // are read back, and one that cannot be is searched as what could be.
+    for t in record.thread.settled.searchable().unwrap_or_default() {
+        hit(
+            t.index,
+            t.role,
+            t.message_id.as_deref(),
+            &t.text.to_text_lossy(),
+        );
+    }
+    let start = record.thread.settled.len();
+    for (i, message) in record.thread.messages.iter().enumerate() {
+        if let Some((role, id, text)) = message_text(message) {
+            hit(start + i, role, id, &text);
+        }
     }
     hits
 }

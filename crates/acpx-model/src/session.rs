@@ -288,7 +288,7 @@ impl SessionRecord {
             closed: self.closed,
             closed_at: self.closed_at,
             last_prompt_at: self.last_prompt_at,
-            message_count: self.thread.messages.len() as u64,
+            message_count: self.thread.message_count() as u64,
             revision: self.revision,
         }
     }

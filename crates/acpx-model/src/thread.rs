@@ -10,6 +10,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use crate::settled::SettledMessages;
 use crate::thread_json::ThreadJson;
 use crate::thread_text::ThreadText;
 use crate::time::Timestamp;
@@ -18,14 +19,25 @@ use crate::time::Timestamp;
 pub const THREAD_VERSION: &str = "0.3.0";
 
 /// The conversation snapshot.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The conversation is [`Thread::settled`] then [`Thread::messages`]: a process that lives on
+/// between turns (the queue owner) settles its finished turns into spill stores, so its memory
+/// does not grow with the session's length; a thread read back has none settled, and every
+/// message is in `messages`. [`Thread::message_count`] counts both, and
+/// [`Thread::try_for_each_message`] visits both.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Thread {
     /// Always `0.3.0`.
     pub version: ThreadVersion,
     /// The title; `""` means "no title yet" (Zed's convention). `null` reads as `""`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub title: String,
-    /// The conversation, oldest first.
+    /// The conversation's first messages, settled out of memory (see above). Written first
+    /// in `thread.messages`; never read from JSON.
+    #[serde(skip)]
+    pub settled: SettledMessages,
+    /// The conversation after the settled messages, oldest first: the whole conversation in a
+    /// thread read back.
     pub messages: Vec<Message>,
     /// When the thread last changed.
     pub updated_at: Timestamp,
@@ -74,6 +86,7 @@ impl Thread {
         Thread {
             version: ThreadVersion,
             title: String::new(),
+            settled: SettledMessages::default(),
             messages: Vec::new(),
             updated_at: now,
             detailed_summary: None,
@@ -91,12 +104,103 @@ impl Thread {
         }
     }
 
-    /// The id of the last `User` message, the key of the turn in progress.
+    /// How many messages the conversation holds, settled ones included.
+    pub fn message_count(&self) -> usize {
+        self.settled.len() + self.messages.len()
+    }
+
+    /// Calls `f` with each message of the conversation and its index, settled ones (parsed
+    /// back) first; stops at the first error of `f`, which it returns inside. The outer error
+    /// is settled messages that could not be read back.
+    pub fn try_for_each_message<E>(
+        &self,
+        mut f: impl FnMut(usize, &Message) -> Result<(), E>,
+    ) -> std::io::Result<Result<(), E>> {
+        if let Err(e) = self.settled.try_for_each(|i, m| f(i, &m))? {
+            return Ok(Err(e));
+        }
+        let start = self.settled.len();
+        Ok(self
+            .messages
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, m)| f(start + i, m)))
+    }
+
+    /// The conversation's messages from index `start` on: borrowed when none of them is
+    /// settled, else read back (settled ones parsed, the others copied).
+    pub fn messages_from(&self, start: usize) -> std::io::Result<std::borrow::Cow<'_, [Message]>> {
+        let settled = self.settled.len();
+        if start >= settled {
+            let from = (start - settled).min(self.messages.len());
+            return Ok(std::borrow::Cow::Borrowed(&self.messages[from..]));
+        }
+        let mut out = Vec::with_capacity(self.message_count() - start);
+        if let Err(never) = self.settled.try_for_each(|i, m| {
+            if i >= start {
+                out.push(m);
+            }
+            Ok::<_, std::convert::Infallible>(())
+        })? {
+            match never {}
+        }
+        out.extend(self.messages.iter().cloned());
+        Ok(std::borrow::Cow::Owned(out))
+    }
+
+    /// Brings the settled messages back into `messages`, read back: the thread as a store
+    /// reads it. On an error the thread is unchanged.
+    pub fn unsettle(&mut self) -> std::io::Result<()> {
+        if self.settled.is_empty() {
+            return Ok(());
+        }
+        let mut all = self.messages_from(0)?.into_owned();
+        std::mem::swap(&mut self.messages, &mut all);
+        self.settled = SettledMessages::default();
+        Ok(())
+    }
+
+    /// The id of the last `User` message, the key of the turn in progress (the runtime keeps
+    /// the last turn in `messages` when it settles the ones before).
     pub fn last_user_message_id(&self) -> Option<&str> {
         self.messages.iter().rev().find_map(|m| match m {
             Message::User(u) => Some(u.id.as_str()),
             _ => None,
         })
+    }
+}
+
+// Written by hand for `messages`, which holds the settled messages and the others; the bytes
+// are what `#[derive(Serialize)]` wrote (a flattened field makes a struct a map).
+impl Serialize for Thread {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct AllMessages<'a>(&'a Thread);
+        impl Serialize for AllMessages<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.0.settled.serialize_with(&self.0.messages, s)
+            }
+        }
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("version", &self.version)?;
+        map.serialize_entry("title", &self.title)?;
+        map.serialize_entry("messages", &AllMessages(self))?;
+        map.serialize_entry("updated_at", &self.updated_at)?;
+        map.serialize_entry("detailed_summary", &self.detailed_summary)?;
+        map.serialize_entry("initial_project_snapshot", &self.initial_project_snapshot)?;
+        map.serialize_entry("cumulative_token_usage", &self.cumulative_token_usage)?;
+        map.serialize_entry("request_token_usage", &self.request_token_usage)?;
+        map.serialize_entry("model", &self.model)?;
+        map.serialize_entry("profile", &self.profile)?;
+        map.serialize_entry("imported", &self.imported)?;
+        map.serialize_entry("subagent_context", &self.subagent_context)?;
+        map.serialize_entry("speed", &self.speed)?;
+        map.serialize_entry("thinking_enabled", &self.thinking_enabled)?;
+        map.serialize_entry("thinking_effort", &self.thinking_effort)?;
+        for (key, value) in &self.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 

@@ -65,6 +65,11 @@ impl ThreadText {
         ThreadText(Repr::Inline(String::new()))
     }
 
+    /// Bytes `start..start + len` of `spill`, which hold UTF-8 text.
+    pub(crate) fn spilled_range(spill: Arc<dyn TextSpill>, start: u64, len: u64) -> Self {
+        ThreadText(Repr::Spilled { spill, start, len })
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         match &self.0 {

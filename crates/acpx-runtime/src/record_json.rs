@@ -81,7 +81,7 @@ pub fn record_show_json(r: &SessionRecord) -> Value {
                     "title".into(),
                     v.get("title").cloned().unwrap_or(Value::Null),
                 );
-                t.insert("messageCount".into(), json!(r.thread.messages.len()));
+                t.insert("messageCount".into(), json!(r.thread.message_count()));
                 t.insert(
                     "updated_at".into(),
                     v.get("updated_at").cloned().unwrap_or(Value::Null),

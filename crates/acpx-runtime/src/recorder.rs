@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use acpx_model::{
     Durability, EventContext, EventEnvelope, EventLogState, EventPayload, EventSource, EventStream,
-    SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
+    Message, SessionLock, SessionRecord, Store, StoreError, StoreResult, Timestamp,
 };
 
 use crate::error::{RuntimeError, RuntimeResult};
@@ -149,6 +149,23 @@ impl Compacted {
             if messages > self.settled {
                 self.settled = spill.compact_finished(record, self.settled, messages);
             }
+            // The turns before the last leave memory for good: every tool call of theirs has
+            // its result, and nothing changes them again. The last turn stays, for a late
+            // update of its tool calls and for its reply.
+            let last_turn = record
+                .thread
+                .messages
+                .iter()
+                .rposition(|m| matches!(m, Message::User(_)));
+            if let Some(start) = last_turn.filter(|s| *s > 0) {
+                let moved = spill.settle(record, start);
+                if moved > 0 {
+                    self.settled = self.settled.saturating_sub(moved);
+                    self.turn = self.turn.saturating_sub(moved);
+                    // The message a turn writes is found again from the next event on.
+                    self.writing = (usize::MAX, 0);
+                }
+            }
             return;
         }
         let end = messages.saturating_sub(1);
@@ -238,13 +255,16 @@ impl Recorder {
         &self.record
     }
 
-    /// A copy of the snapshot without its conversation (`thread.messages` empty): what a
-    /// caller needs for the session's settings (ids, directory, agent command, the user's
-    /// choices) without a second copy of a conversation that can be megabytes long.
+    /// A copy of the snapshot without its conversation (`thread.messages` and
+    /// `thread.settled` empty): what a caller needs for the session's settings (ids,
+    /// directory, agent command, the user's choices) without a second copy of a conversation
+    /// that can be megabytes long.
     pub(crate) fn settings_copy(&mut self) -> SessionRecord {
         let messages = std::mem::take(&mut self.record.thread.messages);
+        let settled = std::mem::take(&mut self.record.thread.settled);
         let copy = self.record.clone();
         self.record.thread.messages = messages;
+        self.record.thread.settled = settled;
         copy
     }
 

@@ -81,7 +81,7 @@ pub fn session_forked(child: &SessionRecord, parent: &SessionRecord, method: Val
     m.insert("forkSeq".into(), json!(parent.acpx.audit_seq));
     m.insert(
         "forkMessageCount".into(),
-        json!(parent.thread.messages.len()),
+        json!(parent.thread.message_count()),
     );
     m.insert("method".into(), method);
     action("session_forked", m)
@@ -217,14 +217,25 @@ pub fn session_deleted(record: &SessionRecord, deleted: bool) -> Value {
 
 /// `session_history`: the conversation's last `limit` messages (all without one).
 pub fn session_history(record: &SessionRecord, limit: Option<usize>) -> Value {
-    let msgs = &record.thread.messages;
-    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
+    let count = record.thread.message_count();
+    let skip = limit.map_or(0, |l| count.saturating_sub(l));
     let mut m = record_identity(record);
     if !record.thread.title.is_empty() {
         m.insert("title".into(), json!(record.thread.title));
     }
-    m.insert("messageCount".into(), json!(msgs.len()));
-    m.insert("messages".into(), json!(&msgs[skip..]));
+    m.insert("messageCount".into(), json!(count));
+    let messages = record
+        .thread
+        .messages_from(skip)
+        .map_err(|e| e.to_string())
+        .and_then(|msgs| serde_json::to_value(&*msgs).map_err(|e| e.to_string()));
+    match messages {
+        Ok(messages) => m.insert("messages".into(), messages),
+        Err(e) => m.insert(
+            "error".into(),
+            json!(format!("the messages could not be read back: {e}")),
+        ),
+    };
     action("session_history", m)
 }
 
@@ -274,7 +285,7 @@ pub fn node_import(dir: &Path, dry_run: bool, report: &NodeImportReport) -> Valu
             let mut m = record_identity(&i.record);
             m.insert("from".into(), json!(i.origin));
             m.insert("nodeRecordId".into(), json!(i.node_record_id));
-            m.insert("messages".into(), json!(i.record.thread.messages.len()));
+            m.insert("messages".into(), json!(i.record.thread.message_count()));
             m.insert("events".into(), json!(i.events));
             m.insert("threadSource".into(), json!(i.thread_source.as_str()));
             Value::Object(m)

@@ -60,6 +60,8 @@ pub struct SessionSpill {
     file: Option<Arc<FileSpill>>,
     /// When making the file last failed.
     failed_at: Option<Instant>,
+    /// Whether the last settling failed (logged once).
+    settle_failed: bool,
 }
 
 impl SessionSpill {
@@ -197,6 +199,44 @@ impl SessionSpill {
             }
         }
         count
+    }
+
+    /// Settles the messages of `record` before index `end` (the turns before the last, once
+    /// a turn has ended in a session that lives on) into the thread's settled runs
+    /// ([`acpx_model::SettledMessages`]), two spill files of their own, and drops them from
+    /// memory; returns how many moved (none when the runs could not take them: they then stay
+    /// in memory, and the next turn's end tries again).
+    ///
+    /// Afterwards new long texts go to a new spill file: the old one, now holding the
+    /// settled messages' texts again written into the runs, closes (and its space is freed)
+    /// once the last turn, whose texts it also holds, is settled in turn.
+    pub fn settle(&mut self, record: &mut SessionRecord, end: usize) -> usize {
+        let thread = &mut record.thread;
+        let end = end.min(thread.messages.len());
+        if end == 0 {
+            return 0;
+        }
+        let stores = || -> io::Result<(Arc<dyn TextSpill>, Arc<dyn TextSpill>)> {
+            Ok((Arc::new(FileSpill::new()?), Arc::new(FileSpill::new()?)))
+        };
+        match thread.settled.settle(&thread.messages[..end], stores) {
+            Ok(()) => {
+                thread.messages.drain(..end);
+                thread.messages.shrink_to_fit();
+                self.file = None;
+                self.settle_failed = false;
+                end
+            }
+            Err(e) => {
+                if !self.settle_failed {
+                    tracing::warn!(
+                        "finished turns stay in memory: they could not be written to a spill file ({e})"
+                    );
+                }
+                self.settle_failed = true;
+                0
+            }
+        }
     }
 
     /// Moves a finished text at least [`SPILL_FINISHED_AT`] long to this session's spill file;

@@ -8,6 +8,8 @@
 //! (`docs/format.md`, § Tool calls, diffs, terminals and tokens in the thread); a part the
 //! thread cut says so.
 
+use std::borrow::Cow;
+
 use acpx_model::{
     AgentContent, AgentMessage, EventEnvelope, Message, ResultContent, SessionRecord, ToolResult,
     ToolUse, UserContent,
@@ -255,13 +257,21 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
 /// The conversation as readable text: the last `limit` messages, thinking and tool input in
 /// full when `full`.
 pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
-    let msgs = &r.thread.messages;
-    let skip = limit.map_or(0, |l| msgs.len().saturating_sub(l));
+    let skip = limit.map_or(0, |l| r.thread.message_count().saturating_sub(l));
     let mut s = String::new();
     if skip > 0 {
         s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
     }
-    for m in &msgs[skip..] {
+    let msgs = match r.thread.messages_from(skip) {
+        Ok(msgs) => msgs,
+        Err(e) => {
+            s.push_str(&format!(
+                "[acpx: earlier messages could not be read back: {e}]\n\n"
+            ));
+            Cow::Borrowed(&r.thread.messages[..])
+        }
+    };
+    for m in msgs.iter() {
         match m {
             Message::User(u) => {
                 s.push_str("## user\n");
@@ -368,7 +378,16 @@ pub fn markdown(r: &SessionRecord) -> String {
         s.push_str(&format!("- name: {n}\n"));
     }
     s.push_str(&format!("- created: {}\n\n", r.created_at));
-    for m in &r.thread.messages {
+    let msgs = match r.thread.messages_from(0) {
+        Ok(msgs) => msgs,
+        Err(e) => {
+            s.push_str(&format!(
+                "[acpx: earlier messages could not be read back: {e}]\n\n"
+            ));
+            Cow::Borrowed(&r.thread.messages[..])
+        }
+    };
+    for m in msgs.iter() {
         match m {
             Message::User(u) => {
                 s.push_str("## User\n\n");
@@ -437,7 +456,7 @@ pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String
         (false, Probe::Idle) => "open".to_owned(),
     };
     l.push(("state", state));
-    l.push(("messages", r.thread.messages.len().to_string()));
+    l.push(("messages", r.thread.message_count().to_string()));
     if let Some(m) = &r.acpx.current_mode_id {
         l.push(("mode", m.clone()));
     }

@@ -95,6 +95,7 @@ backend_tests! {
     controls_record_events_and_last_control_update => controls;
     a_long_stream_is_recorded_in_order => long_stream;
     finished_replies_of_a_session_that_lives_on_leave_memory => finished_replies_spilled;
+    the_turns_before_the_last_settle_and_stay_whole_everywhere => turns_settle;
     a_turn_s_earlier_messages_leave_memory_while_it_runs => earlier_messages_spilled;
     prompt_timeout_is_recorded_as_timeout => prompt_timeout;
 }
@@ -514,30 +515,47 @@ async fn long_stream(env: Env) {
 }
 
 /// A session kept open between turns (a queue owner's) moves each finished reply and
-/// reasoning text of 256 bytes or more to its spill file, and every save still writes it whole
-/// (docs/format.md decision 16).
+/// reasoning text of 256 bytes or more to its spill file, settles the turns before the last
+/// into spill files of their own, and every save still writes them whole (docs/format.md
+/// decisions 16 and 17).
 async fn finished_replies_spilled(env: Env) {
     let texts = |record: &acpx_model::SessionRecord| agent_texts(record, any_text);
+    // The texts of the turn still in memory, the last.
+    let last_turn_texts = |record: &acpx_model::SessionRecord| {
+        let mut tail = record.clone();
+        tail.thread.settled = Default::default();
+        agent_texts(&tail, any_text)
+    };
     let rt = env.runtime(RuntimeOptions::default());
     let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
     let id = s.id().clone();
     let long = s.prompt(text_prompt("stream 100")).await.unwrap();
     assert_eq!(long.agent_text.len(), 800);
+    let first = last_turn_texts(&s.record().await);
+    assert!(first[0].is_spilled(), "the finished long reply left memory");
     s.prompt(text_prompt("hello")).await.unwrap();
+    let second = last_turn_texts(&s.record().await);
+    assert!(!second[0].is_spilled(), "a short reply stays in memory");
     // Reasoning too: 40 thought chunks, 320 bytes.
     s.prompt(text_prompt("think 40")).await.unwrap();
-    let live = texts(&s.record().await);
-    assert_eq!(live.len(), 4, "{live:?}");
-    assert!(live[0].is_spilled(), "the finished long reply left memory");
-    assert!(!live[1].is_spilled(), "a short reply stays in memory");
-    assert_eq!(live[0].to_text().unwrap(), long.agent_text);
+    let record = s.record().await;
+    assert_eq!(
+        (record.thread.settled.len(), record.thread.messages.len()),
+        (4, 2),
+        "the two turns before the last are settled"
+    );
+    let last = last_turn_texts(&record);
     assert!(
-        live[2].is_spilled(),
+        last[0].is_spilled(),
         "the finished long reasoning left memory"
     );
+    assert!(!last[1].is_spilled(), "\"Done thinking.\" stays in memory");
+    let live = texts(&record);
+    assert_eq!(live.len(), 4, "{live:?}");
+    assert_eq!(live[0].to_text().unwrap(), long.agent_text);
     let thought: String = (0..40).map(|i| format!("{i:07} ")).collect();
     assert_eq!(live[2].to_text().unwrap(), thought);
-    assert!(!live[3].is_spilled(), "\"Done thinking.\" stays in memory");
+    assert_eq!(live[3].to_text().unwrap(), "Done thinking.");
     // A tool call's input JSON and result text, 1,000 bytes more each.
     s.prompt(text_prompt("tools 1000")).await.unwrap();
     let record = s.record().await;
@@ -595,6 +613,98 @@ async fn finished_replies_spilled(env: Env) {
     assert_eq!(
         serde_json::to_value(env.stored(&id).await).unwrap(),
         serde_json::to_value(&fin).unwrap()
+    );
+}
+
+/// A session kept open between turns settles the turns before the last out of memory at
+/// each turn's end (docs/format.md decision 17): it holds the last turn only, and its
+/// snapshot, search, history and export are the whole conversation, as are those of the
+/// session read back.
+async fn turns_settle(env: Env) {
+    let rt = env.runtime(RuntimeOptions::default());
+    let mut s = rt.open_new(env.spec(agent(""))).await.unwrap();
+    let id = s.id().clone();
+    for i in 0..5 {
+        s.prompt(text_prompt(&format!("echo word{i} \"quoted\"\nline")))
+            .await
+            .unwrap();
+    }
+    s.prompt(text_prompt("tools 1000")).await.unwrap();
+    let record = s.record().await;
+    assert_eq!(record.thread.settled.len(), 10);
+    assert!(matches!(
+        record.thread.messages[0],
+        acpx_model::Message::User(_)
+    ));
+    assert_eq!(
+        record
+            .thread
+            .messages
+            .iter()
+            .filter(|m| matches!(m, acpx_model::Message::User(_)))
+            .count(),
+        1,
+        "only the last turn is in memory"
+    );
+    let count = record.thread.message_count();
+    // The stored snapshot is the whole conversation, the bytes the live thread writes.
+    let stored = env.stored(&id).await;
+    assert!(stored.thread.settled.is_empty());
+    assert_eq!(stored.thread.messages.len(), count);
+    assert_eq!(
+        serde_json::to_string_pretty(&stored.thread).unwrap(),
+        serde_json::to_string_pretty(&record.thread).unwrap()
+    );
+    // Search finds a settled turn's words, at its index in the whole conversation.
+    let hits = env
+        .store
+        .search(&acpx_model::SearchQuery {
+            text: "word2".into(),
+            cwd: None,
+            limit: None,
+        })
+        .await
+        .unwrap();
+    let indexes: Vec<_> = hits.iter().map(|h| h.message_index).collect();
+    assert_eq!(indexes, [4, 5], "{hits:?}");
+    // History and export show every turn.
+    let history = acpx_runtime::transcript::history_text(&record, None, false);
+    assert_eq!(
+        history,
+        acpx_runtime::transcript::history_text(&stored, None, false)
+    );
+    for i in 0..5 {
+        assert!(history.contains(&format!("word{i}")), "{history}");
+    }
+    let short = acpx_runtime::transcript::history_text(&record, Some(3), false);
+    assert_eq!(
+        short,
+        acpx_runtime::transcript::history_text(&stored, Some(3), false)
+    );
+    assert_eq!(
+        acpx_runtime::transcript::markdown(&record),
+        acpx_runtime::transcript::markdown(&stored)
+    );
+    // Another turn settles the last one too; what the session ends with is stored whole.
+    s.prompt(text_prompt("hello")).await.unwrap();
+    assert_eq!(s.record().await.thread.settled.len(), count);
+    let fin = s.shutdown().await.unwrap();
+    let stored = env.stored(&id).await;
+    assert_eq!(stored.thread.messages.len(), count + 2);
+    assert_eq!(stored.to_json_vec().unwrap(), fin.to_json_vec().unwrap());
+    // And a session opened again settles what it loaded at its first turn's end.
+    let mut s = rt.open_existing(&id).await.unwrap();
+    s.prompt(text_prompt("echo again")).await.unwrap();
+    let record = s.record().await;
+    assert_eq!(record.thread.settled.len(), count + 2);
+    assert_eq!(record.thread.messages.len(), 2);
+    s.shutdown().await.unwrap();
+    let stored = env.stored(&id).await;
+    assert_eq!(stored.thread.messages.len(), count + 4);
+    let history = acpx_runtime::transcript::history_text(&stored, None, false);
+    assert!(
+        history.contains("word0") && history.contains("again"),
+        "{history}"
     );
 }
 

@@ -136,28 +136,41 @@ fn check_hash(bytes: &[u8]) -> u64 {
 
 /// The messages part of `record`'s entry (`[[i, role, id, text], …]`, messages with text
 /// only), or `None` when their texts are longer than `max` bytes in all.
+/// Settled messages (a queue owner's earlier turns) are read back from their spill file; one
+/// that cannot be leaves the session out, for a search to read its snapshot.
 pub(crate) fn messages_part(record: &SessionRecord, max: usize) -> Option<Vec<u8>> {
     // Measured before anything is built: a save of a session with an 8 MB reply pays one
     // pass over its messages here, not a copy of the reply.
-    let total = record
-        .thread
-        .messages
+    let settled = record.thread.settled.searchable().ok()?;
+    let total = settled
         .iter()
-        .map(message_text_len)
+        .map(|t| t.text.len())
+        .chain(record.thread.messages.iter().map(message_text_len))
         .try_fold(0usize, |sum, n| sum.checked_add(n).filter(|s| *s <= max))?;
-    let mut out = Vec::with_capacity(total + 64 * record.thread.messages.len() + 2);
+    let mut out = Vec::with_capacity(total + 64 * record.thread.message_count() + 2);
     out.push(b'[');
-    for (i, m) in record.thread.messages.iter().enumerate() {
-        let Some((role, id, text)) = message_text(m) else {
-            continue;
-        };
+    let mut push = |i: usize, role: &str, id: Option<&str>, text: &str| {
         if text.is_empty() {
-            continue;
+            return Some(());
         }
         if out.len() > 1 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut out, &(i, role, id, &*text)).ok()?;
+        serde_json::to_writer(&mut out, &(i, role, id, text)).ok()
+    };
+    for t in &settled {
+        push(
+            t.index,
+            t.role,
+            t.message_id.as_deref(),
+            &t.text.to_text().ok()?,
+        )?;
+    }
+    let start = record.thread.settled.len();
+    for (i, m) in record.thread.messages.iter().enumerate() {
+        if let Some((role, id, text)) = message_text(m) {
+            push(start + i, role, id, &text)?;
+        }
     }
     out.push(b']');
     Some(out)

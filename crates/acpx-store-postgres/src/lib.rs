@@ -290,7 +290,7 @@ impl Store for PostgresStore {
         let cols = SessionColumns::from_record(record);
         let msgs = message_rows(record);
         record.revision = previous;
-        self.inner.create(&id, cols?, msgs, 0).await?;
+        self.inner.create(&id, cols?, msgs?, 0).await?;
         record.revision = 1;
         Ok(())
     }
@@ -319,7 +319,7 @@ impl Store for PostgresStore {
         let cols = SessionColumns::from_record(record);
         let msgs = message_rows(record);
         record.revision = expected;
-        self.inner.save(&id, expected, cols?, msgs).await?;
+        self.inner.save(&id, expected, cols?, msgs?).await?;
         record.revision = expected + 1;
         Ok(())
     }

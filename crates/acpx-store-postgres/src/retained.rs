@@ -48,7 +48,7 @@ async fn create_one(
     let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
     record.revision = 1;
     let cols = SessionColumns::from_record(&record)?;
-    let msgs = message_rows(&record);
+    let msgs = message_rows(&record)?;
     store.inner.create(&id, cols, msgs, log_after).await?;
     created.push(id.clone());
     append_new_log(store, &writer, &mut record, &events).await?;

@@ -62,7 +62,7 @@ impl SessionColumns {
             closed: record.closed,
             closed_at: record.closed_at.as_ref().map(ts_text),
             last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
-            message_count: to_i64(record.thread.messages.len() as u64, "message count")?,
+            message_count: to_i64(record.thread.message_count() as u64, "message count")?,
             revision: to_i64(record.revision, "revision")?,
             document,
         })
@@ -329,36 +329,55 @@ pub(crate) struct MessageRow {
     pub hash: i64,
 }
 
-/// The searchable messages of a record (resume markers have no text and no row).
-pub(crate) fn message_rows(record: &SessionRecord) -> Vec<MessageRow> {
-    record
-        .thread
-        .messages
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| {
-            let (role, id, text) = message_text(m)?;
-            // PostgreSQL text cannot hold NUL; search treats it like any other character
-            // that no query term can contain after whitespace splitting, so it is dropped.
-            let text = if text.contains('\0') {
-                text.replace('\0', "")
-            } else {
-                text.into_owned()
-            };
-            let hash = fnv1a(&[
-                role.as_bytes(),
-                id.unwrap_or("").as_bytes(),
-                text.as_bytes(),
-            ]);
-            Some(MessageRow {
-                index: i32::try_from(i).ok()?,
-                role,
-                message_id: id.map(str::to_owned),
-                text,
-                hash,
-            })
-        })
-        .collect()
+/// The searchable messages of a record (resume markers have no text and no row), settled
+/// ones (a queue owner's earlier turns) read back from their spill file.
+pub(crate) fn message_rows(record: &SessionRecord) -> StoreResult<Vec<MessageRow>> {
+    let unreadable = |e: std::io::Error| StoreError::Backend {
+        backend: "postgres",
+        message: format!(
+            "session {}: its settled messages could not be read back: {e}",
+            record.acpx_record_id
+        ),
+    };
+    let mut rows = Vec::new();
+    for t in record.thread.settled.searchable().map_err(unreadable)? {
+        let text = t.text.to_text().map_err(unreadable)?;
+        rows.extend(message_row(t.index, t.role, t.message_id.as_deref(), &text));
+    }
+    let start = record.thread.settled.len();
+    for (i, m) in record.thread.messages.iter().enumerate() {
+        if let Some((role, id, text)) = message_text(m) {
+            rows.extend(message_row(start + i, role, id, &text));
+        }
+    }
+    Ok(rows)
+}
+
+fn message_row(
+    index: usize,
+    role: &'static str,
+    id: Option<&str>,
+    text: &str,
+) -> Option<MessageRow> {
+    // PostgreSQL text cannot hold NUL; search treats it like any other character that no
+    // query term can contain after whitespace splitting, so it is dropped.
+    let text = if text.contains('\0') {
+        text.replace('\0', "")
+    } else {
+        text.to_owned()
+    };
+    let hash = fnv1a(&[
+        role.as_bytes(),
+        id.unwrap_or("").as_bytes(),
+        text.as_bytes(),
+    ]);
+    Some(MessageRow {
+        index: i32::try_from(index).ok()?,
+        role,
+        message_id: id.map(str::to_owned),
+        text,
+        hash,
+    })
 }
 
 /// FNV-1a (64 bit) over the parts, each followed by a separator byte. Stable across Rust

@@ -74,7 +74,7 @@ pub(crate) fn prepare(store: &SqliteStore, sessions: Vec<NewSessionData>) -> Sto
         };
         record.revision = 2;
         let cols = SessionColumns::from_record(&record)?;
-        let msgs = message_texts(&record)
+        let msgs = message_texts(&record)?
             .into_iter()
             .map(MessageText::into_owned)
             .collect();

@@ -317,11 +317,11 @@ impl SqliteStore {
     ) -> StoreResult<()> {
         if self.runs_in_place(id) {
             let cols = SessionColumns::streamed(record)?;
-            let msgs = message_texts(record);
+            let msgs = message_texts(record)?;
             return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
         }
         let cols = SessionColumns::from_record(record)?;
-        let msgs: Vec<MessageText<'static>> = message_texts(record)
+        let msgs: Vec<MessageText<'static>> = message_texts(record)?
             .into_iter()
             .map(MessageText::into_owned)
             .collect();
@@ -368,12 +368,14 @@ impl Store for SqliteStore {
         let previous = record.revision;
         record.revision = 1;
         let cols = SessionColumns::from_record(record);
-        let msgs: Vec<MessageText<'static>> = message_texts(record)
-            .into_iter()
-            .map(MessageText::into_owned)
-            .collect();
+        let msgs = message_texts(record).map(|msgs| {
+            msgs.into_iter()
+                .map(MessageText::into_owned)
+                .collect::<Vec<MessageText<'static>>>()
+        });
         record.revision = previous;
         let cols = cols?;
+        let msgs = msgs?;
         self.run(move |inner| inner.create(&id, cols, &msgs))
             .await?;
         record.revision = 1;

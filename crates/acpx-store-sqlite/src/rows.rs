@@ -98,7 +98,7 @@ impl<'a> SessionColumns<'a> {
             closed: i64::from(record.closed),
             closed_at: record.closed_at.as_ref().map(ts_text),
             last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
-            message_count: to_i64(record.thread.messages.len() as u64, "message count")?,
+            message_count: to_i64(record.thread.message_count() as u64, "message count")?,
             revision: to_i64(record.revision, "revision")?,
             document,
         })
@@ -571,31 +571,59 @@ impl MessageText<'_> {
     }
 }
 
-/// The searchable messages of a record (resume markers have no text and no row).
-pub(crate) fn message_texts(record: &SessionRecord) -> Vec<MessageText<'_>> {
-    record
+/// The searchable messages of a record (resume markers have no text and no row). The texts
+/// of settled messages (a queue owner's earlier turns) stay in their spill file, read a part
+/// at a time as a spilled reply's are.
+pub(crate) fn message_texts(record: &SessionRecord) -> StoreResult<Vec<MessageText<'_>>> {
+    let settled = record
         .thread
-        .messages
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| {
-            if let Some(joined) = spilled_pieces(m) {
-                return Some(MessageText {
-                    index: i as i64,
-                    role: "agent",
-                    message_id: None,
-                    text: SearchText::Spilled(joined),
-                });
-            }
-            let (role, id, text) = message_text(m)?;
-            Some(MessageText {
-                index: i as i64,
-                role,
-                message_id: id.map(Cow::Borrowed),
-                text: SearchText::Str(text),
-            })
+        .settled
+        .searchable()
+        .map_err(|e| StoreError::Backend {
+            backend: "sqlite",
+            message: format!(
+                "session {}: its settled messages could not be read back: {e}",
+                record.acpx_record_id
+            ),
+        })?;
+    let start = record.thread.settled.len();
+    let mut texts: Vec<MessageText<'_>> = settled
+        .into_iter()
+        .map(|t| MessageText {
+            index: t.index as i64,
+            role: t.role,
+            message_id: t.message_id.map(Cow::Owned),
+            text: SearchText::Spilled(JoinedText {
+                pieces: vec![t.text],
+            }),
         })
-        .collect()
+        .collect();
+    texts.extend(
+        record
+            .thread
+            .messages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let index = (start + i) as i64;
+                if let Some(joined) = spilled_pieces(m) {
+                    return Some(MessageText {
+                        index,
+                        role: "agent",
+                        message_id: None,
+                        text: SearchText::Spilled(joined),
+                    });
+                }
+                let (role, id, text) = message_text(m)?;
+                Some(MessageText {
+                    index,
+                    role,
+                    message_id: id.map(Cow::Borrowed),
+                    text: SearchText::Str(text),
+                })
+            }),
+    );
+    Ok(texts)
 }
 
 /// The searchable pieces of an agent message that holds a spilled text (a reply or its

@@ -193,6 +193,7 @@ pub const CHECKS: &[Check] = &[
     check!(tasks_append_concurrently_in_process),
     check!(search_finds_conversation_text),
     check!(search_follows_saves_deletes_and_other_handles),
+    check!(settled_messages_save_and_search_whole),
 ];
 
 /// The event-retention checks, for a backend configured with a small event budget

@@ -184,3 +184,69 @@ pub async fn search_follows_saves_deletes_and_other_handles(b: &dyn Backend) {
         );
     }
 }
+
+/// A record whose first messages are settled in spill stores (a queue owner's earlier turns,
+/// `acpx_model::SettledMessages`) saves as the whole conversation: it loads back with every
+/// message in `thread.messages`, byte for byte what the same record unsettled writes, and
+/// search finds a settled message's text at its index in the whole conversation.
+pub async fn settled_messages_save_and_search_whole(b: &dyn Backend) {
+    use acpx_model::testing::MemorySpill;
+    use acpx_model::TextSpill;
+
+    let store = b.open().await;
+    let whole = rich_session("settled-whole", 12);
+    let mut rec = whole.clone();
+    rec.thread.messages[0] = user_text("u-settled", "an obscure quokka question");
+    let mut whole = rec.clone();
+    rec = create(&*store, rec).await;
+    let spills: (Arc<dyn TextSpill>, Arc<dyn TextSpill>) = (
+        Arc::new(MemorySpill::default()),
+        Arc::new(MemorySpill::default()),
+    );
+    // Settled in two steps, with a save after each, as turns end.
+    for settle in [4, 5] {
+        let thread = &mut rec.thread;
+        thread
+            .settled
+            .settle(&thread.messages[..settle], || Ok(spills.clone()))
+            .expect("settle");
+        thread.messages.drain(..settle);
+        store
+            .save(&mut rec)
+            .await
+            .expect("save with settled messages");
+        whole.revision = rec.revision;
+        let loaded = store.load(&rec.acpx_record_id).await.expect("load");
+        assert!(
+            loaded.thread.settled.is_empty(),
+            "a record read back has none settled"
+        );
+        assert_eq!(loaded.thread.messages, whole.thread.messages);
+        assert_eq!(
+            String::from_utf8(loaded.to_json_vec().unwrap()).unwrap(),
+            String::from_utf8(whole.to_json_vec().unwrap()).unwrap(),
+        );
+        let hits = store
+            .search(&SearchQuery {
+                text: "quokka".into(),
+                cwd: None,
+                limit: None,
+            })
+            .await
+            .expect("search");
+        let got: Vec<_> = hits
+            .iter()
+            .map(|h| {
+                (
+                    h.acpx_record_id.to_string(),
+                    h.message_index,
+                    h.role.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(got, [("settled-whole".to_owned(), 0, "user".to_owned())]);
+        assert_eq!(hits[0].message_id.as_deref(), Some("u-settled"));
+    }
+    assert_eq!(rec.thread.settled.len(), 9);
+    assert_eq!(rec.thread.message_count(), 12);
+}

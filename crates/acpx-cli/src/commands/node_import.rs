@@ -68,7 +68,7 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
                 if dry_run { "would import" } else { "imported" },
                 i.record.acpx_record_id,
                 i.origin,
-                i.record.thread.messages.len(),
+                i.record.thread.message_count(),
                 i.thread_source.as_str(),
                 i.events
             );

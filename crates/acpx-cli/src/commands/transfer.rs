@@ -188,7 +188,7 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         ctx.out.line(&format!(
             "imported {} ({} messages, {} events)",
             stored.acpx_record_id,
-            stored.thread.messages.len(),
+            stored.thread.message_count(),
             events
         ));
     } else {

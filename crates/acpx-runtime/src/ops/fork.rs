@@ -71,7 +71,7 @@ pub fn forked_from(parent: &SessionRecord, method: ForkMethod, at: Timestamp) ->
         "acpxRecordId": parent.acpx_record_id,
         "acpSessionId": parent.acp_session_id,
         "seq": parent.acpx.audit_seq,
-        "messageCount": parent.thread.messages.len(),
+        "messageCount": parent.thread.message_count(),
         "method": method.as_str(),
         "forkedAt": at,
     })

@@ -748,9 +748,11 @@ impl Setup<'_> {
 }
 
 fn has_agent_messages(record: &SessionRecord) -> bool {
-    record
-        .thread
-        .messages
-        .iter()
-        .any(|m| matches!(m, Message::Agent(_)))
+    // Settled messages are whole turns: an agent's answer among them.
+    !record.thread.settled.is_empty()
+        || record
+            .thread
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Agent(_)))
 }

@@ -231,11 +231,13 @@ pub fn thread_json(r: &SessionRecord) -> Value {
 
 /// The texts of the agent's messages, in order, that `pick` takes from their content: a
 /// reply's ([`reply_text`]), a reasoning's ([`reasoning_text`]) or both ([`any_text`]).
+/// Settled messages (a session that lives on) included, read back.
 pub fn agent_texts(
     record: &SessionRecord,
     pick: impl Fn(&AgentContent) -> Option<&ThreadText>,
 ) -> Vec<ThreadText> {
-    let agent = record.thread.messages.iter().filter_map(|m| match m {
+    let messages = record.thread.messages_from(0).unwrap();
+    let agent = messages.iter().filter_map(|m| match m {
         Message::Agent(a) => Some(a.content.iter()),
         _ => None,
     });

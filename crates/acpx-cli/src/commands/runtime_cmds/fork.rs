@@ -56,7 +56,7 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
             "forked {} into {} ({} messages, {})",
             parent_now.acpx_record_id,
             child.acpx_record_id,
-            child.thread.messages.len(),
+            child.thread.message_count(),
             method.as_str().unwrap_or_default()
         ));
     } else {
