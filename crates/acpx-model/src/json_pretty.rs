@@ -53,7 +53,7 @@ thread_local! {
     static RUNNING: Cell<bool> = const { Cell::new(false) };
     /// The text handed over ([`serialize_written_text`]), taken by the writer when it meets
     /// [`WRITTEN_TEXT_TOKEN`], or dropped by the value's own serialization.
-    static HANDED_OVER: RefCell<Option<ThreadText>> = const { RefCell::new(None) };
+    static HANDED_OVER: RefCell<Option<Vec<ThreadText>>> = const { RefCell::new(None) };
 }
 
 /// The newtype struct name under which a handed-over text reaches the writer.
@@ -77,6 +77,15 @@ pub(crate) fn serialize_written_text<S: ser::Serializer, V: Serialize>(
     value: &V,
     serializer: S,
 ) -> std::result::Result<std::result::Result<S::Ok, S::Error>, S> {
+    serialize_written_pieces(vec![text.clone()], value, serializer)
+}
+
+/// [`serialize_written_text`] of a text in pieces, copied one after the other.
+pub(crate) fn serialize_written_pieces<S: ser::Serializer, V: Serialize>(
+    pieces: Vec<ThreadText>,
+    value: &V,
+    serializer: S,
+) -> std::result::Result<std::result::Result<S::Ok, S::Error>, S> {
     if !RUNNING.get() {
         return Err(serializer);
     }
@@ -89,7 +98,7 @@ pub(crate) fn serialize_written_text<S: ser::Serializer, V: Serialize>(
             self.0.serialize(s)
         }
     }
-    HANDED_OVER.with(|h| *h.borrow_mut() = Some(text.clone()));
+    HANDED_OVER.with(|h| *h.borrow_mut() = Some(pieces));
     Ok(serializer.serialize_newtype_struct(WRITTEN_TEXT_TOKEN, &ValueItself(value)))
 }
 
@@ -185,10 +194,10 @@ impl<W: Write> PrettySerializer<W> {
 
     /// A value's text as this writer writes it at depth 0 ([`serialize_written_text`]), each
     /// line after the first indented to the current depth.
-    fn written_text(&mut self, text: &ThreadText) -> Result {
+    fn written_text(&mut self, pieces: &[ThreadText]) -> Result {
         let mut line_break = b"\n".to_vec();
         line_break.extend(std::iter::repeat_n(b' ', 2 * self.indent));
-        for piece in text.chunks() {
+        for piece in pieces.iter().flat_map(ThreadText::chunks) {
             let piece = piece.map_err(|e| {
                 Error(io::Error::new(
                     e.kind(),
@@ -403,8 +412,8 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettySerializer<W> {
         value: &T,
     ) -> Result {
         if name == WRITTEN_TEXT_TOKEN {
-            if let Some(text) = HANDED_OVER.with(|h| h.borrow_mut().take()) {
-                return self.written_text(&text);
+            if let Some(pieces) = HANDED_OVER.with(|h| h.borrow_mut().take()) {
+                return self.written_text(&pieces);
             }
         }
         value.serialize(self)

@@ -74,7 +74,7 @@ pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
     PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
-pub use settled::{SettledMessages, SettledText};
+pub use settled::{SettledMessages, SettledStores, SettledText};
 pub use store::{
     check_append_batch, id_text_matches, list_order_key, normalize_cwd, ClosedFilter, DamagedLine,
     Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks,

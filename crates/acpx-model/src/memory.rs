@@ -147,8 +147,12 @@ impl Store for MemoryStore {
             }
         }
         let mut out = Vec::with_capacity(sessions.len());
-        for s in sessions {
+        for mut s in sessions {
             let id = s.record.acpx_record_id.clone();
+            s.record
+                .thread
+                .unsettle()
+                .map_err(|e| StoreError::io("memory", e))?;
             let mut session = MemSession {
                 record: s.record,
                 last_write_at: (!s.events.is_empty()).then(Timestamp::now),

@@ -15,20 +15,28 @@
 //!   [`crate::search::message_text`] gives it), so that a store indexing the conversation at
 //!   each save reads the texts back without parsing the messages.
 //!
-//! In memory a thread holds only the runs' handles and lengths, whatever the number of
-//! messages. A thread read back from a store has none settled.
+//! - the **usage run**: the settled turns' entries of `request_token_usage` (each keyed by
+//!   its turn's `User` message id), as the snapshot's writer writes them inside the map,
+//!   joined by `,\n`; a save copies them before the entries still in memory.
+//!
+//! In memory a thread holds only the runs' handles and lengths and the settled usage's sum,
+//! whatever the number of messages. A thread read back from a store has none settled.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, BufRead as _, Read};
 use std::sync::Arc;
 
+use indexmap::IndexMap;
 use serde::de::{self, Deserializer as _, SeqAccess, Visitor};
 use serde::ser::{self, SerializeSeq};
 use serde::{Serialize, Serializer};
 
 use crate::search::message_text;
-use crate::{AgentContent, Message, TextSpill, ThreadText};
+use crate::{AgentContent, Message, TextSpill, ThreadText, TokenUsage};
+
+/// The three spill stores of the settled runs (messages, search, usage), each theirs alone.
+pub type SettledStores = [Arc<dyn TextSpill>; 3];
 
 /// The settled messages of a thread: the first [`SettledMessages::len`] messages of the
 /// conversation, before `thread.messages` (see the module docs).
@@ -42,6 +50,11 @@ struct Runs {
     messages_len: u64,
     search: Arc<dyn TextSpill>,
     search_len: u64,
+    usage: Arc<dyn TextSpill>,
+    usage_len: u64,
+    usage_count: usize,
+    /// The sum of the settled usage entries (a thread's cumulative usage sums them all).
+    usage_sum: TokenUsage,
 }
 
 /// The searchable text of one settled message: what [`crate::search::message_text`] gave for
@@ -69,24 +82,56 @@ impl SettledMessages {
         self.len() == 0
     }
 
-    /// Appends `messages`, which follow the settled ones in the conversation, to the runs.
-    /// `stores` gives the two stores (message run, search run) the first time, each used by
-    /// these runs alone and empty: a run must stay contiguous. All or nothing: on an error nothing is
-    /// settled, and the caller keeps the messages; a store left with a failed write refuses
-    /// every later append (the messages then stay in memory, as before they were settled).
-    pub fn settle(
+    /// How many `request_token_usage` entries are settled.
+    pub fn usage_len(&self) -> usize {
+        self.0.as_ref().map_or(0, |r| r.usage_count)
+    }
+
+    /// The sum of the settled `request_token_usage` entries.
+    pub fn usage_sum(&self) -> TokenUsage {
+        self.0
+            .as_ref()
+            .map_or_else(TokenUsage::default, |r| r.usage_sum)
+    }
+
+    /// The settled `request_token_usage` entries, read back, in order.
+    pub fn usage(&self) -> io::Result<IndexMap<String, TokenUsage>> {
+        let Some(runs) = self.0.as_ref().filter(|r| r.usage_count > 0) else {
+            return Ok(IndexMap::new());
+        };
+        let reader = io::Cursor::new(b"{")
+            .chain(RunReader::new(&*runs.usage, 0, runs.usage_len))
+            .chain(io::Cursor::new(b"}"));
+        serde_json::from_reader(io::BufReader::new(reader)).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the settled token usage could not be read back: {e}"),
+            )
+        })
+    }
+
+    /// Appends `messages`, which follow the settled ones in the conversation, to the runs,
+    /// and the first `usage_entries` entries of `usage` (the `request_token_usage` of their
+    /// turns). `stores` gives the three stores (message, search and usage runs) the first
+    /// time, each used by these runs alone and empty: a run must stay contiguous. All or
+    /// nothing: on an error nothing is settled, and the caller keeps the messages; a store
+    /// left with a failed write refuses every later append (the messages then stay in
+    /// memory, as before they were settled). [`crate::Thread::settle`] is the caller.
+    pub(crate) fn settle(
         &mut self,
         messages: &[Message],
-        stores: impl FnOnce() -> io::Result<(Arc<dyn TextSpill>, Arc<dyn TextSpill>)>,
+        usage: &IndexMap<String, TokenUsage>,
+        usage_entries: usize,
+        stores: impl FnOnce() -> io::Result<SettledStores>,
     ) -> io::Result<()> {
-        if messages.is_empty() {
+        if messages.is_empty() && usage_entries == 0 {
             return Ok(());
         }
         let runs = match &self.0 {
             Some(r) => r.clone(),
             None => {
-                let (messages, search) = stores()?;
-                if !messages.is_empty() || !search.is_empty() {
+                let [messages, search, usage] = stores()?;
+                if !messages.is_empty() || !search.is_empty() || !usage.is_empty() {
                     return Err(io::Error::other(
                         "settled runs need spill stores of their own, empty at first",
                     ));
@@ -97,10 +142,17 @@ impl SettledMessages {
                     messages_len: 0,
                     search,
                     search_len: 0,
+                    usage,
+                    usage_len: 0,
+                    usage_count: 0,
+                    usage_sum: TokenUsage::default(),
                 }
             }
         };
-        if runs.messages.len() != runs.messages_len || runs.search.len() != runs.search_len {
+        if runs.messages.len() != runs.messages_len
+            || runs.search.len() != runs.search_len
+            || runs.usage.len() != runs.usage_len
+        {
             return Err(io::Error::other(
                 "a settled run's spill store holds a failed write: nothing more can be settled",
             ));
@@ -120,12 +172,31 @@ impl SettledMessages {
                 search.write(text.as_bytes())?;
             }
         }
+        let mut usage_out = RunWriter::new(&*runs.usage, runs.usage_len);
+        let mut usage_sum = runs.usage_sum;
+        let usage_entries = usage_entries.min(usage.len());
+        for (i, (key, value)) in usage.iter().take(usage_entries).enumerate() {
+            if runs.usage_count + i > 0 {
+                usage_out.write(b",\n")?;
+            }
+            // The entry as the writer writes it inside the map at depth 0.
+            let mut one = IndexMap::new();
+            one.insert(key, value);
+            let mut text = Vec::new();
+            crate::json_pretty::to_writer_pretty(&mut text, &one)?;
+            usage_out.write(map_entries(&text)?)?;
+            usage_sum = usage_sum.saturating_add(*value);
+        }
         let messages_len = out.finish()?;
         let search_len = search.finish()?;
+        let usage_len = usage_out.finish()?;
         self.0 = Some(Runs {
             count: runs.count + messages.len(),
             messages_len,
             search_len,
+            usage_len,
+            usage_count: runs.usage_count + usage_entries,
+            usage_sum,
             ..runs
         });
         Ok(())
@@ -233,7 +304,7 @@ impl SettledMessages {
                     ))
                 }
             };
-            if at + len > runs.search_len {
+            if at.checked_add(len).is_none_or(|end| end > runs.search_len) {
                 return Err(truncated_search_run());
             }
             out.push(SettledText {
@@ -276,6 +347,71 @@ impl SettledMessages {
         }
         seq.end()
     }
+}
+
+impl SettledMessages {
+    /// Serializes the whole `request_token_usage`, the settled entries then `live`.
+    pub(crate) fn serialize_usage_with<S: Serializer>(
+        &self,
+        live: &IndexMap<String, TokenUsage>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let Some(runs) = self.0.as_ref().filter(|r| r.usage_count > 0) else {
+            return live.serialize(serializer);
+        };
+        let all = AllUsage {
+            settled: self,
+            live,
+        };
+        if !crate::json_pretty::is_running() {
+            return all.serialize(serializer);
+        }
+        // The map as the writer writes it at depth 0: the settled entries copied, then the
+        // ones in memory, written here.
+        let mut pieces = vec![
+            ThreadText::from("{\n"),
+            ThreadText::spilled_range(runs.usage.clone(), 0, runs.usage_len),
+        ];
+        if !live.is_empty() {
+            let mut text = Vec::new();
+            crate::json_pretty::to_writer_pretty(&mut text, live).map_err(ser::Error::custom)?;
+            let entries = map_entries(&text).map_err(ser::Error::custom)?;
+            let entries = std::str::from_utf8(entries).map_err(ser::Error::custom)?;
+            pieces.push(ThreadText::from(format!(",\n{entries}")));
+        }
+        pieces.push(ThreadText::from("\n}"));
+        match crate::json_pretty::serialize_written_pieces(pieces, &all, serializer) {
+            Ok(written) => written,
+            Err(serializer) => all.serialize(serializer),
+        }
+    }
+}
+
+/// The whole `request_token_usage`, the settled entries parsed back: for a serializer other
+/// than the session document's writer.
+struct AllUsage<'a> {
+    settled: &'a SettledMessages,
+    live: &'a IndexMap<String, TokenUsage>,
+}
+
+impl Serialize for AllUsage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let settled = self.settled.usage().map_err(ser::Error::custom)?;
+        let mut map = serializer.serialize_map(Some(settled.len() + self.live.len()))?;
+        for (k, v) in settled.iter().chain(self.live) {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// The entries of a map as the writer writes it at depth 0 (`{\n  "k": …\n}`): what lies
+/// between its braces, each entry indented one level.
+fn map_entries(text: &[u8]) -> io::Result<&[u8]> {
+    text.strip_prefix(b"{\n")
+        .and_then(|t| t.strip_suffix(b"\n}"))
+        .ok_or_else(|| io::Error::other("a map written without entries"))
 }
 
 /// The message run, handed to the session document's writer. Met by any other serializer on
@@ -439,8 +575,8 @@ impl fmt::Debug for SettledMessages {
             None => f.write_str("SettledMessages(none)"),
             Some(r) => write!(
                 f,
-                "SettledMessages({} messages, {} bytes in a spill store)",
-                r.count, r.messages_len
+                "SettledMessages({} messages, {} bytes in a spill store; {} usage entries)",
+                r.count, r.messages_len, r.usage_count
             ),
         }
     }
@@ -454,17 +590,28 @@ impl PartialEq for SettledMessages {
             (None, None) => true,
             (Some(a), Some(b)) => {
                 a.count == b.count
-                    && a.messages_len == b.messages_len
-                    && same_bytes(a, b).unwrap_or(false)
+                    && a.usage_count == b.usage_count
+                    && a.usage_sum == b.usage_sum
+                    && same_bytes(
+                        (&*a.messages, a.messages_len),
+                        (&*b.messages, b.messages_len),
+                    )
+                    .unwrap_or(false)
+                    && same_bytes((&*a.usage, a.usage_len), (&*b.usage, b.usage_len))
+                        .unwrap_or(false)
             }
             _ => false,
         }
     }
 }
 
-fn same_bytes(a: &Runs, b: &Runs) -> io::Result<bool> {
-    let mut ra = io::BufReader::new(RunReader::new(&*a.messages, 0, a.messages_len));
-    let mut rb = io::BufReader::new(RunReader::new(&*b.messages, 0, b.messages_len));
+/// Whether two runs (a store and the run's length) hold the same bytes.
+fn same_bytes(a: (&dyn TextSpill, u64), b: (&dyn TextSpill, u64)) -> io::Result<bool> {
+    if a.1 != b.1 {
+        return Ok(false);
+    }
+    let mut ra = io::BufReader::new(RunReader::new(a.0, 0, a.1));
+    let mut rb = io::BufReader::new(RunReader::new(b.0, 0, b.1));
     loop {
         let (x, y) = (
             io::BufRead::fill_buf(&mut ra)?,

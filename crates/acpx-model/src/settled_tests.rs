@@ -35,8 +35,17 @@ fn thread() -> Thread {
                 "reasoning_details": {"r": 1}}}
         ],
         "updated_at": "2026-02-27T12:10:00.000Z",
-        "request_token_usage": {"u1": {"input_tokens": 3, "output_tokens": 4,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}},
+        "request_token_usage": {
+            "u1": {"input_tokens": 3, "output_tokens": 4,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+            "u2": {"input_tokens": 5, "output_tokens": 6,
+                "cache_creation_input_tokens": 1, "cache_read_input_tokens": 2,
+                "thought_tokens": 7},
+            "u3": {"input_tokens": 8, "output_tokens": 9,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+            "not-a-turn": {"input_tokens": 1, "output_tokens": 1,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        },
         "draft_prompt": "kept"
     }))
     .unwrap();
@@ -60,19 +69,16 @@ fn pretty(t: &Thread) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn stores() -> (Arc<MemorySpill>, Arc<MemorySpill>) {
-    (Arc::default(), Arc::default())
+type Stores = [Arc<MemorySpill>; 3];
+
+fn stores() -> Stores {
+    [Arc::default(), Arc::default(), Arc::default()]
 }
 
 /// Settles the first `n` of `t`'s messages, as the runtime does.
-fn settle(t: &mut Thread, n: usize, into: &(Arc<MemorySpill>, Arc<MemorySpill>)) {
-    let (m, s) = (into.0.clone(), into.1.clone());
-    t.settled
-        .settle(&t.messages[..n], || {
-            Ok((m as Arc<dyn TextSpill>, s as Arc<dyn TextSpill>))
-        })
-        .unwrap();
-    t.messages.drain(..n);
+fn settle(t: &mut Thread, n: usize, into: &Stores) {
+    let [m, s, u] = into.clone();
+    t.settle(n, || Ok([m as _, s as _, u as _])).unwrap();
 }
 
 #[test]
@@ -94,6 +100,16 @@ fn a_thread_writes_the_same_bytes_however_much_is_settled() {
             settle(&mut t, second, &into);
             assert_eq!(t.settled.len(), first + second);
             assert_eq!(t.message_count(), all);
+            // The usage of the turns settled settles with them, in order.
+            let turns_settled = whole.messages[..first + second]
+                .iter()
+                .filter(|m| matches!(m, Message::User(_)))
+                .count();
+            assert_eq!(t.settled.usage_len(), turns_settled);
+            assert_eq!(t.request_usage_total(), whole.request_usage_total());
+            let mut back = t.clone();
+            back.unsettle().unwrap();
+            assert_eq!(back, whole);
             assert_eq!(pretty(&t), expected_pretty, "settled {first} + {second}");
             assert_eq!(serde_json::to_string(&t).unwrap(), expected_compact);
             assert_eq!(serde_json::to_value(&t).unwrap(), expected_value);
@@ -175,15 +191,15 @@ fn settled_messages_compare_by_content() {
 #[test]
 fn nothing_settles_when_the_stores_fail_and_reads_that_fail_fail_the_writes() {
     let mut t = thread();
-    let failed = t
-        .settled
-        .settle(&t.messages[..2], || Err(io::Error::other("no temp dir")));
+    let before = t.clone();
+    let failed = t.settle(2, || Err(io::Error::other("no temp dir")));
     assert!(failed.is_err());
     assert!(t.settled.is_empty());
+    assert_eq!(t, before, "nothing moved");
 
     let into = stores();
     settle(&mut t, 2, &into);
-    into.0.fail_reads(true);
+    into[0].fail_reads(true);
     let err = serde_json::to_string(&t).unwrap_err().to_string();
     assert!(err.contains("settled message run"), "{err}");
     let mut out = Vec::new();
@@ -193,15 +209,56 @@ fn nothing_settles_when_the_stores_fail_and_reads_that_fail_fail_the_writes() {
     assert!(err.contains("could not be read back"), "{err}");
     assert!(t.try_for_each_message(|_, _| Ok::<_, ()>(())).is_err());
     assert_ne!(t.clone(), t);
-    into.0.fail_reads(false);
+    into[0].fail_reads(false);
     assert_eq!(t.clone(), t);
+    into[2].fail_reads(true);
+    let err = serde_json::to_string(&t).unwrap_err().to_string();
+    assert!(err.contains("settled token usage"), "{err}");
+    assert!(t.clone().unsettle().is_err());
+    into[2].fail_reads(false);
 
     // A write some other text made between two settles is refused, not interleaved.
-    into.0.append_at(into.0.len(), "stray").unwrap();
+    let before = t.clone();
+    into[0].append_at(into[0].len(), "stray").unwrap();
     let err = t
-        .settled
-        .settle(&t.messages[..1], || unreachable!("the stores exist"))
+        .settle(1, || unreachable!("the stores exist"))
         .unwrap_err();
     assert!(err.to_string().contains("failed write"), "{err}");
     assert_eq!(t.settled.len(), 2);
+    assert_eq!(t.messages, before.messages);
+}
+
+#[test]
+fn long_messages_settle_in_pieces_and_read_back_whole() {
+    // Texts longer than a run's 64 KiB appends and a reader's buffer, with characters of two,
+    // three and four bytes across every cut.
+    let long = "é日\u{1F600}a".repeat(30_000);
+    let user = |id: &str, text: &str| json!({"User": {"id": id, "content": [{"Text": text}]}});
+    let agent = |text: &str| {
+        json!({"Agent": {"content": [{"Text": text}], "tool_results": {},
+            "reasoning_details": null}})
+    };
+    let whole: Thread = serde_json::from_value(json!({
+        "version": "0.3.0",
+        "title": "",
+        "messages": [user("u1", &long), agent(&long), user("u2", "short"), agent("x"),
+            user("u3", &long[..70_000]), agent("y"), user("u4", "tail")],
+        "updated_at": "2026-02-27T12:10:00.000Z"
+    }))
+    .unwrap();
+    let mut t = whole.clone();
+    settle(&mut t, 6, &stores());
+    assert_eq!(pretty(&t), pretty(&whole));
+    assert_eq!(
+        serde_json::to_string(&t).unwrap(),
+        serde_json::to_string(&whole).unwrap()
+    );
+    let texts = t.settled.searchable().unwrap();
+    assert_eq!(texts.len(), 6);
+    for (got, m) in texts.iter().zip(&whole.messages) {
+        assert_eq!(got.text.to_text().unwrap(), message_text(m).unwrap().2);
+    }
+    let mut back = t.clone();
+    back.unsettle().unwrap();
+    assert_eq!(back, whole);
 }

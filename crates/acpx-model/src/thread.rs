@@ -10,7 +10,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::settled::SettledMessages;
+use crate::settled::{SettledMessages, SettledStores};
 use crate::thread_json::ThreadJson;
 use crate::thread_text::ThreadText;
 use crate::time::Timestamp;
@@ -50,7 +50,8 @@ pub struct Thread {
     /// Token usage summed over the thread.
     #[serde(default)]
     pub cumulative_token_usage: TokenUsage,
-    /// Keyed by the id of the `User` message that started the turn.
+    /// Keyed by the id of the `User` message that started the turn. The entries of settled
+    /// turns are in [`Thread::settled`] ([`SettledMessages::usage`]), written first.
     #[serde(default)]
     pub request_token_usage: IndexMap<String, TokenUsage>,
     /// The model that answered, when known.
@@ -148,16 +149,68 @@ impl Thread {
         Ok(std::borrow::Cow::Owned(out))
     }
 
-    /// Brings the settled messages back into `messages`, read back: the thread as a store
-    /// reads it. On an error the thread is unchanged.
-    pub fn unsettle(&mut self) -> std::io::Result<()> {
-        if self.settled.is_empty() {
+    /// Settles the first `count` messages (whole turns that will not change again) into
+    /// [`Thread::settled`], with the leading entries of `request_token_usage` that belong to
+    /// their turns, and drops them from memory. `stores` gives the settled runs' spill
+    /// stores the first time ([`SettledMessages`] says what they hold). All or nothing: on
+    /// an error the thread is unchanged.
+    pub fn settle(
+        &mut self,
+        count: usize,
+        stores: impl FnOnce() -> std::io::Result<SettledStores>,
+    ) -> std::io::Result<()> {
+        let count = count.min(self.messages.len());
+        if count == 0 {
             return Ok(());
         }
-        let mut all = self.messages_from(0)?.into_owned();
-        std::mem::swap(&mut self.messages, &mut all);
+        let turns: std::collections::HashSet<&str> = self.messages[..count]
+            .iter()
+            .filter_map(|m| match m {
+                Message::User(u) => Some(u.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        // A prefix only, so that the entries keep their order.
+        let usage_entries = self
+            .request_token_usage
+            .keys()
+            .take_while(|k| turns.contains(k.as_str()))
+            .count();
+        self.settled.settle(
+            &self.messages[..count],
+            &self.request_token_usage,
+            usage_entries,
+            stores,
+        )?;
+        self.messages.drain(..count);
+        self.request_token_usage.drain(..usage_entries);
+        self.messages.shrink_to_fit();
+        self.request_token_usage.shrink_to_fit();
+        Ok(())
+    }
+
+    /// Brings the settled messages and token usage back into `messages` and
+    /// `request_token_usage`, read back: the thread as a store reads it. On an error the
+    /// thread is unchanged.
+    pub fn unsettle(&mut self) -> std::io::Result<()> {
+        if self.settled.is_empty() && self.settled.usage_len() == 0 {
+            return Ok(());
+        }
+        let mut messages = self.messages_from(0)?.into_owned();
+        let mut usage = self.settled.usage()?;
+        usage.extend(self.request_token_usage.drain(..));
+        std::mem::swap(&mut self.messages, &mut messages);
+        self.request_token_usage = usage;
         self.settled = SettledMessages::default();
         Ok(())
+    }
+
+    /// The sum of every turn's token usage, settled turns included: what
+    /// `cumulative_token_usage` holds.
+    pub fn request_usage_total(&self) -> TokenUsage {
+        self.request_token_usage
+            .values()
+            .fold(self.settled.usage_sum(), |acc, u| acc.saturating_add(*u))
     }
 
     /// The id of the last `User` message, the key of the turn in progress (the runtime keeps
@@ -181,6 +234,14 @@ impl Serialize for Thread {
                 self.0.settled.serialize_with(&self.0.messages, s)
             }
         }
+        struct AllUsage<'a>(&'a Thread);
+        impl Serialize for AllUsage<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.0
+                    .settled
+                    .serialize_usage_with(&self.0.request_token_usage, s)
+            }
+        }
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("version", &self.version)?;
         map.serialize_entry("title", &self.title)?;
@@ -189,7 +250,7 @@ impl Serialize for Thread {
         map.serialize_entry("detailed_summary", &self.detailed_summary)?;
         map.serialize_entry("initial_project_snapshot", &self.initial_project_snapshot)?;
         map.serialize_entry("cumulative_token_usage", &self.cumulative_token_usage)?;
-        map.serialize_entry("request_token_usage", &self.request_token_usage)?;
+        map.serialize_entry("request_token_usage", &AllUsage(self))?;
         map.serialize_entry("model", &self.model)?;
         map.serialize_entry("profile", &self.profile)?;
         map.serialize_entry("imported", &self.imported)?;

@@ -139,19 +139,17 @@ impl Compacted {
     /// Compacts after an event of a turn started through this recorder. While the turn
     /// runs, its own messages before the one it is writing, so that a turn of many tool calls
     /// does not hold them all (in every process, `--no-owner` too). At the end of a turn of a
-    /// session that lives on (`settle`), every message not compacted yet: the first time, the
-    /// whole conversation the process loaded, left out while the turn runs so that its one-off
-    /// write does not delay the prompt, and never moved by a process that ends with its turn,
-    /// where it would only cost I/O before the shutdown's save.
+    /// session that lives on (`settle`), the turns before the last settle out of memory
+    /// (docs/format.md decision 17; the first time, the whole conversation the process
+    /// loaded, left out while the turn runs so that its one-off write does not delay the
+    /// prompt), and the last turn's messages not compacted yet are. A process that ends with
+    /// its turn moves nothing then: it would only cost I/O before the shutdown's save.
     fn after_event(&mut self, spill: &mut SessionSpill, record: &mut SessionRecord, settle: bool) {
-        let messages = record.thread.messages.len();
         if settle {
-            if messages > self.settled {
-                self.settled = spill.compact_finished(record, self.settled, messages);
-            }
             // The turns before the last leave memory for good: every tool call of theirs has
             // its result, and nothing changes them again. The last turn stays, for a late
-            // update of its tool calls and for its reply.
+            // update of its tool calls and for its reply. Settled first, so that what
+            // settles is not written to the spill file on the way.
             let last_turn = record
                 .thread
                 .messages
@@ -166,8 +164,13 @@ impl Compacted {
                     self.writing = (usize::MAX, 0);
                 }
             }
+            let messages = record.thread.messages.len();
+            if messages > self.settled {
+                self.settled = spill.compact_finished(record, self.settled, messages);
+            }
             return;
         }
+        let messages = record.thread.messages.len();
         let end = messages.saturating_sub(1);
         if end > self.turn {
             self.turn = spill.compact_finished(record, self.turn, end);

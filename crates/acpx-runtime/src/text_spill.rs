@@ -202,9 +202,9 @@ impl SessionSpill {
     }
 
     /// Settles the messages of `record` before index `end` (the turns before the last, once
-    /// a turn has ended in a session that lives on) into the thread's settled runs
-    /// ([`acpx_model::SettledMessages`]), two spill files of their own, and drops them from
-    /// memory; returns how many moved (none when the runs could not take them: they then stay
+    /// a turn has ended in a session that lives on) and their turns' token usage into the
+    /// thread's settled runs ([`acpx_model::SettledMessages`]), three spill files of their
+    /// own, and drops them from memory; returns how many moved (none when the runs could not take them: they then stay
     /// in memory, and the next turn's end tries again).
     ///
     /// Afterwards new long texts go to a new spill file: the old one, now holding the
@@ -216,13 +216,12 @@ impl SessionSpill {
         if end == 0 {
             return 0;
         }
-        let stores = || -> io::Result<(Arc<dyn TextSpill>, Arc<dyn TextSpill>)> {
-            Ok((Arc::new(FileSpill::new()?), Arc::new(FileSpill::new()?)))
+        let stores = || -> io::Result<acpx_model::SettledStores> {
+            let file = || -> io::Result<Arc<dyn TextSpill>> { Ok(Arc::new(FileSpill::new()?)) };
+            Ok([file()?, file()?, file()?])
         };
-        match thread.settled.settle(&thread.messages[..end], stores) {
+        match thread.settle(end, stores) {
             Ok(()) => {
-                thread.messages.drain(..end);
-                thread.messages.shrink_to_fit();
                 self.file = None;
                 self.settle_failed = false;
                 end

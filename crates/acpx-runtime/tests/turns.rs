@@ -685,22 +685,38 @@ async fn turns_settle(env: Env) {
         acpx_runtime::transcript::markdown(&record),
         acpx_runtime::transcript::markdown(&stored)
     );
-    // Another turn settles the last one too; what the session ends with is stored whole.
+    // A turn's token usage settles with it, and still counts in the cumulative usage.
+    s.prompt(text_prompt("usage")).await.unwrap();
+    let with_usage = s.record().await;
+    assert_eq!(with_usage.thread.request_token_usage.len(), 1);
+    let cumulative = with_usage.thread.cumulative_token_usage;
+    assert!(cumulative.input_tokens > 0, "{cumulative:?}");
+    // Another turn settles the last ones too; what the session ends with is stored whole.
     s.prompt(text_prompt("hello")).await.unwrap();
-    assert_eq!(s.record().await.thread.settled.len(), count);
+    let record = s.record().await;
+    assert_eq!(
+        record.thread.settled.len(),
+        with_usage.thread.message_count()
+    );
+    assert_eq!(record.thread.settled.usage_len(), 1);
+    assert!(record.thread.request_token_usage.is_empty());
+    assert_eq!(record.thread.request_usage_total(), cumulative);
+    let count = record.thread.message_count();
     let fin = s.shutdown().await.unwrap();
     let stored = env.stored(&id).await;
-    assert_eq!(stored.thread.messages.len(), count + 2);
+    assert_eq!(stored.thread.messages.len(), count);
+    assert_eq!(stored.thread.request_token_usage.len(), 1);
+    assert_eq!(stored.thread.cumulative_token_usage, cumulative);
     assert_eq!(stored.to_json_vec().unwrap(), fin.to_json_vec().unwrap());
     // And a session opened again settles what it loaded at its first turn's end.
     let mut s = rt.open_existing(&id).await.unwrap();
     s.prompt(text_prompt("echo again")).await.unwrap();
     let record = s.record().await;
-    assert_eq!(record.thread.settled.len(), count + 2);
+    assert_eq!(record.thread.settled.len(), count);
     assert_eq!(record.thread.messages.len(), 2);
     s.shutdown().await.unwrap();
     let stored = env.stored(&id).await;
-    assert_eq!(stored.thread.messages.len(), count + 4);
+    assert_eq!(stored.thread.messages.len(), count + 2);
     let history = acpx_runtime::transcript::history_text(&stored, None, false);
     assert!(
         history.contains("word0") && history.contains("again"),

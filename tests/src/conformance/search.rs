@@ -190,27 +190,28 @@ pub async fn search_follows_saves_deletes_and_other_handles(b: &dyn Backend) {
 /// message in `thread.messages`, byte for byte what the same record unsettled writes, and
 /// search finds a settled message's text at its index in the whole conversation.
 pub async fn settled_messages_save_and_search_whole(b: &dyn Backend) {
-    use acpx_model::testing::MemorySpill;
-    use acpx_model::TextSpill;
-
     let store = b.open().await;
     let whole = rich_session("settled-whole", 12);
     let mut rec = whole.clone();
-    rec.thread.messages[0] = user_text("u-settled", "an obscure quokka question");
+    let acpx_model::Message::User(first) = &mut rec.thread.messages[0] else {
+        panic!("a rich session starts with a user message")
+    };
+    first.content = vec![acpx_model::UserContent::Text(
+        "an obscure quokka question".into(),
+    )];
+    let first_id = first.id.clone();
     let mut whole = rec.clone();
     rec = create(&*store, rec).await;
-    let spills: (Arc<dyn TextSpill>, Arc<dyn TextSpill>) = (
-        Arc::new(MemorySpill::default()),
-        Arc::new(MemorySpill::default()),
-    );
+    let spills: acpx_model::SettledStores = [
+        Arc::new(VecSpill::default()),
+        Arc::new(VecSpill::default()),
+        Arc::new(VecSpill::default()),
+    ];
     // Settled in two steps, with a save after each, as turns end.
     for settle in [4, 5] {
-        let thread = &mut rec.thread;
-        thread
-            .settled
-            .settle(&thread.messages[..settle], || Ok(spills.clone()))
+        rec.thread
+            .settle(settle, || Ok(spills.clone()))
             .expect("settle");
-        thread.messages.drain(..settle);
         store
             .save(&mut rec)
             .await
@@ -245,8 +246,50 @@ pub async fn settled_messages_save_and_search_whole(b: &dyn Backend) {
             })
             .collect();
         assert_eq!(got, [("settled-whole".to_owned(), 0, "user".to_owned())]);
-        assert_eq!(hits[0].message_id.as_deref(), Some("u-settled"));
+        assert_eq!(hits[0].message_id.as_deref(), Some(first_id.as_str()));
     }
     assert_eq!(rec.thread.settled.len(), 9);
+    assert!(
+        rec.thread.settled.usage_len() > 0,
+        "the settled turns' token usage settled with them"
+    );
+    assert_eq!(
+        rec.thread.request_usage_total(),
+        whole.thread.request_usage_total()
+    );
     assert_eq!(rec.thread.message_count(), 12);
+}
+
+/// A spill store in memory, as a queue owner's temp files hold settled messages (the model's
+/// own `testing::MemorySpill` is behind a feature this crate's library does not enable).
+#[derive(Debug, Default)]
+struct VecSpill(std::sync::Mutex<Vec<u8>>);
+
+impl acpx_model::TextSpill for VecSpill {
+    fn len(&self) -> u64 {
+        self.0.lock().map_or(0, |b| b.len() as u64)
+    }
+
+    fn append_at(&self, expected: u64, text: &str) -> std::io::Result<bool> {
+        let mut b = self
+            .0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        if b.len() as u64 != expected {
+            return Ok(false);
+        }
+        b.extend_from_slice(text.as_bytes());
+        Ok(true)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let b = self
+            .0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
+        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+        let n = buf.len().min(b.len() - from);
+        buf[..n].copy_from_slice(&b[from..from + n]);
+        Ok(n)
+    }
 }

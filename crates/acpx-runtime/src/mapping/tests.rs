@@ -220,6 +220,39 @@ fn acp_name_wins_over_title() {
     );
 }
 
+/// A tool call id is looked up in the two latest turns only: a finished call of the turn
+/// before stays final, and an id seen two turns back or more is a new call (an agent that
+/// numbers its calls afresh each turn), whatever the process holds in memory.
+#[test]
+fn a_tool_call_id_is_looked_up_in_the_two_latest_turns() {
+    let mut l = Log::new();
+    let call = |id: &str| json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": "T", "status": "completed"});
+    l.start("one");
+    l.update(call("c1"));
+    l.done("end_turn", None);
+    l.start("two");
+    let e = l.update(call("c1"));
+    assert!(
+        matches!(e, Effect::Ignored(ref why) if why.contains("already finished")),
+        "{e:?}"
+    );
+    l.done("end_turn", None);
+    l.start("three");
+    assert_eq!(l.update(call("c1")), Effect::Applied);
+    let calls: Vec<usize> = l
+        .record
+        .thread
+        .messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match m {
+            Message::Agent(a) if !a.tool_results.is_empty() => Some(i),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2, "the first turn's and the third's");
+}
+
 #[test]
 fn terminal_states_are_absorbing() {
     let mut l = Log::new();

@@ -61,15 +61,27 @@ pub(super) fn store_open_tool_calls(
     }
 }
 
-/// Index of the Agent message holding the ToolUse `id`, searching from the end.
+/// Index of the Agent message holding the ToolUse `id`, searching from the end of the two
+/// latest turns: the one running and the one before (docs/format.md § Tool calls, diffs,
+/// terminals and tokens in the thread). A session that lives on holds no more than these in
+/// memory (decision 17), and every process folds the log the same way, whatever it holds.
 pub(super) fn find_tool_use(record: &SessionRecord, id: &str) -> Option<usize> {
-    record.thread.messages.iter().rposition(|m| match m {
+    let messages = &record.thread.messages;
+    let from = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| matches!(m, Message::User(_)))
+        .nth(1)
+        .map_or(0, |(i, _)| i);
+    let found = messages[from..].iter().rposition(|m| match m {
         Message::Agent(a) => a
             .content
             .iter()
             .any(|c| matches!(c, AgentContent::ToolUse(t) if t.id == id)),
         _ => false,
-    })
+    });
+    found.map(|i| from + i)
 }
 
 pub(super) fn non_null<'a>(update: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {

@@ -36,15 +36,11 @@ pub fn token_usage_from(v: &Value) -> Option<TokenUsage> {
 }
 
 /// Stores the turn's usage under its user message id (the latest value wins, as in Zed) and
-/// recomputes the cumulative usage as the sum over all turns.
+/// recomputes the cumulative usage as the sum over all turns (settled ones included).
 pub(super) fn set_request_usage(record: &mut SessionRecord, usage: TokenUsage) {
     let Some(user_id) = record.thread.last_user_message_id().map(str::to_owned) else {
         return;
     };
     record.thread.request_token_usage.insert(user_id, usage);
-    record.thread.cumulative_token_usage = record
-        .thread
-        .request_token_usage
-        .values()
-        .fold(TokenUsage::default(), |acc, u| acc.saturating_add(*u));
+    record.thread.cumulative_token_usage = record.thread.request_usage_total();
 }

@@ -748,11 +748,19 @@ impl Setup<'_> {
 }
 
 fn has_agent_messages(record: &SessionRecord) -> bool {
-    // Settled messages are whole turns: an agent's answer among them.
-    !record.thread.settled.is_empty()
-        || record
-            .thread
-            .messages
-            .iter()
-            .any(|m| matches!(m, Message::Agent(_)))
+    if record
+        .thread
+        .messages
+        .iter()
+        .any(|m| matches!(m, Message::Agent(_)))
+    {
+        return true;
+    }
+    // A record loaded from a store has nothing settled; a live one is read back (a settled
+    // message that cannot be is taken for an answer: the conversation had one).
+    let agent = record.thread.settled.try_for_each(|_, m| match m {
+        Message::Agent(_) => Err(()),
+        _ => Ok(()),
+    });
+    !matches!(agent, Ok(Ok(())))
 }
