@@ -26,6 +26,15 @@ fn events(env: &Env, agent: &str, kind: &str) -> Vec<Value> {
     .json_lines()
 }
 
+/// `sessions export <id> --as json`: the stored session document.
+fn exported(env: &Env, id: &str) -> Value {
+    let out = env
+        .run(&["sessions", "export", id, "--as", "json"])
+        .ok()
+        .stdout;
+    serde_json::from_str(&out).unwrap()
+}
+
 fn close(env: &Env, agent: &str) {
     env.run(&["--agent", agent, "sessions", "close"]).ok();
 }
@@ -110,11 +119,7 @@ fn an_owner_task_rewrites_the_snapshot_once() {
             .to_owned();
         // The stored revision (one more each save) and the last seq the snapshot holds.
         let stored = || {
-            let out = env
-                .run(&["sessions", "export", &id, "--as", "json"])
-                .ok()
-                .stdout;
-            let doc: Value = serde_json::from_str(&out).unwrap();
+            let doc = exported(&env, &id);
             (
                 doc["revision"].as_u64().unwrap(),
                 doc["acpx"]["audit_seq"].as_u64().unwrap(),
@@ -192,14 +197,7 @@ fn an_owner_that_settled_its_turns_keeps_the_whole_conversation() {
             env.run(&args).ok();
         }
         let owner = status(&env, &agent)["pid"].as_u64().unwrap();
-        let export = || -> Value {
-            let out = env
-                .run(&["sessions", "export", &id, "--as", "json"])
-                .ok()
-                .stdout;
-            serde_json::from_str(&out).unwrap()
-        };
-        let doc = export();
+        let doc = exported(&env, &id);
         let messages = doc["thread"]["messages"].as_array().unwrap().len();
         assert!(messages >= 7, "three turns, one of tool calls: {doc}");
         let shown = env
@@ -235,7 +233,7 @@ fn an_owner_that_settled_its_turns_keeps_the_whole_conversation() {
         assert_eq!(r.stdout, "gamma\n");
         env.run(&["--format", "quiet", "--agent", &agent, "echo", "delta"])
             .ok();
-        let doc = export();
+        let doc = exported(&env, &id);
         let all = doc["thread"]["messages"].as_array().unwrap();
         assert_eq!(all.len(), messages + 4, "{doc}");
         assert_eq!(all[0]["User"]["content"][0]["Text"], "echo alpha");

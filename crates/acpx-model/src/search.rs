@@ -49,7 +49,8 @@ pub struct SearchHit {
     /// The session's title, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Index of the message in `thread.messages`.
+    /// Index of the message in the whole conversation (settled messages first: see
+    /// [`crate::Thread::settled`]; a thread read back holds them all in `thread.messages`).
     pub message_index: usize,
     /// `user` or `agent`.
     pub role: String,

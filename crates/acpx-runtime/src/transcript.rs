@@ -254,6 +254,18 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
     }
 }
 
+/// The conversation's messages from index `skip` on (settled ones read back). When settled
+/// messages cannot be read back, a note in `s` says so, and the ones in memory stand in.
+fn conversation_from<'a>(r: &'a SessionRecord, skip: usize, s: &mut String) -> Cow<'a, [Message]> {
+    r.thread.messages_from(skip).unwrap_or_else(|e| {
+        s.push_str(&format!(
+            "[acpx: earlier messages could not be read back: {e}]\n\n"
+        ));
+        let tail = &r.thread.messages;
+        Cow::Borrowed(&tail[skip.saturating_sub(r.thread.settled.len()).min(tail.len())..])
+    })
+}
+
 /// The conversation as readable text: the last `limit` messages, thinking and tool input in
 /// full when `full`.
 pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
@@ -262,15 +274,7 @@ pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> Stri
     if skip > 0 {
         s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
     }
-    let msgs = match r.thread.messages_from(skip) {
-        Ok(msgs) => msgs,
-        Err(e) => {
-            s.push_str(&format!(
-                "[acpx: earlier messages could not be read back: {e}]\n\n"
-            ));
-            Cow::Borrowed(&r.thread.messages[..])
-        }
-    };
+    let msgs = conversation_from(r, skip, &mut s);
     for m in msgs.iter() {
         match m {
             Message::User(u) => {
@@ -378,15 +382,7 @@ pub fn markdown(r: &SessionRecord) -> String {
         s.push_str(&format!("- name: {n}\n"));
     }
     s.push_str(&format!("- created: {}\n\n", r.created_at));
-    let msgs = match r.thread.messages_from(0) {
-        Ok(msgs) => msgs,
-        Err(e) => {
-            s.push_str(&format!(
-                "[acpx: earlier messages could not be read back: {e}]\n\n"
-            ));
-            Cow::Borrowed(&r.thread.messages[..])
-        }
-    };
+    let msgs = conversation_from(r, 0, &mut s);
     for m in msgs.iter() {
         match m {
             Message::User(u) => {
@@ -633,6 +629,47 @@ mod tests {
         );
         r.thread.messages.push(Message::Agent(a));
         r
+    }
+
+    /// Settled messages show as the others do; when they cannot be read back, the history
+    /// says so and still shows no more than its limit.
+    #[test]
+    fn history_reads_settled_messages_back() {
+        use acpx_model::testing::MemorySpill;
+        let mut r = record_with_tools();
+        for i in 2..5 {
+            r.thread.messages.push(Message::User(UserMessage {
+                id: format!("u{i}"),
+                content: vec![UserContent::Text(format!("turn {i}"))],
+                extra: Map::new(),
+            }));
+        }
+        let whole = r.clone();
+        let spills: [std::sync::Arc<MemorySpill>; 3] = Default::default();
+        let stores = spills.clone();
+        r.thread
+            .settle(3, move || Ok(stores.map(|s| s as _)))
+            .unwrap();
+        assert_eq!(r.thread.messages.len(), 2);
+        assert_eq!(
+            history_text(&r, None, true),
+            history_text(&whole, None, true)
+        );
+        assert_eq!(
+            history_text(&r, Some(3), false),
+            history_text(&whole, Some(3), false)
+        );
+        assert_eq!(markdown(&r), markdown(&whole));
+        spills[0].fail_reads(true);
+        assert_eq!(
+            history_text(&r, Some(1), false),
+            history_text(&whole, Some(1), false),
+            "the last message alone needs nothing read back"
+        );
+        let cut = history_text(&r, Some(3), false);
+        assert!(cut.contains("could not be read back"), "{cut}");
+        assert!(cut.contains("turn 3") && cut.contains("turn 4"), "{cut}");
+        assert!(!cut.contains("fix it"), "{cut}");
     }
 
     #[test]

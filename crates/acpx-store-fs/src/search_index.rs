@@ -106,7 +106,7 @@ struct Head<'a> {
     hash: Cow<'a, str>,
 }
 
-/// One message of an entry: index in `thread.messages`, role, message id, text.
+/// One message of an entry: index in the whole conversation, role, message id, text.
 #[derive(Deserialize)]
 struct IndexedMessage<'a>(
     usize,
