@@ -201,7 +201,7 @@ impl<W: Write> PrettySerializer<W> {
             let piece = piece.map_err(|e| {
                 Error(io::Error::new(
                     e.kind(),
-                    format!("a spilled part of the thread (a tool call's JSON, settled messages) could not be read back from its spill file: {e}"),
+                    format!("a spilled part of the thread (a tool call's JSON, settled messages or token usage) could not be read back from its spill file: {e}"),
                 ))
             })?;
             let bytes = piece.as_bytes();

@@ -124,7 +124,9 @@ impl SettledMessages {
         usage_entries: usize,
         stores: impl FnOnce() -> io::Result<SettledStores>,
     ) -> io::Result<()> {
-        if messages.is_empty() && usage_entries == 0 {
+        // Usage settles with the turns it belongs to, never alone (the run of messages
+        // would then be an empty element of `thread.messages`).
+        if messages.is_empty() {
             return Ok(());
         }
         let runs = match &self.0 {

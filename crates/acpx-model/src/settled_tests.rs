@@ -36,6 +36,8 @@ fn thread() -> Thread {
         ],
         "updated_at": "2026-02-27T12:10:00.000Z",
         "request_token_usage": {
+            "imported \"key\" \\ é": {"input_tokens": 2, "output_tokens": 2,
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
             "u1": {"input_tokens": 3, "output_tokens": 4,
                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
             "u2": {"input_tokens": 5, "output_tokens": 6,
@@ -100,12 +102,32 @@ fn a_thread_writes_the_same_bytes_however_much_is_settled() {
             settle(&mut t, second, &into);
             assert_eq!(t.settled.len(), first + second);
             assert_eq!(t.message_count(), all);
-            // The usage of the turns settled settles with them, in order.
-            let turns_settled = whole.messages[..first + second]
-                .iter()
-                .filter(|m| matches!(m, Message::User(_)))
-                .count();
-            assert_eq!(t.settled.usage_len(), turns_settled);
+            // The usage of the turns settled settles with them, in order, and the entry
+            // of no turn before them; what follows the first turn still in memory stays.
+            let expected_usage = match first + second {
+                0 => 0,
+                n => {
+                    let staying: Vec<&str> = whole.messages[n..]
+                        .iter()
+                        .filter_map(|m| match m {
+                            Message::User(u) => Some(u.id.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    whole
+                        .request_token_usage
+                        .keys()
+                        .take_while(|k| !staying.contains(&k.as_str()))
+                        .count()
+                }
+            };
+            assert_eq!(t.settled.usage_len(), expected_usage);
+            if first + second >= 1 {
+                assert!(
+                    expected_usage >= 2,
+                    "the imported key and u1 settle with turn one"
+                );
+            }
             assert_eq!(t.request_usage_total(), whole.request_usage_total());
             let mut back = t.clone();
             back.unsettle().unwrap();

@@ -150,8 +150,8 @@ impl Thread {
     }
 
     /// Settles the first `count` messages (whole turns that will not change again) into
-    /// [`Thread::settled`], with the leading entries of `request_token_usage` that belong to
-    /// their turns, and drops them from memory. `stores` gives the settled runs' spill
+    /// [`Thread::settled`], with the leading entries of `request_token_usage` up to the first
+    /// that belongs to a turn still in memory, and drops them from memory. `stores` gives the settled runs' spill
     /// stores the first time ([`SettledMessages`] says what they hold). All or nothing: on
     /// an error the thread is unchanged.
     pub fn settle(
@@ -163,18 +163,20 @@ impl Thread {
         if count == 0 {
             return Ok(());
         }
-        let turns: std::collections::HashSet<&str> = self.messages[..count]
+        // The turns that stay in memory keep their entries (the running turn's is updated in
+        // place); the entries before the first of theirs settle, keys of no turn in memory
+        // too (an imported thread's), a prefix only, so that the entries keep their order.
+        let staying: std::collections::HashSet<&str> = self.messages[count..]
             .iter()
             .filter_map(|m| match m {
                 Message::User(u) => Some(u.id.as_str()),
                 _ => None,
             })
             .collect();
-        // A prefix only, so that the entries keep their order.
         let usage_entries = self
             .request_token_usage
             .keys()
-            .take_while(|k| turns.contains(k.as_str()))
+            .take_while(|k| !staying.contains(k.as_str()))
             .count();
         self.settled.settle(
             &self.messages[..count],

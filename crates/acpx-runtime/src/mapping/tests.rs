@@ -220,37 +220,38 @@ fn acp_name_wins_over_title() {
     );
 }
 
-/// A tool call id is looked up in the two latest turns only: a finished call of the turn
-/// before stays final, and an id seen two turns back or more is a new call (an agent that
-/// numbers its calls afresh each turn), whatever the process holds in memory.
+/// A `tool_call` names a call of the running turn, a `tool_call_update` one of the two latest
+/// turns: an agent that numbers its calls afresh each turn gets each turn's calls, an update
+/// of a finished call of the turn before stays ignored, and an update of an older id starts a
+/// new call; whatever the process holds in memory.
 #[test]
-fn a_tool_call_id_is_looked_up_in_the_two_latest_turns() {
+fn a_tool_call_id_is_looked_up_in_the_latest_turns() {
     let mut l = Log::new();
-    let call = |id: &str| json!({"sessionUpdate": "tool_call", "toolCallId": id, "title": "T", "status": "completed"});
+    let call = |kind: &str, id: &str| json!({"sessionUpdate": kind, "toolCallId": id, "title": "T", "status": "completed"});
+    let tool_messages = |l: &Log| {
+        l.record
+            .thread
+            .messages
+            .iter()
+            .filter(|m| matches!(m, Message::Agent(a) if !a.tool_results.is_empty()))
+            .count()
+    };
     l.start("one");
-    l.update(call("c1"));
+    l.update(call("tool_call", "c1"));
     l.done("end_turn", None);
     l.start("two");
-    let e = l.update(call("c1"));
+    let e = l.update(call("tool_call_update", "c1"));
     assert!(
         matches!(e, Effect::Ignored(ref why) if why.contains("already finished")),
         "{e:?}"
     );
+    assert_eq!(l.update(call("tool_call", "c1")), Effect::Applied);
+    assert_eq!(tool_messages(&l), 2, "turn two has its own c1");
     l.done("end_turn", None);
     l.start("three");
-    assert_eq!(l.update(call("c1")), Effect::Applied);
-    let calls: Vec<usize> = l
-        .record
-        .thread
-        .messages
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| match m {
-            Message::Agent(a) if !a.tool_results.is_empty() => Some(i),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(calls.len(), 2, "the first turn's and the third's");
+    l.start("four");
+    assert_eq!(l.update(call("tool_call_update", "c1")), Effect::Applied);
+    assert_eq!(tool_messages(&l), 3);
 }
 
 #[test]

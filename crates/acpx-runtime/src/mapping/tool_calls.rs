@@ -61,18 +61,20 @@ pub(super) fn store_open_tool_calls(
     }
 }
 
-/// Index of the Agent message holding the ToolUse `id`, searching from the end of the two
-/// latest turns: the one running and the one before (docs/format.md § Tool calls, diffs,
-/// terminals and tokens in the thread). A session that lives on holds no more than these in
-/// memory (decision 17), and every process folds the log the same way, whatever it holds.
-pub(super) fn find_tool_use(record: &SessionRecord, id: &str) -> Option<usize> {
+/// Index of the Agent message holding the ToolUse `id`, searching from the end of the latest
+/// `turns` turns (docs/format.md § Tool calls, diffs, terminals and tokens in the thread): 1
+/// for a `tool_call`, which starts a call of the running turn, 2 for a `tool_call_update`,
+/// which may name a call of the turn before. A session that lives on holds no more than two
+/// turns in memory (decision 17), and every process folds the log the same way, whatever it
+/// holds.
+pub(super) fn find_tool_use(record: &SessionRecord, id: &str, turns: usize) -> Option<usize> {
     let messages = &record.thread.messages;
     let from = messages
         .iter()
         .enumerate()
         .rev()
         .filter(|(_, m)| matches!(m, Message::User(_)))
-        .nth(1)
+        .nth(turns.saturating_sub(1))
         .map_or(0, |(i, _)| i);
     let found = messages[from..].iter().rposition(|m| match m {
         Message::Agent(a) => a
@@ -93,7 +95,8 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
         return Effect::ignored("tool call without toolCallId");
     };
     let mut open = open_tool_calls(record);
-    let existing = find_tool_use(record, id);
+    let creates = update.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call");
+    let existing = find_tool_use(record, id, if creates { 1 } else { 2 });
     if let Some(ix) = existing {
         if let Message::Agent(m) = &record.thread.messages[ix] {
             if m.tool_results.contains_key(id) {
