@@ -4,8 +4,8 @@
 //! decision 17).
 //!
 //! A settled message never changes again: the runtime settles the turns before the last one
-//! once a turn has ended, and by then every tool call of theirs has its result. Two runs hold
-//! them, each append-only and contiguous in its own store:
+//! once a turn has ended, and by then every tool call of theirs has its result. Three runs
+//! hold them, each append-only and contiguous in its own store:
 //! - the **message run**: each message as the snapshot's writer (`json_pretty.rs`) writes it
 //!   at depth 0, joined by `,\n`. A save copies the run into the `messages` array, indenting
 //!   each line, without parsing it; any other serializer gets the messages parsed back one at
@@ -14,7 +14,6 @@
 //!   `[index,"role",message_id,length]` and then the text itself (as
 //!   [`crate::search::message_text`] gives it), so that a store indexing the conversation at
 //!   each save reads the texts back without parsing the messages.
-//!
 //! - the **usage run**: the settled turns' entries of `request_token_usage` (each keyed by
 //!   its turn's `User` message id), as the snapshot's writer writes them inside the map,
 //!   joined by `,\n`; a save copies them before the entries still in memory.
