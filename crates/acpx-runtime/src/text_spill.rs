@@ -48,6 +48,21 @@ pub const SPILL_AT: usize = 256 << 10;
 /// it a text costs about what its handle in the file would.
 pub const SPILL_FINISHED_AT: usize = 256;
 
+/// A settling of at least this many messages gives the heap it freed back to the system
+/// ([`SessionSpill::settle`]); a turn's end settles one turn, a few messages.
+pub const TRIM_AFTER: usize = 256;
+
+/// Gives the heap's free pages back to the system (`malloc_trim`, glibc), which a process
+/// keeps otherwise: the messages a settling freed were many small blocks among live ones.
+fn release_freed_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system; it
+    // touches no live block.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Appends are gathered up to this many bytes before one write.
 const TAIL_MAX: usize = 64 << 10;
 
@@ -204,12 +219,17 @@ impl SessionSpill {
     /// Settles the messages of `record` before index `end` (the turns before the last, once
     /// a turn has ended in a session that lives on) and their turns' token usage into the
     /// thread's settled runs ([`acpx_model::SettledMessages`]), three spill files of their
-    /// own, and drops them from memory; returns how many moved (none when the runs could not take them: they then stay
-    /// in memory, and the next turn's end tries again).
+    /// own, and drops them from memory; returns how many moved (none when the runs could not
+    /// take them: they then stay in memory, and the next turn's end tries again).
     ///
     /// Afterwards new long texts go to a new spill file: the old one, now holding the
     /// settled messages' texts again written into the runs, closes (and its space is freed)
     /// once the last turn, whose texts it also holds, is settled in turn.
+    ///
+    /// When [`TRIM_AFTER`] messages or more moved at once (the conversation an owner loaded,
+    /// at its first turn's end), the freed heap goes back to the system: glibc keeps freed
+    /// small blocks for the process, so an owner that opened a long session stayed at its
+    /// loaded size (docs/format.md decision 17).
     pub fn settle(&mut self, record: &mut SessionRecord, end: usize) -> usize {
         let thread = &mut record.thread;
         let end = end.min(thread.messages.len());
@@ -224,6 +244,9 @@ impl SessionSpill {
             Ok(()) => {
                 self.file = None;
                 self.settle_failed = false;
+                if end >= TRIM_AFTER {
+                    release_freed_heap();
+                }
                 end
             }
             Err(e) => {
