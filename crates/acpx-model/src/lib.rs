@@ -48,6 +48,7 @@ pub mod error;
 pub mod event;
 pub mod id;
 mod json_pretty;
+pub mod load;
 pub mod memory;
 pub mod migrate;
 pub mod progress;
@@ -68,6 +69,7 @@ pub use event::{
     EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
+pub use load::{SettleOnLoad, KEEP_TURNS_ON_LOAD};
 pub use memory::MemoryStore;
 pub use search::{match_text, search_record, SearchHit, SearchQuery};
 pub use session::{

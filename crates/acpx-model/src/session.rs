@@ -184,16 +184,6 @@ impl SessionRecord {
         }
     }
 
-    /// Parses and validates a `session.json` document. `origin` (a file path or a row name)
-    /// is used in error messages, which name the offending field.
-    pub fn from_json_slice(bytes: &[u8], origin: &str) -> Result<Self, ValidationError> {
-        let de = &mut serde_json::Deserializer::from_slice(bytes);
-        let record: SessionRecord = serde_path_to_error::deserialize(de)
-            .map_err(|e| ValidationError::from_path_error(origin, e))?;
-        record.validate(origin)?;
-        Ok(record)
-    }
-
     /// Writes the record as [`SessionRecord::to_json_vec`] serializes it, streamed to
     /// `out` through a buffer (a long conversation is never held twice in memory).
     pub fn write_json(&self, out: impl std::io::Write) -> std::io::Result<()> {

@@ -123,9 +123,10 @@ impl SettledMessages {
         usage_entries: usize,
         stores: impl FnOnce() -> io::Result<SettledStores>,
     ) -> io::Result<()> {
-        // Usage settles with the turns it belongs to, never alone (the run of messages
-        // would then be an empty element of `thread.messages`).
-        if messages.is_empty() {
+        // Usage settles with the turns it belongs to or after them, never before the first
+        // message (the run of messages would then be an empty element of `thread.messages`).
+        let usage_entries = usage_entries.min(usage.len());
+        if messages.is_empty() && (self.0.is_none() || usage_entries == 0) {
             return Ok(());
         }
         let runs = match &self.0 {
@@ -175,7 +176,6 @@ impl SettledMessages {
         }
         let mut usage_out = RunWriter::new(&*runs.usage, runs.usage_len);
         let mut usage_sum = runs.usage_sum;
-        let usage_entries = usage_entries.min(usage.len());
         for (i, (key, value)) in usage.iter().take(usage_entries).enumerate() {
             if runs.usage_count + i > 0 {
                 usage_out.write(b",\n")?;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{StoreError, StoreResult};
 use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
+use crate::load::SettleOnLoad;
 
 /// The type of the event [`Store::replace_damaged_events`] puts in place of a stored event that
 /// could not be read; its payload holds what was stored (`docs/format.md` § Damaged events).
@@ -306,6 +308,23 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Reads a session. [`StoreError::NotFound`] if absent, [`StoreError::Corrupt`] (naming
     /// what is wrong) if the stored document does not validate.
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord>;
+
+    /// [`Store::load`] for a process that lives on between turns (the queue owner): the
+    /// conversation's turns before the last [`crate::KEEP_TURNS_ON_LOAD`] settle into
+    /// `settle`'s spill stores ([`crate::SettledMessages`]), so that a long session is not
+    /// held whole in memory. A backend that can read its document as a stream settles while
+    /// it reads (the file and SQLite stores); the default reads the record whole, then settles
+    /// it. Settling is best effort: what cannot be settled stays in memory
+    /// ([`SettleOnLoad::failure`] says why); the record is the same either way.
+    async fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let mut record = self.load(id).await?;
+        settle.settle_loaded(&mut record.thread);
+        Ok(record)
+    }
 
     /// Replaces the snapshot atomically, if the stored revision still equals
     /// `record.revision`; then increments `record.revision`. A stale revision gets

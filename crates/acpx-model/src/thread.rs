@@ -160,7 +160,9 @@ impl Thread {
         stores: impl FnOnce() -> std::io::Result<SettledStores>,
     ) -> std::io::Result<()> {
         let count = count.min(self.messages.len());
-        if count == 0 {
+        // With none settled yet, nothing settles without messages (see
+        // `SettledMessages::settle`); after, `count` 0 settles the usage entries alone.
+        if count == 0 && self.settled.is_empty() {
             return Ok(());
         }
         // The turns that stay in memory keep their entries (the running turn's is updated in

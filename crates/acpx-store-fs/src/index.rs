@@ -229,6 +229,14 @@ pub(crate) fn parse_snapshot(
     let origin = path.display().to_string();
     let record =
         SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
+    check_snapshot_id(id, record)
+}
+
+/// The record of a parsed snapshot, if the id inside equals the file name's.
+pub(crate) fn check_snapshot_id(
+    id: &RecordId,
+    record: SessionRecord,
+) -> Result<SessionRecord, (String, String)> {
     if record.acpx_record_id != *id {
         return Err((
             "acpxRecordId".to_owned(),

@@ -348,7 +348,7 @@ use std::time::Duration;
 use acpx_model::{
     check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage,
     ListQuery, ManyLocks, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock,
-    SessionRecord, Store, StoreError, StoreResult, Timestamp, TornTail,
+    SessionRecord, SettleOnLoad, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use async_trait::async_trait;
 
@@ -487,6 +487,15 @@ impl Store for FsStore {
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let id = id.clone();
         self.run(move |c| c.load(&id)).await
+    }
+
+    async fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let id = id.clone();
+        self.run(move |c| c.load_settling(&id, &settle)).await
     }
 
     async fn create_sessions(

@@ -77,8 +77,8 @@ use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
-    NewSessionData, RecordId, SessionLock, SessionRecord, Store, StoreError, StoreResult,
-    Timestamp,
+    NewSessionData, RecordId, SessionLock, SessionRecord, SettleOnLoad, Store, StoreError,
+    StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
@@ -297,6 +297,14 @@ impl Store for PostgresStore {
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         read_once_more(|| self.inner.load(id)).await
+    }
+
+    async fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        read_once_more(|| self.inner.load_with(id, Some(&settle))).await
     }
 
     async fn create_sessions(

@@ -2,8 +2,8 @@
 
 use acpx_model::search::message_text;
 use acpx_model::{
-    normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, StoreError, StoreResult,
-    Timestamp,
+    normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, SettleOnLoad,
+    StoreError, StoreResult, Timestamp,
 };
 use serde_json::{Map, Value};
 use tokio_postgres::Row;
@@ -194,21 +194,30 @@ pub(crate) fn summary_difference(a: &SessionSummary, b: &SessionSummary) -> Opti
     checks.iter().find(|(_, same)| !same).map(|(name, _)| *name)
 }
 
-/// Parses a stored document (the text of the `document` column).
+/// Parses a stored document (the text of the `document` column), settling its conversation
+/// as it goes when `settle` is given (`Store::load_settling`: the text arrives whole from the
+/// server, the messages need not be).
 pub(crate) fn parse_document(
     document: &str,
     id: &str,
     revision: i64,
     location: &str,
+    settle: Option<&SettleOnLoad>,
 ) -> StoreResult<SessionRecord> {
-    let mut record =
-        SessionRecord::from_json_slice(document.as_bytes(), location).map_err(|e| {
-            StoreError::corrupt(
-                location,
-                None,
-                format!("document field `{}`: {}", e.field, e.message),
-            )
-        })?;
+    let parsed = match settle {
+        None => SessionRecord::from_json_slice(document.as_bytes(), location),
+        Some(settle) => {
+            SessionRecord::from_json_reader(document.as_bytes(), location, Some(settle))
+                .map_err(|e| StoreError::io(location, e))?
+        }
+    };
+    let mut record = parsed.map_err(|e| {
+        StoreError::corrupt(
+            location,
+            None,
+            format!("document field `{}`: {}", e.field, e.message),
+        )
+    })?;
     if record.acpx_record_id.as_str() != id {
         return Err(StoreError::corrupt(
             location,

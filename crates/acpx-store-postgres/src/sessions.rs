@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use acpx_model::{
     normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
-    SkippedEntry, StoreError, StoreResult, Timestamp,
+    SettleOnLoad, SkippedEntry, StoreError, StoreResult, Timestamp,
 };
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::types::ToSql;
@@ -147,6 +147,15 @@ impl Inner {
     }
 
     pub(crate) async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        self.load_with(id, None).await
+    }
+
+    /// [`Inner::load`], settling the conversation as it is parsed when `settle` is given.
+    pub(crate) async fn load_with(
+        &self,
+        id: &RecordId,
+        settle: Option<&SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
         let ctx = "load the session";
         let conn = self.conn().await?;
         let row = conn
@@ -162,6 +171,7 @@ impl Inner {
             id.as_str(),
             row.get(0),
             &self.row_location(id.as_str()),
+            settle,
         )
     }
 
@@ -180,7 +190,7 @@ impl Inner {
             .map_err(self.pg(ctx))?
             .ok_or_else(|| StoreError::NotFound(id.clone()))?;
         let revision: i64 = row.get(0);
-        let mut record = parse_document(row.get(1), id.as_str(), revision, &location)?;
+        let mut record = parse_document(row.get(1), id.as_str(), revision, &location, None)?;
         if record.closed {
             return Ok(record);
         }
@@ -347,12 +357,11 @@ impl Inner {
             )
             .await
             .map_err(|e| format!("reading the document: {e}"))?;
-        let record = parse_document(row.get(0), id, revision, &self.row_location(id)).map_err(
-            |e| match e {
+        let record = parse_document(row.get(0), id, revision, &self.row_location(id), None)
+            .map_err(|e| match e {
                 StoreError::Corrupt { reason, .. } => reason,
                 other => other.to_string(),
-            },
-        )?;
+            })?;
         let from_document = record.summary();
         match summary_difference(&from_document, columns) {
             None => Ok(from_document),

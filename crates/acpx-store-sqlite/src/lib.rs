@@ -97,8 +97,8 @@ use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
-    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, SessionSummary, Store,
-    StoreError, StoreResult, Timestamp,
+    ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, SessionSummary, SettleOnLoad,
+    Store, StoreError, StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -385,6 +385,16 @@ impl Store for SqliteStore {
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
+    }
+
+    async fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let id = id.clone();
+        self.run(move |inner| inner.load_settling(&id, &settle))
+            .await
     }
 
     async fn create_sessions(

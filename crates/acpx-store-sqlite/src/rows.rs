@@ -226,7 +226,19 @@ pub(crate) fn parse_document(
             ))
         }
     };
-    let mut record = SessionRecord::from_json_slice(bytes, location).map_err(|e| {
+    let record = SessionRecord::from_json_slice(bytes, location);
+    checked_document(record, id, revision, location)
+}
+
+/// A parsed document, if it parsed and is the row's: its id must be the row's key, and its
+/// revision becomes the row's.
+pub(crate) fn checked_document(
+    parsed: Result<SessionRecord, acpx_model::ValidationError>,
+    id: &str,
+    revision: i64,
+    location: &str,
+) -> StoreResult<SessionRecord> {
+    let mut record = parsed.map_err(|e| {
         StoreError::corrupt(
             location,
             None,

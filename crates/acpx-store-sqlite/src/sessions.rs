@@ -2,11 +2,11 @@
 
 use acpx_model::{
     normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
-    SkippedEntry, StoreError, StoreResult, Timestamp,
+    SettleOnLoad, SkippedEntry, StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, MAIN_DB};
 
 use crate::connection::{TxError, TxResult};
 use crate::rows::{
@@ -184,6 +184,62 @@ impl Inner {
             revision,
             &self.row_location(id.as_str()),
         )
+    }
+
+    /// [`Inner::load`] read through SQLite's incremental blob I/O, 64 KiB at a time, settling
+    /// the conversation as it goes (`Store::load_settling`): the document is never whole in
+    /// memory, neither in SQLite's nor in this process's.
+    pub(crate) fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: &SettleOnLoad,
+    ) -> StoreResult<SessionRecord> {
+        let location = self.row_location(id.as_str());
+        let streamed = {
+            let conn = self.conn();
+            // One read transaction: the revision and the document of the same save.
+            let tx = conn
+                .unchecked_transaction()
+                .map_err(self.sql("load the session"))?;
+            let row: Option<(i64, i64, String)> = tx
+                .prepare_cached(
+                    "SELECT r.revision, r.session_key, typeof(d.document) \
+                     FROM session_rows r LEFT JOIN session_documents d USING (session_key) \
+                     WHERE r.acpx_record_id = ?1",
+                )
+                .and_then(|mut st| {
+                    st.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                        .optional()
+                })
+                .map_err(self.sql("load the session"))?;
+            let Some((revision, key, kind)) = row else {
+                return Err(StoreError::NotFound(id.clone()));
+            };
+            if kind == "text" || kind == "blob" {
+                let blob = tx
+                    .blob_open(MAIN_DB, c"session_documents", c"document", key, true)
+                    .map_err(self.sql("load the session"))?;
+                let parsed = SessionRecord::from_json_reader(blob, &location, Some(settle))
+                    .map_err(|e| StoreError::io(&location, e))?;
+                Some(rows::checked_document(
+                    parsed,
+                    id.as_str(),
+                    revision,
+                    &location,
+                ))
+            } else {
+                None
+            }
+        };
+        match streamed {
+            Some(record) => record,
+            // A row without a document: `load` says what is wrong with it.
+            None => {
+                let mut record = self.load(id)?;
+                settle.settle_loaded(&mut record.thread);
+                Ok(record)
+            }
+        }
     }
 
     pub(crate) fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {

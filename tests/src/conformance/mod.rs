@@ -194,6 +194,7 @@ pub const CHECKS: &[Check] = &[
     check!(search_finds_conversation_text),
     check!(search_follows_saves_deletes_and_other_handles),
     check!(settled_messages_save_and_search_whole),
+    check!(a_settling_load_reads_the_same_record),
 ];
 
 /// The event-retention checks, for a backend configured with a small event budget

@@ -260,6 +260,53 @@ pub async fn settled_messages_save_and_search_whole(b: &dyn Backend) {
     assert_eq!(rec.thread.message_count(), 12);
 }
 
+/// `load_settling` reads the record `load` reads, its finished turns settled: a document of a
+/// few kilobytes and one past 64 KiB (SQLite keeps those padded, read as a blob).
+pub async fn a_settling_load_reads_the_same_record(b: &dyn Backend) {
+    let store = b.open().await;
+    let settle = || {
+        Arc::new(acpx_model::SettleOnLoad::new(|| {
+            Ok([
+                Arc::new(VecSpill::default()) as _,
+                Arc::new(VecSpill::default()) as _,
+                Arc::new(VecSpill::default()) as _,
+            ])
+        }))
+    };
+    for (id, long) in [("settling-short", 0), ("settling-long", 100_000)] {
+        let mut rec = rich_session(id, 23);
+        if let acpx_model::Message::User(u) = &mut rec.thread.messages[5] {
+            u.content
+                .push(acpx_model::UserContent::Text("z\n".repeat(long / 2)));
+        }
+        let rec = create(&*store, rec).await;
+        let whole = store.load(&rec.acpx_record_id).await.expect("load");
+        let s = settle();
+        let loaded = store
+            .load_settling(&rec.acpx_record_id, s.clone())
+            .await
+            .expect("load_settling");
+        assert_eq!(s.failure(), None);
+        // 23 messages, user messages at 0, 2, 5, 7, …, 20, 22: the last two turns stay.
+        assert_eq!(loaded.thread.settled.len(), 20, "{id}");
+        assert_eq!(loaded.thread.messages, whole.thread.messages[20..], "{id}");
+        assert_eq!(loaded.revision, whole.revision);
+        assert_eq!(
+            loaded.to_json_vec().unwrap(),
+            whole.to_json_vec().unwrap(),
+            "{id}: the same document"
+        );
+        let mut back = loaded.clone();
+        back.thread.unsettle().expect("unsettle");
+        assert_eq!(back, whole, "{id}");
+    }
+    let missing = RecordId::parse("settling-missing").unwrap();
+    assert!(matches!(
+        store.load_settling(&missing, settle()).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
 /// A spill store in memory, as a queue owner's temp files hold settled messages (the model's
 /// own `testing::MemorySpill` is behind a feature this crate's library does not enable).
 #[derive(Debug, Default)]

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use acpx_model::{
     normalize_cwd, ListPage, ListQuery, RecordId, SearchHit, SearchQuery, SessionRecord,
-    SessionSummary, StoreError, StoreResult, Timestamp,
+    SessionSummary, SettleOnLoad, StoreError, StoreResult, Timestamp,
 };
 
 use super::{FsCore, SlotState};
@@ -18,7 +18,8 @@ use crate::fsutil::{
     stat_opt, FileIdent,
 };
 use crate::index::{
-    journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT,
+    check_snapshot_id, journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason,
+    Listing, MISSING_SNAPSHOT,
 };
 use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
@@ -259,23 +260,57 @@ impl FsCore {
         let path = self.layout.snapshot(id);
         let bytes = match read_file(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if self.snapshot_missing_log_left(id)? {
-                    return Err(StoreError::corrupt(
-                        path.display().to_string(),
-                        None,
-                        MISSING_SNAPSHOT.to_owned(),
-                    ));
-                }
-                return Err(StoreError::NotFound(id.clone()));
-            }
-            Err(e) => return Err(io_err(&path, e)),
+            Err(e) => return Err(self.unreadable_snapshot(id, &path, e)),
         };
         #[cfg(test)]
         self.snapshot_parses.fetch_add(1, Ordering::Relaxed);
         parse_snapshot(id, &path, &bytes).map_err(|(field, message)| {
             StoreError::corrupt(path.display().to_string(), None, reason(&field, &message))
         })
+    }
+
+    /// [`FsCore::load`] read as a stream, settling the conversation as it goes
+    /// (`Store::load_settling`): the document is never whole in memory.
+    pub fn load_settling(
+        &self,
+        id: &RecordId,
+        settle: &SettleOnLoad,
+    ) -> StoreResult<SessionRecord> {
+        let path = self.layout.snapshot(id);
+        let file = match open_read(&path) {
+            Ok(f) => f,
+            Err(e) => return Err(self.unreadable_snapshot(id, &path, e)),
+        };
+        #[cfg(test)]
+        self.snapshot_parses.fetch_add(1, Ordering::Relaxed);
+        let origin = path.display().to_string();
+        SessionRecord::from_json_reader(file, &origin, Some(settle))
+            .map_err(|e| io_err(&path, e))?
+            .map_err(|v| (v.field, v.message))
+            .and_then(|record| check_snapshot_id(id, record))
+            .map_err(|(field, message)| StoreError::corrupt(origin, None, reason(&field, &message)))
+    }
+
+    /// The error of a snapshot that could not be opened or read: a missing one is a session
+    /// not found, or a damaged session when its log is left.
+    fn unreadable_snapshot(
+        &self,
+        id: &RecordId,
+        path: &std::path::Path,
+        e: io::Error,
+    ) -> StoreError {
+        if e.kind() != io::ErrorKind::NotFound {
+            return io_err(path, e);
+        }
+        match self.snapshot_missing_log_left(id) {
+            Ok(true) => StoreError::corrupt(
+                path.display().to_string(),
+                None,
+                MISSING_SNAPSHOT.to_owned(),
+            ),
+            Ok(false) => StoreError::NotFound(id.clone()),
+            Err(e) => e,
+        }
     }
 
     /// Marks a session closed; idempotent.
