@@ -245,6 +245,80 @@ fn an_owner_that_settled_its_turns_keeps_the_whole_conversation() {
     }
 }
 
+/// An owner settles the session it opens while it reads it (docs/format.md decision 17,
+/// "Opening a long session"): the conversation written by one-process prompts comes back
+/// whole in its snapshot, byte for byte, with the owner's turns after it.
+#[test]
+fn an_owner_opening_a_long_session_keeps_it_whole() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let id = new_session(&env, &agent)["acpxRecordId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for i in 0..6 {
+            let word = format!("word{i}");
+            let prompt: &[&str] = if i % 2 == 0 {
+                &["tools", "1000"]
+            } else {
+                &["echo", &word]
+            };
+            let mut args = vec!["--no-owner", "--format", "quiet", "--agent", &agent];
+            args.extend_from_slice(prompt);
+            env.run(&args).ok();
+        }
+        let before = exported(&env, &id);
+        let earlier = before["thread"]["messages"].as_array().unwrap().clone();
+        assert!(earlier.len() >= 12, "six turns: {before}");
+        for word in ["first", "second"] {
+            let r = env
+                .run(&["--format", "quiet", "--agent", &agent, "echo", word])
+                .ok();
+            assert_eq!(r.stdout, format!("{word}\n"));
+        }
+        let after = exported(&env, &id);
+        let all = after["thread"]["messages"].as_array().unwrap();
+        assert_eq!(all.len(), earlier.len() + 4, "{backend}: {after}");
+        assert_eq!(all[..earlier.len()], earlier[..], "{backend}");
+        assert_eq!(
+            after["thread"]["request_token_usage"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .take(
+                    before["thread"]["request_token_usage"]
+                        .as_object()
+                        .unwrap()
+                        .len()
+                )
+                .collect::<Vec<_>>(),
+            before["thread"]["request_token_usage"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .collect::<Vec<_>>(),
+            "{backend}"
+        );
+        let hits = env
+            .run(&["--format", "json", "sessions", "search", "word1"])
+            .ok()
+            .json();
+        let asked = earlier
+            .iter()
+            .position(|m| m["User"]["content"][0]["Text"] == "echo word1")
+            .unwrap();
+        assert_eq!(hits["hits"][0]["messageIndex"], asked, "{backend}: {hits}");
+        let history = env.run(&["sessions", "history", &id]).ok().stdout;
+        for word in ["word1", "word5", "first", "second"] {
+            assert!(history.contains(word), "{backend}: {word}: {history}");
+        }
+        let r = env.run(&["fsck"]);
+        assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
+        close(&env, &agent);
+    }
+}
+
 #[test]
 fn fifo_order_across_concurrent_clients_and_overload() {
     for backend in BACKENDS {

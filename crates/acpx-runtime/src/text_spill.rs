@@ -49,18 +49,25 @@ pub const SPILL_AT: usize = 256 << 10;
 pub const SPILL_FINISHED_AT: usize = 256;
 
 /// A settling of at least this many messages gives the heap it freed back to the system
-/// ([`SessionSpill::settle`]); a turn's end settles one turn, a few messages.
+/// ([`SessionSpill::settle`], and a load that settled as many); a turn's end settles one
+/// turn, a few messages.
 pub const TRIM_AFTER: usize = 256;
 
 /// Gives the heap's free pages back to the system (`malloc_trim`, glibc), which a process
 /// keeps otherwise: the messages a settling freed were many small blocks among live ones.
-fn release_freed_heap() {
+pub(crate) fn release_freed_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory of glibc's arenas to the system; it
     // touches no live block.
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Three new spill files for the settled runs of one session ([`acpx_model::SettledStores`]).
+pub fn settled_stores() -> io::Result<acpx_model::SettledStores> {
+    let file = || -> io::Result<Arc<dyn TextSpill>> { Ok(Arc::new(FileSpill::new()?)) };
+    Ok([file()?, file()?, file()?])
 }
 
 /// Appends are gathered up to this many bytes before one write.
@@ -77,6 +84,8 @@ pub struct SessionSpill {
     failed_at: Option<Instant>,
     /// Whether the last settling failed (logged once).
     settle_failed: bool,
+    /// Whether a settling succeeded in this process.
+    settled_before: bool,
 }
 
 impl SessionSpill {
@@ -226,27 +235,25 @@ impl SessionSpill {
     /// settled messages' texts again written into the runs, closes (and its space is freed)
     /// once the last turn, whose texts it also holds, is settled in turn.
     ///
-    /// When [`TRIM_AFTER`] messages or more moved at once (the conversation an owner loaded,
-    /// at its first turn's end), the freed heap goes back to the system: glibc keeps freed
-    /// small blocks for the process, so an owner that opened a long session stayed at its
-    /// loaded size (docs/format.md decision 17).
+    /// When [`TRIM_AFTER`] messages or more moved at once, or at the first settling of the
+    /// process (which moves the turns a settling load kept, their long texts still in
+    /// memory), the freed heap goes back to the system: glibc keeps freed small blocks for
+    /// the process, so an owner that opened a long session stayed at its loaded size
+    /// (docs/format.md decision 17).
     pub fn settle(&mut self, record: &mut SessionRecord, end: usize) -> usize {
         let thread = &mut record.thread;
         let end = end.min(thread.messages.len());
         if end == 0 {
             return 0;
         }
-        let stores = || -> io::Result<acpx_model::SettledStores> {
-            let file = || -> io::Result<Arc<dyn TextSpill>> { Ok(Arc::new(FileSpill::new()?)) };
-            Ok([file()?, file()?, file()?])
-        };
-        match thread.settle(end, stores) {
+        match thread.settle(end, settled_stores) {
             Ok(()) => {
                 self.file = None;
                 self.settle_failed = false;
-                if end >= TRIM_AFTER {
+                if end >= TRIM_AFTER || !self.settled_before {
                     release_freed_heap();
                 }
+                self.settled_before = true;
                 end
             }
             Err(e) => {

@@ -279,6 +279,8 @@ impl Worker {
         }
         attach.fs = !options.no_fs;
         attach.terminal = !options.no_terminal;
+        // The session lives on in this process: its conversation settles while it loads.
+        attach.lives_on = true;
         let runtime = Runtime::new(self.store.clone(), attach);
         *locked(&self.attach_sink) = sink.cloned();
         let opened = runtime.open_existing(&self.shared.config.record_id).await;

@@ -79,6 +79,11 @@ pub struct RuntimeOptions {
     pub auth_policy: super::AuthPolicy,
     /// The configuration's `auth`: credentials by auth method id.
     pub auth_credentials: std::collections::BTreeMap<String, String>,
+    /// Whether the session lives on between turns in this process (a queue owner): opening
+    /// it then settles the conversation's finished turns into spill files while reading it
+    /// ([`acpx_model::Store::load_settling`]), so that a long session is never whole in its
+    /// memory (docs/format.md decision 17).
+    pub lives_on: bool,
 }
 
 /// What reattaching may do when the agent cannot restore the record's ACP session
@@ -151,6 +156,7 @@ impl Default for RuntimeOptions {
             prompt_retries: 0,
             auth_policy: super::AuthPolicy::default(),
             auth_credentials: std::collections::BTreeMap::new(),
+            lives_on: false,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use acpx_model::event::PromptErrorPayload;
 use acpx_model::{
     EventLogState, EventPayload, EventQuery, EventSource, EventStream, ReadMode, RecordId,
-    SessionLock, SessionRecord, Store,
+    SessionLock, SessionRecord, SettleOnLoad, Store,
 };
 use serde_json::{json, Map};
 
@@ -32,7 +32,21 @@ impl Runtime {
         writer: &Arc<SessionLock>,
     ) -> RuntimeResult<(Recorder, Recovery)> {
         let id = writer.id();
-        let (mut record, rolled, damaged, state) = load_rolled_forward(&*self.store, id).await?;
+        let settle = self
+            .options
+            .lives_on
+            .then(|| Arc::new(SettleOnLoad::new(crate::text_spill::settled_stores)));
+        let (mut record, rolled, damaged, state) =
+            load_and_roll_forward(&*self.store, id, settle.clone()).await?;
+        if let Some(why) = settle.and_then(|s| s.failure()) {
+            tracing::warn!(
+                "the conversation stays in memory: its finished turns could not be written to spill files ({why})"
+            );
+        }
+        if record.thread.settled.len() >= crate::text_spill::TRIM_AFTER {
+            // The load freed each settled turn as it went: give those pages back.
+            crate::text_spill::release_freed_heap();
+        }
         let mut recovery = Recovery {
             rolled_forward: rolled,
             damaged_lines: damaged,
@@ -108,7 +122,20 @@ pub async fn load_rolled_forward(
     store: &dyn Store,
     id: &RecordId,
 ) -> RuntimeResult<(SessionRecord, RollForward, usize, EventLogState)> {
-    let mut record = store.load(id).await?;
+    load_and_roll_forward(store, id, None).await
+}
+
+/// [`load_rolled_forward`], the snapshot read with [`Store::load_settling`] when `settle` is
+/// given (the events rolled forward fold into the turns it keeps in memory).
+async fn load_and_roll_forward(
+    store: &dyn Store,
+    id: &RecordId,
+    settle: Option<Arc<SettleOnLoad>>,
+) -> RuntimeResult<(SessionRecord, RollForward, usize, EventLogState)> {
+    let mut record = match settle {
+        Some(settle) => store.load_settling(id, settle).await?,
+        None => store.load(id).await?,
+    };
     let mut report = RollForward::default();
     let mut damaged = 0;
     let mut from = record.acpx.audit_seq + 1;
