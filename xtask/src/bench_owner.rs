@@ -185,7 +185,7 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
@@ -373,7 +373,7 @@ pub fn run(opts: &Options) -> BenchResult<()> {
 }
 
 /// `VmRSS`, `VmHWM` and `RssAnon` of `pid` in kB, from `/proc/<pid>/status`.
-fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
+pub(crate) fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
     let field = |name: &str| {

@@ -1,6 +1,7 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]`,
-//! `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
+//! `cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N]
+//! [--acpx PATH]…`, `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
 //! `cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]`,
 //! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
 //! [--strict]`.
@@ -10,6 +11,7 @@
 mod bench;
 mod bench_import;
 mod bench_migrate;
+mod bench_open;
 mod bench_owner;
 mod bench_turn;
 mod tidy;
@@ -21,6 +23,7 @@ const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]
+       cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N] [--acpx PATH]..
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
@@ -53,6 +56,13 @@ const USAGE: &str =
   --node PATH   also time warm prompts of Node acpx 0.19.1 (its bin/acpx; `npm install
                 acpx@0.19.1`) against ours, alternating, --node-runs each (default 10);
                 ratio of median wall times; target <= 0.1
+
+  bench open    a queue owner opening a long session: --turns turns (default 30) of `tools B K`
+                (--tools, --calls; default 4000 and 20: an 11 MB session.json) and a one-turn
+                session, written with --no-owner; then --runs rounds (default 3) of a new owner
+                opening a copy of each, for each --acpx build (repeatable; default: a release
+                build of the tree): its first prompt's wall time and its VmHWM, VmRSS and
+                RssAnon after one and two prompts; the peak above the one-turn session's
 
   bench turn    builds the release acpx, then streams prompts of 10k, 100k and 1M chunks
                 (--chunks) with --no-owner on each backend, alternating: wall time, cost per
@@ -96,6 +106,21 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("open") => {
+            match bench_open::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_open::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench open: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench open: {e}\n\n{USAGE}");
                     ExitCode::from(2)
                 }
             }
