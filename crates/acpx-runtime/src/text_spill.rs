@@ -84,7 +84,8 @@ pub struct SessionSpill {
     failed_at: Option<Instant>,
     /// Whether the last settling failed (logged once).
     settle_failed: bool,
-    /// Whether a settling succeeded in this process.
+    /// Whether a settling succeeded since the session was opened (this spill is its
+    /// recorder's).
     settled_before: bool,
 }
 
@@ -235,9 +236,9 @@ impl SessionSpill {
     /// settled messages' texts again written into the runs, closes (and its space is freed)
     /// once the last turn, whose texts it also holds, is settled in turn.
     ///
-    /// When [`TRIM_AFTER`] messages or more moved at once, or at the first settling of the
-    /// process (which moves the turns a settling load kept, their long texts still in
-    /// memory), the freed heap goes back to the system: glibc keeps freed small blocks for
+    /// When [`TRIM_AFTER`] messages or more moved at once, or at the first settling since the
+    /// session was opened (which moves the turns a settling load kept, their long texts still
+    /// in memory), the freed heap goes back to the system: glibc keeps freed small blocks for
     /// the process, so an owner that opened a long session stayed at its loaded size
     /// (docs/format.md decision 17).
     pub fn settle(&mut self, record: &mut SessionRecord, end: usize) -> usize {

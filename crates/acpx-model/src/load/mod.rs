@@ -5,9 +5,10 @@
 //!
 //! The reader (`stream.rs`) cuts the document into its values with a small scanner (strings,
 //! escapes, nesting) and parses each from a slice: the record's and the thread's keys one at a
-//! time, `thread.messages` element by element, every other key as a [`Value`] (small:
-//! settings, ids, usage) handed to the derived `Deserialize` afterwards, which applies the
-//! defaults, aliases and checks it always does. Errors name the same field paths as a slice's.
+//! time, `thread.messages` element by element, every other key kept as its JSON text (small:
+//! settings, ids, usage) and handed to the derived `Deserialize` afterwards, which applies
+//! the defaults, aliases and checks (duplicate fields too) it always does. Errors name the
+//! field, as a slice's do; a syntax error in a key's value names that key and the byte.
 //! serde_json's own reader would parse a document a byte at a time: five times slower than
 //! its slice parser on an 11 MB document.
 
@@ -20,7 +21,6 @@ use std::sync::Mutex;
 
 use indexmap::IndexMap;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
 
 use crate::settled::{SettledMessages, SettledStores};
 use crate::{Message, SessionRecord, Thread, ValidationError};
@@ -143,31 +143,29 @@ impl SessionRecord {
 /// A field's path and what is wrong with it.
 type Invalid = (String, String);
 
-/// Reads `rest` (an object's keys but the one read apart) through `T`'s derived
-/// `Deserialize`; an error names its whole path (`prefix` is the object's).
-fn from_rest<T: DeserializeOwned>(rest: Map<String, Value>, prefix: &str) -> Result<T, Invalid> {
-    serde_path_to_error::deserialize(Value::Object(rest)).map_err(|e| {
+/// An object's keys but the one read apart, as their JSON text (`{"key": value, …}`, the
+/// one read apart as a small stand-in in its place), for `T`'s derived `Deserialize` to read:
+/// its duplicate checks, defaults, aliases and errors are then a slice's. An error names its
+/// whole path (`prefix` is the object's); its place in this text would mean nothing.
+fn from_rest<T: DeserializeOwned>(rest: &str, prefix: &str) -> Result<T, Invalid> {
+    let mut de = serde_json::Deserializer::from_str(rest);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.path().to_string();
         let path = match (prefix, inner.as_str()) {
             (p, ".") if !p.is_empty() => p.to_owned(),
             ("", i) => i.to_owned(),
             (p, i) => format!("{p}.{i}"),
         };
-        (path, e.into_inner().to_string())
+        let message = e.into_inner().to_string();
+        let message = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(m, _)| m);
+        (path, message.to_owned())
     })
 }
 
-/// The record of its keys but `thread` (`rest`) and its thread, read apart.
-fn record_from_parts(
-    mut rest: Map<String, Value>,
-    thread: Option<Thread>,
-) -> Result<SessionRecord, Invalid> {
-    // The derived `Deserialize` reads a small stand-in thread; the real one goes in after.
-    if let Some(t) = &thread {
-        let stand_in = serde_json::to_value(Thread::new(t.updated_at))
-            .map_err(|e| (".".to_owned(), e.to_string()))?;
-        rest.insert("thread".to_owned(), stand_in);
-    }
+/// The record of its other keys (`rest`, see [`from_rest`]) and its thread, read apart.
+fn record_from_parts(rest: &str, thread: Option<Thread>) -> Result<SessionRecord, Invalid> {
     let mut record: SessionRecord = from_rest(rest, "")?;
     if let Some(t) = thread {
         record.thread = t;
@@ -175,17 +173,14 @@ fn record_from_parts(
     Ok(record)
 }
 
-/// The thread of its keys but `messages` (`rest`) and its messages, read apart; with
-/// `settle`, the settled turns' token usage settles too, now that the map is read (it follows
-/// the messages).
+/// The thread of its other keys (`rest`, see [`from_rest`]) and its messages, read apart;
+/// with `settle`, the settled turns' token usage settles too, now that the map is read (it
+/// follows the messages).
 fn thread_from_parts(
-    mut rest: Map<String, Value>,
+    rest: &str,
     messages: Option<(SettledMessages, Vec<Message>)>,
     settle: Option<&SettleOnLoad>,
 ) -> Result<Thread, Invalid> {
-    if messages.is_some() {
-        rest.insert("messages".to_owned(), Value::Array(Vec::new()));
-    }
     let mut thread: Thread = from_rest(rest, "thread")?;
     if let Some((settled, messages)) = messages {
         thread.settled = settled;

@@ -11,8 +11,7 @@
 
 use std::io::{self, Read};
 
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde::de::{DeserializeOwned, IgnoredAny};
 
 use super::{record_from_parts, thread_from_parts, Invalid, SettleOnLoad, Settling};
 use crate::{Message, SessionRecord, Thread};
@@ -59,6 +58,30 @@ impl From<Invalid> for Fail {
 
 type Scanned<T> = Result<T, Fail>;
 
+/// An object's keys but the one read apart, as their JSON text: see `from_rest`.
+struct Rest(String);
+
+impl Rest {
+    fn new() -> Self {
+        Rest("{".to_owned())
+    }
+
+    /// Adds `key` (its JSON text) and its value's JSON text.
+    fn push(&mut self, key: &str, value: &str) {
+        if self.0.len() > 1 {
+            self.0.push(',');
+        }
+        self.0.push_str(key);
+        self.0.push(':');
+        self.0.push_str(value);
+    }
+
+    fn finish(mut self) -> String {
+        self.0.push('}');
+        self.0
+    }
+}
+
 fn read_record<R: Read>(
     scan: &mut Scanner<R>,
     settle: Option<&SettleOnLoad>,
@@ -67,40 +90,70 @@ fn read_record<R: Read>(
         // Not an object: serde_json says what it is instead.
         return Err(scan.value_as::<SessionRecord>(".")?.err().into_fail());
     }
-    let mut rest = Map::new();
+    let mut rest = Rest::new();
     let mut thread = None;
-    scan.object(".", |scan, key| {
+    scan.object(".", |scan, key, key_text| {
         if key == "thread" {
             if thread.is_some() {
                 return Err(invalid(".", "duplicate field `thread`"));
             }
-            thread = Some(read_thread(scan, settle)?);
-            Ok(())
-        } else {
-            insert_value::<_, SessionRecord>(scan, &mut rest, key, ".")
+            let t = read_thread(scan, settle)?;
+            // The derived `Deserialize` reads a small stand-in; the thread goes in after.
+            let stand_in = serde_json::to_string(&Thread::new(t.updated_at))
+                .map_err(|e| invalid(".", &e.to_string()))?;
+            rest.push(key_text, &stand_in);
+            thread = Some(t);
+            return Ok(());
         }
+        let text = scan.value_text(&key)??;
+        if key == "schema" {
+            // A document of another schema says so before its conversation is read.
+            early_check::<crate::session::SessionSchema>(&text, "schema")?;
+        }
+        rest.push(key_text, &text);
+        Ok(())
     })?;
-    Ok(record_from_parts(rest, thread)?)
+    Ok(record_from_parts(&rest.finish(), thread)?)
 }
 
 fn read_thread<R: Read>(scan: &mut Scanner<R>, settle: Option<&SettleOnLoad>) -> Scanned<Thread> {
     if scan.peek()? != Some(b'{') {
         return Err(scan.value_as::<Thread>("thread")?.err().into_fail());
     }
-    let mut rest = Map::new();
+    let mut rest = Rest::new();
     let mut messages = None;
-    scan.object("thread", |scan, key| {
+    scan.object("thread", |scan, key, key_text| {
         if key == "messages" {
             if messages.is_some() {
                 return Err(invalid("thread", "duplicate field `messages`"));
             }
             messages = Some(read_messages(scan, settle)?);
-            Ok(())
-        } else {
-            insert_value::<_, Thread>(scan, &mut rest, key, "thread")
+            rest.push(key_text, "[]");
+            return Ok(());
         }
+        let path = format!("thread.{key}");
+        let text = scan.value_text(&path)??;
+        if key == "version" {
+            early_check::<crate::thread::ThreadVersion>(&text, &path)?;
+        }
+        rest.push(key_text, &text);
+        Ok(())
     })?;
-    Ok(thread_from_parts(rest, messages, settle)?)
+    Ok(thread_from_parts(&rest.finish(), messages, settle)?)
+}
+
+/// Refuses a key's value `T` refuses, at once (the derived `Deserialize` checks it again).
+fn early_check<T: DeserializeOwned>(text: &str, path: &str) -> Scanned<()> {
+    match serde_json::from_str::<T>(text) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let message = e.to_string();
+            let message = message
+                .rsplit_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m);
+            Err(invalid(path, message))
+        }
+    }
 }
 
 fn read_messages<R: Read>(
@@ -132,37 +185,6 @@ fn read_messages<R: Read>(
             _ => return Err(scan.syntax(PATH, "expected `,` or `]`")),
         }
     }
-}
-
-/// Reads the value at the scanner into `rest` under `key`, in an object read as `T`.
-fn insert_value<R: Read, T: DeserializeOwned>(
-    scan: &mut Scanner<R>,
-    rest: &mut Map<String, Value>,
-    key: String,
-    object: &str,
-) -> Scanned<()> {
-    let path = if object == "." {
-        key.clone()
-    } else {
-        format!("{object}.{key}")
-    };
-    let value = scan.value_as::<Value>(&path)??;
-    if let Some(first) = rest.get(&key) {
-        if refuses_twice::<T>(&key, first, &value) {
-            return Err(invalid(object, &format!("duplicate field `{key}`")));
-        }
-    }
-    // A key `T` does not know goes to its `extra`, where the last one wins, as in a slice.
-    rest.insert(key, value);
-    Ok(())
-}
-
-/// Whether the derived `Deserialize` of `T` refuses `key` twice, as it does a field of its
-/// own; a key it does not know goes to `extra`, the last one winning.
-fn refuses_twice<T: DeserializeOwned>(key: &str, first: &Value, second: &Value) -> bool {
-    let key = Value::String(key.to_owned());
-    let probe = format!("{{{key}:{first},{key}:{second}}}");
-    matches!(serde_json::from_str::<T>(&probe), Err(e) if e.to_string().starts_with("duplicate field"))
 }
 
 fn invalid(field: &str, message: &str) -> Fail {
@@ -249,57 +271,42 @@ impl<R: Read> Scanner<R> {
         )
     }
 
-    /// Passes the value that starts at the next byte that is not whitespace and parses it as
-    /// `T`. The outer error is a failed read or a value that does not end; the inner one, a
-    /// value that did not parse (its path starts with `path`).
-    fn value_as<T: DeserializeOwned>(&mut self, path: &str) -> Scanned<Result<T, Fail>> {
+    /// Passes the value that starts at the next byte that is not whitespace: its offset in
+    /// the document and its place in `buf`. The error is a failed read or a value that does
+    /// not end.
+    fn cut(&mut self, path: &str) -> Scanned<(u64, usize, usize)> {
         if self.peek()?.is_none() {
             return Err(self.syntax(path, "EOF while parsing a value"));
         }
         // `value_end` may read more, moving the value to the buffer's start.
         let (start, end) = self.value_end(self.pos, path)?;
-        let bytes = &self.buf[start..end];
-        let at = self.base + start as u64;
         self.pos = end;
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let describe = |e: serde_json::Error, field: String| {
-            // serde_json's place is in the value's slice; the document's is more use.
-            let what = e.to_string();
-            let what = match e.line() {
-                0 => what,
-                line => {
-                    let offset = at + offset_of(bytes, line, e.column());
-                    let what = what
-                        .rsplit_once(" at line ")
-                        .map_or(what.as_str(), |(w, _)| w);
-                    format!("{what} at byte {offset}")
-                }
-            };
-            let message = if e.is_syntax() || e.is_eof() {
-                format!("not valid JSON: {what}")
-            } else {
-                what
-            };
-            Fail::Invalid(field, message)
-        };
-        let value = match serde_path_to_error::deserialize::<_, T>(&mut de) {
-            Ok(v) => v,
-            Err(e) => {
-                let field = match e.path().to_string().as_str() {
-                    "." => path.to_owned(),
-                    i if path == "." => i.to_owned(),
-                    i if i.starts_with('[') => format!("{path}{i}"),
-                    i => format!("{path}.{i}"),
-                };
-                return Ok(Err(describe(e.into_inner(), field)));
-            }
-        };
-        // Whatever follows the value in its slice (`12x`, `null{}`: the scanner cuts a scalar
-        // at the next delimiter) is an error, as it is to a parser of the whole document.
-        Ok(de
-            .end()
-            .map(|()| value)
-            .map_err(|e| describe(e, path.to_owned())))
+        Ok((self.base + start as u64, start, end))
+    }
+
+    /// Passes the next value and parses it as `T`. The outer error is a failed read or a
+    /// value that does not end; the inner one, a value that did not parse (its path starts
+    /// with `path`).
+    fn value_as<T: DeserializeOwned>(&mut self, path: &str) -> Scanned<Result<T, Fail>> {
+        let (at, start, end) = self.cut(path)?;
+        Ok(parse_slice(&self.buf[start..end], at, path))
+    }
+
+    /// Passes the next value, checked to be JSON, and gives its text (errors as
+    /// [`Scanner::value_as`]).
+    fn value_text(&mut self, path: &str) -> Scanned<Result<String, Fail>> {
+        let (at, start, end) = self.cut(path)?;
+        let bytes = &self.buf[start..end];
+        if let Err(fail) = parse_slice::<IgnoredAny>(bytes, at, path) {
+            return Ok(Err(fail));
+        }
+        Ok(std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| {
+            let offset = at + e.valid_up_to() as u64;
+            invalid(
+                path,
+                &format!("not valid JSON: invalid unicode code point at byte {offset}"),
+            )
+        }))
     }
 
     /// Finds the end of the value starting at `buf[start]`, reading more as needed: returns
@@ -382,12 +389,12 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    /// Reads an object's keys (the scanner at its `{`), calling `each` with each key, the
-    /// scanner at its value, which `each` must pass.
+    /// Reads an object's keys (the scanner at its `{`), calling `each` with each key and its
+    /// JSON text, the scanner at its value, which `each` must pass.
     fn object(
         &mut self,
         path: &str,
-        mut each: impl FnMut(&mut Self, String) -> Scanned<()>,
+        mut each: impl FnMut(&mut Self, String, &str) -> Scanned<()>,
     ) -> Scanned<()> {
         self.pos += 1;
         if self.peek()? == Some(b'}') {
@@ -398,12 +405,13 @@ impl<R: Read> Scanner<R> {
             if self.peek()? != Some(b'"') {
                 return Err(self.syntax(path, "expected a key"));
             }
-            let key: String = self.value_as(path)??;
+            let key_text = self.value_text(path)??;
+            let key: String = parse_slice(key_text.as_bytes(), self.base, path)?;
             if self.peek()? != Some(b':') {
                 return Err(self.syntax(path, "expected `:`"));
             }
             self.pos += 1;
-            each(self, key)?;
+            each(self, key, &key_text)?;
             match self.peek()? {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
@@ -415,6 +423,45 @@ impl<R: Read> Scanner<R> {
             }
         }
     }
+}
+
+/// Parses `bytes`, a value at offset `at` of the document, as `T`: all of it, or an error
+/// naming the field (its path starts with `path`) and the byte.
+fn parse_slice<T: DeserializeOwned>(bytes: &[u8], at: u64, path: &str) -> Result<T, Fail> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let describe = |e: serde_json::Error, field: String| {
+        // serde_json's place is in the value's slice; the document's is more use.
+        let what = e.to_string();
+        let what = match e.line() {
+            0 => what,
+            line => {
+                let offset = at + offset_of(bytes, line, e.column());
+                let what = what
+                    .rsplit_once(" at line ")
+                    .map_or(what.as_str(), |(w, _)| w);
+                format!("{what} at byte {offset}")
+            }
+        };
+        let message = if e.is_syntax() || e.is_eof() {
+            format!("not valid JSON: {what}")
+        } else {
+            what
+        };
+        Fail::Invalid(field, message)
+    };
+    let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
+        let field = match e.path().to_string().as_str() {
+            "." => path.to_owned(),
+            i if path == "." => i.to_owned(),
+            i if i.starts_with('[') => format!("{path}{i}"),
+            i => format!("{path}.{i}"),
+        };
+        describe(e.into_inner(), field)
+    })?;
+    // Whatever follows the value in its slice (`12x`, `null{}`: the scanner cuts a scalar at
+    // the next delimiter) is an error, as it is to a parser of the whole document.
+    de.end().map_err(|e| describe(e, path.to_owned()))?;
+    Ok(value)
 }
 
 /// The offset in `bytes` of serde_json's (line, column), both counted from 1.

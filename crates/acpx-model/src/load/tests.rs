@@ -411,3 +411,41 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
         .message
         .contains("duplicate field `title`"));
 }
+
+#[test]
+fn a_reader_checks_duplicates_and_the_schema_as_a_slice_does() {
+    let text = String::from_utf8(record(2).to_json_vec().unwrap()).unwrap();
+    let both = |doc: &str| {
+        let slice = SessionRecord::from_json_slice(doc.as_bytes(), "o");
+        let reader =
+            SessionRecord::from_json_reader(Trickle::new(doc.as_bytes()), "o", None).unwrap();
+        (slice, reader)
+    };
+    // A field twice whose first value is wrong.
+    let doc = text.replacen("{\n", "{\n  \"cwd\": 5,\n", 1);
+    let (slice, reader) = both(&doc);
+    assert!(slice.is_err());
+    assert!(reader.is_err(), "{reader:?}");
+    // A field twice inside a nested object.
+    let doc = text.replacen("\"acpx\": {", "\"acpx\": {\n    \"plan\": null,", 1);
+    let doc = doc.replacen("\"acpx\": {", "\"acpx\": {\n    \"plan\": null,", 1);
+    assert!(doc.matches("\"plan\": null").count() >= 2, "{doc}");
+    let (slice, reader) = both(&doc);
+    assert!(slice
+        .unwrap_err()
+        .message
+        .contains("duplicate field `plan`"));
+    let reader = reader.unwrap_err();
+    assert_eq!(reader.field, "acpx", "{reader:?}");
+    assert!(
+        reader.message.contains("duplicate field `plan`"),
+        "{reader:?}"
+    );
+    // Another schema says so before a message it cannot read is reached.
+    let doc = text
+        .replacen("acpx.session.v1", "acpx.session.v2", 1)
+        .replacen("\"User\"", "\"Someone\"", 1);
+    let (slice, reader) = both(&doc);
+    assert_eq!(slice.unwrap_err().field, "schema");
+    assert_eq!(reader.unwrap_err().field, "schema");
+}
