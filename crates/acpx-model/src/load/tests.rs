@@ -354,15 +354,16 @@ fn a_broken_document_read_in_pieces_says_where() {
     }
 }
 
+/// `doc` read by the slice parser and by the reader, in pieces.
+fn both(doc: &str) -> [Result<SessionRecord, crate::ValidationError>; 2] {
+    let slice = SessionRecord::from_json_slice(doc.as_bytes(), "o");
+    let reader = SessionRecord::from_json_reader(Trickle::new(doc.as_bytes()), "o", None).unwrap();
+    [slice, reader]
+}
+
 #[test]
 fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
     let text = String::from_utf8(record(2).to_json_vec().unwrap()).unwrap();
-    let both = |doc: &str| {
-        let slice = SessionRecord::from_json_slice(doc.as_bytes(), "o");
-        let reader =
-            SessionRecord::from_json_reader(Trickle::new(doc.as_bytes()), "o", None).unwrap();
-        (slice, reader)
-    };
     // Bytes after a scalar, which the scanner cuts at the next delimiter.
     for (from, to) in [
         ("\"revision\": 0", "\"revision\": 0x"),
@@ -371,7 +372,7 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
         ("\"imported\": false", "\"imported\": false\"x\""),
     ] {
         assert!(text.contains(from), "{from}");
-        let (slice, reader) = both(&text.replacen(from, to, 1));
+        let [slice, reader] = both(&text.replacen(from, to, 1));
         let (slice, reader) = (slice.unwrap_err(), reader.unwrap_err());
         assert!(
             reader.message.starts_with("not valid JSON"),
@@ -384,13 +385,13 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
     }
     // A key the record does not know, twice: the last one wins, in `extra`.
     let doc = text.replacen("{\n", "{\n  \"futureTop\": 1,\n", 1);
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     let (slice, reader) = (slice.unwrap(), reader.unwrap());
     assert_eq!(slice.extra["futureTop"], json!({"k": [1, 2]}));
     assert_eq!(slice, reader);
     // A field of its own, twice: refused.
     let doc = text.replacen("{\n", "{\n  \"cwd\": \"/elsewhere\",\n", 1);
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     assert!(slice.unwrap_err().message.contains("duplicate field `cwd`"));
     assert!(reader
         .unwrap_err()
@@ -401,7 +402,7 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
         "\"title\": \"t\",\n    \"draft_prompt\"",
         1,
     );
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     assert!(slice
         .unwrap_err()
         .message
@@ -415,22 +416,16 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
 #[test]
 fn a_reader_checks_duplicates_and_the_schema_as_a_slice_does() {
     let text = String::from_utf8(record(2).to_json_vec().unwrap()).unwrap();
-    let both = |doc: &str| {
-        let slice = SessionRecord::from_json_slice(doc.as_bytes(), "o");
-        let reader =
-            SessionRecord::from_json_reader(Trickle::new(doc.as_bytes()), "o", None).unwrap();
-        (slice, reader)
-    };
     // A field twice whose first value is wrong.
     let doc = text.replacen("{\n", "{\n  \"cwd\": 5,\n", 1);
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     assert!(slice.is_err());
     assert!(reader.is_err(), "{reader:?}");
     // A field twice inside a nested object.
     let doc = text.replacen("\"acpx\": {", "\"acpx\": {\n    \"plan\": null,", 1);
     let doc = doc.replacen("\"acpx\": {", "\"acpx\": {\n    \"plan\": null,", 1);
     assert!(doc.matches("\"plan\": null").count() >= 2, "{doc}");
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     assert!(slice
         .unwrap_err()
         .message
@@ -445,7 +440,7 @@ fn a_reader_checks_duplicates_and_the_schema_as_a_slice_does() {
     let doc = text
         .replacen("acpx.session.v1", "acpx.session.v2", 1)
         .replacen("\"User\"", "\"Someone\"", 1);
-    let (slice, reader) = both(&doc);
+    let [slice, reader] = both(&doc);
     assert_eq!(slice.unwrap_err().field, "schema");
     assert_eq!(reader.unwrap_err().field, "schema");
 }
