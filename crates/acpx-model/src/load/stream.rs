@@ -402,8 +402,10 @@ impl<R: Read> Scanner<R> {
             return Ok(());
         }
         loop {
-            if self.peek()? != Some(b'"') {
-                return Err(self.syntax(path, "expected a key"));
+            match self.peek()? {
+                Some(b'"') => {}
+                None => return Err(self.syntax(path, "EOF while parsing an object")),
+                Some(_) => return Err(self.syntax(path, "expected a key")),
             }
             let key_text = self.value_text(path)??;
             let key: String = parse_slice(key_text.as_bytes(), self.base, path)?;
@@ -449,14 +451,22 @@ fn parse_slice<T: DeserializeOwned>(bytes: &[u8], at: u64, path: &str) -> Result
         };
         Fail::Invalid(field, message)
     };
-    let value = serde_path_to_error::deserialize::<_, T>(&mut de).map_err(|e| {
-        let field = match e.path().to_string().as_str() {
-            "." => path.to_owned(),
-            i if path == "." => i.to_owned(),
-            i if i.starts_with('[') => format!("{path}{i}"),
-            i => format!("{path}.{i}"),
-        };
-        describe(e.into_inner(), field)
+    // Parsed without tracking the path first (tracking every field cost a tenth of a long
+    // conversation's load); a value that fails is parsed again to find where.
+    let value = T::deserialize(&mut de).map_err(|first| {
+        let mut again = serde_json::Deserializer::from_slice(bytes);
+        match serde_path_to_error::deserialize::<_, T>(&mut again) {
+            Err(e) => {
+                let field = match e.path().to_string().as_str() {
+                    "." => path.to_owned(),
+                    i if path == "." => i.to_owned(),
+                    i if i.starts_with('[') => format!("{path}{i}"),
+                    i => format!("{path}.{i}"),
+                };
+                describe(e.into_inner(), field)
+            }
+            Ok(_) => describe(first, path.to_owned()),
+        }
     })?;
     // Whatever follows the value in its slice (`12x`, `null{}`: the scanner cuts a scalar at
     // the next delimiter) is an error, as it is to a parser of the whole document.

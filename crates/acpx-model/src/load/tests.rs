@@ -444,3 +444,13 @@ fn a_reader_checks_duplicates_and_the_schema_as_a_slice_does() {
     assert_eq!(slice.unwrap_err().field, "schema");
     assert_eq!(reader.unwrap_err().field, "schema");
 }
+
+#[test]
+fn a_document_that_ends_after_a_comma_says_so() {
+    let doc = b"{\"schema\": \"acpx.session.v1\",";
+    let e = SessionRecord::from_json_reader(Trickle::new(doc), "o", None)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.field, ".");
+    assert!(e.message.contains("EOF while parsing an object"), "{e:?}");
+}
