@@ -150,18 +150,27 @@ type Invalid = (String, String);
 fn from_rest<T: DeserializeOwned>(rest: &str, prefix: &str) -> Result<T, Invalid> {
     let mut de = serde_json::Deserializer::from_str(rest);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let inner = e.path().to_string();
-        let path = match (prefix, inner.as_str()) {
-            (p, ".") if !p.is_empty() => p.to_owned(),
-            ("", i) => i.to_owned(),
-            (p, i) => format!("{p}.{i}"),
-        };
-        let message = e.into_inner().to_string();
-        let message = message
-            .rsplit_once(" at line ")
-            .map_or(message.as_str(), |(m, _)| m);
-        (path, message.to_owned())
+        let path = join_path(prefix, &e.path().to_string());
+        (path, without_place(&e.into_inner().to_string()).to_owned())
     })
+}
+
+/// The path of a field at `inner` (serde_path_to_error's, `.` for the value itself) in a value
+/// at `outer` (`""` or `.` for the document).
+fn join_path(outer: &str, inner: &str) -> String {
+    match (outer, inner) {
+        ("", ".") => ".".to_owned(),
+        (o, ".") => o.to_owned(),
+        ("" | ".", i) => i.to_owned(),
+        (o, i) if i.starts_with('[') => format!("{o}{i}"),
+        (o, i) => format!("{o}.{i}"),
+    }
+}
+
+/// A serde_json error's message without its place (` at line L column C`), which is in a
+/// slice or a text of this module's, not in the document.
+fn without_place(message: &str) -> &str {
+    message.rsplit_once(" at line ").map_or(message, |(m, _)| m)
 }
 
 /// The record of its other keys (`rest`, see [`from_rest`]) and its thread, read apart.

@@ -13,7 +13,9 @@ use std::io::{self, Read};
 
 use serde::de::{DeserializeOwned, IgnoredAny};
 
-use super::{record_from_parts, thread_from_parts, Invalid, SettleOnLoad, Settling};
+use super::{
+    join_path, record_from_parts, thread_from_parts, without_place, Invalid, SettleOnLoad, Settling,
+};
 use crate::{Message, SessionRecord, Thread};
 
 /// How much is read at a time.
@@ -146,13 +148,7 @@ fn read_thread<R: Read>(scan: &mut Scanner<R>, settle: Option<&SettleOnLoad>) ->
 fn early_check<T: DeserializeOwned>(text: &str, path: &str) -> Scanned<()> {
     match serde_json::from_str::<T>(text) {
         Ok(_) => Ok(()),
-        Err(e) => {
-            let message = e.to_string();
-            let message = message
-                .rsplit_once(" at line ")
-                .map_or(message.as_str(), |(m, _)| m);
-            Err(invalid(path, message))
-        }
+        Err(e) => Err(invalid(path, without_place(&e.to_string()))),
     }
 }
 
@@ -438,10 +434,7 @@ fn parse_slice<T: DeserializeOwned>(bytes: &[u8], at: u64, path: &str) -> Result
             0 => what,
             line => {
                 let offset = at + offset_of(bytes, line, e.column());
-                let what = what
-                    .rsplit_once(" at line ")
-                    .map_or(what.as_str(), |(w, _)| w);
-                format!("{what} at byte {offset}")
+                format!("{} at byte {offset}", without_place(&what))
             }
         };
         let message = if e.is_syntax() || e.is_eof() {
@@ -457,12 +450,7 @@ fn parse_slice<T: DeserializeOwned>(bytes: &[u8], at: u64, path: &str) -> Result
         let mut again = serde_json::Deserializer::from_slice(bytes);
         match serde_path_to_error::deserialize::<_, T>(&mut again) {
             Err(e) => {
-                let field = match e.path().to_string().as_str() {
-                    "." => path.to_owned(),
-                    i if path == "." => i.to_owned(),
-                    i if i.starts_with('[') => format!("{path}{i}"),
-                    i => format!("{path}.{i}"),
-                };
+                let field = join_path(path, &e.path().to_string());
                 describe(e.into_inner(), field)
             }
             Ok(_) => describe(first, path.to_owned()),
