@@ -7,6 +7,9 @@
 //!   `ACPX_STORE_SCHEMA` (default `acpx`). The URL is never shown with its password.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use acpx_model::SettleOnLoad;
 
 pub use acpx_stores::{postgres_url, OpenStore, StoreUrl};
 use acpx_stores::{OpenError, StoreConfig, ENV_STORE_URL};
@@ -23,6 +26,12 @@ pub async fn open(
 ) -> CliResult<OpenStore> {
     let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
     config.url = config_url.cloned();
+    // Every command reads a session without holding it whole: its turns before the last two
+    // go to spill files as they are read (docs/format.md decision 17, "Opening a long
+    // session").
+    config.settle_on_load = Some(Arc::new(SettleOnLoad::new(
+        acpx_runtime::text_spill::settled_stores,
+    )));
     let opened = match config.from_env() {
         Ok(config) => OpenStore::open(&config).await,
         Err(e) => Err(e),

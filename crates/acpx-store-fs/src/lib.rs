@@ -366,6 +366,8 @@ pub use crate::failpoint::{FAILPOINTS, FAILPOINT_ENV};
 #[derive(Debug, Clone)]
 pub struct FsStore {
     core: Arc<FsCore>,
+    /// Set by [`FsStore::settling_every_load`].
+    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 impl FsStore {
@@ -380,7 +382,18 @@ impl FsStore {
     pub fn open_with(root: impl Into<PathBuf>, opts: FsStoreOptions) -> StoreResult<Self> {
         Ok(FsStore {
             core: Arc::new(FsCore::open(root, opts)?),
+            settle_on_load: None,
         })
+    }
+
+    /// This store with every [`Store::load`] settling the conversation as it reads it
+    /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
+    /// time): a long session is never whole in memory, its turns before the last two being
+    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
+    /// The `acpx` command line opens its stores this way (docs/format.md decision 17).
+    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
+        self.settle_on_load = Some(settle);
+        self
     }
 
     /// `$HOME/.acpx`, or `None` when `HOME` is not set.
@@ -485,6 +498,14 @@ impl Store for FsStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        if let Some(settle) = &self.settle_on_load {
+            let settle = Arc::new(settle.another_load());
+            let record = self.load_settling(id, settle.clone()).await?;
+            if let Some(why) = settle.failure() {
+                tracing::warn!(session = %id, "the conversation is read whole: its finished turns could not be written to spill files ({why})");
+            }
+            return Ok(record);
+        }
         let id = id.clone();
         self.run(move |c| c.load(&id)).await
     }

@@ -155,6 +155,8 @@ impl Default for PostgresStoreOptions {
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
+    /// Set by [`PostgresStore::settling_every_load`].
+    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 pub(crate) struct Inner {
@@ -217,7 +219,18 @@ impl PostgresStore {
         drop(conn);
         Ok(PostgresStore {
             inner: Arc::new(inner),
+            settle_on_load: None,
         })
+    }
+
+    /// This store with every [`Store::load`] settling the conversation as it reads it
+    /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
+    /// time): a long session is never whole in memory, its turns before the last two being
+    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
+    /// The `acpx` command line opens its stores this way (docs/format.md decision 17).
+    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
+        self.settle_on_load = Some(settle);
+        self
     }
 
     /// The URL (password redacted) and schema, as messages name this store.
@@ -296,6 +309,14 @@ impl Store for PostgresStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        if let Some(settle) = &self.settle_on_load {
+            let settle = Arc::new(settle.another_load());
+            let record = self.load_settling(id, settle.clone()).await?;
+            if let Some(why) = settle.failure() {
+                tracing::warn!(session = %id, "the conversation is read whole: its finished turns could not be written to spill files ({why})");
+            }
+            return Ok(record);
+        }
         read_once_more(|| self.inner.load(id)).await
     }
 

@@ -178,6 +178,8 @@ impl Default for SqliteStoreOptions {
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
+    /// Set by [`SqliteStore::settling_every_load`].
+    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 struct Inner {
@@ -217,6 +219,16 @@ impl SqliteStore {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(|h| PathBuf::from(h).join(".acpx").join("acpx.db"))
+    }
+
+    /// This store with every [`Store::load`] settling the conversation as it reads it
+    /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
+    /// time): a long session is never whole in memory, its turns before the last two being
+    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
+    /// The `acpx` command line opens its stores this way (docs/format.md decision 17).
+    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
+        self.settle_on_load = Some(settle);
+        self
     }
 
     /// Opens (creating it if needed) the database at `path` with default options.
@@ -271,6 +283,7 @@ impl SqliteStore {
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,
             }),
+            settle_on_load: None,
         })
     }
 
@@ -383,6 +396,14 @@ impl Store for SqliteStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
+        if let Some(settle) = &self.settle_on_load {
+            let settle = Arc::new(settle.another_load());
+            let record = self.load_settling(id, settle.clone()).await?;
+            if let Some(why) = settle.failure() {
+                tracing::warn!(session = %id, "the conversation is read whole: its finished turns could not be written to spill files ({why})");
+            }
+            return Ok(record);
+        }
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
     }

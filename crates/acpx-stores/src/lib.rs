@@ -36,7 +36,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acpx_model::{RecordId, Store, StoreError, StoreResult, TornTail};
+use acpx_model::{RecordId, SettleOnLoad, Store, StoreError, StoreResult, TornTail};
 use acpx_store_fs::{FsStore, FsStoreOptions};
 use acpx_store_postgres::{PostgresStore, PostgresStoreOptions};
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
@@ -171,6 +171,9 @@ pub struct StoreConfig {
     /// (default 1 MiB; 0: off). See
     /// `acpx_store_fs::FsStoreOptions::turn_end_rotate_bytes`.
     pub turn_end_rotate_bytes: Option<u64>,
+    /// Settle every load of a session ([`FsStore::settling_every_load`] and its like on the
+    /// other backends; default: loads read the conversation whole).
+    pub settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 impl StoreConfig {
@@ -185,6 +188,7 @@ impl StoreConfig {
             max_segments: None,
             keep_rotated_segments: None,
             turn_end_rotate_bytes: None,
+            settle_on_load: None,
         }
     }
 
@@ -290,7 +294,11 @@ impl OpenStore {
                 if let Some(b) = config.turn_end_rotate_bytes {
                     opts.turn_end_rotate_bytes = b;
                 }
-                let store = FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
+                let mut store =
+                    FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
+                if let Some(settle) = &config.settle_on_load {
+                    store = store.settling_every_load(settle.clone());
+                }
                 OpenStore::Fs(Arc::new(store))
             }
             Backend::Sqlite => {
@@ -306,7 +314,11 @@ impl OpenStore {
                 if let Some(s) = config.max_segments {
                     opts.max_segments = s;
                 }
-                let store = SqliteStore::open_with(&path, opts).map_err(|e| failed(e, &path))?;
+                let mut store =
+                    SqliteStore::open_with(&path, opts).map_err(|e| failed(e, &path))?;
+                if let Some(settle) = &config.settle_on_load {
+                    store = store.settling_every_load(settle.clone());
+                }
                 OpenStore::Sqlite(Arc::new(store))
             }
             Backend::Postgres => {
@@ -321,13 +333,16 @@ impl OpenStore {
                 if let Some(s) = config.max_segments {
                     opts.max_segments = s;
                 }
-                let store = PostgresStore::connect(&url.0, opts)
+                let mut store = PostgresStore::connect(&url.0, opts)
                     .await
                     .map_err(|source| OpenError::Store {
                         backend: Backend::Postgres,
                         location: redact_url(&url.0),
                         source,
                     })?;
+                if let Some(settle) = &config.settle_on_load {
+                    store = store.settling_every_load(settle.clone());
+                }
                 OpenStore::Postgres(Arc::new(store))
             }
         })

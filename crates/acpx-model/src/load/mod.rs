@@ -17,7 +17,7 @@ mod stream;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use serde::de::DeserializeOwned;
@@ -33,25 +33,40 @@ use crate::{Message, SessionRecord, Thread, ValidationError};
 pub const KEEP_TURNS_ON_LOAD: usize = 2;
 
 /// Settles a conversation into spill stores while it is read ([`SessionRecord::
-/// from_json_reader`]), for a process that lives on between turns (the queue owner): the
-/// turns before the last [`KEEP_TURNS_ON_LOAD`] go to the settled runs as soon as the next
-/// turn begins in the document, so the load holds about two turns and one message, not the
-/// conversation. The record comes out as [`Thread::settle`] would have left it.
+/// from_json_reader`]), for a process that lives on between turns (the queue owner) or any
+/// that should not hold a long session whole (every `acpx` command: a store made to settle
+/// every load): the turns before the last [`KEEP_TURNS_ON_LOAD`] go to the settled runs as
+/// soon as the next turn begins in the document, so the load holds about two turns and one
+/// message, not the conversation. The record comes out as [`Thread::settle`] would have left
+/// it.
 ///
 /// Settling is best effort: when the stores cannot be made or written, the rest of the
 /// conversation stays in memory (as after a failed [`Thread::settle`]), the load goes on,
 /// and [`SettleOnLoad::failure`] says why.
 pub struct SettleOnLoad {
-    stores: Box<dyn Fn() -> io::Result<SettledStores> + Send + Sync>,
+    stores: StoresFactory,
     failure: Mutex<Option<String>>,
 }
+
+/// Makes the spill stores of one settling load.
+type StoresFactory = Arc<dyn Fn() -> io::Result<SettledStores> + Send + Sync>;
 
 impl SettleOnLoad {
     /// A settling load whose runs go to the stores `stores` makes (called once, at the first
     /// settling; each store empty and used by these runs alone).
     pub fn new(stores: impl Fn() -> io::Result<SettledStores> + Send + Sync + 'static) -> Self {
         SettleOnLoad {
-            stores: Box::new(stores),
+            stores: Arc::new(stores),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// A settling load of its own, with the same stores factory and no failure yet: a store
+    /// that settles every load ([`crate::Store::load`] of a store made to) makes one per load,
+    /// so that concurrent loads each report their own failure.
+    pub fn another_load(&self) -> SettleOnLoad {
+        SettleOnLoad {
+            stores: self.stores.clone(),
             failure: Mutex::new(None),
         }
     }
