@@ -129,6 +129,22 @@ impl Out {
         write_stdout(line.as_bytes());
     }
 
+    /// Like [`Out::json_action`], written to stdout as `write` serializes it, 64 KiB at a
+    /// time: for a result too large to hold as text (a long conversation). After a closed
+    /// pipe the writes fail, which ends the serializing.
+    pub fn json_action_streamed(
+        &self,
+        write: impl FnOnce(&serde_json::Map<String, Value>, &mut dyn Write) -> std::io::Result<()>,
+    ) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut out = std::io::BufWriter::with_capacity(64 << 10, StdoutPieces);
+        // A failed write is recorded by `write_stdout` and reported at exit, as for every
+        // other result.
+        let _ = write(&pending, &mut out)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+    }
+
     /// Lines on stdout in one write (a long listing; `lines` end without their newline).
     pub fn lines<I: IntoIterator<Item = String>>(&self, lines: I) {
         let mut all = String::new();
@@ -249,6 +265,24 @@ fn write_stdout(bytes: &[u8]) {
             2
         };
         STDOUT_STATE.store(state, Ordering::SeqCst);
+    }
+}
+
+/// Stdout through [`write_stdout`] as an `io::Write`, failing once stdout failed (so that a
+/// serializer stops instead of rendering the rest for nobody).
+struct StdoutPieces;
+
+impl Write for StdoutPieces {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        write_stdout(buf);
+        if STDOUT_STATE.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 //! (`docs/format.md`, § Identity), a listed session, and a stored record without its
 //! conversation. Pure functions of the model's types, so every front end emits the same shape.
 
-use acpx_model::{SessionRecord, SessionSummary};
+use acpx_model::{SessionRecord, SessionSummary, SettledMessages};
 use serde_json::{json, Map, Value};
 
 /// `{"action": <action>}` followed by `fields`, as one object (action first): the shape of
@@ -67,7 +67,14 @@ pub fn summary_json(s: &SessionSummary) -> Value {
 
 /// A record for `sessions show`: the stored document with the canonical identity names, the
 /// conversation replaced by its size (use `sessions history` or `export` for it).
-pub fn record_show_json(r: &SessionRecord) -> Value {
+pub fn record_show_json(mut r: SessionRecord) -> Value {
+    let count = r.thread.message_count();
+    // Never serialized: a long conversation would be copied whole into the value (its
+    // settled turns read back from their spill files) only to be dropped.
+    r.thread.messages = Vec::new();
+    r.thread.settled = SettledMessages::default();
+    r.thread.request_token_usage.clear();
+    let r = &r;
     let mut m = record_identity(r);
     let Ok(Value::Object(doc)) = serde_json::to_value(r) else {
         return Value::Object(m);
@@ -81,7 +88,7 @@ pub fn record_show_json(r: &SessionRecord) -> Value {
                     "title".into(),
                     v.get("title").cloned().unwrap_or(Value::Null),
                 );
-                t.insert("messageCount".into(), json!(r.thread.message_count()));
+                t.insert("messageCount".into(), json!(count));
                 t.insert(
                     "updated_at".into(),
                     v.get("updated_at").cloned().unwrap_or(Value::Null),

@@ -215,28 +215,99 @@ pub fn session_deleted(record: &SessionRecord, deleted: bool) -> Value {
     action("session_deleted", m)
 }
 
-/// `session_history`: the conversation's last `limit` messages (all without one).
-pub fn session_history(record: &SessionRecord, limit: Option<usize>) -> Value {
-    let count = record.thread.message_count();
-    let skip = limit.map_or(0, |l| count.saturating_sub(l));
-    let mut m = record_identity(record);
-    if !record.thread.title.is_empty() {
-        m.insert("title".into(), json!(record.thread.title));
+/// `session_history`: the conversation's last `limit` messages (all without one), with the
+/// keys of `extra` added as [`SessionsListJson`] adds them. It is written as it is serialized
+/// (`serde_json::to_writer`): the messages are read back one at a time, so a long
+/// conversation is never whole in memory, in the record or in its JSON. When settled messages
+/// cannot be read back, `messages` ends with the last one read and `error` says why.
+pub struct SessionHistoryJson<'a> {
+    /// The session.
+    pub record: &'a SessionRecord,
+    /// Only the last this many messages.
+    pub limit: Option<usize>,
+    /// Keys to add (for the CLI, those attached to its next result).
+    pub extra: &'a Map<String, Value>,
+}
+
+impl serde::Serialize for SessionHistoryJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let record = self.record;
+        let count = record.thread.message_count();
+        let mut head = Map::new();
+        head.insert("action".into(), json!("session_history"));
+        head.extend(record_identity(record));
+        if !record.thread.title.is_empty() {
+            head.insert("title".into(), json!(record.thread.title));
+        }
+        head.insert("messageCount".into(), json!(count));
+        let own = |k: &str| head.contains_key(k) || k == "messages" || k == "error";
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in &head {
+            m.serialize_entry(k, self.extra.get(k).unwrap_or(v))?;
+        }
+        let failed = std::cell::RefCell::new(None);
+        match self.extra.get("messages") {
+            Some(v) => m.serialize_entry("messages", v)?,
+            None => m.serialize_entry(
+                "messages",
+                &MessagesFrom {
+                    record,
+                    skip: self.limit.map_or(0, |l| count.saturating_sub(l)),
+                    failed: &failed,
+                },
+            )?,
+        }
+        if let Some(e) = failed.into_inner() {
+            m.serialize_entry(
+                "error",
+                &format!("the messages could not be read back: {e}"),
+            )?;
+        }
+        for (k, v) in self.extra {
+            if !own(k) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
     }
-    m.insert("messageCount".into(), json!(count));
-    let messages = record
-        .thread
-        .messages_from(skip)
-        .map_err(|e| e.to_string())
-        .and_then(|msgs| serde_json::to_value(&*msgs).map_err(|e| e.to_string()));
-    match messages {
-        Ok(messages) => m.insert("messages".into(), messages),
-        Err(e) => m.insert(
-            "error".into(),
-            json!(format!("the messages could not be read back: {e}")),
-        ),
-    };
-    action("session_history", m)
+}
+
+/// The `messages` array of [`SessionHistoryJson`]: from index `skip` on, settled ones read back
+/// one at a time. A read-back failure ends the array there and is kept in `failed`.
+struct MessagesFrom<'a> {
+    record: &'a SessionRecord,
+    skip: usize,
+    failed: &'a std::cell::RefCell<Option<String>>,
+}
+
+impl serde::Serialize for MessagesFrom<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let thread = &self.record.thread;
+        let settled = thread.settled.len();
+        let mut seq = s.serialize_seq(None)?;
+        if self.skip < settled {
+            let read = thread.settled.try_for_each(|i, message| {
+                if i >= self.skip {
+                    seq.serialize_element(&message)?;
+                }
+                Ok(())
+            });
+            match read {
+                Ok(written) => written?,
+                Err(e) => {
+                    *self.failed.borrow_mut() = Some(e.to_string());
+                    return seq.end();
+                }
+            }
+        }
+        let tail = &thread.messages;
+        for message in &tail[self.skip.saturating_sub(settled).min(tail.len())..] {
+            seq.serialize_element(message)?;
+        }
+        seq.end()
+    }
 }
 
 /// One pruned session of `sessions_pruned`: its ids, its age, where its log was kept.

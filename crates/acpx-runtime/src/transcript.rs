@@ -8,8 +8,6 @@
 //! (`docs/format.md`, § Tool calls, diffs, terminals and tokens in the thread); a part the
 //! thread cut says so.
 
-use std::borrow::Cow;
-
 use acpx_model::{
     AgentContent, AgentMessage, EventEnvelope, Message, ResultContent, SessionRecord, ToolResult,
     ToolUse, UserContent,
@@ -254,64 +252,114 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
     }
 }
 
-/// The conversation's messages from index `skip` on (settled ones read back). When settled
-/// messages cannot be read back, a note in `s` says so, and the ones in memory stand in.
-fn conversation_from<'a>(r: &'a SessionRecord, skip: usize, s: &mut String) -> Cow<'a, [Message]> {
-    r.thread.messages_from(skip).unwrap_or_else(|e| {
-        s.push_str(&format!(
-            "[acpx: earlier messages could not be read back: {e}]\n\n"
-        ));
-        let tail = &r.thread.messages;
-        Cow::Borrowed(&tail[skip.saturating_sub(r.thread.settled.len()).min(tail.len())..])
-    })
+/// Size of the pieces a transcript is handed out in: a long conversation is never one
+/// string.
+const PIECE: usize = 64 << 10;
+
+/// Calls `each` with the conversation's messages from index `skip` on, the settled ones read
+/// back one at a time, never all at once. When settled messages cannot be read back, a note in
+/// `s` says so, and the ones in memory go on.
+fn each_message_from(
+    r: &SessionRecord,
+    skip: usize,
+    s: &mut String,
+    mut each: impl FnMut(&mut String, &Message),
+) {
+    let settled = r.thread.settled.len();
+    if skip < settled {
+        let read = r.thread.settled.try_for_each(|i, m| {
+            if i >= skip {
+                each(s, &m);
+            }
+            Ok::<_, std::convert::Infallible>(())
+        });
+        if let Err(e) = read {
+            s.push_str(&format!(
+                "[acpx: earlier messages could not be read back: {e}]\n\n"
+            ));
+        }
+    }
+    let tail = &r.thread.messages;
+    for m in &tail[skip.saturating_sub(settled).min(tail.len())..] {
+        each(s, m);
+    }
+}
+
+/// Hands `s` to `emit` and empties it once it holds a [`PIECE`].
+fn flush_piece(s: &mut String, emit: &mut dyn FnMut(&str)) {
+    if s.len() >= PIECE {
+        emit(s);
+        s.clear();
+    }
 }
 
 /// The conversation as readable text: the last `limit` messages, thinking and tool input in
 /// full when `full`.
 pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
+    let mut out = String::new();
+    write_history(r, limit, full, &mut |piece| out.push_str(piece));
+    out
+}
+
+/// [`history_text`] handed to `emit` in pieces of about 64 KiB as it is rendered: a long
+/// conversation is never whole in memory, in the record or in its text. Nothing is emitted
+/// for a conversation without messages.
+pub fn write_history(
+    r: &SessionRecord,
+    limit: Option<usize>,
+    full: bool,
+    emit: &mut dyn FnMut(&str),
+) {
     let skip = limit.map_or(0, |l| r.thread.message_count().saturating_sub(l));
     let mut s = String::new();
     if skip > 0 {
         s.push_str(&format!("… {skip} earlier messages not shown\n\n"));
     }
-    let msgs = conversation_from(r, skip, &mut s);
-    for m in msgs.iter() {
-        match m {
-            Message::User(u) => {
-                s.push_str("## user\n");
-                s.push_str(&user_text(&u.content));
-                s.push_str("\n\n");
-            }
-            Message::Agent(a) => {
-                s.push_str("## agent\n");
-                for c in &a.content {
-                    match c {
-                        AgentContent::Text(t) => {
-                            let t = t.to_text_lossy();
-                            s.push_str(&t);
-                            if !t.ends_with('\n') {
-                                s.push('\n');
-                            }
-                        }
-                        AgentContent::Thinking(t) => {
-                            // Clipped, only the head of a spilled reasoning text is read.
-                            let text = if full {
-                                t.text.to_text_lossy().into_owned()
-                            } else {
-                                clip(&t.text.head_lossy(100), 100)
-                            };
-                            s.push_str(&format!("[thinking] {text}\n"));
-                        }
-                        AgentContent::RedactedThinking(_) => s.push_str("[thinking redacted]\n"),
-                        AgentContent::ToolUse(t) => text_tool(&mut s, a, t, full),
-                    }
-                }
-                s.push('\n');
-            }
-            Message::Resume => s.push_str("[resumed]\n\n"),
-        }
+    each_message_from(r, skip, &mut s, |s, m| {
+        history_message(s, m, full);
+        flush_piece(s, emit);
+    });
+    if !s.is_empty() {
+        emit(&s);
     }
-    s
+}
+
+/// One message of [`history_text`].
+fn history_message(s: &mut String, m: &Message, full: bool) {
+    match m {
+        Message::User(u) => {
+            s.push_str("## user\n");
+            s.push_str(&user_text(&u.content));
+            s.push_str("\n\n");
+        }
+        Message::Agent(a) => {
+            s.push_str("## agent\n");
+            for c in &a.content {
+                match c {
+                    AgentContent::Text(t) => {
+                        let t = t.to_text_lossy();
+                        s.push_str(&t);
+                        if !t.ends_with('\n') {
+                            s.push('\n');
+                        }
+                    }
+                    AgentContent::Thinking(t) => {
+                        // Clipped, only the head of a spilled reasoning text is read.
+                        let text = if full {
+                            t.text.to_text_lossy().into_owned()
+                        } else {
+                            clip(&t.text.head_lossy(100), 100)
+                        };
+                        s.push_str(&format!("[thinking] {text}\n"));
+                    }
+                    AgentContent::RedactedThinking(_) => s.push_str("[thinking redacted]\n"),
+                    AgentContent::ToolUse(t) => text_tool(s, a, t, full),
+                }
+            }
+            s.push('\n');
+        }
+        Message::Resume => s.push_str("[resumed]\n\n"),
+    }
 }
 
 /// A fence longer than any backtick run in `text`, so the text cannot close it.
@@ -364,6 +412,14 @@ fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
 
 /// A Markdown transcript: a header with the session's identity, then every message.
 pub fn markdown(r: &SessionRecord) -> String {
+    let mut out = String::new();
+    write_markdown(r, &mut |piece| out.push_str(piece));
+    out
+}
+
+/// [`markdown`] handed to `emit` in pieces of about 64 KiB as it is rendered (see
+/// [`write_history`]).
+pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str)) {
     let mut s = String::new();
     let title = if r.thread.title.is_empty() {
         format!("Session {}", r.acpx_record_id)
@@ -382,39 +438,44 @@ pub fn markdown(r: &SessionRecord) -> String {
         s.push_str(&format!("- name: {n}\n"));
     }
     s.push_str(&format!("- created: {}\n\n", r.created_at));
-    let msgs = conversation_from(r, 0, &mut s);
-    for m in msgs.iter() {
-        match m {
-            Message::User(u) => {
-                s.push_str("## User\n\n");
-                s.push_str(&user_text(&u.content));
-                s.push_str("\n\n");
-            }
-            Message::Agent(a) => {
-                s.push_str("## Agent\n\n");
-                for c in &a.content {
-                    match c {
-                        AgentContent::Text(t) => {
-                            s.push_str(&t.to_text_lossy());
-                            s.push_str("\n\n");
-                        }
-                        AgentContent::Thinking(t) => {
-                            for line in t.text.to_text_lossy().lines() {
-                                s.push_str(&format!("> {line}\n"));
-                            }
-                            s.push('\n');
-                        }
-                        AgentContent::RedactedThinking(_) => {
-                            s.push_str("> (thinking redacted)\n\n")
-                        }
-                        AgentContent::ToolUse(t) => markdown_tool(&mut s, a, t),
+    each_message_from(r, 0, &mut s, |s, m| {
+        markdown_message(s, m);
+        flush_piece(s, emit);
+    });
+    if !s.is_empty() {
+        emit(&s);
+    }
+}
+
+/// One message of [`markdown`].
+fn markdown_message(s: &mut String, m: &Message) {
+    match m {
+        Message::User(u) => {
+            s.push_str("## User\n\n");
+            s.push_str(&user_text(&u.content));
+            s.push_str("\n\n");
+        }
+        Message::Agent(a) => {
+            s.push_str("## Agent\n\n");
+            for c in &a.content {
+                match c {
+                    AgentContent::Text(t) => {
+                        s.push_str(&t.to_text_lossy());
+                        s.push_str("\n\n");
                     }
+                    AgentContent::Thinking(t) => {
+                        for line in t.text.to_text_lossy().lines() {
+                            s.push_str(&format!("> {line}\n"));
+                        }
+                        s.push('\n');
+                    }
+                    AgentContent::RedactedThinking(_) => s.push_str("> (thinking redacted)\n\n"),
+                    AgentContent::ToolUse(t) => markdown_tool(s, a, t),
                 }
             }
-            Message::Resume => s.push_str("*(resumed)*\n\n"),
         }
+        Message::Resume => s.push_str("*(resumed)*\n\n"),
     }
-    s
 }
 
 /// A record's facts as labelled values, in the order `acpx sessions show` lists them: its

@@ -159,7 +159,7 @@ async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
 pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
     let r = select(ctx, &t).await?;
     if ctx.out.is_json() {
-        ctx.out.json(&render::record_show_json(&r));
+        ctx.out.json(&render::record_show_json(r));
         return Ok(());
     }
     if !ctx.out.is_text() {
@@ -244,15 +244,22 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
 pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     if ctx.out.is_json() {
-        ctx.out.json(&results::session_history(&r, a.limit));
+        ctx.out.json_action_streamed(|extra, out| {
+            let history = results::SessionHistoryJson {
+                record: &r,
+                limit: a.limit,
+                extra,
+            };
+            Ok(serde_json::to_writer(out, &history)?)
+        });
         return Ok(());
     }
-    let text = acpx_runtime::transcript::history_text(&r, a.limit, a.full);
-    if text.is_empty() {
+    if r.thread.message_count() == 0 {
         ctx.out.note("no messages yet");
-    } else {
-        ctx.out.raw(&text);
+        return Ok(());
     }
+    // In pieces as it is rendered: a long conversation is never one string.
+    acpx_runtime::transcript::write_history(&r, a.limit, a.full, &mut |piece| ctx.out.raw(piece));
     Ok(())
 }
 

@@ -24,7 +24,11 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     let store = ctx.store().await?;
     let mut sink: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(create_private_file(p)?)),
-        None => Box::new(std::io::stdout().lock()),
+        // Whole pieces, not a write per line (stdout is line-buffered).
+        None => Box::new(std::io::BufWriter::with_capacity(
+            64 << 10,
+            std::io::stdout().lock(),
+        )),
     };
     let where_ = a
         .output

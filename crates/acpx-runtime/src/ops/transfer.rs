@@ -152,12 +152,24 @@ pub async fn write_export(
 ) -> Result<u64, ExportError> {
     let mut events = 0;
     match format {
-        ExportFormat::Markdown => sink.write_all(crate::transcript::markdown(record).as_bytes())?,
+        ExportFormat::Markdown => {
+            // Written a piece at a time: a long conversation is never one string. The
+            // first failed write is the export's error; the pieces after it are dropped.
+            let mut failed = None;
+            crate::transcript::write_markdown(record, &mut |piece| {
+                if failed.is_none() {
+                    failed = sink.write_all(piece.as_bytes()).err();
+                }
+            });
+            if let Some(e) = failed {
+                return Err(ExportError::Write(e));
+            }
+        }
         // Streamed: a long reply still in its spill file is never held whole.
         ExportFormat::Json => record.write_json(&mut *sink)?,
         ExportFormat::Ndjson | ExportFormat::Archive => {
             if format == ExportFormat::Archive {
-                sink.write_all(&archive_head(record, Timestamp::now())?)?;
+                write_archive_head(record, Timestamp::now(), &mut *sink)?;
             }
             let mut buf = Vec::new();
             events = for_each_event(store, &record.acpx_record_id, |e| {
@@ -175,6 +187,18 @@ pub async fn write_export(
 /// The first line of an archive of `record` (with its `\n`). Fails only when a long reply of
 /// the live record cannot be read back from its spill file.
 pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> std::io::Result<Vec<u8>> {
+    let mut line = Vec::new();
+    write_archive_head(record, exported_at, &mut line)?;
+    Ok(line)
+}
+
+/// Writes [`archive_head`] to `sink` as it serializes it: a long session's settled turns are
+/// read back from their spill files a message at a time, never held whole.
+pub fn write_archive_head(
+    record: &SessionRecord,
+    exported_at: Timestamp,
+    sink: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     #[derive(serde::Serialize)]
     struct Head<'a> {
         schema: &'static str,
@@ -187,9 +211,9 @@ pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> std::io::
         exported_at,
         session: record,
     };
-    let mut line = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    Ok(line)
+    // serde_json gives a write's own error back (a closed pipe stays `BrokenPipe`).
+    serde_json::to_writer(&mut *sink, &head)?;
+    sink.write_all(b"\n")
 }
 
 /// A session read from an archive or a `session.json`, not stored yet.
