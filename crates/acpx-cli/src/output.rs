@@ -131,18 +131,22 @@ impl Out {
 
     /// Like [`Out::json_action`], written to stdout as `write` serializes it, 64 KiB at a
     /// time: for a result too large to hold as text (a long conversation). After a closed
-    /// pipe the writes fail, which ends the serializing.
+    /// pipe the writes fail, which ends the serializing. Fails with `write`'s own error
+    /// (the result could not be serialized; stdout holds part of it); stdout's failures
+    /// are reported at exit, as for every other result.
     pub fn json_action_streamed(
         &self,
         write: impl FnOnce(&serde_json::Map<String, Value>, &mut dyn Write) -> std::io::Result<()>,
-    ) {
+    ) -> std::io::Result<()> {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()));
         let mut out = std::io::BufWriter::with_capacity(64 << 10, StdoutPieces);
-        // A failed write is recorded by `write_stdout` and reported at exit, as for every
-        // other result.
-        let _ = write(&pending, &mut out)
+        let written = write(&pending, &mut out)
             .and_then(|()| out.write_all(b"\n"))
             .and_then(|()| out.flush());
+        match written {
+            Err(e) if stdout_failure().is_none() => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Lines on stdout in one write (a long listing; `lines` end without their newline).

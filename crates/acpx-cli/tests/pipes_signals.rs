@@ -122,6 +122,10 @@ fn a_pipe_closed_early_on_a_reading_command_is_quiet() {
         &["sessions", "export", "--as", "json"][..],
         &["sessions", "events"][..],
         &["--format", "json", "sessions", "events"][..],
+        // Rendered and written a piece at a time.
+        &["sessions", "export", "--as", "markdown"][..],
+        &["sessions", "history"][..],
+        &["--format", "json", "sessions", "history"][..],
     ] {
         let mut child = env
             .cmd()
@@ -142,18 +146,25 @@ fn a_pipe_closed_early_on_a_reading_command_is_quiet() {
         assert_eq!(code, 0, "{cmd:?}: {err}");
         assert!(err.is_empty(), "{cmd:?}: a closed pipe is quiet: {err}");
     }
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    let r = env
-        .cmd()
-        .args(["--agent", &agent, "sessions", "export"])
-        .stdout(full)
-        .output()
-        .unwrap();
-    assert_eq!(r.status.code(), Some(1), "{r:?}");
-    assert!(String::from_utf8_lossy(&r.stderr).contains("cannot write to stdout"));
+    for cmd in [
+        &["sessions", "export"][..],
+        &["--format", "json", "sessions", "history"][..],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let r = env
+            .cmd()
+            .args(["--agent", &agent])
+            .args(cmd)
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(r.status.code(), Some(1), "{cmd:?}: {r:?}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains("cannot write to stdout"), "{cmd:?}: {err}");
+    }
 }
 
 #[test]

@@ -19,7 +19,8 @@
 //!   joined by `,\n`; a save copies them before the entries still in memory.
 //!
 //! In memory a thread holds only the runs' handles and lengths and the settled usage's sum,
-//! whatever the number of messages. A thread read back from a store has none settled.
+//! whatever the number of messages. A thread read back from a store has none settled, unless
+//! the load settled it (`crate::Store::load_settling`; `crate::SettleOnLoad`).
 
 use std::borrow::Cow;
 use std::fmt;

@@ -23,7 +23,8 @@ pub const THREAD_VERSION: &str = "0.3.0";
 /// The conversation is [`Thread::settled`] then [`Thread::messages`]: a process that lives on
 /// between turns (the queue owner) settles its finished turns into spill stores, so its memory
 /// does not grow with the session's length; a thread read back has none settled, and every
-/// message is in `messages`. [`Thread::message_count`] counts both, and
+/// message is in `messages`, unless it was read settling (`crate::Store::load_settling`, or a
+/// store made to settle every load, as the `acpx` binary's are). [`Thread::message_count`] counts both, and
 /// [`Thread::try_for_each_message`] visits both.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Thread {

@@ -241,7 +241,6 @@ impl serde::Serialize for SessionHistoryJson<'_> {
             head.insert("title".into(), json!(record.thread.title));
         }
         head.insert("messageCount".into(), json!(count));
-        let own = |k: &str| head.contains_key(k) || k == "messages" || k == "error";
         let mut m = s.serialize_map(None)?;
         for (k, v) in &head {
             m.serialize_entry(k, self.extra.get(k).unwrap_or(v))?;
@@ -258,14 +257,14 @@ impl serde::Serialize for SessionHistoryJson<'_> {
                 },
             )?,
         }
-        if let Some(e) = failed.into_inner() {
-            m.serialize_entry(
-                "error",
-                &format!("the messages could not be read back: {e}"),
-            )?;
+        let failed = failed.into_inner();
+        if let Some(e) = &failed {
+            let ours = json!(format!("the messages could not be read back: {e}"));
+            m.serialize_entry("error", self.extra.get("error").unwrap_or(&ours))?;
         }
         for (k, v) in self.extra {
-            if !own(k) {
+            let own = head.contains_key(k) || k == "messages" || (k == "error" && failed.is_some());
+            if !own {
                 m.serialize_entry(k, v)?;
             }
         }

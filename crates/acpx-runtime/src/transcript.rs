@@ -257,58 +257,68 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
 const PIECE: usize = 64 << 10;
 
 /// Calls `each` with the conversation's messages from index `skip` on, the settled ones read
-/// back one at a time, never all at once. When settled messages cannot be read back, a note in
-/// `s` says so, and the ones in memory go on.
+/// back one at a time, never all at once, until `each` says to stop (`false`). When settled
+/// messages cannot be read back, a note in `s` says so, and the ones in memory go on.
 fn each_message_from(
     r: &SessionRecord,
     skip: usize,
     s: &mut String,
-    mut each: impl FnMut(&mut String, &Message),
+    mut each: impl FnMut(&mut String, &Message) -> bool,
 ) {
     let settled = r.thread.settled.len();
     if skip < settled {
         let read = r.thread.settled.try_for_each(|i, m| {
-            if i >= skip {
-                each(s, &m);
+            if i >= skip && !each(s, &m) {
+                return Err(());
             }
-            Ok::<_, std::convert::Infallible>(())
+            Ok(())
         });
-        if let Err(e) = read {
-            s.push_str(&format!(
+        match read {
+            Ok(Ok(())) => {}
+            Ok(Err(())) => return,
+            Err(e) => s.push_str(&format!(
                 "[acpx: earlier messages could not be read back: {e}]\n\n"
-            ));
+            )),
         }
     }
     let tail = &r.thread.messages;
     for m in &tail[skip.saturating_sub(settled).min(tail.len())..] {
-        each(s, m);
+        if !each(s, m) {
+            return;
+        }
     }
 }
 
-/// Hands `s` to `emit` and empties it once it holds a [`PIECE`].
-fn flush_piece(s: &mut String, emit: &mut dyn FnMut(&str)) {
-    if s.len() >= PIECE {
-        emit(s);
-        s.clear();
+/// Hands `s` to `emit` and empties it once it holds a [`PIECE`]; whether to go on.
+fn flush_piece(s: &mut String, emit: &mut dyn FnMut(&str) -> bool) -> bool {
+    if s.len() < PIECE {
+        return true;
     }
+    let go_on = emit(s);
+    s.clear();
+    go_on
 }
 
 /// The conversation as readable text: the last `limit` messages, thinking and tool input in
 /// full when `full`.
 pub fn history_text(r: &SessionRecord, limit: Option<usize>, full: bool) -> String {
     let mut out = String::new();
-    write_history(r, limit, full, &mut |piece| out.push_str(piece));
+    write_history(r, limit, full, &mut |piece| {
+        out.push_str(piece);
+        true
+    });
     out
 }
 
 /// [`history_text`] handed to `emit` in pieces of about 64 KiB as it is rendered: a long
-/// conversation is never whole in memory, in the record or in its text. Nothing is emitted
+/// conversation is never whole in memory, in the record or in its text. `emit` says whether
+/// to go on (`false`: the reader went away, nothing more is read back). Nothing is emitted
 /// for a conversation without messages.
 pub fn write_history(
     r: &SessionRecord,
     limit: Option<usize>,
     full: bool,
-    emit: &mut dyn FnMut(&str),
+    emit: &mut dyn FnMut(&str) -> bool,
 ) {
     let skip = limit.map_or(0, |l| r.thread.message_count().saturating_sub(l));
     let mut s = String::new();
@@ -317,7 +327,7 @@ pub fn write_history(
     }
     each_message_from(r, skip, &mut s, |s, m| {
         history_message(s, m, full);
-        flush_piece(s, emit);
+        flush_piece(s, emit)
     });
     if !s.is_empty() {
         emit(&s);
@@ -413,13 +423,16 @@ fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
 /// A Markdown transcript: a header with the session's identity, then every message.
 pub fn markdown(r: &SessionRecord) -> String {
     let mut out = String::new();
-    write_markdown(r, &mut |piece| out.push_str(piece));
+    write_markdown(r, &mut |piece| {
+        out.push_str(piece);
+        true
+    });
     out
 }
 
-/// [`markdown`] handed to `emit` in pieces of about 64 KiB as it is rendered (see
-/// [`write_history`]).
-pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str)) {
+/// [`markdown`] handed to `emit` in pieces of about 64 KiB as it is rendered, until `emit`
+/// says to stop (see [`write_history`]).
+pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str) -> bool) {
     let mut s = String::new();
     let title = if r.thread.title.is_empty() {
         format!("Session {}", r.acpx_record_id)
@@ -440,7 +453,7 @@ pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str)) {
     s.push_str(&format!("- created: {}\n\n", r.created_at));
     each_message_from(r, 0, &mut s, |s, m| {
         markdown_message(s, m);
-        flush_piece(s, emit);
+        flush_piece(s, emit)
     });
     if !s.is_empty() {
         emit(&s);

@@ -244,14 +244,21 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
 pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     if ctx.out.is_json() {
-        ctx.out.json_action_streamed(|extra, out| {
-            let history = results::SessionHistoryJson {
-                record: &r,
-                limit: a.limit,
-                extra,
-            };
-            Ok(serde_json::to_writer(out, &history)?)
-        });
+        ctx.out
+            .json_action_streamed(|extra, out| {
+                let history = results::SessionHistoryJson {
+                    record: &r,
+                    limit: a.limit,
+                    extra,
+                };
+                Ok(serde_json::to_writer(out, &history)?)
+            })
+            .map_err(|e| {
+                CliError::runtime(format!(
+                    "the history of {} could not be written whole: {e}",
+                    r.acpx_record_id
+                ))
+            })?;
         return Ok(());
     }
     if r.thread.message_count() == 0 {
@@ -259,7 +266,10 @@ pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
         return Ok(());
     }
     // In pieces as it is rendered: a long conversation is never one string.
-    acpx_runtime::transcript::write_history(&r, a.limit, a.full, &mut |piece| ctx.out.raw(piece));
+    acpx_runtime::transcript::write_history(&r, a.limit, a.full, &mut |piece| {
+        ctx.out.raw(piece);
+        crate::output::stdout_failure().is_none()
+    });
     Ok(())
 }
 

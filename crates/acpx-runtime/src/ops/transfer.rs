@@ -154,12 +154,11 @@ pub async fn write_export(
     match format {
         ExportFormat::Markdown => {
             // Written a piece at a time: a long conversation is never one string. The
-            // first failed write is the export's error; the pieces after it are dropped.
+            // first failed write ends it and is the export's error.
             let mut failed = None;
             crate::transcript::write_markdown(record, &mut |piece| {
-                if failed.is_none() {
-                    failed = sink.write_all(piece.as_bytes()).err();
-                }
+                failed = sink.write_all(piece.as_bytes()).err();
+                failed.is_none()
             });
             if let Some(e) = failed {
                 return Err(ExportError::Write(e));

@@ -756,8 +756,8 @@ fn has_agent_messages(record: &SessionRecord) -> bool {
     {
         return true;
     }
-    // A record loaded from a store has nothing settled; a live one is read back (a settled
-    // message that cannot be is taken for an answer: the conversation had one).
+    // Settled messages (a live record's, or one loaded settling) are read back; a settled
+    // message that cannot be is taken for an answer: the conversation had one.
     let agent = record.thread.settled.try_for_each(|_, m| match m {
         Message::Agent(_) => Err(()),
         _ => Ok(()),
