@@ -37,6 +37,7 @@ use crate::fsutil::{
     FileIdent,
 };
 use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
+use crate::summary::STREAMED_FROM;
 use acpx_lock::FileLock;
 
 const INDEX_VERSION: u32 = 1;
@@ -556,16 +557,17 @@ fn look_at(f: &mut SnapshotFile, dir: &File, started_ns: i64) -> Look {
             remember,
         };
     }
-    let bytes = match read_file(&f.path) {
-        Ok(b) => b,
+    let read = crate::summary::read_summary(&f.id, &f.path, ident.len, STREAMED_FROM);
+    let parsed = match read {
+        Ok(p) => p,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Look::Gone,
         Err(e) => return Look::Unusable(format!("cannot read the file: {e}")),
     };
-    let entry = match parse_snapshot(&f.id, &f.path, &bytes) {
-        Ok(r) => IndexEntry {
+    let entry = match parsed {
+        Ok(summary) => IndexEntry {
             ident,
             verified_ns: started_ns,
-            summary: Some(r.summary()),
+            summary: Some(summary),
             error: None,
         },
         Err((field, message)) => IndexEntry {

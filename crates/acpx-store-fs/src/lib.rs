@@ -339,6 +339,7 @@ mod layout;
 mod log;
 mod rotate;
 mod search_index;
+mod summary;
 mod zseg;
 
 use std::path::{Path, PathBuf};

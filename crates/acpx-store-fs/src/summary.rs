@@ -1,0 +1,138 @@
+//! A snapshot's summary for the list cache (`index.rs`), read from the file when the cache has
+//! no entry that still describes it (another program wrote it, the cache was lost, the home
+//! was copied). A small snapshot is read whole and parsed as `load` parses it; a large one is
+//! read as a stream ([`SessionRecord::from_json_reader`]) with its turns before the last two
+//! counted and dropped as they are read, so that listing a home holding a long session does not
+//! hold that session's document and parse at once (docs/format.md decision 17, "Every command
+//! reads a long session this way").
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use acpx_model::{RecordId, SessionRecord, SessionSummary, SettleOnLoad, TextSpill};
+
+use crate::fsutil::{open_read, read_file};
+use crate::index::{check_snapshot_id, parse_snapshot};
+
+/// Snapshots this large or larger are summarized from a stream. Below it a whole read costs
+/// less (one buffer, the slice parser) and holds little.
+pub(crate) const STREAMED_FROM: u64 = 1 << 20;
+
+/// The summary of the snapshot of `id` at `path`, `len` bytes long. The outer error is the
+/// file's (it could not be read); the inner one names the field that does not validate, as
+/// `load` would.
+pub(crate) fn read_summary(
+    id: &RecordId,
+    path: &Path,
+    len: u64,
+    streamed_from: u64,
+) -> io::Result<Result<SessionSummary, (String, String)>> {
+    if len < streamed_from {
+        let bytes = read_file(path)?;
+        return Ok(parse_snapshot(id, path, &bytes).map(|r| r.summary()));
+    }
+    let origin = path.display().to_string();
+    let count_only = SettleOnLoad::new(|| {
+        let run = || -> Arc<dyn TextSpill> { Arc::new(CountingSpill::default()) };
+        Ok([run(), run(), run()])
+    });
+    let file = open_read(path)?;
+    Ok(
+        match SessionRecord::from_json_reader(file, &origin, Some(&count_only))? {
+            Ok(record) => check_snapshot_id(id, record).map(|r| r.summary()),
+            Err(v) => Err((v.field, v.message)),
+        },
+    )
+}
+
+/// A settled run that keeps only its length: a summary counts the settled messages and sums
+/// their usage (both kept in memory), and never reads them back.
+#[derive(Debug, Default)]
+struct CountingSpill(AtomicU64);
+
+impl TextSpill for CountingSpill {
+    fn len(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn append_at(&self, expected: u64, text: &str) -> io::Result<bool> {
+        let after = expected + text.len() as u64;
+        Ok(self
+            .0
+            .compare_exchange(expected, after, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok())
+    }
+
+    fn read_at(&self, _offset: u64, _buf: &mut [u8]) -> io::Result<usize> {
+        Err(io::Error::other(
+            "a summary's settled messages were counted, not kept",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acpx_model::{
+        AgentContent, AgentMessage, Message, NewSession, ThreadText, Timestamp, UserContent,
+        UserMessage,
+    };
+
+    fn record(turns: usize) -> SessionRecord {
+        let mut r = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse("a").unwrap(),
+                acp_session_id: "acp".into(),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/r".into(),
+                name: Some("long".into()),
+            },
+            Timestamp::now(),
+        );
+        r.thread.title = "a long one".into();
+        for t in 0..turns {
+            r.thread.messages.push(Message::User(UserMessage {
+                id: format!("u{t}"),
+                content: vec![UserContent::Text(format!("question {t}"))],
+                extra: Default::default(),
+            }));
+            let mut a = AgentMessage::default();
+            a.content
+                .push(AgentContent::Text(ThreadText::from(format!("answer {t}"))));
+            r.thread.messages.push(Message::Agent(a));
+        }
+        r
+    }
+
+    #[test]
+    fn a_streamed_summary_is_the_whole_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = RecordId::parse("a").unwrap();
+        for turns in [0, 1, 2, 3, 9] {
+            let path = dir.path().join("a.json");
+            std::fs::write(&path, record(turns).to_json_vec().unwrap()).unwrap();
+            let whole = read_summary(&id, &path, 0, u64::MAX).unwrap().unwrap();
+            let streamed = read_summary(&id, &path, 0, 0).unwrap().unwrap();
+            assert_eq!(streamed, whole, "{turns} turns");
+            assert_eq!(streamed.message_count, 2 * turns as u64);
+        }
+    }
+
+    #[test]
+    fn a_streamed_summary_refuses_what_a_load_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.json");
+        std::fs::write(&path, record(3).to_json_vec().unwrap()).unwrap();
+        let other = RecordId::parse("b").unwrap();
+        let (field, _) = read_summary(&other, &path, 0, 0).unwrap().unwrap_err();
+        assert_eq!(field, "acpxRecordId");
+        std::fs::write(&path, b"{\"schema\": \"acpx.session.v1\", \"thread\": [").unwrap();
+        assert!(read_summary(&other, &path, 0, 0).unwrap().is_err());
+        std::fs::remove_file(&path).unwrap();
+        let e = read_summary(&other, &path, 0, 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
+}
