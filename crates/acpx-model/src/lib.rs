@@ -81,6 +81,7 @@ pub use store::{
     check_append_batch, id_text_matches, list_order_key, normalize_cwd, ClosedFilter, DamagedLine,
     Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks,
     NewSessionData, ReadMode, SessionLock, SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
+    PAGE_BYTES,
 };
 pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,

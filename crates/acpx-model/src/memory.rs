@@ -267,13 +267,19 @@ impl Store for MemoryStore {
             oldest_seq: s.events.first().map_or(0, |e| e.seq),
             ..EventPage::default()
         };
+        let mut bytes = 0;
         for e in &s.events[start..] {
             if !query.matches(e) {
                 continue;
             }
-            if query.limit.is_some_and(|l| page.events.len() >= l) {
+            if query.page_full(page.events.len(), bytes) {
                 page.next_seq = Some(e.seq);
                 break;
+            }
+            if query.max_bytes.is_some() {
+                let mut line = Vec::new();
+                e.write_ndjson_line(&mut line);
+                bytes += line.len();
             }
             page.events.push(e.clone());
         }

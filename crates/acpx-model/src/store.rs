@@ -118,9 +118,21 @@ pub struct EventQuery {
     pub request_id: Option<String>,
     /// At most this many matching events; `None`: all.
     pub limit: Option<usize>,
+    /// At most about this many bytes of events: a page ends after the event that brings it to
+    /// this size, so it holds at least one, and `next_seq` says where the next starts, as
+    /// after `limit`. The file store counts the events' NDJSON lines, the databases the text
+    /// of their columns. `None`: no bound. A reader that pages through a log of any events
+    /// sets it ([`PAGE_BYTES`]), so that a page of large events stays small.
+    pub max_bytes: Option<usize>,
     /// What a damaged line does: fail the read, or be skipped and reported.
     pub mode: ReadMode,
 }
+
+/// The [`EventQuery::max_bytes`] of a reader that pages through a whole log (export, fsck,
+/// roll-forward, `sessions events`): with 5,000 events a page, a log of large tool outputs
+/// held most of itself in one page. Parsed, a page takes about twice its lines' bytes; a
+/// store call per MiB costs little next to reading that MiB.
+pub const PAGE_BYTES: usize = 1 << 20;
 
 impl EventQuery {
     /// Everything from `from_seq` on, strict.
@@ -129,6 +141,16 @@ impl EventQuery {
             from_seq,
             ..EventQuery::default()
         }
+    }
+
+    /// Whether a page already holding `events` events of `bytes` bytes is full ([`limit`],
+    /// [`max_bytes`]): the next matching event starts the next page.
+    ///
+    /// [`limit`]: EventQuery::limit
+    /// [`max_bytes`]: EventQuery::max_bytes
+    pub fn page_full(&self, events: usize, bytes: usize) -> bool {
+        self.limit.is_some_and(|l| events >= l)
+            || (events > 0 && self.max_bytes.is_some_and(|b| bytes >= b))
     }
 
     /// Whether `e` passes the type, stream and requestId filters (not the seq bound).

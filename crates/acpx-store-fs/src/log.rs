@@ -653,6 +653,7 @@ pub(crate) fn read_events(
         prev: None,
         after_damage: false,
         page,
+        bytes: 0,
     };
     for (i, s) in segs.iter().enumerate().skip(start_seg) {
         let seek = i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq);
@@ -670,6 +671,8 @@ struct Scan<'a> {
     prev: Option<u64>,
     after_damage: bool,
     page: EventPage,
+    /// The bytes of the lines of `page.events` ([`EventQuery::max_bytes`]).
+    bytes: usize,
 }
 
 impl Scan<'_> {
@@ -852,10 +855,11 @@ impl Scan<'_> {
             if event.seq < query.from_seq || !query.matches(&event) {
                 continue;
             }
-            if query.limit.is_some_and(|l| self.page.events.len() >= l) {
+            if query.page_full(self.page.events.len(), self.bytes) {
                 self.page.next_seq = Some(event.seq);
                 return Ok(true);
             }
+            self.bytes += line.len();
             self.page.events.push(event);
         }
     }

@@ -273,12 +273,17 @@ impl Inner {
             oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
             ..EventPage::default()
         };
+        let mut bytes = 0;
         for row in &rows {
             let seq: i64 = row.get(0);
-            if query.limit.is_some_and(|l| page.events.len() >= l) {
+            if query.page_full(page.events.len(), bytes) {
                 page.next_seq = u64::try_from(seq).ok();
                 break;
             }
+            bytes += (2..10)
+                .filter_map(|i| row.try_get::<_, Option<&str>>(i).ok().flatten())
+                .map(str::len)
+                .sum::<usize>();
             match event_from_row(row, id) {
                 Ok(e) => page.events.push(e),
                 Err(reason) => match query.mode {

@@ -207,12 +207,14 @@ impl Inner {
             oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
             ..EventPage::default()
         };
+        let mut bytes = 0;
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {
             let seq: i64 = row.get(0).map_err(self.sql(ctx))?;
-            if query.limit.is_some_and(|l| page.events.len() >= l) {
+            if query.page_full(page.events.len(), bytes) {
                 page.next_seq = u64::try_from(seq).ok();
                 break;
             }
+            bytes += row_text_bytes(row);
             match event_from_row(row, id) {
                 Ok(e) => page.events.push(e),
                 Err(reason) => match query.mode {
@@ -233,6 +235,14 @@ impl Inner {
         }
         Ok(page)
     }
+}
+
+/// The bytes of an events row's text columns ([`EventQuery::max_bytes`]).
+fn row_text_bytes(row: &rusqlite::Row<'_>) -> usize {
+    (2..10)
+        .filter_map(|i| row.get_ref(i).ok())
+        .map(|v| v.as_bytes().map_or(0, <[u8]>::len))
+        .sum()
 }
 
 /// The `read_events` statement and its arguments.

@@ -390,3 +390,61 @@ pub async fn load_many_with_events_equals_load_then_read(b: &dyn Backend) {
         "{err:?}"
     );
 }
+
+/// `max_bytes` bounds a page by the size of its events, whatever their number: every page
+/// holds at least one event, the walk gives the whole log in order, and `limit` still applies.
+pub async fn pages_are_bounded_by_bytes(b: &dyn Backend) {
+    let store = b.open().await;
+    let id = create(&*store, session("page-bytes", 0))
+        .await
+        .acpx_record_id;
+    let mut all = events(&id, 1, 30);
+    for e in &mut all {
+        if let Value::Object(m) = &mut e.payload {
+            m.insert("pad".into(), json!("p".repeat(4000)));
+        }
+    }
+    store
+        .append_locked(&id, &all, Durability::Flush)
+        .await
+        .expect("append");
+    // About 4 KB an event, by any store's count: a page of 10,000 bytes holds two or three.
+    let bounded = |max_bytes| EventQuery {
+        max_bytes: Some(max_bytes),
+        ..EventQuery::default()
+    };
+    let walked = walk_events(&*store, &id, bounded(10_000), 100).await;
+    assert_eq!(walked, all, "the pages bounded by bytes hold the whole log");
+    let first = store.read_events(&id, &bounded(10_000)).await.unwrap();
+    assert!(
+        (2..=3).contains(&first.events.len()),
+        "a page of 10,000 bytes of 4 KB events holds {}",
+        first.events.len()
+    );
+    assert_eq!(
+        first.next_seq,
+        first.events.last().map(|e| e.seq + 1),
+        "the next page starts after it"
+    );
+    let one = store.read_events(&id, &bounded(1)).await.unwrap();
+    assert_eq!(
+        seqs(&one.events),
+        vec![1],
+        "a page holds at least one event"
+    );
+    assert_eq!(one.next_seq, Some(2));
+    let mut both = bounded(1 << 20);
+    both.limit = Some(5);
+    let page = store.read_events(&id, &both).await.unwrap();
+    assert_eq!(
+        seqs(&page.events),
+        (1..=5).collect::<Vec<_>>(),
+        "limit first"
+    );
+    let whole = store.read_events(&id, &bounded(1 << 20)).await.unwrap();
+    assert_eq!(
+        whole.events, all,
+        "a bound past the log's size reads it all"
+    );
+    assert_eq!(whole.next_seq, None);
+}

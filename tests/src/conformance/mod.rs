@@ -121,6 +121,7 @@ pub const CHECKS: &[Check] = &[
     check!(delete_removes_everything_idempotently),
     check!(append_seq_must_continue_exactly),
     check!(append_batches_and_page_back),
+    check!(pages_are_bounded_by_bytes),
     check!(load_many_with_events_equals_load_then_read),
     check!(read_filters_by_type_stream_and_request_id),
     check!(unknown_events_round_trip_byte_equal),

@@ -292,6 +292,7 @@ pub async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult<()> {
     let query = EventQuery {
         from_seq: a.from_seq,
         mode: ReadMode::Lenient,
+        max_bytes: Some(acpx_model::PAGE_BYTES),
         ..EventQuery::default()
     };
     follow(ctx, &r, &query).await
@@ -312,6 +313,7 @@ fn event_query(a: &EventsArgs) -> EventQuery {
             .collect(),
         request_id: a.request_id.clone(),
         limit: a.limit,
+        max_bytes: Some(acpx_model::PAGE_BYTES),
         mode: if a.lenient {
             ReadMode::Lenient
         } else {

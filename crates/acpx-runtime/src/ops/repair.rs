@@ -284,6 +284,7 @@ async fn scan_log(
         let q = EventQuery {
             from_seq: from,
             limit: Some(5000),
+            max_bytes: Some(acpx_model::PAGE_BYTES),
             mode,
             ..EventQuery::default()
         };

@@ -61,6 +61,7 @@ pub async fn for_each_page<E: From<StoreError>>(
                 &EventQuery {
                     from_seq: from,
                     limit: Some(PAGE),
+                    max_bytes: Some(acpx_model::PAGE_BYTES),
                     mode,
                     ..EventQuery::default()
                 },

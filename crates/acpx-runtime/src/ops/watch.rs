@@ -111,6 +111,7 @@ impl LogFollower {
         let page_query = EventQuery {
             from_seq: self.next,
             limit: Some(PAGE),
+            max_bytes: Some(acpx_model::PAGE_BYTES),
             mode: self.query.mode,
             ..EventQuery::default()
         };
@@ -165,6 +166,7 @@ impl LogFollower {
                         &EventQuery {
                             from_seq: self.next,
                             limit: Some(PAGE),
+                            max_bytes: Some(acpx_model::PAGE_BYTES),
                             mode: self.query.mode,
                             ..EventQuery::default()
                         },

@@ -153,6 +153,7 @@ async fn load_and_roll_forward(
                 &EventQuery {
                     from_seq: from,
                     limit: Some(5000),
+                    max_bytes: Some(acpx_model::PAGE_BYTES),
                     mode: ReadMode::Lenient,
                     ..EventQuery::default()
                 },
