@@ -28,7 +28,6 @@ use std::io::{self, BufRead as _, Read};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde::de::{self, Deserializer as _, SeqAccess, Visitor};
 use serde::ser::{self, SerializeSeq};
 use serde::{Serialize, Serializer};
 
@@ -214,39 +213,19 @@ impl SettledMessages {
         let Some(runs) = &self.0 else {
             return Ok(Ok(()));
         };
-        struct Each<'f, F, E> {
-            f: &'f mut F,
-            failed: &'f mut Option<E>,
-        }
-        impl<'de, F, E> Visitor<'de> for Each<'_, F, E>
-        where
-            F: FnMut(usize, Message) -> Result<(), E>,
-        {
-            type Value = usize;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("the settled messages")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<usize, A::Error> {
-                let mut index = 0;
-                while let Some(message) = seq.next_element::<Message>()? {
-                    if let Err(e) = (self.f)(index, message) {
-                        *self.failed = Some(e);
-                        return Err(de::Error::custom("stopped by its caller"));
-                    }
-                    index += 1;
-                }
-                Ok(index)
-            }
-        }
-        let reader = io::Cursor::new(b"[")
-            .chain(RunReader::new(&*runs.messages, 0, runs.messages_len))
-            .chain(io::Cursor::new(b"]"));
-        let mut de =
-            serde_json::Deserializer::from_reader(io::BufReader::with_capacity(64 << 10, reader));
+        // Each message parsed from a slice of a 64 KiB read (`load::each_listed`).
+        let reader = RunReader::new(&*runs.messages, 0, runs.messages_len);
         let mut failed = None;
-        let read = de.deserialize_seq(Each {
-            f: &mut f,
-            failed: &mut failed,
+        let mut index = 0;
+        let read = crate::load::each_listed::<Message>(reader, |message| match f(index, message) {
+            Ok(()) => {
+                index += 1;
+                true
+            }
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
         });
         if let Some(e) = failed {
             return Ok(Err(e));

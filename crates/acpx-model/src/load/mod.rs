@@ -14,6 +14,8 @@
 
 mod stream;
 
+pub(crate) use stream::each_listed;
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;

@@ -454,3 +454,51 @@ fn a_document_that_ends_after_a_comma_says_so() {
     assert_eq!(e.field, ".");
     assert!(e.message.contains("EOF while parsing an object"), "{e:?}");
 }
+
+#[test]
+fn listed_values_read_back_in_pieces_of_any_size() {
+    let messages = record(3).thread.messages;
+    let text = messages
+        .iter()
+        .map(|m| serde_json::to_string_pretty(m).unwrap())
+        .collect::<Vec<_>>()
+        .join(",\n");
+    // Pieces of 1 to 7 bytes, and whole.
+    for trickle in [true, false] {
+        let mut read = Vec::new();
+        let each = |m| {
+            read.push(m);
+            true
+        };
+        let n = if trickle {
+            each_listed::<Message>(Trickle::new(text.as_bytes()), each)
+        } else {
+            each_listed::<Message>(text.as_bytes(), each)
+        }
+        .unwrap();
+        assert_eq!(
+            (n, &read),
+            (messages.len(), &messages),
+            "trickled: {trickle}"
+        );
+    }
+    // Stopped by its caller after the second.
+    let mut seen = 0;
+    let n = each_listed::<Message>(text.as_bytes(), |_| {
+        seen += 1;
+        seen < 2
+    })
+    .unwrap();
+    assert_eq!((n, seen), (2, 2));
+    assert_eq!(each_listed::<u32>(&b""[..], |_| true).unwrap(), 0);
+    assert_eq!(each_listed::<u32>(&b" 1,2 ,3\n"[..], |_| true).unwrap(), 3);
+    for (bad, says) in [
+        (&b"1 2"[..], "[1]: not valid JSON: expected `,`"),
+        (b"1,{", "[1]: not valid JSON: EOF"),
+        (b"1,\"x\"", "[1]: invalid type"),
+    ] {
+        let e = each_listed::<u32>(bad, |_| true).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().starts_with(says), "{e}");
+    }
+}
