@@ -13,6 +13,12 @@
 //! `VmRSS` and `RssAnon` (`/proc/<pid>/status`, the pid from `status`), a second prompt, and
 //! the same again; `sessions close` ends the owner. The figure that matters is each build's
 //! peak on the long session above its own peak on the one-turn session.
+//!
+//! `--commands` measures the other commands instead (docs/BENCHMARKS.md § Every command
+//! reads a long session in pieces): in each round, for each build and session, a copy of the
+//! session's home is listed once (so that no command pays the list cache's first read), then
+//! each command of [`COMMANDS`] runs on it, stdout to `/dev/null`: its peak RSS is the
+//! `ru_maxrss` that `wait4` reports for it, and its time spawn to exit.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -32,7 +38,22 @@ pub struct Options {
     calls: usize,
     runs: usize,
     acpx: Vec<PathBuf>,
+    commands: bool,
 }
+
+/// What `--commands` runs on each session (the prompt is the last: it changes the session).
+const COMMANDS: &[&[&str]] = &[
+    &["status"],
+    &["sessions", "show"],
+    &["--format", "json", "sessions", "show"],
+    &["sessions", "history"],
+    &["--format", "json", "sessions", "history"],
+    &["sessions", "export", "--as", "json"],
+    &["sessions", "export", "--as", "markdown"],
+    &["sessions", "export"],
+    &["fsck"],
+    &["--no-owner", "--format", "quiet", "prompt", "echo hi"],
+];
 
 impl Options {
     pub fn parse(args: &[String]) -> BenchResult<Options> {
@@ -43,6 +64,7 @@ impl Options {
             calls: 20,
             runs: 3,
             acpx: Vec::new(),
+            commands: false,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -57,6 +79,7 @@ impl Options {
                 "--tools" => o.tools = num("--tools")?,
                 "--calls" => o.calls = num("--calls")?,
                 "--runs" => o.runs = num("--runs")?,
+                "--commands" => o.commands = true,
                 "--backend" => match it.next().map(String::as_str) {
                     Some(b @ ("fs" | "sqlite")) => o.backend = b.to_owned(),
                     other => return Err(format!("--backend needs fs or sqlite, not {other:?}")),
@@ -118,9 +141,8 @@ impl Setup {
         Ok(home)
     }
 
-    /// One owner opening a copy of `home`: the first prompt's wall time, then `VmHWM`, `VmRSS`
-    /// and `RssAnon` in kB after it and after a second one.
-    fn open(&self, acpx: &Path, home: &Path) -> BenchResult<(Duration, [Rss; 2])> {
+    /// A fresh copy of `home`, for one round.
+    fn copy(&self, home: &Path) -> BenchResult<PathBuf> {
         let copy = self.scratch.path().join("open");
         let _ = std::fs::remove_dir_all(&copy);
         let status = Command::new("cp")
@@ -132,6 +154,43 @@ impl Setup {
         if !status.success() {
             return Err(format!("cp -a {} failed", home.display()));
         }
+        Ok(copy)
+    }
+
+    /// The peak RSS in kB of `acpx ARGS` on `home` (`ru_maxrss` of `wait4`) and its wall
+    /// time, stdout dropped.
+    fn peak_kb(&self, acpx: &Path, home: &Path, args: &[&str]) -> BenchResult<(u64, Duration)> {
+        let start = std::time::Instant::now();
+        let child = Command::new(acpx)
+            .arg("--home")
+            .arg(home)
+            .args(["--store", &self.backend, "--agent", &self.agent])
+            .args(args)
+            .current_dir(self.project.path())
+            .env_remove("ACPX_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run acpx: {e}"))?;
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value, which wait4 fills in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = child.id() as libc::pid_t;
+        // SAFETY: `pid` is this process's child, not waited for yet; both pointers are valid.
+        if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+        }
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+            return Err(format!("acpx {args:?} failed (wait status {status})"));
+        }
+        Ok((usage.ru_maxrss as u64, start.elapsed()))
+    }
+
+    /// One owner opening a copy of `home`: the first prompt's wall time, then `VmHWM`, `VmRSS`
+    /// and `RssAnon` in kB after it and after a second one.
+    fn open(&self, acpx: &Path, home: &Path) -> BenchResult<(Duration, [Rss; 2])> {
+        let copy = self.copy(home)?;
         let (first, _) = self.run(acpx, &copy, &["--format", "quiet", "prompt", "echo hi"])?;
         let (_, out) = self.run(acpx, &copy, &["--format", "json", "status"])?;
         let status: Value = serde_json::from_str(out.trim()).map_err(|e| e.to_string())?;
@@ -174,6 +233,9 @@ pub fn run(opts: &Options) -> BenchResult<()> {
         disk_use(&long),
         disk_use(&short)
     );
+    if opts.commands {
+        return commands(opts, &setup, &builds, [&long, &short]);
+    }
     println!("| run | build | session | first prompt ms | VmHWM kB | VmRSS kB after 1 → 2 prompts | RssAnon kB after 1 → 2 |");
     println!("|---:|---|---|---:|---:|---|---|");
     let mut peaks = vec![(Vec::new(), Vec::new()); builds.len()];
@@ -212,6 +274,60 @@ pub fn run(opts: &Options) -> BenchResult<()> {
             acpx.display(),
             (l as f64 - s as f64) / 1024.0
         );
+    }
+    println!("\nload average at end {}", loadavg());
+    Ok(())
+}
+
+/// `--commands`: each command's peak on the long session and on the one-turn one, per build.
+fn commands(
+    opts: &Options,
+    setup: &Setup,
+    builds: &[PathBuf],
+    [long, short]: [&PathBuf; 2],
+) -> BenchResult<()> {
+    // (build, command) → the peaks on the long session and on the one-turn one.
+    let mut peaks = vec![vec![(Vec::new(), Vec::new()); COMMANDS.len()]; builds.len()];
+    for _ in 0..opts.runs {
+        for (b, acpx) in builds.iter().enumerate() {
+            for (is_long, home) in [(true, long), (false, short)] {
+                let copy = setup.copy(home)?;
+                setup.run(acpx, &copy, &["sessions", "list"])?;
+                for (c, args) in COMMANDS.iter().enumerate() {
+                    let (kb, wall) = setup.peak_kb(acpx, &copy, args)?;
+                    let (longs, shorts) = &mut peaks[b][c];
+                    if is_long { longs } else { shorts }.push((kb, wall.as_millis() as u64));
+                }
+            }
+        }
+    }
+    let median = |v: &[(u64, u64)], pick: fn(&(u64, u64)) -> u64| {
+        let mut v: Vec<u64> = v.iter().map(pick).collect();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    println!(
+        "medians of {} runs: peak RSS on the long session / on the one-turn session, kB (MB \
+         above); wall time on each, ms\n",
+        opts.runs
+    );
+    print!("| command |");
+    for acpx in builds {
+        print!(" {} |", acpx.display());
+    }
+    println!("\n|---|{}", "---:|".repeat(builds.len()));
+    for (c, args) in COMMANDS.iter().enumerate() {
+        print!("| `{}` |", args.join(" "));
+        for per_build in &peaks {
+            let (longs, shorts) = &per_build[c];
+            let (l, s) = (median(longs, |p| p.0), median(shorts, |p| p.0));
+            let (lt, st) = (median(longs, |p| p.1), median(shorts, |p| p.1));
+            print!(
+                " {l} / {s} ({:.1}); {lt} / {st} ms |",
+                (l as f64 - s as f64) / 1024.0
+            );
+        }
+        println!();
     }
     println!("\nload average at end {}", loadavg());
     Ok(())

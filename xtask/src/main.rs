@@ -1,7 +1,7 @@
 //! Developer tasks. `cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick]`,
 //! `cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]`,
 //! `cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N]
-//! [--acpx PATH]…`, `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
+//! [--commands] [--acpx PATH]…`, `cargo xtask bench turn|session …`, `cargo xtask bench import [--quick]`,
 //! `cargo xtask bench migrate [--sessions N] [--dir DIR] [--acpx PATH]`,
 //! `cargo xtask torture [--quick] [--store fs|sqlite|all] [--kills N] [--seed N] [--acpx PATH]
 //! [--strict]`.
@@ -23,7 +23,7 @@ const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]
-       cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N] [--acpx PATH]..
+       cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N] [--commands] [--acpx PATH]..
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
        cargo xtask bench session [--backend B[,B..]|all] [--owner] [--thoughts] [--chunks N] [--prefill N]
@@ -63,6 +63,8 @@ const USAGE: &str =
                 opening a copy of each, for each --acpx build (repeatable; default: a release
                 build of the tree): its first prompt's wall time and its VmHWM, VmRSS and
                 RssAnon after one and two prompts; the peak above the one-turn session's
+                --commands: instead, the peak RSS (wait4's ru_maxrss) of status, show,
+                history, export, fsck and a --no-owner prompt on a copy of each session
 
   bench turn    builds the release acpx, then streams prompts of 10k, 100k and 1M chunks
                 (--chunks) with --no-owner on each backend, alternating: wall time, cost per
