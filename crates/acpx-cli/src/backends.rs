@@ -18,20 +18,24 @@ use crate::config::Backend;
 use crate::error::{CliError, CliResult};
 
 /// Opens `backend` under `home` (or, for postgres, at `ACPX_STORE_URL` / `config_url`),
-/// creating it when absent.
+/// creating it when absent; settling every load when `settle_loads`
+/// ([`crate::commands::settles_loads`]).
 pub async fn open(
     backend: Backend,
     home: &Path,
     config_url: Option<&StoreUrl>,
+    settle_loads: bool,
 ) -> CliResult<OpenStore> {
     let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
     config.url = config_url.cloned();
-    // Every command reads a session without holding it whole: its turns before the last two
-    // go to spill files as they are read (docs/format.md decision 17, "Opening a long
-    // session").
-    config.settle_on_load = Some(Arc::new(SettleOnLoad::new(
-        acpx_runtime::text_spill::settled_stores,
-    )));
+    if settle_loads {
+        // A reading command does not hold a long session whole: its turns before the last
+        // two go to spill files as they are read (docs/format.md decision 17, "Every command
+        // reads a long session this way").
+        config.settle_on_load = Some(Arc::new(SettleOnLoad::new(
+            acpx_runtime::text_spill::settled_stores,
+        )));
+    }
     let opened = match config.from_env() {
         Ok(config) => OpenStore::open(&config).await,
         Err(e) => Err(e),

@@ -56,6 +56,9 @@ pub struct Ctx {
     pub no_fs: bool,
     /// `--no-terminal`: the client neither advertises nor serves `terminal/*`.
     pub no_terminal: bool,
+    /// Whether the store settles every load ([`crate::commands::settles_loads`]); false
+    /// unless set before the store is first used.
+    pub settle_loads: bool,
     store: OnceCell<OpenStore>,
 }
 
@@ -279,6 +282,7 @@ impl Ctx {
             config,
             registry,
             agent,
+            settle_loads: false,
             store: OnceCell::new(),
         })
     }
@@ -287,8 +291,13 @@ impl Ctx {
     pub async fn opened(&self) -> CliResult<&OpenStore> {
         self.store
             .get_or_try_init(|| async {
-                crate::backends::open(self.backend, &self.home, self.config.store_url.as_ref())
-                    .await
+                crate::backends::open(
+                    self.backend,
+                    &self.home,
+                    self.config.store_url.as_ref(),
+                    self.settle_loads,
+                )
+                .await
             })
             .await
     }

@@ -162,10 +162,11 @@ fn run(args: Vec<OsString>) -> i32 {
             e.message
         ));
     }
-    let ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
+    let mut ctx = match Ctx::new(cli.global, split.agent, home, cwd, config, registry) {
         Ok(c) => c,
         Err(e) => return fail(format, &e),
     };
+    ctx.settle_loads = commands::settles_loads(&cli.command);
     // After the settings check, so that a refused `--json-strict` is still explained.
     if json_strict {
         output::silence_stderr();

@@ -111,7 +111,7 @@ fn commands_show_a_long_session_whole() {
         );
         assert!(tail.contains("word7") && !tail.contains("word5"), "{tail}");
 
-        // A one-process turn loads the session settled and saves it whole.
+        // A one-process turn after reads that settled it keeps it whole.
         env.run(&[
             "--no-owner",
             "--format",

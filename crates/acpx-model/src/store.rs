@@ -122,7 +122,9 @@ pub struct EventQuery {
     /// this size, so it holds at least one, and `next_seq` says where the next starts, as
     /// after `limit`. The file store counts the events' NDJSON lines, the databases the text
     /// of their columns. `None`: no bound. A reader that pages through a log of any events
-    /// sets it ([`PAGE_BYTES`]), so that a page of large events stays small.
+    /// sets it ([`PAGE_BYTES`]), so that a page of large events stays small, and `limit` as
+    /// well: PostgreSQL receives the rows of a page (at most `limit` and one) before it cuts
+    /// them to `max_bytes`.
     pub max_bytes: Option<usize>,
     /// What a damaged line does: fail the read, or be skipped and reported.
     pub mode: ReadMode,
@@ -169,7 +171,8 @@ impl EventQuery {
 pub struct EventPage {
     /// The matching events, in seq order.
     pub events: Vec<EventEnvelope>,
-    /// When `limit` cut the page: the seq to pass as `from_seq` for the next page.
+    /// When `limit` or `max_bytes` cut the page: the seq to pass as `from_seq` for the next
+    /// page.
     pub next_seq: Option<u64>,
     /// The last seq stored for the session (whether or not it matched the filters).
     pub last_seq: u64,

@@ -208,8 +208,11 @@ impl Inner {
             ..EventPage::default()
         };
         let mut bytes = 0;
+        let (mut fetched, mut last_seq) = (0usize, None);
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {
             let seq: i64 = row.get(0).map_err(self.sql(ctx))?;
+            fetched += 1;
+            last_seq = Some(seq);
             if query.page_full(page.events.len(), bytes) {
                 page.next_seq = u64::try_from(seq).ok();
                 break;
@@ -233,11 +236,17 @@ impl Inner {
                 },
             }
         }
+        // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming
+        // events: when every row asked for came back, the log may go on after the last one.
+        if page.next_seq.is_none() && query.limit.is_some_and(|l| fetched > l) {
+            page.next_seq = last_seq.and_then(|s| u64::try_from(s).ok()).map(|s| s + 1);
+        }
         Ok(page)
     }
 }
 
-/// The bytes of an events row's text columns ([`EventQuery::max_bytes`]).
+/// The bytes of an events row's text columns ([`EventQuery::max_bytes`]): columns 2 to 9 of
+/// the `read_events` statement, `timestamp` to `extra` (in `EVENT_COLUMNS` order).
 fn row_text_bytes(row: &rusqlite::Row<'_>) -> usize {
     (2..10)
         .filter_map(|i| row.get_ref(i).ok())

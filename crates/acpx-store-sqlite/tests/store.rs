@@ -609,6 +609,26 @@ async fn damaged_event_rows_strict_and_lenient() {
     assert_eq!(page.events.len(), 9);
     assert_eq!(page.damaged.len(), 1);
     assert_eq!(page.damaged[0].line, 4);
+    // Paged: the damaged row takes a row of a page's `LIMIT` without becoming an event, and
+    // the page still says where the log goes on.
+    for limit in 1..=10 {
+        let mut query = EventQuery {
+            mode: ReadMode::Lenient,
+            limit: Some(limit),
+            ..EventQuery::default()
+        };
+        let mut seen = Vec::new();
+        loop {
+            let page = store.read_events(&id, &query).await.unwrap();
+            seen.extend(page.events.iter().map(|e| e.seq));
+            match page.next_seq {
+                Some(n) => query.from_seq = n,
+                None => break,
+            }
+        }
+        let expected: Vec<u64> = (1..=10).filter(|s| *s != 4).collect();
+        assert_eq!(seen, expected, "limit {limit}");
+    }
 }
 
 #[tokio::test]

@@ -27,7 +27,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     }
     crate::commands::runtime_cmds::release_all_owners(ctx).await?;
     let from = ctx.opened().await?;
-    let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref()).await?;
+    let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref(), false).await?;
     let bar = crate::progress::Bar::new(&ctx.out, "migrating");
     let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
     drop(bar);

@@ -134,7 +134,7 @@ async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
             if !db.is_file() {
                 return None;
             }
-            let store = crate::backends::open(Backend::Sqlite, &ctx.home, None)
+            let store = crate::backends::open(Backend::Sqlite, &ctx.home, None, false)
                 .await
                 .ok()?;
             let query = ListQuery {
@@ -345,7 +345,8 @@ pub async fn events(ctx: &Ctx, a: EventsArgs) -> CliResult<()> {
 /// ever being in memory at once.
 const EVENTS_PAGE: usize = 5_000;
 
-/// Prints the events `query` selects, [`EVENTS_PAGE`] at a time, then notes where to go on
+/// Prints the events `query` selects a page at a time (at most [`EVENTS_PAGE`] events and
+/// about `query.max_bytes` of them), then notes where to go on
 /// when `query.limit` stopped it before the end of the log.
 async fn print_events(
     ctx: &Ctx,

@@ -277,6 +277,7 @@ async fn scan_log(
     let mut prev: Option<u64> = None;
     let mut strict_error: Option<Problem> = None;
     let mut lenient_damaged = 0u64;
+    let mut damaged_seen = std::collections::HashSet::new();
     // Damaged lines skipped and not yet matched with a seq jump: a jump they account for is
     // the same damage, not a second problem.
     let mut unmatched_damaged = 0u64;
@@ -314,8 +315,13 @@ async fn scan_log(
             }
             Err(e) => return Err(e),
         };
-        lenient_damaged += page.damaged.len() as u64;
         for d in &page.damaged {
+            // A store may report a line again on a later page (its seek can start before
+            // `from_seq`): counted once, or it would account for a real gap.
+            if !damaged_seen.insert((d.location.clone(), d.line)) {
+                continue;
+            }
+            lenient_damaged += 1;
             unmatched_damaged += 1;
             if !problems.iter().any(|p| {
                 p.kind == ProblemKind::LogDamaged

@@ -76,6 +76,9 @@ pub struct LogFollower {
     delivered: usize,
     idle_polls: u32,
     reported_tail: bool,
+    /// Damaged lines already delivered: a store may report one again on a later page (its
+    /// seek can start before `from_seq`).
+    reported_damage: std::collections::HashSet<(String, u64)>,
     end: Option<FollowEnd>,
 }
 
@@ -90,6 +93,7 @@ impl LogFollower {
             delivered: 0,
             idle_polls: 0,
             reported_tail: false,
+            reported_damage: std::collections::HashSet::new(),
             end: None,
         }
     }
@@ -120,8 +124,13 @@ impl LogFollower {
             Err(StoreError::NotFound(_)) => return Ok(self.finish(out, FollowEnd::Deleted)),
             Err(e) => return Err(e.into()),
         };
-        out.items
-            .extend(page.damaged.into_iter().map(Followed::Damaged));
+        let reported = &mut self.reported_damage;
+        out.items.extend(
+            page.damaged
+                .into_iter()
+                .filter(|d| reported.insert((d.location.clone(), d.line)))
+                .map(Followed::Damaged),
+        );
         if page.torn_tail.is_some() && !self.reported_tail && page.next_seq.is_none() {
             self.reported_tail = true;
             out.items.push(Followed::IncompleteTail);

@@ -138,6 +138,7 @@ async fn load_and_roll_forward(
     };
     let mut report = RollForward::default();
     let mut damaged = 0;
+    let mut damaged_seen = std::collections::HashSet::new();
     let mut from = record.acpx.audit_seq + 1;
     // Nearly always the snapshot has folded in the whole log: the log's state says so without
     // a read (on the file store a read opens every segment of the log, a prompt's cost that
@@ -159,7 +160,12 @@ async fn load_and_roll_forward(
                 },
             )
             .await?;
-        damaged += page.damaged.len();
+        // A store may report a line again on a later page: each counts once.
+        damaged += page
+            .damaged
+            .iter()
+            .filter(|d| damaged_seen.insert((d.location.clone(), d.line)))
+            .count();
         let r = mapping::roll_forward(&mut record, &page.events);
         report.applied += r.applied;
         report.already_applied += r.already_applied;
