@@ -225,7 +225,8 @@ impl SqliteStore {
     /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
     /// time): a long session is never whole in memory, its turns before the last two being
     /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
-    /// The `acpx` command line opens its stores this way (docs/format.md decision 17).
+    /// The `acpx` command line opens its store this way for the commands that read sessions
+    /// (docs/format.md decision 17).
     pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
         self.settle_on_load = Some(settle);
         self
