@@ -37,11 +37,10 @@ pub const KEEP_TURNS_ON_LOAD: usize = 2;
 /// Settles a conversation into spill stores while it is read ([`SessionRecord::
 /// from_json_reader`]), for a process that lives on between turns (the queue owner) or any
 /// that should not hold a long session whole (the `acpx` commands that read sessions: a
-/// store made to settle
-/// every load): the turns before the last [`KEEP_TURNS_ON_LOAD`] go to the settled runs as
-/// soon as the next turn begins in the document, so the load holds about two turns and one
-/// message, not the conversation. The record comes out as [`Thread::settle`] would have left
-/// it.
+/// store made to settle every load): the turns before the last [`KEEP_TURNS_ON_LOAD`] go to
+/// the settled runs as soon as the next turn begins in the document, so the load holds about
+/// two turns and one message, not the conversation. The record comes out as
+/// [`Thread::settle`] would have left it.
 ///
 /// Settling is best effort: when the stores cannot be made or written, the rest of the
 /// conversation stays in memory (as after a failed [`Thread::settle`]), the load goes on,
