@@ -113,7 +113,8 @@ struct Setup {
 }
 
 impl Setup {
-    fn run(&self, acpx: &Path, home: &Path, args: &[&str]) -> BenchResult<(Duration, String)> {
+    /// `acpx ARGS` on `home`, in the project, with the store and the agent of the bench.
+    fn command(&self, acpx: &Path, home: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(acpx);
         c.arg("--home")
             .arg(home)
@@ -121,9 +122,13 @@ impl Setup {
             .args(args)
             .current_dir(self.project.path())
             .env_remove("ACPX_HOME")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, acpx: &Path, home: &Path, args: &[&str]) -> BenchResult<(Duration, String)> {
+        let mut c = self.command(acpx, home, args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
         run_timed(c, args)
     }
 
@@ -161,14 +166,8 @@ impl Setup {
     /// time, stdout dropped.
     fn peak_kb(&self, acpx: &Path, home: &Path, args: &[&str]) -> BenchResult<(u64, Duration)> {
         let start = std::time::Instant::now();
-        let child = Command::new(acpx)
-            .arg("--home")
-            .arg(home)
-            .args(["--store", &self.backend, "--agent", &self.agent])
-            .args(args)
-            .current_dir(self.project.path())
-            .env_remove("ACPX_HOME")
-            .stdin(Stdio::null())
+        let child = self
+            .command(acpx, home, args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
