@@ -14,8 +14,8 @@
 //! the same again; `sessions close` ends the owner. The figure that matters is each build's
 //! peak on the long session above its own peak on the one-turn session.
 //!
-//! `--commands` measures the other commands instead (docs/BENCHMARKS.md § Every command
-//! reads a long session in pieces): in each round, for each build and session, a copy of the
+//! `--commands` measures the other commands instead (docs/BENCHMARKS.md § Reading commands
+//! take a long session in pieces): in each round, for each build and session, a copy of the
 //! session's home is listed once (so that no command pays the list cache's first read), then
 //! each command of [`COMMANDS`] runs on it, stdout to `/dev/null`: its peak RSS is the
 //! `ru_maxrss` that `wait4` reports for it, and its time spawn to exit.

@@ -31,7 +31,7 @@ pub async fn open(
     if settle_loads {
         // A reading command does not hold a long session whole: its turns before the last
         // two go to spill files as they are read (docs/format.md decision 17, "Every command
-        // reads a long session this way").
+        // that reads a session reads a long one this way").
         config.settle_on_load = Some(Arc::new(SettleOnLoad::new(
             acpx_runtime::text_spill::settled_stores,
         )));

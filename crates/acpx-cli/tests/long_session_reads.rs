@@ -1,4 +1,4 @@
-//! Every command reads a long session in pieces (docs/format.md decision 17, "Opening a long
+//! Reading commands take a long session in pieces (docs/format.md decision 17, "Opening a long
 //! session"): its turns before the last two are settled into spill files as the snapshot is
 //! read, and read back a message at a time. What the commands show must be the stored
 //! conversation, whole and in order, on every backend.

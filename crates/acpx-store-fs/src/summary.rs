@@ -4,7 +4,7 @@
 //! read as a stream ([`SessionRecord::from_json_reader`]) with its turns before the last two
 //! counted and dropped as they are read, so that listing a home holding a long session does not
 //! hold that session's document and parse at once (docs/format.md decision 17, "Every command
-//! reads a long session this way").
+//! that reads a session reads a long one this way").
 
 use std::io;
 use std::path::Path;

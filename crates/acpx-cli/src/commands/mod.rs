@@ -56,13 +56,13 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 }
 
 /// Whether `command` opens its store settling every load (docs/format.md decision 17, "Every
-/// command reads a long session this way"): the commands that read sessions and end. Not the
-/// ones that run turns or controls (a prompt, `exec`, `set`, the owner, which settles its own
-/// loads): a settling load writes the older turns to spill files and the turn's save reads
-/// them back, a cost that a prompt on a session holding one 1M-chunk reply paid at every
-/// turn (issue 15's session-size measure, 1.20 of a new session's CPU against 0.99). Nor
-/// `sessions events` and `watch`, which follow a log and may load the record every 0.5 s to
-/// see whether it was closed.
+/// command that reads a session reads a long one this way"): the commands that read sessions
+/// and end. Not the ones that run turns or controls (a prompt, `exec`, `set`; the owner
+/// settles its own loads): a settling load writes the older turns to spill files and the
+/// turn's save reads them back, a cost that a prompt on a session holding one 1M-chunk reply
+/// paid at every turn (issue 15's session-size measure: 1.20 of a new session's CPU, against
+/// 1.1). Nor `sessions events` and `watch`, which follow a log and may load the record every
+/// 0.5 s to see whether it was closed.
 pub fn settles_loads(command: &Command) -> bool {
     match command {
         Command::Status(_) | Command::Fsck(_) => true,
