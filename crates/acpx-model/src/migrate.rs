@@ -22,7 +22,8 @@ use crate::store::{
     SessionLock, SkippedEntry, Store,
 };
 
-/// Events read (and appended) per call while copying.
+/// Events read (and appended) per call while copying; a page also ends at
+/// [`crate::PAGE_BYTES`] of lines.
 const EVENT_PAGE: usize = 1_000;
 /// Target lookups (an existing target) and checks of held copies (a rerun) at the same time.
 const COPY_CONCURRENCY: usize = 8;
@@ -765,6 +766,7 @@ fn page_query(from_seq: u64) -> EventQuery {
     EventQuery {
         from_seq,
         limit: Some(EVENT_PAGE),
+        max_bytes: Some(crate::PAGE_BYTES),
         mode: ReadMode::Strict,
         ..EventQuery::default()
     }

@@ -16,6 +16,9 @@ use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS};
 use crate::watch::NOTIFY_CHANNEL;
 use crate::Inner;
 
+/// Rows fetched from the portal per round trip while reading a page of the log.
+const ROWS_PER_FETCH: i32 = 128;
+
 /// A session's key and its `event_logs` row.
 pub(crate) struct LogRow {
     key: i64,
@@ -266,52 +269,68 @@ impl Inner {
             params.push(limit);
             sql.push_str(&format!(" LIMIT ${}", params.len()));
         }
-        let rows = tx.query(&sql, &params).await.map_err(self.pg(ctx))?;
-        tx.commit().await.map_err(self.pg(ctx))?;
         let mut page = EventPage {
             last_seq: u64::try_from(log.last_seq).unwrap_or(0),
             oldest_seq: oldest.and_then(|s| u64::try_from(s).ok()).unwrap_or(0),
             ..EventPage::default()
         };
+        // Rows come through a portal, a batch at a time, so that a page cut short by
+        // `max_bytes` never holds the rest of its `LIMIT` of rows (a thousand large tool
+        // outputs) in memory.
+        let portal = tx.bind(&sql, &params).await.map_err(self.pg(ctx))?;
         let mut bytes = 0;
-        for row in &rows {
-            let seq: i64 = row.get(0);
-            if query.page_full(page.events.len(), bytes) {
-                page.next_seq = u64::try_from(seq).ok();
+        let mut fetched: i64 = 0;
+        let mut last_fetched = None;
+        'batches: loop {
+            let rows = tx
+                .query_portal(&portal, ROWS_PER_FETCH)
+                .await
+                .map_err(self.pg(ctx))?;
+            let got = rows.len();
+            for row in &rows {
+                let seq: i64 = row.get(0);
+                if query.page_full(page.events.len(), bytes) {
+                    page.next_seq = u64::try_from(seq).ok();
+                    break 'batches;
+                }
+                fetched += 1;
+                last_fetched = Some(seq);
+                bytes += (2..10)
+                    .filter_map(|i| row.try_get::<_, Option<&str>>(i).ok().flatten())
+                    .map(str::len)
+                    .sum::<usize>();
+                match event_from_row(row, id) {
+                    Ok(e) => page.events.push(e),
+                    Err(reason) => match query.mode {
+                        ReadMode::Strict => {
+                            return Err(StoreError::corrupt(
+                                format!(
+                                    "{} events row ({:?}, seq {seq})",
+                                    self.location,
+                                    id.as_str()
+                                ),
+                                None,
+                                reason,
+                            ))
+                        }
+                        ReadMode::Lenient => page.damaged.push(DamagedLine {
+                            location: format!("{} events", self.location),
+                            line: u64::try_from(seq).unwrap_or(0),
+                            reason,
+                        }),
+                    },
+                }
+            }
+            if got < ROWS_PER_FETCH.unsigned_abs() as usize {
                 break;
             }
-            bytes += (2..10)
-                .filter_map(|i| row.try_get::<_, Option<&str>>(i).ok().flatten())
-                .map(str::len)
-                .sum::<usize>();
-            match event_from_row(row, id) {
-                Ok(e) => page.events.push(e),
-                Err(reason) => match query.mode {
-                    ReadMode::Strict => {
-                        return Err(StoreError::corrupt(
-                            format!(
-                                "{} events row ({:?}, seq {seq})",
-                                self.location,
-                                id.as_str()
-                            ),
-                            None,
-                            reason,
-                        ))
-                    }
-                    ReadMode::Lenient => page.damaged.push(DamagedLine {
-                        location: format!("{} events", self.location),
-                        line: u64::try_from(seq).unwrap_or(0),
-                        reason,
-                    }),
-                },
-            }
         }
+        tx.commit().await.map_err(self.pg(ctx))?;
         // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming
         // events: when every row fetched was used, the log may go on after the last one.
-        let fetched_all = limit.is_some_and(|l| i64::try_from(rows.len()).is_ok_and(|n| n >= l));
+        let fetched_all = limit.is_some_and(|l| fetched >= l);
         if page.next_seq.is_none() && fetched_all {
-            if let Some(last) = rows.last() {
-                let seq: i64 = last.get(0);
+            if let Some(seq) = last_fetched {
                 page.next_seq = u64::try_from(seq).ok().map(|s| s + 1);
             }
         }

@@ -108,6 +108,43 @@ async fn copies_everything_and_verifies() {
     assert!(to.load(&ids[0]).await.unwrap().closed);
 }
 
+/// A session whose log is few events but many bytes (large tool outputs) is read in pages
+/// bounded by bytes: the group read sends it the one-at-a-time way, and it is copied and
+/// verified like any other, among small ones.
+#[tokio::test]
+async fn copies_a_log_of_few_large_events_among_small_sessions() {
+    let from = MemoryStore::new();
+    let mut ids = fill(&from, 5, 10).await;
+    let mut r = record("big", 9_000);
+    from.create(&mut r).await.unwrap();
+    let id = r.acpx_record_id.clone();
+    let big = "x".repeat(8 << 10);
+    let large: Vec<EventEnvelope> = events(&id, 1, 200)
+        .into_iter()
+        .map(|mut e| {
+            e.payload = json!({"out": big, "n": e.seq});
+            e
+        })
+        .collect();
+    let writer = from.lock(&id, Duration::from_secs(1)).await.unwrap();
+    from.append(&writer, &large, Durability::Flush)
+        .await
+        .unwrap();
+    drop(writer);
+    ids.push(id.clone());
+    let to = MemoryStore::new();
+    let report = copy_store(&from, &to).await.unwrap();
+    assert_eq!(report.sessions.len(), 6);
+    let copied = to.read_events(&id, &EventQuery::default()).await.unwrap();
+    assert_eq!(copied.events, large);
+    let entry = report
+        .sessions
+        .iter()
+        .find(|s| s.acpx_record_id == id)
+        .unwrap();
+    assert_eq!((entry.events, entry.last_seq), (200, 200));
+}
+
 /// A target that silently changes the payload of the event with seq 3 it stores.
 fn lossy() -> FaultStore<MemoryStore> {
     FaultStore::new(
