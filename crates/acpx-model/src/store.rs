@@ -351,6 +351,16 @@ pub trait Store: Send + Sync + fmt::Debug {
         Ok(record)
     }
 
+    /// The summary of one session (what [`Store::list`] gives for it), without holding its
+    /// conversation: for a caller that needs a few fields of a session, perhaps often (a
+    /// follower of the log checks whether the session was closed). Errors as
+    /// [`Store::load`] has them. The default loads the record and summarizes it; the file
+    /// store reads the snapshot only when it changed since it last summarized it, and
+    /// SQLite and PostgreSQL read their summary columns.
+    async fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        Ok(self.load(id).await?.summary())
+    }
+
     /// Replaces the snapshot atomically, if the stored revision still equals
     /// `record.revision`; then increments `record.revision`. A stale revision gets
     /// [`StoreError::Conflict`]; a session that no longer exists gets `NotFound`.

@@ -26,6 +26,7 @@ use crate::fsutil::{ensure_dir, io_err, open_append, remove_if_exists, stat_opt,
 use crate::index::IndexCache;
 use crate::layout::{classify, temp_writer_alive, tombstone_owner, Entry, Layout};
 use crate::log::{self, LogWriter};
+use crate::summary::SummaryMemo;
 use acpx_lock::FileLock;
 
 /// Default of [`FsStoreOptions::turn_end_rotate_bytes`]: 1 MiB (docs/format.md § Rotation and
@@ -110,6 +111,8 @@ pub struct FsCore {
     opts: FsStoreOptions,
     slots: Mutex<HashMap<RecordId, Arc<Slot>>>,
     index: Mutex<IndexCache>,
+    /// The last summaries `Store::summary` read.
+    summaries: SummaryMemo,
     open_writers: AtomicUsize,
     /// The token of the session locks this store (and its clones) issue.
     issuer: LockIssuer,
@@ -196,6 +199,7 @@ impl FsCore {
             opts,
             slots: Mutex::new(HashMap::new()),
             index: Mutex::new(IndexCache::default()),
+            summaries: SummaryMemo::default(),
             open_writers: AtomicUsize::new(0),
             issuer: LockIssuer::unique(),
             #[cfg(test)]

@@ -349,7 +349,8 @@ use std::time::Duration;
 use acpx_model::{
     check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage,
     ListQuery, ManyLocks, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock,
-    SessionRecord, SettleOnLoad, Store, StoreError, StoreResult, Timestamp, TornTail,
+    SessionRecord, SessionSummary, SettleOnLoad, Store, StoreError, StoreResult, Timestamp,
+    TornTail,
 };
 use async_trait::async_trait;
 
@@ -519,6 +520,11 @@ impl Store for FsStore {
     ) -> StoreResult<SessionRecord> {
         let id = id.clone();
         self.run(move |c| c.load_settling(&id, &settle)).await
+    }
+
+    async fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        let id = id.clone();
+        self.run(move |c| c.summary(&id)).await
     }
 
     async fn create_sessions(

@@ -1,19 +1,21 @@
 //! A snapshot's summary for the list cache (`index.rs`), read from the file when the cache has
 //! no entry that still describes it (another program wrote it, the cache was lost, the home
-//! was copied). A small snapshot is read whole and parsed as `load` parses it; a large one is
+//! was copied), and for `Store::summary` ([`SummaryMemo`]). A small snapshot is read whole and parsed as `load` parses it; a large one is
 //! read as a stream ([`SessionRecord::from_json_reader`]) with its turns before the last two
 //! counted and dropped as they are read, so that listing a home holding a long session does not
 //! hold that session's document and parse at once (docs/format.md decision 17, "Every command
 //! that reads a session reads a long one this way").
 
-use std::io;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use acpx_model::{RecordId, SessionRecord, SessionSummary, SettleOnLoad, TextSpill};
 
-use crate::fsutil::{open_read, read_file};
+use crate::fsutil::{open_read, FileIdent};
 use crate::index::{check_snapshot_id, parse_snapshot};
 
 /// Snapshots this large or larger are summarized from a stream. Below it a whole read costs
@@ -29,8 +31,20 @@ pub(crate) fn read_summary(
     len: u64,
     streamed_from: u64,
 ) -> io::Result<Result<SessionSummary, (String, String)>> {
+    summarize_file(id, path, open_read(path)?, len, streamed_from)
+}
+
+/// [`read_summary`] of the snapshot file already open as `file`.
+pub(crate) fn summarize_file(
+    id: &RecordId,
+    path: &Path,
+    mut file: File,
+    len: u64,
+    streamed_from: u64,
+) -> io::Result<Result<SessionSummary, (String, String)>> {
     if len < streamed_from {
-        let bytes = read_file(path)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
+        file.read_to_end(&mut bytes)?;
         return Ok(parse_snapshot(id, path, &bytes).map(|r| r.summary()));
     }
     let origin = path.display().to_string();
@@ -38,13 +52,40 @@ pub(crate) fn read_summary(
         let run = || -> Arc<dyn TextSpill> { Arc::new(CountingSpill::default()) };
         Ok([run(), run(), run()])
     });
-    let file = open_read(path)?;
     Ok(
         match SessionRecord::from_json_reader(file, &origin, Some(&count_only))? {
             Ok(record) => check_snapshot_id(id, record).map(|r| r.summary()),
             Err(v) => Err((v.field, v.message)),
         },
     )
+}
+
+/// Sessions whose last summary [`SummaryMemo`] keeps at most; past it the memo starts over.
+const MEMO_SESSIONS: usize = 64;
+
+/// The last summary `Store::summary` read of each session, with the identity of the file it
+/// was read from: a follower that asks every half second reads the snapshot again only once
+/// a save has replaced it, not its whole conversation at every question.
+#[derive(Debug, Default)]
+pub(crate) struct SummaryMemo(Mutex<HashMap<RecordId, (FileIdent, SessionSummary)>>);
+
+impl SummaryMemo {
+    /// The summary kept for `id` if it was read from the file `ident` describes.
+    pub(crate) fn get(&self, id: &RecordId, ident: &FileIdent) -> Option<SessionSummary> {
+        let memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        memo.get(id)
+            .filter(|(read_from, _)| read_from == ident)
+            .map(|(_, s)| s.clone())
+    }
+
+    /// Keeps `summary`, read from the file `ident` describes, for `id`.
+    pub(crate) fn put(&self, id: &RecordId, ident: FileIdent, summary: &SessionSummary) {
+        let mut memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.len() >= MEMO_SESSIONS && !memo.contains_key(id) {
+            memo.clear();
+        }
+        memo.insert(id.clone(), (ident, summary.clone()));
+    }
 }
 
 /// A settled run that keeps only its length: a summary counts the settled messages and sums

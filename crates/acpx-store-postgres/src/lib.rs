@@ -373,6 +373,10 @@ impl Store for PostgresStore {
         self.save(record).await
     }
 
+    async fn summary(&self, id: &RecordId) -> StoreResult<acpx_model::SessionSummary> {
+        read_once_more(|| self.inner.summary(id)).await
+    }
+
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
         self.inner.close(id, at).await
     }

@@ -150,6 +150,28 @@ impl Inner {
         self.load_with(id, None).await
     }
 
+    /// `Store::summary`: the row's summary columns, without its document; a row acpx did not
+    /// write itself is checked against its document first, as `list` checks it.
+    pub(crate) async fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        let ctx = "read the session's summary";
+        let conn = self.conn().await?;
+        let row = conn
+            .query_opt(
+                &format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE acpx_record_id = $1"),
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(self.pg(ctx))?
+            .ok_or_else(|| StoreError::NotFound(id.clone()))?;
+        let checked: bool = row.try_get(15).unwrap_or(false);
+        let summary = match summary_from_row(&row) {
+            Ok(s) if checked => Ok(s),
+            Ok(s) => self.check_document(&conn, &s).await,
+            Err(reason) => Err(reason),
+        };
+        summary.map_err(|reason| StoreError::corrupt(self.row_location(id.as_str()), None, reason))
+    }
+
     /// [`Inner::load`], settling the conversation as it is parsed when `settle` is given.
     pub(crate) async fn load_with(
         &self,

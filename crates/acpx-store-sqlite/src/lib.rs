@@ -419,6 +419,11 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        let id = id.clone();
+        self.run(move |inner| inner.summary(&id)).await
+    }
+
     async fn create_sessions(
         &self,
         sessions: Vec<NewSessionData>,

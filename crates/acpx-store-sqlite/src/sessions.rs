@@ -186,6 +186,32 @@ impl Inner {
         )
     }
 
+    /// `Store::summary`: the row's summary columns, without its document; a row acpx did not
+    /// write itself is checked against its document first, as `list` checks it.
+    pub(crate) fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        let ctx = "read the session's summary";
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!(
+                "SELECT {SUMMARY_COLUMNS} FROM session_rows WHERE acpx_record_id = ?1"
+            ))
+            .map_err(self.sql(ctx))?;
+        let mut rows = stmt.query([id.as_str()]).map_err(self.sql(ctx))?;
+        let Some(row) = rows.next().map_err(self.sql(ctx))? else {
+            return Err(StoreError::NotFound(id.clone()));
+        };
+        let checked: i64 = row.get(15).unwrap_or(0);
+        summary_from_row(row)
+            .and_then(|s| {
+                if checked == 1 {
+                    Ok(s)
+                } else {
+                    self.check_document(&conn, &s)
+                }
+            })
+            .map_err(|reason| StoreError::corrupt(self.row_location(id.as_str()), None, reason))
+    }
+
     /// [`Inner::load`] read through SQLite's incremental blob I/O, 64 KiB at a time, settling
     /// the conversation as it goes (`Store::load_settling`): the document is never whole in
     /// memory, neither in SQLite's nor in this process's.

@@ -118,6 +118,7 @@ pub const CHECKS: &[Check] = &[
     check!(save_stale_revision_conflicts),
     check!(save_deleted_session_not_found),
     check!(close_is_idempotent_and_keeps_session),
+    check!(summary_is_the_listed_one_and_follows_changes),
     check!(delete_removes_everything_idempotently),
     check!(append_seq_must_continue_exactly),
     check!(append_batches_and_page_back),

@@ -169,6 +169,55 @@ pub async fn close_is_idempotent_and_keeps_session(b: &dyn Backend) {
     assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
 }
 
+/// `summary` gives what `list` gives for the session, follows the saves and the close made
+/// through another handle (asked again and again, as a follower asks), and is `NotFound`
+/// for a session that was deleted or never existed.
+pub async fn summary_is_the_listed_one_and_follows_changes(b: &dyn Backend) {
+    let store = b.open().await;
+    let id = create(&*store, rich_session("summed", 23))
+        .await
+        .acpx_record_id;
+    let listed = |store: Arc<dyn Store>, id: RecordId| async move {
+        let page = store
+            .list(&ListQuery {
+                closed: ClosedFilter::Any,
+                ..ListQuery::default()
+            })
+            .await
+            .expect("list");
+        page.sessions
+            .into_iter()
+            .find(|s| s.acpx_record_id == id)
+            .expect("listed")
+    };
+    let first = store.summary(&id).await.expect("summary");
+    assert_eq!(first, listed(store.clone(), id.clone()).await);
+    assert_eq!(first.message_count, 23);
+    assert_eq!(store.summary(&id).await.expect("asked again"), first);
+
+    let other = b.open().await;
+    let mut r = other.load(&id).await.expect("load");
+    r.name = Some("renamed".into());
+    other.save(&mut r).await.expect("save");
+    let saved = store.summary(&id).await.expect("summary after a save");
+    assert_eq!(saved.name.as_deref(), Some("renamed"));
+    assert_eq!(saved.revision, first.revision + 1);
+    assert_eq!(saved, listed(store.clone(), id.clone()).await);
+
+    other.close(&id, ts(7_000)).await.expect("close");
+    for _ in 0..3 {
+        let closed = store.summary(&id).await.expect("summary after the close");
+        assert!(closed.closed, "the close made by another handle is seen");
+        assert_eq!(closed, listed(store.clone(), id.clone()).await);
+    }
+
+    other.delete(&id).await.expect("delete");
+    let err = store.summary(&id).await.expect_err("deleted");
+    assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
+    let err = store.summary(&rid("never-was")).await.expect_err("absent");
+    assert!(matches!(err, StoreError::NotFound(_)), "{err:?}");
+}
+
 /// Delete removes the snapshot and the events, from every view; it is idempotent; appends
 /// after it are `NotFound`; a new session with the same id starts with an empty log.
 pub async fn delete_removes_everything_idempotently(b: &dyn Backend) {

@@ -61,8 +61,8 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 /// settles its own loads): a settling load writes the older turns to spill files and the
 /// turn's save reads them back, a cost that a prompt on a session holding one 1M-chunk reply
 /// paid at every turn (issue 15's session-size measure: 1.20 of a new session's CPU, against
-/// 1.1). Nor `sessions events` and `watch`, which follow a log and may load the record every
-/// 0.5 s to see whether it was closed.
+/// 1.1). `sessions events` and `watch` load the session once; a follower then asks for its
+/// summary ([`acpx_model::Store::summary`]) to see whether it was closed.
 pub fn settles_loads(command: &Command) -> bool {
     match command {
         Command::Status(_) | Command::Fsck(_) => true,
@@ -74,6 +74,8 @@ pub fn settles_loads(command: &Command) -> bool {
                     | SessionsCommand::Close(_)
                     | SessionsCommand::Delete(_)
                     | SessionsCommand::History(_)
+                    | SessionsCommand::Events(_)
+                    | SessionsCommand::Watch(_)
                     | SessionsCommand::Read(_)
                     | SessionsCommand::Export(_)
                     | SessionsCommand::Prune(_)

@@ -20,8 +20,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// Events read per page.
 const PAGE: usize = 1000;
 
-/// Every how many empty reads the follower checks whether the session was closed: loading
-/// the snapshot on every poll would cost more than reading the log's end.
+/// Every how many empty reads the follower checks whether the session was closed. It asks
+/// for the session's summary ([`Store::summary`]), which does not read the conversation, but
+/// a store may still have to read the snapshot when it changed.
 const CLOSE_CHECK_EVERY: u32 = 5;
 
 /// Something a follower saw, in the order it saw it.
@@ -163,8 +164,8 @@ impl LogFollower {
         if !self.idle_polls.is_multiple_of(CLOSE_CHECK_EVERY) {
             return Ok(out);
         }
-        match store.load(&self.id).await {
-            Ok(rec) if rec.closed => {
+        match store.summary(&self.id).await {
+            Ok(s) if s.closed => {
                 // One more read so nothing written before the close is missed. A page at a
                 // time: when there is more, the next polls read it as usual (and check the
                 // close again once caught up), so a follower far behind never holds the rest

@@ -24,6 +24,7 @@ use crate::index::{
 use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
 use crate::search_index;
+use crate::summary::{summarize_file, STREAMED_FROM};
 
 /// A validated snapshot, already written to a temp file beside the snapshot (not yet fsynced),
 /// and the summary of what it holds. The document is streamed to the file, never built in
@@ -291,6 +292,38 @@ impl FsCore {
             .map_err(|(field, message)| StoreError::corrupt(origin, None, reason(&field, &message)))
     }
 
+    /// `Store::summary`: the snapshot is opened and its identity compared with the one the
+    /// memo's summary was read from; it is read again (a stream when large) only when a save
+    /// replaced it.
+    pub fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
+        let path = self.layout.snapshot(id);
+        let file = match open_read(&path) {
+            Ok(f) => f,
+            Err(e) => return Err(self.unreadable_snapshot(id, &path, e)),
+        };
+        let meta = file.metadata().map_err(|e| io_err(&path, e))?;
+        let ident = FileIdent::of(&meta);
+        if let Some(kept) = self.summaries.get(id, &ident) {
+            // A file identity can repeat (an inode reused within one clock tick at the same
+            // length): the revision at the start of the file must agree too, as for the
+            // list cache. A file laid out by something else is judged by identity.
+            match read_revision_prefix(&file) {
+                Ok(Some(rev)) if rev != kept.revision => {}
+                Ok(_) => return Ok(kept),
+                Err(e) => return Err(io_err(&path, e)),
+            }
+        }
+        #[cfg(test)]
+        self.snapshot_parses.fetch_add(1, Ordering::Relaxed);
+        let summary = summarize_file(id, &path, file, ident.len, STREAMED_FROM)
+            .map_err(|e| io_err(&path, e))?
+            .map_err(|(field, message)| {
+                StoreError::corrupt(path.display().to_string(), None, reason(&field, &message))
+            })?;
+        self.summaries.put(id, ident, &summary);
+        Ok(summary)
+    }
+
     /// The error of a snapshot that could not be opened or read: a missing one is a session
     /// not found, or a damaged session when its log is left.
     fn unreadable_snapshot(
@@ -504,6 +537,41 @@ mod tests {
             },
             Timestamp::now(),
         )
+    }
+
+    #[test]
+    fn a_summary_reads_the_snapshot_again_only_once_it_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let core = FsCore::open(tmp.path(), FsStoreOptions::default()).unwrap();
+        let mut r = record("asked");
+        // Past the size from which a summary is read as a stream.
+        let long = "x".repeat(usize::try_from(STREAMED_FROM).unwrap());
+        r.thread.title = long;
+        core.create(&mut r).unwrap();
+        let id = r.acpx_record_id.clone();
+        let parses = || core.snapshot_parses.load(Ordering::Relaxed);
+        let first = core.summary(&id).unwrap();
+        assert_eq!(first, r.summary());
+        assert_eq!(parses(), 1);
+        for _ in 0..5 {
+            assert_eq!(core.summary(&id).unwrap(), first);
+        }
+        assert_eq!(parses(), 1, "an unchanged snapshot is not read again");
+        core.close(&id, Timestamp::now()).unwrap();
+        let closed = core.summary(&id).unwrap();
+        assert!(closed.closed);
+        assert_eq!(closed.revision, first.revision + 1);
+        assert_eq!(parses(), 3, "the close read it once, the summary once more");
+        // Another program rewrites the file in place (same inode, same length): it is read
+        // again.
+        let path = core.layout.snapshot(&id);
+        let bytes = fs::read(&path).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let rev = format!("\"revision\": {},", closed.revision);
+        let bumped = format!("\"revision\": {},", closed.revision + 1);
+        assert_eq!(rev.len(), bumped.len());
+        fs::write(&path, text.replacen(&rev, &bumped, 1)).unwrap();
+        assert_eq!(core.summary(&id).unwrap().revision, closed.revision + 1);
     }
 
     #[test]
