@@ -136,6 +136,22 @@ fn commands_show_a_long_session_whole() {
             "{backend}"
         );
 
+        // `sessions close` reads the session settling and writes it back whole, closed.
+        let closed = json(&env, &["sessions", "close", &id]);
+        assert_eq!(closed["acpxRecordId"], id.as_str(), "{backend}: {closed}");
+        let stored_closed = stored(&env, &id);
+        assert_eq!(stored_closed["closed"], true, "{backend}");
+        assert_eq!(
+            stored_closed["thread"], after["thread"],
+            "{backend}: the conversation is kept whole"
+        );
+        // A follower of the closed session's log delivers it and stops.
+        let events = env
+            .run(&["sessions", "events", &id, "--follow"])
+            .ok()
+            .stdout;
+        assert!(events.lines().count() > 20, "{backend}: {events}");
+
         let r = env.run(&["fsck"]);
         assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
     }

@@ -197,7 +197,14 @@ impl Inner {
         )
     }
 
-    pub(crate) async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+    /// Marks a session closed; idempotent. With `settle`, the document is parsed settling
+    /// (`PostgresStore::settling_every_load`); its text is received whole all the same.
+    pub(crate) async fn close(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Option<&SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
         let ctx = "close the session";
         let location = self.row_location(id.as_str());
         let mut conn = self.conn().await?;
@@ -212,7 +219,8 @@ impl Inner {
             .map_err(self.pg(ctx))?
             .ok_or_else(|| StoreError::NotFound(id.clone()))?;
         let revision: i64 = row.get(0);
-        let mut record = parse_document(row.get(1), id.as_str(), revision, &location, None)?;
+        let mut record = parse_document(row.get(1), id.as_str(), revision, &location, settle)?;
+        drop(row);
         if record.closed {
             return Ok(record);
         }

@@ -221,7 +221,8 @@ impl SqliteStore {
             .map(|h| PathBuf::from(h).join(".acpx").join("acpx.db"))
     }
 
-    /// This store with every [`Store::load`] settling the conversation as it reads it
+    /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
+    /// the conversation as it reads it
     /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
     /// time): a long session is never whole in memory, its turns before the last two being
     /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
@@ -230,6 +231,14 @@ impl SqliteStore {
     pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
         self.settle_on_load = Some(settle);
         self
+    }
+
+    /// A settling read of its own for one call ([`SettleOnLoad::another_load`]), when this
+    /// store settles its loads: concurrent calls each report their own failure.
+    fn settling_this_call(&self) -> Option<Arc<SettleOnLoad>> {
+        self.settle_on_load
+            .as_ref()
+            .map(|s| Arc::new(s.another_load()))
     }
 
     /// Opens (creating it if needed) the database at `path` with default options.
@@ -397,13 +406,10 @@ impl Store for SqliteStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        if let Some(settle) = &self.settle_on_load {
-            let settle = Arc::new(settle.another_load());
-            let record = self.load_settling(id, settle.clone()).await?;
-            if let Some(why) = settle.failure() {
-                tracing::warn!(session = %id, "the conversation is read whole: its finished turns could not be written to spill files ({why})");
-            }
-            return Ok(record);
+        if let Some(settle) = self.settling_this_call() {
+            let record = self.load_settling(id, settle.clone()).await;
+            report_settling(id, &settle);
+            return record;
         }
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
@@ -493,9 +499,16 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let owned = id.clone();
-        self.run_held(id, move |inner| inner.close(&owned, at))
-            .await
+        let settle = self.settling_this_call();
+        let record = {
+            let (owned, settle) = (id.clone(), settle.clone());
+            self.run_held(id, move |inner| inner.close(&owned, at, settle.as_deref()))
+                .await
+        };
+        if let Some(settle) = &settle {
+            report_settling(id, settle);
+        }
+        record
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -593,5 +606,13 @@ impl Store for SqliteStore {
             Ok(SessionLock::new(id, inner.held.issuer(), Box::new(guard)))
         })
         .await
+    }
+}
+
+/// Logs why a settling read left the conversation in memory, if it did (the record is the
+/// same either way).
+fn report_settling(id: &RecordId, settle: &SettleOnLoad) {
+    if let Some(warning) = settle.failure_warning() {
+        tracing::warn!(session = %id, "{warning}");
     }
 }

@@ -220,66 +220,91 @@ impl Inner {
         id: &RecordId,
         settle: &SettleOnLoad,
     ) -> StoreResult<SessionRecord> {
-        let location = self.row_location(id.as_str());
-        let streamed = {
-            let conn = self.conn();
-            // One read transaction: the revision and the document of the same save.
-            let tx = conn
-                .unchecked_transaction()
-                .map_err(self.sql("load the session"))?;
-            let row: Option<(i64, i64, String)> = tx
-                .prepare_cached(
-                    "SELECT r.revision, r.session_key, typeof(d.document) \
-                     FROM session_rows r LEFT JOIN session_documents d USING (session_key) \
-                     WHERE r.acpx_record_id = ?1",
-                )
-                .and_then(|mut st| {
-                    st.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                        .optional()
-                })
-                .map_err(self.sql("load the session"))?;
-            let Some((revision, key, kind)) = row else {
-                return Err(StoreError::NotFound(id.clone()));
-            };
-            if kind == "text" || kind == "blob" {
-                let blob = tx
-                    .blob_open(MAIN_DB, c"session_documents", c"document", key, true)
-                    .map_err(self.sql("load the session"))?;
-                let parsed = SessionRecord::from_json_reader(blob, &location, Some(settle))
-                    .map_err(|e| StoreError::io(&location, e))?;
-                Some(rows::checked_document(
-                    parsed,
-                    id.as_str(),
-                    revision,
-                    &location,
-                ))
-            } else {
-                None
-            }
-        };
-        match streamed {
-            Some(record) => record,
-            // A row without a document: `load` says what is wrong with it.
-            None => {
-                let mut record = self.load(id)?;
-                settle.settle_loaded(&mut record.thread);
-                Ok(record)
-            }
-        }
+        let conn = self.conn();
+        // One read transaction: the revision and the document of the same save.
+        let tx = conn
+            .unchecked_transaction()
+            .map_err(self.sql("load the session"))?;
+        let (_, _, record) = self.read_settling(&tx, id, settle)?;
+        Ok(record)
     }
 
-    pub(crate) fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+    /// The revision, the session key and the record of `id`, the document read through the
+    /// incremental blob I/O and settled as it is parsed, within the caller's transaction.
+    fn read_settling(
+        &self,
+        conn: &Connection,
+        id: &RecordId,
+        settle: &SettleOnLoad,
+    ) -> StoreResult<(i64, i64, SessionRecord)> {
+        let ctx = "load the session";
+        let location = self.row_location(id.as_str());
+        // `typeof`, not the document: selecting the column would read it whole.
+        let row: Option<(i64, i64, String)> = conn
+            .prepare_cached(
+                "SELECT r.revision, r.session_key, typeof(d.document) \
+                 FROM session_rows r LEFT JOIN session_documents d USING (session_key) \
+                 WHERE r.acpx_record_id = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row([id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()
+            })
+            .map_err(self.sql(ctx))?;
+        let Some((revision, key, kind)) = row else {
+            return Err(StoreError::NotFound(id.clone()));
+        };
+        if kind == "text" || kind == "blob" {
+            let blob = conn
+                .blob_open(MAIN_DB, c"session_documents", c"document", key, true)
+                .map_err(self.sql(ctx))?;
+            let parsed = SessionRecord::from_json_reader(blob, &location, Some(settle))
+                .map_err(|e| StoreError::io(&location, e))?;
+            let record = rows::checked_document(parsed, id.as_str(), revision, &location)?;
+            return Ok((revision, key, record));
+        }
+        // A row without a document: parsing says what is wrong with it, as `load` does.
+        let mut record = conn
+            .prepare_cached(SELECT_DOCUMENT)
+            .and_then(|mut st| {
+                st.query_row([id.as_str()], |r| {
+                    Ok(parse_document(
+                        r.get_ref(1)?,
+                        id.as_str(),
+                        revision,
+                        &location,
+                    ))
+                })
+            })
+            .map_err(self.sql(ctx))??;
+        settle.settle_loaded(&mut record.thread);
+        Ok((revision, key, record))
+    }
+
+    /// Marks a session closed; idempotent. With `settle`, the document is read settling,
+    /// through the incremental blob I/O (`SqliteStore::settling_every_load`).
+    pub(crate) fn close(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Option<&SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
         let location = self.row_location(id.as_str());
         self.mutate(id, "close the session", false, |tx| {
-            let mut stmt = tx.prepare_cached(SELECT_DOCUMENT)?;
-            let mut rows = stmt.query([id.as_str()])?;
-            let Some(row) = rows.next()? else {
-                return Err(StoreError::NotFound(id.clone()).into());
+            let (revision, key, mut record) = match settle {
+                Some(settle) => self.read_settling(tx, id, settle)?,
+                None => {
+                    let mut stmt = tx.prepare_cached(SELECT_DOCUMENT)?;
+                    let mut rows = stmt.query([id.as_str()])?;
+                    let Some(row) = rows.next()? else {
+                        return Err(StoreError::NotFound(id.clone()).into());
+                    };
+                    let revision: i64 = row.get(0)?;
+                    let key: i64 = row.get(2)?;
+                    let record = parse_document(row.get_ref(1)?, id.as_str(), revision, &location)?;
+                    (revision, key, record)
+                }
             };
-            let revision: i64 = row.get(0)?;
-            let key: i64 = row.get(2)?;
-            let mut record = parse_document(row.get_ref(1)?, id.as_str(), revision, &location)?;
-            drop(rows);
             if record.closed {
                 return Ok(record);
             }

@@ -82,6 +82,17 @@ impl SettleOnLoad {
             .clone()
     }
 
+    /// The sentence a store logs when settling stopped during the last load
+    /// ([`SettleOnLoad::failure`]): the model has no logger, each store logs it with its own.
+    pub fn failure_warning(&self) -> Option<String> {
+        self.failure().map(|why| {
+            format!(
+                "the conversation is read whole: its finished turns could not be written to \
+                 spill files ({why})"
+            )
+        })
+    }
+
     fn failed(&self, e: &io::Error) {
         self.set_failure(Some(e.to_string()));
     }

@@ -16,6 +16,7 @@
 //! nothing else changes.
 
 use acpx_model::{SessionRecord, Thread};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{Effect, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY, MCP_SERVERS_KEY};
@@ -89,7 +90,9 @@ pub(super) fn apply_session_forked(
     extra: &Map<String, Value>,
 ) -> Effect {
     let thread = match extra.get(THREAD) {
-        Some(v) => match serde_json::from_value::<Thread>(v.clone()) {
+        // Read from the value in place: a long parent's thread is tens of MB as a value,
+        // and a clone of it was the largest part of a fork's peak.
+        Some(v) => match Thread::deserialize(v) {
             Ok(t) => Some(t),
             Err(e) => {
                 return Effect::ignored(format!(

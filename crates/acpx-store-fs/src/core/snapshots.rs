@@ -346,11 +346,22 @@ impl FsCore {
         }
     }
 
-    /// Marks a session closed; idempotent.
-    pub fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
+    /// Marks a session closed; idempotent. With `settle`, the document is read settling
+    /// (`FsStore::settling_every_load`).
+    pub fn close(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Option<&SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
         self.with_write(id, |core, st| {
             core.ensure_valid(id, st)?;
-            let mut record = core.load(id)?;
+            // Read settling when the store settles its loads: the save below streams the
+            // settled turns back into the new snapshot, so the session is never whole here.
+            let mut record = match settle {
+                Some(settle) => core.load_settling(id, settle)?,
+                None => core.load(id)?,
+            };
             if record.closed {
                 return Ok(record);
             }
@@ -557,7 +568,7 @@ mod tests {
             assert_eq!(core.summary(&id).unwrap(), first);
         }
         assert_eq!(parses(), 1, "an unchanged snapshot is not read again");
-        core.close(&id, Timestamp::now()).unwrap();
+        core.close(&id, Timestamp::now(), None).unwrap();
         let closed = core.summary(&id).unwrap();
         assert!(closed.closed);
         assert_eq!(closed.revision, first.revision + 1);

@@ -229,7 +229,7 @@ fn the_index_gives_the_scans_hits_on_a_generated_set() {
     for i in (3..120).step_by(11) {
         let id = RecordId::parse(&format!("g{i:03}")).unwrap();
         if i % 2 == 0 {
-            core.close(&id, Timestamp::now()).unwrap();
+            core.close(&id, Timestamp::now(), None).unwrap();
         } else {
             core.delete(&id).unwrap();
         }
@@ -367,7 +367,7 @@ fn deleted_renamed_retitled_and_closed_sessions() {
     let mut r = core.load(&id("retitled")).unwrap();
     r.thread.title = "Flaky CI".into();
     core.save(&mut r).unwrap();
-    core.close(&id("closed"), Timestamp::now()).unwrap();
+    core.close(&id("closed"), Timestamp::now(), None).unwrap();
     let (hits, parses) = searched(&core, &q("flaky"));
     assert_eq!(parses, 0);
     let got: Vec<_> = hits
