@@ -353,10 +353,13 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The summary of one session (what [`Store::list`] gives for it), without holding its
     /// conversation: for a caller that needs a few fields of a session, perhaps often (a
-    /// follower of the log checks whether the session was closed). Errors as
-    /// [`Store::load`] has them. The default loads the record and summarizes it; the file
-    /// store reads the snapshot only when it changed since it last summarized it, and
-    /// SQLite and PostgreSQL read their summary columns.
+    /// follower of the log checks whether the session was closed). A session that does not
+    /// exist is [`StoreError::NotFound`], as for [`Store::load`]; a damaged one is
+    /// [`StoreError::Corrupt`], though not always where `load` says so: SQLite and
+    /// PostgreSQL read their summary columns (checking them against the document only for a
+    /// row acpx did not write, as `list` does), the file store the snapshot, and only when
+    /// it changed since it last summarized it. The default loads the record and summarizes
+    /// it.
     async fn summary(&self, id: &RecordId) -> StoreResult<SessionSummary> {
         Ok(self.load(id).await?.summary())
     }

@@ -16,8 +16,12 @@ use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS};
 use crate::watch::NOTIFY_CHANNEL;
 use crate::Inner;
 
-/// Rows fetched from the portal per round trip while reading a page of the log.
-const ROWS_PER_FETCH: i32 = 128;
+/// Rows the first fetch from the portal asks for when a page is bounded by bytes: few, in
+/// case the events are large. Later fetches ask for as many as the bytes left would hold at
+/// the size of the rows seen so far, at most [`MAX_ROWS_PER_FETCH`].
+const FIRST_ROWS_PER_FETCH: i32 = 16;
+/// See [`FIRST_ROWS_PER_FETCH`].
+const MAX_ROWS_PER_FETCH: i32 = 4096;
 
 /// A session's key and its `event_logs` row.
 pub(crate) struct LogRow {
@@ -276,14 +280,19 @@ impl Inner {
         };
         // Rows come through a portal, a batch at a time, so that a page cut short by
         // `max_bytes` never holds the rest of its `LIMIT` of rows (a thousand large tool
-        // outputs) in memory.
+        // outputs) in memory. Without `max_bytes`, one fetch takes every row (0: all).
         let portal = tx.bind(&sql, &params).await.map_err(self.pg(ctx))?;
         let mut bytes = 0;
         let mut fetched: i64 = 0;
         let mut last_fetched = None;
+        let mut fetch = if query.max_bytes.is_some() {
+            FIRST_ROWS_PER_FETCH
+        } else {
+            0
+        };
         'batches: loop {
             let rows = tx
-                .query_portal(&portal, ROWS_PER_FETCH)
+                .query_portal(&portal, fetch)
                 .await
                 .map_err(self.pg(ctx))?;
             let got = rows.len();
@@ -321,9 +330,10 @@ impl Inner {
                     },
                 }
             }
-            if got < ROWS_PER_FETCH.unsigned_abs() as usize {
+            if fetch == 0 || got < fetch.unsigned_abs() as usize {
                 break;
             }
+            fetch = next_fetch(query.max_bytes, bytes, fetched);
         }
         tx.commit().await.map_err(self.pg(ctx))?;
         // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming
@@ -335,5 +345,41 @@ impl Inner {
             }
         }
         Ok(page)
+    }
+}
+
+/// The rows the next fetch of a page bounded by `max_bytes` asks for: as many as the bytes
+/// left would hold at the mean size of the `fetched` rows (`bytes`) seen so far, one more so
+/// that the row that ends the page comes with them, within
+/// [`FIRST_ROWS_PER_FETCH`]..=[`MAX_ROWS_PER_FETCH`].
+fn next_fetch(max_bytes: Option<usize>, bytes: usize, fetched: i64) -> i32 {
+    let (Some(max), Ok(rows)) = (max_bytes, usize::try_from(fetched)) else {
+        return FIRST_ROWS_PER_FETCH;
+    };
+    let mean = (bytes / rows.max(1)).max(1);
+    let fit = max.saturating_sub(bytes) / mean + 1;
+    i32::try_from(fit)
+        .unwrap_or(MAX_ROWS_PER_FETCH)
+        .clamp(FIRST_ROWS_PER_FETCH, MAX_ROWS_PER_FETCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fetch_asks_for_what_the_bytes_left_would_hold() {
+        // Small events: the rest of a 1 MiB page in one more fetch, within the maximum.
+        assert_eq!(next_fetch(Some(1 << 20), 16 * 300, 16), 3480);
+        assert_eq!(next_fetch(Some(1 << 20), 16 * 100, 16), MAX_ROWS_PER_FETCH);
+        assert_eq!(next_fetch(Some(1 << 20), 16 * 1000, 16), 1033);
+        // Large events: no more than the first fetch's few.
+        assert_eq!(
+            next_fetch(Some(1 << 20), 16 * 100_000, 16),
+            FIRST_ROWS_PER_FETCH
+        );
+        // Nothing fetched yet, or no bound: the first fetch's size.
+        assert_eq!(next_fetch(Some(1 << 20), 0, 0), MAX_ROWS_PER_FETCH);
+        assert_eq!(next_fetch(None, 0, 0), FIRST_ROWS_PER_FETCH);
     }
 }

@@ -225,7 +225,7 @@ impl Inner {
         let tx = conn
             .unchecked_transaction()
             .map_err(self.sql("load the session"))?;
-        let (_, _, record) = self.read_settling(&tx, id, settle)?;
+        let (_, _, record) = self.read_settling(&tx, id, settle, "load the session")?;
         Ok(record)
     }
 
@@ -236,8 +236,8 @@ impl Inner {
         conn: &Connection,
         id: &RecordId,
         settle: &SettleOnLoad,
+        ctx: &str,
     ) -> StoreResult<(i64, i64, SessionRecord)> {
-        let ctx = "load the session";
         let location = self.row_location(id.as_str());
         // `typeof`, not the document: selecting the column would read it whole.
         let row: Option<(i64, i64, String)> = conn
@@ -292,7 +292,7 @@ impl Inner {
         let location = self.row_location(id.as_str());
         self.mutate(id, "close the session", false, |tx| {
             let (revision, key, mut record) = match settle {
-                Some(settle) => self.read_settling(tx, id, settle)?,
+                Some(settle) => self.read_settling(tx, id, settle, "close the session")?,
                 None => {
                     let mut stmt = tx.prepare_cached(SELECT_DOCUMENT)?;
                     let mut rows = stmt.query([id.as_str()])?;
@@ -312,9 +312,13 @@ impl Inner {
             record.closed_at = Some(at);
             record.pid = None;
             record.revision += 1;
-            let cols = SessionColumns::from_record(&record)?;
-            crate::document::write(tx, id, key, &cols.document, false)?;
-            update_row(tx, key, &cols, revision)?;
+            {
+                // Serialized by the write itself, straight into the row (this runs on the
+                // thread that does the write): the document is never whole in memory.
+                let cols = SessionColumns::streamed(&record)?;
+                crate::document::write(tx, id, key, &cols.document, false)?;
+                update_row(tx, key, &cols, revision)?;
+            }
             Ok(record)
         })
     }

@@ -8,22 +8,18 @@ use sha2::{Digest, Sha256};
 use super::{
     differs, hash_events, page_query, snapshot_digest, verify_side, Read, Side, SourceSession,
 };
-use crate::{
-    EventPage, EventQuery, NewSessionData, RecordId, SessionRecord, Store, StoreError, StoreResult,
-};
+use crate::{EventPage, NewSessionData, RecordId, SessionRecord, Store, StoreError, StoreResult};
 
 /// Sessions read (or read back to verify) per [`Store::load_many_with_events`] call: one
 /// hand-off to the store's blocking thread for many small sessions instead of one each. A
 /// group holds at most this many first pages of [`EVENT_PAGE`](super::EVENT_PAGE) events
-/// and [`FIRST_PAGE_BYTES`] each.
+/// and about [`crate::PAGE_BYTES`] each; a session whose log is longer is copied alone, a
+/// page at a time ([`Read::Large`]).
 pub(super) const READ_GROUP: usize = 16;
 /// Groups read at the same time (a store that serves calls in parallel reads two at once).
 /// With the group being taken apart, at most three groups of first pages are in memory
-/// besides the batches: 48 pages, 12 MiB at most.
+/// besides the batches: 48 pages, of about 1 MiB at most each.
 pub(super) const GROUPS_AT_ONCE: usize = 2;
-/// The bytes of log lines a first page read in a group holds at most. A session whose log is
-/// longer is copied alone, a page at a time ([`Read::Large`]).
-const FIRST_PAGE_BYTES: usize = 256 << 10;
 
 /// Reads the sessions `ids` of `from` with their figures, in order (the caller holds their
 /// writer locks), [`READ_GROUP`] per call. A read that fails ends the stream with its error.
@@ -52,11 +48,7 @@ async fn read_group(
     store: &dyn Store,
     ids: &[RecordId],
 ) -> StoreResult<Vec<(SessionRecord, EventPage)>> {
-    let query = EventQuery {
-        max_bytes: Some(FIRST_PAGE_BYTES),
-        ..page_query(1)
-    };
-    let read = store.load_many_with_events(ids, &query).await?;
+    let read = store.load_many_with_events(ids, &page_query(1)).await?;
     if read.len() != ids.len() {
         return Err(StoreError::Backend {
             backend: store.backend_name(),
