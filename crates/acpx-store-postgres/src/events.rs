@@ -296,6 +296,7 @@ impl Inner {
                 .await
                 .map_err(self.pg(ctx))?;
             let got = rows.len();
+            let batch_from = (fetched, bytes);
             for row in &rows {
                 let seq: i64 = row.get(0);
                 if query.page_full(page.events.len(), bytes) {
@@ -333,7 +334,12 @@ impl Inner {
             if fetch == 0 || got < fetch.unsigned_abs() as usize {
                 break;
             }
-            fetch = next_fetch(query.max_bytes, bytes, fetched);
+            fetch = next_fetch(
+                query.max_bytes,
+                bytes,
+                bytes - batch_from.1,
+                fetched - batch_from.0,
+            );
         }
         tx.commit().await.map_err(self.pg(ctx))?;
         // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming
@@ -348,16 +354,17 @@ impl Inner {
     }
 }
 
-/// The rows the next fetch of a page bounded by `max_bytes` asks for: as many as the bytes
-/// left would hold at the mean size of the `fetched` rows (`bytes`) seen so far, one more so
-/// that the row that ends the page comes with them, within
-/// [`FIRST_ROWS_PER_FETCH`]..=[`MAX_ROWS_PER_FETCH`].
-fn next_fetch(max_bytes: Option<usize>, bytes: usize, fetched: i64) -> i32 {
-    let (Some(max), Ok(rows)) = (max_bytes, usize::try_from(fetched)) else {
+/// The rows the next fetch of a page bounded by `max_bytes` asks for, `bytes` of the page
+/// read so far, the last fetch's rows `batch_rows` of `batch_bytes`: as many as the bytes left
+/// would hold at the last fetch's mean row size (so that small rows after a few large ones
+/// are fetched in bulk again), one more so that the row that ends the page comes with them,
+/// within [`FIRST_ROWS_PER_FETCH`]..=[`MAX_ROWS_PER_FETCH`].
+fn next_fetch(max_bytes: Option<usize>, bytes: usize, batch_bytes: usize, batch_rows: i64) -> i32 {
+    let (Some(max), Ok(rows)) = (max_bytes, usize::try_from(batch_rows)) else {
         return FIRST_ROWS_PER_FETCH;
     };
-    let mean = (bytes / rows.max(1)).max(1);
-    let fit = max.saturating_sub(bytes) / mean + 1;
+    let mean = (batch_bytes / rows.max(1)).max(1);
+    let fit = (max.saturating_sub(bytes) / mean).saturating_add(1);
     i32::try_from(fit)
         .unwrap_or(MAX_ROWS_PER_FETCH)
         .clamp(FIRST_ROWS_PER_FETCH, MAX_ROWS_PER_FETCH)
@@ -369,17 +376,28 @@ mod tests {
 
     #[test]
     fn a_fetch_asks_for_what_the_bytes_left_would_hold() {
+        let page = 1 << 20;
         // Small events: the rest of a 1 MiB page in one more fetch, within the maximum.
-        assert_eq!(next_fetch(Some(1 << 20), 16 * 300, 16), 3480);
-        assert_eq!(next_fetch(Some(1 << 20), 16 * 100, 16), MAX_ROWS_PER_FETCH);
-        assert_eq!(next_fetch(Some(1 << 20), 16 * 1000, 16), 1033);
+        assert_eq!(next_fetch(Some(page), 16 * 300, 16 * 300, 16), 3480);
+        assert_eq!(
+            next_fetch(Some(page), 16 * 100, 16 * 100, 16),
+            MAX_ROWS_PER_FETCH
+        );
+        assert_eq!(next_fetch(Some(page), 16 * 1000, 16 * 1000, 16), 1033);
         // Large events: no more than the first fetch's few.
         assert_eq!(
-            next_fetch(Some(1 << 20), 16 * 100_000, 16),
+            next_fetch(Some(page), 16 * 100_000, 16 * 100_000, 16),
             FIRST_ROWS_PER_FETCH
         );
-        // Nothing fetched yet, or no bound: the first fetch's size.
-        assert_eq!(next_fetch(Some(1 << 20), 0, 0), MAX_ROWS_PER_FETCH);
-        assert_eq!(next_fetch(None, 0, 0), FIRST_ROWS_PER_FETCH);
+        // Small events after large ones: sized by the last fetch's rows, not the page's.
+        assert_eq!(
+            next_fetch(Some(page), 16 * 30_000 + 16 * 200, 16 * 200, 16),
+            (page - 16 * 30_200) as i32 / 200 + 1
+        );
+        // Rows of no text at all, a bound of usize::MAX, no rows: no overflow, in range.
+        assert_eq!(next_fetch(Some(usize::MAX), 0, 0, 16), MAX_ROWS_PER_FETCH);
+        assert_eq!(next_fetch(Some(page), 0, 0, 0), MAX_ROWS_PER_FETCH);
+        // No bound: the first fetch's size (unused: such a read takes every row at once).
+        assert_eq!(next_fetch(None, 0, 0, 0), FIRST_ROWS_PER_FETCH);
     }
 }

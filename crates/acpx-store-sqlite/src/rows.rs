@@ -13,10 +13,12 @@ use serde_json::{Map, Value};
 
 /// The document of a session as a write stores it (see `document::write`).
 pub(crate) enum Document<'a> {
-    /// Serialized beforehand: a call that runs on a pool thread owns its data.
+    /// Serialized beforehand: a call that runs on a pool thread with a record it borrowed
+    /// from its caller must own its data.
     Text(String),
-    /// Serialized by the write itself, from the record (a save by the holder of the session's
-    /// lock, which runs in place, see `SqliteStore::run_held`), straight into the row through
+    /// Serialized by the write itself, from a record that outlives the write (a save by the
+    /// holder of the session's lock, which runs in place, see `SqliteStore::run_held`; a close,
+    /// which owns the record it read), straight into the row through
     /// SQLite's incremental blob I/O: no copy of the whole document is ever built, in acpx or
     /// in SQLite (rusqlite binds text as `SQLITE_TRANSIENT`, a copy, and SQLite builds the
     /// row's record from it, another).

@@ -13,12 +13,14 @@ use crate::{EventPage, NewSessionData, RecordId, SessionRecord, Store, StoreErro
 /// Sessions read (or read back to verify) per [`Store::load_many_with_events`] call: one
 /// hand-off to the store's blocking thread for many small sessions instead of one each. A
 /// group holds at most this many first pages of [`EVENT_PAGE`](super::EVENT_PAGE) events
-/// and about [`crate::PAGE_BYTES`] each; a session whose log is longer is copied alone, a
-/// page at a time ([`Read::Large`]).
+/// and [`crate::PAGE_BYTES`] of lines each (plus the event that crosses it); a session whose
+/// log is longer is copied alone, a page at a time ([`Read::Large`]).
 pub(super) const READ_GROUP: usize = 16;
 /// Groups read at the same time (a store that serves calls in parallel reads two at once).
 /// With the group being taken apart, at most three groups of first pages are in memory
-/// besides the batches: 48 pages, of about 1 MiB at most each.
+/// besides the batches: 48 pages, each of at most about 1 MiB of lines, which take about
+/// twice that parsed (the bound is for a home of large events; small sessions' pages are
+/// far smaller).
 pub(super) const GROUPS_AT_ONCE: usize = 2;
 
 /// Reads the sessions `ids` of `from` with their figures, in order (the caller holds their
