@@ -219,7 +219,7 @@
 //! `list` does one `readdir` and one `stat` per `<id>.json`. The cache `.index.json` maps each
 //! snapshot file name to the file's identity (device, inode, length, modification and change
 //! times in nanoseconds), when that identity was verified, and its
-//! [`SessionSummary`](acpx_model::SessionSummary) (or why it is malformed). Every snapshot
+//! [`SessionSummary`] (or why it is malformed). Every snapshot
 //! write appends one line to `.index.journal` (the new file's identity and summary; no fsync,
 //! skipped once the journal passes 16 MiB), and the next list folds the journal into the cache
 //! and empties it, so sessions saved by any process are listed without parsing them. An entry
