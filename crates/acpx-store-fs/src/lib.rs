@@ -389,9 +389,8 @@ impl FsStore {
     }
 
     /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
-    /// the conversation as it reads it
-    /// ([`Store::load_settling`], with a [`SettleOnLoad::another_load`] of `settle` each
-    /// time): a long session is never whole in memory, its turns before the last two being
+    /// the conversation as it reads it ([`Store::load_settling`], with a
+    /// [`SettleOnLoad::another_load`] of `settle` each time): a long session is never whole in memory, its turns before the last two being
     /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
     /// The `acpx` command line opens its store this way for the commands that read sessions
     /// (docs/format.md decision 17).
