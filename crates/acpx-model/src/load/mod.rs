@@ -140,8 +140,7 @@ impl SessionRecord {
     /// Parses and validates a `session.json` document. `origin` (a file path or a row name)
     /// is used in error messages, which name the offending field.
     pub fn from_json_slice(bytes: &[u8], origin: &str) -> Result<Self, ValidationError> {
-        let de = &mut serde_json::Deserializer::from_slice(bytes);
-        let record: SessionRecord = serde_path_to_error::deserialize(de)
+        let record: SessionRecord = parse_tracking_path_on_error(bytes)
             .map_err(|e| ValidationError::from_path_error(origin, e))?;
         record.validate(origin)?;
         Ok(record)
@@ -176,11 +175,24 @@ type Invalid = (String, String);
 /// its duplicate checks, defaults, aliases and errors are then a slice's. An error names its
 /// whole path (`prefix` is the object's); its place in this text would mean nothing.
 fn from_rest<T: DeserializeOwned>(rest: &str, prefix: &str) -> Result<T, Invalid> {
-    let mut de = serde_json::Deserializer::from_str(rest);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    parse_tracking_path_on_error(rest.as_bytes()).map_err(|e| {
         let path = join_path(prefix, &e.path().to_string());
         (path, without_place(&e.into_inner().to_string()).to_owned())
     })
+}
+
+/// `T` from the JSON `bytes`, parsed without tracking the path first (tracking every field
+/// cost a tenth of a load, and a migration loads every session twice); a value that fails is
+/// parsed again, tracking it, to say where.
+fn parse_tracking_path_on_error<T: DeserializeOwned>(
+    bytes: &[u8],
+) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+    match T::deserialize(&mut serde_json::Deserializer::from_slice(bytes)) {
+        Ok(value) => Ok(value),
+        Err(_) => {
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+        }
+    }
 }
 
 /// The path of a field at `inner` (serde_path_to_error's, `.` for the value itself) in a value
