@@ -681,8 +681,8 @@ async fn copy_session(
     id: &RecordId,
     created: &mut bool,
 ) -> StoreResult<Side> {
-    let record = from.load(id).await?;
-    let snapshot_digest = snapshot_digest(&record);
+    let mut record = from.load(id).await?;
+    let snapshot_digest = snapshot_digest(&mut record)?;
     let mut query = page_query(1);
     let mut page = from.read_events(id, &query).await?;
     // A log retention trimmed (it starts above seq 1) is created with its first event through
@@ -733,7 +733,7 @@ async fn copy_session(
 
 /// Reads one side back and computes its figures.
 async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
-    let record = store.load(id).await?;
+    let mut record = store.load(id).await?;
     let mut query = page_query(1);
     let mut page = store.read_events(id, &query).await?;
     let mut hasher = Sha256::new();
@@ -758,7 +758,7 @@ async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
         first_seq: first_seq.unwrap_or(0),
         last_seq,
         events_digest: hasher.finalize().into(),
-        snapshot_digest: snapshot_digest(&record),
+        snapshot_digest: snapshot_digest(&mut record)?,
     })
 }
 
@@ -781,17 +781,44 @@ fn hash_events(hasher: &mut Sha256, events: &[EventEnvelope]) {
     }
 }
 
-/// SHA-256 of the snapshot with the store-owned fields (`revision`, `acpx.event_log`) left out.
-fn snapshot_digest(record: &SessionRecord) -> [u8; 32] {
-    let mut value = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
-    if let Some(doc) = value.as_object_mut() {
-        doc.remove("revision");
-        if let Some(acpx) = doc.get_mut("acpx").and_then(|a| a.as_object_mut()) {
-            acpx.remove("event_log");
-        }
+/// SHA-256 of the snapshot with the store-owned fields (`revision`, `acpx.event_log`) set to
+/// fixed values (0 and the empty log's state), put back before it returns: compact JSON written
+/// straight into the hash. It built a tree of values first, then its text, then dropped both:
+/// a tenth of a migration's CPU for small sessions went to that (docs/BENCHMARKS.md § Migrate
+/// without a tree of values).
+fn snapshot_digest(record: &mut SessionRecord) -> StoreResult<[u8; 32]> {
+    let revision = std::mem::take(&mut record.revision);
+    let event_log = std::mem::take(&mut record.acpx.event_log);
+    let mut hasher = Sha256::new();
+    // serde_json writes a piece at a time (a bracket, a key): gathered 8 KiB at a time.
+    let mut out = std::io::BufWriter::with_capacity(8 << 10, HashWriter(&mut hasher));
+    let written = serde_json::to_writer(&mut out, &*record)
+        .map_err(std::io::Error::from)
+        .and_then(|()| std::io::Write::flush(&mut out));
+    drop(out);
+    record.revision = revision;
+    record.acpx.event_log = event_log;
+    written.map_err(|e| {
+        StoreError::InvalidArgument(format!(
+            "session {}: its snapshot cannot be written as JSON to be compared: {e}",
+            record.acpx_record_id
+        ))
+    })?;
+    Ok(hasher.finalize().into())
+}
+
+/// An [`std::io::Write`] into a SHA-256.
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
     }
-    let bytes = serde_json::to_vec(&value).unwrap_or_default();
-    Sha256::digest(&bytes).into()
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

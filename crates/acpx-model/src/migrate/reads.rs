@@ -35,7 +35,7 @@ pub(super) fn read_sources<'a>(
                 Ok(read) => group
                     .iter()
                     .zip(read)
-                    .map(|(id, (record, page))| Ok(source_read(id, record, page)))
+                    .map(|(id, (record, page))| source_read(id, record, page))
                     .collect(),
                 Err(e) => vec![Err(e)],
             }
@@ -66,32 +66,32 @@ async fn read_group(
 
 /// What the first page of session `id` makes of it: the whole session with its figures, or
 /// (a log longer than one page) a session to copy alone.
-fn source_read(id: &RecordId, record: SessionRecord, page: EventPage) -> Read {
+fn source_read(id: &RecordId, mut record: SessionRecord, page: EventPage) -> StoreResult<Read> {
     if page.next_seq.is_some() {
-        return Read::Large(id.clone());
+        return Ok(Read::Large(id.clone()));
     }
     let last_seq = page.events.last().map_or(page.last_seq, |e| e.seq);
-    let side = page_side(&record, &page, last_seq);
-    Read::Small(Box::new(SourceSession {
+    let side = page_side(&mut record, &page, last_seq)?;
+    Ok(Read::Small(Box::new(SourceSession {
         side,
         data: NewSessionData {
             record,
             events: page.events,
         },
-    }))
+    })))
 }
 
 /// The figures of a session whose whole retained log is `page`, with `last_seq` as its last.
-fn page_side(record: &SessionRecord, page: &EventPage, last_seq: u64) -> Side {
+fn page_side(record: &mut SessionRecord, page: &EventPage, last_seq: u64) -> StoreResult<Side> {
     let mut hasher = Sha256::new();
     hash_events(&mut hasher, &page.events);
-    Side {
+    Ok(Side {
         events: page.events.len() as u64,
         first_seq: page.events.first().map_or(0, |e| e.seq),
         last_seq,
         events_digest: hasher.finalize().into(),
-        snapshot_digest: snapshot_digest(record),
-    }
+        snapshot_digest: snapshot_digest(record)?,
+    })
 }
 
 /// Reads the copies of `ids` back from `to` ([`READ_GROUP`] per call) and compares each with
@@ -103,11 +103,11 @@ pub(super) async fn verify_group(
     sources: &[Side],
 ) -> StoreResult<()> {
     let read = read_group(to, ids).await?;
-    for ((id, source), (record, page)) in ids.iter().zip(sources).zip(read) {
+    for ((id, source), (mut record, page)) in ids.iter().zip(sources).zip(read) {
         let target = match page.next_seq {
             // The copy's log reads back longer than one page: walk it whole.
             Some(_) => verify_side(to, id).await?,
-            None => page_side(&record, &page, page.last_seq),
+            None => page_side(&mut record, &page, page.last_seq)?,
         };
         if let Some(what) = source.difference(&target) {
             return Err(differs(from, to, id, &what));
