@@ -3,9 +3,10 @@
 //! [`copy_store`] copies each session's snapshot and its whole retained event log, then reads
 //! both sides back and compares, per session, the number of events, the last seq and two
 //! SHA-256 digests: one over the NDJSON lines of the log, one over the snapshot document.
-//! Two fields of the snapshot are the target store's own and are left out of the snapshot
-//! digest: `revision` (the target numbers its own saves) and `acpx.event_log` (where the log
-//! lives, which the copy updates to the target's log).
+//! Two fields of the snapshot are the target store's own and take fixed values in the
+//! snapshot digest (0 and an empty log's state): `revision` (the target numbers its own
+//! saves) and `acpx.event_log` (where the log lives, which the copy updates to the target's
+//! log). The digest is over the document's compact JSON.
 
 use std::time::Duration;
 
@@ -61,7 +62,8 @@ pub struct SessionCopy {
     pub last_seq: u64,
     /// SHA-256 (hex) over the log's NDJSON lines, each with its `\n`.
     pub events_sha256: String,
-    /// SHA-256 (hex) over the snapshot without `revision` and `acpx.event_log`.
+    /// SHA-256 (hex) over the snapshot's compact JSON, with `revision` 0 and `acpx.event_log`
+    /// an empty log's state.
     pub snapshot_sha256: String,
     /// The source's log started above seq 1 (retention had removed its oldest events): the
     /// copy is the retained part, from `first_seq` on, and so is what was verified.
