@@ -5,7 +5,9 @@ use std::path::Path;
 
 use acpx_model::{ClosedFilter, ListQuery, SessionSummary, Store};
 
-pub use acpx_runtime::ops::lookup::{find_in_scope, load_in_scope, resolve_id_or_name, walk_dirs};
+pub use acpx_runtime::ops::lookup::{
+    find_in_scope, load_in_scope, resolve_id_or_name, resolve_summary_id_or_name, walk_dirs,
+};
 
 use crate::error::CliError;
 

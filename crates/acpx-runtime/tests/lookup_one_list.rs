@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use acpx_model::{ClosedFilter, ListQuery, MemoryStore, RecordId, Store, StoreError};
-use acpx_runtime::ops::lookup::{find_in_scope, resolve_id, resolve_id_or_name, walk_dirs};
+use acpx_runtime::ops::lookup::{
+    find_in_scope, resolve_id, resolve_id_or_name, resolve_summary_id_or_name, walk_dirs,
+};
 use acpx_runtime::ops::OpsError;
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
@@ -111,13 +113,26 @@ async fn resolved_now(
     agent: &str,
     cwd: &Path,
 ) -> Result<Option<String>, Vec<String>> {
-    match resolve_id_or_name(store, text, agent, cwd).await {
+    let loaded = match resolve_id_or_name(store, text, agent, cwd).await {
         Ok(r) => Ok(r.map(|r| r.acpx_record_id.as_str().to_owned())),
         Err(OpsError::AmbiguousId { matches, .. }) => {
             Err(matches.iter().map(|m| m.as_str().to_owned()).collect())
         }
         Err(e) => panic!("resolve_id_or_name failed: {e}"),
-    }
+    };
+    // The summary's resolution (`sessions events`, `watch`) designates the same session.
+    let summarized = match resolve_summary_id_or_name(store, text, agent, cwd).await {
+        Ok(s) => Ok(s.map(|s| s.acpx_record_id.as_str().to_owned())),
+        Err(OpsError::AmbiguousId { matches, .. }) => {
+            Err(matches.iter().map(|m| m.as_str().to_owned()).collect())
+        }
+        Err(e) => panic!("resolve_summary_id_or_name failed: {e}"),
+    };
+    assert_eq!(
+        loaded, summarized,
+        "{text:?}: loaded and summarized lookups differ"
+    );
+    loaded
 }
 
 /// Every lookup a command could make in this layout gives the per-directory answer.

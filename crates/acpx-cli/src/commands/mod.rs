@@ -9,12 +9,15 @@ pub mod sessions;
 pub mod shell;
 pub mod transfer;
 
-use acpx_model::SessionRecord;
+use acpx_model::{SessionRecord, SessionSummary};
 
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::lookup::{load_in_scope, no_session_error_named, resolve_id_or_name};
+use crate::lookup::{
+    find_in_scope, load_in_scope, no_session_error_named, resolve_id_or_name,
+    resolve_summary_id_or_name,
+};
 
 /// Runs one command.
 pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
@@ -61,8 +64,10 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
 /// settles its own loads): a settling load writes the older turns to spill files and the
 /// turn's save reads them back, a cost that a prompt on a session holding one 1M-chunk reply
 /// paid at every turn (issue 15's session-size measure: 1.20 of a new session's CPU, against
-/// 1.1). `sessions events` and `watch` load the session once; a follower then asks for its
-/// summary ([`acpx_model::Store::summary`]) to see whether it was closed. `sessions fork`
+/// 1.1). `sessions events` and `watch` load no record: they find the session by its summary
+/// ([`select_summary`]), and a follower asks for it again ([`acpx_model::Store::summary`]) to
+/// see whether it was closed; they stay listed, as a store opened so costs nothing until it
+/// loads. `sessions fork`
 /// settles too: it runs no turn, and it reads the parent twice (96 → 63 MB on an 11 MB
 /// session).
 pub fn settles_loads(command: &Command) -> bool {
@@ -111,13 +116,40 @@ pub async fn select(ctx: &Ctx, target: &Target) -> CliResult<SessionRecord> {
         return select_in_scope(ctx, target.session.as_deref()).await;
     };
     let store = ctx.store().await?;
-    if let Some(r) = resolve_id_or_name(&*store, text, &ctx.agent.command, &ctx.cwd).await? {
-        return Ok(r);
+    match resolve_id_or_name(&*store, text, &ctx.agent.command, &ctx.cwd).await? {
+        Some(r) => Ok(r),
+        None => Err(no_such_id(ctx, text)),
     }
-    Err(CliError::no_session(format!(
+}
+
+/// [`select`] for a command that needs the session's id and not its conversation (`sessions
+/// events`, `watch`): the summary, so that a long session is not read to be found.
+pub async fn select_summary(ctx: &Ctx, target: &Target) -> CliResult<SessionSummary> {
+    let store = ctx.store().await?;
+    let Some(text) = &target.id else {
+        let name = target.session.as_deref();
+        return match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
+            Some(s) => Ok(s),
+            None => Err(no_session_error_named(
+                &*store,
+                (&ctx.agent.label(), &ctx.agent.command),
+                &ctx.cwd,
+                name,
+            )
+            .await),
+        };
+    };
+    match resolve_summary_id_or_name(&*store, text, &ctx.agent.command, &ctx.cwd).await? {
+        Some(s) => Ok(s),
+        None => Err(no_such_id(ctx, text)),
+    }
+}
+
+fn no_such_id(ctx: &Ctx, text: &str) -> CliError {
+    CliError::no_session(format!(
         "no stored session has the id {text:?}, and no open session of agent {} in {} is named {text:?}",
         ctx.agent.label(),
         ctx.cwd.display()
     ))
-    .with_hint("`acpx sessions list` shows the stored sessions and their ids"))
+    .with_hint("`acpx sessions list` shows the stored sessions and their ids")
 }

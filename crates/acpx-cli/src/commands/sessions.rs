@@ -5,7 +5,7 @@ use std::path::Path;
 
 use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
-    SearchQuery, SessionRecord, Timestamp,
+    SearchQuery, SessionRecord, SessionSummary, Timestamp,
 };
 use acpx_runtime::ops::closing::{self, CloseError, DeleteError};
 use acpx_runtime::ops::prune::{self, PruneOptions};
@@ -17,7 +17,7 @@ use crate::cli::{
     DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
     WatchArgs,
 };
-use crate::commands::{runtime_cmds, select};
+use crate::commands::{runtime_cmds, select, select_summary};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
@@ -287,7 +287,7 @@ pub async fn read(ctx: &Ctx, a: ReadArgs) -> CliResult<()> {
 /// `sessions watch`: the whole log (or from `--from-seq`), then every new event as any process
 /// appends it, until the session is closed or deleted (`sessions events --follow`).
 pub async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult<()> {
-    let r = select(ctx, &a.target).await?;
+    let r = select_summary(ctx, &a.target).await?;
     // A watcher reports a damaged line and goes on rather than stop.
     let query = EventQuery {
         from_seq: a.from_seq,
@@ -332,7 +332,7 @@ fn print_event(ctx: &Ctx, e: &EventEnvelope) {
 
 /// `sessions events`: the log, filtered; `--follow` keeps reading as it grows.
 pub async fn events(ctx: &Ctx, a: EventsArgs) -> CliResult<()> {
-    let r = select(ctx, &a.target).await?;
+    let r = select_summary(ctx, &a.target).await?;
     let store = ctx.store().await?;
     let query = event_query(&a);
     if !a.follow {
@@ -426,7 +426,7 @@ fn report_page_damage(ctx: &Ctx, page: &acpx_model::EventPage) {
 
 /// Prints every event from `query.from_seq` on as the log grows, until the session is closed
 /// or deleted ([`watch::follow`]).
-async fn follow(ctx: &Ctx, r: &SessionRecord, query: &EventQuery) -> CliResult<()> {
+async fn follow(ctx: &Ctx, r: &SessionSummary, query: &EventQuery) -> CliResult<()> {
     let store = ctx.store().await?;
     let end = watch::follow(
         &*store,
