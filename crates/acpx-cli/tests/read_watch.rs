@@ -116,3 +116,51 @@ fn watch_replays_then_follows_other_processes_until_the_session_closes() {
         assert_eq!(t.len(), 2, "{t:?}");
     }
 }
+
+/// `sessions events` finds its session by its summary, not by loading it. A SQLite row whose
+/// summary columns were edited by hand (so that they disagree with its document) is refused
+/// as a summary, but still loads: the command finds it as `sessions show` does and prints
+/// its log, rather than calling a readable session damaged.
+#[test]
+fn events_find_a_session_whose_summary_columns_disagree_with_its_document() {
+    let env = Env::new("sqlite");
+    let agent = env.agent_cmd("");
+    let created = env
+        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
+        .ok()
+        .json();
+    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    env.run(&["--no-owner", "--agent", &agent, "echo", "one"])
+        .ok();
+    let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE session_rows SET title = 'edited by hand', document_checked = 0 \
+             WHERE acpx_record_id = ?1",
+            [id.as_str()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    env.run(&["--agent", &agent, "sessions", "show", &id]).ok();
+    let r = env
+        .run(&[
+            "--format", "json", "--agent", &agent, "sessions", "events", &id, "--limit", "2",
+        ])
+        .ok();
+    let events = r.json_lines();
+    assert_eq!(events.len(), 2, "{r:?}");
+    assert_eq!(events[0]["seq"], 1, "{r:?}");
+    // By a suffix of its id, the session is designated through the list, which leaves the
+    // row out until `fsck --repair`: the error names it, as `sessions show` does.
+    let suffix = &id[id.len() - 8..];
+    for command in ["events", "show"] {
+        let r = env.run(&["--agent", &agent, "sessions", command, suffix]);
+        assert_eq!(r.code, 1, "{command}: {r:?}");
+        assert!(
+            r.stderr.contains(&id) && r.stderr.contains("thread.title"),
+            "{command}: {r:?}"
+        );
+    }
+}

@@ -191,11 +191,17 @@ pub async fn load_in_scope(
 /// ([`resolve_id_or_name`]), or only its summary ([`resolve_summary_id_or_name`], for a
 /// command that needs the id and not the conversation: reading a long session to find its
 /// id cost `sessions events` 30–110 ms on an 11 MB session).
-pub trait Found: Sized {
+pub(crate) trait Found: Sized {
     /// Reads it for `id`; [`StoreError::NotFound`] when there is no such session.
     fn fetch(
         store: &dyn Store,
         id: &RecordId,
+    ) -> impl std::future::Future<Output = Result<Self, StoreError>> + Send;
+
+    /// It for a session a list gave as `listed` (the summary in hand is all a summary needs).
+    fn from_listed(
+        store: &dyn Store,
+        listed: &SessionSummary,
     ) -> impl std::future::Future<Output = Result<Self, StoreError>> + Send;
 }
 
@@ -203,11 +209,37 @@ impl Found for SessionRecord {
     async fn fetch(store: &dyn Store, id: &RecordId) -> Result<Self, StoreError> {
         store.load(id).await
     }
+
+    async fn from_listed(store: &dyn Store, listed: &SessionSummary) -> Result<Self, StoreError> {
+        store.load(&listed.acpx_record_id).await
+    }
 }
 
 impl Found for SessionSummary {
+    /// The store's summary; for a session whose summary a store refuses while its record
+    /// loads (SQLite or PostgreSQL columns that disagree with the document), the loaded
+    /// record's, so that a command finds every session that `load` finds.
     async fn fetch(store: &dyn Store, id: &RecordId) -> Result<Self, StoreError> {
-        store.summary(id).await
+        match store.summary(id).await {
+            Err(StoreError::Corrupt { .. }) => store.load(id).await.map(|r| r.summary()),
+            other => other,
+        }
+    }
+
+    async fn from_listed(_: &dyn Store, listed: &SessionSummary) -> Result<Self, StoreError> {
+        Ok(listed.clone())
+    }
+}
+
+/// The session `id` of `listed` (which holds it: a match found among them), as `T`.
+async fn from_list<T: Found>(
+    store: &dyn Store,
+    listed: &[SessionSummary],
+    id: &RecordId,
+) -> OpsResult<T> {
+    match listed.iter().find(|s| s.acpx_record_id == *id) {
+        Some(s) => Ok(T::from_listed(store, s).await?),
+        None => Ok(T::fetch(store, id).await?),
     }
 }
 
@@ -249,29 +281,36 @@ async fn resolve_found<T: Found>(
     if !store.lists_by_scanning() {
         let candidates = store.sessions_matching_id(text).await?;
         if let Some(id) = exact_acp_id(&candidates, text)? {
-            return Ok(Some(T::fetch(store, &id).await?));
+            return Ok(Some(from_list(store, &candidates, &id).await?));
         }
         if let Some(s) = find_in_scope(store, agent_command, cwd, Some(text)).await? {
-            return Ok(Some(T::fetch(store, &s.acpx_record_id).await?));
+            return Ok(Some(T::from_listed(store, &s).await?));
         }
         return match unique_suffix(&candidates, text)? {
-            Some(id) => Ok(Some(T::fetch(store, &id).await?)),
+            Some(id) => Ok(Some(from_list(store, &candidates, &id).await?)),
             None => damaged_suffix(store, text, None).await,
         };
     }
     let page = store.list(&every_session()).await?;
     if let Some(id) = exact_acp_id(&page.sessions, text)? {
-        return Ok(Some(T::fetch(store, &id).await?));
+        return Ok(Some(from_list(store, &page.sessions, &id).await?));
     }
     // Decided before the scope takes the list; used only when no session has that name.
-    let by_suffix = unique_suffix(&page.sessions, text);
+    let by_suffix = unique_suffix(&page.sessions, text).map(|id| {
+        id.and_then(|id| {
+            page.sessions
+                .iter()
+                .find(|s| s.acpx_record_id == id)
+                .cloned()
+        })
+    });
     let skipped = page.skipped.clone();
     let scope = Scope::new(agent_command, cwd, Some(text));
     if let Some(s) = scope.pick(store, page).await? {
-        return Ok(Some(T::fetch(store, &s.acpx_record_id).await?));
+        return Ok(Some(T::from_listed(store, &s).await?));
     }
     match by_suffix? {
-        Some(id) => Ok(Some(T::fetch(store, &id).await?)),
+        Some(s) => Ok(Some(T::from_listed(store, &s).await?)),
         None => damaged_suffix(store, text, Some(skipped)).await,
     }
 }
