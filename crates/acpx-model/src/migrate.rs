@@ -800,11 +800,15 @@ fn snapshot_digest(record: &mut SessionRecord) -> StoreResult<[u8; 32]> {
     drop(out);
     record.revision = revision;
     record.acpx.event_log = event_log;
+    // What can fail is reading back a part of the thread kept in a spill file.
     written.map_err(|e| {
-        StoreError::InvalidArgument(format!(
-            "session {}: its snapshot cannot be written as JSON to be compared: {e}",
-            record.acpx_record_id
-        ))
+        StoreError::io(
+            format_args!(
+                "the snapshot of session {} (to compare it)",
+                record.acpx_record_id
+            ),
+            e,
+        )
     })?;
     Ok(hasher.finalize().into())
 }
