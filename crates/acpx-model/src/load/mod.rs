@@ -140,8 +140,21 @@ impl SessionRecord {
     /// Parses and validates a `session.json` document. `origin` (a file path or a row name)
     /// is used in error messages, which name the offending field.
     pub fn from_json_slice(bytes: &[u8], origin: &str) -> Result<Self, ValidationError> {
-        let record: SessionRecord = parse_tracking_path_on_error(bytes)
-            .map_err(|e| ValidationError::from_path_error(origin, e))?;
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let record = match <SessionRecord as serde::Deserialize>::deserialize(&mut de) {
+            Ok(record) => record,
+            Err(first) => {
+                let e = parse_tracking_path_on_error::<SessionRecord>(bytes).err();
+                return Err(e.map_or_else(
+                    || ValidationError::new(origin, ".", first.to_string()),
+                    |e| ValidationError::from_path_error(origin, e),
+                ));
+            }
+        };
+        // Whatever follows the document but white space is damage, as it is to the streaming
+        // loader (which reads the large snapshots): both refuse it alike.
+        de.end()
+            .map_err(|e| ValidationError::new(origin, ".", format!("not valid JSON: {e}")))?;
         record.validate(origin)?;
         Ok(record)
     }

@@ -27,7 +27,12 @@ pub(super) fn load(
     settle: Option<&SettleOnLoad>,
 ) -> io::Result<Result<SessionRecord, Invalid>> {
     let mut scan = Scanner::new(reader);
-    match read_record(&mut scan, settle) {
+    // Whatever follows the document but white space is damage, as it is to a slice's parser.
+    let whole = read_record(&mut scan, settle).and_then(|record| match scan.peek()? {
+        None => Ok(record),
+        Some(_) => Err(scan.syntax(".", "trailing characters after the document")),
+    });
+    match whole {
         Ok(record) => Ok(Ok(record)),
         Err(Fail::Io(e)) => Err(e),
         Err(Fail::Invalid(field, message)) => Ok(Err((field, message))),

@@ -414,6 +414,26 @@ fn a_reader_refuses_what_a_slice_refuses_and_takes_what_it_takes() {
 }
 
 #[test]
+fn what_follows_the_document_is_refused_by_both_but_white_space() {
+    let text = String::from_utf8(record(2).to_json_vec().unwrap()).unwrap();
+    let [slice, reader] = both(&format!("{text}\n \n"));
+    assert_eq!(slice.unwrap(), reader.unwrap());
+    for after in ["x", "{}", "null", "}"] {
+        let [slice, reader] = both(&format!("{text}\n{after}"));
+        for (how, e) in [
+            ("slice", slice.unwrap_err()),
+            ("reader", reader.unwrap_err()),
+        ] {
+            assert!(
+                e.message.starts_with("not valid JSON"),
+                "{how}, {after:?}: {e:?}"
+            );
+            assert_eq!(e.field, ".", "{how}, {after:?}: {e:?}");
+        }
+    }
+}
+
+#[test]
 fn a_reader_checks_duplicates_and_the_schema_as_a_slice_does() {
     let text = String::from_utf8(record(2).to_json_vec().unwrap()).unwrap();
     // A field twice whose first value is wrong.
