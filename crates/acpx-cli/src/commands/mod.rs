@@ -99,14 +99,18 @@ pub async fn select_in_scope(ctx: &Ctx, name: Option<&str>) -> CliResult<Session
     let store = ctx.store().await?;
     match load_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
         Some(r) => Ok(r),
-        None => Err(no_session_error_named(
-            &*store,
-            (&ctx.agent.label(), &ctx.agent.command),
-            &ctx.cwd,
-            name,
-        )
-        .await),
+        None => Err(no_session_in_scope(ctx, &*store, name).await),
     }
+}
+
+/// The error when the scope has no open session named `name`.
+async fn no_session_in_scope(
+    ctx: &Ctx,
+    store: &dyn acpx_model::Store,
+    name: Option<&str>,
+) -> CliError {
+    let label = ctx.agent.label();
+    no_session_error_named(store, (&label, &ctx.agent.command), &ctx.cwd, name).await
 }
 
 /// The session a `[SESSION] [-s NAME]` pair designates: an id (record id, ACP id, unique
@@ -130,13 +134,7 @@ pub async fn select_summary(ctx: &Ctx, target: &Target) -> CliResult<SessionSumm
         let name = target.session.as_deref();
         return match find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, name).await? {
             Some(s) => Ok(s),
-            None => Err(no_session_error_named(
-                &*store,
-                (&ctx.agent.label(), &ctx.agent.command),
-                &ctx.cwd,
-                name,
-            )
-            .await),
+            None => Err(no_session_in_scope(ctx, &*store, name).await),
         };
     };
     match resolve_summary_id_or_name(&*store, text, &ctx.agent.command, &ctx.cwd).await? {
