@@ -14,11 +14,7 @@ use common::Env;
 fn a_garbage_event_payload_is_replaced_by_a_placeholder_and_fsck_is_clean() {
     let env = Env::new("sqlite");
     let agent = env.agent_cmd("");
-    let created = env
-        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-        .ok()
-        .json();
-    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let id = env.new_session(&agent);
     env.run(&["--no-owner", "--agent", &agent, "echo", "one"])
         .ok();
     env.run(&["--no-owner", "--agent", &agent, "echo", "two"])

@@ -54,11 +54,7 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
         for &how in hows {
             let env = Env::new(backend);
             let agent = env.agent_cmd("");
-            let created = env
-                .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-                .ok()
-                .json();
-            let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+            let id = env.new_session(&agent);
             // A second, healthy session in another scope: fsck must count both.
             env.run(&[
                 "--format", "json", "--agent", &agent, "sessions", "new", "--name", "other",

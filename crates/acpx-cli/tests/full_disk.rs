@@ -106,11 +106,7 @@ fn a_full_disk_loses_nothing_that_was_printed() {
             }
         };
         let agent = env.agent_cmd("");
-        let created = env
-            .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-            .ok()
-            .json();
-        let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+        let id = env.new_session(&agent);
         // Room to free once the disk has filled up.
         let ballast = env.home().join("ballast");
         std::fs::write(&ballast, vec![0u8; 512 * 1024]).unwrap();

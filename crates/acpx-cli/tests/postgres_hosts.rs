@@ -179,11 +179,7 @@ fn a_follower_on_another_host_sees_the_turn_and_stops_at_close() {
     let a = schema.host();
     let b = schema.host();
     let agent = a.agent_cmd("");
-    let created = a
-        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-        .ok()
-        .json();
-    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let id = a.new_session(&agent);
     let mut follower = b
         .cmd()
         .args(["--format", "json", "sessions", "events", "--follow", &id])
@@ -355,11 +351,7 @@ fn two_hosts_never_own_one_session_at_once() {
     let a = schema.host();
     let b = schema.host();
     let agent = a.agent_cmd("");
-    let created = a
-        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-        .ok()
-        .json();
-    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let id = a.new_session(&agent);
     let project = a.cwd();
     // Host A's queue owner runs the turn and keeps the session (its writer lock) while idle.
     let r = in_dir(&a, &project)

@@ -125,11 +125,7 @@ fn watch_replays_then_follows_other_processes_until_the_session_closes() {
 fn events_find_a_session_whose_summary_columns_disagree_with_its_document() {
     let env = Env::new("sqlite");
     let agent = env.agent_cmd("");
-    let created = env
-        .run(&["--format", "json", "--agent", &agent, "sessions", "new"])
-        .ok()
-        .json();
-    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let id = env.new_session(&agent);
     env.run(&["--no-owner", "--agent", &agent, "echo", "one"])
         .ok();
     let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();

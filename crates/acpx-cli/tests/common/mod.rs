@@ -163,6 +163,18 @@ impl Env {
         }
     }
 
+    /// `sessions new` with `agent` in the project directory; returns the new record id.
+    pub fn new_session(&self, agent: &str) -> String {
+        let created = self
+            .run(&["--format", "json", "--agent", agent, "sessions", "new"])
+            .ok()
+            .json();
+        created["acpxRecordId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("sessions new gave no acpxRecordId: {created}"))
+            .to_owned()
+    }
+
     /// Imports an archive written to a temp file; returns the import's JSON output.
     pub fn import_archive(&self, archive: &str) -> Value {
         let f = self.home().join(format!("import-{}.ndjson", uuid()));
