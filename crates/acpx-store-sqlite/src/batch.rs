@@ -12,7 +12,7 @@ use rusqlite::params;
 use crate::events::insert_events;
 use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
 use crate::sessions::{sync_messages, INSERT_ROW};
-use crate::{Inner, SqliteStore};
+use crate::Inner;
 
 /// One session of a batch, serialized before the transaction.
 pub(crate) struct PreparedSession {
@@ -35,9 +35,9 @@ pub(crate) enum Prepared {
 }
 
 /// Validates and serializes every session (revision 2, `acpx.event_log` describing the log
-/// it will have), outside the transaction.
-pub(crate) fn prepare(store: &SqliteStore, sessions: Vec<NewSessionData>) -> StoreResult<Prepared> {
-    let inner = &store.inner;
+/// it will have), outside the transaction and without the connection, so that a caller
+/// reading the database meanwhile (a migration verifying the batch before) is not held up.
+pub(crate) fn prepare(inner: &Inner, sessions: Vec<NewSessionData>) -> StoreResult<Prepared> {
     let budget = inner
         .options
         .max_segment_bytes

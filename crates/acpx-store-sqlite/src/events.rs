@@ -12,7 +12,8 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::TxResult;
-use crate::rows::{event_from_row, ts_text, EventBatch, EVENT_COLUMNS, INSERT_COLUMNS};
+use crate::event_row::{EventRowText, EVENT_COLUMNS};
+use crate::rows::{ts_text, EventBatch, INSERT_COLUMNS};
 use crate::schema::TYPED_ROWS;
 use crate::Inner;
 
@@ -209,16 +210,26 @@ impl Inner {
         };
         let mut bytes = 0;
         let (mut fetched, mut last_seq) = (0usize, None);
+        // The rows' text is taken under the connection and parsed after it is released
+        // (`event_row`): a page's payloads are not parsed while every other call waits.
+        let mut taken = Vec::new();
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {
             let seq: i64 = row.get(0).map_err(self.sql(ctx))?;
             fetched += 1;
             last_seq = Some(seq);
-            if query.page_full(page.events.len(), bytes) {
+            if query.page_full(taken.len(), bytes) {
                 page.next_seq = u64::try_from(seq).ok();
                 break;
             }
             bytes += row_text_bytes(row);
-            match event_from_row(row, id) {
+            taken.push((seq, EventRowText::take(row)));
+        }
+        drop(rows);
+        drop(stmt);
+        drop(conn);
+        page.events.reserve(taken.len());
+        for (seq, text) in taken {
+            match text.and_then(|t| t.into_event(id)) {
                 Ok(e) => page.events.push(e),
                 Err(reason) => match query.mode {
                     ReadMode::Strict => {

@@ -75,6 +75,7 @@ mod batch_lock;
 mod checkpoint;
 mod connection;
 mod document;
+mod event_row;
 mod events;
 mod lock;
 mod pending;
@@ -433,7 +434,11 @@ impl Store for SqliteStore {
         &self,
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
-        match batch::prepare(self, sessions)? {
+        // Serializing a batch is most of its CPU: on the blocking pool, not the caller's task.
+        match self
+            .run(move |inner| batch::prepare(inner, sessions))
+            .await?
+        {
             batch::Prepared::Batch(prepared, records) => {
                 self.run(move |inner| inner.create_sessions(prepared))
                     .await?;

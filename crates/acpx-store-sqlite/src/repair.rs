@@ -11,8 +11,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Row};
 use serde_json::{json, Map, Value};
 
+use crate::event_row::{event_from_row, EVENT_COLUMNS};
 use crate::events::insert_events;
-use crate::rows::{event_from_row, EventBatch, EVENT_COLUMNS};
+use crate::rows::EventBatch;
 use crate::sessions::session_key;
 use crate::Inner;
 

@@ -9,7 +9,7 @@ use acpx_model::{
 };
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Row;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The document of a session as a write stores it (see `document::write`).
 pub(crate) enum Document<'a> {
@@ -456,46 +456,6 @@ fn payload_in_line(line: &str, e: &EventEnvelope) -> Option<std::ops::Range<usiz
     const KEY: &str = "\"payload\":";
     let start = line.find(KEY)? + KEY.len();
     Some(start..line.len() - 1).filter(|r| r.start < r.end)
-}
-
-/// The columns `read_events` selects, in this order.
-pub(crate) const EVENT_COLUMNS: &str = "seq, event_version, timestamp, acp_session_id, \
-     request_id, stream, source, type, payload, extra";
-
-/// Rebuilds an envelope from a row selected with [`EVENT_COLUMNS`]; errors name the column.
-pub(crate) fn event_from_row(row: &Row<'_>, id: &RecordId) -> Result<EventEnvelope, String> {
-    let col = |i: usize, name: &str| -> Result<Option<String>, String> {
-        row.get::<_, Option<String>>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let req = |i: usize, name: &str| -> Result<String, String> {
-        col(i, name)?.ok_or_else(|| format!("column `{name}` is NULL"))
-    };
-    let seq: i64 = row.get(0).map_err(|e| format!("column `seq`: {e}"))?;
-    let version: i64 = row
-        .get(1)
-        .map_err(|e| format!("column `event_version`: {e}"))?;
-    let extra = match col(9, "extra")? {
-        None => Map::new(),
-        Some(text) => serde_json::from_str::<Map<String, Value>>(&text)
-            .map_err(|e| format!("column `extra`: not a JSON object: {e}"))?,
-    };
-    Ok(EventEnvelope {
-        event_version: u32::try_from(version)
-            .map_err(|_| format!("column `event_version`: {version} is out of range"))?,
-        seq: u64::try_from(seq).map_err(|_| format!("column `seq`: {seq} is negative"))?,
-        timestamp: Timestamp::parse(&req(2, "timestamp")?)
-            .map_err(|e| format!("column `timestamp`: {e}"))?,
-        acpx_record_id: id.clone(),
-        acp_session_id: req(3, "acp_session_id")?,
-        request_id: col(4, "request_id")?,
-        stream: req(5, "stream")?.as_str().into(),
-        source: req(6, "source")?.as_str().into(),
-        event_type: req(7, "type")?.as_str().into(),
-        payload: serde_json::from_str(&req(8, "payload")?)
-            .map_err(|e| format!("column `payload`: not JSON: {e}"))?,
-        extra,
-    })
 }
 
 /// The own bytes of one row of the `messages` table: a message's text is stored and indexed
