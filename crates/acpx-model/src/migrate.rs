@@ -19,8 +19,8 @@ use crate::event::EventEnvelope;
 use crate::id::RecordId;
 use crate::session::SessionRecord;
 use crate::store::{
-    ClosedFilter, Durability, EventQuery, ListQuery, ManyLocks, NewSessionData, ReadMode,
-    SessionLock, SkippedEntry, Store,
+    ClosedFilter, Durability, EventQuery, ListQuery, NewSessionData, ReadMode, SessionLock,
+    SkippedEntry, Store,
 };
 
 /// Events read (and appended) per call while copying; a page also ends at
@@ -176,34 +176,42 @@ pub async fn copy_store_with_progress(
     // gathered into batches and written with one `create_sessions` call per batch: one durable
     // point for many sessions instead of one each, which is what a copy of many small sessions
     // spends its time on. A session whose log does not fit in one page is copied alone, page by
-    // page ([`copy_one`]). Batches are written in list order, so the report keeps it.
+    // page ([`copy_one`]). Batches are verified in list order, so the report keeps it.
     //
-    // The last batch of a chunk is written while the next chunk is locked and read:
-    // reading one store and writing and verifying the other overlap, so a migration of many
-    // small sessions keeps two cores (or a core and a disk) busy instead of one. After a
-    // failure nothing more is read or written; what was read ahead is dropped (reading
-    // changes nothing).
+    // Three stages overlap: while a chunk is locked and read, the batch read before it is
+    // written, and the batch written before that is read back and verified. Writing a batch
+    // is mostly the target's durable point (an fsync), which the other two keep the cores busy
+    // through; a copy of many small sessions was bound by writing and verifying one after the
+    // other (docs/BENCHMARKS.md § Migrate: write and verify overlap). After a failure nothing
+    // more is read or written: a batch written but not verified yet is verified (and kept) when
+    // the failure is elsewhere, and removed when it came after a batch that failed to verify;
+    // what was read ahead is dropped (reading changes nothing).
     let mut behind: Option<WriteBehind> = None;
+    let mut unverified: Option<Unverified> = None;
     for chunk in ids.chunks(BATCH_SESSIONS) {
-        let write_behind = async {
-            match behind.take() {
-                Some(w) => {
-                    let written = write_batch(from, to, w.batch, &mut report, progress).await;
-                    drop(w.locks);
-                    written
-                }
-                None => Ok(()),
-            }
-        };
+        let write = write_and_verify(
+            from,
+            to,
+            behind.take(),
+            unverified.take(),
+            &mut report,
+            progress,
+        );
         // This group's locks are taken meanwhile too: a session held by a live writer delays
-        // only the reads of its own group, not the write of the group before.
+        // only the reads of its own group, not the writes of the groups before.
         let lock_and_read = async {
             let locks = from.lock_many(chunk, SOURCE_LOCK_WAIT).await?;
             read_ahead(from, chunk).await.map(|ahead| (locks, ahead))
         };
-        let (written, ahead) = futures::future::join(write_behind, lock_and_read).await;
-        written?;
-        let (locks, (ahead, read)) = ahead?;
+        let (written, ahead) = futures::future::join(write, lock_and_read).await;
+        unverified = written?;
+        let (locks, (ahead, read)) = match ahead {
+            Ok(ahead) => ahead,
+            Err(e) => {
+                verify_batch(from, to, unverified.take(), &mut report, progress).await?;
+                return Err(e);
+            }
+        };
         let rest = read_sources(from, &chunk[read..]);
         let mut reads = Box::pin(futures::stream::iter(ahead.into_iter().map(Ok)).chain(rest));
         let mut batch: Vec<SourceSession> = Vec::new();
@@ -214,12 +222,14 @@ pub async fn copy_store_with_progress(
                     batch_events += session.data.events.len();
                     batch.push(*session);
                     if batch_events >= BATCH_EVENTS {
+                        verify_batch(from, to, unverified.take(), &mut report, progress).await?;
                         let full = std::mem::take(&mut batch);
                         write_batch(from, to, full, &mut report, progress).await?;
                         batch_events = 0;
                     }
                 }
                 Read::Large(id) => {
+                    verify_batch(from, to, unverified.take(), &mut report, progress).await?;
                     let before = std::mem::take(&mut batch);
                     write_batch(from, to, before, &mut report, progress).await?;
                     batch_events = 0;
@@ -232,18 +242,9 @@ pub async fn copy_store_with_progress(
         drop(reads);
         behind = Some(WriteBehind { batch, locks });
     }
-    if let Some(w) = behind {
-        write_batch(from, to, w.batch, &mut report, progress).await?;
-        drop(w.locks);
-    }
+    let last = write_and_verify(from, to, behind, unverified, &mut report, progress).await?;
+    verify_batch(from, to, last, &mut report, progress).await?;
     Ok(report)
-}
-
-/// The last batch of a chunk, written while the next chunk is read, with the source locks of
-/// its chunk (released once it is verified).
-struct WriteBehind {
-    batch: Vec<SourceSession>,
-    locks: ManyLocks,
 }
 
 /// Reads the sessions of `chunk` from its start, in order, while the previous chunk's batch is
@@ -292,52 +293,6 @@ enum Read {
     Small(Box<SourceSession>),
     /// A log longer than one page: copied alone by [`copy_one`].
     Large(RecordId),
-}
-
-/// Writes `batch` with one [`Store::create_sessions`] call, reads every copy back and
-/// compares it with its source; on any difference every session of the batch is removed from
-/// `to` again and the error returned.
-async fn write_batch(
-    from: &dyn Store,
-    to: &dyn Store,
-    batch: Vec<SourceSession>,
-    report: &mut CopyReport,
-    progress: &dyn crate::progress::Progress,
-) -> StoreResult<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let (sides, data): (Vec<Side>, Vec<NewSessionData>) =
-        batch.into_iter().map(|s| (s.side, s.data)).unzip();
-    let ids: Vec<RecordId> = data
-        .iter()
-        .map(|d| d.record.acpx_record_id.clone())
-        .collect();
-    to.create_sessions(data).await?;
-    let mut checks = futures::stream::iter(ids.chunks(READ_GROUP).zip(sides.chunks(READ_GROUP)))
-        .map(|(group, sources)| verify_group(from, to, group, sources))
-        .buffered(GROUPS_AT_ONCE);
-    let mut failed = None;
-    while let Some(checked) = checks.next().await {
-        if let Err(e) = checked {
-            failed = Some(e);
-            break;
-        }
-    }
-    drop(checks);
-    if let Some(e) = failed {
-        for id in &ids {
-            if let Err(cleanup) = to.delete(id).await {
-                report_cleanup_failure(id, &cleanup);
-            }
-        }
-        return Err(e);
-    }
-    for (id, source) in ids.into_iter().zip(sides) {
-        progress.advance(id.as_str());
-        report.sessions.push(source.copy_of(id));
-    }
-    Ok(())
 }
 
 fn differs(from: &dyn Store, to: &dyn Store, id: &RecordId, what: &str) -> StoreError {
@@ -836,9 +791,11 @@ fn report_cleanup_failure(id: &RecordId, e: &StoreError) {
     eprintln!("acpx: could not remove the partial copy of session {id}: {e}");
 }
 
+mod batches;
 mod reads;
 mod rerun;
 
+use batches::{verify_batch, write_and_verify, write_batch, Unverified, WriteBehind};
 use reads::{read_sources, verify_group, GROUPS_AT_ONCE, READ_GROUP};
 
 #[cfg(test)]

@@ -144,3 +144,42 @@ async fn a_failed_write_behind_stops_the_copy_and_keeps_the_batches_before_it() 
     // the first group stays, and the third group (read ahead) is never written.
     assert_eq!(stored_ids(&to).await, first_group());
 }
+
+/// Changes the payload of session `bad`'s event with seq 2 among `events`.
+fn change_seq_2_of(events: &mut [EventEnvelope], bad: &str) {
+    if let Some(e) = events
+        .iter_mut()
+        .find(|e| e.acpx_record_id.as_str() == bad && e.seq == 2)
+    {
+        e.payload = serde_json::json!({"n": 2, "changed": true});
+    }
+}
+
+/// A target that silently changes what it stores, as `tamper` does.
+fn tampering(tamper: fn(&mut Vec<EventEnvelope>)) -> FaultStore<MemoryStore> {
+    FaultStore::new(
+        Arc::new(MemoryStore::new()),
+        crate::testing::Faults::new().tamper_appends(tamper),
+    )
+}
+
+#[tokio::test]
+async fn a_copy_that_fails_to_verify_removes_the_batch_written_meanwhile() {
+    // w200 is in the second group: its batch is verified while the third group's is written.
+    let from = source().await;
+    let to = tampering(|events| change_seq_2_of(events, "w200"));
+    let err = copy_store(&from, &to).await.unwrap_err();
+    assert!(err.to_string().contains("w200"), "{err}");
+    // The second group's batch is removed, and so is the third's, written after it; the
+    // first, verified before, stays.
+    assert_eq!(stored_ids(&to).await, first_group());
+}
+
+#[tokio::test]
+async fn a_first_batch_that_fails_to_verify_leaves_the_target_empty() {
+    let from = source().await;
+    let to = tampering(|events| change_seq_2_of(events, "w500"));
+    let err = copy_store(&from, &to).await.unwrap_err();
+    assert!(err.to_string().contains("w500"), "{err}");
+    assert_eq!(stored_ids(&to).await, Vec::<String>::new());
+}
