@@ -35,8 +35,9 @@ pub(crate) enum Prepared {
 }
 
 /// Validates and serializes every session (revision 2, `acpx.event_log` describing the log
-/// it will have), outside the transaction and without the connection, so that a caller
-/// reading the database meanwhile (a migration verifying the batch before) is not held up.
+/// it will have), outside the transaction. `create_sessions` runs it on the blocking pool:
+/// run on the caller's task, it held up whatever else that task was doing (a migration
+/// digests the batch before on the same task while it writes the next).
 pub(crate) fn prepare(inner: &Inner, sessions: Vec<NewSessionData>) -> StoreResult<Prepared> {
     let budget = inner
         .options

@@ -4,9 +4,11 @@
 //! Parsing a page's payloads is most of a read's CPU. Done while the rows are stepped, it
 //! holds the connection (one per store) that long, and every other call waits: a migration
 //! writing the next batch while it verifies the last one did, as does a save of a live
-//! session while a `watch` reads its log. So [`read_events`](crate::Inner::read_events)
-//! takes each row's text under the connection ([`EventRowText::take`]) and parses it once
-//! the connection is released ([`EventRowText::into_event`]).
+//! session while a `watch` reads its log. So a strict
+//! [`read_events`](crate::Inner::read_events) takes each row's text under the connection
+//! ([`EventRowText::take`]) and parses it once the connection is released
+//! ([`EventRowText::into_event`]). (A lenient read parses each row as it steps: a damaged row
+//! must not fill a place of the page's events, and only parsing tells it is damaged.)
 
 use acpx_model::{EventEnvelope, RecordId, Timestamp};
 use rusqlite::Row;

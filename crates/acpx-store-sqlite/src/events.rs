@@ -210,19 +210,36 @@ impl Inner {
         };
         let mut bytes = 0;
         let (mut fetched, mut last_seq) = (0usize, None);
-        // The rows' text is taken under the connection and parsed after it is released
-        // (`event_row`): a page's payloads are not parsed while every other call waits.
+        // A strict read's rows are taken as text under the connection and parsed after it is
+        // released (`event_row`): a page's payloads are not parsed while every other call
+        // waits. A lenient read parses each row as it steps, as before: a damaged row must not
+        // count as one of the page's events (a page is filled with events, as in every store,
+        // and a retry decides on whether a turn's page holds any), which only parsing tells.
+        let lenient = matches!(query.mode, ReadMode::Lenient);
+        let damaged = |seq: i64, reason: String| DamagedLine {
+            location: format!("{} events", self.db()),
+            line: u64::try_from(seq).unwrap_or(0),
+            reason,
+        };
         let mut taken = Vec::new();
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {
             let seq: i64 = row.get(0).map_err(self.sql(ctx))?;
             fetched += 1;
             last_seq = Some(seq);
-            if query.page_full(taken.len(), bytes) {
+            if query.page_full(page.events.len() + taken.len(), bytes) {
                 page.next_seq = u64::try_from(seq).ok();
                 break;
             }
             bytes += row_text_bytes(row);
-            taken.push((seq, EventRowText::take(row)));
+            let text = EventRowText::take(row);
+            if lenient {
+                match text.and_then(|t| t.into_event(id)) {
+                    Ok(e) => page.events.push(e),
+                    Err(reason) => page.damaged.push(damaged(seq, reason)),
+                }
+            } else {
+                taken.push((seq, text));
+            }
         }
         drop(rows);
         drop(stmt);
@@ -231,20 +248,13 @@ impl Inner {
         for (seq, text) in taken {
             match text.and_then(|t| t.into_event(id)) {
                 Ok(e) => page.events.push(e),
-                Err(reason) => match query.mode {
-                    ReadMode::Strict => {
-                        return Err(StoreError::corrupt(
-                            format!("{} events row ({:?}, seq {seq})", self.db(), id.as_str()),
-                            None,
-                            reason,
-                        ))
-                    }
-                    ReadMode::Lenient => page.damaged.push(DamagedLine {
-                        location: format!("{} events", self.db()),
-                        line: u64::try_from(seq).unwrap_or(0),
+                Err(reason) => {
+                    return Err(StoreError::corrupt(
+                        format!("{} events row ({:?}, seq {seq})", self.db(), id.as_str()),
+                        None,
                         reason,
-                    }),
-                },
+                    ))
+                }
             }
         }
         // Damaged rows skipped in lenient mode used up rows of the `LIMIT` without becoming

@@ -629,6 +629,21 @@ async fn damaged_event_rows_strict_and_lenient() {
         let expected: Vec<u64> = (1..=10).filter(|s| *s != 4).collect();
         assert_eq!(seen, expected, "limit {limit}");
     }
+    // A damaged row does not take an event's place: a page of one from the damaged row holds
+    // the next good event (a retry decides on whether a turn's first page holds any event).
+    let page = store
+        .read_events(
+            &id,
+            &EventQuery {
+                mode: ReadMode::Lenient,
+                limit: Some(1),
+                ..EventQuery::from_seq(4)
+            },
+        )
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = page.events.iter().map(|e| e.seq).collect();
+    assert_eq!((seqs, page.damaged.len()), (vec![5], 1));
 }
 
 #[tokio::test]
