@@ -217,7 +217,16 @@ pub async fn copy_store_with_progress(
         let mut batch: Vec<SourceSession> = Vec::new();
         let mut batch_events = 0usize;
         while let Some(read) = reads.next().await {
-            match read? {
+            // (The batch pending verification is verified by the item read ahead that stopped
+            // the read-ahead, before any later read; a failed read still leaves it verified.)
+            let read = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    verify_batch(from, to, unverified.take(), &mut report, progress).await?;
+                    return Err(e);
+                }
+            };
+            match read {
                 Read::Small(session) => {
                     batch_events += session.data.events.len();
                     batch.push(*session);

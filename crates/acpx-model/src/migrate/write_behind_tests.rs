@@ -1,5 +1,6 @@
-//! `copy_store` writes a group's last batch while the next group is read: a failure in either
-//! half leaves the batches written before it, whole, and nothing after it.
+//! `copy_store` writes a group's last batch while the next group is read and the batch before
+//! it is verified: a failure in any of the three leaves the batches verified before it, whole,
+//! and nothing after it.
 
 use std::sync::Arc;
 use std::time::Duration;
