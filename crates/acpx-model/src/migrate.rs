@@ -699,6 +699,17 @@ async fn copy_session(
 
 /// Reads one side back and computes its figures.
 async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
+    verify_side_and_record(store, id)
+        .await
+        .map(|(side, _)| side)
+}
+
+/// [`verify_side`], with the snapshot it read (a rerun's check also looks at its revision
+/// and recorded log state).
+async fn verify_side_and_record(
+    store: &dyn Store,
+    id: &RecordId,
+) -> StoreResult<(Side, SessionRecord)> {
     let mut record = store.load(id).await?;
     let mut query = page_query(1);
     let mut page = store.read_events(id, &query).await?;
@@ -719,13 +730,14 @@ async fn verify_side(store: &dyn Store, id: &RecordId) -> StoreResult<Side> {
             None => break page.last_seq,
         }
     };
-    Ok(Side {
+    let side = Side {
         events,
         first_seq: first_seq.unwrap_or(0),
         last_seq,
         events_digest: hasher.finalize().into(),
         snapshot_digest: snapshot_digest(&mut record)?,
-    })
+    };
+    Ok((side, record))
 }
 
 fn page_query(from_seq: u64) -> EventQuery {

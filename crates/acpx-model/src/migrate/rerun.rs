@@ -3,7 +3,9 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{hash_events, page_query, verify_side, SessionCopy, SOURCE_LOCK_WAIT};
+use super::{
+    hash_events, page_query, verify_side, verify_side_and_record, SessionCopy, SOURCE_LOCK_WAIT,
+};
 use crate::{RecordId, Store, StoreError, StoreResult};
 
 /// What the target holds of a source session.
@@ -31,8 +33,8 @@ pub(super) async fn held(from: &dyn Store, to: &dyn Store, id: &RecordId) -> Sto
         id: id.clone(),
         what: format!("the copy cannot be read back ({e})"),
     };
-    let (target, record) = match verify_side(to, id).await {
-        Ok(target) => (target, to.load(id).await.map_err(unreadable)?),
+    let (target, record) = match verify_side_and_record(to, id).await {
+        Ok(read) => read,
         Err(e @ (StoreError::Corrupt { .. } | StoreError::Invalid(_))) => {
             return Err(unreadable(e))
         }
