@@ -65,8 +65,8 @@ pub mod time;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
-    ClientOperationStatus, ControlAction, EventContext, EventEnvelope, EventPayload, EventSource,
-    EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
+    ClientOperationStatus, ControlAction, EventColumns, EventContext, EventEnvelope, EventPayload,
+    EventSource, EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use load::{SettleOnLoad, KEEP_TURNS_ON_LOAD};

@@ -5,7 +5,7 @@ use acpx_model::{
     normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, SettleOnLoad,
     StoreError, StoreResult, Timestamp,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio_postgres::Row;
 
 /// The columns of a `sessions` row, all derived from one record in one place so that they
@@ -302,31 +302,22 @@ pub(crate) fn event_from_row(row: &Row, id: &RecordId) -> Result<EventEnvelope, 
     let req = |i: usize, name: &str| -> Result<String, String> {
         col(i, name)?.ok_or_else(|| format!("column `{name}` is NULL"))
     };
-    let seq: i64 = row.try_get(0).map_err(|e| format!("column `seq`: {e}"))?;
     let version: i32 = row
         .try_get(1)
         .map_err(|e| format!("column `event_version`: {e}"))?;
-    let extra = match col(9, "extra")? {
-        None => Map::new(),
-        Some(text) => serde_json::from_str::<Map<String, Value>>(&text)
-            .map_err(|e| format!("column `extra`: not a JSON object: {e}"))?,
-    };
-    Ok(EventEnvelope {
-        event_version: u32::try_from(version)
-            .map_err(|_| format!("column `event_version`: {version} is out of range"))?,
-        seq: u64::try_from(seq).map_err(|_| format!("column `seq`: {seq} is negative"))?,
-        timestamp: Timestamp::parse(&req(2, "timestamp")?)
-            .map_err(|e| format!("column `timestamp`: {e}"))?,
-        acpx_record_id: id.clone(),
+    acpx_model::EventColumns {
+        seq: row.try_get(0).map_err(|e| format!("column `seq`: {e}"))?,
+        event_version: i64::from(version),
+        timestamp: req(2, "timestamp")?,
         acp_session_id: req(3, "acp_session_id")?,
         request_id: col(4, "request_id")?,
-        stream: req(5, "stream")?.as_str().into(),
-        source: req(6, "source")?.as_str().into(),
-        event_type: req(7, "type")?.as_str().into(),
-        payload: serde_json::from_str(&req(8, "payload")?)
-            .map_err(|e| format!("column `payload`: not JSON: {e}"))?,
-        extra,
-    })
+        stream: req(5, "stream")?,
+        source: req(6, "source")?,
+        event_type: req(7, "type")?,
+        payload: req(8, "payload")?,
+        extra: col(9, "extra")?,
+    }
+    .into_event(id)
 }
 
 /// One row of the `messages` table (the text the search covers).

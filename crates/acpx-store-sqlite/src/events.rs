@@ -12,7 +12,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use crate::connection::TxResult;
-use crate::event_row::{EventRowText, EVENT_COLUMNS};
+use crate::event_row::{take_event_row, EVENT_COLUMNS};
 use crate::rows::{ts_text, EventBatch, INSERT_COLUMNS};
 use crate::schema::TYPED_ROWS;
 use crate::Inner;
@@ -231,7 +231,7 @@ impl Inner {
                 break;
             }
             bytes += row_text_bytes(row);
-            let text = EventRowText::take(row);
+            let text = take_event_row(row);
             if lenient {
                 match text.and_then(|t| t.into_event(id)) {
                     Ok(e) => page.events.push(e),
