@@ -24,6 +24,7 @@ use crate::client_ops::{
 };
 use crate::error::RuntimeResult;
 use crate::flow::UpdateGate;
+use crate::output_backlog::OutputBacklog;
 use crate::permission_rules::{PermissionRules, RuleAction};
 use crate::recorder::{EventDraft, Recorder};
 use crate::session::NonInteractivePermissions;
@@ -90,6 +91,10 @@ pub(crate) struct SessionCore {
     pub(crate) pending_updates: Mutex<Vec<PendingUpdate>>,
     /// Whether a task is recording `pending_updates` (see [`SessionCore::on_session_update`]).
     pub(crate) draining: AtomicBool,
+    /// The turn's consumer of its events that runs at its own pace, if any
+    /// ([`crate::TurnOptions::output_backlog`]): while it is behind, no more updates are
+    /// recorded (see [`crate::output_backlog`]).
+    pub(crate) output_backlog: Mutex<Option<Arc<OutputBacklog>>>,
 }
 
 /// A permission policy chosen for one turn.
@@ -120,6 +125,7 @@ impl SessionCore {
             update_gate: Mutex::new(UpdateGate::new()),
             pending_updates: Mutex::new(Vec::new()),
             draining: AtomicBool::new(false),
+            output_backlog: Mutex::new(None),
         }
     }
 
@@ -161,6 +167,28 @@ impl SessionCore {
     /// Sets (or clears) the permission policy of the turn in progress.
     pub fn set_turn_policy(&self, policy: Option<TurnPolicy>) {
         *Self::lock(&self.turn_policy) = policy;
+    }
+
+    /// Sets (or clears) the turn's [`OutputBacklog`]; waits on the one it replaces end.
+    pub(crate) fn set_output_backlog(&self, backlog: Option<Arc<OutputBacklog>>) {
+        let old = std::mem::replace(&mut *Self::lock(&self.output_backlog), backlog);
+        if let Some(old) = old {
+            old.wake();
+        }
+    }
+
+    /// Waits while the turn's consumer of its events is behind by more than its limit.
+    pub(crate) async fn wait_for_output(&self) {
+        let Some(backlog) = Self::lock(&self.output_backlog).clone() else {
+            return;
+        };
+        backlog
+            .wait_until_taken(|| {
+                Self::lock(&self.output_backlog)
+                    .as_ref()
+                    .is_some_and(|b| Arc::ptr_eq(b, &backlog))
+            })
+            .await;
     }
 
     pub fn set_phase(&self, phase: Phase) -> Phase {

@@ -137,6 +137,7 @@ pub mod mapping;
 pub mod mcp_servers;
 pub mod notices;
 pub mod ops;
+pub mod output_backlog;
 pub mod owner;
 pub mod permission_rules;
 pub mod private_socket;
@@ -153,6 +154,7 @@ mod update_queue;
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};
 pub use error::{AcpError, RuntimeError, RuntimeResult};
+pub use output_backlog::OutputBacklog;
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
     agent_text_after, agent_text_parts_after, load_rolled_forward, text_prompt, Attachment,

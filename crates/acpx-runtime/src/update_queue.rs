@@ -17,7 +17,7 @@ use crate::flow::UpdateGate;
 use crate::recorder::{EventDraft, Recorder};
 
 /// Tells the connection's [`UpdateGate`] that one `session/update` was handled, on drop.
-struct UpdateHandled(Arc<UpdateGate>);
+pub(crate) struct UpdateHandled(Arc<UpdateGate>);
 
 impl Drop for UpdateHandled {
     fn drop(&mut self) {
@@ -93,23 +93,36 @@ impl SessionCore {
             if Self::lock(&self.pending_updates).len() < BATCH_TARGET {
                 tokio::time::sleep(BATCH_WAIT).await;
             }
-            {
+            let handled = {
                 let mut guard = self.recorder.lock().await;
                 match guard.as_mut() {
                     Some(rec) => {
-                        if let Err(e) = self.record_pending(rec).await {
-                            self.set_fatal(e.to_string());
-                        }
+                        let handled = match self.record_pending(rec).await {
+                            Ok(handled) => handled,
+                            Err(e) => {
+                                self.set_fatal(e.to_string());
+                                Vec::new()
+                            }
+                        };
                         if rec.is_dirty() {
                             self.dirty_notify.notify_one();
                         }
+                        handled
                     }
                     None => {
                         tracing::debug!("updates before the session record exists: dropped");
                         Self::lock(&self.pending_updates).clear();
+                        Vec::new()
                     }
                 }
+            };
+            // A consumer of the turn's events that is behind (a queue owner's slow client)
+            // holds the updates' places in the gate, outside the recorder lock, so the agent
+            // waits as it would on a slow terminal (`crate::output_backlog`).
+            if !handled.is_empty() {
+                self.wait_for_output().await;
             }
+            drop(handled);
             self.draining.store(false, Ordering::Release);
             // An update queued after the last take, while `draining` was still set, found
             // no task to start: take it over unless a new task already did.
@@ -121,11 +134,15 @@ impl SessionCore {
         }
     }
 
-    /// Records the queued updates (called with the recorder lock held).
-    pub(crate) async fn record_pending(&self, rec: &mut Recorder) -> RuntimeResult<()> {
+    /// Records the queued updates (called with the recorder lock held). Returns their places
+    /// in the connection's gate, freed when dropped.
+    pub(crate) async fn record_pending(
+        &self,
+        rec: &mut Recorder,
+    ) -> RuntimeResult<Vec<UpdateHandled>> {
         let pending = std::mem::take(&mut *Self::lock(&self.pending_updates));
         if pending.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut handled = Vec::with_capacity(pending.len());
         let drafts: Vec<EventDraft> = pending
@@ -136,7 +153,6 @@ impl SessionCore {
             })
             .collect();
         rec.record_all(drafts).await?;
-        drop(handled);
-        Ok(())
+        Ok(handled)
     }
 }

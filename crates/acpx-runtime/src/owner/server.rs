@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::client_ops::signal_group;
 use crate::error::{RuntimeError, RuntimeResult};
+use crate::output_backlog::OutputBacklog;
 use crate::session::{CancelHandle, QueueLog, Runtime};
 
 use super::lease::{self, Lease, LeasePaths};
@@ -67,6 +68,8 @@ pub(super) enum JobKind {
         options: TaskOptions,
         /// Asks the client's user (an interactive client only).
         prompter: Option<Arc<ForwardingPrompter>>,
+        /// The event lines handed to the client's connection and not written yet.
+        backlog: Arc<OutputBacklog>,
     },
     SetMode(String, TaskOptions),
     SetConfigOption(String, Value, TaskOptions),
@@ -104,6 +107,9 @@ impl JobKind {
 pub(super) enum Outgoing {
     /// One response line (with its newline).
     Line(String),
+    /// One event line of a turn (with its newline), counted in the connection's
+    /// [`OutputBacklog`] until written.
+    Event(String),
     /// The answer to a task that set [`TaskOptions::reply_in_parts`]: the reply's texts, sent
     /// as `reply_part` lines, then the `result`. The connection's task reads the texts (a
     /// long one from its spill file, 64 KiB at a time) only as fast as the socket takes the
@@ -364,6 +370,11 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         }
     };
     let (reply, mut replies) = mpsc::unbounded_channel::<Outgoing>();
+    // A turn's events wait for this client while it is behind (`crate::output_backlog`);
+    // closed when this connection ends, however it ends.
+    let backlog = OutputBacklog::new(CLIENT_BACKLOG_MAX);
+    let _closing = ClosesBacklog(backlog.clone());
+    let stall = reply_stall(shared.config.ttl);
     let mut reading_answers = None;
     let wait = match request {
         Request::Status => {
@@ -396,6 +407,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                 prompt,
                 options,
                 prompter,
+                backlog: backlog.clone(),
             };
             enqueue(&shared, request_id, kind, reply).await;
             wait
@@ -445,14 +457,17 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             true
         }
     };
-    // Lines are written as they come, those waiting gathered into one write, so a fast
-    // stream of events costs few writes.
+    // Lines are written as they come, those waiting gathered into one write (up to
+    // [`BATCH_MAX`]), so a fast stream of events costs few writes. A write the client leaves
+    // untaken for `stall` ends the connection (a client stopped for good must not hold the
+    // session's queue, whose turn waits for it).
     let mut done = false;
     while !done {
         let Some(first) = replies.recv().await else {
             break;
         };
         let mut batch = String::new();
+        let mut event_bytes = 0;
         let mut next = Some(first);
         while let Some(out) = next.take() {
             match out {
@@ -462,13 +477,11 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                         Some(t) => !NOT_FINAL.contains(&t),
                         None => false,
                     };
-                    // The first line is taken as it is: a `result` can hold a whole reply
-                    // (megabytes), which a copy would double.
-                    if batch.is_empty() {
-                        batch = l;
-                    } else {
-                        batch.push_str(&l);
-                    }
+                    add_to_batch(&mut batch, l);
+                }
+                Outgoing::Event(l) => {
+                    event_bytes += l.len();
+                    add_to_batch(&mut batch, l);
                 }
                 Outgoing::Reply {
                     texts,
@@ -476,9 +489,9 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                     sending,
                 } => {
                     let sent = async {
-                        write.write_all(batch.as_bytes()).await?;
+                        write_within(&mut write, batch.as_bytes(), stall).await?;
                         batch = String::new();
-                        let stall = reply_stall(shared.config.ttl);
+                        backlog.taken(std::mem::take(&mut event_bytes));
                         let written = write_reply(&mut write, &texts, *outcome, stall).await;
                         drop(sending);
                         written
@@ -490,20 +503,55 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                     done = true;
                 }
             }
-            if done {
+            if done || batch.len() >= BATCH_MAX {
                 break;
             }
             next = replies.try_recv().ok();
         }
-        if !batch.is_empty() && write.write_all(batch.as_bytes()).await.is_err() {
-            // The client went away; the task still runs to its end and is recorded.
-            return;
+        if !batch.is_empty() {
+            if write_within(&mut write, batch.as_bytes(), stall)
+                .await
+                .is_err()
+            {
+                // The client went away or stopped reading; the task still runs to its end
+                // and is recorded.
+                return;
+            }
+            backlog.taken(event_bytes);
         }
     }
     if let Some(task) = reading_answers {
         task.abort();
     }
     let _ = write.shutdown().await;
+}
+
+/// Appends a line to the batch to write; the first is taken as it is: a `result` can hold a
+/// whole reply (megabytes), which a copy would double.
+fn add_to_batch(batch: &mut String, line: String) {
+    if batch.is_empty() {
+        *batch = line;
+    } else {
+        batch.push_str(&line);
+    }
+}
+
+/// The most bytes of waiting lines gathered into one write (a line longer than this is one
+/// write of its own).
+const BATCH_MAX: usize = 64 << 10;
+
+/// How far a client may fall behind a turn's events, in bytes of event lines, before the
+/// turn waits for it (`crate::output_backlog`): a few thousand events, far more than a client
+/// that reads as they come ever has outstanding.
+const CLIENT_BACKLOG_MAX: usize = 1 << 20;
+
+/// Closes a connection's backlog when the connection ends.
+struct ClosesBacklog(Arc<OutputBacklog>);
+
+impl Drop for ClosesBacklog {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// The `type` of the lines that do not end an answer (see [`Response::is_final`]).

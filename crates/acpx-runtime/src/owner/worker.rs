@@ -380,11 +380,20 @@ impl Worker {
                 prompt,
                 options,
                 prompter,
+                backlog,
             } => {
                 let reply = job.reply.clone();
+                let counted = backlog.clone();
                 let observer = (!options.no_events).then(|| -> crate::Observer {
                     Arc::new(move |e: &EventEnvelope| {
-                        let _ = reply.send(event_line(e).into());
+                        let line = event_line(e);
+                        let bytes = line.len();
+                        // Counted before it is handed over: the connection may write it at
+                        // once. A client gone takes nothing: nothing waits for it.
+                        counted.handed(bytes);
+                        if reply.send(Outgoing::Event(line)).is_err() {
+                            counted.close();
+                        }
                     })
                 });
                 let turn = TurnOptions {
@@ -405,6 +414,7 @@ impl Worker {
                     without_agent_text: options.no_agent_text || options.reply_in_parts,
                     // The owner's session lives on: each turn's end is saved at once.
                     session_ends_after: false,
+                    output_backlog: (!options.no_events).then_some(backlog),
                 };
                 let outcome = session.prompt_with_options(prompt, turn).await;
                 if let (true, Ok(o)) = (options.reply_in_parts, &outcome) {

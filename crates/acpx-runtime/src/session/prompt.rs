@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::client_ops::{PermissionMode, PermissionPrompter};
 use crate::core::TurnPolicy;
 use crate::error::RuntimeResult;
+use crate::output_backlog::OutputBacklog;
 use crate::recorder::Observer;
 use crate::turn::{self, TurnOutcome, TurnParts};
 
@@ -50,6 +51,11 @@ pub struct TurnOptions {
     /// (the log holds it either way). Saves rewrite the whole snapshot, so this halves what a
     /// short turn on a long session pays for them (`--no-owner`, `exec`).
     pub session_ends_after: bool,
+    /// A consumer of this turn's events that runs at its own pace (a queue owner's client):
+    /// while it is behind by more than its limit, the turn records no more of the agent's
+    /// updates, so the agent waits ([`crate::output_backlog`]). `None`: the observer keeps up
+    /// by itself (it prints, or drops).
+    pub output_backlog: Option<Arc<OutputBacklog>>,
 }
 
 impl std::fmt::Debug for TurnOptions {
@@ -65,6 +71,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("request_id", &self.request_id)
             .field("without_agent_text", &self.without_agent_text)
             .field("session_ends_after", &self.session_ends_after)
+            .field("output_backlog", &self.output_backlog)
             .finish()
     }
 }
@@ -152,7 +159,9 @@ impl Session {
                 permission_rules: options.permission_rules.clone(),
             }));
         }
+        self.core.set_output_backlog(options.output_backlog);
         let result = turn::run(parts, prompt, options.observer, options.request_id).await;
+        self.core.set_output_backlog(None);
         self.core.set_turn_policy(None);
         result
     }
