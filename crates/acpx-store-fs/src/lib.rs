@@ -686,7 +686,8 @@ impl Store for FsStore {
 
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
         let query = query.clone();
-        self.run(move |c| c.search(&query)).await
+        let settle = self.settle_on_load.clone();
+        self.run(move |c| c.search(&query, settle.as_deref())).await
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {

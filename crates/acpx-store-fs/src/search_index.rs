@@ -25,7 +25,9 @@
 //! Every snapshot write appends the session's entry (one `write` with `O_APPEND`; no fsync)
 //! when its texts are at most [`SAVE_TEXT_MAX`] bytes: a save costs the size of that one
 //! session's texts, never a rewrite of the index, and a session with a huge reply is indexed
-//! by the next search instead of at every save. Appends stop while the file is more than twice
+//! by the next search instead of at every save, when its texts are at most
+//! [`SEARCH_TEXT_MAX`]; a longer one is searched in its snapshot at every search (settling,
+//! in the `acpx` binary), so no search holds a long conversation whole. Appends stop while the file is more than twice
 //! its size at the last rewrite (and past [`APPEND_ROOM_MIN`]), so a store that is never
 //! searched does not grow it without bound. A search rewrites the file (temp file, rename,
 //! under `.search.lock`) keeping only the entries in use once it holds at least as many dead
@@ -56,6 +58,14 @@ const HEADER_LEN: u64 = 64;
 /// session is indexed by the next search (so a turn streaming an 8 MB reply does not write
 /// it twice at every save).
 pub(crate) const SAVE_TEXT_MAX: usize = 256 << 10;
+/// A search indexes a session it had to load only when its texts are at most this long, and
+/// uses no entry line longer than [`ENTRY_LINE_MAX`]: a longer session is searched in its
+/// snapshot at each search, one message at a time (the `acpx` binary's loads settle), so no
+/// search holds a long conversation whole (issue 15), where its entry would be read whole.
+const SEARCH_TEXT_MAX: usize = 1 << 20;
+/// The longest entry line a search writes or reads (JSON escapes make a line longer than its
+/// texts); a longer one, written by an earlier version, is skipped without being held.
+const ENTRY_LINE_MAX: usize = 2 << 20;
 /// Saves append while the file is at most twice its size at the last rewrite, or this.
 const APPEND_ROOM_MIN: u64 = 16 << 20;
 /// A search rewrites the file once dead entries are at least the live ones and this much.
@@ -378,9 +388,11 @@ pub(crate) fn search(
                 // Indexed only when it is the version the listing saw (the identity is the
                 // listing's): a file replaced in between is left to the next search.
                 if record.revision == summary.revision {
-                    let line = messages_part(&record, usize::MAX).and_then(|m| {
-                        entry_line(&summary.acpx_record_id, *ident, record.revision, &m)
-                    });
+                    let line = messages_part(&record, SEARCH_TEXT_MAX)
+                        .and_then(|m| {
+                            entry_line(&summary.acpx_record_id, *ident, record.revision, &m)
+                        })
+                        .filter(|l| l.len() <= ENTRY_LINE_MAX);
                     if let Some(line) = line {
                         sink.push(&line);
                     }
@@ -476,23 +488,27 @@ fn scan_index(
     let mut lower = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
+        let (line_len, whole) = match read_line_within(&mut reader, &mut line, ENTRY_LINE_MAX) {
+            Ok((0, _)) => break,
+            Ok(read) => read,
             Err(e) => {
                 // What was read stays usable; the rest is searched in the snapshots.
                 tracing::debug!(index = %path.display(), error = %e, "search index read failed");
                 break;
             }
-        }
-        if line.last() != Some(&b'\n') {
+        };
+        if !whole {
             // Torn by a crash, or being appended right now: not ours to judge yet.
             scan.torn_tail = true;
             break;
         }
         let line_off = scan.scanned;
-        let line_len = line.len() as u64;
         scan.scanned += line_len;
+        if line_len != line.len() as u64 {
+            // Longer than any entry a search now uses: its session is searched in its
+            // snapshot, and a rewrite drops the line.
+            continue;
+        }
         let Some((rank, tab)) = live_entry(&line, &ranks, sessions) else {
             continue;
         };
@@ -518,6 +534,45 @@ fn scan_index(
     }
     drop(reader);
     Some(scan)
+}
+
+/// Reads one line (its newline included) into `line` when it is at most `max` bytes long;
+/// a longer one is read through without being kept (`line` then holds none of it). Returns
+/// the bytes read (0 at the end of the file) and whether they end with a newline (a last
+/// line without one is torn).
+fn read_line_within(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<(u64, bool)> {
+    let mut read = 0u64;
+    let mut keep = true;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok((read, false));
+        }
+        let (part, done) = match memchr::memchr(b'\n', available) {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let n = part.len();
+        if keep && line.len() + n <= max {
+            line.extend_from_slice(part);
+        } else {
+            keep = false;
+            line.clear();
+        }
+        reader.consume(n);
+        read += n as u64;
+        if done {
+            return Ok((read, true));
+        }
+    }
 }
 
 /// The session rank of `line` and the position of its tab when it is a whole entry

@@ -508,8 +508,13 @@ impl FsCore {
 
     /// The messages of the sessions (in list order) matching `query`: from the search index
     /// where it describes the snapshot the listing found, else from the snapshot (see
-    /// [`crate::search_index`]).
-    pub fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
+    /// [`crate::search_index`]), read settling with a [`SettleOnLoad::another_load`] of
+    /// `settle` when given (a long conversation is then never whole in memory).
+    pub fn search(
+        &self,
+        query: &SearchQuery,
+        settle: Option<&SettleOnLoad>,
+    ) -> StoreResult<Vec<SearchHit>> {
         let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
         if query.terms().is_empty() {
             return Ok(Vec::new());
@@ -525,7 +530,15 @@ impl FsCore {
             })
             .collect();
         Ok(search_index::search(&self.layout, sessions, query, |id| {
-            self.load(id)
+            let Some(settle) = settle else {
+                return self.load(id);
+            };
+            let this_load = settle.another_load();
+            let record = self.load_settling(id, &this_load);
+            if let Some(warning) = this_load.failure_warning() {
+                tracing::warn!(session = %id, "{warning}");
+            }
+            record
         }))
     }
 }

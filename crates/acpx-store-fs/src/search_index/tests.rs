@@ -72,7 +72,7 @@ fn scanned(core: &FsCore, query: &SearchQuery) -> Vec<SearchHit> {
 /// Searches through the index; returns the hits and how many snapshots it had to parse.
 fn searched(core: &FsCore, query: &SearchQuery) -> (Vec<SearchHit>, usize) {
     let before = core.snapshot_parses.load(Ordering::Relaxed);
-    let hits = core.search(query).unwrap();
+    let hits = core.search(query, None).unwrap();
     (hits, core.snapshot_parses.load(Ordering::Relaxed) - before)
 }
 
@@ -511,7 +511,7 @@ fn searches_racing_saves_and_compactions_stay_exact() {
     let reader = open(&dir);
     let mut searches = 0;
     while !saver.is_finished() {
-        let hits = reader.search(&q("round")).unwrap();
+        let hits = reader.search(&q("round"), None).unwrap();
         assert_eq!(hits.len(), 4, "every session holds the word: {hits:?}");
         searches += 1;
     }
@@ -527,4 +527,72 @@ fn searches_racing_saves_and_compactions_stay_exact() {
     assert_eq!(searched(&reader, &q("round")).1, 0, "the index is current");
     let len = std::fs::metadata(index_path(&reader)).unwrap().len();
     assert!(len < 2_000_000, "compacted: {len} bytes");
+}
+
+#[test]
+fn a_session_past_the_search_cap_is_searched_in_its_snapshot_and_never_indexed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let core = open(tmp.path());
+    let path = index_path(&core);
+    let mut long = record("long", "/r", 1_000);
+    // Past both caps: its texts, and its entry line as an earlier version wrote it.
+    let reply = "word ".repeat(ENTRY_LINE_MAX / 5 + 1) + "needle";
+    long.thread.messages.push(agent(&reply));
+    core.create(&mut long).unwrap();
+    core.save(&mut long).unwrap();
+    let base = std::fs::metadata(&path).map_or(0, |m| m.len());
+    for _ in 0..2 {
+        let (hits, parses) = searched(&core, &q("needle"));
+        assert_eq!(
+            (hits.len(), parses),
+            (1, 1),
+            "read from the snapshot each time"
+        );
+        assert_eq!(hits, scanned(&core, &q("needle")));
+    }
+    assert!(
+        std::fs::metadata(&path).unwrap().len() < base + SEARCH_TEXT_MAX as u64,
+        "its texts are not in the index (which the searches made)"
+    );
+
+    // An entry line longer than a search reads, as an earlier version wrote it for this very
+    // snapshot: skipped without being held, the snapshot answers.
+    let ident =
+        FileIdent::of(&std::fs::metadata(core.snapshot_path(&long.acpx_record_id)).unwrap());
+    let body = messages_part(&long, usize::MAX).unwrap();
+    let line = entry_line(&long.acpx_record_id, ident, long.revision, &body).unwrap();
+    assert!(line.len() > ENTRY_LINE_MAX);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    file.write_all(&line).unwrap();
+    let (hits, parses) = searched(&core, &q("needle"));
+    assert_eq!((hits.len(), parses), (1, 1));
+    assert_eq!(hits, scanned(&core, &q("needle")));
+}
+
+#[test]
+fn lines_past_the_cap_are_read_through_and_not_kept() {
+    let text = format!("short\n{}\nlast\ntorn", "x".repeat(100));
+    let mut reader = BufReader::with_capacity(16, text.as_bytes());
+    let mut line = Vec::new();
+    let mut read = |line: &mut Vec<u8>| {
+        line.clear();
+        read_line_within(&mut reader, line, 10).unwrap()
+    };
+    assert_eq!(
+        (read(&mut line), line.as_slice()),
+        ((6, true), &b"short\n"[..])
+    );
+    assert_eq!((read(&mut line), line.as_slice()), ((101, true), &b""[..]));
+    assert_eq!(
+        (read(&mut line), line.as_slice()),
+        ((5, true), &b"last\n"[..])
+    );
+    assert_eq!(
+        (read(&mut line), line.as_slice()),
+        ((4, false), &b"torn"[..])
+    );
+    assert_eq!(read(&mut line), (0, false));
 }
