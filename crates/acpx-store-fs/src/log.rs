@@ -13,8 +13,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use acpx_model::{
-    DamagedLine, EventEnvelope, EventPage, EventQuery, ReadMode, RecordId, StoreError, StoreResult,
-    TornTail,
+    EventEnvelope, EventPage, EventQuery, RecordId, StoreError, StoreResult, TornTail,
 };
 
 use crate::fsutil::{
@@ -23,6 +22,7 @@ use crate::fsutil::{
 use crate::layout::Layout;
 use crate::zseg;
 
+mod damage;
 mod lines;
 
 pub(crate) use lines::{content_end, last_seq_lenient, probe_seq};
@@ -654,6 +654,7 @@ pub(crate) fn read_events(
         after_damage: false,
         page,
         bytes: 0,
+        left_out: None,
     };
     for (i, s) in segs.iter().enumerate().skip(start_seg) {
         let seek = i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq);
@@ -661,7 +662,7 @@ pub(crate) fn read_events(
             break;
         }
     }
-    Ok(scan.page)
+    Ok(scan.into_page())
 }
 
 /// The state of one `read_events` across segments.
@@ -673,6 +674,7 @@ struct Scan<'a> {
     page: EventPage,
     /// The bytes of the lines of `page.events` ([`EventQuery::max_bytes`]).
     bytes: usize,
+    left_out: Option<damage::LeftOut>,
 }
 
 impl Scan<'_> {
@@ -723,9 +725,7 @@ impl Scan<'_> {
                         }
                         Err(why) => {
                             self.after_damage = true;
-                            damaged(
-                                self.query.mode,
-                                &mut self.page,
+                            self.damaged(
                                 &location,
                                 f.lines_before + 1,
                                 format!(
@@ -773,9 +773,7 @@ impl Scan<'_> {
                 Err(e) if decoding => {
                     self.after_damage = true;
                     let at = lines.current().map_err(io)? + 1;
-                    damaged(
-                        query.mode,
-                        &mut self.page,
+                    self.damaged(
                         location,
                         at,
                         format!(
@@ -810,9 +808,7 @@ impl Scan<'_> {
                     match self.prev {
                         Some(p) if e.seq <= p => {
                             let at = lines.current().map_err(io)?;
-                            damaged(
-                                query.mode,
-                                &mut self.page,
+                            self.damaged(
                                 location,
                                 at,
                                 format!(
@@ -826,9 +822,7 @@ impl Scan<'_> {
                         // damaged lines just skipped (already reported) explain it.
                         Some(p) if e.seq != p + 1 && !self.after_damage => {
                             let at = lines.current().map_err(io)?;
-                            damaged(
-                                query.mode,
-                                &mut self.page,
+                            self.damaged(
                                 location,
                                 at,
                                 format!(
@@ -848,7 +842,7 @@ impl Scan<'_> {
                 Err(reason) => {
                     self.after_damage = true;
                     let at = lines.current().map_err(io)?;
-                    damaged(query.mode, &mut self.page, location, at, reason)?;
+                    self.damaged(location, at, reason)?;
                     continue;
                 }
             };
@@ -861,28 +855,6 @@ impl Scan<'_> {
             }
             self.bytes += line.len();
             self.page.events.push(event);
-        }
-    }
-}
-
-/// A damaged line: an error in strict mode, a report in lenient mode.
-fn damaged(
-    mode: ReadMode,
-    page: &mut EventPage,
-    location: &str,
-    line: u64,
-    reason: String,
-) -> StoreResult<()> {
-    match mode {
-        ReadMode::Strict => Err(StoreError::corrupt(location, Some(line), reason)),
-        ReadMode::Lenient => {
-            tracing::warn!(file = location, line, %reason, "skipping a damaged event-log line");
-            page.damaged.push(DamagedLine {
-                location: location.to_owned(),
-                line,
-                reason,
-            });
-            Ok(())
         }
     }
 }

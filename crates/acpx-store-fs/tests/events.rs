@@ -553,6 +553,31 @@ async fn damage_in_the_middle_strict_names_file_and_line_lenient_skips_and_repor
     }
 }
 
+/// A log full of damage costs a lenient page a bounded list: the first 100 damaged lines,
+/// then one entry counting the rest, naming the last of them.
+#[tokio::test]
+async fn a_page_lists_a_bounded_number_of_damaged_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(tmp.path());
+    let a = id("a");
+    store.create(&mut record(&a, "/r")).await.unwrap();
+    let mut lines = vec![event(&a, 1, "n", 1).to_ndjson()];
+    lines.extend((0..1_000).map(|i| format!("garbage {i}")));
+    lines.push(event(&a, 2, "n", 1).to_ndjson());
+    write_log(&store, &a, &lines);
+    let page = read_all(&store, &a, ReadMode::Lenient).await;
+    assert_eq!(seqs(&page.events), vec![1, 2]);
+    assert_eq!(page.damaged.len(), 101, "{:?}", page.damaged.last());
+    assert_eq!(page.damaged[99].line, 101);
+    let rest = &page.damaged[100];
+    assert_eq!(rest.line, 1_001, "the last damaged line");
+    assert!(
+        rest.reason.contains("900 more damaged lines"),
+        "{}",
+        rest.reason
+    );
+}
+
 #[tokio::test]
 async fn damaged_last_line_blocks_appends_with_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
