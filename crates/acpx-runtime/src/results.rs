@@ -352,10 +352,15 @@ pub fn node_import(dir: &Path, dry_run: bool, report: &NodeImportReport) -> Valu
         .imported
         .iter()
         .map(|i| {
-            let mut m = record_identity(&i.record);
+            let s = &i.session;
+            let mut m = identity(
+                s.acpx_record_id.as_str(),
+                &s.acp_session_id,
+                s.agent_session_id.as_deref(),
+            );
             m.insert("from".into(), json!(i.origin));
             m.insert("nodeRecordId".into(), json!(i.node_record_id));
-            m.insert("messages".into(), json!(i.record.thread.message_count()));
+            m.insert("messages".into(), json!(s.message_count));
             m.insert("events".into(), json!(i.events));
             m.insert("threadSource".into(), json!(i.thread_source.as_str()));
             Value::Object(m)

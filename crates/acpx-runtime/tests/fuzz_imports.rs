@@ -64,7 +64,7 @@ async fn import_one(home: &std::path::Path, record: &[u8], older: &[u8], active:
     };
     IMPORTED.fetch_add(report.imported.len() as u64, Ordering::Relaxed);
     for imported in &report.imported {
-        let id = &imported.record.acpx_record_id;
+        let id = &imported.session.acpx_record_id;
         let page = store
             .read_events(id, &EventQuery::from_seq(0))
             .await

@@ -94,7 +94,7 @@ async fn only_session(scenario: &str) -> (Value, SessionRecord, NodeImportReport
     assert_eq!(report.imported.len(), 1, "{scenario}: {report:?}");
     let imported = &report.imported[0];
     let node = node_record(Path::new(&imported.origin));
-    let stored = store.load(&imported.record.acpx_record_id).await.unwrap();
+    let stored = store.load(&imported.session.acpx_record_id).await.unwrap();
     (node, stored, report, store)
 }
 
@@ -232,7 +232,7 @@ async fn a_node_export_archive_imports_like_its_home() {
     let doc = node_record(&archive);
     let state = &doc["session"]["state"];
     let stored = store
-        .load(&report.imported[0].record.acpx_record_id)
+        .load(&report.imported[0].session.acpx_record_id)
         .await
         .unwrap();
     assert_same_turns("export", state, &stored);

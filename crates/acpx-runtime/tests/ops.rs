@@ -529,9 +529,9 @@ async fn a_node_home_is_imported_once_with_its_journal() {
     assert_eq!(report.imported.len(), 1);
     let imported = &report.imported[0];
     assert_eq!(imported.thread_source, ThreadSource::Journal);
-    assert_eq!(imported.record.thread.messages.len(), 2);
+    assert_eq!(imported.session.message_count, 2);
     assert_eq!(imported.events, 3);
-    let stored = store.load(&imported.record.acpx_record_id).await.unwrap();
+    let stored = store.load(&imported.session.acpx_record_id).await.unwrap();
     assert_eq!(stored.acpx.event_log.last_seq, 3);
     assert_eq!(report.skipped[0].kind, SkipKind::Ignored);
     assert_eq!(report.failed(), 0);
@@ -543,7 +543,7 @@ async fn a_node_home_is_imported_once_with_its_journal() {
         .iter()
         .any(|s| s.kind == SkipKind::AlreadyPresent));
     let page = store
-        .read_events(&imported.record.acpx_record_id, &EventQuery::default())
+        .read_events(&imported.session.acpx_record_id, &EventQuery::default())
         .await
         .unwrap();
     assert_eq!(page.events.len(), 3, "the second import wrote nothing");

@@ -66,16 +66,16 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
             let line = format!(
                 "{} {} from {} ({} messages from the {}, {} events)",
                 if dry_run { "would import" } else { "imported" },
-                i.record.acpx_record_id,
+                i.session.acpx_record_id,
                 i.origin,
-                i.record.thread.message_count(),
+                i.session.message_count,
                 i.thread_source.as_str(),
                 i.events
             );
             if ctx.out.is_text() {
                 ctx.out.line(&line);
             } else {
-                ctx.out.line(i.record.acpx_record_id.as_str());
+                ctx.out.line(i.session.acpx_record_id.as_str());
             }
         }
         for s in &report.skipped {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use acpx_model::{RecordId, SessionRecord, Store, StoreError, Timestamp};
+use acpx_model::{RecordId, SessionSummary, Store, StoreError, Timestamp};
 use serde_json::Value;
 
 use super::archive::{is_node_archive, parse_node_archive};
@@ -132,8 +132,9 @@ pub struct NodeImported {
     /// The Node record id (the stored id differs when it was not a valid one, or with
     /// `new_id`).
     pub node_record_id: String,
-    /// The session as stored.
-    pub record: SessionRecord,
+    /// The session as stored, summarized: the report of a large Node home holds no
+    /// conversation (each session leaves memory once stored).
+    pub session: SessionSummary,
     /// Events stored.
     pub events: usize,
     /// Where its conversation came from.
@@ -366,7 +367,7 @@ async fn store_one(
         Ok(record) => report.imported.push(NodeImported {
             origin,
             node_record_id: conv.original_id,
-            record,
+            session: record.summary(),
             events,
             thread_source: conv.thread_source,
             notes: conv.notes,
