@@ -8,6 +8,8 @@
 //! (`docs/format.md`, § Tool calls, diffs, terminals and tokens in the thread); a part the
 //! thread cut says so.
 
+use std::fmt::Write as _;
+
 use acpx_model::{
     AgentContent, AgentMessage, EventEnvelope, Message, ResultContent, SessionRecord, ToolResult,
     ToolUse, UserContent,
@@ -347,9 +349,10 @@ fn history_message(s: &mut String, m: &Message, full: bool) {
             for c in &a.content {
                 match c {
                     AgentContent::Text(t) => {
-                        let t = t.to_text_lossy();
-                        s.push_str(&t);
-                        if !t.ends_with('\n') {
+                        // Written straight in: a spilled reply is not copied whole first.
+                        let before = s.len();
+                        let _ = write!(s, "{t}");
+                        if s.len() == before || !s.ends_with('\n') {
                             s.push('\n');
                         }
                     }
@@ -473,7 +476,7 @@ fn markdown_message(s: &mut String, m: &Message) {
             for c in &a.content {
                 match c {
                     AgentContent::Text(t) => {
-                        s.push_str(&t.to_text_lossy());
+                        let _ = write!(s, "{t}");
                         s.push_str("\n\n");
                     }
                     AgentContent::Thinking(t) => {

@@ -256,7 +256,9 @@ pub enum ImportFile {
 }
 
 /// Reads an import file's text: an archive, a `session.json`, or a Node acpx record.
-/// Anything else is [`OpsError::Invalid`].
+/// Anything else is [`OpsError::Invalid`]. The whole file and its whole log are in memory: for
+/// files of any size, `sessions import` reads an archive a line at a time
+/// ([`import_event_lines`]).
 pub fn parse_import_file(text: &str, origin: &str) -> OpsResult<ImportFile> {
     let first = text.lines().next().unwrap_or("");
     if let Some(record) = archive_record(first.as_bytes(), origin) {
@@ -537,7 +539,7 @@ pub async fn store_new_session(
 
 /// Imports an [`ImportedSession`]: under a fresh id with `new_id`, else under its own (every
 /// event must belong to it; `origin` names the file in that error). Returns the stored
-/// snapshot.
+/// snapshot. The session's whole log is in memory (see [`parse_import_file`]).
 pub async fn import_session(
     store: &dyn Store,
     mut session: ImportedSession,
