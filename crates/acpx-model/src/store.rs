@@ -202,6 +202,15 @@ pub struct DamagedLine {
     pub line: u64,
     /// What is wrong with it.
     pub reason: String,
+    /// How many damaged lines this entry stands for: 1, or more for the entry that ends a
+    /// page listing only its first ones (the file store lists 100; this entry names the last
+    /// of the others). Counts of damaged lines add this, not the entries.
+    #[serde(skip_serializing_if = "is_one")]
+    pub lines: u64,
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 
 /// Something a lock guard owns; dropping it releases the lock.

@@ -11,8 +11,11 @@
 //! Every line counted by [`UpdateGate::admit`] is a `session/update` notification (a JSON
 //! object with that `method` and no `id`), which the SDK hands to the one handler that calls
 //! [`UpdateGate::done`]. Should one ever go missing anyway, a reader waits at most
-//! [`MAX_STALL`] and then reads on, so a miscount costs time, never a hang.
+//! [`MAX_STALL`] and then reads on, so a miscount costs time, never a hang; except while the
+//! gate is held on purpose ([`UpdateGate::hold`]: the turn waits for a slow consumer of its
+//! events, `crate::output_backlog`), when the reader waits as long as the hold lasts.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +33,17 @@ pub(crate) const MAX_STALL: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct UpdateGate {
     permits: Semaphore,
+    /// Set while the places are held on purpose ([`UpdateGate::hold`]).
+    held: AtomicBool,
+}
+
+/// Ends a [`UpdateGate::hold`] when dropped.
+pub(crate) struct Held<'a>(&'a UpdateGate);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.held.store(false, Ordering::SeqCst);
+    }
 }
 
 /// The two keys that say what a JSON-RPC line is; everything else is skipped unparsed.
@@ -52,7 +66,16 @@ impl UpdateGate {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(UpdateGate {
             permits: Semaphore::new(MAX_UPDATES_IN_FLIGHT),
+            held: AtomicBool::new(false),
         })
+    }
+
+    /// Says that the places taken are held on purpose until the guard drops (the turn waits
+    /// for a slow consumer of its events): a reader then waits past [`MAX_STALL`], silently,
+    /// instead of reading on.
+    pub(crate) fn hold(&self) -> Held<'_> {
+        self.held.store(true, Ordering::SeqCst);
+        Held(self)
     }
 
     /// Called by the transport for each line before handing it on: a `session/update` waits
@@ -61,13 +84,17 @@ impl UpdateGate {
         if !is_session_update(line) {
             return;
         }
-        match tokio::time::timeout(MAX_STALL, self.permits.acquire()).await {
-            Ok(Ok(permit)) => permit.forget(),
-            Ok(Err(_)) => {}
-            Err(_) => tracing::warn!(
-                "no session/update recorded for {MAX_STALL:?} with {MAX_UPDATES_IN_FLIGHT} in \
-                 flight; reading on"
-            ),
+        loop {
+            match tokio::time::timeout(MAX_STALL, self.permits.acquire()).await {
+                Ok(Ok(permit)) => permit.forget(),
+                Ok(Err(_)) => {}
+                Err(_) if self.held.load(Ordering::SeqCst) => continue,
+                Err(_) => tracing::warn!(
+                    "no session/update recorded for {MAX_STALL:?} with {MAX_UPDATES_IN_FLIGHT} \
+                     in flight; reading on"
+                ),
+            }
+            return;
         }
     }
 

@@ -8,8 +8,9 @@
 //! the turn: every event line of a million-chunk reply (issue 15: nothing holds a whole turn).
 //! An [`OutputBacklog`] counts the bytes handed over and not yet taken; while more than its
 //! limit are outstanding, the session records no more of the agent's `session/update`s and
-//! frees no place in the connection's update gate (`crate::flow`), so the agent waits on its
-//! stdout pipe, exactly as it does when a `--no-owner` command's own stdout is slow. The
+//! holds their places in the connection's update gate (`crate::flow`, which then waits past
+//! its miscount guard), so the agent waits on its stdout pipe, exactly as it does when a
+//! `--no-owner` command's own stdout is slow. The
 //! consumer closes the backlog when it goes away, and the turn's end releases its waits, so a
 //! backlog never holds a session up past its consumer or its turn.
 

@@ -490,6 +490,76 @@ async fn fsck_reads_compressed_segments_and_reports_a_damaged_one() {
     }
 }
 
+/// A log with more damaged lines than a page lists: the lines left out still account for
+/// the seqs they hold, so fsck reports damage, not a gap.
+#[tokio::test]
+async fn fsck_counts_damaged_lines_a_page_does_not_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(FsStore::open(dir.path().join("home")).unwrap());
+    let store: Arc<dyn Store> = fs.clone();
+    let mut record = new_record("many");
+    store.create(&mut record).await.unwrap();
+    let writer = Arc::new(
+        store
+            .lock(&record.acpx_record_id, std::time::Duration::from_secs(5))
+            .await
+            .unwrap(),
+    );
+    let id = record.acpx_record_id.clone();
+    let mut rec = Recorder::new(
+        store.clone(),
+        &writer,
+        record,
+        acpx_model::Durability::Flush,
+        std::time::Duration::from_millis(0),
+    );
+    for i in 0..300 {
+        rec.record(draft(
+            "session_update",
+            "r1",
+            EventStream::Prompt,
+            json!({"sessionId": "acp-many", "update": {"sessionUpdate": "agent_message_chunk",
+                   "content": {"type": "text", "text": format!("chunk {i}")}}}),
+        ))
+        .await
+        .unwrap();
+    }
+    rec.save().await.unwrap();
+    drop(rec);
+    drop(writer);
+    let path = fs.active_log_path(&id);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let damaged: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if (50..250).contains(&i) {
+                format!("garbage {i}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&path, damaged).unwrap();
+    let report = fsck(
+        store.clone(),
+        FsckOptions {
+            repair: false,
+            set_aside_torn_tail: None,
+        },
+        |_| Ok::<_, OpsError>(false),
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<_> = report.problems.iter().map(|p| p.kind).collect();
+    assert!(
+        !kinds.contains(&ProblemKind::SeqGap),
+        "{:?}",
+        report.problems
+    );
+    assert!(kinds.contains(&ProblemKind::LogDamaged), "{kinds:?}");
+}
+
 #[tokio::test]
 async fn a_node_home_is_imported_once_with_its_journal() {
     let dir = tempfile::tempdir().unwrap();

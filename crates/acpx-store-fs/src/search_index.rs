@@ -344,7 +344,7 @@ pub(crate) fn search(
     layout: &Layout,
     mut sessions: Vec<(SessionSummary, FileIdent)>,
     query: &SearchQuery,
-    mut load: impl FnMut(&RecordId) -> StoreResult<SessionRecord>,
+    mut load: impl FnMut(&RecordId, &FileIdent) -> StoreResult<SessionRecord>,
 ) -> Vec<SearchHit> {
     let terms = query.terms();
     if terms.is_empty() {
@@ -382,7 +382,7 @@ pub(crate) fn search(
                 // program): the snapshot answers, and its new entry replaces this one.
             }
         }
-        match load(&summary.acpx_record_id) {
+        match load(&summary.acpx_record_id, ident) {
             Ok(record) => {
                 hits.add(rank, search_record(&record, query));
                 // Indexed only when it is the version the listing saw (the identity is the

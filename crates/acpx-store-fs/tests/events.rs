@@ -576,6 +576,9 @@ async fn a_page_lists_a_bounded_number_of_damaged_lines() {
         "{}",
         rest.reason
     );
+    assert_eq!(rest.lines, 900);
+    let counted: u64 = page.damaged.iter().map(|d| d.lines).sum();
+    assert_eq!(counted, 1_000, "every damaged line is counted");
 }
 
 #[tokio::test]

@@ -327,6 +327,7 @@ impl Inner {
                             location: format!("{} events", self.location),
                             line: u64::try_from(seq).unwrap_or(0),
                             reason,
+                            lines: 1,
                         }),
                     },
                 }

@@ -220,6 +220,7 @@ impl Inner {
             location: format!("{} events", self.db()),
             line: u64::try_from(seq).unwrap_or(0),
             reason,
+            lines: 1,
         };
         let mut taken = Vec::new();
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {

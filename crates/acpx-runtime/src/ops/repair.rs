@@ -321,8 +321,8 @@ async fn scan_log(
             if !damaged_seen.insert((d.location.clone(), d.line)) {
                 continue;
             }
-            lenient_damaged += 1;
-            unmatched_damaged += 1;
+            lenient_damaged += d.lines;
+            unmatched_damaged += d.lines;
             if !problems.iter().any(|p| {
                 p.kind == ProblemKind::LogDamaged
                     && p.message.contains(&d.location)

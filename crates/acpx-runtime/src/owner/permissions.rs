@@ -57,11 +57,30 @@ impl ForwardingPrompter {
     }
 }
 
+/// Refuses what the client was asked (the senders drop) and what comes, when the reading
+/// ends: the client closed its side, or its connection ended the task (a stalled client cut).
+struct RefuseOnEnd {
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+}
+
+impl Drop for RefuseOnEnd {
+    fn drop(&mut self) {
+        self.gone.store(true, Ordering::SeqCst);
+        locked(&self.pending).clear();
+    }
+}
+
 async fn read_answers(
     mut reader: BufReader<OwnedReadHalf>,
     pending: Pending,
     gone: Arc<AtomicBool>,
 ) {
+    // Also when this task is aborted.
+    let _refuse = RefuseOnEnd {
+        pending: pending.clone(),
+        gone,
+    };
     let mut buf = String::new();
     loop {
         buf.clear();
@@ -77,9 +96,6 @@ async fn read_answers(
             },
         }
     }
-    // The client went away: refuse what it was asked (the senders drop) and what comes.
-    gone.store(true, Ordering::SeqCst);
-    locked(&pending).clear();
 }
 
 #[async_trait]
@@ -107,6 +123,14 @@ impl PermissionPrompter for ForwardingPrompter {
             locked(&self.pending).remove(&id);
             return false;
         }
-        rx.await.unwrap_or(false)
+        // A connection that ended without the client closing its side (a stalled client cut
+        // by the owner) drops its receiver of lines: the question is refused then too.
+        tokio::select! {
+            answer = rx => answer.unwrap_or(false),
+            () = self.reply.closed() => {
+                locked(&self.pending).remove(&id);
+                false
+            }
+        }
     }
 }

@@ -400,7 +400,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             // connection (see `permissions`); the others get the non-interactive rule.
             let prompter = (options.interactive && wait).then(|| {
                 let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
-                reading_answers = Some(task);
+                reading_answers = Some(AbortOnDrop(task));
                 p
             });
             let kind = JobKind::Prompt {
@@ -520,10 +520,18 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             backlog.taken(event_bytes);
         }
     }
-    if let Some(task) = reading_answers {
-        task.abort();
-    }
+    drop(reading_answers);
     let _ = write.shutdown().await;
+}
+
+/// Stops the task reading a client's permission answers when its connection ends, however it
+/// ends (its questions are then refused: `permissions`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Appends a line to the batch to write; the first is taken as it is: a `result` can hold a
@@ -631,20 +639,28 @@ fn parts_of(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// `write_all`, failing with `TimedOut` when it takes longer than `limit`.
+/// `write_all`, failing with `TimedOut` when the client takes none of the bytes for `limit`
+/// (a client reading slowly but steadily is never cut, however long the write).
 async fn write_within(
     write: &mut OwnedWriteHalf,
-    bytes: &[u8],
+    mut bytes: &[u8],
     limit: Duration,
 ) -> std::io::Result<()> {
-    tokio::time::timeout(limit, write.write_all(bytes))
-        .await
-        .unwrap_or_else(|_| {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the client took none of its reply",
-            ))
-        })
+    while !bytes.is_empty() {
+        match tokio::time::timeout(limit, write.write(bytes)).await {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(Ok(n)) => bytes = &bytes[n..],
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client took none of its answer",
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A `reply_part` line for `text`, serialized from the borrowed piece (no copy).

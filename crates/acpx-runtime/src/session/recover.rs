@@ -165,7 +165,8 @@ async fn load_and_roll_forward(
             .damaged
             .iter()
             .filter(|d| damaged_seen.insert((d.location.clone(), d.line)))
-            .count();
+            .map(|d| usize::try_from(d.lines).unwrap_or(usize::MAX))
+            .sum::<usize>();
         let r = mapping::roll_forward(&mut record, &page.events);
         report.applied += r.applied;
         report.already_applied += r.already_applied;

@@ -26,6 +26,10 @@ use crate::log::{self};
 use crate::search_index;
 use crate::summary::{summarize_file, STREAMED_FROM};
 
+/// A search reads a snapshot larger than this settling, when the store settles its loads
+/// (a smaller one whole): the size from which the listing summary streams a file too.
+pub(crate) const SEARCH_SETTLES_FROM: u64 = STREAMED_FROM;
+
 /// A validated snapshot, already written to a temp file beside the snapshot (not yet fsynced),
 /// and the summary of what it holds. The document is streamed to the file, never built in
 /// memory: a long conversation costs its size on disk, not twice its size in memory at every
@@ -509,7 +513,8 @@ impl FsCore {
     /// The messages of the sessions (in list order) matching `query`: from the search index
     /// where it describes the snapshot the listing found, else from the snapshot (see
     /// [`crate::search_index`]), read settling with a [`SettleOnLoad::another_load`] of
-    /// `settle` when given (a long conversation is then never whole in memory).
+    /// `settle` when given and the snapshot is larger than [`SEARCH_SETTLES_FROM`] (a long
+    /// conversation is then never whole in memory).
     pub fn search(
         &self,
         query: &SearchQuery,
@@ -529,17 +534,24 @@ impl FsCore {
                     .is_none_or(|c| normalize_cwd(&s.cwd).is_ok_and(|sc| sc == c))
             })
             .collect();
-        Ok(search_index::search(&self.layout, sessions, query, |id| {
-            let Some(settle) = settle else {
-                return self.load(id);
-            };
-            let this_load = settle.another_load();
-            let record = self.load_settling(id, &this_load);
-            if let Some(warning) = this_load.failure_warning() {
-                tracing::warn!(session = %id, "{warning}");
-            }
-            record
-        }))
+        Ok(search_index::search(
+            &self.layout,
+            sessions,
+            query,
+            |id, ident| {
+                // A short session is read whole: settling it would write its turns to spill
+                // files only to read them back at once.
+                let Some(settle) = settle.filter(|_| ident.len > SEARCH_SETTLES_FROM) else {
+                    return self.load(id);
+                };
+                let this_load = settle.another_load();
+                let record = self.load_settling(id, &this_load);
+                if let Some(warning) = this_load.failure_warning() {
+                    tracing::warn!(session = %id, "{warning}");
+                }
+                record
+            },
+        ))
     }
 }
 

@@ -27,6 +27,7 @@ impl Scan<'_> {
                     location: location.to_owned(),
                     line,
                     reason,
+                    lines: 1,
                 });
                 Ok(())
             }
@@ -59,6 +60,7 @@ impl Scan<'_> {
                 location: left.location,
                 line: left.line,
                 reason,
+                lines: left.count,
             });
         }
         self.page
