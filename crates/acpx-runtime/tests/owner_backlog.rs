@@ -16,6 +16,20 @@ use common::*;
 /// Chunks the turn streams: about 14 MB of event lines, far past what the owner may hold.
 const CHUNKS: u64 = 40_000;
 
+/// A prompt task; `no_events` as `--format quiet` sends it.
+fn prompt(text: &str, no_events: bool) -> Request {
+    Request::SubmitPrompt {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        prompt: text_prompt(text),
+        options: TaskOptions {
+            permission_mode: "approve-all".into(),
+            no_events,
+            ..TaskOptions::default()
+        },
+        wait: true,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_does_not_read_holds_its_turn_up() {
     agent_bin();
@@ -32,15 +46,7 @@ async fn behind(env: Env) {
     let home = start_owner(&env, rt, &id).await;
     let before = env.store.event_log_state(&id).await.unwrap().last_seq;
 
-    let request = Request::SubmitPrompt {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        prompt: text_prompt(&format!("stream {CHUNKS}")),
-        options: TaskOptions {
-            permission_mode: "approve-all".into(),
-            ..TaskOptions::default()
-        },
-        wait: true,
-    };
+    let request = prompt(&format!("stream {CHUNKS}"), false);
     let mut answer = client::send_if_running(&home, &id, &request)
         .await
         .unwrap()
@@ -107,31 +113,14 @@ async fn behind(env: Env) {
 
     // A client that goes away without reading releases the turn: the owner goes on to the
     // next task.
-    let request = Request::SubmitPrompt {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        prompt: text_prompt(&format!("stream {CHUNKS}")),
-        options: TaskOptions {
-            permission_mode: "approve-all".into(),
-            ..TaskOptions::default()
-        },
-        wait: true,
-    };
+    let request = prompt(&format!("stream {CHUNKS}"), false);
     let gone = client::send_if_running(&home, &id, &request)
         .await
         .unwrap()
         .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     drop(gone);
-    let request = Request::SubmitPrompt {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        prompt: text_prompt("echo after"),
-        options: TaskOptions {
-            permission_mode: "approve-all".into(),
-            no_events: true,
-            ..TaskOptions::default()
-        },
-        wait: true,
-    };
+    let request = prompt("echo after", true);
     let after = client::send_if_running(&home, &id, &request)
         .await
         .unwrap()
