@@ -23,7 +23,7 @@ use acpx_model::{
     Store, StoreError,
 };
 
-use super::repair::rebuild_from_log;
+use super::repair::scope_from_log;
 use super::{OpsError, OpsResult};
 
 /// The nearest ancestor of `dir` (itself included) that holds a `.git` directory or file.
@@ -150,7 +150,8 @@ impl<'a> Scope<'a> {
             }
         }
         for (id, why) in damaged {
-            let Ok(r) = rebuild_from_log(store, &id).await else {
+            // The log's identity only: a rebuild would hold the whole conversation.
+            let Ok(r) = scope_from_log(store, &id).await else {
                 continue;
             };
             let in_scope = r.agent_command == self.agent_command

@@ -678,6 +678,47 @@ pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<Sessio
     Ok(record)
 }
 
+/// What a lookup needs of a session whose snapshot is damaged: the identity a rebuild would
+/// start from, and whether the session was closed.
+#[derive(Debug)]
+pub(crate) struct LoggedScope {
+    pub agent_command: String,
+    pub cwd: String,
+    pub name: Option<String>,
+    pub closed: bool,
+}
+
+/// The [`LoggedScope`] of session `id`, from its log alone: one pass a page at a time without
+/// the reducer, so nothing of the conversation is held (a [`rebuild_from_log`] holds the
+/// whole rebuilt record). Fails when the log does not tell the session's directory or agent.
+pub(crate) async fn scope_from_log(
+    store: &dyn Store,
+    id: &RecordId,
+) -> Result<LoggedScope, String> {
+    let mut identity = LogIdentity::default();
+    let mut closed = false;
+    for_each_page(store, id, ReadMode::Lenient, |events| {
+        for e in events {
+            identity.learn(e);
+            closed |= e.event_type == "lifecycle_event"
+                && e.payload.get("phase").and_then(Value::as_str)
+                    == Some(crate::mapping::lifecycle::SESSION_CLOSED);
+        }
+        Ok::<_, StoreError>(())
+    })
+    .await
+    .map_err(|e| format!("cannot read the event log: {e}"))?;
+    match (identity.agent_command, identity.cwd) {
+        (Some(agent_command), Some(cwd)) => Ok(LoggedScope {
+            agent_command,
+            cwd,
+            name: identity.name,
+            closed,
+        }),
+        _ => Err("the event log does not tell the session's agent and directory".into()),
+    }
+}
+
 /// The runtime whose `recover` a repair runs: the session's lock is waited for 10 s.
 fn recovery_runtime(store: &Arc<dyn Store>) -> Runtime {
     Runtime::new(
