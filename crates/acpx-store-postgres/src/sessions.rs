@@ -309,16 +309,21 @@ impl Inner {
             .map(|a| a.as_ref() as &(dyn ToSql + Sync))
             .collect();
         // One more row than asked: it tells whether a next page exists. Malformed rows do not
-        // fill the page; when the rows ran out on some, the query runs again without a limit.
+        // fill the page; when the rows ran out on some, the query runs again with twice the
+        // window, so a page holds about its own size in rows, never the whole store.
         if let Some(limit) = query.limit {
-            let fetch = i64::try_from(limit)
+            let mut fetch = i64::try_from(limit)
                 .unwrap_or(i64::MAX / 2)
                 .saturating_add(1);
-            let limited = format!("{sql} LIMIT {fetch}");
-            let rows = conn.query(&limited, &params).await.map_err(self.pg(ctx))?;
-            let page = self.list_page(&conn, query, &rows).await;
-            if page.next_cursor.is_some() || rows.len() < limit.saturating_add(1) {
-                return Ok(page);
+            loop {
+                let limited = format!("{sql} LIMIT {fetch}");
+                let rows = conn.query(&limited, &params).await.map_err(self.pg(ctx))?;
+                let page = self.list_page(&conn, query, &rows).await;
+                let ran_out = i64::try_from(rows.len()).is_ok_and(|n| n < fetch);
+                if page.next_cursor.is_some() || ran_out {
+                    return Ok(page);
+                }
+                fetch = fetch.saturating_mul(2);
             }
         }
         let rows = conn.query(&sql, &params).await.map_err(self.pg(ctx))?;
