@@ -1,7 +1,7 @@
 //! Full-text search over the `messages` rows: substring matching with `lower(text) LIKE`,
 //! served by the trigram index where `pg_trgm` is installed (see schema.rs).
 
-use acpx_model::search::{snippet, SearchHit, SearchQuery};
+use acpx_model::search::{snippet_in_window, SearchHit, SearchQuery};
 use acpx_model::{normalize_cwd, RecordId, StoreResult};
 use tokio_postgres::types::ToSql;
 
@@ -22,10 +22,20 @@ impl Inner {
         // case folding), never stricter, whatever the database's locale.
         let patterns: Vec<String> = terms.iter().map(|t| like_pattern(t)).collect();
         let limit = i64::try_from(query.effective_limit()).unwrap_or(i64::MAX);
-        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+        // Each hit carries a window of its message around the first match, not the message
+        // (a hit can be a whole long reply): from 60 characters before the first ASCII-
+        // lowercased occurrence of the first term (what `match_text` finds) to 160 after it,
+        // at least as many bytes as `snippet` takes, and the window's byte offset.
+        let first = terms[0].clone();
+        let window_chars = i32::try_from(first.chars().count() + 224).unwrap_or(i32::MAX);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&first, &window_chars];
         let mut sql = String::from(
-            "SELECT s.acpx_record_id, s.title, m.message_index, m.role, m.message_id, m.text \
-             FROM messages m JOIN sessions s ON s.session_key = m.session_key WHERE true",
+            "SELECT s.acpx_record_id, s.title, m.message_index, m.role, m.message_id, \
+             substr(m.text, w.start, $2), octet_length(substr(m.text, 1, w.start - 1)), \
+             octet_length(m.text) \
+             FROM messages m JOIN sessions s ON s.session_key = m.session_key, \
+             LATERAL (SELECT greatest(strpos(translate(m.text, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', \
+             'abcdefghijklmnopqrstuvwxyz'), $1) - 60, 1) AS start) w WHERE true",
         );
         for p in &patterns {
             params.push(p);
@@ -49,16 +59,20 @@ impl Inner {
                 tracing::warn!(location = %self.row_location(&key), "search skips a row with an invalid record id");
                 continue;
             };
-            let text: String = row.get(5);
-            let lower = text.to_ascii_lowercase();
-            let at = lower.find(terms[0].as_str()).unwrap_or(0);
+            let window: String = row.get(5);
+            let window_start = usize::try_from(row.get::<_, i32>(6)).unwrap_or(0);
+            let message_len = usize::try_from(row.get::<_, i32>(7)).unwrap_or(0);
+            let at = window
+                .to_ascii_lowercase()
+                .find(first.as_str())
+                .unwrap_or(0);
             hits.push(SearchHit {
                 acpx_record_id: id,
                 title: row.get::<_, Option<String>>(1).filter(|t| !t.is_empty()),
                 message_index: usize::try_from(row.get::<_, i32>(2)).unwrap_or(0),
                 role: row.get(3),
                 message_id: row.get(4),
-                snippet: snippet(&text, at, terms[0].len()),
+                snippet: snippet_in_window(&window, window_start, message_len, at, first.len()),
             });
         }
         Ok(hits)

@@ -174,6 +174,23 @@ pub async fn search_follows_saves_deletes_and_other_handles(b: &dyn Backend) {
     let hits = store.search(&q("NEEDLE")).await.unwrap();
     assert_eq!(found(hits.clone()), vec![("srch-huge".into(), 0, None)]);
     assert!(hits[0].snippet.contains("needle"), "{:?}", hits[0].snippet);
+    assert_eq!(
+        Some(hits[0].snippet.clone()),
+        acpx_model::match_text(&reply, &q("NEEDLE").terms()),
+        "the snippet is the shared rule's"
+    );
+    // A match in the middle of a long message, multi-byte characters on both sides: the
+    // snippet is exactly the shared rule's (a backend may read only a window of the message).
+    let mut mid = session("srch-mid", 400);
+    let text = "é…ü ".repeat(30_000) + "the Middle Marker here " + &"ß漢 ".repeat(30_000);
+    mid.thread.messages = vec![agent_text(&text, None)];
+    create(&*store, mid).await;
+    let hits = store.search(&q("middle marker")).await.unwrap();
+    assert_eq!(found(hits.clone()), vec![("srch-mid".into(), 0, None)]);
+    assert_eq!(
+        Some(hits[0].snippet.clone()),
+        acpx_model::match_text(&text, &q("middle marker").terms())
+    );
 
     let fresh = b.open().await;
     for text in ["alpha", "needle", "green", "build"] {
