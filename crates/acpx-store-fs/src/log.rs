@@ -655,6 +655,7 @@ pub(crate) fn read_events(
         page,
         bytes: 0,
         left_out: None,
+        pending: damage::Pending::default(),
     };
     for (i, s) in segs.iter().enumerate().skip(start_seg) {
         let seek = i == start_seg && firsts[i].is_some_and(|f| f < query.from_seq);
@@ -675,6 +676,8 @@ struct Scan<'a> {
     /// The bytes of the lines of `page.events` ([`EventQuery::max_bytes`]).
     bytes: usize,
     left_out: Option<damage::LeftOut>,
+    /// Damage not yet placed in or out of this page's range.
+    pending: damage::Pending,
 }
 
 impl Scan<'_> {
@@ -846,12 +849,21 @@ impl Scan<'_> {
                     continue;
                 }
             };
-            if event.seq < query.from_seq || !query.matches(&event) {
+            if event.seq < query.from_seq {
+                // Damage met before lies before the query's range (`damage`).
+                self.drop_pending_damage();
                 continue;
             }
-            if query.page_full(self.page.events.len(), self.bytes) {
+            let matches = query.matches(&event);
+            if matches && query.page_full(self.page.events.len(), self.bytes) {
+                // And damage met before this event, after the page's: the next page's.
+                self.drop_pending_damage();
                 self.page.next_seq = Some(event.seq);
                 return Ok(true);
+            }
+            self.commit_pending_damage();
+            if !matches {
+                continue;
             }
             self.bytes += line.len();
             self.page.events.push(event);

@@ -581,6 +581,70 @@ async fn a_page_lists_a_bounded_number_of_damaged_lines() {
     assert_eq!(counted, 1_000, "every damaged line is counted");
 }
 
+/// Paged lenient reads, as fsck and `sessions events` make them (each page from the last one's
+/// `next_seq`), count every damaged line once, however the damage falls around the pages'
+/// ends and however much of it a page only counts.
+#[tokio::test]
+async fn paged_reads_count_each_damaged_line_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = store(tmp.path());
+    let a = id("a");
+    store.create(&mut record(&a, "/r")).await.unwrap();
+    let mut lines = Vec::new();
+    let mut garbage = 0u64;
+    let mut junk = |lines: &mut Vec<String>, n: u64| {
+        for i in 0..n {
+            lines.push(format!("garbage {garbage} {i}"));
+        }
+        garbage += n;
+    };
+    junk(&mut lines, 30);
+    for seq in 1..=3_000 {
+        lines.push(event(&a, seq, "n", 1).to_ndjson());
+        match seq {
+            // Around the first page's end (limit 1,000): before the event it stops at, and
+            // more than a page lists.
+            999 | 1_000 => junk(&mut lines, 150),
+            1_500 => junk(&mut lines, 20),
+            2_000 => junk(&mut lines, 250),
+            _ => {}
+        }
+    }
+    junk(&mut lines, 5);
+    write_log(&store, &a, &lines);
+    let mut seen = std::collections::HashSet::new();
+    let mut counted = 0;
+    let mut events = 0;
+    let mut from_seq = 0;
+    loop {
+        let page = store
+            .read_events(
+                &a,
+                &EventQuery {
+                    from_seq,
+                    limit: Some(1_000),
+                    mode: ReadMode::Lenient,
+                    ..EventQuery::default()
+                },
+            )
+            .await
+            .unwrap();
+        events += page.events.len();
+        for d in &page.damaged {
+            assert!(d.lines >= 1);
+            if seen.insert((d.location.clone(), d.line)) {
+                counted += d.lines;
+            }
+        }
+        match page.next_seq {
+            Some(n) => from_seq = n,
+            None => break,
+        }
+    }
+    assert_eq!(events, 3_000);
+    assert_eq!(counted, garbage, "each damaged line counted once");
+}
+
 #[tokio::test]
 async fn damaged_last_line_blocks_appends_with_a_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
