@@ -275,6 +275,36 @@ pub struct EventColumns {
 }
 
 impl EventColumns {
+    /// The columns a database store selects for an event, in the order
+    /// [`EventColumns::from_columns`] reads them.
+    pub const SELECT: &'static str = "seq, event_version, timestamp, acp_session_id, \
+         request_id, stream, source, type, payload, extra";
+
+    /// The columns of a row selected with [`EventColumns::SELECT`]: `seq` and
+    /// `event_version` as read, the others through `text(index, name)` (`None` for NULL);
+    /// errors name the column.
+    pub fn from_columns(
+        seq: i64,
+        event_version: i64,
+        text: impl Fn(usize, &str) -> Result<Option<String>, String>,
+    ) -> Result<Self, String> {
+        let req = |i: usize, name: &str| -> Result<String, String> {
+            text(i, name)?.ok_or_else(|| format!("column `{name}` is NULL"))
+        };
+        Ok(EventColumns {
+            seq,
+            event_version,
+            timestamp: req(2, "timestamp")?,
+            acp_session_id: req(3, "acp_session_id")?,
+            request_id: text(4, "request_id")?,
+            stream: req(5, "stream")?,
+            source: req(6, "source")?,
+            event_type: req(7, "type")?,
+            payload: req(8, "payload")?,
+            extra: text(9, "extra")?,
+        })
+    }
+
     /// The envelope of session `id` these columns hold; an error names the column at fault.
     pub fn into_event(self, id: &RecordId) -> Result<EventEnvelope, String> {
         let EventColumns {

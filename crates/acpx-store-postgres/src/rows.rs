@@ -290,33 +290,21 @@ impl EventColumns {
 }
 
 /// The columns `read_events` selects, in this order.
-pub(crate) const EVENT_COLUMNS: &str = "seq, event_version, timestamp, acp_session_id, \
-     request_id, stream, source, type, payload, extra";
+pub(crate) const EVENT_COLUMNS: &str = acpx_model::EventColumns::SELECT;
 
 /// Rebuilds an envelope from a row selected with [`EVENT_COLUMNS`]; errors name the column.
 pub(crate) fn event_from_row(row: &Row, id: &RecordId) -> Result<EventEnvelope, String> {
-    let col = |i: usize, name: &str| -> Result<Option<String>, String> {
-        row.try_get::<_, Option<String>>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let req = |i: usize, name: &str| -> Result<String, String> {
-        col(i, name)?.ok_or_else(|| format!("column `{name}` is NULL"))
-    };
     let version: i32 = row
         .try_get(1)
         .map_err(|e| format!("column `event_version`: {e}"))?;
-    acpx_model::EventColumns {
-        seq: row.try_get(0).map_err(|e| format!("column `seq`: {e}"))?,
-        event_version: i64::from(version),
-        timestamp: req(2, "timestamp")?,
-        acp_session_id: req(3, "acp_session_id")?,
-        request_id: col(4, "request_id")?,
-        stream: req(5, "stream")?,
-        source: req(6, "source")?,
-        event_type: req(7, "type")?,
-        payload: req(8, "payload")?,
-        extra: col(9, "extra")?,
-    }
+    acpx_model::EventColumns::from_columns(
+        row.try_get(0).map_err(|e| format!("column `seq`: {e}"))?,
+        i64::from(version),
+        |i, name| {
+            row.try_get::<_, Option<String>>(i)
+                .map_err(|e| format!("column `{name}`: {e}"))
+        },
+    )?
     .into_event(id)
 }
 

@@ -14,33 +14,20 @@ use acpx_model::{EventColumns, EventEnvelope, RecordId};
 use rusqlite::Row;
 
 /// The columns `read_events` selects, in this order.
-pub(crate) const EVENT_COLUMNS: &str = "seq, event_version, timestamp, acp_session_id, \
-     request_id, stream, source, type, payload, extra";
+pub(crate) const EVENT_COLUMNS: &str = EventColumns::SELECT;
 
 /// Takes the columns of a row selected with [`EVENT_COLUMNS`], as stored (parsed later by
 /// [`EventColumns::into_event`]); errors name the column.
 pub(crate) fn take_event_row(row: &Row<'_>) -> Result<EventColumns, String> {
-    let col = |i: usize, name: &str| -> Result<Option<String>, String> {
-        row.get::<_, Option<String>>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let req = |i: usize, name: &str| -> Result<String, String> {
-        col(i, name)?.ok_or_else(|| format!("column `{name}` is NULL"))
-    };
-    Ok(EventColumns {
-        seq: row.get(0).map_err(|e| format!("column `seq`: {e}"))?,
-        event_version: row
-            .get(1)
+    EventColumns::from_columns(
+        row.get(0).map_err(|e| format!("column `seq`: {e}"))?,
+        row.get(1)
             .map_err(|e| format!("column `event_version`: {e}"))?,
-        timestamp: req(2, "timestamp")?,
-        acp_session_id: req(3, "acp_session_id")?,
-        request_id: col(4, "request_id")?,
-        stream: req(5, "stream")?,
-        source: req(6, "source")?,
-        event_type: req(7, "type")?,
-        payload: req(8, "payload")?,
-        extra: col(9, "extra")?,
-    })
+        |i, name| {
+            row.get::<_, Option<String>>(i)
+                .map_err(|e| format!("column `{name}`: {e}"))
+        },
+    )
 }
 
 /// Rebuilds an envelope from a row selected with [`EVENT_COLUMNS`] (both steps at once, for
