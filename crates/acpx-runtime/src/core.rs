@@ -169,28 +169,6 @@ impl SessionCore {
         *Self::lock(&self.turn_policy) = policy;
     }
 
-    /// Sets (or clears) the turn's [`OutputBacklog`]; waits on the one it replaces end.
-    pub(crate) fn set_output_backlog(&self, backlog: Option<Arc<OutputBacklog>>) {
-        let old = std::mem::replace(&mut *Self::lock(&self.output_backlog), backlog);
-        if let Some(old) = old {
-            old.wake();
-        }
-    }
-
-    /// Waits while the turn's consumer of its events is behind by more than its limit.
-    pub(crate) async fn wait_for_output(&self) {
-        let Some(backlog) = Self::lock(&self.output_backlog).clone() else {
-            return;
-        };
-        backlog
-            .wait_until_taken(|| {
-                Self::lock(&self.output_backlog)
-                    .as_ref()
-                    .is_some_and(|b| Arc::ptr_eq(b, &backlog))
-            })
-            .await;
-    }
-
     pub fn set_phase(&self, phase: Phase) -> Phase {
         std::mem::replace(&mut *Self::lock(&self.phase), phase)
     }

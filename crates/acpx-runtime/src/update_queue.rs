@@ -120,8 +120,6 @@ impl SessionCore {
             // holds the updates' places in the gate, outside the recorder lock, so the agent
             // waits as it would on a slow terminal (`crate::output_backlog`).
             if !handled.is_empty() {
-                let gate = Self::lock(&self.update_gate).clone();
-                let _held = gate.hold();
                 self.wait_for_output().await;
             }
             drop(handled);
