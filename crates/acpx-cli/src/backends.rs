@@ -43,6 +43,14 @@ pub async fn open(
     opened.map_err(open_error)
 }
 
+/// The identity of the store `open` would open ([`StoreConfig::identity`]), without opening
+/// it: what keys the processes that drive its sessions.
+pub fn identity(backend: Backend, home: &Path, config_url: Option<&StoreUrl>) -> CliResult<String> {
+    let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
+    config.url = config_url.cloned();
+    Ok(config.from_env().map_err(open_error)?.identity())
+}
+
 /// An [`OpenError`] with what to do about it.
 fn open_error(e: OpenError) -> CliError {
     match e {

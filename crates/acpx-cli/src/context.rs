@@ -60,6 +60,7 @@ pub struct Ctx {
     /// unless set before the store is first used.
     pub settle_loads: bool,
     store: OnceCell<OpenStore>,
+    authority: std::sync::OnceLock<PathBuf>,
 }
 
 /// Reads an `--mcp-config` file: `{"mcpServers": {...}}` or ACP's array. A bad file is a
@@ -284,6 +285,7 @@ impl Ctx {
             agent,
             settle_loads: false,
             store: OnceCell::new(),
+            authority: std::sync::OnceLock::new(),
         })
     }
 
@@ -300,6 +302,29 @@ impl Ctx {
                 .await
             })
             .await
+    }
+
+    /// The authority directory of the store of `--store` (`acpx_runtime::authority`): where
+    /// its sessions' queue owners, `--no-owner` runs and scope locks are found. Created on
+    /// first use.
+    pub fn authority(&self) -> CliResult<&Path> {
+        if let Some(dir) = self.authority.get() {
+            return Ok(dir);
+        }
+        let dir = self.authority_of(self.backend)?;
+        Ok(self.authority.get_or_init(|| dir))
+    }
+
+    /// The authority directory of `backend`'s store under this home (see [`Ctx::authority`]),
+    /// created when missing.
+    pub fn authority_of(&self, backend: Backend) -> CliResult<PathBuf> {
+        let identity =
+            crate::backends::identity(backend, &self.home, self.config.store_url.as_ref())?;
+        acpx_runtime::authority::authority_dir(&identity).map_err(|e| {
+            CliError::runtime(format!("cannot prepare the runtime directory: {e}")).with_hint(
+                "set XDG_RUNTIME_DIR to a directory of yours with mode 0700, or remove the one named",
+            )
+        })
     }
 
     /// The store, if it was opened already.

@@ -86,7 +86,7 @@ fn warm_prompts_status_and_close() {
         assert_eq!(m["action"], "mode_set");
         assert_eq!(status(&env, &agent)["mode"], "plan");
         // The owner socket is private.
-        let sock = std::fs::read_dir(env.home().join("owners"))
+        let sock = std::fs::read_dir(env.authority().join("owners"))
             .unwrap()
             .flatten()
             .find(|e| e.path().extension().is_some_and(|x| x == "sock"))

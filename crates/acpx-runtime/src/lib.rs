@@ -50,6 +50,7 @@
 //! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
+//! | [`authority`] | where the processes driving one store's sessions meet (owner leases, run files, scope locks): a directory per store under the user's runtime directory |
 //! | [`private_socket`] | where a control socket lives when its natural path is too long |
 //! | [`text_spill`] | a streamed reply past 256 KiB moved to the session's unlinked temp file, so a long turn does not hold it in memory (docs/format.md decision 16) |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`) |
@@ -125,6 +126,7 @@
 mod agent;
 pub mod agents;
 pub mod allocator;
+pub mod authority;
 mod client_ops;
 pub mod config_file;
 mod core;

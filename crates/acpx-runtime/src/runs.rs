@@ -3,8 +3,9 @@
 //! finds the prompt running in another.
 //!
 //! While a turn runs, the prompting process holds an exclusive `flock` on
-//! `<home>/runs/<record id>.lock` and listens on a Unix socket named in
-//! `<home>/runs/<record id>.json` (`{pid, requestId, startedAt, socket}`).
+//! `<authority>/runs/<record id>.lock` (`<authority>`: the authority directory of the store
+//! that holds the session, [`crate::authority`]) and listens on a Unix socket named in
+//! `<authority>/runs/<record id>.json` (`{pid, requestId, startedAt, socket}`).
 //!
 //! - A prompt is **running** exactly when that lock is held. The kernel releases it when the
 //!   process dies, however it dies, so a stale run file is recognised as such.
@@ -17,21 +18,21 @@
 //! - A second prompt in the same session waits for the lock, so turns of one session run one
 //!   at a time, in the order they asked.
 //!
-//! Socket paths are limited to about 100 bytes; when `<home>/runs/<id>.sock` is longer, the
-//! socket lives in `/tmp/acpx-<uid>/` (a private directory) under a hash of home and id
+//! Socket paths are limited to about 100 bytes; when `<authority>/runs/<id>.sock` is longer, the
+//! socket lives in `/tmp/acpx-<uid>/` (a private directory) under a hash of the authority directory and id
 //! ([`crate::private_socket`]).
 //!
 //! The same directory holds the scope locks ([`lock_scope`]) that make "find the scope's
 //! session or create one" atomic across processes (see [`crate::ops::ensure`]).
 //!
 //! ```no_run
-//! # async fn demo(home: &std::path::Path, id: &acpx_model::RecordId) -> Result<(), acpx_runtime::runs::RunsError> {
+//! # async fn demo(authority: &std::path::Path, id: &acpx_model::RecordId) -> Result<(), acpx_runtime::runs::RunsError> {
 //! use acpx_runtime::runs;
 //! // The prompting process: hold the run for the whole turn, cancel when asked to.
-//! let (guard, mut cancels) = runs::acquire(home, id, "req-1", |_running| {}).await?;
+//! let (guard, mut cancels) = runs::acquire(authority, id, "req-1", |_running| {}).await?;
 //! # let _ = cancels.try_recv();
 //! // Another process:
-//! if let Some(info) = runs::request_cancel(home, id)? {
+//! if let Some(info) = runs::request_cancel(authority, id)? {
 //!     println!("asked pid {} to cancel", info.pid);
 //! }
 //! drop(guard); // the turn ended: the run file and the socket are removed
@@ -112,25 +113,28 @@ pub enum Probe {
     Dead(Option<RunInfo>),
 }
 
-fn runs_dir(home: &Path) -> PathBuf {
-    home.join("runs")
+fn runs_dir(authority: &Path) -> PathBuf {
+    authority.join("runs")
 }
 
-fn lock_path(home: &Path, id: &RecordId) -> PathBuf {
-    runs_dir(home).join(format!("{id}.lock"))
+fn lock_path(authority: &Path, id: &RecordId) -> PathBuf {
+    runs_dir(authority).join(format!("{id}.lock"))
 }
 
-fn info_path(home: &Path, id: &RecordId) -> PathBuf {
-    runs_dir(home).join(format!("{id}.json"))
+fn info_path(authority: &Path, id: &RecordId) -> PathBuf {
+    runs_dir(authority).join(format!("{id}.json"))
 }
 
-fn socket_path(home: &Path, id: &RecordId) -> RunsResult<PathBuf> {
+fn socket_path(authority: &Path, id: &RecordId) -> RunsResult<PathBuf> {
     let path = crate::private_socket::socket_path_or_tmp(
-        runs_dir(home).join(format!("{id}.sock")),
+        runs_dir(authority).join(format!("{id}.sock")),
         "",
-        &[home.as_os_str().as_encoded_bytes(), id.as_str().as_bytes()],
+        &[
+            authority.as_os_str().as_encoded_bytes(),
+            id.as_str().as_bytes(),
+        ],
     );
-    if !path.starts_with(runs_dir(home)) {
+    if !path.starts_with(runs_dir(authority)) {
         if let Some(dir) = path.parent() {
             ensure_private_dir(dir)?;
         }
@@ -138,9 +142,9 @@ fn socket_path(home: &Path, id: &RecordId) -> RunsResult<PathBuf> {
     Ok(path)
 }
 
-/// Creates `<home>/runs` (mode 0700) if missing.
-fn ensure_runs_dir(home: &Path) -> RunsResult<PathBuf> {
-    let dir = runs_dir(home);
+/// Creates `<authority>/runs` (mode 0700) if missing.
+fn ensure_runs_dir(authority: &Path) -> RunsResult<PathBuf> {
+    let dir = runs_dir(authority);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -149,21 +153,21 @@ fn ensure_runs_dir(home: &Path) -> RunsResult<PathBuf> {
     Ok(dir)
 }
 
-fn read_info(home: &Path, id: &RecordId) -> Option<RunInfo> {
-    let bytes = std::fs::read(info_path(home, id)).ok()?;
+fn read_info(authority: &Path, id: &RecordId) -> Option<RunInfo> {
+    let bytes = std::fs::read(info_path(authority, id)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// Whether a prompt is running in session `id`, and what its run file says.
-pub fn probe(home: &Path, id: &RecordId) -> RunsResult<Probe> {
-    let path = lock_path(home, id);
+pub fn probe(authority: &Path, id: &RecordId) -> RunsResult<Probe> {
+    let path = lock_path(authority, id);
     if !path.exists() {
         return Ok(Probe::Idle);
     }
     // A shared lock succeeds exactly when no prompt holds the exclusive one.
     let shared =
         FileLock::try_shared(&path).map_err(io_err(format!("cannot lock {}", path.display())))?;
-    let info = read_info(home, id);
+    let info = read_info(authority, id);
     let free = shared.is_some();
     drop(shared);
     Ok(match (free, info) {
@@ -177,8 +181,8 @@ pub fn probe(home: &Path, id: &RecordId) -> RunsResult<Probe> {
 /// until a later turn ran: a queue owner does not take the one-process run (it has its own
 /// lease), so after a `--no-owner` prompt was killed the file stays, and without this rule
 /// `status` and `show` said "died mid-turn" after any number of turns through an owner.
-pub fn probe_record(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<Probe> {
-    Ok(match probe(home, &record.acpx_record_id)? {
+pub fn probe_record(authority: &Path, record: &acpx_model::SessionRecord) -> RunsResult<Probe> {
+    Ok(match probe(authority, &record.acpx_record_id)? {
         Probe::Dead(Some(info)) if superseded(&info, record) => Probe::Idle,
         p => p,
     })
@@ -222,13 +226,13 @@ impl Drop for RunGuard {
 /// finish, with `on_wait` called once if it has to wait), opens the control socket and writes
 /// the run file. Cancel requests arrive on the returned receiver.
 pub async fn acquire(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     request_id: &str,
     on_wait: impl FnOnce(Option<RunInfo>),
 ) -> RunsResult<(RunGuard, mpsc::UnboundedReceiver<()>)> {
-    ensure_runs_dir(home)?;
-    let path = lock_path(home, id);
+    ensure_runs_dir(authority)?;
+    let path = lock_path(authority, id);
     let mut got = None;
     for _ in 0..5 {
         got = FileLock::try_exclusive(&path).map_err(io_err("cannot lock the run file"))?;
@@ -241,7 +245,7 @@ pub async fn acquire(
     let file = match got {
         Some(lock) => lock,
         None => {
-            on_wait(read_info(home, id));
+            on_wait(read_info(authority, id));
             tokio::task::spawn_blocking(move || FileLock::exclusive_blocking(&path))
                 .await
                 .map_err(join_err("waiting for the run lock failed"))?
@@ -249,7 +253,7 @@ pub async fn acquire(
         }
     };
 
-    let socket = socket_path(home, id)?;
+    let socket = socket_path(authority, id)?;
     // We hold the lock, so whatever socket file is there belongs to a dead run.
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket)
@@ -264,7 +268,7 @@ pub async fn acquire(
         started_at: Timestamp::now(),
         socket: socket.clone(),
     };
-    let info_file = info_path(home, id);
+    let info_file = info_path(authority, id);
     let tmp = info_file.with_extension(format!("json.tmp-{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut f = OpenOptions::new()
@@ -313,8 +317,8 @@ async fn serve(listener: tokio::net::UnixListener, tx: mpsc::UnboundedSender<()>
 
 /// Asks the prompt running in session `id` to cancel its turn. `Ok(None)` when nothing was
 /// running; `Ok(Some(info))` when the running process accepted the request.
-pub fn request_cancel(home: &Path, id: &RecordId) -> RunsResult<Option<RunInfo>> {
-    let info = match probe(home, id)? {
+pub fn request_cancel(authority: &Path, id: &RecordId) -> RunsResult<Option<RunInfo>> {
+    let info = match probe(authority, id)? {
         Probe::Running(Some(info)) => info,
         // Running but the run file is not written yet: the turn has not started sending.
         Probe::Running(None) => return Ok(None),
@@ -353,14 +357,14 @@ pub enum CancelOutcome {
 /// `on_cancelled` when it accepted, then waits up to `max` for it to end ([`wait_idle`]).
 /// What `sessions close` and [`crate::ops::ensure::new_session`] do before closing a session.
 pub async fn cancel_and_wait(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     max: Duration,
     on_cancelled: impl FnOnce(&RunInfo),
 ) -> RunsResult<CancelOutcome> {
     // The socket exchange blocks (up to its 5 s read timeout): keep it off the async workers,
     // which may be serving the very run being cancelled.
-    let (h, i) = (home.to_owned(), id.clone());
+    let (h, i) = (authority.to_owned(), id.clone());
     let asked = tokio::task::spawn_blocking(move || request_cancel(&h, &i))
         .await
         .map_err(join_err("the cancel request failed"))?;
@@ -368,7 +372,7 @@ pub async fn cancel_and_wait(
         return Ok(CancelOutcome::NothingRunning);
     };
     on_cancelled(&info);
-    Ok(if wait_idle(home, id, max).await? {
+    Ok(if wait_idle(authority, id, max).await? {
         CancelOutcome::Ended(info)
     } else {
         CancelOutcome::StillRunning(info)
@@ -390,17 +394,18 @@ pub enum LocalTurn {
     Idle,
 }
 
-/// Whether session `id` is in use by a process of this home: a queue owner holds its lease
+/// Whether session `id` of the store of `authority` is in use by a process of this machine:
+/// a queue owner holds its lease
 /// ([`crate::owner::lease::is_alive`]) or a one-process prompt holds its run lock
 /// ([`probe`]). What must not be repaired or rewritten under that process.
-pub fn in_use(home: &Path, id: &RecordId) -> RunsResult<bool> {
-    let owned = crate::owner::lease::is_alive(&crate::owner::lease::LeasePaths::new(home, id));
-    Ok(owned || matches!(probe(home, id)?, Probe::Running(_)))
+pub fn in_use(authority: &Path, id: &RecordId) -> RunsResult<bool> {
+    let owned = crate::owner::lease::is_alive(&crate::owner::lease::LeasePaths::new(authority, id));
+    Ok(owned || matches!(probe(authority, id)?, Probe::Running(_)))
 }
 
-/// The state of `record`'s last turn under `home` (see [`LocalTurn`]).
-pub fn local_turn(home: &Path, record: &acpx_model::SessionRecord) -> RunsResult<LocalTurn> {
-    Ok(match probe_record(home, record)? {
+/// The state of `record`'s last turn under `authority` (see [`LocalTurn`]).
+pub fn local_turn(authority: &Path, record: &acpx_model::SessionRecord) -> RunsResult<LocalTurn> {
+    Ok(match probe_record(authority, record)? {
         Probe::Running(info) => LocalTurn::Running(info),
         Probe::Dead(info) => LocalTurn::Died(info),
         Probe::Idle if crate::mapping::turn_is_running(record) => LocalTurn::Unfinished,
@@ -418,12 +423,12 @@ pub struct ScopeLock {
 
 /// Takes the scope lock (waiting for another holder).
 pub async fn lock_scope(
-    home: &Path,
+    authority: &Path,
     agent_command: &str,
     cwd: &str,
     name: Option<&str>,
 ) -> RunsResult<ScopeLock> {
-    let dir = ensure_runs_dir(home)?;
+    let dir = ensure_runs_dir(authority)?;
     let h = fnv_hash(&[
         agent_command.as_bytes(),
         cwd.as_bytes(),
@@ -439,10 +444,10 @@ pub async fn lock_scope(
 }
 
 /// Waits up to `max` for the prompt running in session `id` to end; returns whether it did.
-pub async fn wait_idle(home: &Path, id: &RecordId, max: Duration) -> RunsResult<bool> {
+pub async fn wait_idle(authority: &Path, id: &RecordId, max: Duration) -> RunsResult<bool> {
     let deadline = tokio::time::Instant::now() + max;
     loop {
-        if !matches!(probe(home, id)?, Probe::Running(_)) {
+        if !matches!(probe(authority, id)?, Probe::Running(_)) {
             return Ok(true);
         }
         if tokio::time::Instant::now() >= deadline {
@@ -458,15 +463,15 @@ mod tests {
 
     #[tokio::test]
     async fn probe_cancel_and_stale_files() {
-        let home = tempfile::tempdir().unwrap();
+        let authority = tempfile::tempdir().unwrap();
         let id = RecordId::parse("rec-1").unwrap();
-        assert_eq!(probe(home.path(), &id).unwrap(), Probe::Idle);
-        let (guard, mut rx) = acquire(home.path(), &id, "req", |_| {}).await.unwrap();
+        assert_eq!(probe(authority.path(), &id).unwrap(), Probe::Idle);
+        let (guard, mut rx) = acquire(authority.path(), &id, "req", |_| {}).await.unwrap();
         assert!(matches!(
-            probe(home.path(), &id).unwrap(),
+            probe(authority.path(), &id).unwrap(),
             Probe::Running(Some(_))
         ));
-        let h = home.path().to_owned();
+        let h = authority.path().to_owned();
         let id2 = id.clone();
         let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
             .await
@@ -475,8 +480,8 @@ mod tests {
         assert_eq!(got.unwrap().request_id, "req");
         assert!(rx.recv().await.is_some());
         drop(guard);
-        assert_eq!(probe(home.path(), &id).unwrap(), Probe::Idle);
-        assert_eq!(request_cancel(home.path(), &id).unwrap(), None);
+        assert_eq!(probe(authority.path(), &id).unwrap(), Probe::Idle);
+        assert_eq!(request_cancel(authority.path(), &id).unwrap(), None);
 
         // A run file left behind by a dead process: the lock is free, so it is "dead" and a
         // cancel reaches no one.
@@ -484,23 +489,25 @@ mod tests {
             pid: 1,
             request_id: "old".into(),
             started_at: Timestamp::now(),
-            socket: home.path().join("runs/rec-1.sock"),
+            socket: authority.path().join("runs/rec-1.sock"),
         };
         std::fs::write(
-            info_path(home.path(), &id),
+            info_path(authority.path(), &id),
             serde_json::to_vec(&info).unwrap(),
         )
         .unwrap();
         assert!(matches!(
-            probe(home.path(), &id).unwrap(),
+            probe(authority.path(), &id).unwrap(),
             Probe::Dead(Some(_))
         ));
-        assert_eq!(request_cancel(home.path(), &id).unwrap(), None);
+        assert_eq!(request_cancel(authority.path(), &id).unwrap(), None);
 
         // A holder that does not take cancels (a control command) answers "idle".
-        let (guard, rx) = acquire(home.path(), &id, "control", |_| {}).await.unwrap();
+        let (guard, rx) = acquire(authority.path(), &id, "control", |_| {})
+            .await
+            .unwrap();
         drop(rx);
-        let h = home.path().to_owned();
+        let h = authority.path().to_owned();
         let id2 = id.clone();
         let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
             .await
@@ -512,9 +519,9 @@ mod tests {
 
     #[tokio::test]
     async fn cancel_and_wait_reports_what_it_did() {
-        let home = tempfile::tempdir().unwrap();
+        let authority = tempfile::tempdir().unwrap();
         let id = RecordId::parse("rec-2").unwrap();
-        let got = cancel_and_wait(home.path(), &id, Duration::from_millis(10), |_| {
+        let got = cancel_and_wait(authority.path(), &id, Duration::from_millis(10), |_| {
             panic!("nothing runs")
         })
         .await
@@ -522,13 +529,13 @@ mod tests {
         assert_eq!(got, CancelOutcome::NothingRunning);
 
         // A holder that ends its turn when asked to cancel.
-        let (guard, mut rx) = acquire(home.path(), &id, "req", |_| {}).await.unwrap();
+        let (guard, mut rx) = acquire(authority.path(), &id, "req", |_| {}).await.unwrap();
         let ends = tokio::spawn(async move {
             rx.recv().await;
             drop(guard);
         });
         let mut told = None;
-        let got = cancel_and_wait(home.path(), &id, Duration::from_secs(5), |i| {
+        let got = cancel_and_wait(authority.path(), &id, Duration::from_secs(5), |i| {
             told = Some(i.request_id.clone())
         })
         .await
@@ -538,8 +545,10 @@ mod tests {
         ends.await.unwrap();
 
         // A holder that keeps running after the cancel.
-        let (guard, _rx) = acquire(home.path(), &id, "stubborn", |_| {}).await.unwrap();
-        let got = cancel_and_wait(home.path(), &id, Duration::from_millis(100), |_| {})
+        let (guard, _rx) = acquire(authority.path(), &id, "stubborn", |_| {})
+            .await
+            .unwrap();
+        let got = cancel_and_wait(authority.path(), &id, Duration::from_millis(100), |_| {})
             .await
             .unwrap();
         assert!(matches!(got, CancelOutcome::StillRunning(_)));
@@ -549,17 +558,17 @@ mod tests {
     #[tokio::test]
     async fn long_homes_put_the_socket_in_a_private_tmp_dir() {
         let base = tempfile::tempdir().unwrap();
-        let home = base.path().join("h".repeat(120));
+        let authority = base.path().join("h".repeat(120));
         let id = RecordId::parse("rec-long").unwrap();
-        let (guard, mut rx) = acquire(&home, &id, "req", |_| {}).await.unwrap();
-        let info = read_info(&home, &id).unwrap();
+        let (guard, mut rx) = acquire(&authority, &id, "req", |_| {}).await.unwrap();
+        let info = read_info(&authority, &id).unwrap();
         assert!(
             info.socket.to_string_lossy().starts_with("/tmp/acpx-"),
             "{}",
             info.socket.display()
         );
         assert!(info.socket.as_os_str().len() <= crate::private_socket::MAX_SOCKET_PATH);
-        let h = home.clone();
+        let h = authority.clone();
         let id2 = id.clone();
         let got = tokio::task::spawn_blocking(move || request_cancel(&h, &id2))
             .await

@@ -192,6 +192,27 @@ impl StoreConfig {
         }
     }
 
+    /// The identity of the store this config opens: a string naming its data, the same for
+    /// every process that opens that data (pass the home resolved) and different for any
+    /// other store: `fs:<home>/sessions`, `sqlite:<home>/acpx.db`, or
+    /// `postgres:<URL without its password>#<schema>`. What keys the processes that drive
+    /// the store's sessions (`acpx_runtime::authority`), so that an owner of a session in one
+    /// store never serves a command meant for the same record id in another.
+    pub fn identity(&self) -> String {
+        match self.backend {
+            Backend::Fs => format!("fs:{}", self.home.join("sessions").display()),
+            Backend::Sqlite => format!("sqlite:{}", sqlite_path(&self.home).display()),
+            Backend::Postgres => format!(
+                "postgres:{}#{}",
+                self.url
+                    .as_ref()
+                    .map(|u| redact_url(&u.0))
+                    .unwrap_or_default(),
+                self.schema.as_deref().unwrap_or("acpx")
+            ),
+        }
+    }
+
     /// With the settings of the environment variables (see the crate docs); the URL of
     /// [`ENV_STORE_URL`] wins over one already set.
     pub fn from_env(mut self) -> Result<Self, OpenError> {

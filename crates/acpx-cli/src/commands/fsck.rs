@@ -28,7 +28,7 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         options,
         // In use: a one-process prompt, or a queue owner (it saves its snapshot when due and
         // runs the agent the record names; `--repair` released the owners above).
-        |id| acpx_runtime::runs::in_use(&ctx.home, id).map_err(CliError::from),
+        |id| acpx_runtime::runs::in_use(ctx.authority()?, id).map_err(CliError::from),
         &bar,
     )
     .await?;

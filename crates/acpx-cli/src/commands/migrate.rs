@@ -25,7 +25,10 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         ))
         .with_hint("pick the other backend, or change --store to the source backend"));
     }
+    // The owners of both stores let go: the source's save their sessions whole before they
+    // are read, and no owner of the target writes a session while its copy is compared.
     crate::commands::runtime_cmds::release_all_owners(ctx).await?;
+    crate::commands::runtime_cmds::release_all_owners_of(ctx, a.to).await?;
     let from = ctx.opened().await?;
     let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref(), false).await?;
     let bar = crate::progress::Bar::new(&ctx.out, "migrating");

@@ -178,7 +178,7 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
 pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     let r = select(ctx, &t).await?;
     let store = ctx.store().await?;
-    let closed = closing::close_session(&ctx.home, &*store, &r, |info| {
+    let closed = closing::close_session(ctx.authority()?, &*store, &r, |info| {
         ctx.out.note(&format!(
             "cancelled the prompt running in this session (pid {}); waiting for it to end",
             info.pid
@@ -211,7 +211,7 @@ fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
 pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     let store = ctx.store().await?;
-    let existed = closing::delete_session(&ctx.home, &*store, &r, a.force)
+    let existed = closing::delete_session(ctx.authority()?, &*store, &r, a.force)
         .await
         .map_err(|e| match e {
             DeleteError::Owner(e) => runtime_cmds::submit_error(e),

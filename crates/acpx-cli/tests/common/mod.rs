@@ -99,6 +99,31 @@ impl Env {
         self.home.path()
     }
 
+    /// The authority directory of this home's store (`acpx_runtime::authority`): where its
+    /// owners' leases and sockets live, found by the identity it names in its `store` file.
+    pub fn authority(&self) -> PathBuf {
+        let home = std::fs::canonicalize(self.home()).unwrap();
+        let identity = match self.backend {
+            "fs" => format!("fs:{}", home.join("sessions").display()),
+            "sqlite" => format!("sqlite:{}", home.join("acpx.db").display()),
+            other => panic!("no local authority for --store {other}"),
+        };
+        let root = acpx_runtime::authority::runtime_root();
+        std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|d| {
+                std::fs::read_to_string(d.join("store")).is_ok_and(|s| s.trim_end() == identity)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "no authority directory for {identity} in {}",
+                    root.display()
+                )
+            })
+    }
+
     /// The project directory, canonical (as acpx stores it).
     pub fn cwd(&self) -> PathBuf {
         std::fs::canonicalize(self.project.path()).unwrap()
@@ -110,11 +135,16 @@ impl Env {
 
     /// `acpx --home <home> --store <backend>`, run in the project directory.
     pub fn cmd(&self) -> Command {
+        self.cmd_on(self.backend)
+    }
+
+    /// [`Env::cmd`] with another `--store`.
+    pub fn cmd_on(&self, backend: &str) -> Command {
         let mut c = Command::new(acpx_bin());
         c.arg("--home")
             .arg(self.home())
             .arg("--store")
-            .arg(self.backend)
+            .arg(backend)
             .current_dir(self.project.path())
             .env_remove("ACPX_HOME")
             .env_remove("ACPX_STORE")
@@ -132,6 +162,11 @@ impl Env {
 
     pub fn run(&self, args: &[&str]) -> Run {
         Run::from(self.cmd().args(args).output().unwrap())
+    }
+
+    /// [`Env::run`] with another `--store`.
+    pub fn run_on(&self, backend: &str, args: &[&str]) -> Run {
+        Run::from(self.cmd_on(backend).args(args).output().unwrap())
     }
 
     pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Run {

@@ -1,4 +1,4 @@
-//! Closing and deleting a stored session while other processes of the same home may be using
+//! Closing and deleting a stored session while other processes may be using
 //! it (`acpx sessions close` / `delete`): a session's queue owner closes it itself (ACP
 //! `session/close` when the agent offers it); a one-process prompt running in it is cancelled
 //! through its run file and waited for; a delete stops the owner and refuses a session with a
@@ -42,20 +42,20 @@ pub enum CloseError {
 /// [`CANCEL_WAIT`]), retrying while another process holds the record. Returns the record as
 /// closed.
 pub async fn close_session(
-    home: &Path,
+    authority: &Path,
     store: &dyn Store,
     record: &SessionRecord,
     on_cancelled: impl FnOnce(&RunInfo),
 ) -> Result<SessionRecord, CloseError> {
     let id = &record.acpx_record_id;
-    if submit::close(home, id).await? {
+    if submit::close(authority, id).await? {
         let closed = store.load(id).await?;
         if closed.closed {
             return Ok(closed);
         }
     }
     if let CancelOutcome::StillRunning(_) =
-        runs::cancel_and_wait(home, id, CANCEL_WAIT, on_cancelled).await?
+        runs::cancel_and_wait(authority, id, CANCEL_WAIT, on_cancelled).await?
     {
         return Err(CloseError::StillRunning(id.clone()));
     }
@@ -86,14 +86,14 @@ pub enum DeleteError {
 /// runs in it, and refuses an open session unless `force`. Returns whether there was anything
 /// to delete.
 pub async fn delete_session(
-    home: &Path,
+    authority: &Path,
     store: &dyn Store,
     record: &SessionRecord,
     force: bool,
 ) -> Result<bool, DeleteError> {
     let id = &record.acpx_record_id;
-    submit::release(home, id).await?;
-    if let Probe::Running(_) = runs::probe(home, id)? {
+    submit::release(authority, id).await?;
+    if let Probe::Running(_) = runs::probe(authority, id)? {
         return Err(DeleteError::Running(id.clone()));
     }
     if !record.closed && !force {

@@ -194,10 +194,11 @@ pub async fn resume_session(
 /// `sessions new`: under the scope lock, creates a session in `scope` (or, with
 /// `resume`, attaches a new record to that ACP session, see [`resume_session`]), then cancels
 /// the prompts running in the scope's other open sessions and closes those sessions.
-/// `home` is the acpx home of the run registry and the scope locks.
+/// `authority` is the store's authority directory ([`crate::authority`]): the run
+/// registry, the owners and the scope locks.
 pub async fn new_session(
     runtime: &Runtime,
-    home: &Path,
+    authority: &Path,
     scope: Scope<'_>,
     resume: Option<&str>,
     timeout: Option<Duration>,
@@ -205,7 +206,7 @@ pub async fn new_session(
     mut events: impl FnMut(EnsureEvent<'_>),
 ) -> EnsureResult<Ensured> {
     let cwd = scope.cwd.to_string_lossy();
-    let _scope_lock = runs::lock_scope(home, scope.agent_command, &cwd, scope.name).await?;
+    let _scope_lock = runs::lock_scope(authority, scope.agent_command, &cwd, scope.name).await?;
     let store = runtime.store().clone();
     let previous =
         scope::open_in_exact_scope(&*store, scope.agent_command, &cwd, scope.name).await?;
@@ -218,7 +219,7 @@ pub async fn new_session(
     for old in previous {
         // A prompt still running after the wait ends as interrupted when the session is next
         // opened; closing does not wait for it any longer.
-        runs::cancel_and_wait(home, &old.acpx_record_id, CANCEL_WAIT, |_| {
+        runs::cancel_and_wait(authority, &old.acpx_record_id, CANCEL_WAIT, |_| {
             events(EnsureEvent::CancelledRunningPrompt(&old.acpx_record_id))
         })
         .await?;
@@ -236,14 +237,14 @@ pub async fn new_session(
 /// Idempotent, also when several run at once.
 pub async fn ensure(
     runtime: &Runtime,
-    home: &Path,
+    authority: &Path,
     scope: Scope<'_>,
     timeout: Option<Duration>,
     interrupt: impl Future<Output = ()>,
     mut events: impl FnMut(EnsureEvent<'_>),
 ) -> EnsureResult<Ensured> {
     let cwd = scope.cwd.to_string_lossy();
-    let _scope_lock = runs::lock_scope(home, scope.agent_command, &cwd, scope.name).await?;
+    let _scope_lock = runs::lock_scope(authority, scope.agent_command, &cwd, scope.name).await?;
     let store = runtime.store().clone();
     if let Some(found) =
         lookup::find_in_scope(&*store, scope.agent_command, scope.cwd, scope.name).await?

@@ -184,13 +184,13 @@ impl Presses {
 
 /// Takes the run of session `id`, giving up on a press while waiting for it.
 async fn take_run(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     request_id: &str,
     presses: &mut Presses,
     events: &mut impl FnMut(LocalEvent<'_>),
 ) -> LocalResult<(RunGuard, mpsc::UnboundedReceiver<()>)> {
-    let acquire = runs::acquire(home, id, request_id, |info| {
+    let acquire = runs::acquire(authority, id, request_id, |info| {
         events(LocalEvent::Waiting(info.as_ref()))
     });
     match presses.unless_pressed(acquire).await {
@@ -315,11 +315,12 @@ async fn run_turn(
 }
 
 /// `prompt --no-owner`: one turn in the stored session `id`, holding its run under a new
-/// request id for the whole turn. `home` is the acpx home of the run registry; `timeout`
+/// request id for the whole turn. `authority` is the store's authority directory
+/// ([`crate::authority`]); `timeout`
 /// bounds starting the agent.
 pub async fn prompt(
     runtime: &Runtime,
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     prompt: Vec<Value>,
     timeout: Option<Duration>,
@@ -328,7 +329,7 @@ pub async fn prompt(
 ) -> LocalResult<Turn> {
     let mut presses = Presses::new(interrupts);
     let request_id = uuid::Uuid::new_v4().to_string();
-    let (_run, remote) = take_run(home, id, &request_id, &mut presses, &mut events).await?;
+    let (_run, remote) = take_run(authority, id, &request_id, &mut presses, &mut events).await?;
     let session = open_existing(runtime, id, timeout, &mut presses).await?;
     events(LocalEvent::Opened(&session));
     run_turn(session, prompt, &mut presses, Some(remote), &mut events).await
@@ -384,7 +385,7 @@ pub async fn exec_with_config(
 /// An error of `work` is reported before one of the shutdown.
 pub async fn control<T>(
     runtime: &Runtime,
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     timeout: Option<Duration>,
     interrupts: watch::Receiver<u32>,
@@ -395,7 +396,7 @@ pub async fn control<T>(
     // The cancel receiver is held for the run: a cancel sent meanwhile is accepted and finds
     // no turn to cancel.
     let (_run, _cancels) =
-        take_run(home, id, CONTROL_REQUEST_ID, &mut presses, &mut events).await?;
+        take_run(authority, id, CONTROL_REQUEST_ID, &mut presses, &mut events).await?;
     let mut session = open_existing(runtime, id, timeout, &mut presses).await?;
     events(LocalEvent::Opened(&session));
     let resumed = session.resumed();
@@ -421,7 +422,7 @@ pub async fn control<T>(
 /// a new record id (see [`fork_ops`] for the bookkeeping).
 pub async fn fork(
     runtime: &Runtime,
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     name: Option<String>,
     timeout: Option<Duration>,
@@ -429,7 +430,8 @@ pub async fn fork(
     mut events: impl FnMut(LocalEvent<'_>),
 ) -> LocalResult<Forked> {
     let mut presses = Presses::new(interrupts);
-    let (_run, _cancels) = take_run(home, id, FORK_REQUEST_ID, &mut presses, &mut events).await?;
+    let (_run, _cancels) =
+        take_run(authority, id, FORK_REQUEST_ID, &mut presses, &mut events).await?;
     let session = open_existing(runtime, id, timeout, &mut presses).await?;
     events(LocalEvent::Opened(&session));
     let store = runtime.store().clone();

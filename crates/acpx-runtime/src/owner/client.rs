@@ -106,9 +106,8 @@ impl Answer {
     }
 }
 
-/// Connects to the owner's socket: where this home's paths put it, else where its lease says
-/// it listens. The two differ only for an owner started with another spelling of the home
-/// (an acpx before the home was resolved, with a socket named by a hash of the path).
+/// Connects to the owner's socket: where the paths put it, else where its lease says it
+/// listens (an owner that had to put its socket elsewhere, or an older acpx's).
 async fn connect(paths: &LeasePaths) -> Option<UnixStream> {
     if let Ok(s) = UnixStream::connect(&paths.socket).await {
         return Some(s);
@@ -178,11 +177,11 @@ fn went_away(e: &std::io::Error) -> bool {
 /// Sends `request` to the owner of session `id` if one runs; `Ok(None)` otherwise (nothing
 /// is started).
 pub async fn send_if_running(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     request: &Request,
 ) -> std::io::Result<Option<Answer>> {
-    let paths = LeasePaths::new(home, id);
+    let paths = LeasePaths::new(authority, id);
     if !lease::is_alive(&paths) {
         return Ok(None);
     }
@@ -192,12 +191,12 @@ pub async fn send_if_running(
 /// Sends `request` to the owner of session `id`, calling `spawn` to start one when none
 /// runs (and again now and then while none listens), until [`CONNECT_TIMEOUT`].
 pub async fn send_or_spawn(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     request: &Request,
     spawn: &(dyn Fn() -> std::io::Result<()> + Send + Sync),
 ) -> Result<Answer, WireError> {
-    let paths = LeasePaths::new(home, id);
+    let paths = LeasePaths::new(authority, id);
     let start = tokio::time::Instant::now();
     let mut last_spawn: Option<tokio::time::Instant> = None;
     loop {
@@ -251,9 +250,9 @@ pub async fn send_or_spawn(
 /// Asks a running owner of session `id` to stop (leaving the session open) and waits until
 /// its lease is free, so a one-process writer can take the session. Returns whether an
 /// owner was running.
-pub async fn release(home: &Path, id: &RecordId, max: Duration) -> Result<bool, WireError> {
-    let paths = LeasePaths::new(home, id);
-    let Some(answer) = send_if_running(home, id, &Request::Release)
+pub async fn release(authority: &Path, id: &RecordId, max: Duration) -> Result<bool, WireError> {
+    let paths = LeasePaths::new(authority, id);
+    let Some(answer) = send_if_running(authority, id, &Request::Release)
         .await
         .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
     else {
@@ -312,8 +311,8 @@ mod tests {
         );
     }
 
-    /// An owner started with another spelling of the home listens where its lease says, not
-    /// where this home's paths put its socket: the client finds it through the lease.
+    /// An owner that listens where its lease says, not where the paths put its socket, is
+    /// found through the lease.
     #[tokio::test]
     async fn an_owner_is_reached_through_its_lease_when_its_socket_is_elsewhere() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,7 @@
 //! The owner's lease: where a session's owner is found and how its liveness is known.
 //!
-//! Under `<home>/owners/` (mode 0700), per session record `<id>`:
+//! Under `<authority>/owners/` (mode 0700), where `<authority>` is the authority directory
+//! of the store that holds the session ([`crate::authority`]), per session record `<id>`:
 //!
 //! - `<id>.lock`: held exclusively (`acpx-lock`) by the owner for its whole life. **The lock
 //!   is the liveness truth**: the kernel releases it however the owner dies, so a lease left
@@ -9,7 +10,10 @@
 //!   written atomically after the socket listens.
 //! - `<id>.sock`: the owner's Unix socket (mode 0600). When that path is longer than a
 //!   socket address allows, the socket lives in `/tmp/acpx-<uid>/` (a private 0700
-//!   directory) under a hash of the home and the id.
+//!   directory) under a hash of the authority directory and the id.
+//!
+//! The owner's stderr goes to `<home>/owners/<id>.log` in the data home ([`open_log`]): a
+//! log is data to keep, the lease and the socket are not.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -55,24 +59,23 @@ pub struct LeasePaths {
     pub socket: PathBuf,
 }
 
-/// `<home>/owners`.
-pub fn owners_dir(home: &Path) -> PathBuf {
-    home.join("owners")
+/// `<authority>/owners`.
+pub fn owners_dir(authority: &Path) -> PathBuf {
+    authority.join("owners")
 }
 
 impl LeasePaths {
-    /// The paths for session `id` under `home` (nothing is created). A long socket path is
-    /// named by a hash of `home` as given: pass it resolved (the CLI canonicalizes it), or
-    /// clients of another spelling reach the owner only through its lease file.
-    pub fn new(home: &Path, id: &RecordId) -> Self {
-        let dir = owners_dir(home);
+    /// The paths for session `id` under the authority directory `authority` (nothing is
+    /// created). A long socket path is named by a hash of `authority` as given.
+    pub fn new(authority: &Path, id: &RecordId) -> Self {
+        let dir = owners_dir(authority);
         let direct = dir.join(format!("{id}.sock"));
         let socket = private_socket::socket_path_or_tmp(
             direct,
             "o-",
             &[
                 b"owner",
-                home.as_os_str().as_encoded_bytes(),
+                authority.as_os_str().as_encoded_bytes(),
                 id.as_str().as_bytes(),
             ],
         );
@@ -108,15 +111,16 @@ pub fn prepare_dirs(paths: &LeasePaths) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Opens `<home>/owners/<id>.log` for appending (created with mode 0600, its directories
-/// prepared as [`prepare_dirs`] does): where a detached owner's stderr goes.
+/// Opens `<home>/owners/<id>.log` in the data home `home` for appending (created with mode
+/// 0600, the directory 0700): where a detached owner's stderr goes.
 pub fn open_log(home: &Path, id: &RecordId) -> std::io::Result<std::fs::File> {
-    prepare_dirs(&LeasePaths::new(home, id))?;
+    let dir = home.join("owners");
+    ensure_private_dir(&dir)?;
     OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(owners_dir(home).join(format!("{id}.log")))
+        .open(dir.join(format!("{id}.log")))
 }
 
 /// Takes the owner lock, or `None` when a live owner holds it. Retries briefly, since a

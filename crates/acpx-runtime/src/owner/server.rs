@@ -32,7 +32,11 @@ pub const DEFAULT_QUEUE_MAX_DEPTH: usize = 16;
 /// What an owner serves.
 #[derive(Debug, Clone)]
 pub struct OwnerConfig {
-    /// The acpx home (the lease lives under `<home>/owners/`).
+    /// The store's authority directory ([`crate::authority`]): the lease and the socket
+    /// live under `<authority>/owners/`.
+    pub authority: PathBuf,
+    /// A path whose disappearance ends the owner (the data home): removing a home does not
+    /// leave its owners running until their TTL.
     pub home: PathBuf,
     /// The session.
     pub record_id: RecordId,
@@ -56,7 +60,7 @@ pub enum OwnerExit {
     Released,
     /// SIGTERM, SIGINT or SIGHUP.
     Signalled,
-    /// Its lease file disappeared (the home was removed).
+    /// Its lease file or its data home disappeared (removed under it).
     LeaseGone,
     /// The agent could not be started; the tasks were answered with the error.
     OpenFailed(String),
@@ -248,7 +252,7 @@ impl Shared {
 /// [`OwnerExit::AlreadyRunning`] at once when another owner holds the lease, so several
 /// racing starters leave exactly one owner.
 pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<OwnerExit> {
-    let paths = LeasePaths::new(&config.home, &config.record_id);
+    let paths = LeasePaths::new(&config.authority, &config.record_id);
     let io = |what: &str, e: std::io::Error| RuntimeError::InvalidInput(format!("{what}: {e}"));
     lease::prepare_dirs(&paths).map_err(|e| io("cannot create the owner directory", e))?;
     let Some(lock) = lease::try_take(&paths).map_err(|e| io("cannot lock the owner lease", e))?

@@ -28,8 +28,9 @@ use crate::session::{Notice, TurnOutcome};
 
 /// Where the owner of one session is found, and how to start one when none runs.
 pub struct OwnerTarget<'a> {
-    /// The acpx home the owner's lease and socket live under.
-    pub home: &'a Path,
+    /// The store's authority directory ([`crate::authority`]): where the owner's lease and
+    /// socket live.
+    pub authority: &'a Path,
     /// The session.
     pub id: &'a RecordId,
     /// Starts a detached owner for the session (the `acpx` binary runs
@@ -115,7 +116,7 @@ fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
 }
 
 async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Answer> {
-    client::send_or_spawn(target.home, target.id, request, target.spawn)
+    client::send_or_spawn(target.authority, target.id, request, target.spawn)
         .await
         .map_err(SubmitError::Wire)
 }
@@ -165,7 +166,7 @@ pub async fn prompt(
                 cancels += new;
                 if before == 0 {
                     events(SubmitEvent::CancellingTurn);
-                    let _ = cancel(target.home, target.id).await;
+                    let _ = cancel(target.authority, target.id).await;
                 }
                 if cancels > 1 {
                     return Err(SubmitError::Interrupted);
@@ -203,7 +204,7 @@ pub async fn prompt(
                                 // question as cancelled; the refusal sent after it only
                                 // closes ours.
                                 events(SubmitEvent::CancellingTurn);
-                                let _ = cancel(target.home, target.id).await;
+                                let _ = cancel(target.authority, target.id).await;
                                 answer.answer_permission(qid, false).await.map(|_| false)
                             }
                         }
@@ -254,11 +255,11 @@ pub async fn control(
 
 /// Sends `request` to a running owner and returns its final response; `None` when none runs.
 async fn ask_running(
-    home: &Path,
+    authority: &Path,
     id: &RecordId,
     request: Request,
 ) -> SubmitResult<Option<Response>> {
-    let Some(answer) = client::send_if_running(home, id, &request)
+    let Some(answer) = client::send_if_running(authority, id, &request)
         .await
         .map_err(SubmitError::Unreachable)?
     else {
@@ -272,8 +273,11 @@ async fn ask_running(
 
 /// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
 /// was cancelled and its request id.
-pub async fn cancel(home: &Path, id: &RecordId) -> SubmitResult<Option<(bool, Option<String>)>> {
-    match ask_running(home, id, Request::Cancel).await? {
+pub async fn cancel(
+    authority: &Path,
+    id: &RecordId,
+) -> SubmitResult<Option<(bool, Option<String>)>> {
+    match ask_running(authority, id, Request::Cancel).await? {
         None => Ok(None),
         Some(Response::CancelResult {
             cancelled,
@@ -284,8 +288,8 @@ pub async fn cancel(home: &Path, id: &RecordId) -> SubmitResult<Option<(bool, Op
 }
 
 /// A running owner's state, `None` when none runs.
-pub async fn status(home: &Path, id: &RecordId) -> SubmitResult<Option<OwnerStatus>> {
-    match ask_running(home, id, Request::Status).await? {
+pub async fn status(authority: &Path, id: &RecordId) -> SubmitResult<Option<OwnerStatus>> {
+    match ask_running(authority, id, Request::Status).await? {
         Some(Response::Status { status }) => Ok(Some(status)),
         _ => Ok(None),
     }
@@ -293,27 +297,30 @@ pub async fn status(home: &Path, id: &RecordId) -> SubmitResult<Option<OwnerStat
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
 /// (its run file, [`runs::probe_record`]).
-pub async fn probe_run(home: &Path, record: &acpx_model::SessionRecord) -> SubmitResult<Probe> {
+pub async fn probe_run(
+    authority: &Path,
+    record: &acpx_model::SessionRecord,
+) -> SubmitResult<Probe> {
     let id = &record.acpx_record_id;
-    if let Some(owner) = status(home, id).await? {
+    if let Some(owner) = status(authority, id).await? {
         return Ok(match owner.running {
             Some(request_id) => Probe::Running(Some(RunInfo {
                 pid: owner.pid,
                 request_id,
                 started_at: owner.started_at,
-                socket: LeasePaths::new(home, id).socket,
+                socket: LeasePaths::new(authority, id).socket,
             })),
             None => Probe::Idle,
         });
     }
-    Ok(runs::probe_record(home, record)?)
+    Ok(runs::probe_record(authority, record)?)
 }
 
 /// Asks a running owner to close the session (ACP `session/close` when advertised, record
 /// closed, owner and agent gone) and waits for its lease. Returns whether an owner did it.
-pub async fn close(home: &Path, id: &RecordId) -> SubmitResult<bool> {
-    let paths = LeasePaths::new(home, id);
-    match ask_running(home, id, Request::Close).await? {
+pub async fn close(authority: &Path, id: &RecordId) -> SubmitResult<bool> {
+    let paths = LeasePaths::new(authority, id);
+    match ask_running(authority, id, Request::Close).await? {
         None => return Ok(false),
         Some(Response::Closed { .. }) => {}
         Some(other) => return Err(unexpected("close", &other)),
@@ -333,17 +340,17 @@ const RELEASE_BOUND: Duration = Duration::from_secs(30);
 
 /// Stops a running owner of session `id` (the session stays open), so this process can
 /// take the session's writer lock.
-pub async fn release(home: &Path, id: &RecordId) -> SubmitResult<()> {
-    client::release(home, id, RELEASE_BOUND)
+pub async fn release(authority: &Path, id: &RecordId) -> SubmitResult<()> {
+    client::release(authority, id, RELEASE_BOUND)
         .await
         .map(drop)
         .map_err(SubmitError::Wire)
 }
 
-/// Stops every running owner under `home` (their sessions stay open), for work that writes
+/// Stops every running owner under `authority` (their sessions stay open), for work that writes
 /// every session (migrate, repair).
-pub async fn release_all(home: &Path) -> SubmitResult<()> {
-    let Ok(entries) = std::fs::read_dir(lease::owners_dir(home)) else {
+pub async fn release_all(authority: &Path) -> SubmitResult<()> {
+    let Ok(entries) = std::fs::read_dir(lease::owners_dir(authority)) else {
         return Ok(());
     };
     for entry in entries.flatten() {
@@ -352,7 +359,7 @@ pub async fn release_all(home: &Path) -> SubmitResult<()> {
             continue;
         };
         if let Ok(id) = RecordId::parse(id) {
-            release(home, &id).await?;
+            release(authority, &id).await?;
         }
     }
     Ok(())
@@ -395,10 +402,10 @@ mod tests {
 
     /// Submits a prompt asking for the reply in parts; returns what the caller heard (parts
     /// as `part:<text>`) and the outcome.
-    async fn submit_in_parts(home: &Path, id: &RecordId) -> (Vec<String>, TurnOutcome) {
+    async fn submit_in_parts(authority: &Path, id: &RecordId) -> (Vec<String>, TurnOutcome) {
         let spawn = || -> std::io::Result<()> { panic!("the owner runs") };
         let target = OwnerTarget {
-            home,
+            authority,
             id,
             spawn: &spawn,
         };
@@ -475,7 +482,7 @@ mod tests {
         let owner = owner_answering(&paths, lines).await;
         let spawn = || -> std::io::Result<()> { panic!("the owner runs") };
         let target = OwnerTarget {
-            home: dir.path(),
+            authority: dir.path(),
             id: &id,
             spawn: &spawn,
         };

@@ -186,7 +186,7 @@ impl Worker {
                     }
                 }
                 _ = tick.tick() => {
-                    if !self.shared.paths.lease.exists() {
+                    if !self.shared.paths.lease.exists() || !self.shared.config.home.exists() {
                         return Err(OwnerExit::LeaseGone);
                     }
                     // Not while a reply is still being sent in parts: it goes at its

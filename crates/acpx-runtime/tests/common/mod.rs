@@ -302,6 +302,7 @@ pub async fn start_owner(env: &Env, rt: Runtime, id: &RecordId) -> PathBuf {
     use acpx_runtime::owner::{client, run_owner, OwnerConfig};
     let home = env.dir.path().join("home");
     let config = OwnerConfig {
+        authority: home.clone(),
         home: home.clone(),
         record_id: id.clone(),
         ttl: Some(Duration::from_secs(60)),

@@ -32,9 +32,9 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
         }
         return Ok(());
     }
-    let home = ctx.home.clone();
+    let authority = ctx.authority()?.to_owned();
     let id = r.acpx_record_id.clone();
-    let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&home, &id))
+    let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&authority, &id))
         .await
         .map_err(|e| CliError::runtime(format!("cancel failed: {e}")))??;
     if ctx.out.is_json() {
@@ -75,7 +75,7 @@ async fn with_session<T>(
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
     let done = local::control(
         &runtime,
-        &ctx.home,
+        ctx.authority()?,
         &id,
         ctx.timeout,
         sigint_count(),

@@ -35,7 +35,7 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
         child,
     } = local::fork(
         &runtime,
-        &ctx.home,
+        ctx.authority()?,
         &parent.acpx_record_id,
         a.name.clone(),
         ctx.timeout,

@@ -107,7 +107,7 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
     let ensured = ensure::new_session(
         &runtime,
-        &ctx.home,
+        ctx.authority()?,
         scope(ctx, a.name.as_deref()),
         a.resume_session.as_deref(),
         ctx.timeout,
@@ -126,7 +126,7 @@ pub async fn ensure(ctx: &Ctx, a: EnsureArgs) -> CliResult<()> {
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
     let ensured = ensure::ensure(
         &runtime,
-        &ctx.home,
+        ctx.authority()?,
         scope(ctx, a.name.as_deref()),
         ctx.timeout,
         ctrl_c(),

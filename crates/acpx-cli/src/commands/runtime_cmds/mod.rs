@@ -35,7 +35,7 @@ mod status;
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
-pub use owned::{owner_main, probe_run, release_all_owners, submit_error};
+pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of, submit_error};
 pub use prompt::{exec, prompt};
 pub use status::status;
 

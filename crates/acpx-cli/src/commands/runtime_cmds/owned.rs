@@ -133,7 +133,7 @@ pub(super) async fn prompt(
     };
     let spawn = || spawn_owner(ctx, id);
     let target = OwnerTarget {
-        home: &ctx.home,
+        authority: ctx.authority()?,
         id,
         spawn: &spawn,
     };
@@ -188,7 +188,7 @@ pub(super) async fn control(
 ) -> CliResult<(Value, bool)> {
     let spawn = || spawn_owner(ctx, id);
     let target = OwnerTarget {
-        home: &ctx.home,
+        authority: ctx.authority()?,
         id,
         spawn: &spawn,
     };
@@ -203,18 +203,22 @@ pub(super) async fn cancel_request(
     ctx: &Ctx,
     id: &RecordId,
 ) -> CliResult<Option<(bool, Option<String>)>> {
-    submit::cancel(&ctx.home, id).await.map_err(submit_error)
+    submit::cancel(ctx.authority()?, id)
+        .await
+        .map_err(submit_error)
 }
 
 /// A running owner's state, `None` when none runs.
 pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
-    submit::status(&ctx.home, id).await.map_err(submit_error)
+    submit::status(ctx.authority()?, id)
+        .await
+        .map_err(submit_error)
 }
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
 /// (its run file).
 pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResult<Probe> {
-    submit::probe_run(&ctx.home, record)
+    submit::probe_run(ctx.authority()?, record)
         .await
         .map_err(submit_error)
 }
@@ -222,13 +226,21 @@ pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResu
 /// Stops a running owner of session `id` (the session stays open), so this process can take
 /// the session's writer lock.
 pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
-    submit::release(&ctx.home, id).await.map_err(submit_error)
+    submit::release(ctx.authority()?, id)
+        .await
+        .map_err(submit_error)
 }
 
 /// Stops every running owner under the home (their sessions stay open), for commands that
 /// write every session (`migrate`, `fsck --repair`).
 pub async fn release_all_owners(ctx: &Ctx) -> CliResult<()> {
-    submit::release_all(&ctx.home).await.map_err(submit_error)
+    release_all_owners_of(ctx, ctx.backend).await
+}
+
+/// [`release_all_owners`] for the store of `backend` under this home (`migrate`'s target).
+pub async fn release_all_owners_of(ctx: &Ctx, backend: crate::config::Backend) -> CliResult<()> {
+    let authority = ctx.authority_of(backend)?;
+    submit::release_all(&authority).await.map_err(submit_error)
 }
 
 /// The hidden `__owner` command: serve one session until idle, closed or signalled.
@@ -242,6 +254,7 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
     options.prompt_timeout = None;
     let runtime = Runtime::new(ctx.store().await?, options);
     let config = OwnerConfig {
+        authority: ctx.authority()?.to_owned(),
         home: ctx.home.clone(),
         record_id: id,
         ttl: (ctx.ttl > 0).then(|| Duration::from_secs(ctx.ttl)),

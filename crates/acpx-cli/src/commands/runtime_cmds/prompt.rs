@@ -241,7 +241,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let runtime = Runtime::new(store, runtime_options(ctx, Some(live.observer())));
     let turn = local::prompt(
         &runtime,
-        &ctx.home,
+        ctx.authority()?,
         &id,
         text_prompt(&text),
         ctx.timeout,

@@ -24,7 +24,7 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
                 Some(owner) => SessionStatus::of_owner(record, owner),
                 None => {
                     let mut record = record;
-                    let mut turn = runs::local_turn(&ctx.home, &record)?;
+                    let mut turn = runs::local_turn(ctx.authority()?, &record)?;
                     if matches!(turn, runs::LocalTurn::Idle) {
                         // Read again: a prompt that ended since the first read saved it.
                         record = store.load(&record.acpx_record_id).await?;
