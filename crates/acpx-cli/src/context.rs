@@ -31,6 +31,9 @@ pub struct Ctx {
     pub timeout: Option<Duration>,
     /// The queue owner's idle time-to-live in seconds (0: until the session is closed).
     pub ttl: u64,
+    /// Whether the TTL was given (`--ttl`, or `ttl` in a config file) rather than the
+    /// default: only then does a task change a warm owner's.
+    pub ttl_given: bool,
     /// Run the agent in this process (no queue owner).
     pub no_owner: bool,
     /// The most tasks waiting in a session's queue.
@@ -200,6 +203,7 @@ impl Ctx {
             .timeout
             .or(config.timeout)
             .map(Duration::from_secs_f64);
+        let ttl_given = global.ttl.is_some() || config.ttl.is_some();
         let ttl = global
             .ttl
             .or(config.ttl)
@@ -278,6 +282,7 @@ impl Ctx {
             permission,
             timeout,
             ttl,
+            ttl_given,
             no_owner,
             queue_max_depth,
             config,

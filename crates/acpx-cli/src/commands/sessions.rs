@@ -11,6 +11,7 @@ use acpx_runtime::ops::closing::{self, CloseError, DeleteError};
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use acpx_runtime::transcript::record_facts;
+use acpx_runtime::Runtime;
 use serde_json::Value;
 
 use crate::cli::{
@@ -177,24 +178,30 @@ pub async fn show(ctx: &Ctx, t: Target) -> CliResult<()> {
 /// ([`closing::close_session`]).
 pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     let r = select(ctx, &t).await?;
-    let store = ctx.store().await?;
-    let closed = closing::close_session(ctx.authority()?, &*store, &r, |info| {
+    let runtime = Runtime::new(ctx.store().await?, runtime_cmds::runtime_options(ctx, None));
+    let closed = closing::close_session(ctx.authority()?, &runtime, &r, |info| {
         ctx.out.note(&format!(
             "cancelled the prompt running in this session (pid {}); waiting for it to end",
             info.pid
         ))
     })
     .await
-    .map_err(|e| match e {
+    .map_err(close_error)?;
+    print_closed(ctx, &closed);
+    Ok(())
+}
+
+/// A [`CloseError`] as the user sees it (`sessions close`, and the sessions `sessions new`
+/// replaces).
+pub fn close_error(e: CloseError) -> CliError {
+    match e {
         CloseError::Owner(e) => runtime_cmds::submit_error(e),
         CloseError::Runs(e) => e.into(),
         CloseError::Ops(e) => e.into(),
         CloseError::Store(e) => e.into(),
         e @ CloseError::StillRunning(_) => CliError::runtime(e.to_string())
             .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"),
-    })?;
-    print_closed(ctx, &closed);
-    Ok(())
+    }
 }
 
 fn print_closed(ctx: &Ctx, closed: &SessionRecord) {

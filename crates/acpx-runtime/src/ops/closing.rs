@@ -1,13 +1,17 @@
-//! Closing and deleting a stored session while other processes may be using
-//! it (`acpx sessions close` / `delete`): a session's queue owner closes it itself (ACP
-//! `session/close` when the agent offers it); a one-process prompt running in it is cancelled
-//! through its run file and waited for; a delete stops the owner and refuses a session with a
-//! prompt running, or an open one unless forced.
+//! Closing and deleting a stored session while other processes may be using it (`acpx
+//! sessions close` / `delete`, and the sessions `sessions new` replaces): a session's queue
+//! owner closes it itself (ACP `session/close` when the agent offers it; a turn in progress
+//! is cancelled); a one-process prompt running in it is cancelled through its run file and
+//! waited for; without either, the session is closed here ([`Runtime::close_stored`]). Every
+//! path records `session_closed`. A delete stops an idle owner at once and refuses, at once,
+//! a session with a task running or waiting, or an open one unless forced.
 
 use std::path::Path;
 use std::time::Duration;
 
 use acpx_model::{RecordId, SessionRecord, Store, StoreError};
+
+use crate::session::Runtime;
 
 use super::scope::close_with_retry;
 use super::OpsError;
@@ -37,19 +41,19 @@ pub enum CloseError {
     Store(#[from] StoreError),
 }
 
-/// Closes `record`: through its queue owner when one runs, else after cancelling a prompt
-/// that runs in it (`on_cancelled` is told, then the prompt is waited for up to
-/// [`CANCEL_WAIT`]), retrying while another process holds the record. Returns the record as
-/// closed.
+/// Closes `record` of `runtime`'s store (`authority` is that store's authority directory):
+/// through its queue owner when one runs, else after cancelling a prompt that runs in it
+/// (`on_cancelled` is told, then the prompt is waited for up to [`CANCEL_WAIT`]), retrying
+/// while another process holds the record. Returns the record as closed.
 pub async fn close_session(
     authority: &Path,
-    store: &dyn Store,
+    runtime: &Runtime,
     record: &SessionRecord,
     on_cancelled: impl FnOnce(&RunInfo),
 ) -> Result<SessionRecord, CloseError> {
     let id = &record.acpx_record_id;
     if submit::close(authority, id).await? {
-        let closed = store.load(id).await?;
+        let closed = runtime.store().load(id).await?;
         if closed.closed {
             return Ok(closed);
         }
@@ -59,7 +63,7 @@ pub async fn close_session(
     {
         return Err(CloseError::StillRunning(id.clone()));
     }
-    Ok(close_with_retry(store, record).await?)
+    Ok(close_with_retry(runtime, id).await?)
 }
 
 /// Why [`delete_session`] did not delete the session.
@@ -92,7 +96,7 @@ pub async fn delete_session(
     force: bool,
 ) -> Result<bool, DeleteError> {
     let id = &record.acpx_record_id;
-    submit::release(authority, id).await?;
+    submit::release_idle(authority, id).await?;
     if let Probe::Running(_) = runs::probe(authority, id)? {
         return Err(DeleteError::Running(id.clone()));
     }

@@ -21,13 +21,11 @@ use std::time::Duration;
 
 use acpx_model::{RecordId, SessionRecord};
 
+use super::closing::{self, CloseError};
 use super::{lookup, scope, OpsError};
 use crate::error::RuntimeError;
 use crate::runs::{self, RunsError};
 use crate::session::{Attachment, NewSessionSpec, Runtime, Session};
-
-/// How long [`new_session`] waits for a cancelled prompt of a replaced session to end.
-const CANCEL_WAIT: Duration = Duration::from_secs(30);
 
 /// A scope: the agent command, the working directory and an optional name.
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +77,10 @@ pub enum EnsureError {
     /// The scope lock or the run registry failed.
     #[error(transparent)]
     Runs(#[from] RunsError),
+    /// A session the new one replaces could not be closed (the new one was created and
+    /// stays).
+    #[error(transparent)]
+    Close(#[from] CloseError),
     /// The agent could not resume or load the ACP session (it would have started a fresh one).
     #[error("the agent could not resume ACP session {acp_session_id:?} ({reason}); no session was created")]
     ResumeFellBack {
@@ -217,13 +219,14 @@ pub async fn new_session(
     };
     let mut replaced = None;
     for old in previous {
-        // A prompt still running after the wait ends as interrupted when the session is next
-        // opened; closing does not wait for it any longer.
-        runs::cancel_and_wait(authority, &old.acpx_record_id, CANCEL_WAIT, |_| {
+        // As `sessions close` does: through the session's queue owner when one runs (an idle
+        // one closes it at once; a turn in progress is cancelled), else after cancelling a
+        // one-process prompt running in it.
+        let closed = closing::close_session(authority, runtime, &old, |_| {
             events(EnsureEvent::CancelledRunningPrompt(&old.acpx_record_id))
         })
         .await?;
-        replaced = Some(scope::close_with_retry(&*store, &old).await?);
+        replaced = Some(closed);
     }
     Ok(Ensured {
         record,

@@ -12,6 +12,8 @@ use acpx_model::{
 };
 
 use super::{OpsError, OpsResult};
+use crate::error::RuntimeError;
+use crate::session::Runtime;
 
 /// How often [`close_with_retry`] tries, and how long it waits in between.
 const CLOSE_ATTEMPTS: u32 = 10;
@@ -51,16 +53,16 @@ pub async fn open_in_exact_scope(
     Ok(out)
 }
 
-/// Closes a session, retrying for a while when another process holds or changes it at the
-/// same time (a prompt that was just cancelled is still saving its end).
-pub async fn close_with_retry(store: &dyn Store, r: &SessionRecord) -> OpsResult<SessionRecord> {
+/// Closes a session that no queue owner holds ([`Runtime::close_stored`]: `session_closed`
+/// recorded, the record marked closed), retrying for a while when another process holds or
+/// changes it at the same time (a prompt that was just cancelled is still saving its end;
+/// each attempt waits for the writer lock up to the runtime's lock timeout).
+pub async fn close_with_retry(runtime: &Runtime, id: &RecordId) -> OpsResult<SessionRecord> {
     let mut attempts = 0;
     loop {
-        match store.close(&r.acpx_record_id, Timestamp::now()).await {
+        match runtime.close_stored(id).await {
             Ok(c) => return Ok(c),
-            Err(StoreError::Locked { .. } | StoreError::Conflict { .. })
-                if attempts < CLOSE_ATTEMPTS =>
-            {
+            Err(RuntimeError::Store(StoreError::Conflict { .. })) if attempts < CLOSE_ATTEMPTS => {
                 attempts += 1;
                 tokio::time::sleep(CLOSE_RETRY_WAIT).await;
             }

@@ -249,17 +249,28 @@ pub async fn send_or_spawn(
 
 /// Asks a running owner of session `id` to stop (leaving the session open) and waits until
 /// its lease is free, so a one-process writer can take the session. Returns whether an
-/// owner was running.
-pub async fn release(authority: &Path, id: &RecordId, max: Duration) -> Result<bool, WireError> {
+/// owner was running. `request` is [`Request::Release`] (the owner finishes its queue first)
+/// or [`Request::ReleaseIdle`] (a busy owner refuses at once: its `SESSION_BUSY` error is
+/// returned, and the owner goes on).
+pub async fn release(
+    authority: &Path,
+    id: &RecordId,
+    request: &Request,
+    max: Duration,
+) -> Result<bool, WireError> {
     let paths = LeasePaths::new(authority, id);
-    let Some(answer) = send_if_running(authority, id, &Request::Release)
+    let Some(answer) = send_if_running(authority, id, request)
         .await
         .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
     else {
         return Ok(false);
     };
-    // Whatever it answers, what counts is that the lock is free afterwards.
-    let _ = answer.last().await;
+    // Whatever else it answers, what counts is that the lock is free afterwards.
+    if let Ok(Response::Error { error }) = answer.last().await {
+        if error.detail_code.as_deref() == Some("SESSION_BUSY") {
+            return Err(error);
+        }
+    }
     let start = tokio::time::Instant::now();
     while lease::is_alive(&paths) {
         if start.elapsed() >= max {

@@ -87,6 +87,11 @@ pub struct TaskOptions {
     /// `no_agent_text`), which the client prints as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reply_in_parts: bool,
+    /// The owner's idle time-to-live in seconds (`0`: until the session is closed), when the
+    /// command was given one (`--ttl`, or `ttl` in a config file): a warm owner takes it from
+    /// then on. Absent, the owner keeps the one it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
 }
 
 /// What a client may send after its request, on the same connection.
@@ -201,6 +206,11 @@ pub enum Request {
     Close,
     /// Stop the owner and its agent, leaving the session open (for a one-process writer).
     Release,
+    /// [`Request::Release`] when the owner is idle (no task running or waiting); else
+    /// answered at once with a `SESSION_BUSY` error naming the task it runs, and nothing
+    /// changes. What commands that need the session whole and must not wait on a turn send
+    /// (`sessions delete`, `migrate`, `fsck --repair`).
+    ReleaseIdle,
 }
 
 /// A failure as the client reports it (`docs/format.md`, § Queue owner, error codes).
@@ -511,6 +521,9 @@ pub struct OwnerStatus {
     /// The `requestId` of the turn in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
+    /// When the task in progress was taken up (its agent may still be starting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<Timestamp>,
     /// The lease generation (a new one per owner).
     pub generation: u64,
     /// The idle time-to-live in seconds (0: until closed).

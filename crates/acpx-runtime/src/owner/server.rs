@@ -162,6 +162,13 @@ pub(super) struct Shared {
     pub(super) stopping: Notify,
     pub(super) stop_reason: Mutex<Option<OwnerExit>>,
     pub(super) current: Mutex<Option<(String, CancelHandle)>>,
+    /// The task the worker is on, from the moment it takes it (before its agent is started
+    /// or attached) to its end: its request id and when it was taken. What makes the owner
+    /// busy for [`Request::ReleaseIdle`].
+    pub(super) task: Mutex<Option<(String, Timestamp)>>,
+    /// The idle time-to-live: the owner's config's, until a task brings another
+    /// ([`TaskOptions::ttl_seconds`]).
+    pub(super) ttl: Mutex<Option<Duration>>,
     /// The agent's pid and start time (`/proc` ticks) while the owner has one attached.
     pub(super) agent_pid: Mutex<Option<(u32, Option<u64>)>>,
     pub(super) queue_log: Mutex<Option<QueueLog>>,
@@ -228,9 +235,49 @@ impl Shared {
             agent_exited,
             queue_depth: self.depth.load(Ordering::SeqCst),
             running: locked(&self.current).as_ref().map(|(r, _)| r.clone()),
+            running_since: locked(&self.task).as_ref().map(|(_, since)| *since),
             generation: self.generation,
-            ttl_seconds: self.config.ttl.map_or(0, |t| t.as_secs()),
+            ttl_seconds: self.ttl().map_or(0, |t| t.as_secs()),
         }
+    }
+
+    /// The idle time-to-live now (`None`: until the session is closed).
+    pub(super) fn ttl(&self) -> Option<Duration> {
+        *locked(&self.ttl)
+    }
+
+    /// Takes the time-to-live a task brought, if any.
+    pub(super) fn take_ttl(&self, options: &TaskOptions) {
+        if let Some(secs) = options.ttl_seconds {
+            *locked(&self.ttl) = (secs > 0).then(|| Duration::from_secs(secs));
+        }
+    }
+
+    /// Why the owner cannot let go of its session at once: the task it is on (with how long
+    /// it has run) and how many wait; `None` when idle.
+    pub(super) fn busy(&self) -> Option<WireError> {
+        let task = locked(&self.task).clone();
+        let waiting = self.depth.load(Ordering::SeqCst);
+        if task.is_none() && waiting == 0 {
+            return None;
+        }
+        let id = &self.config.record_id;
+        let mut message = match task {
+            Some((rid, since)) => format!(
+                "session {id} is busy: its queue owner (pid {}) is running task {rid}, started {} ({} s ago)",
+                std::process::id(),
+                since.to_rfc3339(),
+                Timestamp::now().millis().saturating_sub(since.millis()) / 1000
+            ),
+            None => format!(
+                "session {id} is busy: its queue owner (pid {}) is about to run a task",
+                std::process::id()
+            ),
+        };
+        if waiting > 0 {
+            message.push_str(&format!(", and {waiting} more wait"));
+        }
+        Some(WireError::runtime("SESSION_BUSY", message, true))
     }
 
     pub(super) fn write_lease(&self, agent_pid: Option<u32>) {
@@ -275,6 +322,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
     .map_err(|e| io("cannot restrict the owner socket", e))?;
 
     let (tx, rx) = mpsc::unbounded_channel();
+    let initial_ttl = config.ttl;
     let shared = Arc::new(Shared {
         paths: paths.clone(),
         config,
@@ -287,6 +335,8 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         stopping: Notify::new(),
         stop_reason: Mutex::new(None),
         current: Mutex::new(None),
+        task: Mutex::new(None),
+        ttl: Mutex::new(initial_ttl),
         agent_pid: Mutex::new(None),
         queue_log: Mutex::new(None),
         jobs: tx,
@@ -378,7 +428,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
     // closed when this connection ends, however it ends.
     let backlog = OutputBacklog::new(CLIENT_BACKLOG_MAX);
     let _closing = ClosesBacklog(backlog.clone());
-    let stall = reply_stall(shared.config.ttl);
+    let stall = reply_stall(shared.ttl());
     let mut reading_answers = None;
     let wait = match request {
         Request::Status => {
@@ -433,6 +483,29 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         Request::SetModel { model_id, options } => {
             let kind = JobKind::SetModel(model_id, options);
             enqueue(&shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::ReleaseIdle => {
+            // Refuse newcomers while deciding, so no task slips in between the check and
+            // the release; a busy owner takes them again at once.
+            let was_accepting = shared.accepting.swap(false, Ordering::SeqCst);
+            match shared.busy() {
+                Some(error) if was_accepting => {
+                    shared.accepting.store(true, Ordering::SeqCst);
+                    let _ = reply.send(line(&Response::Error { error }).into());
+                }
+                _ => {
+                    let job = Job {
+                        request_id: control_id(),
+                        kind: JobKind::Release,
+                        reply,
+                        accepted_logged: true,
+                    };
+                    if shared.jobs.send(job).is_err() {
+                        shared.stop(OwnerExit::Released);
+                    }
+                }
+            }
             true
         }
         Request::Close | Request::Release => {

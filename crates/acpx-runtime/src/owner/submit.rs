@@ -341,14 +341,25 @@ const RELEASE_BOUND: Duration = Duration::from_secs(30);
 /// Stops a running owner of session `id` (the session stays open), so this process can
 /// take the session's writer lock.
 pub async fn release(authority: &Path, id: &RecordId) -> SubmitResult<()> {
-    client::release(authority, id, RELEASE_BOUND)
+    client::release(authority, id, &Request::Release, RELEASE_BOUND)
         .await
         .map(drop)
         .map_err(SubmitError::Wire)
 }
 
-/// Stops every running owner under `authority` (their sessions stay open), for work that writes
-/// every session (migrate, repair).
+/// Stops the owner of session `id` if it is idle (the session stays open); an owner with a
+/// task running or waiting refuses at once, and that is the `SESSION_BUSY` error returned
+/// (it names the task and how long it has run). For commands that must not wait on a turn.
+pub async fn release_idle(authority: &Path, id: &RecordId) -> SubmitResult<()> {
+    client::release(authority, id, &Request::ReleaseIdle, RELEASE_BOUND)
+        .await
+        .map(drop)
+        .map_err(SubmitError::Wire)
+}
+
+/// Stops every idle owner under `authority` (their sessions stay open), for work that writes
+/// every session (migrate, repair); the first busy one is the error ([`release_idle`]),
+/// given at once.
 pub async fn release_all(authority: &Path) -> SubmitResult<()> {
     let Ok(entries) = std::fs::read_dir(lease::owners_dir(authority)) else {
         return Ok(());
@@ -359,7 +370,7 @@ pub async fn release_all(authority: &Path) -> SubmitResult<()> {
             continue;
         };
         if let Ok(id) = RecordId::parse(id) {
-            release(authority, &id).await?;
+            release_idle(authority, &id).await?;
         }
     }
     Ok(())

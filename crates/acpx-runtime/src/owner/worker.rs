@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use acpx_model::{EventEnvelope, QueuePhase};
+use acpx_model::{EventEnvelope, QueuePhase, Timestamp};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
@@ -107,6 +107,13 @@ impl Worker {
                 Err(why) => break why,
             };
             if !matches!(job.kind, JobKind::Close | JobKind::Release) {
+                // Busy from here (the agent may have to start first) until the task ends:
+                // taken before it leaves the queue's count, so the owner never looks idle
+                // in between (`Shared::busy`).
+                *locked(&self.shared.task) = Some((job.request_id.clone(), Timestamp::now()));
+                if let Some(options) = job.kind.options() {
+                    self.shared.take_ttl(options);
+                }
                 self.shared.depth.fetch_sub(1, Ordering::SeqCst);
             }
             match job.kind {
@@ -142,6 +149,7 @@ impl Worker {
                             })
                             .into(),
                         );
+                        *locked(&self.shared.task) = None;
                         continue;
                     }
                     match self.run_job(job).await {
@@ -150,6 +158,7 @@ impl Worker {
                     }
                 }
             }
+            *locked(&self.shared.task) = None;
         };
         if let Some(why) = &open_failed {
             if exit == OwnerExit::Idle {
@@ -172,7 +181,7 @@ impl Worker {
         let ttl = if broken {
             Some(Duration::ZERO)
         } else {
-            self.shared.config.ttl
+            self.shared.ttl()
         };
         // The first idle check waits at least a second, so a just-started owner is found.
         let deadline = ttl.map(|t| tokio::time::Instant::now() + t.max(Duration::from_secs(1)));
@@ -501,14 +510,11 @@ impl Worker {
         *locked(&self.shared.agent_pid) = None;
         let Some(session) = self.session.take() else {
             if close {
-                // No agent to tell: mark the record closed ourselves.
-                let store = self.store.clone();
-                crate::ops::scope::close_with_retry(
-                    &*store,
-                    &store.load(&self.shared.config.record_id).await?,
-                )
-                .await
-                .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
+                // No agent to tell: close the record ourselves.
+                let runtime = Runtime::new(self.store.clone(), self.base.clone());
+                crate::ops::scope::close_with_retry(&runtime, &self.shared.config.record_id)
+                    .await
+                    .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;
             }
             return Ok(false);
         };

@@ -26,6 +26,30 @@ impl Runtime {
         Ok((recorder.snapshot().clone(), recovery))
     }
 
+    /// Closes a stored session without its agent (none runs: a queue owner would have closed
+    /// it itself): under the writer lock, brings it up to date as [`Runtime::recover`] does,
+    /// records `session_closed` (the reducer marks the record closed) and saves. A session
+    /// already closed is returned as it is. Every close path records the event, so the log
+    /// alone says when a session was closed.
+    pub async fn close_stored(&self, id: &RecordId) -> RuntimeResult<SessionRecord> {
+        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let (mut recorder, _) = self.recover_locked(&lock).await?;
+        if !recorder.snapshot().closed {
+            recorder
+                .record(lifecycle_draft(lifecycle_payload(
+                    lifecycle::SESSION_CLOSED,
+                    json!({}),
+                )))
+                .await?;
+        }
+        recorder.retry_unwritten().await?;
+        recorder.flush_log().await?;
+        recorder.save_if_dirty().await?;
+        let record = recorder.into_record();
+        drop(lock);
+        Ok(record)
+    }
+
     /// [`Runtime::recover`] under the held writer lock `writer`.
     pub(super) async fn recover_locked(
         &self,

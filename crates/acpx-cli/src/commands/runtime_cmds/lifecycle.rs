@@ -63,6 +63,9 @@ fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
         EnsureError::Runtime(e) => runtime_error(ctx, e),
         EnsureError::Ops(e) => e.into(),
         EnsureError::Runs(e) => e.into(),
+        EnsureError::Close(e) => crate::commands::sessions::close_error(e).with_hint(
+            "the new session was created; close the old one with `acpx sessions close <id>`",
+        ),
         e @ EnsureError::ResumeFellBack { .. } => {
             CliError::new(ErrorKind::NoSession, e.to_string())
         }

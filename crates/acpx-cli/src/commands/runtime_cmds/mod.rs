@@ -54,7 +54,7 @@ use crate::error::{CliError, ErrorKind};
 use crate::live::TtyPrompter;
 
 /// The runtime's options for this invocation.
-fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
+pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
     let permission_mode = match ctx.permission {
         CliPermission::ApproveAll => PermissionMode::ApproveAll,
         CliPermission::ApproveReads => PermissionMode::ApproveReads,

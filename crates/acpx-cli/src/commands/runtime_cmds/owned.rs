@@ -37,6 +37,11 @@ pub(super) fn wire_error(e: WireError) -> CliError {
                 )
             }
             "MODE_NOT_RESTORED" => err = err.with_hint(MODE_NOT_RESTORED_HINT),
+            "SESSION_BUSY" => {
+                err = err.with_hint(
+                    "cancel it with `acpx cancel` (naming the session as here), or run this again once it ends",
+                )
+            }
             "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
             _ => {}
         }
@@ -98,6 +103,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         no_agent_text: ctx.out.format != crate::config::Format::Quiet,
         // Quiet output prints the reply: in parts, as the owner reads them, never whole.
         reply_in_parts: ctx.out.format == crate::config::Format::Quiet,
+        ttl_seconds: ctx.ttl_given.then_some(ctx.ttl),
     }
 }
 
