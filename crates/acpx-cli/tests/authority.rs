@@ -107,6 +107,85 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// `sessions new` hands its agent to a queue owner: the first prompt runs in the agent
+/// process that created the session, with no reattach (and so no `session/load` of a session
+/// without messages, which fast-agent answers "Session not found"). `ensure` alike when it
+/// creates; `--no-owner` keeps the one-process path.
+#[test]
+fn the_first_prompt_runs_in_the_agent_that_created_the_session() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        // An agent that cannot load sessions: a reattach would fall back to a new session.
+        let agent = env.agent_cmd("");
+        for create in [
+            &["sessions", "new"][..],
+            &["sessions", "ensure", "--name", "b"][..],
+        ] {
+            let mut args = vec!["--format", "json", "--agent", &agent];
+            args.extend_from_slice(create);
+            env.run(&args).ok();
+            let named: &[&str] = if create[1] == "ensure" {
+                &["-s", "b"]
+            } else {
+                &[]
+            };
+            let mut st_args = vec!["--format", "json", "--agent", &agent];
+            st_args.extend_from_slice(named);
+            st_args.push("status");
+            let st = env.run(&st_args).ok().json();
+            assert_eq!(st["status"], "alive", "{backend} {create:?}: {st}");
+            let agent_pid = st["agentPid"].as_u64().unwrap();
+            let mut p = vec!["--agent", &agent];
+            p.extend_from_slice(named);
+            p.extend(["echo", "first"]);
+            let r = env.run(&p).ok();
+            assert!(!r.stderr.contains("could not restore"), "{backend}: {r:?}");
+            let st = env.run(&st_args).ok().json();
+            assert_eq!(st["agentPid"].as_u64(), Some(agent_pid), "{backend}: {st}");
+            let mut ev = vec!["--format", "json", "--agent", &agent];
+            ev.extend_from_slice(named);
+            ev.extend(["sessions", "events", "--type", "lifecycle_event"]);
+            let phases: Vec<Value> = env
+                .run(&ev)
+                .ok()
+                .json_lines()
+                .into_iter()
+                .map(|e| e["payload"]["phase"].clone())
+                .collect();
+            assert!(
+                !phases
+                    .iter()
+                    .any(|p| p == "session_fallback" || p == "session_attached"),
+                "{backend}: {phases:?}"
+            );
+        }
+        // --no-owner: created in the command's process, no owner left.
+        env.run(&[
+            "--no-owner",
+            "--agent",
+            &agent,
+            "sessions",
+            "new",
+            "--name",
+            "c",
+        ])
+        .ok();
+        let st = env
+            .run(&["--format", "json", "--agent", &agent, "-s", "c", "status"])
+            .ok()
+            .json();
+        assert_eq!(st["status"], "idle", "{backend}: {st}");
+        for name in [None, Some("b")] {
+            let mut c = vec!["--agent", &agent];
+            if let Some(n) = name {
+                c.extend(["-s", n]);
+            }
+            c.extend(["sessions", "close"]);
+            env.run(&c).ok();
+        }
+    }
+}
+
 /// `sessions new` while the scope's session has a warm idle owner: the owner closes the old
 /// session at once (it was waited on for 112 s, then the command failed with two sessions
 /// left open), and exactly one open session remains.

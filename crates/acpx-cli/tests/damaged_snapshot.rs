@@ -57,7 +57,15 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
             let id = env.new_session(&agent);
             // A second, healthy session in another scope: fsck must count both.
             env.run(&[
-                "--format", "json", "--agent", &agent, "sessions", "new", "--name", "other",
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "sessions",
+                "new",
+                "--name",
+                "other",
             ])
             .ok();
             env.run(&["--no-owner", "--agent", &agent, "echo", "before", "damage"])
@@ -145,7 +153,8 @@ fn a_damaged_snapshot_is_found_reported_and_rebuilt_from_the_log() {
 fn a_valid_hand_edit_of_a_sqlite_document_is_kept_by_the_repair() {
     let env = Env::new("sqlite");
     let agent = env.agent_cmd("");
-    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    env.run(&["--no-owner", "--agent", &agent, "sessions", "new"])
+        .ok();
     env.run(&["--no-owner", "--agent", &agent, "echo", "hello"])
         .ok();
     let db = rusqlite::Connection::open(env.home().join("acpx.db")).unwrap();

@@ -12,10 +12,20 @@ use common::process::{alive, finish, kill, spawn, spawn_until, status, wait_for,
 use common::{Env, BACKENDS};
 use serde_json::Value;
 
+/// A stored session no owner holds yet (`--no-owner`): the first prompt starts the owner.
+/// (`sessions new` without it starts the owner itself: tests/authority.rs.)
 fn new_session(env: &Env, agent: &str) -> Value {
-    env.run(&["--format", "json", "--agent", agent, "sessions", "new"])
-        .ok()
-        .json()
+    env.run(&[
+        "--format",
+        "json",
+        "--no-owner",
+        "--agent",
+        agent,
+        "sessions",
+        "new",
+    ])
+    .ok()
+    .json()
 }
 
 fn events(env: &Env, agent: &str, kind: &str) -> Vec<Value> {
@@ -324,8 +334,9 @@ fn fifo_order_across_concurrent_clients_and_overload() {
     for backend in BACKENDS {
         let env = Env::new(backend);
         let agent = env.agent_cmd("");
-        new_session(&env, &agent);
+        // Before `sessions new`: the owner it starts takes its queue depth from the config.
         std::fs::write(env.home().join("config.json"), r#"{"queueMaxDepth": 2}"#).unwrap();
+        new_session(&env, &agent);
         let first = spawn_until(
             &env,
             &["--format", "json", "--agent", &agent, "slow", "30"],

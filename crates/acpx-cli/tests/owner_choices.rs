@@ -7,8 +7,9 @@ mod common;
 
 use common::*;
 
+/// A stored session no owner holds yet (`--no-owner`): the first task makes the owner attach.
 fn new_session(env: &Env, agent: &str, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["--format", "json", "--agent", agent];
+    let mut args = vec!["--format", "json", "--no-owner", "--agent", agent];
     args.extend(extra);
     args.extend(["sessions", "new"]);
     env.run(&args).ok().json()

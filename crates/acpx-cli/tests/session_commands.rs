@@ -68,7 +68,8 @@ fn new_and_ensure_emit_canonical_identity() {
             ])
             .ok()
             .json();
-        assert_eq!(st["status"], "idle");
+        // `sessions new` left the session's owner warm.
+        assert_eq!(st["status"], "alive");
         assert_eq!(st["acpxRecordId"], n["acpxRecordId"]);
         assert_eq!(st["agentSessionId"], n["agentSessionId"]);
         // Text mode says where it is stored.
@@ -486,9 +487,12 @@ fn demo_agent_quickstart_records_a_real_prompt() {
         .filter_map(|e| e["payload"]["phase"].as_str().map(str::to_owned))
         .collect();
     assert!(phases.contains(&"session_created".to_owned()), "{phases:?}");
+    // `sessions ensure` created the session in its queue owner, which served both prompts
+    // with the agent that made it; a reattach, when one happens, loads the session.
+    let started = phases.iter().filter(|p| *p == "agent_started").count();
     assert!(
-        phases.contains(&"session_attached".to_owned()),
-        "the second prompt must reattach with session/load, not fall back: {phases:?}"
+        started == 1 || phases.contains(&"session_attached".to_owned()),
+        "the prompts must run in the creating agent or reattach with session/load, not fall back: {phases:?}"
     );
     assert!(
         !phases.contains(&"session_fallback".to_owned()),

@@ -198,10 +198,21 @@ impl Env {
         }
     }
 
-    /// `sessions new` with `agent` in the project directory; returns the new record id.
+    /// `sessions new --no-owner` with `agent` in the project directory: a stored session with
+    /// no process holding it (as after an owner's TTL), which tests then damage, migrate or
+    /// prompt. Returns the new record id. (Without `--no-owner`, `sessions new` leaves a warm
+    /// owner: tests/authority.rs.)
     pub fn new_session(&self, agent: &str) -> String {
         let created = self
-            .run(&["--format", "json", "--agent", agent, "sessions", "new"])
+            .run(&[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                agent,
+                "sessions",
+                "new",
+            ])
             .ok()
             .json();
         created["acpxRecordId"]

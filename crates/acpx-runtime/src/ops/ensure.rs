@@ -24,8 +24,11 @@ use acpx_model::{RecordId, SessionRecord};
 use super::closing::{self, CloseError};
 use super::{lookup, scope, OpsError};
 use crate::error::RuntimeError;
+use crate::owner::client;
+use crate::owner::protocol::{Request, TaskOptions};
+use crate::owner::submit::{self, OwnerTarget, SubmitError};
 use crate::runs::{self, RunsError};
-use crate::session::{Attachment, NewSessionSpec, Runtime, Session};
+use crate::session::{Attachment, NewSessionSpec, Notice, Runtime, Session};
 
 /// A scope: the agent command, the working directory and an optional name.
 #[derive(Debug, Clone, Copy)]
@@ -44,8 +47,83 @@ pub enum EnsureEvent<'a> {
     /// The agent started and the session is open (new, or attached for a resume); it is shut
     /// down right after. Its [`Session::notices`] and [`Session::attachment`] are final.
     Opened(&'a Session),
+    /// The session was created in a queue owner, which keeps its agent warm for the first
+    /// turn ([`Creator::Owner`]): what opening it changed.
+    OpenedInOwner(&'a [Notice]),
     /// A prompt was running in a session about to be replaced; it was asked to cancel.
     CancelledRunningPrompt(&'a RecordId),
+}
+
+/// Where a new session is made.
+pub enum Creator<'a> {
+    /// In this process: the agent is started, the session created, and the agent stopped
+    /// (the first prompt starts it again and reattaches).
+    InProcess,
+    /// In a queue owner started for the new record id, which keeps the agent that created the
+    /// session for its first turn: nothing is reattached, and agents that cannot load a
+    /// session that has no message yet are not asked to.
+    Owner(OwnerLaunch<'a>),
+}
+
+/// How to start the queue owner of a session to be created.
+pub struct OwnerLaunch<'a> {
+    /// Starts a detached owner for the record id given (the `acpx` binary's hidden
+    /// `__owner` command); called again now and then while none listens.
+    pub spawn: &'a (dyn Fn(&RecordId) -> std::io::Result<()> + Send + Sync),
+    /// The command's own options (MCP servers, model, auth policy, timeout, TTL).
+    pub options: TaskOptions,
+}
+
+/// Creates a session in `scope` in a new queue owner (see [`Creator::Owner`]) and returns
+/// its record. Bounded by `timeout` and `interrupt`: when either ends the wait, the owner is
+/// asked to close the session once it exists (and then to exit), so nothing is left open.
+async fn create_in_owner(
+    runtime: &Runtime,
+    authority: &Path,
+    launch: &OwnerLaunch<'_>,
+    scope: Scope<'_>,
+    timeout: Option<Duration>,
+    interrupt: impl Future<Output = ()>,
+    on_opened: impl FnMut(&[Notice]),
+) -> EnsureResult<SessionRecord> {
+    let id = RecordId::generate();
+    let spawn = || (launch.spawn)(&id);
+    let target = OwnerTarget {
+        authority,
+        id: &id,
+        spawn: &spawn,
+    };
+    let request = Request::CreateSession {
+        agent_command: scope.agent_command.to_owned(),
+        cwd: scope.cwd.to_string_lossy().into_owned(),
+        name: scope.name.map(str::to_owned),
+        options: launch.options.clone(),
+    };
+    let created = async {
+        submit::control(&target, request, on_opened)
+            .await
+            .map_err(EnsureError::Owner)
+    };
+    let bounded = async {
+        match timeout {
+            Some(t) => tokio::time::timeout(t, created)
+                .await
+                .unwrap_or(Err(EnsureError::StartTimeout(t))),
+            None => created.await,
+        }
+    };
+    let outcome = tokio::select! {
+        r = bounded => r,
+        () = interrupt => Err(EnsureError::Interrupted),
+    };
+    if let Err(e @ (EnsureError::StartTimeout(_) | EnsureError::Interrupted)) = outcome {
+        // The owner finishes what it started; its close comes right after, so the session
+        // it makes is closed (and its agent stopped) rather than left open in the scope.
+        client::send_and_leave(authority, &id, &Request::Close).await;
+        return Err(e);
+    }
+    outcome?;
+    Ok(runtime.store().load(&id).await.map_err(OpsError::from)?)
 }
 
 /// The session [`new_session`] or [`ensure`] settled on.
@@ -77,6 +155,9 @@ pub enum EnsureError {
     /// The scope lock or the run registry failed.
     #[error(transparent)]
     Runs(#[from] RunsError),
+    /// The queue owner creating the session failed or could not be reached.
+    #[error(transparent)]
+    Owner(SubmitError),
     /// A session the new one replaces could not be closed (the new one was created and
     /// stays).
     #[error(transparent)]
@@ -205,6 +286,32 @@ pub async fn new_session(
     resume: Option<&str>,
     timeout: Option<Duration>,
     interrupt: impl Future<Output = ()>,
+    events: impl FnMut(EnsureEvent<'_>),
+) -> EnsureResult<Ensured> {
+    new_session_with(
+        runtime,
+        authority,
+        scope,
+        resume,
+        Creator::InProcess,
+        timeout,
+        interrupt,
+        events,
+    )
+    .await
+}
+
+/// [`new_session`], the session made by `creator` (a resume is always attached in this
+/// process).
+#[allow(clippy::too_many_arguments)]
+pub async fn new_session_with(
+    runtime: &Runtime,
+    authority: &Path,
+    scope: Scope<'_>,
+    resume: Option<&str>,
+    creator: Creator<'_>,
+    timeout: Option<Duration>,
+    interrupt: impl Future<Output = ()>,
     mut events: impl FnMut(EnsureEvent<'_>),
 ) -> EnsureResult<Ensured> {
     let cwd = scope.cwd.to_string_lossy();
@@ -212,10 +319,22 @@ pub async fn new_session(
     let store = runtime.store().clone();
     let previous =
         scope::open_in_exact_scope(&*store, scope.agent_command, &cwd, scope.name).await?;
-    let opened = |s: &Session| events(EnsureEvent::Opened(s));
-    let record = match resume {
-        Some(acp_id) => resume_session(runtime, scope, acp_id, timeout, interrupt, opened).await?,
-        None => create_session(runtime, scope, timeout, interrupt, opened).await?,
+    let record = match (resume, creator) {
+        (Some(acp_id), _) => {
+            let opened = |s: &Session| events(EnsureEvent::Opened(s));
+            resume_session(runtime, scope, acp_id, timeout, interrupt, opened).await?
+        }
+        (None, Creator::InProcess) => {
+            let opened = |s: &Session| events(EnsureEvent::Opened(s));
+            create_session(runtime, scope, timeout, interrupt, opened).await?
+        }
+        (None, Creator::Owner(launch)) => {
+            let opened = |n: &[Notice]| events(EnsureEvent::OpenedInOwner(n));
+            create_in_owner(
+                runtime, authority, &launch, scope, timeout, interrupt, opened,
+            )
+            .await?
+        }
     };
     let mut replaced = None;
     for old in previous {
@@ -244,6 +363,28 @@ pub async fn ensure(
     scope: Scope<'_>,
     timeout: Option<Duration>,
     interrupt: impl Future<Output = ()>,
+    events: impl FnMut(EnsureEvent<'_>),
+) -> EnsureResult<Ensured> {
+    ensure_with(
+        runtime,
+        authority,
+        scope,
+        Creator::InProcess,
+        timeout,
+        interrupt,
+        events,
+    )
+    .await
+}
+
+/// [`ensure`], a session it creates made by `creator`.
+pub async fn ensure_with(
+    runtime: &Runtime,
+    authority: &Path,
+    scope: Scope<'_>,
+    creator: Creator<'_>,
+    timeout: Option<Duration>,
+    interrupt: impl Future<Output = ()>,
     mut events: impl FnMut(EnsureEvent<'_>),
 ) -> EnsureResult<Ensured> {
     let cwd = scope.cwd.to_string_lossy();
@@ -262,10 +403,21 @@ pub async fn ensure(
             replaced: None,
         });
     }
-    let record = create_session(runtime, scope, timeout, interrupt, |s| {
-        events(EnsureEvent::Opened(s))
-    })
-    .await?;
+    let record = match creator {
+        Creator::InProcess => {
+            create_session(runtime, scope, timeout, interrupt, |s| {
+                events(EnsureEvent::Opened(s))
+            })
+            .await?
+        }
+        Creator::Owner(launch) => {
+            let opened = |n: &[Notice]| events(EnsureEvent::OpenedInOwner(n));
+            create_in_owner(
+                runtime, authority, &launch, scope, timeout, interrupt, opened,
+            )
+            .await?
+        }
+    };
     Ok(Ensured {
         record,
         created: true,

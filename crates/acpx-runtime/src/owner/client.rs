@@ -188,6 +188,21 @@ pub async fn send_if_running(
     send(&paths, request).await
 }
 
+/// Sends `request` to the owner of session `id` if one listens, and goes without waiting
+/// for the answer (the owner still serves a request whose client left). Best effort, bounded
+/// by a second: what a client that gives up leaves behind (a close for a session still being
+/// created).
+pub async fn send_and_leave(authority: &Path, id: &RecordId, request: &Request) {
+    let paths = LeasePaths::new(authority, id);
+    let sent = async {
+        if let Some(mut stream) = connect(&paths).await {
+            let _ = stream.write_all(line(request).as_bytes()).await;
+            let _ = stream.shutdown().await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
+}
+
 /// Sends `request` to the owner of session `id`, calling `spawn` to start one when none
 /// runs (and again now and then while none listens), until [`CONNECT_TIMEOUT`].
 pub async fn send_or_spawn(

@@ -197,6 +197,23 @@ pub enum Request {
         #[serde(default)]
         options: TaskOptions,
     },
+    /// Create the session this owner was started for (a record id the store does not hold
+    /// yet): start the agent, `session/new`, record it, and keep the agent warm for the
+    /// session's first turn (`sessions new`, and `sessions ensure` when it creates). Answered
+    /// with `started` (the notices of opening) and a `control_result` whose value is
+    /// `{"created": true}`.
+    CreateSession {
+        /// The agent command line.
+        agent_command: String,
+        /// The session's working directory (absolute).
+        cwd: String,
+        /// The session's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// The command's own options (MCP servers, model, auth policy, timeout…).
+        #[serde(default)]
+        options: TaskOptions,
+    },
     /// Cancel the turn in progress (answered at once).
     Cancel,
     /// The owner's state (answered at once).

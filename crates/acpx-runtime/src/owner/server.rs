@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::client_ops::signal_group;
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::output_backlog::OutputBacklog;
-use crate::session::{CancelHandle, QueueLog, Runtime};
+use crate::session::{CancelHandle, NewSessionSpec, QueueLog, Runtime};
 
 use super::lease::{self, Lease, LeasePaths};
 use super::permissions::ForwardingPrompter;
@@ -78,6 +78,8 @@ pub(super) enum JobKind {
     SetMode(String, TaskOptions),
     SetConfigOption(String, Value, TaskOptions),
     SetModel(String, TaskOptions),
+    /// Create the session (see [`Request::CreateSession`]).
+    Create(NewSessionSpec, TaskOptions),
     Close,
     Release,
 }
@@ -89,7 +91,8 @@ impl JobKind {
             JobKind::Prompt { options, .. }
             | JobKind::SetMode(_, options)
             | JobKind::SetConfigOption(_, _, options)
-            | JobKind::SetModel(_, options) => Some(options),
+            | JobKind::SetModel(_, options)
+            | JobKind::Create(_, options) => Some(options),
             JobKind::Close | JobKind::Release => None,
         }
     }
@@ -100,6 +103,7 @@ impl JobKind {
             JobKind::SetMode(..) => "set_mode",
             JobKind::SetConfigOption(..) => "set_config_option",
             JobKind::SetModel(..) => "set_model",
+            JobKind::Create(..) => "create",
             JobKind::Close => "close",
             JobKind::Release => "release",
         }
@@ -483,6 +487,20 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
         Request::SetModel { model_id, options } => {
             let kind = JobKind::SetModel(model_id, options);
             enqueue(&shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::CreateSession {
+            agent_command,
+            cwd,
+            name,
+            options,
+        } => {
+            let spec = NewSessionSpec {
+                agent_command,
+                cwd: cwd.into(),
+                name,
+            };
+            enqueue(&shared, control_id(), JobKind::Create(spec, options), reply).await;
             true
         }
         Request::ReleaseIdle => {

@@ -14,7 +14,7 @@ use crate::client_ops::{PermissionMode, PermissionPrompter};
 use crate::error::{RuntimeError, RuntimeResult};
 use crate::mapping::MCP_SERVERS_KEY;
 use crate::mcp_servers::{parse_mcp_servers, McpServers};
-use crate::session::{Notice, Runtime, RuntimeOptions, Session, TurnOptions};
+use crate::session::{NewSessionSpec, Notice, Runtime, RuntimeOptions, Session, TurnOptions};
 
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
 use super::server::{
@@ -245,7 +245,14 @@ impl Worker {
         &mut self,
         options: &TaskOptions,
         sink: Option<&ReplyTx>,
+        create: Option<&NewSessionSpec>,
     ) -> RuntimeResult<Option<Vec<Notice>>> {
+        if create.is_some() && self.session.is_some() {
+            return Err(RuntimeError::InvalidInput(format!(
+                "session {} exists already; its queue owner cannot create it",
+                self.shared.config.record_id
+            )));
+        }
         if let Some(s) = &self.session {
             // The process probe `status` uses too: an agent killed while the owner was idle
             // is a zombie at once, but the task that reaps it (and marks the session
@@ -292,7 +299,11 @@ impl Worker {
         attach.lives_on = true;
         let runtime = Runtime::new(self.store.clone(), attach);
         *locked(&self.attach_sink) = sink.cloned();
-        let opened = runtime.open_existing(&self.shared.config.record_id).await;
+        let id = &self.shared.config.record_id;
+        let opened = match create {
+            Some(spec) => runtime.open_new_as(spec.clone(), id.clone()).await,
+            None => runtime.open_existing(id).await,
+        };
         *locked(&self.attach_sink) = None;
         match opened {
             Ok(s) => {
@@ -323,7 +334,11 @@ impl Worker {
         };
         let options = job.kind.options().cloned().unwrap_or_default();
         let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
-        let attached = match self.ensure_session(&options, sink).await {
+        let create = match &job.kind {
+            JobKind::Create(spec, _) => Some(spec),
+            _ => None,
+        };
+        let attached = match self.ensure_session(&options, sink, create).await {
             Ok(a) => a,
             Err(e) => {
                 send(Response::Error {
@@ -465,6 +480,11 @@ impl Worker {
                         value: json!({"configOptions": opts, "viaConfigOption": via_config}),
                     })
             }
+            // The session was made by `ensure_session`; the agent stays warm for its turns.
+            JobKind::Create(..) => Ok(Response::ControlResult {
+                resumed: false,
+                value: json!({"created": true}),
+            }),
             JobKind::Close | JobKind::Release => return Ok(()),
         };
         *locked(&self.shared.current) = None;

@@ -63,6 +63,13 @@ impl Runtime {
     /// the MCP servers of the options (stored in the record) and the `--model` of the
     /// options applied.
     pub async fn open_new(&self, spec: NewSessionSpec) -> RuntimeResult<Session> {
+        self.open_new_as(spec, RecordId::generate()).await
+    }
+
+    /// [`Runtime::open_new`] with the record id chosen by the caller (a queue owner started
+    /// for that id creates the session it will serve). An id the store already holds fails
+    /// with `AlreadyExists` once the agent's session is made.
+    pub async fn open_new_as(&self, spec: NewSessionSpec, id: RecordId) -> RuntimeResult<Session> {
         let cwd = check_cwd(&spec.cwd)?;
         let core = Arc::new(SessionCore::new(cwd.clone(), fs_root(&cwd)?, self.policy()));
         let (agent, conn) = self.start_agent(&spec.agent_command, &cwd, &core).await?;
@@ -100,7 +107,7 @@ impl Runtime {
             .to_owned();
         let mut record = SessionRecord::new(
             NewSession {
-                acpx_record_id: RecordId::generate(),
+                acpx_record_id: id,
                 acp_session_id: acp_session_id.clone(),
                 agent_session_id: None,
                 agent_command: spec.agent_command.clone(),

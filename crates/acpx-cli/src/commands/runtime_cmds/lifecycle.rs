@@ -2,7 +2,7 @@
 //! The flows are [`acpx_runtime::ops::ensure`]'s; this renders their results and errors.
 
 use acpx_model::SessionRecord;
-use acpx_runtime::ops::ensure::{self, EnsureError, EnsureEvent, Scope};
+use acpx_runtime::ops::ensure::{self, Creator, EnsureError, EnsureEvent, OwnerLaunch, Scope};
 use acpx_runtime::Runtime;
 
 use super::{
@@ -63,6 +63,7 @@ fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
         EnsureError::Runtime(e) => runtime_error(ctx, e),
         EnsureError::Ops(e) => e.into(),
         EnsureError::Runs(e) => e.into(),
+        EnsureError::Owner(e) => super::submit_error(e),
         EnsureError::Close(e) => crate::commands::sessions::close_error(e).with_hint(
             "the new session was created; close the old one with `acpx sessions close <id>`",
         ),
@@ -83,9 +84,26 @@ fn report(ctx: &Ctx, event: EnsureEvent<'_>) {
             report_notices(ctx, session.notices());
             report_attachment(ctx, session);
         }
+        EnsureEvent::OpenedInOwner(notices) => report_notices(ctx, notices),
         EnsureEvent::CancelledRunningPrompt(id) => ctx
             .out
             .note(&format!("[acpx] cancelled the prompt running in {id}")),
+    }
+}
+
+/// Where a new session is made: in a queue owner that keeps its agent for the first turn,
+/// unless `--no-owner`.
+fn creator<'a>(
+    ctx: &Ctx,
+    spawn: &'a (dyn Fn(&acpx_model::RecordId) -> std::io::Result<()> + Send + Sync),
+) -> Creator<'a> {
+    if ctx.no_owner {
+        Creator::InProcess
+    } else {
+        Creator::Owner(OwnerLaunch {
+            spawn,
+            options: super::owned::task_options(ctx),
+        })
     }
 }
 
@@ -108,11 +126,13 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
         return Err(CliError::usage("--resume-session needs an ACP session id"));
     }
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
-    let ensured = ensure::new_session(
+    let spawn = |id: &acpx_model::RecordId| super::owned::spawn_owner(ctx, id);
+    let ensured = ensure::new_session_with(
         &runtime,
         ctx.authority()?,
         scope(ctx, a.name.as_deref()),
         a.resume_session.as_deref(),
+        creator(ctx, &spawn),
         ctx.timeout,
         ctrl_c(),
         |event| report(ctx, event),
@@ -127,10 +147,12 @@ pub async fn new_session(ctx: &Ctx, a: NewArgs) -> CliResult<()> {
 /// Idempotent, also when several run at once (they serialize on the scope lock).
 pub async fn ensure(ctx: &Ctx, a: EnsureArgs) -> CliResult<()> {
     let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
-    let ensured = ensure::ensure(
+    let spawn = |id: &acpx_model::RecordId| super::owned::spawn_owner(ctx, id);
+    let ensured = ensure::ensure_with(
         &runtime,
         ctx.authority()?,
         scope(ctx, a.name.as_deref()),
+        creator(ctx, &spawn),
         ctx.timeout,
         ctrl_c(),
         |event| report(ctx, event),

@@ -54,7 +54,7 @@ pub(super) fn wire_error(e: WireError) -> CliError {
 
 /// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
 /// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
-fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
+pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
     let log = lease::open_log(&ctx.home, id)?;
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
