@@ -142,11 +142,17 @@ fn the_first_prompt_runs_in_the_agent_that_created_the_session() {
             assert!(!r.stderr.contains("could not restore"), "{backend}: {r:?}");
             let st = env.run(&st_args).ok().json();
             assert_eq!(st["agentPid"].as_u64(), Some(agent_pid), "{backend}: {st}");
-            let mut ev = vec!["--format", "json", "--agent", &agent];
-            ev.extend_from_slice(named);
-            ev.extend(["sessions", "events", "--type", "lifecycle_event"]);
+            let id = st["acpxRecordId"].as_str().unwrap().to_owned();
             let phases: Vec<Value> = env
-                .run(&ev)
+                .run(&[
+                    "--format",
+                    "json",
+                    "sessions",
+                    "events",
+                    &id,
+                    "--type",
+                    "lifecycle_event",
+                ])
                 .ok()
                 .json_lines()
                 .into_iter()
@@ -175,12 +181,9 @@ fn the_first_prompt_runs_in_the_agent_that_created_the_session() {
             .ok()
             .json();
         assert_eq!(st["status"], "idle", "{backend}: {st}");
-        for name in [None, Some("b")] {
+        for close in [&["sessions", "close"][..], &["sessions", "close", "b"][..]] {
             let mut c = vec!["--agent", &agent];
-            if let Some(n) = name {
-                c.extend(["-s", n]);
-            }
-            c.extend(["sessions", "close"]);
+            c.extend_from_slice(close);
             env.run(&c).ok();
         }
     }

@@ -62,7 +62,7 @@ pub enum Creator<'a> {
     /// In a queue owner started for the new record id, which keeps the agent that created the
     /// session for its first turn: nothing is reattached, and agents that cannot load a
     /// session that has no message yet are not asked to.
-    Owner(OwnerLaunch<'a>),
+    Owner(Box<OwnerLaunch<'a>>),
 }
 
 /// How to start the queue owner of a session to be created.

@@ -12,6 +12,7 @@
 //! | [`lease`] | where an owner is found; its lock is the liveness truth |
 //! | `server` | the owner: lease, accept loop, bounded FIFO queue, cancel and status, TTL, signals |
 //! | `worker` | the one task holding the [`crate::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
+//! | `reply_parts` | a reply in parts and the bounded writes every answer line goes through |
 //! | `permissions` | permission questions forwarded to the submitting client's user |
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //! | [`submit`] | a prompt or control submitted and followed (events, questions, interrupts), cancel, status, close, release |
@@ -28,6 +29,7 @@ pub mod client;
 pub mod lease;
 mod permissions;
 pub mod protocol;
+mod reply_parts;
 mod server;
 pub mod submit;
 mod worker;

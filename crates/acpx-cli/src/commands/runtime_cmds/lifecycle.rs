@@ -100,10 +100,10 @@ fn creator<'a>(
     if ctx.no_owner {
         Creator::InProcess
     } else {
-        Creator::Owner(OwnerLaunch {
+        Creator::Owner(Box::new(OwnerLaunch {
             spawn,
             options: super::owned::task_options(ctx),
-        })
+        }))
     }
 }
 
