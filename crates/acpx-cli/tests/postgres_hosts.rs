@@ -50,11 +50,19 @@ impl Schema {
 
     /// A host: its own home, the same database and schema. (Sessions are found by
     /// directory: a host working on another's session runs in that project, see `in_dir`.)
+    /// A host of its own: its own home, and its own runtime directory (another machine's
+    /// `XDG_RUNTIME_DIR`), where its owners live; two homes on one machine would share the
+    /// store's local authority directory, since they name the same store.
     fn host(&self) -> Env {
         let mut env = Env::new("postgres");
+        let run = env.home().join("run");
+        std::fs::create_dir(&run).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
         env.extra_env = vec![
             ("ACPX_STORE_URL".into(), self.url.clone()),
             ("ACPX_STORE_SCHEMA".into(), self.name.clone()),
+            ("XDG_RUNTIME_DIR".into(), run.to_string_lossy().into_owned()),
         ];
         env
     }

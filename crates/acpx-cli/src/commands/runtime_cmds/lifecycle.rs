@@ -92,12 +92,14 @@ fn report(ctx: &Ctx, event: EnsureEvent<'_>) {
 }
 
 /// Where a new session is made: in a queue owner that keeps its agent for the first turn,
-/// unless `--no-owner`.
+/// unless `--no-owner`, or on PostgreSQL: while a session's authority is local to one host
+/// (docs/format.md § Authority), a warm owner left by `sessions new` would hold a shared
+/// session away from every other host for its whole TTL.
 fn creator<'a>(
     ctx: &Ctx,
     spawn: &'a (dyn Fn(&acpx_model::RecordId) -> std::io::Result<()> + Send + Sync),
 ) -> Creator<'a> {
-    if ctx.no_owner {
+    if ctx.no_owner || ctx.backend == crate::config::Backend::Postgres {
         Creator::InProcess
     } else {
         Creator::Owner(Box::new(OwnerLaunch {
