@@ -64,10 +64,12 @@ fn peer_env(backend: &'static str) -> Env {
     env
 }
 
+/// Each command runs its own agent process (`--no-owner`), so every later command has to
+/// reattach: resume is refused as unsupported, then `session/load` restores the conversation.
 fn continues_the_conversation_in_the_chosen_mode(backend: &'static str) {
     let Some(agent) = require_peer() else { return };
     let env = peer_env(backend);
-    let a = ["--agent", agent.as_str()];
+    let a = ["--agent", agent.as_str(), "--no-owner"];
     let run = |args: &[&str]| env.run(&[&a[..], args].concat());
 
     let created = run(&["--format", "json", "sessions", "new"]).ok().json();
@@ -112,7 +114,7 @@ fn continues_the_conversation_in_the_chosen_mode(backend: &'static str) {
         .iter()
         .filter(|e| e["type"] == "lifecycle_event" && e["payload"]["phase"] == "session_attached")
         .collect();
-    assert!(!attached.is_empty());
+    assert_eq!(attached.len(), 3, "set-mode and both prompts reattached");
     for e in &attached {
         assert_eq!(e["payload"]["method"], "session/load", "{e}");
         assert_eq!(
@@ -127,6 +129,64 @@ fn continues_the_conversation_in_the_chosen_mode(backend: &'static str) {
     assert!(!events
         .iter()
         .any(|e| e["payload"]["phase"] == "session_fallback"));
+}
+
+/// The user's default path: `sessions new` starts a queue owner that keeps the agent warm, so
+/// the mode and the conversation live on in that process without any reattach; a later
+/// `--no-owner` command still continues the same conversation through `session/load`.
+fn the_warm_owner_keeps_the_agent_between_commands(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+
+    run(&["sessions", "new"]).ok();
+    run(&["set-mode", "code"]).ok();
+    let first = run(&["prompt", "one"]).ok();
+    assert!(
+        first.stdout.contains("mode=code; turns=1; heard=one"),
+        "{}\n{}",
+        first.stdout,
+        first.stderr
+    );
+    let second = run(&["prompt", "two"]).ok();
+    assert!(
+        second
+            .stdout
+            .contains("mode=code; turns=2; heard=one | two"),
+        "{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    let events = run(&["--format", "json", "sessions", "events"])
+        .ok()
+        .json_lines();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["payload"]["phase"] == "session_attached"),
+        "the owner kept the agent that created the session"
+    );
+
+    let third = run(&["--no-owner", "prompt", "three"]).ok();
+    assert!(
+        third
+            .stdout
+            .contains("mode=code; turns=3; heard=one | two | three"),
+        "{}\n{}",
+        third.stdout,
+        third.stderr
+    );
+}
+
+#[test]
+fn the_warm_owner_keeps_the_agent_between_commands_fs() {
+    the_warm_owner_keeps_the_agent_between_commands("fs");
+}
+
+#[test]
+fn the_warm_owner_keeps_the_agent_between_commands_sqlite() {
+    the_warm_owner_keeps_the_agent_between_commands("sqlite");
 }
 
 #[test]
