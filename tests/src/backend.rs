@@ -30,6 +30,9 @@ pub struct Capabilities {
     /// Event retention is bounded by a budget of at most 1 MiB (segment size × segments), small
     /// enough for the retention checks to append far past it.
     pub small_event_budget: bool,
+    /// [`Store::remote_tasks`] is `Some`: a store several hosts share, whose owners take
+    /// tasks queued by other hosts.
+    pub remote_tasks: bool,
     /// The crash points (`ACPX_FAILPOINT=<name>` in the worker's environment) at which the
     /// backend aborts the worker process.
     pub failpoints: &'static [&'static str],
@@ -44,6 +47,7 @@ impl Capabilities {
         raw_log: false,
         data_dir: false,
         small_event_budget: false,
+        remote_tasks: false,
         failpoints: &[],
     };
 
@@ -56,6 +60,10 @@ impl Capabilities {
                 "raw snapshot bytes",
             ),
             (needs.raw_log && !self.raw_log, "raw log bytes"),
+            (
+                needs.remote_tasks && !self.remote_tasks,
+                "a task queue across hosts",
+            ),
             (needs.data_dir && !self.data_dir, "a data directory"),
             (
                 needs.small_event_budget && !self.small_event_budget,
@@ -232,6 +240,7 @@ impl Backend for FsBackend {
                 .max_segment_bytes
                 .saturating_mul(u64::from(self.options.max_segments))
                 <= SMALL_EVENT_BUDGET,
+            remote_tasks: false,
             failpoints: acpx_store_fs::FAILPOINTS,
         }
     }
@@ -394,6 +403,7 @@ impl Backend for DirBackend {
             raw_log: self.inject_log.is_some(),
             data_dir: true,
             small_event_budget: self.small_event_budget,
+            remote_tasks: false,
             failpoints: self.failpoints,
         }
     }

@@ -90,6 +90,7 @@ impl Backend for PostgresBackend {
             worker: true,
             raw_snapshot: true,
             small_event_budget: self.small_event_budget,
+            remote_tasks: true,
             ..Capabilities::NONE
         }
     }

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 mod batch;
+pub mod lease_file;
 
 pub use batch::BatchLock;
 

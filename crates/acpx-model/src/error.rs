@@ -92,6 +92,18 @@ pub enum StoreError {
         waited: Duration,
     },
 
+    /// A writer whose owner lease (generation `generation`) is no longer the session's: it was
+    /// taken over (the lease is now generation `current`) or released. Nothing was written.
+    #[error("session {id}: this writer's owner lease (generation {generation}) {}; it may no longer write to the session", match current { Some(c) => format!("was taken over by generation {c}"), None => "was released".to_owned() })]
+    Fenced {
+        /// The session.
+        id: RecordId,
+        /// The generation the writer holds.
+        generation: u64,
+        /// The session's lease generation now, if it has a lease.
+        current: Option<u64>,
+    },
+
     /// An append whose first seq is not the log's last seq + 1.
     #[error("session {id}: event seq {got} refused: the log ends at seq {last}, so the next event must have seq {}", last + 1)]
     SeqMismatch {
@@ -185,6 +197,7 @@ impl StoreError {
             }
             StoreError::Conflict { .. } => "conflict",
             StoreError::Locked { .. } => "locked",
+            StoreError::Fenced { .. } => "fenced",
             StoreError::SeqMismatch { .. } => "seq_mismatch",
             StoreError::Corrupt { .. } => "corrupt",
             StoreError::Invalid(_) => "invalid",

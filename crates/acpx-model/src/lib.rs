@@ -48,7 +48,9 @@ pub mod error;
 pub mod event;
 pub mod id;
 mod json_pretty;
+pub mod lease;
 pub mod load;
+pub mod lock;
 pub mod memory;
 pub mod migrate;
 pub mod progress;
@@ -69,6 +71,10 @@ pub use event::{
     EventSource, EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
+pub use lease::{
+    LeaseActivity, LeaseBook, LeaseGrant, LeaseHolder, OwnerLease, RemoteTask, RemoteTasks,
+    SessionLeases, TaskAnswers, DEFAULT_LEASE_TTL,
+};
 pub use load::{SettleOnLoad, KEEP_TURNS_ON_LOAD};
 pub use memory::MemoryStore;
 pub use search::{match_text, search_record, SearchHit, SearchQuery};

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use crate::error::{StoreError, StoreResult};
 use crate::event::EventEnvelope;
 use crate::id::RecordId;
+use crate::lease::{LeaseActivity, LeaseBook, LeaseGrant, LeaseHolder, OwnerLease, SessionLeases};
 use crate::search::{search_record, SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord};
 use crate::store::{
@@ -24,6 +25,8 @@ struct Inner {
     /// Ids whose writer lock is held, with the token of the holder.
     locks: HashMap<RecordId, u64>,
     next_token: u64,
+    /// The owner leases, by session.
+    leases: HashMap<RecordId, LeaseBook>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +78,48 @@ impl MemoryStore {
             last_write_at: s.last_write_at,
             ..EventLogState::default()
         }
+    }
+}
+
+#[async_trait]
+impl SessionLeases for MemoryStore {
+    async fn acquire_lease(
+        &self,
+        id: &RecordId,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> StoreResult<LeaseGrant> {
+        let mut inner = self.inner();
+        let book = inner.leases.entry(id.clone()).or_default();
+        Ok(book.acquire(id, holder, ttl, Timestamp::now()))
+    }
+
+    async fn renew_lease(
+        &self,
+        id: &RecordId,
+        generation: u64,
+        activity: &LeaseActivity,
+        queue_depth: u32,
+    ) -> StoreResult<OwnerLease> {
+        let mut inner = self.inner();
+        let book = inner.leases.entry(id.clone()).or_default();
+        book.renew(id, generation, activity, queue_depth, Timestamp::now())
+    }
+
+    async fn release_lease(&self, id: &RecordId, generation: u64) -> StoreResult<bool> {
+        Ok(self
+            .inner()
+            .leases
+            .get_mut(id)
+            .is_some_and(|b| b.release(generation)))
+    }
+
+    async fn read_lease(&self, id: &RecordId) -> StoreResult<Option<OwnerLease>> {
+        Ok(self
+            .inner()
+            .leases
+            .get(id)
+            .and_then(|b| b.current(Timestamp::now())))
     }
 }
 
@@ -223,6 +268,10 @@ impl Store for MemoryStore {
         true
     }
 
+    fn leases(&self) -> &dyn SessionLeases {
+        self
+    }
+
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
         let summaries: Vec<_> = self
             .inner()
@@ -242,6 +291,14 @@ impl Store for MemoryStore {
         writer.check_issuer(self.issuer, "memory")?;
         let id = writer.id();
         let mut inner = self.inner();
+        if let Some(generation) = writer.fence() {
+            inner
+                .leases
+                .get(id)
+                .cloned()
+                .unwrap_or_default()
+                .check_fence(id, generation)?;
+        }
         let s = inner
             .sessions
             .get_mut(id)

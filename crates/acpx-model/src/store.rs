@@ -1,7 +1,6 @@
 //! The [`Store`] trait every backend implements, and the query types it takes.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{StoreError, StoreResult};
 use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
+use crate::lease::{RemoteTasks, SessionLeases};
 use crate::load::SettleOnLoad;
+pub use crate::lock::{LockGuard, LockIssuer, ManyLocks, SessionLock};
 
 /// The type of the event [`Store::replace_damaged_events`] puts in place of a stored event that
 /// could not be read; its payload holds what was stored (`docs/format.md` § Damaged events).
@@ -213,69 +214,6 @@ fn is_one(n: &u64) -> bool {
     *n == 1
 }
 
-/// Something a lock guard owns; dropping it releases the lock.
-pub trait LockGuard: Send + Sync + fmt::Debug {}
-
-/// Identifies the store instance (shared by its clones) that issued a [`SessionLock`], so
-/// that a backend can refuse a lock it did not issue: the lock of another store, even on the
-/// same files, is not this store's writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LockIssuer(u64);
-
-impl LockIssuer {
-    /// A token no other call in this process returns.
-    pub fn unique() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        LockIssuer(NEXT.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
-/// An exclusive per-session writer lock, held until dropped (or until the process dies).
-///
-/// Holding it is the only way to append to the session's event log: [`Store::append`] takes
-/// it as its first argument.
-#[derive(Debug)]
-pub struct SessionLock {
-    id: RecordId,
-    issuer: LockIssuer,
-    _guard: Box<dyn LockGuard>,
-}
-
-impl SessionLock {
-    /// Wraps a backend's held lock of session `id`; `issuer` is the issuing store's token.
-    pub fn new(id: RecordId, issuer: LockIssuer, guard: Box<dyn LockGuard>) -> Self {
-        SessionLock {
-            id,
-            issuer,
-            _guard: guard,
-        }
-    }
-
-    /// The session this lock is for.
-    pub fn id(&self) -> &RecordId {
-        &self.id
-    }
-
-    /// The token of the store that issued this lock.
-    pub fn issuer(&self) -> LockIssuer {
-        self.issuer
-    }
-
-    /// `Ok` when this lock was issued by the store whose token is `issuer`; otherwise
-    /// [`StoreError::InvalidArgument`] naming the problem (`backend` names the refusing store).
-    pub fn check_issuer(&self, issuer: LockIssuer, backend: &str) -> StoreResult<()> {
-        if self.issuer == issuer {
-            Ok(())
-        } else {
-            Err(StoreError::InvalidArgument(format!(
-                "the writer lock of session {} was not issued by this {backend} store; append \
-                 with a lock taken through the same store (Store::lock)",
-                self.id
-            )))
-        }
-    }
-}
-
 /// One new session for [`Store::create_sessions`]: its snapshot and its whole event log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewSessionData {
@@ -294,31 +232,6 @@ impl NewSessionData {
     /// The seq the log continues from: one below its first event (0 for an empty log).
     pub fn seq_before(&self) -> u64 {
         self.events.first().map_or(0, |e| e.seq.saturating_sub(1))
-    }
-}
-
-/// The writer locks of several sessions ([`Store::lock_many`]), held until dropped.
-#[derive(Debug)]
-pub struct ManyLocks {
-    _locks: Vec<SessionLock>,
-    _guard: Option<Box<dyn LockGuard>>,
-}
-
-impl ManyLocks {
-    /// One [`SessionLock`] per session.
-    pub fn each(locks: Vec<SessionLock>) -> Self {
-        ManyLocks {
-            _locks: locks,
-            _guard: None,
-        }
-    }
-
-    /// One guard a backend holds for all the sessions at once.
-    pub fn guard(guard: Box<dyn LockGuard>) -> Self {
-        ManyLocks {
-            _locks: Vec::new(),
-            _guard: Some(guard),
-        }
     }
 }
 
@@ -550,6 +463,17 @@ pub trait Store: Send + Sync + fmt::Debug {
         let _ = (id, after_seq);
         futures_timer::Delay::new(timeout).await;
         Ok(())
+    }
+
+    /// The owner leases of this store's sessions ([`crate::lease`]): who drives each session,
+    /// kept beside the session in the same store.
+    fn leases(&self) -> &dyn SessionLeases;
+
+    /// The task queue through which a command on one host reaches a session's owner on
+    /// another, for a store several hosts share; `None` (the default) for a store one host
+    /// uses, whose owners are reached through a local socket.
+    fn remote_tasks(&self) -> Option<&dyn RemoteTasks> {
+        None
     }
 }
 

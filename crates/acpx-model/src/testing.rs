@@ -193,6 +193,12 @@ impl<S: Store + ?Sized, F: Fault<S>> Store for FaultStore<S, F> {
             .replace_snapshot(&self.inner, writer, record)
             .await
     }
+    fn leases(&self) -> &dyn crate::lease::SessionLeases {
+        self.inner.leases()
+    }
+    fn remote_tasks(&self) -> Option<&dyn crate::lease::RemoteTasks> {
+        self.inner.remote_tasks()
+    }
 }
 
 /// The ready-made faults. None is active in [`Faults::new`].

@@ -116,8 +116,22 @@ pub struct FsCore {
     open_writers: AtomicUsize,
     /// The token of the session locks this store (and its clones) issue.
     issuer: LockIssuer,
+    /// The fence checks of appends under a lock that carries a lease generation.
+    fences: acpx_lock::lease_file::FenceChecks,
     #[cfg(test)]
     pub(crate) snapshot_parses: AtomicUsize,
+}
+
+impl FsCore {
+    /// The owner lease file of `id`.
+    pub(crate) fn lease_path(&self, id: &RecordId) -> PathBuf {
+        self.layout.lease(id)
+    }
+
+    /// The fence check of an append under a lock carrying lease `generation`.
+    pub(crate) fn check_fence(&self, id: &RecordId, generation: u64) -> StoreResult<()> {
+        self.fences.check(&self.layout.lease(id), id, generation)
+    }
 }
 
 impl fmt::Debug for FsCore {
@@ -202,6 +216,7 @@ impl FsCore {
             summaries: SummaryMemo::default(),
             open_writers: AtomicUsize::new(0),
             issuer: LockIssuer::unique(),
+            fences: Default::default(),
             #[cfg(test)]
             snapshot_parses: AtomicUsize::new(0),
         };

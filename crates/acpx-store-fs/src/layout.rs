@@ -62,6 +62,11 @@ impl Layout {
         self.sessions.join(format!("{id}.lock"))
     }
 
+    /// `<id>.lease`: the session's owner lease (`acpx_lock::lease_file`).
+    pub fn lease(&self, id: &RecordId) -> PathBuf {
+        self.sessions.join(format!("{id}.lease"))
+    }
+
     /// `<id>.deleted`: the tombstone of a delete in progress (the snapshot renamed, or an empty
     /// file when there was none). While it exists the session is gone, whatever log files
     /// are left; the delete that wrote it (or the next open, create or delete) removes them.
@@ -254,6 +259,8 @@ mod tests {
             ".search.ndjson",
             ".search.lock",
             "abc.lock",
+            "abc.lease",
+            "abc.lease.tmp-12",
             "abc.events.ndjson",
             "abc.events.2.ndjson",
             "abc.events.2.ndjson.zst",

@@ -346,11 +346,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use acpx_lock::lease_file;
 use acpx_model::{
-    check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage,
-    ListQuery, ManyLocks, NewSessionData, RecordId, SearchHit, SearchQuery, SessionLock,
-    SessionRecord, SessionSummary, SettleOnLoad, Store, StoreError, StoreResult, Timestamp,
-    TornTail,
+    check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery,
+    LeaseActivity, LeaseGrant, LeaseHolder, ListPage, ListQuery, ManyLocks, NewSessionData,
+    OwnerLease, RecordId, SearchHit, SearchQuery, SessionLeases, SessionLock, SessionRecord,
+    SessionSummary, SettleOnLoad, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use async_trait::async_trait;
 
@@ -494,6 +495,48 @@ impl FsStore {
     }
 }
 
+/// The owner lease of a session is `<id>.lease` beside its lock file
+/// (`acpx_lock::lease_file`).
+#[async_trait]
+impl SessionLeases for FsStore {
+    async fn acquire_lease(
+        &self,
+        id: &RecordId,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> StoreResult<LeaseGrant> {
+        let (id, holder) = (id.clone(), holder.clone());
+        self.run(move |c| lease_file::acquire(&c.lease_path(&id), &id, &holder, ttl))
+            .await
+    }
+
+    async fn renew_lease(
+        &self,
+        id: &RecordId,
+        generation: u64,
+        activity: &LeaseActivity,
+        queue_depth: u32,
+    ) -> StoreResult<OwnerLease> {
+        let (id, activity) = (id.clone(), activity.clone());
+        self.run(move |c| {
+            lease_file::renew(&c.lease_path(&id), &id, generation, &activity, queue_depth)
+        })
+        .await
+    }
+
+    async fn release_lease(&self, id: &RecordId, generation: u64) -> StoreResult<bool> {
+        let id = id.clone();
+        self.run(move |c| lease_file::release(&c.lease_path(&id), generation))
+            .await
+    }
+
+    async fn read_lease(&self, id: &RecordId) -> StoreResult<Option<OwnerLease>> {
+        let id = id.clone();
+        self.run(move |c| lease_file::read(&c.lease_path(&id)))
+            .await
+    }
+}
+
 #[async_trait]
 impl Store for FsStore {
     fn backend_name(&self) -> &'static str {
@@ -615,6 +658,10 @@ impl Store for FsStore {
         true
     }
 
+    fn leases(&self) -> &dyn SessionLeases {
+        self
+    }
+
     async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
         let query = query.clone();
         self.run(move |c| c.list(&query)).await
@@ -628,6 +675,9 @@ impl Store for FsStore {
     ) -> StoreResult<EventLogState> {
         self.core.check_writer(writer)?;
         let id = writer.id();
+        if let Some(generation) = writer.fence() {
+            self.core.check_fence(id, generation)?;
+        }
         // Serialized here, so that the events need not be cloned into the blocking task.
         let mut batch = core::PreparedBatch::new(id, events);
         if durability == Durability::None {

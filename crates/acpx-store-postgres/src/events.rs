@@ -37,9 +37,10 @@ impl Inner {
         id: &RecordId,
         events: &[EventEnvelope],
         fsync: bool,
+        fence: Option<u64>,
     ) -> StoreResult<EventLogState> {
         let columns = EventColumns::new(events)?;
-        let result = self.append_rows(id, events, columns, fsync).await;
+        let result = self.append_rows(id, events, columns, fsync, fence).await;
         match &result {
             Ok(_) => self.note_write_error(id, None),
             // A failed transaction (lost connection, lost lock, server error) is a failed
@@ -59,6 +60,7 @@ impl Inner {
         events: &[EventEnvelope],
         columns: EventColumns,
         fsync: bool,
+        fence: Option<u64>,
     ) -> StoreResult<EventLogState> {
         let ctx = "append events";
         // `Store::append` checked that the lock was issued by this store: it is registered.
@@ -81,12 +83,13 @@ impl Inner {
         let (classid, objid) = lock_halves(held.key);
         let now = ts_text(&Timestamp::now());
         let notify = self.notify_payload(id);
+        let fence_param = fence.map(|g| i64::try_from(g).unwrap_or(i64::MAX));
         let conn = self.conn().await?;
         let stmt = conn
             .prepare_cached(
-                "SELECT status, last_seq, retained_bytes, last_write_at FROM acpx_append(\
-                 $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-                 $18, $19, $20)",
+                "SELECT status, last_seq, retained_bytes, last_write_at FROM acpx_append_fenced(\
+                 $21, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                 $17, $18, $19, $20)",
             )
             .await
             .map_err(self.pg(ctx))?;
@@ -114,6 +117,7 @@ impl Inner {
                     &!fsync,
                     &NOTIFY_CHANNEL,
                     &notify,
+                    &fence_param,
                 ],
             )
             .await
@@ -130,6 +134,7 @@ impl Inner {
             "ok" => self.log_state(id, log, None),
             "not_found" => Err(StoreError::NotFound(id.clone())),
             "lock_lost" => Err(self.lock_lost(id)),
+            "fenced" => Err(self.fenced(id, fence.unwrap_or(0)).await),
             _ => {
                 check_append_batch(id, u64::try_from(log.last_seq).unwrap_or(0), events)?;
                 Err(crate::connection::backend_error(

@@ -60,12 +60,14 @@
 
 mod connection;
 mod events;
+mod lease;
 mod lock;
 mod retained;
 mod rows;
 mod schema;
 mod search;
 mod sessions;
+mod tasks;
 mod watch;
 
 use std::collections::HashMap;
@@ -172,6 +174,8 @@ pub(crate) struct Inner {
     /// Write ordering: never silent). Only failing sessions have an entry.
     write_errors: Mutex<HashMap<RecordId, String>>,
     watcher: Watcher,
+    /// The owner leases held through this store, each with its lock's connection.
+    leases: lease::HeldLeases,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -213,6 +217,7 @@ impl PostgresStore {
             held: HeldLocks::default(),
             write_errors: Mutex::new(HashMap::new()),
             watcher: Watcher::new(config),
+            leases: Default::default(),
         };
         let mut conn = inner.conn().await?;
         schema::migrate(&mut conn, &inner.schema, &inner.location).await?;
@@ -407,7 +412,12 @@ impl Store for PostgresStore {
     ) -> StoreResult<EventLogState> {
         writer.check_issuer(self.inner.held.issuer(), BACKEND)?;
         self.inner
-            .append(writer.id(), events, durability == Durability::Fsync)
+            .append(
+                writer.id(),
+                events,
+                durability == Durability::Fsync,
+                writer.fence(),
+            )
             .await
     }
 
@@ -439,6 +449,14 @@ impl Store for PostgresStore {
             self.inner.held.issuer(),
             Box::new(guard),
         ))
+    }
+
+    fn leases(&self) -> &dyn acpx_model::SessionLeases {
+        self
+    }
+
+    fn remote_tasks(&self) -> Option<&dyn acpx_model::RemoteTasks> {
+        Some(self)
     }
 
     async fn wait_for_events(

@@ -14,13 +14,13 @@ use deadpool_postgres::Object;
 use crate::connection::pg_error;
 
 /// The schema version this crate writes (`acpx_schema_version.version`).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Advisory lock key (a constant of this crate) under which schemas are created and migrated.
 const MIGRATION_LOCK: i64 = 0x6163_7078_5f6d_6967; // "acpx_mig"
 
 /// `MIGRATIONS[i]` upgrades a schema at version `i` to version `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1: the tables of docs/format.md § PostgreSQL backend.
 ///
@@ -209,6 +209,75 @@ BEGIN
             (SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
              WHERE e.extname = 'pg_trgm'));
     END IF;
+END
+$$;
+"#;
+
+/// Version 2: the sessions' authority (docs/format.md § Owner lease): `owner_leases` (one
+/// row per session that ever had an owner; the generation survives a release), the task
+/// queue through which a command on one host reaches the owner on another (`owner_tasks`,
+/// `owner_task_answers`), and `acpx_append_fenced`, the append every write goes through: it
+/// refuses a batch whose writer holds a lease generation that is no longer the session's.
+const V2: &str = r#"
+CREATE TABLE owner_leases (
+    acpx_record_id  text COLLATE "C" PRIMARY KEY,
+    generation      bigint NOT NULL,
+    held            boolean NOT NULL,
+    -- acpx_model::LeaseHolder and LeaseActivity as JSON.
+    holder          text NOT NULL,
+    ttl_ms          bigint NOT NULL,
+    acquired_at     timestamptz NOT NULL,
+    heartbeat_at    timestamptz NOT NULL,
+    activity        text NOT NULL,
+    queue_depth     integer NOT NULL
+);
+
+CREATE TABLE owner_tasks (
+    task_id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    acpx_record_id      text COLLATE "C" NOT NULL,
+    -- The owner protocol request, as JSON.
+    request             text NOT NULL,
+    from_host           text NOT NULL,
+    submitted_at        timestamptz NOT NULL DEFAULT now(),
+    -- The lease generation of the owner that took it; NULL while queued.
+    claimed_generation  bigint,
+    claimed_at          timestamptz
+);
+
+CREATE INDEX owner_tasks_queued ON owner_tasks (acpx_record_id, task_id)
+    WHERE claimed_generation IS NULL;
+
+CREATE TABLE owner_task_answers (
+    task_id  bigint NOT NULL REFERENCES owner_tasks (task_id) ON DELETE CASCADE,
+    n        integer NOT NULL,
+    -- One owner protocol response, as JSON.
+    line     text NOT NULL,
+    PRIMARY KEY (task_id, n)
+);
+
+-- acpx_append behind the fence: with p_fence set, the batch is refused ('fenced', nothing
+-- written) unless the session's lease is held at that generation. A takeover changes the
+-- lease row before the new holder writes, and the writer lock serializes the appends.
+CREATE FUNCTION acpx_append_fenced(
+    p_fence bigint,
+    p_record_id text, p_lock_pid integer, p_classid oid, p_objid oid,
+    p_seq bigint[], p_event_version integer[], p_timestamp text[], p_acp_session_id text[],
+    p_request_id text[], p_stream text[], p_source text[], p_type text[], p_payload text[],
+    p_extra text[], p_bytes bigint[], p_budget bigint, p_now text, p_async_commit boolean,
+    p_channel text, p_notify text)
+RETURNS TABLE (status text, last_seq bigint, retained_bytes bigint, last_write_at text)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_fence IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM owner_leases o
+        WHERE o.acpx_record_id = p_record_id AND o.held AND o.generation = p_fence) THEN
+        RETURN QUERY SELECT 'fenced'::text, 0::bigint, 0::bigint, NULL::text;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT * FROM acpx_append(p_record_id, p_lock_pid, p_classid, p_objid,
+        p_seq, p_event_version, p_timestamp, p_acp_session_id, p_request_id, p_stream,
+        p_source, p_type, p_payload, p_extra, p_bytes, p_budget, p_now, p_async_commit,
+        p_channel, p_notify);
 END
 $$;
 "#;

@@ -60,6 +60,48 @@ impl Inner {
         format!("{}/{id}", self.schema)
     }
 
+    /// The payload that wakes the owner of `id` for a queued task (`#` is in no record id).
+    pub(crate) fn tasks_payload(&self, id: &RecordId) -> String {
+        format!("{}/#tasks/{id}", self.schema)
+    }
+
+    /// The payload that wakes the submitter of task `task_id` for a new answer line.
+    pub(crate) fn answer_payload(&self, task_id: i64) -> String {
+        format!("{}/#answer/{task_id}", self.schema)
+    }
+
+    /// Returns once `ready` says so (checked after subscribing, so a notification sent in
+    /// between is not missed) or a notification with `payload` arrives, or after `timeout`.
+    pub(crate) async fn wait_for_payload<F>(
+        &self,
+        payload: &str,
+        ready: F,
+        timeout: Duration,
+    ) -> StoreResult<()>
+    where
+        F: std::future::Future<Output = StoreResult<bool>>,
+    {
+        let mut rx = self.watcher.subscribe(&self.location).await?;
+        if ready.await? {
+            return Ok(());
+        }
+        let wait = async {
+            loop {
+                match rx.recv().await {
+                    Ok(p) if p == payload => return,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        tokio::time::sleep(timeout).await;
+                        return;
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(timeout, wait).await;
+        Ok(())
+    }
+
     /// Returns once the log of `id` has events after `after_seq` (an append committed from
     /// any host), or when `timeout` has passed.
     pub(crate) async fn wait_for_events(

@@ -77,6 +77,7 @@ mod connection;
 mod document;
 mod event_row;
 mod events;
+mod lease;
 mod lock;
 mod pending;
 mod repair;
@@ -195,6 +196,8 @@ struct Inner {
     write_errors: Mutex<HashMap<RecordId, String>>,
     /// Batches appended with `Durability::None`, not yet committed (see `pending`).
     pending: Mutex<pending::PendingMap>,
+    /// The fence checks of appends under a lock that carries a lease generation.
+    fences: acpx_lock::lease_file::FenceChecks,
     /// Last, so that it is dropped (and its thread joined) after the store's connection.
     checkpointer: Checkpointer,
 }
@@ -289,6 +292,7 @@ impl SqliteStore {
                 options,
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
+                fences: Default::default(),
                 write_errors: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,
@@ -383,6 +387,10 @@ impl SqliteStore {
 impl Store for SqliteStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
+    }
+
+    fn leases(&self) -> &dyn acpx_model::SessionLeases {
+        self
     }
 
     async fn create(&self, record: &mut SessionRecord) -> StoreResult<()> {
@@ -539,6 +547,9 @@ impl Store for SqliteStore {
     ) -> StoreResult<EventLogState> {
         writer.check_issuer(self.inner.held.issuer(), "sqlite")?;
         let id = writer.id();
+        if let Some(generation) = writer.fence() {
+            self.inner.check_fence(id, generation)?;
+        }
         let precheck = SeqPrecheck::new(id, events);
         let batch = EventBatch::new(events)?;
         let owned = id.clone();

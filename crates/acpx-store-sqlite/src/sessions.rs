@@ -345,6 +345,7 @@ impl Inner {
             Ok(true)
         })?;
         self.write_errors().remove(id);
+        acpx_lock::lease_file::remove_unheld(&self.lease_path(id))?;
         // Only a lock this call took is removed; a caller's held lock stays valid.
         if let Some(lock) = &lock {
             lock::remove_lock_file(lock);

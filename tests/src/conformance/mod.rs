@@ -13,6 +13,7 @@ mod damage;
 mod events;
 mod failpoints;
 mod ids;
+mod leases;
 mod list;
 mod locking;
 mod retention;
@@ -25,6 +26,7 @@ pub use damage::*;
 pub use events::*;
 pub use failpoints::*;
 pub use ids::*;
+pub use leases::*;
 pub use list::*;
 pub use locking::*;
 pub use retention::*;
@@ -105,6 +107,10 @@ const DATA_DIR: Capabilities = Capabilities {
     data_dir: true,
     ..Capabilities::NONE
 };
+const REMOTE_TASKS: Capabilities = Capabilities {
+    remote_tasks: true,
+    ..Capabilities::NONE
+};
 const SMALL_EVENT_BUDGET: Capabilities = Capabilities {
     small_event_budget: true,
     ..Capabilities::NONE
@@ -137,6 +143,13 @@ pub const CHECKS: &[Check] = &[
     check!(lock_waits_times_out_and_releases_on_drop),
     check!(lock_cross_process_mutations_wait, WORKER),
     check!(lock_released_when_holder_killed, WORKER),
+    check!(lease_is_held_renewed_released_with_growing_generations),
+    check!(lapsed_lease_is_taken_over_and_its_holder_fenced),
+    check!(appends_are_fenced_by_the_lease_generation),
+    check!(
+        remote_tasks_are_taken_in_order_by_the_lease_holder,
+        REMOTE_TASKS
+    ),
     check!(record_id_rejects_hostile_strings),
     check!(hostile_inner_id_is_corrupt, RAW_SNAPSHOT),
     check!(nothing_created_outside_the_store, DATA_DIR),

@@ -444,6 +444,7 @@ impl FsCore {
         }
         fsync_dir(dir).map_err(|e| io_err(dir, e))?;
         failpoint!("delete.after_logs_removed");
+        acpx_lock::lease_file::remove_unheld(&self.layout.lease(id))?;
         let tomb = self.layout.tombstone(id);
         if remove_if_exists(&tomb).map_err(|e| io_err(&tomb, e))? {
             fsync_dir(dir).map_err(|e| io_err(dir, e))?;
