@@ -75,18 +75,126 @@ fn change<T>(path: &Path, change: impl FnOnce(&mut LeaseBook) -> StoreResult<T>)
     Ok(out)
 }
 
-/// [`acpx_model::SessionLeases::acquire_lease`] on the file at `path`.
-pub fn acquire(
-    path: &Path,
-    id: &RecordId,
-    holder: &LeaseHolder,
-    ttl: Duration,
-) -> StoreResult<LeaseGrant> {
-    change(path, |b| Ok(b.acquire(id, holder, ttl, Timestamp::now())))
+/// `<id>.lease.lock` beside `<id>.lease`: held by the lease's holder for as long as it holds
+/// the lease, so a holder that died (however it died) is known at once by its free lock.
+fn holder_lock_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("lease.lock")
 }
 
-/// [`acpx_model::SessionLeases::renew_lease`] on the file at `path`.
-pub fn renew(
+/// The holder locks of the leases one store (and its clones) holds.
+#[derive(Debug, Default)]
+pub struct HolderLocks(std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, FileLock>>);
+
+impl HolderLocks {
+    fn map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::path::PathBuf, FileLock>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`acpx_model::SessionLeases::acquire_lease`] on the file at `path`: the holder lock
+    /// taken means any earlier holder is gone, and its lease is taken over at once; a held
+    /// one means a live holder, unless its heartbeat lapsed (a process frozen for the whole
+    /// TTL: it is not taken over while it holds the lock, since its writer lock stays held
+    /// too; docs/format.md § Owner lease).
+    pub fn acquire(
+        &self,
+        path: &Path,
+        id: &RecordId,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> StoreResult<LeaseGrant> {
+        let lock_path = holder_lock_path(path);
+        let lock = FileLock::try_exclusive(&lock_path)
+            .map_err(|e| StoreError::io(lock_path.display(), e))?;
+        let Some(lock) = lock else {
+            // A live holder's lock: its lease is held, unless its heartbeat lapsed (a
+            // process frozen for the whole TTL), which is taken over and fenced; the new
+            // holder takes the lock once the frozen one lets it go (`renew`).
+            match read_book(path)?.current(Timestamp::now()) {
+                Some(l) if !l.lapsed => return Ok(LeaseGrant::Held(l)),
+                // Its holder is between taking the lock and writing the book.
+                None => return Ok(LeaseGrant::Held(placeholder(id, holder, ttl))),
+                Some(_) => {}
+            }
+            return change(path, |b| Ok(b.acquire(id, holder, ttl, Timestamp::now())));
+        };
+        let grant = change(path, |b| {
+            Ok(b.acquire_unless_held(id, holder, ttl, Timestamp::now(), false))
+        })?;
+        if let LeaseGrant::Granted(_) = &grant {
+            self.map().insert(path.to_owned(), lock);
+        }
+        Ok(grant)
+    }
+
+    /// [`acpx_model::SessionLeases::renew_lease`] on the file at `path`; a holder that took
+    /// over a frozen holder's lease takes the holder lock as soon as it is free.
+    pub fn renew(
+        &self,
+        path: &Path,
+        id: &RecordId,
+        generation: u64,
+        activity: &LeaseActivity,
+        queue_depth: u32,
+    ) -> StoreResult<OwnerLease> {
+        let lease = renew(path, id, generation, activity, queue_depth)?;
+        let mut held = self.map();
+        if !held.contains_key(path) {
+            let lock_path = holder_lock_path(path);
+            if let Some(lock) = FileLock::try_exclusive(&lock_path)
+                .map_err(|e| StoreError::io(lock_path.display(), e))?
+            {
+                held.insert(path.to_owned(), lock);
+            }
+        }
+        Ok(lease)
+    }
+
+    /// [`acpx_model::SessionLeases::release_lease`] on the file at `path`.
+    pub fn release(&self, path: &Path, generation: u64) -> StoreResult<bool> {
+        let released = release(path, generation)?;
+        if released {
+            // Unlinked while held: a waiter that opened it notices, and no lock file stays
+            // behind per session that once had an owner.
+            if let Some(lock) = self.map().remove(path) {
+                let _ = lock.unlink();
+            }
+        }
+        Ok(released)
+    }
+
+    /// [`acpx_model::SessionLeases::read_lease`] on the file at `path`: a lease whose holder
+    /// lock is free has lapsed, whatever its heartbeat says.
+    pub fn read(&self, path: &Path) -> StoreResult<Option<OwnerLease>> {
+        let Some(mut lease) = read(path)? else {
+            return Ok(None);
+        };
+        if !lease.lapsed && !self.map().contains_key(path) {
+            let lock_path = holder_lock_path(path);
+            let free = FileLock::try_shared(&lock_path)
+                .map_err(|e| StoreError::io(lock_path.display(), e))?
+                .is_some();
+            lease.lapsed = free;
+        }
+        Ok(Some(lease))
+    }
+}
+
+/// What a lease being acquired right now looks like to another acquirer.
+fn placeholder(id: &RecordId, holder: &LeaseHolder, ttl: Duration) -> OwnerLease {
+    let now = Timestamp::now();
+    let mut book = LeaseBook::default();
+    match book.acquire(id, holder, ttl, now) {
+        LeaseGrant::Granted(mut l) | LeaseGrant::Held(mut l) => {
+            l.generation = 0;
+            l
+        }
+    }
+}
+
+/// Renews the lease of `generation` in the file at `path`.
+fn renew(
     path: &Path,
     id: &RecordId,
     generation: u64,
@@ -98,16 +206,17 @@ pub fn renew(
     })
 }
 
-/// [`acpx_model::SessionLeases::release_lease`] on the file at `path`.
-pub fn release(path: &Path, generation: u64) -> StoreResult<bool> {
+/// Releases the lease of `generation` in the file at `path` (the holder lock is the
+/// caller's to drop: [`HolderLocks::release`]).
+fn release(path: &Path, generation: u64) -> StoreResult<bool> {
     if !path.exists() {
         return Ok(false);
     }
     change(path, |b| Ok(b.release(generation)))
 }
 
-/// [`acpx_model::SessionLeases::read_lease`] on the file at `path`.
-pub fn read(path: &Path) -> StoreResult<Option<OwnerLease>> {
+/// The lease in the file at `path`, lapsed by its heartbeat only.
+fn read(path: &Path) -> StoreResult<Option<OwnerLease>> {
     Ok(read_book(path)?.current(Timestamp::now()))
 }
 
@@ -184,10 +293,15 @@ pub fn remove_unheld(path: &Path) -> StoreResult<()> {
     if read_book(path)?.lease.is_some() {
         return Ok(());
     }
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(StoreError::io(path.display(), e)),
-        _ => Ok(()),
+    for p in [path.to_owned(), holder_lock_path(path)] {
+        match fs::remove_file(&p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(StoreError::io(p.display(), e))
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -209,22 +323,48 @@ mod tests {
         let path = dir.path().join("s.lease");
         let id = RecordId::parse("s").unwrap();
         let ttl = Duration::from_secs(30);
-        let LeaseGrant::Granted(a) = acquire(&path, &id, &holder(1), ttl).unwrap() else {
+        let (one, two) = (HolderLocks::default(), HolderLocks::default());
+        let LeaseGrant::Granted(a) = one.acquire(&path, &id, &holder(1), ttl).unwrap() else {
             panic!()
         };
         assert!(matches!(
-            acquire(&path, &id, &holder(2), ttl).unwrap(),
+            two.acquire(&path, &id, &holder(2), ttl).unwrap(),
             LeaseGrant::Held(_)
         ));
-        assert!(release(&path, a.generation).unwrap());
-        let LeaseGrant::Granted(b) = acquire(&path, &id, &holder(2), ttl).unwrap() else {
+        assert!(one.release(&path, a.generation).unwrap());
+        let LeaseGrant::Granted(b) = two.acquire(&path, &id, &holder(2), ttl).unwrap() else {
             panic!()
         };
         assert_eq!(b.generation, a.generation + 1);
         assert!(check_fence(&path, &id, a.generation).is_err());
         assert!(check_fence(&path, &id, b.generation).is_ok());
-        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().collect();
-        assert_eq!(leftovers.len(), 1, "no temp file is left");
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["s.lease", "s.lease.lock"], "no temp file is left");
+    }
+
+    #[test]
+    fn a_holder_that_is_gone_is_taken_over_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.lease");
+        let id = RecordId::parse("s").unwrap();
+        let ttl = Duration::from_secs(600);
+        let dead = HolderLocks::default();
+        let LeaseGrant::Granted(a) = dead.acquire(&path, &id, &holder(1), ttl).unwrap() else {
+            panic!()
+        };
+        let other = HolderLocks::default();
+        assert!(!other.read(&path).unwrap().unwrap().lapsed);
+        drop(dead); // the holder's process is gone: its lock with it
+        assert!(other.read(&path).unwrap().unwrap().lapsed);
+        let LeaseGrant::Granted(b) = other.acquire(&path, &id, &holder(2), ttl).unwrap() else {
+            panic!("a dead holder's lease is taken over before its TTL")
+        };
+        assert_eq!(b.generation, a.generation + 1);
     }
 
     #[test]
@@ -234,8 +374,9 @@ mod tests {
         let id = RecordId::parse("s").unwrap();
         fs::write(&path, b"{torn").unwrap();
         assert!(check_fence(&path, &id, 1).is_err());
-        let LeaseGrant::Granted(l) =
-            acquire(&path, &id, &holder(1), Duration::from_secs(1)).unwrap()
+        let LeaseGrant::Granted(l) = HolderLocks::default()
+            .acquire(&path, &id, &holder(1), Duration::from_secs(1))
+            .unwrap()
         else {
             panic!()
         };

@@ -164,7 +164,21 @@ impl LeaseBook {
         ttl: Duration,
         now: Timestamp,
     ) -> LeaseGrant {
-        if let Some(live) = self.current(now).filter(|l| !l.lapsed) {
+        self.acquire_unless_held(id, holder, ttl, now, true)
+    }
+
+    /// [`LeaseBook::acquire`], where `holder_may_live` is false when the store knows the
+    /// current holder is gone whatever its heartbeat says (the lock it held while holding the
+    /// lease is free): then the lease is taken over at once.
+    pub fn acquire_unless_held(
+        &mut self,
+        id: &RecordId,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        now: Timestamp,
+        holder_may_live: bool,
+    ) -> LeaseGrant {
+        if let Some(live) = self.current(now).filter(|l| !l.lapsed && holder_may_live) {
             return LeaseGrant::Held(live);
         }
         self.generation += 1;

@@ -118,6 +118,8 @@ pub struct FsCore {
     issuer: LockIssuer,
     /// The fence checks of appends under a lock that carries a lease generation.
     fences: acpx_lock::lease_file::FenceChecks,
+    /// The holder locks of the owner leases held through this store.
+    pub(crate) leases: acpx_lock::lease_file::HolderLocks,
     #[cfg(test)]
     pub(crate) snapshot_parses: AtomicUsize,
 }
@@ -217,6 +219,7 @@ impl FsCore {
             open_writers: AtomicUsize::new(0),
             issuer: LockIssuer::unique(),
             fences: Default::default(),
+            leases: Default::default(),
             #[cfg(test)]
             snapshot_parses: AtomicUsize::new(0),
         };

@@ -346,7 +346,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_lock::lease_file;
 use acpx_model::{
     check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery,
     LeaseActivity, LeaseGrant, LeaseHolder, ListPage, ListQuery, ManyLocks, NewSessionData,
@@ -506,7 +505,7 @@ impl SessionLeases for FsStore {
         ttl: Duration,
     ) -> StoreResult<LeaseGrant> {
         let (id, holder) = (id.clone(), holder.clone());
-        self.run(move |c| lease_file::acquire(&c.lease_path(&id), &id, &holder, ttl))
+        self.run(move |c| c.leases.acquire(&c.lease_path(&id), &id, &holder, ttl))
             .await
     }
 
@@ -519,21 +518,21 @@ impl SessionLeases for FsStore {
     ) -> StoreResult<OwnerLease> {
         let (id, activity) = (id.clone(), activity.clone());
         self.run(move |c| {
-            lease_file::renew(&c.lease_path(&id), &id, generation, &activity, queue_depth)
+            c.leases
+                .renew(&c.lease_path(&id), &id, generation, &activity, queue_depth)
         })
         .await
     }
 
     async fn release_lease(&self, id: &RecordId, generation: u64) -> StoreResult<bool> {
         let id = id.clone();
-        self.run(move |c| lease_file::release(&c.lease_path(&id), generation))
+        self.run(move |c| c.leases.release(&c.lease_path(&id), generation))
             .await
     }
 
     async fn read_lease(&self, id: &RecordId) -> StoreResult<Option<OwnerLease>> {
         let id = id.clone();
-        self.run(move |c| lease_file::read(&c.lease_path(&id)))
-            .await
+        self.run(move |c| c.leases.read(&c.lease_path(&id))).await
     }
 }
 

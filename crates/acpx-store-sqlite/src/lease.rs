@@ -7,7 +7,6 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use acpx_lock::lease_file;
 use acpx_model::{
     LeaseActivity, LeaseGrant, LeaseHolder, OwnerLease, RecordId, SessionLeases, StoreError,
     StoreResult,
@@ -49,8 +48,12 @@ impl SessionLeases for SqliteStore {
         ttl: Duration,
     ) -> StoreResult<LeaseGrant> {
         let (id, holder) = (id.clone(), holder.clone());
-        self.run(move |inner| lease_file::acquire(&inner.lease_path_made(&id)?, &id, &holder, ttl))
-            .await
+        self.run(move |inner| {
+            inner
+                .leases
+                .acquire(&inner.lease_path_made(&id)?, &id, &holder, ttl)
+        })
+        .await
     }
 
     async fn renew_lease(
@@ -62,7 +65,7 @@ impl SessionLeases for SqliteStore {
     ) -> StoreResult<OwnerLease> {
         let (id, activity) = (id.clone(), activity.clone());
         self.run(move |inner| {
-            lease_file::renew(
+            inner.leases.renew(
                 &inner.lease_path(&id),
                 &id,
                 generation,
@@ -75,13 +78,13 @@ impl SessionLeases for SqliteStore {
 
     async fn release_lease(&self, id: &RecordId, generation: u64) -> StoreResult<bool> {
         let id = id.clone();
-        self.run(move |inner| lease_file::release(&inner.lease_path(&id), generation))
+        self.run(move |inner| inner.leases.release(&inner.lease_path(&id), generation))
             .await
     }
 
     async fn read_lease(&self, id: &RecordId) -> StoreResult<Option<OwnerLease>> {
         let id = id.clone();
-        self.run(move |inner| lease_file::read(&inner.lease_path(&id)))
+        self.run(move |inner| inner.leases.read(&inner.lease_path(&id)))
             .await
     }
 }

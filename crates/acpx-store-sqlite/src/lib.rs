@@ -198,6 +198,8 @@ struct Inner {
     pending: Mutex<pending::PendingMap>,
     /// The fence checks of appends under a lock that carries a lease generation.
     fences: acpx_lock::lease_file::FenceChecks,
+    /// The holder locks of the owner leases held through this store.
+    leases: acpx_lock::lease_file::HolderLocks,
     /// Last, so that it is dropped (and its thread joined) after the store's connection.
     checkpointer: Checkpointer,
 }
@@ -293,6 +295,7 @@ impl SqliteStore {
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
                 fences: Default::default(),
+                leases: Default::default(),
                 write_errors: Mutex::new(HashMap::new()),
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,

@@ -218,7 +218,7 @@ fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
 pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     let store = ctx.store().await?;
-    let existed = closing::delete_session(ctx.authority()?, &*store, &r, a.force)
+    let existed = closing::delete_session(ctx.authority()?, &store, &r, a.force)
         .await
         .map_err(|e| match e {
             DeleteError::Owner(e) => runtime_cmds::submit_error(e),

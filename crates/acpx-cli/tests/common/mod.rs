@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
+pub mod postgres;
 pub mod process;
 
 pub const BACKENDS: [&str; 2] = ["fs", "sqlite"];

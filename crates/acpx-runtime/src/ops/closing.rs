@@ -7,6 +7,7 @@
 //! a session with a task running or waiting, or an open one unless forced.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::{RecordId, SessionRecord, Store, StoreError};
@@ -52,7 +53,7 @@ pub async fn close_session(
     on_cancelled: impl FnOnce(&RunInfo),
 ) -> Result<SessionRecord, CloseError> {
     let id = &record.acpx_record_id;
-    if submit::close(authority, id).await? {
+    if submit::close_anywhere(Some(runtime.store()), authority, id).await? {
         let closed = runtime.store().load(id).await?;
         if closed.closed {
             return Ok(closed);
@@ -91,12 +92,12 @@ pub enum DeleteError {
 /// to delete.
 pub async fn delete_session(
     authority: &Path,
-    store: &dyn Store,
+    store: &Arc<dyn Store>,
     record: &SessionRecord,
     force: bool,
 ) -> Result<bool, DeleteError> {
     let id = &record.acpx_record_id;
-    submit::release_idle(authority, id).await?;
+    submit::release_idle_anywhere(Some(store), authority, id).await?;
     if let Probe::Running(_) = runs::probe(authority, id)? {
         return Err(DeleteError::Running(id.clone()));
     }

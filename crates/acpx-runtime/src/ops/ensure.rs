@@ -88,10 +88,12 @@ async fn create_in_owner(
 ) -> EnsureResult<SessionRecord> {
     let id = RecordId::generate();
     let spawn = || (launch.spawn)(&id);
+    // A new id: no owner holds it anywhere.
     let target = OwnerTarget {
         authority,
         id: &id,
         spawn: &spawn,
+        store: None,
     };
     let request = Request::CreateSession {
         agent_command: scope.agent_command.to_owned(),

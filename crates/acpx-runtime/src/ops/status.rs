@@ -5,7 +5,9 @@
 //! state and gives its JSON object (`status_snapshot`) and its readable lines, so every front
 //! end says the same.
 
-use acpx_model::{EventQuery, EventType, ReadMode, SessionRecord, Store, StoreResult};
+use acpx_model::{
+    EventQuery, EventType, LeaseActivity, OwnerLease, ReadMode, SessionRecord, Store, StoreResult,
+};
 use serde_json::{json, Map, Value};
 
 use crate::owner::protocol::OwnerStatus;
@@ -83,6 +85,8 @@ impl StatusState {
 enum Source {
     None,
     Owner(OwnerStatus),
+    /// The lease of an owner on another host (a store several hosts share).
+    RemoteOwner(Box<OwnerLease>),
     /// A one-process prompt's run file, shown while it runs.
     Local(Option<RunInfo>),
 }
@@ -128,6 +132,27 @@ impl SessionStatus {
             summary,
             record: Some(record),
             source: Source::Owner(owner),
+        }
+    }
+
+    /// A session whose queue owner runs on another host, as its lease in the store says.
+    pub fn of_remote_owner(record: SessionRecord, lease: OwnerLease) -> Self {
+        let at = format!(
+            "queue owner on host {} (pid {})",
+            lease.holder.host, lease.holder.pid
+        );
+        let (state, summary) = match &lease.activity {
+            LeaseActivity::Running { request_id, .. } => (
+                StatusState::Running,
+                format!("{at}; prompt {request_id} is running"),
+            ),
+            LeaseActivity::Idle => (StatusState::Alive, at),
+        };
+        SessionStatus {
+            state,
+            summary,
+            record: Some(record),
+            source: Source::RemoteOwner(Box::new(lease)),
         }
     }
 
@@ -181,6 +206,17 @@ impl SessionStatus {
                 m.insert("ownerGeneration".into(), json!(owner.generation));
                 m.insert("ttl".into(), json!(owner.ttl_seconds));
             }
+            Source::RemoteOwner(lease) => {
+                m.insert("ownerHost".into(), json!(lease.holder.host));
+                m.insert("pid".into(), json!(lease.holder.pid));
+                if let LeaseActivity::Running { request_id, since } = &lease.activity {
+                    m.insert("requestId".into(), json!(request_id));
+                    m.insert("runningSince".into(), json!(since));
+                }
+                m.insert("queueDepth".into(), json!(lease.queue_depth));
+                m.insert("leaseGeneration".into(), json!(lease.generation));
+                m.insert("leaseExpiresAt".into(), json!(lease.expires_at));
+            }
             Source::Local(Some(i)) => {
                 m.insert("pid".into(), json!(i.pid));
                 m.insert("requestId".into(), json!(i.request_id));
@@ -224,6 +260,20 @@ impl SessionStatus {
                     lines.push(format!("  agent pid:        {p}"));
                 }
                 lines.push(format!("  queue depth:      {}", owner.queue_depth));
+            }
+            Source::RemoteOwner(lease) => {
+                lines.push(format!(
+                    "  owner:            host {}, pid {} (since {})",
+                    lease.holder.host, lease.holder.pid, lease.acquired_at
+                ));
+                if let LeaseActivity::Running { since, .. } = &lease.activity {
+                    lines.push(format!("  running since:    {since}"));
+                }
+                lines.push(format!("  queue depth:      {}", lease.queue_depth));
+                lines.push(format!(
+                    "  lease:            generation {}, expires {} unless renewed",
+                    lease.generation, lease.expires_at
+                ));
             }
             Source::Local(Some(i)) => {
                 lines.push(format!(

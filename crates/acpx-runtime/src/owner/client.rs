@@ -203,6 +203,18 @@ pub async fn send_and_leave(authority: &Path, id: &RecordId, request: &Request) 
     let _ = tokio::time::timeout(Duration::from_secs(1), sent).await;
 }
 
+/// Where [`send_or_spawn_or`] reached an owner.
+#[derive(Debug)]
+pub enum Reached<T> {
+    /// The local owner's answer.
+    Local(Answer),
+    /// What `elsewhere` found.
+    Elsewhere(T),
+}
+
+/// How often [`send_or_spawn_or`] asks `elsewhere`.
+const ELSEWHERE_EVERY: Duration = Duration::from_millis(500);
+
 /// Sends `request` to the owner of session `id`, calling `spawn` to start one when none
 /// runs (and again now and then while none listens), until [`CONNECT_TIMEOUT`].
 pub async fn send_or_spawn(
@@ -211,10 +223,32 @@ pub async fn send_or_spawn(
     request: &Request,
     spawn: &(dyn Fn() -> std::io::Result<()> + Send + Sync),
 ) -> Result<Answer, WireError> {
+    match send_or_spawn_or(authority, id, request, spawn, async || Ok(None::<()>)).await? {
+        Reached::Local(a) => Ok(a),
+        Reached::Elsewhere(()) => Err(WireError::disconnected()),
+    }
+}
+
+/// [`send_or_spawn`], asking `elsewhere` first and then twice a second whether the session
+/// is served elsewhere (an owner on another host): what it finds ends the wait.
+pub async fn send_or_spawn_or<T>(
+    authority: &Path,
+    id: &RecordId,
+    request: &Request,
+    spawn: &(dyn Fn() -> std::io::Result<()> + Send + Sync),
+    mut elsewhere: impl AsyncFnMut() -> Result<Option<T>, WireError>,
+) -> Result<Reached<T>, WireError> {
     let paths = LeasePaths::new(authority, id);
     let start = tokio::time::Instant::now();
     let mut last_spawn: Option<tokio::time::Instant> = None;
+    let mut last_elsewhere: Option<tokio::time::Instant> = None;
     loop {
+        if last_elsewhere.is_none_or(|t| t.elapsed() >= ELSEWHERE_EVERY) {
+            last_elsewhere = Some(tokio::time::Instant::now());
+            if let Some(found) = elsewhere().await? {
+                return Ok(Reached::Elsewhere(found));
+            }
+        }
         match send(&paths, request).await {
             Ok(Some(mut answer)) => {
                 // An owner on its way out refuses; the next one will take the task.
@@ -224,7 +258,7 @@ pub async fn send_or_spawn(
                         if error.detail_code.as_deref() == Some("QUEUE_OWNER_SHUTTING_DOWN")
                 );
                 if !shutting {
-                    return Ok(answer);
+                    return Ok(Reached::Local(answer));
                 }
                 answer.pending = None;
             }

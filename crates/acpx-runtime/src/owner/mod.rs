@@ -26,11 +26,15 @@
 //! away while it waits changes nothing: the task runs to its end and is recorded.
 
 pub mod client;
+mod dispatch;
 pub mod lease;
 mod permissions;
 pub mod protocol;
+pub mod remote_client;
+mod remote_inbox;
 mod reply_parts;
 mod server;
+pub mod store_lease;
 pub mod submit;
 mod worker;
 

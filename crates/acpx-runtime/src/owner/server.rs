@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acpx_model::{EventEnvelope, QueuePhase, RecordId, ThreadText, Timestamp};
-use serde_json::{json, Map, Value};
+use acpx_model::{EventEnvelope, RecordId, ThreadText, Timestamp};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
@@ -18,11 +18,13 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::output_backlog::OutputBacklog;
 use crate::session::{CancelHandle, NewSessionSpec, QueueLog, Runtime};
 
+use super::dispatch::dispatch;
 use super::lease::{self, Lease, LeasePaths};
 use super::permissions::ForwardingPrompter;
 use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError, WireOutcome};
 use super::reply_parts::{write_reply, write_within};
 use super::worker::Worker;
+use super::{remote_inbox, store_lease};
 
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -64,6 +66,12 @@ pub enum OwnerExit {
     LeaseGone,
     /// The agent could not be started; the tasks were answered with the error.
     OpenFailed(String),
+    /// Another owner's lease of the session (in the store, maybe on another host) is live;
+    /// this one did nothing.
+    HeldElsewhere(Box<acpx_model::OwnerLease>),
+    /// Its lease in the store was taken over by another owner, or could not be renewed for
+    /// its whole TTL: it stopped at once (none of its later appends could land anyway).
+    TakenOver,
 }
 
 pub(super) enum JobKind {
@@ -183,6 +191,8 @@ pub(super) struct Shared {
     /// for them (each bounded by [`reply_stall`]), and for no other connection, so a client
     /// that stopped reading its events cannot keep the owner past its TTL.
     pub(super) replying: AtomicUsize,
+    /// Woken when the task the worker is on changes, so the store lease says so at once.
+    pub(super) activity_changed: Notify,
 }
 
 /// Counts a reply in parts as being sent from when the worker hands it over until it is
@@ -325,13 +335,28 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
     )
     .map_err(|e| io("cannot restrict the owner socket", e))?;
 
+    // The session's lease in its store: another owner's, live (on another host, or under
+    // another authority directory of this one), leaves this one nothing to do.
+    let started_at = Timestamp::now();
+    let held = match store_lease::acquire(
+        runtime.store(),
+        &config.record_id,
+        &config.authority,
+        started_at,
+    )
+    .await?
+    {
+        Ok(held) => Arc::new(held),
+        Err(other) => return Ok(OwnerExit::HeldElsewhere(Box::new(other))),
+    };
+    let runtime = runtime.with_fence(held.generation);
     let (tx, rx) = mpsc::unbounded_channel();
     let initial_ttl = config.ttl;
     let shared = Arc::new(Shared {
         paths: paths.clone(),
         config,
         started: Instant::now(),
-        started_at: Timestamp::now(),
+        started_at,
         generation: u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 16
             | u64::from(std::process::id() & 0xffff),
         depth: AtomicUsize::new(0),
@@ -346,15 +371,24 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         jobs: tx,
         connections: AtomicUsize::new(0),
         replying: AtomicUsize::new(0),
+        activity_changed: Notify::new(),
     });
     shared.write_lease(None);
     let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
     let signals = tokio::spawn(watch_signals(shared.clone()));
+    let keeper = tokio::spawn(store_lease::keep(shared.clone(), held.clone()));
+    let inbox = tokio::spawn(remote_inbox::serve(
+        shared.clone(),
+        runtime.store().clone(),
+        held.generation,
+    ));
 
     let exit = Worker::new(runtime, shared.clone()).run(rx).await;
 
     acceptor.abort();
     signals.abort();
+    inbox.abort();
+    keeper.abort();
     // The answer to `close` / `release` (and the refusals of what was queued) are written by
     // their connections' tasks: let them finish before the runtime goes, bounded (1 s; up to
     // SHUTDOWN_REPLY_WAIT while a reply is still being sent in parts to a slow reader; a
@@ -371,6 +405,9 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // The session was closed by the worker (its writer lock released): the lease goes next,
+    // so the next owner, on any host, finds the session free.
+    held.release().await;
     // Remove the files while the lock is still held, so no one sees a half-gone owner.
     let _ = std::fs::remove_file(&paths.socket);
     let _ = std::fs::remove_file(&paths.lease);
@@ -433,125 +470,7 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
     let backlog = OutputBacklog::new(CLIENT_BACKLOG_MAX);
     let _closing = ClosesBacklog(backlog.clone());
     let stall = reply_stall(shared.ttl());
-    let mut reading_answers = None;
-    let wait = match request {
-        Request::Status => {
-            let _ = reply.send(
-                line(&Response::Status {
-                    status: shared.status(),
-                })
-                .into(),
-            );
-            true
-        }
-        Request::Cancel => {
-            let _ = reply.send(line(&cancel(&shared).await).into());
-            true
-        }
-        Request::SubmitPrompt {
-            request_id,
-            prompt,
-            options,
-            wait,
-        } => {
-            // An interactive client answers the turn's permission questions on this
-            // connection (see `permissions`); the others get the non-interactive rule.
-            let prompter = (options.interactive && wait).then(|| {
-                let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
-                reading_answers = Some(AbortOnDrop(task));
-                p
-            });
-            let kind = JobKind::Prompt {
-                prompt,
-                options,
-                prompter,
-                backlog: backlog.clone(),
-            };
-            enqueue(&shared, request_id, kind, reply).await;
-            wait
-        }
-        Request::SetMode { mode_id, options } => {
-            let kind = JobKind::SetMode(mode_id, options);
-            enqueue(&shared, control_id(), kind, reply).await;
-            true
-        }
-        Request::SetConfigOption {
-            config_id,
-            value,
-            options,
-        } => {
-            let kind = JobKind::SetConfigOption(config_id, value, options);
-            enqueue(&shared, control_id(), kind, reply).await;
-            true
-        }
-        Request::SetModel { model_id, options } => {
-            let kind = JobKind::SetModel(model_id, options);
-            enqueue(&shared, control_id(), kind, reply).await;
-            true
-        }
-        Request::CreateSession {
-            agent_command,
-            cwd,
-            name,
-            options,
-        } => {
-            let spec = NewSessionSpec {
-                agent_command,
-                cwd: cwd.into(),
-                name,
-            };
-            enqueue(&shared, control_id(), JobKind::Create(spec, options), reply).await;
-            true
-        }
-        Request::ReleaseIdle => {
-            // Refuse newcomers while deciding, so no task slips in between the check and
-            // the release; a busy owner takes them again at once.
-            let was_accepting = shared.accepting.swap(false, Ordering::SeqCst);
-            match shared.busy() {
-                Some(error) if was_accepting => {
-                    shared.accepting.store(true, Ordering::SeqCst);
-                    let _ = reply.send(line(&Response::Error { error }).into());
-                }
-                _ => {
-                    let job = Job {
-                        request_id: control_id(),
-                        kind: JobKind::Release,
-                        reply,
-                        accepted_logged: true,
-                    };
-                    if shared.jobs.send(job).is_err() {
-                        shared.stop(OwnerExit::Released);
-                    }
-                }
-            }
-            true
-        }
-        Request::Close | Request::Release => {
-            let (why, kind) = if request == Request::Close {
-                (OwnerExit::Closed, JobKind::Close)
-            } else {
-                (OwnerExit::Released, JobKind::Release)
-            };
-            // A close refuses what comes next and cancels the turn in progress; a release
-            // lets the queue ahead of it finish. Either bypasses the depth limit.
-            if why == OwnerExit::Closed {
-                shared.accepting.store(false, Ordering::SeqCst);
-                if let Some((_, c)) = locked(&shared.current).as_ref() {
-                    c.cancel();
-                }
-            }
-            let job = Job {
-                request_id: control_id(),
-                kind,
-                reply,
-                accepted_logged: true,
-            };
-            if shared.jobs.send(job).is_err() {
-                shared.stop(why);
-            }
-            true
-        }
-    };
+    let (wait, reading_answers) = dispatch(&shared, request, reply, &backlog, Some(reader)).await;
     // Lines are written as they come, those waiting gathered into one write (up to
     // [`BATCH_MAX`]), so a fast stream of events costs few writes. A write the client leaves
     // untaken for `stall` ends the connection (a client stopped for good must not hold the
@@ -619,18 +538,6 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
     let _ = write.shutdown().await;
 }
 
-/// Stops the task reading a client's permission answers when its connection ends, however it
-/// ends (its questions are then refused: `permissions`).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Appends a line to the batch to write; the first is taken as it is: a `result` can hold a
-/// whole reply (megabytes), which a copy would double.
 fn add_to_batch(batch: &mut String, line: String) {
     if batch.is_empty() {
         *batch = line;
@@ -646,7 +553,7 @@ const BATCH_MAX: usize = 64 << 10;
 /// How far a client may fall behind a turn's events, in bytes of event lines, before the
 /// turn waits for it (`crate::output_backlog`): a few thousand events, far more than a client
 /// that reads as they come ever has outstanding.
-const CLIENT_BACKLOG_MAX: usize = 1 << 20;
+pub(super) const CLIENT_BACKLOG_MAX: usize = 1 << 20;
 
 /// Closes a connection's backlog when the connection ends.
 struct ClosesBacklog(Arc<OutputBacklog>);
@@ -698,102 +605,6 @@ pub(super) fn event_line(envelope: &EventEnvelope) -> String {
         kind: "event",
         envelope,
     })
-}
-
-fn control_id() -> String {
-    format!("ctl-{}", uuid::Uuid::new_v4())
-}
-
-async fn cancel(shared: &Shared) -> Response {
-    // A task that just started may not be cancellable for a moment (its turn is opening).
-    for _ in 0..50 {
-        let current = locked(&shared.current).clone();
-        match current {
-            None => break,
-            Some((request_id, handle)) => {
-                if handle.cancel() {
-                    return Response::CancelResult {
-                        cancelled: true,
-                        request_id: Some(request_id),
-                    };
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Response::CancelResult {
-        cancelled: false,
-        request_id: None,
-    }
-}
-
-async fn enqueue(shared: &Arc<Shared>, request_id: String, kind: JobKind, reply: ReplyTx) {
-    let refuse = |detail: &str, message: String| {
-        let _ = reply.send(
-            line(&Response::Error {
-                error: WireError::runtime(detail, message, true),
-            })
-            .into(),
-        );
-    };
-    if !shared.accepting.load(Ordering::SeqCst) {
-        return refuse(
-            "QUEUE_OWNER_SHUTTING_DOWN",
-            "the queue owner is shutting down".into(),
-        );
-    }
-    let max = shared.config.queue_max_depth;
-    if shared
-        .depth
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| {
-            (d < max).then_some(d + 1)
-        })
-        .is_err()
-    {
-        return refuse(
-            "QUEUE_OWNER_OVERLOADED",
-            format!("the session's queue is full ({max} tasks wait already); try again later"),
-        );
-    }
-    let depth = shared.depth.load(Ordering::SeqCst);
-    let ahead = depth + usize::from(locked(&shared.current).is_some()) - 1;
-    let _ = reply.send(
-        line(&Response::Accepted {
-            request_id: request_id.clone(),
-            queue_depth: ahead,
-        })
-        .into(),
-    );
-    let log = locked(&shared.queue_log).clone();
-    let mut accepted_logged = false;
-    if let Some(log) = log {
-        let mut extra = Map::new();
-        extra.insert("task".into(), json!(kind.name()));
-        extra.insert("queueDepth".into(), json!(ahead));
-        accepted_logged = log
-            .record(QueuePhase::Accepted, Some(&request_id), extra)
-            .await
-            .is_ok();
-    }
-    let job = Job {
-        request_id,
-        kind,
-        reply,
-        accepted_logged,
-    };
-    if let Err(mpsc::error::SendError(job)) = shared.jobs.send(job) {
-        shared.depth.fetch_sub(1, Ordering::SeqCst);
-        let _ = job.reply.send(
-            line(&Response::Error {
-                error: WireError::runtime(
-                    "QUEUE_OWNER_SHUTTING_DOWN",
-                    "the queue owner is shutting down",
-                    true,
-                ),
-            })
-            .into(),
-        );
-    }
 }
 
 #[cfg(test)]

@@ -18,9 +18,14 @@ use acpx_model::{EventEnvelope, RecordId};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::client::{self, Answer};
+use std::sync::Arc;
+
+use acpx_model::Store;
+
+use super::client::{self, Reached};
 use super::lease::{self, LeasePaths};
 use super::protocol::{OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice};
+use super::remote_client::{self, Following};
 use crate::client_ops::PermissionPrompter;
 use crate::ops::local::Presses;
 use crate::runs::{self, Probe, RunInfo, RunsError};
@@ -37,6 +42,9 @@ pub struct OwnerTarget<'a> {
     /// [`super::run_owner`] in a hidden subcommand); called again now and then while none
     /// listens ([`client::send_or_spawn`]).
     pub spawn: &'a (dyn Fn() -> std::io::Result<()> + Send + Sync),
+    /// The session's store: when it has a task queue across hosts and another host's owner
+    /// holds the session, the request is queued there for it ([`remote_client`]).
+    pub store: Option<&'a Arc<dyn Store>>,
 }
 
 /// What a caller may want to tell the user while a submitted task runs.
@@ -115,10 +123,39 @@ fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
     notices.into_iter().map(Notice::from).collect()
 }
 
-async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Answer> {
-    client::send_or_spawn(target.authority, target.id, request, target.spawn)
-        .await
-        .map_err(SubmitError::Wire)
+/// Reaches the session's owner: a local one (started when none runs), or the live owner on
+/// another host through the store.
+async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Following> {
+    let elsewhere = async || match target.store {
+        Some(store) => {
+            match remote_client::remote_owner(&**store, target.authority, target.id).await? {
+                Some(owner) => remote_client::submit(store, target.id, request, owner)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        }
+        None => Ok(None),
+    };
+    match client::send_or_spawn_or(
+        target.authority,
+        target.id,
+        request,
+        target.spawn,
+        elsewhere,
+    )
+    .await
+    .map_err(SubmitError::Wire)?
+    {
+        Reached::Local(a) => Ok(Following::Local(a)),
+        Reached::Elsewhere(r) => Ok(Following::Remote(Box::new(r))),
+    }
+}
+
+/// Whether `e` says a task was withdrawn, untaken, because its owner on another host went:
+/// nothing ran, and the request can be sent again (to an owner started here).
+fn untaken(e: &WireError) -> bool {
+    e.detail_code.as_deref() == Some(remote_client::OWNER_GONE_UNTAKEN)
 }
 
 /// Submits a prompt to the session's owner (starting one when none runs) and follows it.
@@ -166,13 +203,20 @@ pub async fn prompt(
                 cancels += new;
                 if before == 0 {
                     events(SubmitEvent::CancellingTurn);
-                    let _ = cancel(target.authority, target.id).await;
+                    let _ = cancel_anywhere(target.store, target.authority, target.id).await;
                 }
                 if cancels > 1 {
                     return Err(SubmitError::Interrupted);
                 }
                 continue;
             }
+        };
+        let next = match next {
+            Err(e) if untaken(&e) => {
+                answer = send_or_spawn(target, &request).await?;
+                continue;
+            }
+            other => other,
         };
         match next.map_err(SubmitError::Wire)? {
             None => return Err(SubmitError::Wire(WireError::disconnected())),
@@ -204,7 +248,8 @@ pub async fn prompt(
                                 // question as cancelled; the refusal sent after it only
                                 // closes ours.
                                 events(SubmitEvent::CancellingTurn);
-                                let _ = cancel(target.authority, target.id).await;
+                                let _ = cancel_anywhere(target.store, target.authority, target.id)
+                                    .await;
                                 answer.answer_permission(qid, false).await.map(|_| false)
                             }
                         }
@@ -241,7 +286,15 @@ pub async fn control(
     mut notices: impl FnMut(&[Notice]),
 ) -> SubmitResult<(Value, bool)> {
     let mut answer = send_or_spawn(target, &request).await?;
-    while let Some(r) = answer.next().await.map_err(SubmitError::Wire)? {
+    loop {
+        let r = match answer.next().await {
+            Err(e) if untaken(&e) => {
+                answer = send_or_spawn(target, &request).await?;
+                continue;
+            }
+            r => r.map_err(SubmitError::Wire)?,
+        };
+        let Some(r) = r else { break };
         match r {
             Response::Accepted { .. } | Response::Event { .. } => {}
             Response::Started { notices: n, .. } => notices(&into_notices(n)),
@@ -259,16 +312,94 @@ async fn ask_running(
     id: &RecordId,
     request: Request,
 ) -> SubmitResult<Option<Response>> {
-    let Some(answer) = client::send_if_running(authority, id, &request)
+    ask_running_anywhere(None, authority, id, request).await
+}
+
+/// [`ask_running`], reaching an owner on another host through `store` when none runs here.
+async fn ask_running_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+    request: Request,
+) -> SubmitResult<Option<Response>> {
+    let Some(answer) = remote_client::send_if_running_anywhere(store, authority, id, &request)
         .await
-        .map_err(SubmitError::Unreachable)?
+        .map_err(SubmitError::Wire)?
     else {
         return Ok(None);
     };
-    match answer.last().await.map_err(SubmitError::Wire)? {
-        Response::Error { error } => Err(SubmitError::Wire(error)),
-        r => Ok(Some(r)),
+    match answer.last().await {
+        Err(e) if untaken(&e) => Ok(None),
+        Err(e) => Err(SubmitError::Wire(e)),
+        Ok(Response::Error { error }) => Err(SubmitError::Wire(error)),
+        Ok(r) => Ok(Some(r)),
     }
+}
+
+/// Asks the owner of `id`, here or on another host (through `store`), to cancel its turn:
+/// `None` when none runs, else whether a turn was cancelled and its request id.
+pub async fn cancel_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+) -> SubmitResult<Option<(bool, Option<String>)>> {
+    match ask_running_anywhere(store, authority, id, Request::Cancel).await? {
+        None => Ok(None),
+        Some(Response::CancelResult {
+            cancelled,
+            request_id,
+        }) => Ok(Some((cancelled, request_id))),
+        Some(other) => Err(unexpected("cancel", &other)),
+    }
+}
+
+/// Asks the owner of `id` on another host (through `store`) to stop once idle, or at once
+/// (`request`: [`Request::Release`] or [`Request::ReleaseIdle`]), and waits up to `max`
+/// for its lease to be released. Returns whether such an owner ran.
+async fn release_remote(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+    request: Request,
+    max: Duration,
+) -> SubmitResult<bool> {
+    let Some(store) = store else {
+        return Ok(false);
+    };
+    let Some(owner) = remote_client::remote_owner(&**store, authority, id)
+        .await
+        .map_err(SubmitError::Wire)?
+    else {
+        return Ok(false);
+    };
+    let answer = remote_client::submit(store, id, &request, owner)
+        .await
+        .map_err(SubmitError::Wire)?;
+    match Following::Remote(Box::new(answer)).last().await {
+        Ok(Response::Error { error }) if error.detail_code.as_deref() == Some("SESSION_BUSY") => {
+            return Err(SubmitError::Wire(error))
+        }
+        _ => {}
+    }
+    let start = tokio::time::Instant::now();
+    while remote_client::remote_owner(&**store, authority, id)
+        .await
+        .map_err(SubmitError::Wire)?
+        .is_some()
+    {
+        if start.elapsed() >= max {
+            return Err(SubmitError::Wire(WireError::runtime(
+                "QUEUE_OWNER_SHUTTING_DOWN",
+                format!(
+                    "the queue owner of session {id} on another host did not stop within {} s",
+                    max.as_secs()
+                ),
+                true,
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(true)
 }
 
 /// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
@@ -333,6 +464,62 @@ pub async fn close(authority: &Path, id: &RecordId) -> SubmitResult<bool> {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     Ok(true)
+}
+
+/// [`close`], reaching an owner on another host through `store` when none runs here; waits
+/// for that owner's lease to be released.
+pub async fn close_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+) -> SubmitResult<bool> {
+    if close(authority, id).await? {
+        return Ok(true);
+    }
+    match ask_running_anywhere(store, authority, id, Request::Close).await? {
+        None => return Ok(false),
+        Some(Response::Closed { .. }) => {}
+        Some(other) => return Err(unexpected("close", &other)),
+    }
+    if let Some(store) = store {
+        for _ in 0..200 {
+            let gone = remote_client::remote_owner(&**store, authority, id)
+                .await
+                .map_err(SubmitError::Wire)?
+                .is_none();
+            if gone {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    Ok(true)
+}
+
+/// [`release`], and the owner on another host through `store` (it finishes its queue
+/// first), so this process can take the session's writer lock.
+pub async fn release_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+) -> SubmitResult<()> {
+    release(authority, id).await?;
+    release_remote(store, authority, id, Request::Release, RELEASE_BOUND)
+        .await
+        .map(drop)
+}
+
+/// [`release_idle`], and the owner on another host through `store`: a busy one refuses at
+/// once with `SESSION_BUSY`.
+pub async fn release_idle_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+) -> SubmitResult<()> {
+    release_idle(authority, id).await?;
+    release_remote(store, authority, id, Request::ReleaseIdle, RELEASE_BOUND)
+        .await
+        .map(drop)
 }
 
 /// How long [`release`] waits for an owner to stop.

@@ -27,6 +27,8 @@ type AttachSink = Arc<Mutex<Option<ReplyTx>>>;
 
 pub(super) struct Worker {
     store: Arc<dyn acpx_model::Store>,
+    /// The owner's lease generation, which fences every writer lock it takes.
+    fence: Option<u64>,
     /// The owner's own options; each attach takes the resume policy, MCP servers and model
     /// of the task that causes it.
     base: RuntimeOptions,
@@ -69,6 +71,14 @@ fn parse_mcp(v: Option<&Value>) -> RuntimeResult<Option<McpServers>> {
 }
 
 impl Worker {
+    /// `runtime` fenced by the owner's lease, as every runtime of the owner is.
+    fn fenced(&self, runtime: Runtime) -> Runtime {
+        match self.fence {
+            Some(g) => runtime.with_fence(g),
+            None => runtime,
+        }
+    }
+
     pub(super) fn new(runtime: Runtime, shared: Arc<Shared>) -> Worker {
         let attach_sink: AttachSink = Arc::new(Mutex::new(None));
         let mut base = runtime.options().clone();
@@ -83,6 +93,7 @@ impl Worker {
             }
         }));
         Worker {
+            fence: runtime.fence(),
             store: runtime.store().clone(),
             base,
             shared,
@@ -97,7 +108,10 @@ impl Worker {
         let mut open_failed: Option<String> = None;
         let exit = loop {
             if let Some(why) = locked(&self.shared.stop_reason).clone() {
-                if matches!(why, OwnerExit::Signalled | OwnerExit::LeaseGone) {
+                if matches!(
+                    why,
+                    OwnerExit::Signalled | OwnerExit::LeaseGone | OwnerExit::TakenOver
+                ) {
                     break why;
                 }
             }
@@ -111,6 +125,7 @@ impl Worker {
                 // taken before it leaves the queue's count, so the owner never looks idle
                 // in between (`Shared::busy`).
                 *locked(&self.shared.task) = Some((job.request_id.clone(), Timestamp::now()));
+                self.shared.activity_changed.notify_one();
                 if let Some(options) = job.kind.options() {
                     self.shared.take_ttl(options);
                 }
@@ -159,6 +174,7 @@ impl Worker {
                 }
             }
             *locked(&self.shared.task) = None;
+            self.shared.activity_changed.notify_one();
         };
         if let Some(why) = &open_failed {
             if exit == OwnerExit::Idle {
@@ -297,7 +313,7 @@ impl Worker {
         attach.terminal = !options.no_terminal;
         // The session lives on in this process: its conversation settles while it loads.
         attach.lives_on = true;
-        let runtime = Runtime::new(self.store.clone(), attach);
+        let runtime = self.fenced(Runtime::new(self.store.clone(), attach));
         *locked(&self.attach_sink) = sink.cloned();
         let id = &self.shared.config.record_id;
         let opened = match create {
@@ -531,7 +547,7 @@ impl Worker {
         let Some(session) = self.session.take() else {
             if close {
                 // No agent to tell: close the record ourselves.
-                let runtime = Runtime::new(self.store.clone(), self.base.clone());
+                let runtime = self.fenced(Runtime::new(self.store.clone(), self.base.clone()));
                 crate::ops::scope::close_with_retry(&runtime, &self.shared.config.record_id)
                     .await
                     .map_err(|e| RuntimeError::InvalidInput(e.to_string()))?;

@@ -118,7 +118,7 @@ impl Runtime {
         );
         self.store.create(&mut record).await?;
         let id = record.acpx_record_id.clone();
-        let lock = Arc::new(self.store.lock(&id, self.options.lock_timeout).await?);
+        let lock = self.lock_session(&id).await?;
         *core.recorder.lock().await = Some(self.new_recorder(&lock, record));
         let mut notices = left_out_notice(left_out);
         let setup_done = async {
@@ -182,7 +182,7 @@ impl Runtime {
     /// else — when the agent lost the session or cannot restore it — a fresh `session/new`
     /// under the same record id).
     pub async fn open_existing(&self, id: &RecordId) -> RuntimeResult<Session> {
-        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let lock = self.lock_session(id).await?;
         let (mut recorder, recovery) = self.recover_locked(&lock).await?;
         // The settings the reattach reads, without a second copy of the conversation; whether
         // the agent ever answered is all it needs to know of that.

@@ -49,6 +49,9 @@ pub use retry::TRANSIENT_PROMPT_ERRORS;
 pub struct Runtime {
     store: Arc<dyn Store>,
     options: Arc<RuntimeOptions>,
+    /// The owner lease generation every writer lock this runtime takes is fenced by
+    /// ([`acpx_model::SessionLock::with_fence`]); a queue owner's runtime has one.
+    fence: Option<u64>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -93,7 +96,31 @@ impl Runtime {
         Runtime {
             store,
             options: Arc::new(options),
+            fence: None,
         }
+    }
+
+    /// The same runtime, whose writer locks are fenced by the owner lease of `generation`:
+    /// once another holder takes the lease over, every append of a session it opened is
+    /// refused ([`acpx_model::StoreError::Fenced`]).
+    pub fn with_fence(mut self, generation: u64) -> Self {
+        self.fence = Some(generation);
+        self
+    }
+
+    /// The lease generation this runtime's writer locks are fenced by, if any.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
+
+    /// Takes the writer lock of `id` (waiting up to the options' lock timeout), fenced by
+    /// this runtime's lease generation, if any.
+    pub(crate) async fn lock_session(&self, id: &RecordId) -> RuntimeResult<Arc<SessionLock>> {
+        let lock = self.store.lock(id, self.options.lock_timeout).await?;
+        Ok(Arc::new(match self.fence {
+            Some(g) => lock.with_fence(g),
+            None => lock,
+        }))
     }
 
     /// The store sessions are recorded in.

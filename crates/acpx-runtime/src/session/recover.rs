@@ -20,7 +20,7 @@ impl Runtime {
     /// forward from the log, records an unfinished turn as interrupted, and saves. Takes the
     /// writer lock for the duration (fails with `Locked` while another process uses it).
     pub async fn recover(&self, id: &RecordId) -> RuntimeResult<(SessionRecord, Recovery)> {
-        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let lock = self.lock_session(id).await?;
         let (mut recorder, recovery) = self.recover_locked(&lock).await?;
         recorder.save_if_dirty().await?;
         Ok((recorder.snapshot().clone(), recovery))
@@ -32,7 +32,7 @@ impl Runtime {
     /// already closed is returned as it is. Every close path records the event, so the log
     /// alone says when a session was closed.
     pub async fn close_stored(&self, id: &RecordId) -> RuntimeResult<SessionRecord> {
-        let lock = Arc::new(self.store.lock(id, self.options.lock_timeout).await?);
+        let lock = self.lock_session(id).await?;
         let (mut recorder, _) = self.recover_locked(&lock).await?;
         if !recorder.snapshot().closed {
             recorder

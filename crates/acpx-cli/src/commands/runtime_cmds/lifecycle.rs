@@ -92,14 +92,13 @@ fn report(ctx: &Ctx, event: EnsureEvent<'_>) {
 }
 
 /// Where a new session is made: in a queue owner that keeps its agent for the first turn,
-/// unless `--no-owner`, or on PostgreSQL: while a session's authority is local to one host
-/// (docs/format.md § Authority), a warm owner left by `sessions new` would hold a shared
-/// session away from every other host for its whole TTL.
+/// unless `--no-owner`. On PostgreSQL the other hosts reach that owner through the store's
+/// task queue (docs/format.md § Queue across hosts).
 fn creator<'a>(
     ctx: &Ctx,
     spawn: &'a (dyn Fn(&acpx_model::RecordId) -> std::io::Result<()> + Send + Sync),
 ) -> Creator<'a> {
-    if ctx.no_owner || ctx.backend == crate::config::Backend::Postgres {
+    if ctx.no_owner {
         Creator::InProcess
     } else {
         Creator::Owner(Box::new(OwnerLaunch {

@@ -138,10 +138,12 @@ pub(super) async fn prompt(
         None
     };
     let spawn = || spawn_owner(ctx, id);
+    let store = ctx.store().await?;
     let target = OwnerTarget {
         authority: ctx.authority()?,
         id,
         spawn: &spawn,
+        store: Some(&store),
     };
     let submitted = submit::prompt(
         &target,
@@ -193,10 +195,12 @@ pub(super) async fn control(
     request: Request,
 ) -> CliResult<(Value, bool)> {
     let spawn = || spawn_owner(ctx, id);
+    let store = ctx.store().await?;
     let target = OwnerTarget {
         authority: ctx.authority()?,
         id,
         spawn: &spawn,
+        store: Some(&store),
     };
     submit::control(&target, request, |notices| report_notices(ctx, notices))
         .await
@@ -209,7 +213,8 @@ pub(super) async fn cancel_request(
     ctx: &Ctx,
     id: &RecordId,
 ) -> CliResult<Option<(bool, Option<String>)>> {
-    submit::cancel(ctx.authority()?, id)
+    let store = ctx.store().await?;
+    submit::cancel_anywhere(Some(&store), ctx.authority()?, id)
         .await
         .map_err(submit_error)
 }
@@ -232,7 +237,8 @@ pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResu
 /// Stops a running owner of session `id` (the session stays open), so this process can take
 /// the session's writer lock.
 pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
-    submit::release(ctx.authority()?, id)
+    let store = ctx.store().await?;
+    submit::release_anywhere(Some(&store), ctx.authority()?, id)
         .await
         .map_err(submit_error)
 }
@@ -273,6 +279,18 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
         OwnerExit::OpenFailed(why) => Err(CliError::runtime(format!(
             "the queue owner could not start the agent: {why}"
         ))),
+        OwnerExit::HeldElsewhere(lease) => {
+            if ctx.out.format != Format::Quiet {
+                crate::output::stderr_line(&format!(
+                    "acpx queue owner {}: not started: the owner on host {} (pid {}) holds \
+                     the session",
+                    std::process::id(),
+                    lease.holder.host,
+                    lease.holder.pid
+                ));
+            }
+            Ok(())
+        }
         other => {
             if ctx.out.format != Format::Quiet {
                 crate::output::stderr_line(&format!(

@@ -8,6 +8,8 @@ use crate::cli::SessionSelect;
 use crate::context::Ctx;
 use crate::error::CliResult;
 use crate::lookup::find_in_scope;
+use acpx_runtime::owner::remote_client;
+use acpx_runtime::owner::submit::SubmitError;
 use acpx_runtime::runs;
 
 use super::owned;
@@ -20,9 +22,14 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
         None => SessionStatus::no_session(&ctx.agent.label(), &ctx.cwd),
         Some(found) => {
             let record = store.load(&found.acpx_record_id).await?;
-            match owned::status(ctx, &record.acpx_record_id).await? {
-                Some(owner) => SessionStatus::of_owner(record, owner),
-                None => {
+            let remote =
+                remote_client::remote_owner(&*store, ctx.authority()?, &found.acpx_record_id)
+                    .await
+                    .map_err(|e| owned::submit_error(SubmitError::Wire(e)))?;
+            match (owned::status(ctx, &record.acpx_record_id).await?, remote) {
+                (Some(owner), _) => SessionStatus::of_owner(record, owner),
+                (None, Some(lease)) => SessionStatus::of_remote_owner(record, lease),
+                (None, None) => {
                     let mut record = record;
                     let mut turn = runs::local_turn(ctx.authority()?, &record)?;
                     if matches!(turn, runs::LocalTurn::Idle) {

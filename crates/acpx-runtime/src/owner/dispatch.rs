@@ -1,0 +1,268 @@
+//! A request turned into what the owner does: answered at once (status, cancel, a refused
+//! release), or a job queued for the worker in arrival order. Requests reach it from a
+//! client's connection (`server`) or from another host through the store's task queue
+//! (`remote_inbox`), so both are served alike.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use acpx_model::QueuePhase;
+use serde_json::{json, Map};
+use tokio::io::BufReader;
+use tokio::net::unix::OwnedReadHalf;
+use tokio::sync::mpsc;
+
+use crate::output_backlog::OutputBacklog;
+use crate::session::NewSessionSpec;
+
+use super::permissions::ForwardingPrompter;
+use super::protocol::{line, Request, Response, WireError};
+use super::server::{locked, Job, JobKind, OwnerExit, ReplyTx, Shared};
+
+/// Stops the task reading a client's permission answers when its connection ends, however it
+/// ends (its questions are then refused: `permissions`).
+pub(super) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Serves `request`: its answer lines go to `reply`, a turn's events counted in `backlog`
+/// until written. `answers` is the connection a client answers forwarded permission
+/// questions on (an interactive prompt's only). Returns whether the client waits for the
+/// task's end (`--no-wait` does not), and the reader of its answers, to keep while served.
+pub(super) async fn dispatch(
+    shared: &Arc<Shared>,
+    request: Request,
+    reply: ReplyTx,
+    backlog: &Arc<OutputBacklog>,
+    answers: Option<BufReader<OwnedReadHalf>>,
+) -> (bool, Option<AbortOnDrop>) {
+    let mut reading_answers = None;
+    let wait = match request {
+        Request::Status => {
+            let _ = reply.send(
+                line(&Response::Status {
+                    status: shared.status(),
+                })
+                .into(),
+            );
+            true
+        }
+        Request::Cancel => {
+            let _ = reply.send(line(&cancel(shared).await).into());
+            true
+        }
+        Request::SubmitPrompt {
+            request_id,
+            prompt,
+            options,
+            wait,
+        } => {
+            // An interactive client answers the turn's permission questions on this
+            // connection (see `permissions`); the others get the non-interactive rule.
+            let prompter = match answers {
+                Some(reader) if options.interactive && wait => {
+                    let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
+                    reading_answers = Some(AbortOnDrop(task));
+                    Some(p)
+                }
+                _ => None,
+            };
+            let kind = JobKind::Prompt {
+                prompt,
+                options,
+                prompter,
+                backlog: backlog.clone(),
+            };
+            enqueue(shared, request_id, kind, reply).await;
+            wait
+        }
+        Request::SetMode { mode_id, options } => {
+            let kind = JobKind::SetMode(mode_id, options);
+            enqueue(shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::SetConfigOption {
+            config_id,
+            value,
+            options,
+        } => {
+            let kind = JobKind::SetConfigOption(config_id, value, options);
+            enqueue(shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::SetModel { model_id, options } => {
+            let kind = JobKind::SetModel(model_id, options);
+            enqueue(shared, control_id(), kind, reply).await;
+            true
+        }
+        Request::CreateSession {
+            agent_command,
+            cwd,
+            name,
+            options,
+        } => {
+            let spec = NewSessionSpec {
+                agent_command,
+                cwd: cwd.into(),
+                name,
+            };
+            enqueue(shared, control_id(), JobKind::Create(spec, options), reply).await;
+            true
+        }
+        Request::ReleaseIdle => {
+            // Refuse newcomers while deciding, so no task slips in between the check and
+            // the release; a busy owner takes them again at once.
+            let was_accepting = shared.accepting.swap(false, Ordering::SeqCst);
+            match shared.busy() {
+                Some(error) if was_accepting => {
+                    shared.accepting.store(true, Ordering::SeqCst);
+                    let _ = reply.send(line(&Response::Error { error }).into());
+                }
+                _ => {
+                    let job = Job {
+                        request_id: control_id(),
+                        kind: JobKind::Release,
+                        reply,
+                        accepted_logged: true,
+                    };
+                    if shared.jobs.send(job).is_err() {
+                        shared.stop(OwnerExit::Released);
+                    }
+                }
+            }
+            true
+        }
+        Request::Close | Request::Release => {
+            let (why, kind) = if request == Request::Close {
+                (OwnerExit::Closed, JobKind::Close)
+            } else {
+                (OwnerExit::Released, JobKind::Release)
+            };
+            // A close refuses what comes next and cancels the turn in progress; a release
+            // lets the queue ahead of it finish. Either bypasses the depth limit.
+            if why == OwnerExit::Closed {
+                shared.accepting.store(false, Ordering::SeqCst);
+                if let Some((_, c)) = locked(&shared.current).as_ref() {
+                    c.cancel();
+                }
+            }
+            let job = Job {
+                request_id: control_id(),
+                kind,
+                reply,
+                accepted_logged: true,
+            };
+            if shared.jobs.send(job).is_err() {
+                shared.stop(why);
+            }
+            true
+        }
+    };
+    (wait, reading_answers)
+}
+
+fn control_id() -> String {
+    format!("ctl-{}", uuid::Uuid::new_v4())
+}
+
+pub(super) async fn cancel(shared: &Shared) -> Response {
+    // A task that just started may not be cancellable for a moment (its turn is opening).
+    for _ in 0..50 {
+        let current = locked(&shared.current).clone();
+        match current {
+            None => break,
+            Some((request_id, handle)) => {
+                if handle.cancel() {
+                    return Response::CancelResult {
+                        cancelled: true,
+                        request_id: Some(request_id),
+                    };
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Response::CancelResult {
+        cancelled: false,
+        request_id: None,
+    }
+}
+
+pub(super) async fn enqueue(
+    shared: &Arc<Shared>,
+    request_id: String,
+    kind: JobKind,
+    reply: ReplyTx,
+) {
+    let refuse = |detail: &str, message: String| {
+        let _ = reply.send(
+            line(&Response::Error {
+                error: WireError::runtime(detail, message, true),
+            })
+            .into(),
+        );
+    };
+    if !shared.accepting.load(Ordering::SeqCst) {
+        return refuse(
+            "QUEUE_OWNER_SHUTTING_DOWN",
+            "the queue owner is shutting down".into(),
+        );
+    }
+    let max = shared.config.queue_max_depth;
+    if shared
+        .depth
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| {
+            (d < max).then_some(d + 1)
+        })
+        .is_err()
+    {
+        return refuse(
+            "QUEUE_OWNER_OVERLOADED",
+            format!("the session's queue is full ({max} tasks wait already); try again later"),
+        );
+    }
+    let depth = shared.depth.load(Ordering::SeqCst);
+    let ahead = depth + usize::from(locked(&shared.current).is_some()) - 1;
+    let _ = reply.send(
+        line(&Response::Accepted {
+            request_id: request_id.clone(),
+            queue_depth: ahead,
+        })
+        .into(),
+    );
+    let log = locked(&shared.queue_log).clone();
+    let mut accepted_logged = false;
+    if let Some(log) = log {
+        let mut extra = Map::new();
+        extra.insert("task".into(), json!(kind.name()));
+        extra.insert("queueDepth".into(), json!(ahead));
+        accepted_logged = log
+            .record(QueuePhase::Accepted, Some(&request_id), extra)
+            .await
+            .is_ok();
+    }
+    let job = Job {
+        request_id,
+        kind,
+        reply,
+        accepted_logged,
+    };
+    if let Err(mpsc::error::SendError(job)) = shared.jobs.send(job) {
+        shared.depth.fetch_sub(1, Ordering::SeqCst);
+        let _ = job.reply.send(
+            line(&Response::Error {
+                error: WireError::runtime(
+                    "QUEUE_OWNER_SHUTTING_DOWN",
+                    "the queue owner is shutting down",
+                    true,
+                ),
+            })
+            .into(),
+        );
+    }
+}
