@@ -207,7 +207,7 @@ pub async fn send_and_leave(authority: &Path, id: &RecordId, request: &Request) 
 #[derive(Debug)]
 pub enum Reached<T> {
     /// The local owner's answer.
-    Local(Answer),
+    Local(Box<Answer>),
     /// What `elsewhere` found.
     Elsewhere(T),
 }
@@ -224,7 +224,7 @@ pub async fn send_or_spawn(
     spawn: &(dyn Fn() -> std::io::Result<()> + Send + Sync),
 ) -> Result<Answer, WireError> {
     match send_or_spawn_or(authority, id, request, spawn, async || Ok(None::<()>)).await? {
-        Reached::Local(a) => Ok(a),
+        Reached::Local(a) => Ok(*a),
         Reached::Elsewhere(()) => Err(WireError::disconnected()),
     }
 }
@@ -258,7 +258,7 @@ pub async fn send_or_spawn_or<T>(
                         if error.detail_code.as_deref() == Some("QUEUE_OWNER_SHUTTING_DOWN")
                 );
                 if !shutting {
-                    return Ok(Reached::Local(answer));
+                    return Ok(Reached::Local(Box::new(answer)));
                 }
                 answer.pending = None;
             }

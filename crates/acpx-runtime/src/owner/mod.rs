@@ -9,8 +9,12 @@
 //! | module | job |
 //! |---|---|
 //! | [`protocol`] | the JSON-lines requests and responses |
-//! | [`lease`] | where an owner is found; its lock is the liveness truth |
-//! | `server` | the owner: lease, accept loop, bounded FIFO queue, cancel and status, TTL, signals |
+//! | [`lease`] | where an owner is found on this host; its lock is the liveness truth |
+//! | [`store_lease`] | the owner's lease in the store: acquired, renewed, fencing its writes, released |
+//! | `server` | the owner: local lease, accept loop, TTL, signals, shutdown |
+//! | `dispatch` | a request answered at once (status, cancel) or queued as a job, from a socket or another host |
+//! | `remote_inbox` | the tasks other hosts queue in a shared store (PostgreSQL), served like socket requests |
+//! | [`remote_client`] | a task queued for another host's owner, followed (answers, and events from the log) |
 //! | `worker` | the one task holding the [`crate::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
 //! | `reply_parts` | a reply in parts and the bounded writes every answer line goes through |
 //! | `permissions` | permission questions forwarded to the submitting client's user |

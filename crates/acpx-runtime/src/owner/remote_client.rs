@@ -36,7 +36,7 @@ const LEASE_CHECK: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub enum Following {
     /// A local owner's connection.
-    Local(Answer),
+    Local(Box<Answer>),
     /// A task queued for an owner on another host.
     Remote(Box<RemoteAnswer>),
 }
@@ -394,7 +394,7 @@ pub async fn send_if_running_anywhere(
         .await
         .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
     {
-        return Ok(Some(Following::Local(answer)));
+        return Ok(Some(Following::Local(Box::new(answer))));
     }
     let Some(store) = store else {
         return Ok(None);

@@ -606,6 +606,7 @@ mod tests {
             authority,
             id,
             spawn: &spawn,
+            store: None,
         };
         let (_presses, interrupts) = watch::channel(0u32);
         let mut heard = Vec::new();
@@ -683,6 +684,7 @@ mod tests {
             authority: dir.path(),
             id: &id,
             spawn: &spawn,
+            store: None,
         };
         let (_presses, interrupts) = watch::channel(0u32);
         let options = TaskOptions {
