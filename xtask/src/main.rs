@@ -9,6 +9,7 @@
 //! The `xtask` alias (in `.cargo/config.toml`) builds this crate in release mode.
 
 mod bench;
+mod bench_hosts;
 mod bench_import;
 mod bench_migrate;
 mod bench_open;
@@ -23,6 +24,7 @@ const USAGE: &str =
     "usage: cargo xtask bench store [--backend memory|fs|sqlite|postgres|all] [--quick] [--dir DIR]
                                [--only append,save,flat,many,tail] [--keep]
        cargo xtask bench owner [--backend fs|sqlite] [--acpx PATH] [--runs N] [--stream-runs N] [--memory-turns N] [--memory-chunks C | --memory-tools B] [--memory-pause-ms N] [--node PATH [--node-runs N]]
+       cargo xtask bench hosts [--url URL] [--runs N] [--cancel-runs N] [--takeover-runs N]
        cargo xtask bench open [--backend fs|sqlite] [--turns N] [--tools B] [--calls K] [--runs N] [--commands] [--acpx PATH]..
        cargo xtask bench turn [--backend B[,B..]|all] [--owner] [--thoughts | --tools B] [--chunks N,N,..] [--runs N]
                               [--large-runs N] [--dir DIR] [--acpx PATH]
@@ -45,6 +47,11 @@ const USAGE: &str =
   --backend postgres  (or --store postgres; not part of `all`) on the server of ACPX_STORE_URL,
                 in scratch schemas dropped at the end
 
+  bench hosts   one session from two hosts (two homes, one PostgreSQL schema on --url, default
+                ACPX_TEST_POSTGRES_URL): a warm prompt from host B through host A's owner vs from
+                A (target: B's median <= A's + 50 ms), cancel from B to the end of A's turn
+                (target <= 1 s), and B's takeover after A's owner is killed or frozen (target
+                <= the lease TTL + 5 s)
   bench owner   builds the release acpx, then times whole invocations against the scripted
                 agent: warm second prompt through the session's queue owner (overhead = wall
                 minus the agent's turn; median and p90 of --runs, default 30; target <= 15 ms),
@@ -108,6 +115,21 @@ fn main() -> ExitCode {
                 },
                 Err(e) => {
                     eprintln!("xtask bench owner: {e}\n\n{USAGE}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("hosts") => {
+            match bench_hosts::Options::parse(&args[2..]) {
+                Ok(opts) => match bench_hosts::run(&opts) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench hosts: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("xtask bench hosts: {e}\n\n{USAGE}");
                     ExitCode::from(2)
                 }
             }

@@ -7,8 +7,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::postgres::{server_url, Schema};
@@ -62,8 +65,15 @@ struct TwoHosts {
 
 impl TwoHosts {
     fn new(tag: &str, url: &str) -> TwoHosts {
+        TwoHosts::with(tag, url, |_| {})
+    }
+
+    /// [`TwoHosts::new`], host A's environment changed by `change_a` first (its URL, its
+    /// lease TTL).
+    fn with(tag: &str, url: &str, change_a: impl FnOnce(&mut Env)) -> TwoHosts {
         let schema = Schema::new(url, tag);
-        let a = schema.host();
+        let mut a = schema.host();
+        change_a(&mut a);
         let b = schema.host();
         let agent = a.agent_cmd("");
         let project = a.cwd();
@@ -334,4 +344,145 @@ fn lifecycle_commands_from_host_b_reach_host_a_owner() {
         .cloned()
         .collect();
     assert_eq!(open.len(), 1, "one open session in the scope: {open:?}");
+}
+
+/// Host A's lease TTL in the tests of a host that stops answering: short, so they take
+/// seconds.
+const SHORT_TTL_MS: &str = "2000";
+
+fn set_env(env: &mut Env, key: &str, value: &str) {
+    env.extra_env.retain(|(k, _)| k != key);
+    env.extra_env.push((key.into(), value.into()));
+}
+
+/// The lines of host A's owner log for session `id`.
+fn owner_log(h: &TwoHosts) -> String {
+    std::fs::read_to_string(h.a.home().join("owners").join(format!("{}.log", h.id)))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_frozen_owner_on_host_a_is_taken_over_after_its_ttl_and_never_writes_again() {
+    let Some(url) = server_url() else { return };
+    let h = TwoHosts::with("remote_frozen", &url, |a| {
+        set_env(a, "ACPX_LEASE_TTL_MS", SHORT_TTL_MS)
+    });
+    let owner = h.owner_pid();
+    // The host stops answering (its process frozen, its connections open).
+    kill(owner, libc::SIGSTOP);
+    let t0 = Instant::now();
+    let r = h.run(&h.b, &["echo", "after-the-freeze"]).ok();
+    let took = t0.elapsed();
+    assert!(r.stdout.contains("after-the-freeze"), "{}", r.stderr);
+    assert!(
+        took < Duration::from_secs(2 + 5),
+        "takeover took {took:?} (TTL 2 s + 5 s)"
+    );
+    let last_seq = h.events().last().unwrap()["seq"].as_u64().unwrap();
+    // Thawed, A's owner finds its lease taken over and stops without writing.
+    kill(owner, libc::SIGCONT);
+    wait_for("A's thawed owner stopped", || !alive(owner));
+    let log = owner_log(&h);
+    assert!(log.contains("TakenOver"), "{log}");
+    let events = h.events();
+    assert_eq!(
+        events.last().unwrap()["seq"].as_u64().unwrap(),
+        last_seq,
+        "nothing written by the owner taken over: {:?}",
+        events.last()
+    );
+    let again = h.run(&h.b, &["echo", "still-b"]).ok();
+    assert!(again.stdout.contains("still-b"), "{}", again.stderr);
+}
+
+/// A TCP proxy in front of the database: what host A's network to it goes through, cut at
+/// will (every connection closed, new ones refused).
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn to(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(Mutex::new(Vec::<TcpStream>::new()));
+        let (c, o) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                if c.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&target) else {
+                    continue;
+                };
+                let mut open = o.lock().unwrap();
+                for s in [&client, &server] {
+                    open.push(s.try_clone().unwrap());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, open }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// `url` with its `host:port` replaced by `127.0.0.1:<port>`.
+fn through(url: &str, port: u16) -> (String, String) {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap();
+    let host_port = authority.rsplit('@').next().unwrap();
+    (
+        url.replacen(host_port, &format!("127.0.0.1:{port}"), 1),
+        host_port.to_owned(),
+    )
+}
+
+#[test]
+fn host_a_cut_off_from_the_database_loses_the_session_to_host_b() {
+    let Some(url) = server_url() else { return };
+    let (_, target) = through(&url, 0);
+    let proxy = Proxy::to(target);
+    let (proxied, _) = through(&url, proxy.port);
+    let h = TwoHosts::with("remote_cut", &url, |a| {
+        set_env(a, "ACPX_STORE_URL", &proxied);
+        set_env(a, "ACPX_LEASE_TTL_MS", SHORT_TTL_MS);
+    });
+    let owner = h.owner_pid();
+    proxy.cut();
+    // The server saw A's connections end: its lease lock went with them, and B takes over
+    // at once.
+    let t0 = Instant::now();
+    let r = h.run(&h.b, &["echo", "after-the-cut"]).ok();
+    assert!(r.stdout.contains("after-the-cut"), "{}", r.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    // A's owner cannot renew its lease: it stops within its TTL (and a little).
+    let t1 = Instant::now();
+    wait_for("A's cut-off owner stopped", || !alive(owner));
+    assert!(
+        t1.elapsed() < Duration::from_secs(2 + 5),
+        "{:?}",
+        t1.elapsed()
+    );
+    assert!(owner_log(&h).contains("TakenOver"), "{}", owner_log(&h));
+    let status = h.status(&h.b);
+    assert_ne!(status["pid"].as_u64(), Some(owner), "{status}");
 }
