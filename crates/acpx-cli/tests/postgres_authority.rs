@@ -346,6 +346,30 @@ fn lifecycle_commands_from_host_b_reach_host_a_owner() {
     assert_eq!(open.len(), 1, "one open session in the scope: {open:?}");
 }
 
+#[test]
+fn fsck_repair_on_host_b_releases_host_a_idle_owner_and_names_a_busy_one() {
+    let Some(url) = server_url() else { return };
+    let h = TwoHosts::new("remote_fsck", &url);
+    let owner = h.owner_pid();
+    // Busy: refused at once, naming the task.
+    let (long, reader) = spawn_running(&h, &h.a, "slow 400");
+    let t0 = Instant::now();
+    let r = h.run(&h.b, &["fsck", "--repair"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("busy"), "{}", r.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    h.run(&h.b, &["cancel"]).ok();
+    finish(long);
+    reader.join().unwrap();
+    // Idle: it steps aside, and the repair runs.
+    let r = h
+        .run(&h.b, &["--format", "json", "fsck", "--repair"])
+        .ok()
+        .json();
+    assert_eq!(r["ok"], true, "{r}");
+    wait_for("A's owner stepped aside", || !alive(owner));
+}
+
 /// Host A's lease TTL in the tests of a host that stops answering: short, so they take
 /// seconds.
 const SHORT_TTL_MS: &str = "2000";

@@ -302,6 +302,10 @@ pub trait RemoteTasks: Send + Sync {
     /// Deletes task `task_id` and its answers (its submitter read the final one).
     async fn forget_task(&self, task_id: u64) -> StoreResult<()>;
 
+    /// The leases held now (lapsed or not), of every session: what a command that must
+    /// reach every owner of the store (migrate, `fsck --repair`) asks.
+    async fn held_leases(&self) -> StoreResult<Vec<OwnerLease>>;
+
     /// Returns when a task may be queued for session `id`, or after `timeout`.
     async fn wait_for_tasks(&self, id: &RecordId, timeout: Duration) -> StoreResult<()>;
 

@@ -162,6 +162,32 @@ impl Inner {
         self.fenced_error(id, generation).await
     }
 
+    /// Every held lease's row.
+    pub(crate) async fn held_lease_rows(&self) -> StoreResult<Vec<OwnerLease>> {
+        let conn = self.conn().await?;
+        let ids = conn
+            .query(
+                "SELECT acpx_record_id FROM owner_leases WHERE held ORDER BY acpx_record_id",
+                &[],
+            )
+            .await
+            .map_err(self.pg("list the owner leases"))?;
+        drop(conn);
+        let mut leases = Vec::new();
+        for row in ids {
+            let text: String = row.get(0);
+            let Ok(id) = RecordId::parse(&text) else {
+                continue;
+            };
+            if let Some(r) = self.read_lease_row(&id).await? {
+                if r.held {
+                    leases.push(r.lease);
+                }
+            }
+        }
+        Ok(leases)
+    }
+
     /// Takes the lease lock of `id` on a new connection of its own: the connection when
     /// taken, `None` when another connection holds it.
     async fn lock_lease(&self, id: &RecordId) -> StoreResult<Option<Client>> {

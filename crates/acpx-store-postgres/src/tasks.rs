@@ -184,6 +184,10 @@ impl RemoteTasks for PostgresStore {
         Ok(())
     }
 
+    async fn held_leases(&self) -> StoreResult<Vec<acpx_model::OwnerLease>> {
+        self.inner.held_lease_rows().await
+    }
+
     async fn wait_for_tasks(&self, id: &RecordId, timeout: Duration) -> StoreResult<()> {
         let inner = &self.inner;
         let payload = inner.tasks_payload(id);

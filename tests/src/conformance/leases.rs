@@ -235,6 +235,12 @@ pub async fn remote_tasks_are_taken_in_order_by_the_lease_holder(b: &dyn Backend
         .await
         .expect_err("only the holder takes tasks");
     assert!(matches!(err, StoreError::Fenced { .. }), "{err:?}");
+    let held = tasks(&submitter).held_leases().await.unwrap();
+    assert!(
+        held.iter()
+            .any(|l| l.record_id == id && l.generation == lease.generation),
+        "{held:?}"
+    );
     let claimed = tasks(&owner)
         .claim_tasks(&id, lease.generation)
         .await

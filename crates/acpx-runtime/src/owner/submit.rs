@@ -563,6 +563,39 @@ pub async fn release_all(authority: &Path) -> SubmitResult<()> {
     Ok(())
 }
 
+/// [`release_all`], and the idle owners of the store's sessions on other hosts (through
+/// `store`'s task queue); the first busy one is the error, given at once.
+pub async fn release_all_anywhere(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+) -> SubmitResult<()> {
+    release_all(authority).await?;
+    let Some(store) = store else {
+        return Ok(());
+    };
+    let Some(tasks) = store.remote_tasks() else {
+        return Ok(());
+    };
+    let held = tasks.held_leases().await.map_err(|e| {
+        SubmitError::Wire(WireError::runtime(
+            "QUEUE_STORE_FAILED",
+            format!("cannot list the owners of the store's sessions: {e}"),
+            true,
+        ))
+    })?;
+    for lease in held.into_iter().filter(|l| !l.lapsed) {
+        release_remote(
+            Some(store),
+            authority,
+            &lease.record_id,
+            Request::ReleaseIdle,
+            RELEASE_BOUND,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

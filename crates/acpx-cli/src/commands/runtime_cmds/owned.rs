@@ -252,7 +252,21 @@ pub async fn release_all_owners(ctx: &Ctx) -> CliResult<()> {
 /// [`release_all_owners`] for the store of `backend` under this home (`migrate`'s target).
 pub async fn release_all_owners_of(ctx: &Ctx, backend: crate::config::Backend) -> CliResult<()> {
     let authority = ctx.authority_of(backend)?;
-    submit::release_all(&authority).await.map_err(submit_error)
+    // A store several hosts share has owners elsewhere too: reached through its queue.
+    let store = if backend == ctx.backend {
+        Some(ctx.store().await?)
+    } else if backend == crate::config::Backend::Postgres {
+        Some(
+            crate::backends::open(backend, &ctx.home, ctx.config.store_url.as_ref(), false)
+                .await?
+                .as_dyn(),
+        )
+    } else {
+        None
+    };
+    submit::release_all_anywhere(store.as_ref(), &authority)
+        .await
+        .map_err(submit_error)
 }
 
 /// The hidden `__owner` command: serve one session until idle, closed or signalled.
