@@ -335,3 +335,39 @@ fn closing_without_an_owner_records_session_closed() {
         assert_eq!(shown["closed"], true);
     }
 }
+
+/// The owner lease lives in the store: a command run with another runtime directory (another
+/// `XDG_RUNTIME_DIR` on the same machine) cannot reach the owner that holds the session, and
+/// says so at once, naming it, instead of starting a second owner.
+#[test]
+fn an_owner_under_another_runtime_directory_is_named_not_duplicated() {
+    for backend in BACKENDS {
+        let mut env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        let owner = owner_pid(&env, backend, &agent).expect("the owner of sessions new");
+        let other = env.home().join("other-run");
+        std::fs::create_dir(&other).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
+        env.extra_env.push((
+            "XDG_RUNTIME_DIR".into(),
+            other.to_string_lossy().into_owned(),
+        ));
+        let t0 = Instant::now();
+        let r = env.run(&["--agent", &agent, "echo", "elsewhere"]);
+        assert_ne!(r.code, 0, "{backend}: {r:?}");
+        assert!(
+            r.stderr.contains(&format!("queue owner pid {owner}"))
+                && r.stderr.contains("XDG_RUNTIME_DIR"),
+            "{backend}: {}",
+            r.stderr
+        );
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(alive(owner), "{backend}: the owner goes on");
+        env.extra_env.pop();
+        let r = env.run(&["--agent", &agent, "echo", "here"]).ok();
+        assert!(r.stdout.contains("here"), "{backend}: {}", r.stderr);
+        env.run(&["--agent", &agent, "sessions", "close"]).ok();
+    }
+}

@@ -99,11 +99,44 @@ pub async fn remote_owner(
     authority: &Path,
     id: &RecordId,
 ) -> Result<Option<OwnerLease>, WireError> {
-    if store.remote_tasks().is_none() || lease::is_alive(&LeasePaths::new(authority, id)) {
+    if store.remote_tasks().is_none() {
+        return Ok(None);
+    }
+    owner_elsewhere(store, authority, id).await
+}
+
+/// The live lease of an owner of `id` that is not a local one (under `authority`): on
+/// another host, or, for a store one host uses, under another authority directory of this
+/// one (another `XDG_RUNTIME_DIR`).
+pub async fn owner_elsewhere(
+    store: &dyn Store,
+    authority: &Path,
+    id: &RecordId,
+) -> Result<Option<OwnerLease>, WireError> {
+    if lease::is_alive(&LeasePaths::new(authority, id)) {
         return Ok(None);
     }
     let lease = store.leases().read_lease(id).await.map_err(store_error)?;
     Ok(lease.filter(|l| !l.lapsed))
+}
+
+/// The error of a command that cannot reach the owner holding its session: one under
+/// another authority directory of a store without a task queue.
+pub fn unreachable_owner(id: &RecordId, owner: &OwnerLease) -> WireError {
+    let h = &owner.holder;
+    WireError::runtime(
+        "SESSION_HELD_ELSEWHERE",
+        format!(
+            "session {id} is driven by the queue owner pid {} on host {}, whose runtime \
+             directory is {}; this command uses another one (XDG_RUNTIME_DIR differs), so it \
+             cannot reach that owner: run it with the same XDG_RUNTIME_DIR, or wait for that \
+             owner to stop (its TTL)",
+            h.pid,
+            h.host,
+            h.authority.as_deref().unwrap_or("unknown")
+        ),
+        true,
+    )
 }
 
 /// A task queued for an owner on another host, followed.

@@ -278,14 +278,16 @@ impl Shared {
         let id = &self.config.record_id;
         let mut message = match task {
             Some((rid, since)) => format!(
-                "session {id} is busy: its queue owner (pid {}) is running task {rid}, started {} ({} s ago)",
+                "session {id} is busy: its queue owner (pid {} on host {}) is running task {rid}, started {} ({} s ago)",
                 std::process::id(),
+                store_lease::host_name(),
                 since.to_rfc3339(),
                 Timestamp::now().millis().saturating_sub(since.millis()) / 1000
             ),
             None => format!(
-                "session {id} is busy: its queue owner (pid {}) is about to run a task",
-                std::process::id()
+                "session {id} is busy: its queue owner (pid {} on host {}) is about to run a task",
+                std::process::id(),
+                store_lease::host_name()
             ),
         };
         if waiting > 0 {

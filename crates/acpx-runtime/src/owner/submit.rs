@@ -126,16 +126,19 @@ fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
 /// Reaches the session's owner: a local one (started when none runs), or the live owner on
 /// another host through the store.
 async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Following> {
-    let elsewhere = async || match target.store {
-        Some(store) => {
-            match remote_client::remote_owner(&**store, target.authority, target.id).await? {
-                Some(owner) => remote_client::submit(store, target.id, request, owner)
+    let elsewhere = async || {
+        let Some(store) = target.store else {
+            return Ok(None);
+        };
+        match remote_client::owner_elsewhere(&**store, target.authority, target.id).await? {
+            Some(owner) if store.remote_tasks().is_some() => {
+                remote_client::submit(store, target.id, request, owner)
                     .await
-                    .map(Some),
-                None => Ok(None),
+                    .map(Some)
             }
+            Some(owner) => Err(remote_client::unreachable_owner(target.id, &owner)),
+            None => Ok(None),
         }
-        None => Ok(None),
     };
     match client::send_or_spawn_or(
         target.authority,
