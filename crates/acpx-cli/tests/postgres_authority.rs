@@ -312,6 +312,17 @@ fn no_owner_on_host_b_waits_for_host_a_owner_to_step_aside() {
     // A's next prompt starts a new owner there, which takes the session again.
     let again = h.run(&h.a, &["echo", "back-on-a"]).ok();
     assert!(again.stdout.contains("back-on-a"), "{}", again.stderr);
+    // Busy: B says so and waits for the turn, then runs.
+    let (long, reader) = spawn_running(&h, &h.a, "slow 40");
+    let r = h.run(&h.b, &["--no-owner", "echo", "after-the-queue"]).ok();
+    assert!(r.stdout.contains("after-the-queue"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("busy") && r.stderr.contains("waiting for its queue"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(finish(long).code, 0);
+    reader.join().unwrap();
 }
 
 #[test]

@@ -500,14 +500,17 @@ pub async fn close_anywhere(
 }
 
 /// [`release`], and the owner on another host through `store` (it finishes its queue
-/// first), so this process can take the session's writer lock.
+/// first), so this process can take the session's writer lock; waits up to `max` for it.
 pub async fn release_anywhere(
     store: Option<&Arc<dyn Store>>,
     authority: &Path,
     id: &RecordId,
+    max: Duration,
 ) -> SubmitResult<()> {
-    release(authority, id).await?;
-    release_remote(store, authority, id, Request::Release, RELEASE_BOUND)
+    client::release(authority, id, &Request::Release, max)
+        .await
+        .map_err(SubmitError::Wire)?;
+    release_remote(store, authority, id, Request::Release, max)
         .await
         .map(drop)
 }

@@ -238,10 +238,31 @@ pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResu
 /// the session's writer lock.
 pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
     let store = ctx.store().await?;
-    submit::release_anywhere(Some(&store), ctx.authority()?, id)
+    let authority = ctx.authority()?;
+    match submit::release_idle_anywhere(Some(&store), authority, id).await {
+        Ok(()) => return Ok(()),
+        Err(SubmitError::Wire(e)) if e.detail_code.as_deref() == Some("SESSION_BUSY") => {
+            // Waiting its turn, and saying so: up to --timeout, else as long as it takes.
+            ctx.out.note(&format!(
+                "[acpx] {}; waiting for its queue to finish{}",
+                e.message,
+                match ctx.timeout {
+                    Some(t) => format!(" (up to {} s, --timeout)", t.as_secs()),
+                    None => " (Ctrl-C to stop waiting)".to_owned(),
+                }
+            ));
+        }
+        Err(e) => return Err(submit_error(e)),
+    }
+    let max = ctx.timeout.unwrap_or(NO_OWNER_WAIT);
+    submit::release_anywhere(Some(&store), authority, id, max)
         .await
         .map_err(submit_error)
 }
+
+/// How long a `--no-owner` command waits for a busy owner without `--timeout`: a day, as
+/// good as without limit.
+const NO_OWNER_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// Stops every running owner under the home (their sessions stay open), for commands that
 /// write every session (`migrate`, `fsck --repair`).
