@@ -1,7 +1,7 @@
 //! The owner's lease in the store that holds its session (`acpx_model::lease`,
 //! docs/format.md § Owner lease): acquired when the owner starts, renewed with what it does
-//! (idle, or the task it runs, and how many wait) every third of its TTL and whenever that
-//! changes, released when it stops. Every writer lock the owner takes carries the lease's
+//! (idle, or the task it runs, and how many wait) every third of its TTL, and in a store
+//! several hosts share whenever that changes, released when it stops. Every writer lock the owner takes carries the lease's
 //! generation ([`crate::Runtime::with_fence`]), so once another owner took the lease over
 //! (this one frozen, or cut off from the database past its TTL) none of its appends lands;
 //! and a heartbeat refused as fenced, or none getting through for a whole TTL, stops it.
@@ -106,10 +106,14 @@ fn activity(shared: &Shared) -> (LeaseActivity, u32) {
 pub(super) async fn keep(shared: Arc<Shared>, lease: Arc<HeldLease>) {
     let mut last_ok = Instant::now();
     let mut last_sent: Option<(LeaseActivity, u32)> = None;
+    // Other hosts learn what the owner does from its lease alone: a store they share gets
+    // each change at once. A store of one host is asked over the owner's socket (`status`),
+    // so the heartbeat carries the activity there, without a write per task.
+    let shared_store = lease.store.remote_tasks().is_some();
     loop {
         let now = activity(&shared);
         let due = last_ok.elapsed() >= lease.ttl / 3;
-        if due || last_sent.as_ref() != Some(&now) {
+        if due || (shared_store && last_sent.as_ref() != Some(&now)) {
             let renewed = tokio::time::timeout(
                 lease.ttl / 3,
                 lease
