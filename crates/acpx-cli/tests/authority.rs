@@ -371,3 +371,66 @@ fn an_owner_under_another_runtime_directory_is_named_not_duplicated() {
         env.run(&["--agent", &agent, "sessions", "close"]).ok();
     }
 }
+
+/// An owner out of file descriptors (EMFILE on `accept`) backs off and goes on accepting once
+/// some are closed, and `status` says what happened; it used to stop accepting for good.
+#[test]
+fn an_owner_out_of_file_descriptors_goes_on_accepting() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    // The owner inherits the limit of the command that starts it.
+    let mut start = env.cmd();
+    let bin = start.get_program().to_owned();
+    let args: Vec<_> = start.get_args().map(|a| a.to_owned()).collect();
+    start = std::process::Command::new("sh");
+    start
+        .arg("-c")
+        .arg("ulimit -n 48 && exec \"$0\" \"$@\"")
+        .arg(bin)
+        .args(args)
+        .args(["--agent", &agent, "sessions", "new"])
+        .current_dir(env.cwd());
+    for (k, v) in &env.extra_env {
+        start.env(k, v);
+    }
+    let o = start.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
+    let sock = std::fs::read_dir(env.authority().join("owners"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("the owner's socket");
+    // Hold connections open until the owner runs out of descriptors.
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    drop(held);
+    // It waits for the connections' first lines (up to 10 s) before it lets them go.
+    let t0 = Instant::now();
+    let r = loop {
+        let r = env.run(&["--agent", &agent, "echo", "still-serving"]);
+        if r.code == 0 || t0.elapsed() > Duration::from_secs(30) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(r.stdout.contains("still-serving"), "{r:?}");
+    assert!(alive(owner));
+    assert_eq!(owner_pid(&env, "fs", &agent), Some(owner), "the same owner");
+    let st: Value = env
+        .run(&["--format", "json", "--agent", &agent, "status"])
+        .ok()
+        .json();
+    assert!(
+        st["acceptErrors"].as_u64().is_some_and(|n| n > 0),
+        "the errors are shown: {st}"
+    );
+    env.run(&["--agent", &agent, "sessions", "close"]).ok();
+}

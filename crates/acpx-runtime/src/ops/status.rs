@@ -205,6 +205,10 @@ impl SessionStatus {
                 m.insert("queueDepth".into(), json!(owner.queue_depth));
                 m.insert("ownerGeneration".into(), json!(owner.generation));
                 m.insert("ttl".into(), json!(owner.ttl_seconds));
+                if owner.accept_errors > 0 {
+                    m.insert("acceptErrors".into(), json!(owner.accept_errors));
+                    m.insert("lastAcceptError".into(), json!(owner.last_accept_error));
+                }
             }
             Source::RemoteOwner(lease) => {
                 m.insert("ownerHost".into(), json!(lease.holder.host));
@@ -260,6 +264,13 @@ impl SessionStatus {
                     lines.push(format!("  agent pid:        {p}"));
                 }
                 lines.push(format!("  queue depth:      {}", owner.queue_depth));
+                if owner.accept_errors > 0 {
+                    lines.push(format!(
+                        "  accept errors:    {} (last: {}); it goes on accepting",
+                        owner.accept_errors,
+                        owner.last_accept_error.as_deref().unwrap_or("unknown")
+                    ));
+                }
             }
             Source::RemoteOwner(lease) => {
                 lines.push(format!(

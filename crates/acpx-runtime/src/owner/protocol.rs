@@ -545,6 +545,17 @@ pub struct OwnerStatus {
     pub generation: u64,
     /// The idle time-to-live in seconds (0: until closed).
     pub ttl_seconds: u64,
+    /// Connections the owner failed to accept (out of file descriptors, …); it backs off
+    /// and goes on accepting.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub accept_errors: u64,
+    /// The last of those errors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accept_error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the owner sends back (one JSON object per line).

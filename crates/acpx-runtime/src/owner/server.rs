@@ -26,6 +26,10 @@ use super::reply_parts::{write_reply, write_within};
 use super::worker::Worker;
 use super::{remote_inbox, store_lease};
 
+/// The first and the longest pause after a failed `accept`.
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
 /// The most tasks queued behind the running one when none is configured.
@@ -193,6 +197,9 @@ pub(super) struct Shared {
     pub(super) replying: AtomicUsize,
     /// Woken when the task the worker is on changes, so the store lease says so at once.
     pub(super) activity_changed: Notify,
+    /// Connections that could not be accepted, and the last error.
+    pub(super) accept_errors: std::sync::atomic::AtomicU64,
+    pub(super) accept_error: Mutex<Option<String>>,
 }
 
 /// Counts a reply in parts as being sent from when the worker hands it over until it is
@@ -252,6 +259,8 @@ impl Shared {
             running_since: locked(&self.task).as_ref().map(|(_, since)| *since),
             generation: self.generation,
             ttl_seconds: self.ttl().map_or(0, |t| t.as_secs()),
+            accept_errors: self.accept_errors.load(Ordering::SeqCst),
+            last_accept_error: locked(&self.accept_error).clone(),
         }
     }
 
@@ -374,6 +383,8 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         connections: AtomicUsize::new(0),
         replying: AtomicUsize::new(0),
         activity_changed: Notify::new(),
+        accept_errors: std::sync::atomic::AtomicU64::new(0),
+        accept_error: Mutex::new(None),
     });
     shared.write_lease(None);
     let acceptor = tokio::spawn(accept_loop(listener, shared.clone()));
@@ -435,7 +446,24 @@ async fn watch_signals(shared: Arc<Shared>) {
 }
 
 async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
-    while let Ok((stream, _)) = listener.accept().await {
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF_MIN;
+                stream
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: the owner goes on serving the
+                // connections it has, and accepts again once some are closed.
+                tracing::warn!("cannot accept a connection: {e}; retrying in {backoff:?}");
+                *locked(&shared.accept_error) = Some(e.to_string());
+                shared.accept_errors.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                continue;
+            }
+        };
         shared.connections.fetch_add(1, Ordering::SeqCst);
         let serving = Serving(shared.clone());
         let shared = shared.clone();
