@@ -434,3 +434,38 @@ fn an_owner_out_of_file_descriptors_goes_on_accepting() {
     );
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }
+
+/// A stopped owner (`kill -STOP`): the kernel still accepts connections for it, and clients
+/// used to wait for its answer forever. Now `prompt` and `status` give up after 10 s naming
+/// it, and Ctrl-C stops a waiting prompt at once; resumed, it serves again.
+#[test]
+fn a_stopped_owner_does_not_hold_its_clients() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
+    common::process::kill(owner, libc::SIGSTOP);
+    let t0 = Instant::now();
+    let prompt = common::process::spawn(&env, &["--agent", &agent, "echo", "frozen"]);
+    let status = common::process::spawn(&env, &["--agent", &agent, "status"]);
+    let interrupted = common::process::spawn(&env, &["--agent", &agent, "echo", "ctrl-c"]);
+    std::thread::sleep(Duration::from_millis(500));
+    common::process::kill_child(&interrupted, libc::SIGINT);
+    let i = common::process::finish(interrupted);
+    assert_eq!(i.code, 130, "{i:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    for run in [prompt, status] {
+        let r = common::process::finish(run);
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(
+            r.stderr.contains(&format!("pid {owner}")) && r.stderr.contains("did not answer"),
+            "{}",
+            r.stderr
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    common::process::kill(owner, libc::SIGCONT);
+    let r = env.run(&["--agent", &agent, "echo", "resumed"]).ok();
+    assert!(r.stdout.contains("resumed"), "{}", r.stderr);
+    env.run(&["--agent", &agent, "sessions", "close"]).ok();
+}

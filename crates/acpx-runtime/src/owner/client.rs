@@ -19,6 +19,9 @@ use crate::client_ops::PermissionPrompter;
 
 /// How long a client keeps trying to reach an owner it started.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a client waits for an owner's first answer to a request, which a live owner
+/// sends at once.
+pub const FIRST_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Between two connection attempts.
 const RETRY_WAIT: Duration = Duration::from_millis(25);
 /// A starter spawns again after this long without a listening owner (its first one may
@@ -145,7 +148,22 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
     };
     let mut reader = BufReader::new(read);
     let mut buf = String::new();
-    let n = match reader.read_line(&mut buf).await {
+    // A live owner answers every request at once (`accepted`, `status`, …); one that does
+    // not is stopped (`kill -STOP`) or stuck, and the kernel accepted the connection for it.
+    let first = tokio::time::timeout(FIRST_ANSWER_TIMEOUT, reader.read_line(&mut buf)).await;
+    let Ok(first) = first else {
+        let pid = super::lease::read(paths).map_or_else(|| "?".to_owned(), |l| l.pid.to_string());
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the queue owner (pid {pid}) accepted the connection but did not answer within \
+                 {} s: it is stopped or stuck; `kill -CONT {pid}` resumes a stopped one, \
+                 `kill {pid}` ends it (the next command starts another)",
+                FIRST_ANSWER_TIMEOUT.as_secs()
+            ),
+        ));
+    };
+    let n = match first {
         Err(e) if went_away(&e) => 0,
         r => r?,
     };
@@ -161,6 +179,20 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
         pending: Some(first),
         finished: false,
     }))
+}
+
+/// The wire error of a failed exchange with an owner: `QUEUE_OWNER_UNRESPONSIVE` for one that
+/// accepted the connection and never answered, else `QUEUE_PROTOCOL_INVALID`.
+pub fn io_wire(e: &std::io::Error) -> WireError {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        WireError::runtime("QUEUE_OWNER_UNRESPONSIVE", e.to_string(), true)
+    } else {
+        WireError::runtime(
+            "QUEUE_PROTOCOL_INVALID",
+            format!("cannot talk to the queue owner: {e}"),
+            true,
+        )
+    }
 }
 
 /// Whether a socket error says the owner closed the connection under us: an owner that exits
@@ -263,13 +295,7 @@ pub async fn send_or_spawn_or<T>(
                 answer.pending = None;
             }
             Ok(None) => {}
-            Err(e) => {
-                return Err(WireError::runtime(
-                    "QUEUE_PROTOCOL_INVALID",
-                    format!("cannot talk to the queue owner: {e}"),
-                    true,
-                ))
-            }
+            Err(e) => return Err(io_wire(&e)),
         }
         if !lease::is_alive(&paths) && last_spawn.is_none_or(|t| t.elapsed() >= RESPAWN_AFTER) {
             spawn().map_err(|e| {
@@ -310,7 +336,7 @@ pub async fn release(
     let paths = LeasePaths::new(authority, id);
     let Some(answer) = send_if_running(authority, id, request)
         .await
-        .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
+        .map_err(|e| io_wire(&e))?
     else {
         return Ok(false);
     };

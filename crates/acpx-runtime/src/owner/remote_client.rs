@@ -425,7 +425,7 @@ pub async fn send_if_running_anywhere(
 ) -> Result<Option<Following>, WireError> {
     if let Some(answer) = client::send_if_running(authority, id, request)
         .await
-        .map_err(|e| WireError::runtime("QUEUE_PROTOCOL_INVALID", e.to_string(), true))?
+        .map_err(|e| client::io_wire(&e))?
     {
         return Ok(Some(Following::Local(Box::new(answer))));
     }

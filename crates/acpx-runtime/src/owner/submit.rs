@@ -184,7 +184,12 @@ pub async fn prompt(
         wait,
     };
     let mut presses = Presses::new(interrupts);
-    let mut answer = send_or_spawn(target, &request).await?;
+    // Ctrl-C and SIGTERM count from the start: reaching an owner (starting one) may take a
+    // while, and one that does not answer must not hold the user.
+    let mut answer = tokio::select! {
+        a = send_or_spawn(target, &request) => a?,
+        _ = presses.next() => return Err(SubmitError::Interrupted),
+    };
     let mut cancels = 0u32;
     let turn_over = std::cell::Cell::new(false);
     let over = |events: &mut dyn FnMut(SubmitEvent<'_>)| {
