@@ -467,5 +467,17 @@ fn a_stopped_owner_does_not_hold_its_clients() {
     common::process::kill(owner, libc::SIGCONT);
     let r = env.run(&["--agent", &agent, "echo", "resumed"]).ok();
     assert!(r.stdout.contains("resumed"), "{}", r.stderr);
+    // The prompts whose clients gave up were never run (at most once): only the last one is
+    // in the conversation; the queue stream says why the others were dropped.
+    assert_eq!(user_messages(&env, "fs", &agent), ["echo resumed"]);
+    let events = env
+        .run(&["--format", "json", "--agent", &agent, "sessions", "events"])
+        .ok()
+        .json_lines();
+    let withdrawn = events
+        .iter()
+        .filter(|e| e["payload"]["detailCode"] == "QUEUE_TASK_WITHDRAWN")
+        .count();
+    assert_eq!(withdrawn, 2, "{events:?}");
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }

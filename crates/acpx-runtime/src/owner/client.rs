@@ -32,8 +32,10 @@ const RESPAWN_AFTER: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Answer {
     reader: BufReader<OwnedReadHalf>,
-    /// Open for the answers to forwarded permission questions (interactive prompts only).
+    /// Open while a prompt's client waits; written to with the answers to forwarded
+    /// permission questions (interactive prompts only).
     writer: Option<OwnedWriteHalf>,
+    interactive: bool,
     pending: Option<Response>,
     finished: bool,
 }
@@ -77,7 +79,7 @@ impl Answer {
 
     /// Sends the user's answer to the owner's `permission_request` `id`.
     pub async fn answer_permission(&mut self, id: u64, approved: bool) -> std::io::Result<()> {
-        let Some(w) = self.writer.as_mut() else {
+        let Some(w) = self.writer.as_mut().filter(|_| self.interactive) else {
             return Err(std::io::Error::other(
                 "this request was not interactive; the owner reads no answers",
             ));
@@ -135,12 +137,15 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
         r => r?,
     }
     // The owner reads one request line per connection; only an interactive prompt's client
-    // writes more (its answers to permission questions).
+    // writes more (its answers to permission questions). A client that waits for its prompt
+    // keeps its side open until the answer: the owner drops a prompt whose client closed it
+    // before the prompt started.
     let interactive = matches!(
         request,
         Request::SubmitPrompt { options, wait: true, .. } if options.interactive
     );
-    let writer = if interactive {
+    let waits = matches!(request, Request::SubmitPrompt { wait: true, .. });
+    let writer = if waits {
         Some(write)
     } else {
         drop(write);
@@ -176,6 +181,7 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
     Ok(Some(Answer {
         reader,
         writer,
+        interactive,
         pending: Some(first),
         finished: false,
     }))

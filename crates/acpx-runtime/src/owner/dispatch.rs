@@ -3,13 +3,13 @@
 //! client's connection (`server`) or from another host through the store's task queue
 //! (`remote_inbox`), so both are served alike.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::QueuePhase;
 use serde_json::{json, Map};
-use tokio::io::BufReader;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::mpsc;
 
@@ -28,6 +28,28 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether the client has closed its side already (an owner resumed after a stop reads
+/// requests whose clients gave up long ago). Polls once; consumes nothing.
+async fn closed_now(reader: &mut BufReader<OwnedReadHalf>) -> bool {
+    matches!(
+        tokio::time::timeout(Duration::ZERO, reader.fill_buf()).await,
+        Ok(Ok([])) | Ok(Err(_))
+    )
+}
+
+/// Sets `gone` when the client closes its side of the connection (or it fails); a waiting
+/// client writes nothing after its request.
+async fn watch_client(mut reader: BufReader<OwnedReadHalf>, gone: Arc<AtomicBool>) {
+    let mut buf = [0u8; 256];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    gone.store(true, Ordering::SeqCst);
 }
 
 /// Serves `request`: its answer lines go to `reply`, a turn's events counted in `backlog`
@@ -64,19 +86,44 @@ pub(super) async fn dispatch(
         } => {
             // An interactive client answers the turn's permission questions on this
             // connection (see `permissions`); the others get the non-interactive rule.
+            // A client that waits keeps its side open until the answer: its end before the
+            // task starts withdraws the task (at most once: a user who gave up and retries
+            // does not get the prompt twice).
+            let mut client_gone = None;
+            let mut answers = answers;
+            let closed = match answers.as_mut() {
+                Some(reader) => closed_now(reader).await,
+                None => false,
+            };
             let prompter = match answers {
                 Some(reader) if options.interactive && wait => {
                     let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
                     reading_answers = Some(AbortOnDrop(task));
+                    client_gone = Some(p.client_gone());
                     Some(p)
+                }
+                Some(reader) if wait => {
+                    let gone = Arc::new(AtomicBool::new(false));
+                    reading_answers = Some(AbortOnDrop(tokio::spawn(watch_client(
+                        reader,
+                        gone.clone(),
+                    ))));
+                    client_gone = Some(gone);
+                    None
                 }
                 _ => None,
             };
+            if closed && wait {
+                if let Some(gone) = &client_gone {
+                    gone.store(true, Ordering::SeqCst);
+                }
+            }
             let kind = JobKind::Prompt {
                 prompt,
                 options,
                 prompter,
                 backlog: backlog.clone(),
+                client_gone,
             };
             enqueue(shared, request_id, kind, reply).await;
             wait

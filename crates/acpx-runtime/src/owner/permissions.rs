@@ -57,6 +57,13 @@ impl ForwardingPrompter {
     }
 }
 
+impl ForwardingPrompter {
+    /// Set once the client has closed its side of the connection.
+    pub(super) fn client_gone(&self) -> Arc<AtomicBool> {
+        self.gone.clone()
+    }
+}
+
 /// Refuses what the client was asked (the senders drop) and what comes, when the reading
 /// ends: the client closed its side, or its connection ended the task (a stalled client cut).
 struct RefuseOnEnd {

@@ -86,6 +86,8 @@ pub(super) enum JobKind {
         prompter: Option<Arc<ForwardingPrompter>>,
         /// The event lines handed to the client's connection and not written yet.
         backlog: Arc<OutputBacklog>,
+        /// Set when the waiting client went away: a task not started by then is dropped.
+        client_gone: Option<Arc<AtomicBool>>,
     },
     SetMode(String, TaskOptions),
     SetConfigOption(String, Value, TaskOptions),

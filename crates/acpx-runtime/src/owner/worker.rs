@@ -167,6 +167,17 @@ impl Worker {
                         *locked(&self.shared.task) = None;
                         continue;
                     }
+                    if let JobKind::Prompt {
+                        client_gone: Some(gone),
+                        ..
+                    } = &job.kind
+                    {
+                        if gone.load(Ordering::SeqCst) {
+                            self.drop_withdrawn(&job).await;
+                            *locked(&self.shared.task) = None;
+                            continue;
+                        }
+                    }
                     match self.run_job(job).await {
                         Ok(()) => open_failed = None,
                         Err(e) => open_failed = Some(e),
@@ -233,6 +244,27 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// A queued prompt whose client went away before it started: recorded in the queue
+    /// stream as an error, never run.
+    async fn drop_withdrawn(&self, job: &Job) {
+        let log = locked(&self.shared.queue_log).clone();
+        if let Some(log) = log {
+            let mut extra = serde_json::Map::new();
+            extra.insert("task".into(), serde_json::json!("prompt"));
+            extra.insert(
+                "detailCode".into(),
+                serde_json::json!("QUEUE_TASK_WITHDRAWN"),
+            );
+            extra.insert(
+                "message".into(),
+                serde_json::json!("its client went away before it started; it was not run"),
+            );
+            let _ = log
+                .record(QueuePhase::Error, Some(&job.request_id), extra)
+                .await;
         }
     }
 
@@ -421,6 +453,7 @@ impl Worker {
                 options,
                 prompter,
                 backlog,
+                ..
             } => {
                 let reply = job.reply.clone();
                 let counted = backlog.clone();
