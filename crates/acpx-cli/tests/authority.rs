@@ -481,3 +481,39 @@ fn a_stopped_owner_does_not_hold_its_clients() {
     assert_eq!(withdrawn, 2, "{events:?}");
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }
+
+/// Ctrl-C of a client waiting its turn withdraws its own prompt: the running turn (another
+/// client's) goes on, and the withdrawn prompt never runs.
+#[test]
+fn ctrl_c_of_a_queued_client_withdraws_its_own_prompt_only() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    let running = common::process::spawn_until(
+        &env,
+        &["--format", "json", "--agent", &agent, "prompt", "slow 40"],
+        common::process::STARTED,
+    );
+    let queued = common::process::spawn(&env, &["--agent", &agent, "echo", "queued"]);
+    wait_for("the second prompt queued", || {
+        status(&env, &agent)["queueDepth"].as_u64() == Some(1)
+    });
+    let t0 = Instant::now();
+    common::process::kill_child(&queued, libc::SIGINT);
+    let q = common::process::finish(queued);
+    assert_eq!(q.code, 130, "{q:?}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let (code, lines, stderr) = running.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        lines.last().unwrap()["payload"]["stopReason"],
+        "end_turn",
+        "the running turn was not cancelled: {stderr}"
+    );
+    assert_eq!(
+        user_messages(&env, "fs", &agent),
+        ["slow 40"],
+        "the withdrawn prompt never ran"
+    );
+    env.run(&["--agent", &agent, "sessions", "close"]).ok();
+}

@@ -381,6 +381,30 @@ fn fsck_repair_on_host_b_releases_host_a_idle_owner_and_names_a_busy_one() {
     wait_for("A's owner stepped aside", || !alive(owner));
 }
 
+#[test]
+fn ctrl_c_on_host_b_withdraws_its_queued_prompt_and_leaves_host_a_turn_alone() {
+    let Some(url) = server_url() else { return };
+    let h = TwoHosts::new("remote_withdraw", &url);
+    let (long, reader) = spawn_running(&h, &h.a, "slow 40");
+    let queued = h.spawn(&h.b, &["echo", "queued-on-b"]);
+    wait_for("B's prompt in A's queue", || {
+        h.status(&h.b)["queueDepth"].as_u64() == Some(1)
+    });
+    common::process::kill_child(&queued, libc::SIGINT);
+    let q = finish(queued);
+    assert_eq!(q.code, 130, "{q:?}");
+    let a = finish(long);
+    reader.join().unwrap();
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let events = h.events();
+    let done = events.iter().rfind(|e| e["type"] == "prompt_done").unwrap();
+    assert_eq!(done["payload"]["stopReason"], "end_turn", "{done}");
+    // Nothing of B's prompt ran: give the owner a moment to reach it, then look.
+    std::thread::sleep(Duration::from_millis(500));
+    let text = serde_json::to_string(&h.events()).unwrap();
+    assert!(!text.contains("queued-on-b\""), "the withdrawn prompt ran");
+}
+
 /// Host A's lease TTL in the tests of a host that stops answering: short, so they take
 /// seconds.
 const SHORT_TTL_MS: &str = "2000";

@@ -78,6 +78,21 @@ pub(super) async fn dispatch(
             let _ = reply.send(line(&cancel(shared).await).into());
             true
         }
+        Request::Withdraw { request_id } => {
+            let flag = locked(&shared.queued).get(&request_id).cloned();
+            let withdrawn = flag.is_some_and(|gone| {
+                gone.store(true, Ordering::SeqCst);
+                true
+            });
+            let _ = reply.send(
+                line(&Response::CancelResult {
+                    cancelled: withdrawn,
+                    request_id: Some(request_id),
+                })
+                .into(),
+            );
+            true
+        }
         Request::SubmitPrompt {
             request_id,
             prompt,
@@ -117,6 +132,12 @@ pub(super) async fn dispatch(
                 if let Some(gone) = &client_gone {
                     gone.store(true, Ordering::SeqCst);
                 }
+            }
+            // Withdrawable by its request id too (a client on another host has no connection
+            // here to close).
+            let client_gone = Some(client_gone.unwrap_or_default());
+            if let Some(gone) = &client_gone {
+                locked(&shared.queued).insert(request_id.clone(), gone.clone());
             }
             let kind = JobKind::Prompt {
                 prompt,

@@ -228,6 +228,14 @@ pub enum Request {
     /// changes. What commands that need the session whole and must not wait on a turn send
     /// (`sessions delete`, `migrate`, `fsck --repair`).
     ReleaseIdle,
+    /// Drop the queued prompt `request_id`, not started yet: its client gave up (Ctrl-C
+    /// while it waited its turn). Answered at once with `cancel_result` (`cancelled`: whether
+    /// it was still queued); a prompt already running is left alone (only its own client
+    /// cancels it, with `cancel`).
+    Withdraw {
+        /// The prompt's request id.
+        request_id: String,
+    },
 }
 
 /// A failure as the client reports it (`docs/format.md`, § Queue owner, error codes).

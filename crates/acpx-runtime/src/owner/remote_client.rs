@@ -223,6 +223,19 @@ impl RemoteAnswer {
             .expect("a RemoteAnswer is made only for a store with a task queue")
     }
 
+    /// Withdraws this task (`request`: [`Request::Withdraw`] of its prompt): from the queue
+    /// when no owner took it yet, else through its owner.
+    pub async fn withdraw(&mut self, request: Request) {
+        if let Ok(true) = self.tasks().withdraw_task(self.task_id).await {
+            self.finished = true;
+            return;
+        }
+        if let Ok(answer) = submit(&self.store, &self.id, &request, self.owner.clone()).await {
+            let _ = Following::Remote(Box::new(answer)).last().await;
+        }
+        self.forget().await;
+    }
+
     async fn forget(&self) {
         if let Err(e) = self.tasks().forget_task(self.task_id).await {
             tracing::debug!("cannot forget task {}: {e}", self.task_id);

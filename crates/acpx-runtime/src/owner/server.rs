@@ -199,6 +199,8 @@ pub(super) struct Shared {
     pub(super) replying: AtomicUsize,
     /// Woken when the task the worker is on changes, so the store lease says so at once.
     pub(super) activity_changed: Notify,
+    /// The "client gone" flags of the queued prompts, by request id, for `withdraw`.
+    pub(super) queued: Mutex<std::collections::HashMap<String, Arc<AtomicBool>>>,
     /// Connections that could not be accepted, and the last error.
     pub(super) accept_errors: std::sync::atomic::AtomicU64,
     pub(super) accept_error: Mutex<Option<String>>,
@@ -385,6 +387,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         connections: AtomicUsize::new(0),
         replying: AtomicUsize::new(0),
         activity_changed: Notify::new(),
+        queued: Mutex::new(std::collections::HashMap::new()),
         accept_errors: std::sync::atomic::AtomicU64::new(0),
         accept_error: Mutex::new(None),
     });

@@ -155,6 +155,23 @@ async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitRes
     }
 }
 
+/// Withdraws the queued prompt `request_id` (best effort, bounded): its owner drops it
+/// instead of running it later.
+async fn withdraw(target: &OwnerTarget<'_>, answer: &mut Following, request_id: &str) {
+    let request = Request::Withdraw {
+        request_id: request_id.to_owned(),
+    };
+    let done = async {
+        match answer {
+            Following::Local(_) => {
+                let _ = ask_running(target.authority, target.id, request).await;
+            }
+            Following::Remote(r) => r.withdraw(request).await,
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(5), done).await;
+}
+
 /// Whether `e` says a task was withdrawn, untaken, because its owner on another host went:
 /// nothing ran, and the request can be sent again (to an owner started here).
 fn untaken(e: &WireError) -> bool {
@@ -191,6 +208,7 @@ pub async fn prompt(
         _ = presses.next() => return Err(SubmitError::Interrupted),
     };
     let mut cancels = 0u32;
+    let mut started = false;
     let turn_over = std::cell::Cell::new(false);
     let over = |events: &mut dyn FnMut(SubmitEvent<'_>)| {
         if !turn_over.replace(true) {
@@ -205,6 +223,12 @@ pub async fn prompt(
                 // running the next client's turn already: a cancel now would stop that one.
                 // Stop reading instead.
                 if turn_over.get() {
+                    return Err(SubmitError::Interrupted);
+                }
+                // Still waiting its turn: the user withdraws this prompt, never another
+                // client's running turn.
+                if !started {
+                    withdraw(target, &mut answer, &request_id).await;
                     return Err(SubmitError::Interrupted);
                 }
                 let before = cancels;
@@ -237,6 +261,7 @@ pub async fn prompt(
                 }
             }
             Some(Response::Started { notices, .. }) => {
+                started = true;
                 events(SubmitEvent::Started(&into_notices(notices)));
             }
             Some(Response::Event { envelope }) => events(SubmitEvent::Event(&envelope)),

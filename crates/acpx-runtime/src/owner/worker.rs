@@ -167,6 +167,8 @@ impl Worker {
                         *locked(&self.shared.task) = None;
                         continue;
                     }
+                    // Started or dropped, it can no longer be withdrawn.
+                    locked(&self.shared.queued).remove(&job.request_id);
                     if let JobKind::Prompt {
                         client_gone: Some(gone),
                         ..
