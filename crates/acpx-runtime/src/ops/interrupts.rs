@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM in a process that runs turns itself ([`crate::ops::local`]) or follows
+//! Ctrl-C, SIGTERM and SIGHUP (a closed terminal) in a process that runs turns itself ([`crate::ops::local`]) or follows
 //! one in a queue owner: the handlers are installed before anything can be interrupted (so a
 //! signal never kills the process mid-write), each signal is counted (the first cancels the
 //! turn through ACP, the second stops the agent or stops waiting), and the process remembers
@@ -21,6 +21,9 @@ pub fn was_interrupted() -> bool {
 pub struct Interrupts {
     int: Option<Signal>,
     term: Option<Signal>,
+    /// SIGHUP, as SIGTERM: a terminal closed under a turn cancels it and records it, rather
+    /// than killing the process mid-turn (the turn was left unfinished).
+    hup: Option<Signal>,
 }
 
 impl Interrupts {
@@ -29,6 +32,7 @@ impl Interrupts {
         Interrupts {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
         }
     }
 
@@ -43,6 +47,7 @@ impl Interrupts {
         let r = tokio::select! {
             r = one(&mut self.int) => r,
             r = one(&mut self.term) => r,
+            r = one(&mut self.hup) => r,
         };
         if r.is_some() {
             INTERRUPTED.store(true, Ordering::SeqCst);
