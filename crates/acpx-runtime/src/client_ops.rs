@@ -381,6 +381,18 @@ impl FsRoot {
                 ))
             })?;
             self.check_inside(raw, &resolved)?;
+            // A hard link inside the directory may name a file outside it: writing through
+            // it would change that file.
+            if let Ok(meta) = std::fs::metadata(&resolved) {
+                use std::os::unix::fs::MetadataExt;
+                if meta.is_file() && meta.nlink() > 1 {
+                    return Err(FsError::Refused(format!(
+                        "{raw:?} has {} hard links; writing it would change the same file under \
+                         its other names, which may be outside the session directory",
+                        meta.nlink()
+                    )));
+                }
+            }
             return Ok(resolved);
         }
         let mut ancestor = p.as_path();

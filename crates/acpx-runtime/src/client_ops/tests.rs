@@ -362,3 +362,28 @@ async fn a_session_keeps_at_most_max_terminals() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_file_with_another_hard_link_is_not_written() {
+    let outside = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "keep").unwrap();
+    let inside = dir.path().join("innocent.txt");
+    std::fs::hard_link(&secret, &inside).unwrap();
+    let root = FsRoot::new(dir.path()).unwrap();
+    let err = root
+        .write(inside.to_str().unwrap(), "changed")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, FsError::Refused(m) if m.contains("hard links")),
+        "{err:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep");
+    // A file of one link is written as before.
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, "a").unwrap();
+    root.write(plain.to_str().unwrap(), "b").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&plain).unwrap(), "b");
+}
