@@ -566,6 +566,67 @@ fn export_formats_and_import_round_trip() {
 /// An archive cut at a line boundary (a copy interrupted between two events) is valid NDJSON;
 /// its snapshot still names the last event it folded in, so the import says which events are
 /// missing instead of storing a session shorter than its snapshot in silence.
+/// `sessions export -o PATH` writes a private file (0600, also over an existing file of
+/// ours with another mode) and refuses a symbolic link planted at PATH, a file of another
+/// user, and anything but a regular file, writing nothing there.
+#[test]
+fn export_to_a_path_refuses_links_and_other_users_files() {
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+    let env = Env::new("fs");
+    let cwd = env.cwd_str();
+    env.import_archive(&Seed::new("rec-priv", &cwd, AGENT).archive());
+    let dir = env.home().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+
+    let existing = dir.join("existing.md");
+    std::fs::write(&existing, "old").unwrap();
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let path = existing.to_str().unwrap();
+    env.run(&[
+        "sessions", "export", "rec-priv", "--as", "markdown", "-o", path,
+    ])
+    .ok();
+    let meta = std::fs::metadata(&existing).unwrap();
+    assert_eq!(meta.mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&existing)
+        .unwrap()
+        .starts_with("# title"));
+
+    let victim = env.home().join("victim.txt");
+    std::fs::write(&victim, "keep").unwrap();
+    let planted = dir.join("planted.md");
+    symlink(&victim, &planted).unwrap();
+    let r = env.run(&[
+        "sessions",
+        "export",
+        "rec-priv",
+        "--as",
+        "markdown",
+        "-o",
+        planted.to_str().unwrap(),
+    ]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+
+    // Another user's file (the test runs as root in CI, which can make one).
+    if common::process::is_root() {
+        let theirs = dir.join("theirs.md");
+        std::fs::write(&theirs, "theirs").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let r = env.run(&[
+            "sessions",
+            "export",
+            "rec-priv",
+            "-o",
+            theirs.to_str().unwrap(),
+        ]);
+        assert_ne!(r.code, 0, "{r:?}");
+        assert!(r.stderr.contains("another user"), "{}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    }
+}
+
 #[test]
 fn a_truncated_archive_is_imported_with_a_warning() {
     for backend in BACKENDS {

@@ -120,8 +120,11 @@ pub fn init(ctx: &Ctx, force: bool) -> CliResult<()> {
                 .with_hint("pass --force to replace it, or edit it"),
         );
     }
-    std::fs::create_dir_all(&ctx.home)
-        .and_then(|_| std::fs::write(&path, TEMPLATE))
+    // Private (it may come to hold a store URL with its password), and never written through
+    // a link planted at its path.
+    let mut file = acpx_runtime::ops::transfer::create_private_file(&path)
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    std::io::Write::write_all(&mut file, TEMPLATE.as_bytes())
         .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
     if ctx.out.is_json() {
         let mut m = Map::new();

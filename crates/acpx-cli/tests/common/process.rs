@@ -157,3 +157,9 @@ pub fn last_turn(env: &Env, agent: &str) -> Vec<Value> {
         .cloned()
         .collect()
 }
+
+/// Whether the tests run as root (who can make files of other users).
+pub fn is_root() -> bool {
+    // SAFETY: getuid(2) has no preconditions.
+    unsafe { libc::getuid() == 0 }
+}

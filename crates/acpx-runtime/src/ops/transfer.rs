@@ -9,7 +9,6 @@
 //! [`acpx_model::migrate::copy_store`] uses between stores.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use acpx_model::migrate::NewSessionWriter;
@@ -75,25 +74,60 @@ pub async fn for_each_page<E: From<StoreError>>(
     }
 }
 
-/// Creates (or truncates) `path` for writing, readable by its owner only (mode 0600): a
-/// session's log and conversation are private. Creates the missing parent directories.
+/// Creates (or replaces the contents of) `path` for writing, readable by its owner only
+/// (mode 0600, set also on a file that existed with another mode): a session's log and
+/// conversation are private. Creates the missing parent directories. Refuses to write
+/// through a symbolic link (planted in a shared directory such as `/tmp`, it would send the
+/// conversation wherever it points), into a file of another user, or into anything but a
+/// regular file.
 pub fn create_private_file(path: &Path) -> OpsResult<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| OpsError::CreateDir {
             path: dir.to_path_buf(),
             source,
         })?;
     }
-    std::fs::OpenOptions::new()
+    let refuse = |why: String| OpsError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+    };
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|source| OpsError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+        .map_err(|source| {
+            if acpx_lock::is_symlink_refusal(&source) {
+                refuse("it is a symbolic link; refusing to write through it".into())
+            } else {
+                OpsError::Write {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+    let write_error = |source| OpsError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = file.metadata().map_err(write_error)?;
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    let me = acpx_lock::current_uid();
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "it belongs to another user (uid {}); refusing to write a private conversation \
+             into it",
+            meta.uid()
+        )));
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(write_error)?;
+    file.set_len(0).map_err(write_error)?;
+    Ok(file)
 }
 
 /// Writes a session's whole log to `path` as NDJSON (a private file, synced to disk);
