@@ -484,7 +484,7 @@ pub enum SessionsCommand {
 #[derive(Debug, Args)]
 pub struct NewArgs {
     /// Name the session (several sessions can then share a directory)
-    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME")]
+    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME", value_parser = session_name)]
     pub name: Option<String>,
     /// Attach to an existing ACP session of the agent instead of creating one
     #[arg(long, value_name = "ACP_SESSION_ID")]
@@ -494,7 +494,7 @@ pub struct NewArgs {
 #[derive(Debug, Args)]
 pub struct EnsureArgs {
     /// The session's name
-    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME")]
+    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME", value_parser = session_name)]
     pub name: Option<String>,
 }
 
@@ -691,4 +691,19 @@ pub struct SearchArgs {
         default_value_t = 50
     )]
     pub limit: usize,
+}
+
+/// A name for a new session: any text a terminal shows as written (no control characters,
+/// which would move the cursor or recolour the screen wherever the name is listed).
+fn session_name(s: &str) -> Result<String, String> {
+    if s.chars().any(char::is_control) {
+        Err(
+            "a session name cannot contain control characters (escape sequences, tabs, newlines)"
+                .into(),
+        )
+    } else if s.trim().is_empty() {
+        Err("a session name cannot be empty".into())
+    } else {
+        Ok(s.to_owned())
+    }
 }

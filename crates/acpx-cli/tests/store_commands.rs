@@ -627,6 +627,36 @@ fn export_to_a_path_refuses_links_and_other_users_files() {
     }
 }
 
+/// Names and paths an archive (or an agent) chose are shown with their control characters
+/// escaped: an escape sequence in a name must not reach the terminal. New names with them
+/// are refused.
+#[test]
+fn control_characters_in_names_never_reach_the_terminal() {
+    let env = Env::new("fs");
+    let cwd = env.cwd_str();
+    let mut seed = Seed::new("rec-esc", &cwd, AGENT);
+    seed.name = Some("evil\u{1b}[2Jname");
+    env.import_archive(&seed.archive());
+    for args in [
+        &["sessions", "list"][..],
+        &["sessions", "show", "rec-esc"][..],
+    ] {
+        let out = env.run(args).ok().stdout;
+        assert!(!out.contains('\u{1b}'), "{args:?}: {out:?}");
+        assert!(out.contains("evil\\u{1b}[2Jname"), "{args:?}: {out}");
+    }
+    let r = env.run(&[
+        "--agent",
+        AGENT,
+        "sessions",
+        "new",
+        "--name",
+        "a\u{1b}[31mb",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("control characters"), "{}", r.stderr);
+}
+
 #[test]
 fn a_truncated_archive_is_imported_with_a_warning() {
     for backend in BACKENDS {

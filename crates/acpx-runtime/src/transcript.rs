@@ -65,9 +65,28 @@ fn result_text(content: &[ResultContent]) -> String {
         .join("\n")
 }
 
-/// `s` on one line, cut to `max` characters with `…`.
+/// `s` with its control characters escaped (`\u{1b}`, `\n`, …): a name, title or path a
+/// person reads on a terminal, which an agent or an imported archive chose, must not move
+/// the cursor, recolour the screen or hide text.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `s` on one line, cut to `max` characters with `…`; other control characters escaped
+/// ([`printable`]).
 pub fn clip(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
+    let one_line = printable(&s.replace('\n', " ")).into_owned();
     if one_line.chars().count() <= max {
         one_line
     } else {
@@ -448,10 +467,10 @@ pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str) -> bool) {
     if let Some(a) = &r.agent_session_id {
         s.push_str(&format!("- agent session id: `{a}`\n"));
     }
-    s.push_str(&format!("- agent: `{}`\n", r.agent_command));
-    s.push_str(&format!("- directory: `{}`\n", r.cwd));
+    s.push_str(&format!("- agent: `{}`\n", printable(&r.agent_command)));
+    s.push_str(&format!("- directory: `{}`\n", printable(&r.cwd)));
     if let Some(n) = &r.name {
-        s.push_str(&format!("- name: {n}\n"));
+        s.push_str(&format!("- name: {}\n", printable(n)));
     }
     s.push_str(&format!("- created: {}\n\n", r.created_at));
     each_message_from(r, 0, &mut s, |s, m| {
@@ -505,13 +524,13 @@ pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String
     if let Some(a) = &r.agent_session_id {
         l.push(("agent session id", a.clone()));
     }
-    l.push(("agent", r.agent_command.clone()));
-    l.push(("directory", r.cwd.clone()));
+    l.push(("agent", printable(&r.agent_command).into_owned()));
+    l.push(("directory", printable(&r.cwd).into_owned()));
     if let Some(n) = &r.name {
-        l.push(("name", n.clone()));
+        l.push(("name", printable(n).into_owned()));
     }
     if !r.thread.title.is_empty() {
-        l.push(("title", r.thread.title.clone()));
+        l.push(("title", printable(&r.thread.title).into_owned()));
     }
     l.push(("created", r.created_at.to_string()));
     l.push(("last used", r.last_used_at.to_string()));

@@ -81,7 +81,9 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
             .name_of(&s.agent_command)
             .unwrap_or(&s.agent_command);
         let state = if s.closed { "closed" } else { "open" };
-        let name = s.name.as_deref().unwrap_or("-");
+        let printable = acpx_runtime::transcript::printable;
+        let name = printable(s.name.as_deref().unwrap_or("-"));
+        let (agent, cwd) = (printable(agent), printable(&s.cwd));
         let title = s
             .title
             .as_deref()
@@ -94,7 +96,7 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
             s.last_used_at,
             agent,
             name,
-            s.cwd,
+            cwd,
             s.message_count,
             title
         )
