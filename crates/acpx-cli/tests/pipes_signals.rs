@@ -327,3 +327,28 @@ fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
         }
     }
 }
+
+/// An agent's children end with it, also when the agent exits first (its process group used
+/// to be signalled only while the agent lived): with and without a queue owner.
+#[test]
+fn the_agents_children_end_with_it() {
+    for mode in MODES {
+        let env = Env::new("fs");
+        let marker = env.home().join("child.pid");
+        let agent = format!(
+            "sh -c 'sleep 300 & echo $! > {}; exec {}'",
+            marker.display(),
+            env.agent_cmd("")
+        );
+        env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+        env.run(&args(&agent, mode, &["echo", "hi"])).ok();
+        let pid: u64 = std::fs::read_to_string(&marker)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Through an owner the agent lives until the session closes.
+        env.run(&args(&agent, mode, &["sessions", "close"])).ok();
+        common::process::wait_for("the agent's child ended", || !common::process::alive(pid));
+    }
+}

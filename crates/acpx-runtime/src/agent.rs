@@ -65,6 +65,9 @@ impl std::fmt::Display for AgentExit {
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 const EXIT_GRACE: Duration = Duration::from_secs(1);
 const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long the agent's leftover children have between `SIGTERM` and `SIGKILL` once the
+/// agent exited.
+const CHILDREN_GRACE: Duration = Duration::from_secs(2);
 
 /// A running agent process.
 #[derive(Debug)]
@@ -135,11 +138,10 @@ impl AgentProcess {
         (self.wait().await, true)
     }
 
-    /// Kills the process group at once (drop path).
+    /// Kills the process group at once (drop path), the agent's children with it even when
+    /// the agent itself has exited.
     pub fn kill_now(&self) {
-        if self.exit().is_none() {
-            signal_group(self.pid, libc::SIGKILL);
-        }
+        signal_group(self.pid, libc::SIGKILL);
     }
 }
 
@@ -224,8 +226,18 @@ pub(crate) fn spawn(
     };
 
     let (exit_tx, exit_rx) = watch::channel(None);
+    let group = pid;
     tokio::spawn(async move {
-        let exit = match child.wait().await {
+        let waited = child.wait().await;
+        // The agent's children do not outlive it: what is left of its process group is
+        // asked to stop, then killed (docs/format.md § Processes). The group id cannot name
+        // another group while any of its members lives.
+        signal_group(group, libc::SIGTERM);
+        tokio::spawn(async move {
+            tokio::time::sleep(CHILDREN_GRACE).await;
+            signal_group(group, libc::SIGKILL);
+        });
+        let exit = match waited {
             Ok(status) => {
                 use std::os::unix::process::ExitStatusExt;
                 AgentExit {
