@@ -491,7 +491,7 @@ fn ctrl_c_of_a_queued_client_withdraws_its_own_prompt_only() {
     env.run(&["--agent", &agent, "sessions", "new"]).ok();
     let running = common::process::spawn_until(
         &env,
-        &["--format", "json", "--agent", &agent, "prompt", "slow 40"],
+        &["--format", "json", "--agent", &agent, "prompt", "slow 100"],
         common::process::STARTED,
     );
     let queued = common::process::spawn(&env, &["--agent", &agent, "echo", "queued"]);
@@ -512,7 +512,7 @@ fn ctrl_c_of_a_queued_client_withdraws_its_own_prompt_only() {
     );
     assert_eq!(
         user_messages(&env, "fs", &agent),
-        ["slow 40"],
+        ["slow 100"],
         "the withdrawn prompt never ran"
     );
     env.run(&["--agent", &agent, "sessions", "close"]).ok();

@@ -352,3 +352,22 @@ fn the_agents_children_end_with_it() {
         common::process::wait_for("the agent's child ended", || !common::process::alive(pid));
     }
 }
+
+/// An agent that writes a huge line without a newline is stopped with a clear error at the
+/// message cap, instead of growing acpx's memory with it.
+#[test]
+fn an_endless_line_from_the_agent_is_cut_at_the_message_cap() {
+    let mut env = Env::new("fs");
+    env.extra_env
+        .push(("ACPX_MAX_AGENT_MESSAGE_BYTES".into(), "1048576".into()));
+    let agent = "sh -c 'head -c 8000000 /dev/zero | tr \"\\\\0\" x; sleep 60'";
+    let t0 = Instant::now();
+    let r = env.run(&["--no-owner", "--agent", agent, "sessions", "new"]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("without a newline") && r.stderr.contains("1 MiB"),
+        "{}",
+        r.stderr
+    );
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+}

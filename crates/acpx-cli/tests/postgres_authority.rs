@@ -385,7 +385,7 @@ fn fsck_repair_on_host_b_releases_host_a_idle_owner_and_names_a_busy_one() {
 fn ctrl_c_on_host_b_withdraws_its_queued_prompt_and_leaves_host_a_turn_alone() {
     let Some(url) = server_url() else { return };
     let h = TwoHosts::new("remote_withdraw", &url);
-    let (long, reader) = spawn_running(&h, &h.a, "slow 40");
+    let (long, reader) = spawn_running(&h, &h.a, "slow 100");
     let queued = h.spawn(&h.b, &["echo", "queued-on-b"]);
     wait_for("B's prompt in A's queue", || {
         h.status(&h.b)["queueDepth"].as_u64() == Some(1)

@@ -16,11 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use acpx_model::Timestamp;
+
+use crate::capped_lines::{max_message_bytes, read_line_capped, Capped};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{AcpAgent, Agent, Error as SdkError, Lines, UntypedMessage};
 use futures::{Sink, Stream};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::sync::{oneshot, watch};
 
 use crate::client_ops::{signal_group, signal_name};
@@ -78,9 +80,19 @@ pub(crate) struct AgentProcess {
     exit: watch::Receiver<Option<AgentExit>>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     stderr_closed: watch::Receiver<bool>,
+    /// Why acpx stopped reading the agent and killed it (a message past the cap), if it did.
+    cut_off: Arc<Mutex<Option<String>>>,
 }
 
 impl AgentProcess {
+    /// Why acpx stopped reading the agent and killed it, if it did.
+    pub fn cut_off(&self) -> Option<String> {
+        self.cut_off
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The exit, once the process has ended.
     pub fn exit(&self) -> Option<AgentExit> {
         self.exit.borrow().clone()
@@ -264,9 +276,9 @@ pub(crate) fn spawn(
             let mut reader = BufReader::new(stderr);
             let mut line = Vec::new();
             loop {
-                line.clear();
-                match reader.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
+                // A line past the tail's size would not be kept anyway: its start is.
+                match read_line_capped(&mut reader, &mut line, STDERR_TAIL_BYTES, true).await {
+                    Ok(Capped::End) | Err(_) => break,
                     Ok(_) => {
                         let text = String::from_utf8_lossy(&line);
                         let text = text.trim_end_matches(['\n', '\r']);
@@ -285,17 +297,45 @@ pub(crate) fn spawn(
         }
     });
 
+    let cut_off: Arc<Mutex<Option<String>>> = Arc::default();
     let incoming: IncomingLines = {
         let wire = wire.clone();
+        let max = max_message_bytes();
+        let cut_off = cut_off.clone();
         Box::pin(futures::stream::unfold(
-            BufReader::new(stdout).lines(),
-            move |mut lines| {
+            (BufReader::new(stdout), Vec::new()),
+            move |(mut reader, mut buf)| {
                 let wire = wire.clone();
                 let non_protocol = non_protocol.clone();
                 let gate = gate.clone();
+                let cut_off = cut_off.clone();
                 async move {
                     loop {
-                        match lines.next_line().await {
+                        let read = match read_line_capped(&mut reader, &mut buf, max, false).await {
+                            Ok(Capped::End) => Ok(None),
+                            Ok(Capped::Line) => {
+                                while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                                    buf.pop();
+                                }
+                                Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+                            }
+                            // The connection ends with a clear error; the agent is killed
+                            // now (it may go on writing) and the next task starts a new one.
+                            Ok(Capped::TooLong) => {
+                                let why = format!(
+                                    "the agent wrote a message of more than {} MiB without a \
+                                     newline, and acpx stopped it \
+                                     (ACPX_MAX_AGENT_MESSAGE_BYTES sets the cap)",
+                                    max >> 20
+                                );
+                                *cut_off.lock().unwrap_or_else(|p| p.into_inner()) =
+                                    Some(why.clone());
+                                signal_group(pid, libc::SIGKILL);
+                                Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why))
+                            }
+                            Err(e) => Err(e),
+                        };
+                        match read {
                             Ok(Some(line)) => {
                                 if let Some(w) = &wire {
                                     w(WireDirection::FromAgent, &line);
@@ -307,10 +347,10 @@ pub(crate) fn spawn(
                                 // Backpressure: the rest of a fast agent's turn waits in its
                                 // stdout pipe, not in this process (see `crate::flow`).
                                 gate.admit(&line).await;
-                                return Some((Ok(line), lines));
+                                return Some((Ok(line), (reader, buf)));
                             }
                             Ok(None) => return None,
-                            Err(e) => return Some((Err(e), lines)),
+                            Err(e) => return Some((Err(e), (reader, buf))),
                         }
                     }
                 }
@@ -338,6 +378,7 @@ pub(crate) fn spawn(
             exit: exit_rx,
             stderr_tail,
             stderr_closed: closed_rx,
+            cut_off,
         },
         Lines::new(outgoing, incoming),
     ))

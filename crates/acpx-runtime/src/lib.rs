@@ -127,6 +127,7 @@ mod agent;
 pub mod agents;
 pub mod allocator;
 pub mod authority;
+mod capped_lines;
 mod client_ops;
 pub mod config_file;
 mod core;

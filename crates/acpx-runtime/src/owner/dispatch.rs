@@ -294,6 +294,8 @@ pub(super) async fn enqueue(
             format!("the session's queue is full ({max} tasks wait already); try again later"),
         );
     }
+    // The lease says how many wait (another host's `status` reads it there).
+    shared.activity_changed.notify_one();
     let depth = shared.depth.load(Ordering::SeqCst);
     let ahead = depth + usize::from(locked(&shared.current).is_some()) - 1;
     let _ = reply.send(

@@ -59,6 +59,9 @@ pub(super) async fn call_with_deadline(
 }
 
 async fn exit_detail(exit: Option<&AgentExit>, agent: &AgentProcess) -> String {
+    if let Some(why) = agent.cut_off() {
+        return why;
+    }
     let mut s = match exit {
         Some(e) => format!("the agent process {e}"),
         None => "the agent closed its output".to_owned(),
