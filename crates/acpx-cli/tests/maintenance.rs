@@ -625,3 +625,47 @@ fn node_acpx_dry_run_stores_nothing_and_history_shows_tool_calls() {
         );
     }
 }
+
+/// A hostile Node home: a rotated segment that is a FIFO (it hung the import) or a link to
+/// `/dev/zero` (it read until memory ran out). The import ends at once, naming the file.
+#[test]
+fn node_acpx_import_reads_only_regular_files() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../acpx-runtime/tests/fixtures/node-0.19.1/lifecycle");
+    let base = "sess-da95d5a925dc40f4963af06d06c6507f";
+    for hostile in ["fifo", "dev-zero"] {
+        let env = Env::new("fs");
+        let dir = env.home().join("node-home");
+        std::fs::create_dir(&dir).unwrap();
+        for f in std::fs::read_dir(&fixture).unwrap().flatten() {
+            std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+        }
+        let rotated = dir.join(format!("{base}.stream.1.ndjson"));
+        match hostile {
+            "fifo" => {
+                let c = std::ffi::CString::new(rotated.to_str().unwrap()).unwrap();
+                // SAFETY: mkfifo(3) on a NUL-terminated path the test owns.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }
+            _ => std::os::unix::fs::symlink("/dev/zero", &rotated).unwrap(),
+        }
+        let t0 = std::time::Instant::now();
+        let r = env.run(&[
+            "sessions",
+            "import",
+            "--from-node-acpx",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{hostile}: {:?}",
+            t0.elapsed()
+        );
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            all.contains(".stream.1.ndjson")
+                && (all.contains("not a regular file") || all.contains("symbolic link")),
+            "{hostile}: {r:?}"
+        );
+    }
+}

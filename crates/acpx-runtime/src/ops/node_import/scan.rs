@@ -50,6 +50,58 @@ pub fn journal_files(record_file: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The most a Node home's file may hold: far more than Node writes (its segments rotate at a
+/// few MiB), far less than a hostile file could make acpx read.
+pub const MAX_NODE_FILE_BYTES: u64 = 1 << 30;
+
+/// Reads a file of a Node home, which may be hostile: a regular file only (a symbolic link, a
+/// FIFO, which would hang the import, or a device such as `/dev/zero`, which would fill the
+/// memory, is refused), of at most [`MAX_NODE_FILE_BYTES`].
+pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| {
+            if acpx_lock::is_symlink_refusal(&e) {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a symbolic link; a Node home's files are read only as regular files",
+                )
+            } else {
+                e
+            }
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO or a device); refusing to read it",
+        ));
+    }
+    if meta.len() > MAX_NODE_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} bytes, more than the {} MiB a Node home's file may hold",
+                meta.len(),
+                MAX_NODE_FILE_BYTES >> 20
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_NODE_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_NODE_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it grew past the size a Node home's file may hold while it was read",
+        ));
+    }
+    Ok(bytes)
+}
+
 /// A segment whose last line has no newline: a write Node never finished.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornTail {
@@ -75,7 +127,7 @@ pub struct JournalLines {
 pub fn read_journal(files: &[PathBuf]) -> OpsResult<JournalLines> {
     let mut out = JournalLines::default();
     for f in files {
-        let bytes = std::fs::read(f).map_err(|source| OpsError::Read {
+        let bytes = read_regular_file(f).map_err(|source| OpsError::Read {
             path: f.clone(),
             source,
         })?;
@@ -262,7 +314,7 @@ enum Prepared {
 /// Reads and converts one file (record or archive), or says why it is skipped.
 fn prepare(file: &Path, options: &NodeImportOptions, now: Timestamp) -> OpsResult<Prepared> {
     let origin = file.display().to_string();
-    let doc: Value = match std::fs::read(file)
+    let doc: Value = match read_regular_file(file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
