@@ -110,28 +110,8 @@ impl Inner {
         after_seq: u64,
         timeout: Duration,
     ) -> StoreResult<()> {
-        let mut rx = self.watcher.subscribe(&self.location).await?;
-        // Subscribed first, then checked: an append committed in between is seen either way.
-        if self.event_log_state(id).await?.last_seq > after_seq {
-            return Ok(());
-        }
-        let ours = self.notify_payload(id);
-        let wait = async {
-            loop {
-                match rx.recv().await {
-                    Ok(payload) if payload == ours => return,
-                    Ok(_) => {}
-                    // Missed some: one of them may have been ours; let the caller read.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
-                    // The listening connection ended: fall back to the caller's next read.
-                    Err(broadcast::error::RecvError::Closed) => {
-                        tokio::time::sleep(timeout).await;
-                        return;
-                    }
-                }
-            }
-        };
-        let _ = tokio::time::timeout(timeout, wait).await;
-        Ok(())
+        let appended = async { Ok(self.event_log_state(id).await?.last_seq > after_seq) };
+        self.wait_for_payload(&self.notify_payload(id), appended, timeout)
+            .await
     }
 }

@@ -537,10 +537,22 @@ pub async fn release_anywhere(
     id: &RecordId,
     max: Duration,
 ) -> SubmitResult<()> {
-    client::release(authority, id, &Request::Release, max)
+    release_here_and_there(store, authority, id, Request::Release, max).await
+}
+
+/// `request` ([`Request::Release`] or [`Request::ReleaseIdle`]) to the owner here, then to
+/// the owner on another host; waits up to `max` for each to let go.
+async fn release_here_and_there(
+    store: Option<&Arc<dyn Store>>,
+    authority: &Path,
+    id: &RecordId,
+    request: Request,
+    max: Duration,
+) -> SubmitResult<()> {
+    client::release(authority, id, &request, max)
         .await
         .map_err(SubmitError::Wire)?;
-    release_remote(store, authority, id, Request::Release, max)
+    release_remote(store, authority, id, request, max)
         .await
         .map(drop)
 }
@@ -552,10 +564,7 @@ pub async fn release_idle_anywhere(
     authority: &Path,
     id: &RecordId,
 ) -> SubmitResult<()> {
-    release_idle(authority, id).await?;
-    release_remote(store, authority, id, Request::ReleaseIdle, RELEASE_BOUND)
-        .await
-        .map(drop)
+    release_here_and_there(store, authority, id, Request::ReleaseIdle, RELEASE_BOUND).await
 }
 
 /// How long [`release`] waits for an owner to stop.
