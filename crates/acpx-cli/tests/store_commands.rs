@@ -657,6 +657,36 @@ fn control_characters_in_names_never_reach_the_terminal() {
     assert!(r.stderr.contains("control characters"), "{}", r.stderr);
 }
 
+/// An archive cannot decide where its agent runs or take over a scope by a date: a
+/// directory that is relative or climbs with `..` is refused, a `lastUsedAt` in the future is
+/// brought back to the time of the import.
+#[test]
+fn an_archive_cannot_pick_a_relative_directory_or_a_future_date() {
+    let env = Env::new("fs");
+    let cwd = env.cwd_str();
+    for bad in ["relative/../../etc", "/tmp/../etc", "./here"] {
+        let seed = Seed::new("rec-cwd", bad, AGENT);
+        let path = env.home().join("bad.ndjson");
+        std::fs::write(&path, seed.archive()).unwrap();
+        let r = env.run(&["sessions", "import", path.to_str().unwrap()]);
+        assert_ne!(r.code, 0, "{bad}: {r:?}");
+        assert!(
+            r.stderr.contains("not an absolute path"),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
+    let mut seed = Seed::new("rec-future", &cwd, AGENT);
+    seed.last_used_at = "2030-01-01T00:00:00.000Z";
+    env.import_archive(&seed.archive());
+    let shown = env
+        .run(&["--format", "json", "sessions", "show", "rec-future"])
+        .ok()
+        .json();
+    let used = shown["lastUsedAt"].as_str().unwrap().to_owned();
+    assert!(used.as_str() < "2030", "{shown}");
+}
+
 #[test]
 fn a_truncated_archive_is_imported_with_a_warning() {
     for backend in BACKENDS {

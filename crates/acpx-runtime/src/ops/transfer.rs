@@ -447,6 +447,7 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     mut events: EventLines<R>,
     new_id: bool,
 ) -> OpsResult<(SessionRecord, u64)> {
+    admit_imported(&mut record)?;
     let original = record.acpx_record_id.clone();
     if new_id {
         record.acpx_record_id = RecordId::generate();
@@ -571,6 +572,39 @@ pub async fn store_new_session(
     Ok(writer.finish().await?)
 }
 
+/// What an archive may not decide about the session it brings (an archive is data from
+/// elsewhere, maybe hostile): its directory must be an absolute path without `.` or `..`
+/// (a session's agent runs there, and its file operations are confined to it), and a
+/// `lastUsedAt` in the future is brought back to now, so an imported session cannot take
+/// over its scope's "current session" for good by a date.
+fn admit_imported(record: &mut SessionRecord) -> OpsResult<()> {
+    let cwd = std::path::Path::new(&record.cwd);
+    let normal = cwd.is_absolute()
+        && cwd.components().all(|c| {
+            !matches!(
+                c,
+                std::path::Component::ParentDir | std::path::Component::CurDir
+            )
+        });
+    if !normal {
+        return Err(OpsError::Invalid(format!(
+            "session {}: its directory {:?} is not an absolute path without `.` or `..`; \
+             refusing to import a session whose agent would run there",
+            record.acpx_record_id,
+            transcript_printable(&record.cwd)
+        )));
+    }
+    let now = acpx_model::Timestamp::now();
+    if record.last_used_at.millis() > now.millis() {
+        record.last_used_at = now;
+    }
+    Ok(())
+}
+
+fn transcript_printable(s: &str) -> String {
+    crate::transcript::printable(s).into_owned()
+}
+
 /// Imports an [`ImportedSession`]: under a fresh id with `new_id`, else under its own (every
 /// event must belong to it; `origin` names the file in that error). Returns the stored
 /// snapshot. The session's whole log is in memory (see [`parse_import_file`]).
@@ -580,6 +614,7 @@ pub async fn import_session(
     new_id: bool,
     origin: &str,
 ) -> OpsResult<SessionRecord> {
+    admit_imported(&mut session.record)?;
     if new_id {
         assign_new_id(&mut session);
     } else {
