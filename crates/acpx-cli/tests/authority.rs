@@ -517,3 +517,45 @@ fn ctrl_c_of_a_queued_client_withdraws_its_own_prompt_only() {
     );
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }
+
+/// A request line without end is cut at the message cap: the client is told, the owner keeps
+/// serving (it read the whole line into memory before).
+#[test]
+fn an_endless_request_line_is_refused_at_the_cap() {
+    let mut env = Env::new("fs");
+    env.extra_env
+        .push(("ACPX_MAX_AGENT_MESSAGE_BYTES".into(), "1048576".into()));
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
+    let sock = std::fs::read_dir(env.authority().join("owners"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("the owner's socket");
+    let s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let writer = {
+        let mut w = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let chunk = vec![b'x'; 1 << 16];
+            for _ in 0..64 {
+                if w.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let mut answer = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(&s).read_line(&mut answer).unwrap();
+    assert!(answer.contains("more than 1 MiB"), "{answer}");
+    drop(s);
+    writer.join().unwrap();
+    assert!(alive(owner));
+    let r = env.run(&["--agent", &agent, "echo", "still-serving"]).ok();
+    assert!(r.stdout.contains("still-serving"), "{}", r.stderr);
+    env.run(&["--agent", &agent, "sessions", "close"]).ok();
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use acpx_model::{EventEnvelope, RecordId, ThreadText, Timestamp};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
@@ -482,10 +482,30 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
 async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let mut first = String::new();
-    let got = tokio::time::timeout(Duration::from_secs(10), reader.read_line(&mut first)).await;
+    // One request line, bounded like an agent's message: a client cannot grow the owner's
+    // memory with an endless line.
+    let mut first = Vec::new();
+    let max = crate::capped_lines::max_message_bytes();
+    let got = tokio::time::timeout(
+        Duration::from_secs(10),
+        crate::capped_lines::read_line_capped(&mut reader, &mut first, max, false),
+    )
+    .await;
     let request = match got {
-        Ok(Ok(n)) if n > 0 => serde_json::from_str::<Request>(first.trim_end()),
+        Ok(Ok(crate::capped_lines::Capped::Line)) => {
+            serde_json::from_slice::<Request>(first.trim_ascii_end())
+        }
+        Ok(Ok(crate::capped_lines::Capped::TooLong)) => {
+            let err = WireError::runtime(
+                "QUEUE_REQUEST_INVALID",
+                format!("bad request: a line of more than {} MiB", max >> 20),
+                false,
+            );
+            let _ = write
+                .write_all(line(&Response::Error { error: err }).as_bytes())
+                .await;
+            return;
+        }
         _ => return,
     };
     let request = match request {
