@@ -28,6 +28,34 @@ fn user_messages(env: &Env, backend: &str, agent: &str) -> Vec<String> {
         .collect()
 }
 
+/// The lifecycle phases of session `id`'s log, in order.
+fn lifecycle_phases(env: &Env, id: &str) -> Vec<Value> {
+    env.run(&[
+        "--format",
+        "json",
+        "sessions",
+        "events",
+        id,
+        "--type",
+        "lifecycle_event",
+    ])
+    .ok()
+    .json_lines()
+    .into_iter()
+    .map(|e| e["payload"]["phase"].clone())
+    .collect()
+}
+
+/// The socket of the (one) queue owner under `env`'s authority directory.
+fn owner_socket(env: &Env) -> std::path::PathBuf {
+    std::fs::read_dir(env.authority().join("owners"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "sock"))
+        .expect("the owner's socket")
+}
+
 fn owner_pid(env: &Env, backend: &str, agent: &str) -> Option<u64> {
     let st: Value = env
         .run_on(backend, &["--format", "json", "--agent", agent, "status"])
@@ -143,21 +171,7 @@ fn the_first_prompt_runs_in_the_agent_that_created_the_session() {
             let st = env.run(&st_args).ok().json();
             assert_eq!(st["agentPid"].as_u64(), Some(agent_pid), "{backend}: {st}");
             let id = st["acpxRecordId"].as_str().unwrap().to_owned();
-            let phases: Vec<Value> = env
-                .run(&[
-                    "--format",
-                    "json",
-                    "sessions",
-                    "events",
-                    &id,
-                    "--type",
-                    "lifecycle_event",
-                ])
-                .ok()
-                .json_lines()
-                .into_iter()
-                .map(|e| e["payload"]["phase"].clone())
-                .collect();
+            let phases = lifecycle_phases(&env, &id);
             assert!(
                 !phases
                     .iter()
@@ -308,21 +322,7 @@ fn closing_without_an_owner_records_session_closed() {
         let agent = env.agent_cmd("");
         let id = env.new_session(&agent);
         env.run(&["--agent", &agent, "sessions", "close"]).ok();
-        let phases: Vec<Value> = env
-            .run(&[
-                "--format",
-                "json",
-                "sessions",
-                "events",
-                &id,
-                "--type",
-                "lifecycle_event",
-            ])
-            .ok()
-            .json_lines()
-            .into_iter()
-            .map(|e| e["payload"]["phase"].clone())
-            .collect();
+        let phases = lifecycle_phases(&env, &id);
         assert_eq!(
             phases.last().and_then(Value::as_str),
             Some("session_closed"),
@@ -396,12 +396,7 @@ fn an_owner_out_of_file_descriptors_goes_on_accepting() {
     let o = start.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
-    let sock = std::fs::read_dir(env.authority().join("owners"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "sock"))
-        .expect("the owner's socket");
+    let sock = owner_socket(&env);
     // Hold connections open until the owner runs out of descriptors.
     let mut held = Vec::new();
     for _ in 0..64 {
@@ -528,12 +523,7 @@ fn an_endless_request_line_is_refused_at_the_cap() {
     let agent = env.agent_cmd("");
     env.run(&["--agent", &agent, "sessions", "new"]).ok();
     let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
-    let sock = std::fs::read_dir(env.authority().join("owners"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "sock"))
-        .expect("the owner's socket");
+    let sock = owner_socket(&env);
     let s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let writer = {
