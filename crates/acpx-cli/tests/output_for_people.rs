@@ -57,3 +57,75 @@ fn terminal_exits_read_as_words_without_colour() {
         );
     }
 }
+
+/// An agent that sends a write's path, input and diff only in its permission request (as
+/// qwen-code does): `prompt` shows them before the decision, and `sessions read` and the
+/// Markdown export keep them, on every backend.
+#[test]
+fn a_permission_request_shows_and_keeps_what_the_call_changes() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        let target = env.cwd().join("asked.txt").display().to_string();
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        let r = env
+            .run(&[
+                "--agent",
+                &agent,
+                "--approve-all",
+                "prompt",
+                &format!("write-asked {target} hello there"),
+            ])
+            .ok();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello there");
+        let asked = format!("[permission] Permission requested: Writing to {target}");
+        let at = r
+            .stderr
+            .find(&asked)
+            .unwrap_or_else(|| panic!("{}", r.stderr));
+        let decided = r.stderr.find("[permission] Permission approved").unwrap();
+        assert!(at < decided, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("  at {target}\n")),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr
+                .contains(&format!("  edits {target} (-0 +1 lines)")),
+            "{}",
+            r.stderr
+        );
+        let read = env
+            .run(&["--agent", &agent, "sessions", "history", "--full"])
+            .ok();
+        assert!(
+            read.stdout.contains(&format!("  at: {target}")),
+            "{}",
+            read.stdout
+        );
+        assert!(read.stdout.contains("\"file_path\""), "{}", read.stdout);
+        assert!(read.stdout.contains("+hello there"), "{}", read.stdout);
+        let short = env.run(&["--agent", &agent, "sessions", "history"]).ok();
+        assert!(
+            short
+                .stdout
+                .contains(&format!("edited {target} (-0 +1 lines)")),
+            "{}",
+            short.stdout
+        );
+        let md = env
+            .run(&["--agent", &agent, "sessions", "export", "--as", "markdown"])
+            .ok();
+        assert!(
+            md.stdout.contains(&format!("Diff of `{target}`")),
+            "{}",
+            md.stdout
+        );
+        assert!(
+            md.stdout.contains(&format!("At: `{target}`")),
+            "{}",
+            md.stdout
+        );
+    }
+}

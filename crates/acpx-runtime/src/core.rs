@@ -326,10 +326,24 @@ impl SessionCore {
         details: Option<String>,
         extra: Map<String, Value>,
     ) {
+        let status = if ok { "completed" } else { "failed" };
+        self.log_operation_as(method, status, summary, details, extra)
+            .await
+    }
+
+    /// [`Self::log_operation`] with any status (`running` for a question still open).
+    async fn log_operation_as(
+        &self,
+        method: &str,
+        status: &str,
+        summary: String,
+        details: Option<String>,
+        extra: Map<String, Value>,
+    ) {
         let request_id = self.turn_request_id();
         let payload = ClientOperationPayload {
             method: method.to_owned(),
-            status: if ok { "completed" } else { "failed" }.into(),
+            status: status.into(),
             summary,
             details,
             timestamp: Timestamp::now(),
@@ -525,6 +539,24 @@ impl SessionCore {
             .and_then(Value::as_str)
             .unwrap_or("a tool call")
             .to_owned();
+        // The request as the agent sent it, recorded before anyone decides: its `toolCall` is a
+        // tool call update (some agents put a write's path, input and diff only there), which
+        // the reducer folds into the thread's tool call like a `tool_call_update`, and which the
+        // person asked sees rendered before the question (docs/format.md § Permission requests).
+        let mut asked = Map::new();
+        for key in ["toolCall", "options", "_meta"] {
+            if let Some(v) = params.get(key).filter(|v| !v.is_null()) {
+                asked.insert(key.into(), v.clone());
+            }
+        }
+        self.log_operation_as(
+            "session/request_permission",
+            "running",
+            format!("Permission requested: {title}"),
+            None,
+            asked,
+        )
+        .await;
         // A `--permission-policy` rule decides before the mode; `escalate` needs a human.
         let rules = self.permission_rules();
         let rule = rules.as_ref().and_then(|r| r.decide(&tool));

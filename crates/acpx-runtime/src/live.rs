@@ -114,6 +114,49 @@ fn field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
+/// What a permission request's `toolCall` says the call will touch, as indented lines under
+/// the request: its locations and, per diff, the lines it removes and adds, so the person
+/// deciding sees what the call will change.
+fn permission_details(tool_call: Option<&Value>) -> String {
+    let Some(tc) = tool_call else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for l in tc
+        .get("locations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let path = field(l, "path");
+        match l.get("line").and_then(Value::as_u64) {
+            Some(line) => out.push_str(&format!("\n  at {}:{line}", clip(&path, 200))),
+            None if !path.is_empty() => out.push_str(&format!("\n  at {}", clip(&path, 200))),
+            None => {}
+        }
+    }
+    for d in tc
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| field(c, "type") == "diff")
+    {
+        let lines = |k: &str| {
+            d.get(k)
+                .and_then(Value::as_str)
+                .map_or(0, |t| t.lines().count())
+        };
+        out.push_str(&format!(
+            "\n  edits {} (-{} +{} lines)",
+            clip(&field(d, "path"), 200),
+            lines("oldText"),
+            lines("newText")
+        ));
+    }
+    out
+}
+
 impl LiveRenderer {
     /// A renderer for one turn; `verbose` adds lifecycle, control and unknown update lines
     /// in text format.
@@ -196,10 +239,11 @@ impl LiveRenderer {
             EventType::ClientOperation => {
                 let summary = field(p, "summary");
                 if field(p, "method") == "session/request_permission" {
-                    Some(vec![
-                        span(Tone::Yellow, "[permission]"),
-                        plain(format!(" {}", clip(&summary, 120))),
-                    ])
+                    let mut rest = format!(" {}", clip(&summary, 120));
+                    if field(p, "status") == "running" {
+                        rest.push_str(&permission_details(p.get("toolCall")));
+                    }
+                    Some(vec![span(Tone::Yellow, "[permission]"), plain(rest)])
                 } else {
                     let status = field(p, "status");
                     let colour = if status == "failed" {

@@ -217,6 +217,24 @@ fn tool_label(t: &ToolUse) -> &str {
         .unwrap_or(&t.name)
 }
 
+/// The places a tool call named (its ACP `locations`: `path` or `path:line`), joined.
+fn tool_locations(t: &ToolUse) -> Option<String> {
+    let shown: Vec<String> = t
+        .extra
+        .get("locations")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(|l| {
+            let path = printable(l.get("path")?.as_str()?).into_owned();
+            Some(match l.get("line").and_then(Value::as_u64) {
+                Some(line) => format!("{path}:{line}"),
+                None => path,
+            })
+        })
+        .collect();
+    (!shown.is_empty()).then(|| shown.join(", "))
+}
+
 fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}\n")).collect()
 }
@@ -234,6 +252,9 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
         tool_label(t),
         tool_state(t, result)
     ));
+    if let Some(at) = tool_locations(t) {
+        s.push_str(&format!("  at: {at}\n"));
+    }
     if full {
         s.push_str(&format!("  input: {}\n", t.raw_input));
     }
@@ -421,6 +442,9 @@ fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
         tool_label(t),
         tool_state(t, result)
     ));
+    if let Some(at) = tool_locations(t) {
+        s.push_str(&format!("At: `{at}`\n\n"));
+    }
     fenced(s, "json", &t.raw_input.to_text_lossy());
     let Some(r) = result else { return };
     let label = if r.is_error { "Error" } else { "Result" };

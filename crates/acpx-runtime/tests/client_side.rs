@@ -46,6 +46,7 @@ fn opts(mode: PermissionMode, p: Option<Arc<Prompter>>) -> RuntimeOptions {
 
 backend_tests! {
     permission_policies_decide_and_are_counted => permission_policies;
+    a_permission_request_fills_in_its_tool_call => permission_tool_call;
     pending_permission_requests_are_cancelled_with_the_turn => permission_cancel;
     fs_reads_and_writes_stay_inside_the_session_directory => fs_confinement;
     writes_follow_the_permission_policy => fs_write_policy;
@@ -143,8 +144,10 @@ async fn permission_policies(env: Env) {
         assert_eq!(r.acpx.last_turn.unwrap().permission_stats, s);
         let done = ev.iter().find(|e| e.event_type == "prompt_done").unwrap();
         assert_eq!(done.payload["permissionStats"]["requested"], 1);
-        let op = client_ops(&ev, "session/request_permission");
-        assert_eq!(op.len(), 1);
+        let (asked, op) = permission_ops(&ev);
+        assert_eq!((asked.len(), op.len()), (1, 1));
+        assert!(asked[0].seq < op[0].seq);
+        assert_eq!(asked[0].payload["toolCall"]["toolCallId"], "call_perm");
         assert_eq!(op[0].payload["policy"], mode.as_str());
         assert_eq!(op[0].request_id, done.request_id);
         if let Some(p) = p {
@@ -155,6 +158,75 @@ async fn permission_policies(env: Env) {
                 "{prompt}: reads are not asked about"
             );
         }
+    }
+}
+
+/// An agent that announces a write with an empty input and sends its title, path, input and
+/// diff only in the permission request (qwen-code 0.24): the thread's tool use gets them from
+/// the request, and keeps the diff after the agent's final update (which has only text).
+async fn permission_tool_call(env: Env) {
+    let target = env.cwd.join("asked.txt").display().to_string();
+    for (mode, outcome) in [
+        (PermissionMode::ApproveAll, "completed"),
+        (PermissionMode::DenyAll, "failed"),
+    ] {
+        let (out, r, ev) = run_one(
+            &env,
+            opts(mode, None),
+            &format!("write-asked {target} two lines"),
+        )
+        .await;
+        let (asked, answered) = permission_ops(&ev);
+        assert_eq!((asked.len(), answered.len()), (1, 1), "{mode:?}");
+        // Logged as the agent sent it.
+        let tc = &asked[0].payload["toolCall"];
+        assert_eq!(tc["rawInput"]["file_path"], target.as_str());
+        assert_eq!(tc["content"][0]["type"], "diff");
+        assert_eq!(asked[0].payload["options"].as_array().unwrap().len(), 3);
+        // Folded into the thread's tool use, which the agent announced with `{}`.
+        let tool_use = r.thread.messages.iter().rev().find_map(|m| match m {
+            acpx_model::Message::Agent(a) => a.content.iter().find_map(|c| match c {
+                acpx_model::AgentContent::ToolUse(t) if t.id == "call_asked" => {
+                    Some((a.clone(), t.clone()))
+                }
+                _ => None,
+            }),
+            _ => None,
+        });
+        let (msg, tool_use) = tool_use.expect("the tool use is in the thread");
+        assert!(
+            tool_use.raw_input.to_text_lossy().contains("asked.txt"),
+            "{mode:?}: {:?}",
+            tool_use.raw_input
+        );
+        assert_eq!(tool_use.extra["title"], format!("Writing to {target}"));
+        assert_eq!(tool_use.extra["locations"][0]["path"], target.as_str());
+        assert_eq!(tool_use.extra["status"], outcome, "{mode:?}");
+        let result = &msg.tool_results["call_asked"];
+        if mode == PermissionMode::ApproveAll {
+            assert_eq!(out.agent_text, format!("Wrote {target}."));
+            // The final update carried only text; the diff came with the request.
+            let diffs = &result.extra["diffs"];
+            assert_eq!(diffs[0]["path"], target.as_str(), "{:?}", result.extra);
+            assert_eq!(diffs[0]["new_text"], "two lines");
+        } else {
+            assert_eq!(out.agent_text, "Permission denied.");
+            assert!(result.is_error);
+        }
+        // The snapshot is what the log folds into.
+        let mut rebuilt = acpx_model::SessionRecord::new(
+            acpx_model::NewSession {
+                acpx_record_id: r.acpx_record_id.clone(),
+                acp_session_id: r.acp_session_id.clone(),
+                agent_session_id: r.agent_session_id.clone(),
+                agent_command: r.agent_command.clone(),
+                cwd: r.cwd.clone(),
+                name: r.name.clone(),
+            },
+            r.created_at,
+        );
+        acpx_runtime::mapping::roll_forward(&mut rebuilt, &ev);
+        assert_eq!(rebuilt.thread.messages, r.thread.messages, "{mode:?}");
     }
 }
 
@@ -204,10 +276,7 @@ async fn permission_cancel(env: Env) {
     let id = s.id().clone();
     s.shutdown().await.unwrap();
     let ev = env.events(&id).await;
-    assert_eq!(
-        client_ops(&ev, "session/request_permission")[0].payload["decision"],
-        "cancelled"
-    );
+    assert_eq!(permission_ops(&ev).1[0].payload["decision"], "cancelled");
 }
 
 async fn fs_confinement(env: Env) {

@@ -146,8 +146,8 @@ async fn client_gone(env: Env) {
     }
     let (done, ev) = finished.expect("the turn was recorded");
     assert_eq!(done.payload["outcome"], "completed", "{done:?}");
-    let asked = client_ops(&ev, "session/request_permission");
-    assert_eq!(asked.len(), 1);
+    let (requested, asked) = permission_ops(&ev);
+    assert_eq!((requested.len(), asked.len()), (1, 1));
     assert_eq!(asked[0].payload["decision"], "denied", "{:?}", asked[0]);
     close(&home, &id).await;
 }

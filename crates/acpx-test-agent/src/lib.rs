@@ -27,6 +27,7 @@
 //! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
 //! | `late` | answers, then sends one more chunk after the response |
 //! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
+//! | `write-asked <path> <text…>` | like `write-file`, but as qwen-code does: the `tool_call` has an empty input, and the title, path, input and diff come only in the permission request's `toolCall` |
 //! | `write-direct <path> <text…>` | writes through `fs/write_text_file` without asking permission first |
 //! | anything else | a short greeting that echoes the prompt |
 //!

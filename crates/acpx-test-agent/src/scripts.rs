@@ -24,6 +24,15 @@ async fn ask_permission(
     if kind != "-" {
         tool_call["kind"] = json!(kind);
     }
+    ask_permission_for(cx, session, tool_call).await
+}
+
+/// [`ask_permission`] with the whole `toolCall` (an ACP `ToolCallUpdate`) as given.
+async fn ask_permission_for(
+    cx: &ConnectionTo<Client>,
+    session: &str,
+    tool_call: Value,
+) -> Result<Option<String>, Error> {
     let resp = request(
         cx,
         "session/request_permission",
@@ -219,6 +228,52 @@ pub(crate) async fn prompt(
                         cx,
                         &sid,
                         json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_write", "status": "failed"}),
+                    )?;
+                    say(cx, "Permission denied.")?;
+                }
+                None => stop = "cancelled",
+            }
+        }
+        "write-asked" => {
+            // As qwen-code 0.24 does: the tool call is announced with an empty input, and its
+            // title, path, input and diff come only in the permission request.
+            let path = rest.first().copied().unwrap_or("");
+            let content = rest.get(1..).map(|r| r.join(" ")).unwrap_or_default();
+            send(
+                cx,
+                &sid,
+                json!({"sessionUpdate": "tool_call", "toolCallId": "call_asked", "title": "WriteFile",
+                       "kind": "edit", "status": "pending", "rawInput": {}}),
+            )?;
+            let tool_call = json!({
+                "toolCallId": "call_asked",
+                "title": format!("Writing to {path}"),
+                "kind": "edit",
+                "rawInput": {"file_path": path, "content": content},
+                "locations": [{"path": path}],
+                "content": [{"type": "diff", "path": path, "oldText": null, "newText": content}],
+            });
+            match ask_permission_for(cx, &sid, tool_call).await? {
+                Some(opt) if opt != "reject" => {
+                    request(
+                        cx,
+                        "fs/write_text_file",
+                        json!({"sessionId": sid, "path": path, "content": content}),
+                    )
+                    .await?;
+                    send(
+                        cx,
+                        &sid,
+                        json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_asked", "status": "completed",
+                               "content": [{"type": "content", "content": {"type": "text", "text": format!("Wrote {path}")}}]}),
+                    )?;
+                    say(cx, &format!("Wrote {path}."))?;
+                }
+                Some(_) => {
+                    send(
+                        cx,
+                        &sid,
+                        json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_asked", "status": "failed"}),
                     )?;
                     say(cx, "Permission denied.")?;
                 }

@@ -21,6 +21,12 @@
 //! | `usage_update` | `acpx.context_usage` (`used`, `size`, `cost`); token counts found in its `_meta` go to the turn's `request_token_usage` (thought and total tokens included) |
 //! | `user_message_chunk`, non-text chunks, unknown kinds | nothing (the event log keeps them) |
 //!
+//! A `client_operation` of `session/request_permission` with status `running` (recorded when
+//! the agent asks, before anyone decides) carries the request's `toolCall`, an ACP
+//! `ToolCallUpdate`: it is applied exactly like a `tool_call_update` (creating the tool call
+//! when the agent never announced it, as Zed does), so a write whose path, input and diff an
+//! agent sends only in the permission request keeps them in the thread.
+//!
 //! The "current Agent message" is the last message of the thread when it is an Agent message,
 //! except that a new one starts when a chunk carries a `messageId` different from the one the
 //! message was started with (kept as `acp_message_id` on the Agent message), and when text or
@@ -232,6 +238,9 @@ fn apply_typed(
         Ok(EventPayload::ControlDone(p)) => apply_control_done(record, &p, event, at),
         Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
         Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
+        Ok(EventPayload::ClientOperation(p)) if p.method == "session/request_permission" => {
+            tool_calls::apply_permission_request(record, &p)
+        }
         Ok(EventPayload::ClientOperation(p)) => tool_content::apply_client_operation(record, &p),
         Ok(EventPayload::ControlStarted(_)) | Ok(EventPayload::QueueEvent(_)) => {
             Effect::ignored("audit only")

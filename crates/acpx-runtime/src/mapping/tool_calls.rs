@@ -36,6 +36,11 @@ pub(super) struct OpenToolCall {
     /// one, and agents often drop the terminal item when they report the final text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) terminal_ids: Vec<String>,
+    /// Every `diff` item the call showed, the latest per path, for the same reason: the
+    /// permission request often carries the diff, and the update that ends the call only a
+    /// line of text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) diffs: Vec<Value>,
 }
 
 pub(super) fn open_tool_calls(record: &SessionRecord) -> BTreeMap<String, OpenToolCall> {
@@ -122,12 +127,20 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     if let Some(c) = non_null(update, "content").and_then(Value::as_array) {
         state.content = c.clone();
         for item in c {
-            if item.get("type").and_then(Value::as_str) == Some("terminal") {
-                if let Some(id) = item.get("terminalId").and_then(Value::as_str) {
-                    if !state.terminal_ids.iter().any(|t| t == id) {
-                        state.terminal_ids.push(id.to_owned());
+            match item.get("type").and_then(Value::as_str) {
+                Some("terminal") => {
+                    if let Some(id) = item.get("terminalId").and_then(Value::as_str) {
+                        if !state.terminal_ids.iter().any(|t| t == id) {
+                            state.terminal_ids.push(id.to_owned());
+                        }
                     }
                 }
+                Some("diff") => {
+                    let path = item.get("path");
+                    state.diffs.retain(|d| d.get("path") != path);
+                    state.diffs.push(item.clone());
+                }
+                _ => {}
             }
         }
     }
@@ -151,7 +164,7 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     let content_cut = terminal
         && content_extras(
             record,
-            &state.content,
+            &state.diffs,
             &state.terminal_ids,
             &mut content_extra,
         );
@@ -206,6 +219,29 @@ pub(super) fn upsert_tool_call(record: &mut SessionRecord, update: &Map<String, 
     Effect::Applied
 }
 
+/// The `toolCall` of a permission request (`client_operation` of
+/// `session/request_permission` with status `running`), applied like a `tool_call_update`:
+/// ACP sends it as a `ToolCallUpdate`, and Zed upserts it into the thread's tool call. Its
+/// decision (status `completed`) changes nothing: what the agent does next comes in its own
+/// updates.
+pub(super) fn apply_permission_request(
+    record: &mut SessionRecord,
+    p: &acpx_model::event::ClientOperationPayload,
+) -> Effect {
+    if p.status.as_str() != "running" {
+        return Effect::ignored("audit only");
+    }
+    let Some(tool_call) = p.extra.get("toolCall").and_then(Value::as_object) else {
+        return Effect::ignored("permission request without a toolCall");
+    };
+    if !super::turn_is_running(record) {
+        return Effect::ignored("late: no turn is running");
+    }
+    let mut update = tool_call.clone();
+    update.insert("sessionUpdate".into(), json!("tool_call_update"));
+    upsert_tool_call(record, &update)
+}
+
 /// The ACP `kind`, `title` and `status` of a call, kept on its ToolUse (`docs/format.md`,
 /// § Tool calls, diffs, terminals and tokens in the thread).
 fn set_acp_fields(tool_use: &mut ToolUse, state: &OpenToolCall) {
@@ -216,6 +252,11 @@ fn set_acp_fields(tool_use: &mut ToolUse, state: &OpenToolCall) {
         tool_use.extra.insert("title".into(), json!(t));
     }
     tool_use.extra.insert("status".into(), json!(state.status));
+    if !state.locations.is_empty() {
+        tool_use
+            .extra
+            .insert("locations".into(), Value::Array(state.locations.clone()));
+    }
 }
 
 /// A programmatic tool name some agents send in `_meta` (`{"<agent>": {"toolName": ..}}`)

@@ -83,11 +83,12 @@ impl ToolCallEnd {
     }
 }
 
-/// The diffs of a call's ACP `content` items and its terminals (`terminal_ids`, every one it
-/// showed), as ToolResult extras; returns whether something was cut.
+/// The diffs of a call (`diffs`: every ACP `diff` content item it showed, the latest per
+/// path) and its terminals (`terminal_ids`, every one it showed), as ToolResult extras;
+/// returns whether something was cut.
 pub(super) fn content_extras(
     record: &mut SessionRecord,
-    content: &[Value],
+    diffs_shown: &[Value],
     terminal_ids: &[String],
     extra: &mut Map<String, Value>,
 ) -> bool {
@@ -96,7 +97,7 @@ pub(super) fn content_extras(
     let mut diffs = Vec::new();
     let mut terminals = Vec::new();
     let mut outputs = terminal_outputs(record);
-    for item in content {
+    for item in diffs_shown {
         if item.get("type").and_then(Value::as_str) == Some("diff") {
             let path = item.get("path").cloned().unwrap_or(Value::Null);
             let old = item.get("oldText").and_then(Value::as_str);

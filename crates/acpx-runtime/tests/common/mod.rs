@@ -175,6 +175,15 @@ pub fn client_ops<'a>(events: &'a [EventEnvelope], method: &str) -> Vec<&'a Even
         .collect()
 }
 
+/// The `session/request_permission` operations recorded when the agent asked (status
+/// `running`, carrying the request's `toolCall`) and when it was answered (the decision), in
+/// that order: `(asked, answered)`.
+pub fn permission_ops(events: &[EventEnvelope]) -> (Vec<&EventEnvelope>, Vec<&EventEnvelope>) {
+    client_ops(events, "session/request_permission")
+        .into_iter()
+        .partition(|e| e.payload["status"] == "running")
+}
+
 /// The seqs are 1..=n without gaps.
 pub fn assert_gap_free(events: &[EventEnvelope]) {
     for (i, e) in events.iter().enumerate() {

@@ -315,6 +315,17 @@ pub fn convert_journal(
                 if let Some(i) = &rpc_id {
                     extra.insert("rpcId".into(), i.clone());
                 }
+                // A permission request is recorded as asked (status `running`, with its
+                // `toolCall` and `options` at the top, as acpx records one), so its tool call
+                // reaches the thread as it does live; the journal does not say the answer.
+                let asked = m == "session/request_permission";
+                if asked {
+                    for key in ["toolCall", "options"] {
+                        if let Some(x) = v.get("params").and_then(|p| p.get(key)) {
+                            extra.insert(key.into(), x.clone());
+                        }
+                    }
+                }
                 let stream = if rid.is_some() {
                     EventStream::Prompt
                 } else {
@@ -326,7 +337,7 @@ pub fn convert_journal(
                     EventSource::Client,
                     EventPayload::ClientOperation(ClientOperationPayload {
                         method: m.to_owned(),
-                        status: "completed".into(),
+                        status: if asked { "running" } else { "completed" }.into(),
                         summary: format!("{m} (imported from the Node acpx journal)"),
                         details: None,
                         timestamp: b.now,
