@@ -1,15 +1,59 @@
 #!/usr/bin/env bash
-# Installs the third-party ACP peers of the interoperability tests (PyPI only):
+# Installs the third-party ACP peers of the interoperability tests (PyPI and npm):
 #   - the echo agent shipped in the source distribution of agent-client-protocol 0.12.1 (the
 #     wheel has no examples);
 #   - pydantic-acp 1.10.0 serving a pydantic-ai agent with a scripted FunctionModel
-#     (scripts/peers/pydantic_peer.py: no LLM, no key).
-# Creates, in the repository root, both gitignored:
+#     (scripts/peers/pydantic_peer.py: no LLM, no key);
+#   - qwen-code 0.24.4 (npm @qwen-code/qwen-code, run as `qwen --acp`), which the tests point
+#     at a fake OpenAI-compatible server (scripts/peers/fake_openai.py: no LLM, no key).
+# Creates, in the repository root, all gitignored:
 #   .venv-acp/   a virtualenv with agent-client-protocol==0.12.1 and pydantic-acp==1.10.0
 #   peers/       the unpacked sdist; the agent is peers/agent_client_protocol-0.12.1/examples/echo_agent.py
-# Idempotent: does nothing when both are already in place. Needs python3 (>= 3.10) and PyPI.
+#   peers/node/  an npm prefix with qwen-code; the agent is peers/node/node_modules/.bin/qwen
+# Idempotent: installs only what is missing. Needs python3 (>= 3.10) and PyPI, node and npm
+# and the npm registry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+QWEN_CODE=0.24.4
+NODE_PREFIX=peers/node
+QWEN_PKG="$NODE_PREFIX/node_modules/@qwen-code/qwen-code/package.json"
+QWEN_BIN="$NODE_PREFIX/node_modules/.bin/qwen"
+
+qwen_installed() {
+  [ -x "$QWEN_BIN" ] && [ -f "$QWEN_PKG" ] \
+    && [ "$(node -p "require('./$QWEN_PKG').version" 2>/dev/null)" = "$QWEN_CODE" ]
+}
+
+install_qwen() {
+  if qwen_installed; then
+    echo "interop peer already installed: $QWEN_BIN --acp"
+    return 0
+  fi
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "error: node and npm not found; install Node.js to run the qwen-code interoperability test" >&2
+    exit 1
+  fi
+  mkdir -p "$NODE_PREFIX"
+  # Quiet (errors only), exact version, no optional native packages (clipboard, pty, image
+  # and audio helpers that ACP mode does not use), no audit or funding calls; retried, since a
+  # registry hiccup should not fail CI.
+  local attempt
+  for attempt in 1 2 3; do
+    if npm install --prefix "$NODE_PREFIX" --save-exact --omit=optional --no-audit --no-fund \
+         --no-update-notifier --loglevel=error "@qwen-code/qwen-code@$QWEN_CODE" >/dev/null; then
+      break
+    fi
+    if [ "$attempt" = 3 ]; then
+      echo "error: npm could not install @qwen-code/qwen-code@$QWEN_CODE" >&2
+      exit 1
+    fi
+    echo "npm install failed (attempt $attempt); retrying" >&2
+    sleep $((attempt * 5))
+  done
+  qwen_installed
+  echo "interop peer installed: $QWEN_BIN --acp"
+}
 
 VERSION=0.12.1
 PYDANTIC_ACP=1.10.0
@@ -23,6 +67,7 @@ PYTHON="${PYTHON:-python3}"
 if [ -x "$VENV/bin/python" ] && [ -f "$AGENT" ] \
    && "$VENV/bin/python" -c "import acp, pydantic_acp" >/dev/null 2>&1; then
   echo "interop peer already installed: $AGENT"
+  install_qwen
   exit 0
 fi
 
@@ -47,3 +92,4 @@ fi
 test -f "$AGENT"
 "$VENV/bin/python" -c "import acp, pydantic_acp"
 echo "interop peers installed: $VENV/bin/python $AGENT; $VENV/bin/python scripts/peers/pydantic_peer.py"
+install_qwen
