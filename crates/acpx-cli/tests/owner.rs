@@ -697,3 +697,75 @@ fn fsck_leaves_a_session_held_by_its_queue_owner_alone() {
         assert_eq!(r.code, 0, "{backend}: {} {}", r.stdout, r.stderr);
     }
 }
+
+/// A cancel reaches a prompt whose agent is still starting (issue 52): `status` says
+/// `starting`, `cancel` withdraws the prompt, its client exits 130 saying so at once, and the
+/// prompt never reaches the agent; with `--no-owner` the same, once the agent is up.
+#[test]
+fn a_cancel_while_the_agent_starts_withdraws_the_prompt() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("--start-delay-ms 3000");
+        new_session(&env, &agent);
+        let started = Instant::now();
+        let prompt = spawn(&env, &["--agent", &agent, "prompt", "slow", "100"]);
+        wait_for("the owner to say its agent is starting", || {
+            status(&env, &agent)["status"] == "starting"
+        });
+        let st = status(&env, &agent);
+        let rid = st["startingRequestId"].as_str().unwrap().to_owned();
+        assert!(st.get("requestId").is_none(), "{st}");
+        let c = env
+            .run(&["--format", "json", "--agent", &agent, "cancel"])
+            .ok()
+            .json();
+        assert_eq!(c["cancelled"], true, "{c}");
+        assert_eq!(c["withdrawn"], true, "{c}");
+        assert_eq!(c["requestId"], rid.as_str(), "{c}");
+        let r = finish(prompt);
+        assert_eq!(r.code, 130, "{r:?}");
+        assert!(
+            r.stderr.contains("withdrawn before its turn started"),
+            "{r:?}"
+        );
+        // Told at once, not after the agent started.
+        assert!(started.elapsed() < Duration::from_millis(2900), "{r:?}");
+        wait_for("the owner to be idle with its agent up", || {
+            let s = status(&env, &agent);
+            s["status"] == "alive" && s.get("agentPid").is_some()
+        });
+        assert!(events(&env, &agent, "prompt_started").is_empty());
+        let withdrawn = events(&env, &agent, "queue_event");
+        assert!(
+            withdrawn.iter().any(|e| e["requestId"] == rid.as_str()
+                && e["payload"]["detailCode"] == "QUEUE_TASK_WITHDRAWN"),
+            "{withdrawn:?}"
+        );
+        // The warm agent serves the next prompt.
+        let r = env.run(&["--agent", &agent, "echo", "after"]).ok();
+        assert_eq!(r.stdout.trim(), "after");
+        close(&env, &agent);
+
+        // One process (`--no-owner`): withdrawn too, the agent stopped without a turn.
+        let prompt = spawn(&env, &["--no-owner", "--agent", &agent, "sessions", "new"]);
+        assert_eq!(finish(prompt).code, 0);
+        let prompt = spawn(
+            &env,
+            &["--no-owner", "--agent", &agent, "prompt", "slow", "100"],
+        );
+        wait_for("the one-process prompt to take its run", || {
+            env.run(&["--format", "json", "--agent", &agent, "status"])
+                .json()["status"]
+                == "running"
+        });
+        let c = env.run(&["--agent", &agent, "cancel"]).ok();
+        assert!(c.stdout.contains("cancel requested"), "{c:?}");
+        let r = finish(prompt);
+        assert_eq!(r.code, 130, "{r:?}");
+        assert!(
+            r.stderr.contains("withdrawn before its turn started"),
+            "{r:?}"
+        );
+        assert!(events(&env, &agent, "prompt_started").is_empty());
+    }
+}

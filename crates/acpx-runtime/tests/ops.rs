@@ -179,9 +179,15 @@ async fn a_forked_snapshot_is_what_its_log_rolls_forward_to() {
         store.save(&mut parent).await.unwrap();
         let answer = json!({"sessionId": "acp-branch", "_meta": {"agentSessionId": "agent-7"},
                             "configOptions": [{"id": "model", "currentValue": "small"}]});
-        let child = create_agent_fork_record(&*store, &parent, &answer, Some("branch".into()))
-            .await
-            .unwrap();
+        let child = create_agent_fork_record(
+            &*store,
+            &parent,
+            &answer,
+            Some("branch".into()),
+            acpx_model::RecordId::generate(),
+        )
+        .await
+        .unwrap();
         let forked = record_fork(
             store.clone(),
             &child.acpx_record_id,

@@ -20,6 +20,11 @@ pub(crate) struct Flags {
     pub(crate) state_dir: Option<PathBuf>,
     pub(crate) require_auth: Option<String>,
     pub(crate) advertise_auth: Option<String>,
+    /// Milliseconds to wait before serving (an agent slow to start, as `npx` fetching one).
+    pub(crate) start_delay_ms: u64,
+    /// A fork is kept in this process only until its first turn, which stores it (as some
+    /// agents do): another process cannot load or resume it before.
+    pub(crate) lazy_fork: bool,
 }
 
 impl Flags {
@@ -44,6 +49,16 @@ impl Flags {
                     f.empty_agent_session_id = false;
                 }
                 "--fork" => f.fork = true,
+                "--lazy-fork" => {
+                    f.fork = true;
+                    f.lazy_fork = true;
+                }
+                "--start-delay-ms" => {
+                    f.start_delay_ms = it
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .ok_or("--start-delay-ms needs a number of milliseconds")?
+                }
                 "--fork-unsupported" => {
                     f.fork = true;
                     f.fork_unsupported = true;

@@ -28,6 +28,7 @@
 //! | `late` | answers, then sends one more chunk after the response |
 //! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
 //! | `write-asked <path> <text…>` | like `write-file`, but as qwen-code does: the `tool_call` has an empty input, and the title, path, input and diff come only in the permission request's `toolCall` |
+//! | `recall` | says what this session remembers: `remembered <n>: <user texts joined by ' | '>` (its stored history, or the unstored fork's) |
 //! | `write-direct <path> <text…>` | writes through `fs/write_text_file` without asking permission first |
 //! | anything else | a short greeting that echoes the prompt |
 //!
@@ -38,7 +39,10 @@
 //! response received"), `--agent-session-id` (`_meta.agentSessionId` in new/load/resume
 //! responses), `--empty-agent-session-id` (the same key, empty), `--no-agent-session-id` (neither,
 //! overriding earlier flags), `--fork` (advertise and serve
-//! `session/fork`), `--fork-unsupported` (advertise fork but answer it with -32601, as
+//! `session/fork`), `--lazy-fork` (`--fork`, but a fork lives in this process only until its
+//! first turn stores it, as some agents do: another process cannot load or resume it
+//! before), `--start-delay-ms <ms>` (wait that long before serving: an agent slow to start),
+//! `--fork-unsupported` (advertise fork but answer it with -32601, as
 //! pydantic-acp does: its SDK refuses the unstable method), `--close` (advertise
 //! `session/close`), `--resume-unsupported` (advertise resume but answer it with -32601, as
 //! pydantic-acp does), `--models` (no model config
@@ -94,8 +98,12 @@ pub async fn serve(mut args: Vec<String>) {
             std::process::exit(2);
         }
     };
+    if flags.start_delay_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(flags.start_delay_ms)).await;
+    }
     let state: Shared = Arc::new(AgentState {
         flags,
+        unstored_forks: Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
         cancelled: Mutex::new(HashMap::new()),
         authenticated: std::sync::atomic::AtomicBool::new(false),

@@ -481,6 +481,19 @@ pub(crate) async fn prompt(
                 session.mcp.join(",")
             ),
         )?,
+        "recall" => {
+            let heard: Vec<String> = state
+                .load_history(&sid)
+                .unwrap_or_default()
+                .iter()
+                .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+                .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+                .collect();
+            say(
+                cx,
+                &format!("remembered {}: {}", heard.len(), heard.join(" | ")),
+            )?
+        }
         "write-direct" => {
             let path = rest.first().copied().unwrap_or("");
             let content = rest.get(1..).map(|r| r.join(" ")).unwrap_or_default();

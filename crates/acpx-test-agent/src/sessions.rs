@@ -25,6 +25,8 @@ pub(crate) struct SessionState {
 
 pub(crate) struct AgentState {
     pub(crate) flags: Flags,
+    /// `--lazy-fork`: the histories of forks not stored yet (until their first turn).
+    pub(crate) unstored_forks: Mutex<HashMap<String, Vec<Value>>>,
     pub(crate) sessions: Mutex<HashMap<String, SessionState>>,
     pub(crate) cancelled: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Whether `authenticate` succeeded (only asked for under `--require-auth`).
@@ -59,11 +61,24 @@ impl AgentState {
     }
 
     pub(crate) fn load_history(&self, id: &str) -> Option<Vec<Value>> {
+        let unstored = self
+            .unstored_forks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned();
+        if unstored.is_some() {
+            return unstored;
+        }
         let bytes = std::fs::read(self.history_path(id)?).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     pub(crate) fn save_history(&self, id: &str, history: &[Value]) {
+        self.unstored_forks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
         if let Some(path) = self.history_path(id) {
             if let Some(dir) = path.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -310,7 +325,7 @@ pub(crate) fn resume_session(state: &AgentState, params: &Value) -> Result<Value
     if !state.flags.resume || state.flags.resume_unsupported {
         return Err(Error::method_not_found());
     }
-    if state.flags.load_not_found {
+    if state.flags.load_not_found || (state.flags.lazy_fork && state.load_history(&id).is_none()) {
         return Err(not_found(&id));
     }
     let s = register(state, &id, req.cwd.display().to_string(), params);
@@ -327,7 +342,15 @@ pub(crate) fn fork_session(state: &AgentState, params: &Value) -> Result<Value, 
     }
     let id = format!("sess-{}", uuid::Uuid::new_v4().simple());
     if let Some(h) = state.load_history(&req.session_id.to_string()) {
-        state.save_history(&id, &h);
+        if state.flags.lazy_fork {
+            state
+                .unstored_forks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id.clone(), h);
+        } else {
+            state.save_history(&id, &h);
+        }
     }
     let s = register(state, &id, req.cwd.display().to_string(), params);
     Ok(with_meta(

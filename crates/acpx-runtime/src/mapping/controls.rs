@@ -190,6 +190,10 @@ pub(super) fn apply_lifecycle(
             record.last_agent_exit_at = Some(at);
             record.last_agent_disconnect_reason = p.reason.clone();
         }
+        lifecycle::AGENT_HANDED_OVER => {
+            record.pid = None;
+            record.last_agent_disconnect_reason = Some("handed_over".into());
+        }
         lifecycle::STALE_AGENT => {
             record.pid = None;
             record.last_agent_disconnect_reason = p.reason.clone();

@@ -147,6 +147,11 @@ pub mod lifecycle {
     pub const CHOICE_NOT_RESTORED: &str = "choice_not_restored";
     /// The agent process ended: `exitCode`, `signal`, `reason`. Clears `pid`.
     pub const AGENT_EXIT: &str = "agent_exit";
+    /// The agent process went on serving another session (`toRecordId`, `pid`): the fork it
+    /// made (`sessions fork` hands it to the fork's queue owner). Clears `pid`; sets
+    /// `lastAgentDisconnectReason` to `handed_over`. The other session's log has
+    /// `agent_started` with `handedOverFrom`.
+    pub const AGENT_HANDED_OVER: &str = "agent_handed_over";
     /// On open, the record named an agent process of an earlier acpx process that did not
     /// shut down cleanly: `pid`. Clears `pid`.
     pub const STALE_AGENT: &str = "stale_agent";

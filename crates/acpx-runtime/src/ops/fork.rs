@@ -77,7 +77,7 @@ pub fn forked_from(parent: &SessionRecord, method: ForkMethod, at: Timestamp) ->
     })
 }
 
-/// Creates the child record of an agent-side fork: a new record id for the ACP session the
+/// Creates the child record of an agent-side fork: record `id` (new) for the ACP session the
 /// agent's `session/fork` `answer` names (`sessionId`, `_meta.agentSessionId`,
 /// `configOptions`), with the parent's agent, directory, protocol version and capabilities.
 /// An answer without a `sessionId` is [`RuntimeError::Protocol`].
@@ -86,6 +86,7 @@ pub async fn create_agent_fork_record(
     parent: &SessionRecord,
     answer: &Value,
     name: Option<String>,
+    id: RecordId,
 ) -> OpsResult<SessionRecord> {
     let Some(acp_session_id) = answer
         .get("sessionId")
@@ -106,7 +107,7 @@ pub async fn create_agent_fork_record(
         .map(str::to_owned);
     let mut record = SessionRecord::new(
         NewSession {
-            acpx_record_id: RecordId::generate(),
+            acpx_record_id: id,
             acp_session_id: acp_session_id.to_owned(),
             agent_session_id,
             agent_command: parent.agent_command.clone(),
@@ -140,16 +141,7 @@ pub async fn record_fork(
 ) -> OpsResult<SessionRecord> {
     let writer = Arc::new(store.lock(child, LOCK_WAIT).await?);
     let (r, _, _, _) = load_rolled_forward(&*store, child).await?;
-    let origin = forked_from(parent, method, Timestamp::now());
-    let mut extra = session_forked_payload(parent, &r, origin).map_err(|e| {
-        OpsError::Invalid(format!(
-            "session {}: its conversation cannot be copied to the fork: {e}",
-            parent.acpx_record_id
-        ))
-    })?;
-    // The child's identity, so its log alone can rebuild a lost snapshot (`docs/format.md`
-    // § Damaged snapshots).
-    crate::ops::repair::add_identity(&mut extra, &r);
+    let draft = session_forked_draft(parent, &r, method)?;
     let mut recorder = Recorder::new(
         store.clone(),
         &writer,
@@ -157,20 +149,7 @@ pub async fn record_fork(
         Durability::Fsync,
         DEFAULT_SNAPSHOT_INTERVAL,
     );
-    recorder
-        .record(EventDraft::new(
-            None,
-            EventStream::Lifecycle,
-            EventSource::Runtime,
-            EventPayload::LifecycleEvent(LifecycleEventPayload {
-                phase: LifecyclePhase::SessionForked,
-                exit_code: None,
-                signal: None,
-                reason: None,
-                extra,
-            }),
-        ))
-        .await?;
+    recorder.record(draft).await?;
     if recorder.unwritten() > 0 {
         return Err(RuntimeError::LogUnwritable {
             id: child.clone(),
@@ -188,4 +167,36 @@ pub async fn record_fork(
     // debounce); this recorder ends here, so it saves now.
     recorder.save_if_dirty().await?;
     Ok(recorder.snapshot().clone())
+}
+
+/// The `session_forked` lifecycle event that makes `child` (as stored now) a fork of `parent`
+/// made with `method`: payload [`session_forked_payload`] with the origin [`forked_from`],
+/// and the child's identity, so its log alone can rebuild a lost snapshot (`docs/format.md`
+/// § Damaged snapshots). What [`record_fork`] records, and what a fork served by a live
+/// session records through it.
+pub fn session_forked_draft(
+    parent: &SessionRecord,
+    child: &SessionRecord,
+    method: ForkMethod,
+) -> OpsResult<EventDraft> {
+    let origin = forked_from(parent, method, Timestamp::now());
+    let mut extra = session_forked_payload(parent, child, origin).map_err(|e| {
+        OpsError::Invalid(format!(
+            "session {}: its conversation cannot be copied to the fork: {e}",
+            parent.acpx_record_id
+        ))
+    })?;
+    crate::ops::repair::add_identity(&mut extra, child);
+    Ok(EventDraft::new(
+        None,
+        EventStream::Lifecycle,
+        EventSource::Runtime,
+        EventPayload::LifecycleEvent(LifecycleEventPayload {
+            phase: LifecyclePhase::SessionForked,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            extra,
+        }),
+    ))
 }

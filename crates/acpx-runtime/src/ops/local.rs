@@ -29,21 +29,21 @@
 //! [`crate::RuntimeOptions::prompt_timeout`]. What the caller should tell the user arrives as
 //! [`LocalEvent`]s while the operation runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use acpx_model::{RecordId, SessionRecord};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::fork::{self as fork_ops, ForkMethod};
 use super::OpsError;
 use crate::error::{RuntimeError, RuntimeResult};
-use crate::mapping::MCP_SERVERS_KEY;
-use crate::mcp_servers::McpServers;
 use crate::runs::{self, RunGuard, RunInfo, RunsError};
 use crate::session::{NewSessionSpec, Runtime, Session};
 use crate::session::{TurnOptions, TurnOutcome};
+
+mod fork_flow;
+pub use fork_flow::{fork, fork_keeping_agent};
 
 /// The request id a [`control`] registers its run under.
 pub const CONTROL_REQUEST_ID: &str = "control";
@@ -123,6 +123,13 @@ pub enum LocalError {
     /// The user interrupted (see the module docs); the agent, if it ran, was stopped.
     #[error("interrupted: the agent was stopped")]
     Interrupted,
+    /// `acpx cancel` arrived while the agent was starting: the prompt was never sent, and the
+    /// agent was stopped.
+    #[error(
+        "the prompt was withdrawn before its turn started (cancelled while its agent was \
+         starting); nothing of it was sent to the agent"
+    )]
+    Withdrawn,
     /// The agent did not start within the timeout.
     #[error("the agent did not start within {} s", .0.as_secs_f64())]
     StartTimeout(Duration),
@@ -329,8 +336,26 @@ pub async fn prompt(
 ) -> LocalResult<Turn> {
     let mut presses = Presses::new(interrupts);
     let request_id = uuid::Uuid::new_v4().to_string();
-    let (_run, remote) = take_run(authority, id, &request_id, &mut presses, &mut events).await?;
-    let session = open_existing(runtime, id, timeout, &mut presses).await?;
+    let (_run, mut remote) =
+        take_run(authority, id, &request_id, &mut presses, &mut events).await?;
+    // A cancel while the agent starts withdraws the prompt: the start goes on (stopping an
+    // agent half-way through `initialize` or `session/load` would leave less to record),
+    // then the agent is stopped without the prompt ever being sent.
+    let mut withdrawn = false;
+    let session = {
+        let open = open_existing(runtime, id, timeout, &mut presses);
+        tokio::pin!(open);
+        loop {
+            tokio::select! {
+                opened = &mut open => break opened?,
+                Some(()) = remote.recv(), if !withdrawn => withdrawn = true,
+            }
+        }
+    };
+    if withdrawn {
+        stop_now(session).await;
+        return Err(LocalError::Withdrawn);
+    }
     events(LocalEvent::Opened(&session));
     run_turn(session, prompt, &mut presses, Some(remote), &mut events).await
 }
@@ -411,107 +436,4 @@ pub async fn control<T>(
         resumed,
         record: record?,
     })
-}
-
-/// `sessions fork`: a new session that starts from the conversation of the stored session
-/// `id`, holding the parent's run (request id [`FORK_REQUEST_ID`]). With an agent that
-/// advertises `session/fork`, the agent forks its own session (it keeps the context);
-/// otherwise, or when it answers the fork with -32601 Method not found
-/// ([`LocalEvent::ForkByCopy`]), the new session gets a fresh ACP session and a copy
-/// of the stored conversation. The parent is not changed; the new session, named `name`, gets
-/// a new record id (see [`fork_ops`] for the bookkeeping).
-pub async fn fork(
-    runtime: &Runtime,
-    authority: &Path,
-    id: &RecordId,
-    name: Option<String>,
-    timeout: Option<Duration>,
-    interrupts: watch::Receiver<u32>,
-    mut events: impl FnMut(LocalEvent<'_>),
-) -> LocalResult<Forked> {
-    let mut presses = Presses::new(interrupts);
-    let (_run, _cancels) =
-        take_run(authority, id, FORK_REQUEST_ID, &mut presses, &mut events).await?;
-    let session = open_existing(runtime, id, timeout, &mut presses).await?;
-    events(LocalEvent::Opened(&session));
-    let store = runtime.store().clone();
-    let parent = session.record().await;
-    let agent_forked = if fork_ops::agent_can_fork(session.initialize_response()) {
-        // The parent's MCP servers (stored by the attach above), as this agent takes them.
-        let servers = parent
-            .acpx
-            .extra
-            .get(MCP_SERVERS_KEY)
-            .and_then(|v| McpServers::from_stored(v).ok())
-            .unwrap_or_else(McpServers::none);
-        let (wire, _) = servers.for_agent(
-            session
-                .initialize_response()
-                .get("agentCapabilities")
-                .unwrap_or(&Value::Null),
-        );
-        let params =
-            json!({"sessionId": parent.acp_session_id, "cwd": parent.cwd, "mcpServers": wire});
-        let asked = presses
-            .unless_pressed(session.agent_request("session/fork", params))
-            .await;
-        let Some(answer) = asked else {
-            stop_now(session).await;
-            return Err(LocalError::Interrupted);
-        };
-        let shutdown = session.shutdown().await;
-        match answer {
-            // Advertised but not served (pydantic-acp lists `fork` while its SDK refuses the
-            // unstable method): the agent cannot fork, so fork by copy as if it had not
-            // advertised it, rather than failing a fork the copy can do.
-            Err(RuntimeError::Agent { error, .. }) if error.code == -32601 => {
-                shutdown?;
-                None
-            }
-            answer => {
-                let answer = answer?;
-                shutdown?;
-                let record =
-                    fork_ops::create_agent_fork_record(&*store, &parent, &answer, name.clone())
-                        .await?;
-                Some(
-                    fork_ops::record_fork(
-                        store.clone(),
-                        &record.acpx_record_id,
-                        &parent,
-                        ForkMethod::AgentFork,
-                    )
-                    .await?,
-                )
-            }
-        }
-    } else {
-        session.shutdown().await?;
-        None
-    };
-    let child = match agent_forked {
-        Some(child) => child,
-        None => {
-            events(LocalEvent::ForkByCopy);
-            let open = runtime.open_new(NewSessionSpec {
-                agent_command: parent.agent_command.clone(),
-                cwd: PathBuf::from(&parent.cwd),
-                name,
-            });
-            let fresh = presses
-                .unless_pressed(open)
-                .await
-                .ok_or(LocalError::Interrupted)??;
-            events(LocalEvent::Opened(&fresh));
-            let fresh = fresh.shutdown().await?;
-            fork_ops::record_fork(
-                store.clone(),
-                &fresh.acpx_record_id,
-                &parent,
-                ForkMethod::Copy,
-            )
-            .await?
-        }
-    };
-    Ok(Forked { parent, child })
 }

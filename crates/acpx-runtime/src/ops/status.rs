@@ -57,6 +57,9 @@ pub async fn log_shows_unfinished_turn(
 pub enum StatusState {
     /// No open session in the scope.
     NoSession,
+    /// A prompt was taken up and its agent is starting or attaching: its turn has not
+    /// started (`cancel` withdraws it).
+    Starting,
     /// A prompt is running (through the owner or in a one-process `acpx`).
     Running,
     /// The queue owner runs and no prompt does.
@@ -68,10 +71,11 @@ pub enum StatusState {
 }
 
 impl StatusState {
-    /// The word: `no-session`, `running`, `alive`, `dead`, `idle`.
+    /// The word: `no-session`, `starting`, `running`, `alive`, `dead`, `idle`.
     pub fn as_str(self) -> &'static str {
         match self {
             StatusState::NoSession => "no-session",
+            StatusState::Starting => "starting",
             StatusState::Running => "running",
             StatusState::Alive => "alive",
             StatusState::Dead => "dead",
@@ -119,6 +123,14 @@ impl SessionStatus {
             Some(r) => (
                 StatusState::Running,
                 format!("queue owner healthy; prompt {r} is running"),
+            ),
+            None if owner.starting.is_some() => (
+                StatusState::Starting,
+                format!(
+                    "queue owner healthy; its agent is starting for prompt {} (`acpx cancel` \
+                     withdraws it)",
+                    owner.starting.as_deref().unwrap_or_default()
+                ),
             ),
             None if owner.agent_exited => (
                 StatusState::Alive,
@@ -200,6 +212,9 @@ impl SessionStatus {
                 }
                 if let Some(r) = &owner.running {
                     m.insert("requestId".into(), json!(r));
+                }
+                if let Some(r) = &owner.starting {
+                    m.insert("startingRequestId".into(), json!(r));
                 }
                 m.insert("uptime".into(), json!(uptime(owner.uptime_seconds)));
                 m.insert("queueDepth".into(), json!(owner.queue_depth));

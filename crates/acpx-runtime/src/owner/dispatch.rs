@@ -79,14 +79,11 @@ pub(super) async fn dispatch(
             true
         }
         Request::Withdraw { request_id } => {
-            let flag = locked(&shared.queued).get(&request_id).cloned();
-            let withdrawn = flag.is_some_and(|gone| {
-                gone.store(true, Ordering::SeqCst);
-                true
-            });
+            let withdrawn = shared.withdraw(&request_id);
             let _ = reply.send(
                 line(&Response::CancelResult {
                     cancelled: withdrawn,
+                    withdrawn,
                     request_id: Some(request_id),
                 })
                 .into(),
@@ -133,18 +130,15 @@ pub(super) async fn dispatch(
                     gone.store(true, Ordering::SeqCst);
                 }
             }
-            // Withdrawable by its request id too (a client on another host has no connection
-            // here to close).
-            let client_gone = Some(client_gone.unwrap_or_default());
-            if let Some(gone) = &client_gone {
-                locked(&shared.queued).insert(request_id.clone(), gone.clone());
-            }
+            // Set when the waiting client goes away, or by `withdraw` and `cancel` (a client
+            // on another host has no connection here to close): a prompt not started by then
+            // is dropped (`Shared::take_withdrawn`).
+            locked(&shared.queued).insert(request_id.clone(), client_gone.unwrap_or_default());
             let kind = JobKind::Prompt {
                 prompt,
                 options,
                 prompter,
                 backlog: backlog.clone(),
-                client_gone,
             };
             enqueue(shared, request_id, kind, reply).await;
             wait
@@ -238,27 +232,64 @@ fn control_id() -> String {
     format!("ctl-{}", uuid::Uuid::new_v4())
 }
 
+/// The error a withdrawn prompt's client gets: `INTERRUPTED` (exit 130), since the prompt
+/// was never answered; retryable, since nothing of it ran.
+pub(super) fn withdrawn_error() -> WireError {
+    WireError {
+        code: "INTERRUPTED".into(),
+        detail_code: Some("QUEUE_TASK_WITHDRAWN".into()),
+        message: "the prompt was withdrawn before its turn started (cancelled while its agent \
+                  was starting, or its client left); nothing of it was sent to the agent"
+            .into(),
+        retryable: true,
+    }
+}
+
+/// `cancel`: the turn running, else the prompt whose agent is starting or attaching
+/// (withdrawn: never run, its client told at once). A task between the two (its turn
+/// opening) is waited for, up to a second.
 pub(super) async fn cancel(shared: &Shared) -> Response {
-    // A task that just started may not be cancellable for a moment (its turn is opening).
     for _ in 0..50 {
         let current = locked(&shared.current).clone();
-        match current {
-            None => break,
-            Some((request_id, handle)) => {
-                if handle.cancel() {
-                    return Response::CancelResult {
-                        cancelled: true,
-                        request_id: Some(request_id),
-                    };
-                }
+        if let Some((request_id, handle)) = current {
+            if handle.cancel() {
+                return Response::CancelResult {
+                    cancelled: true,
+                    withdrawn: false,
+                    request_id: Some(request_id),
+                };
             }
+        } else if let Some(withdrawn) = withdraw_starting(shared) {
+            return withdrawn;
+        } else if locked(&shared.task).is_none() {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Response::CancelResult {
         cancelled: false,
+        withdrawn: false,
         request_id: None,
     }
+}
+
+/// Withdraws the prompt whose agent is starting, if any, and tells its client.
+fn withdraw_starting(shared: &Shared) -> Option<Response> {
+    let (request_id, reply) = locked(&shared.starting).take()?;
+    if !shared.withdraw(&request_id) {
+        return None;
+    }
+    let _ = reply.send(
+        line(&Response::Error {
+            error: withdrawn_error(),
+        })
+        .into(),
+    );
+    Some(Response::CancelResult {
+        cancelled: true,
+        withdrawn: true,
+        request_id: Some(request_id),
+    })
 }
 
 pub(super) async fn enqueue(

@@ -546,6 +546,10 @@ pub struct OwnerStatus {
     /// The `requestId` of the turn in progress.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
+    /// The `requestId` of the prompt taken up while its agent starts or attaches (its turn
+    /// has not started; `cancel` withdraws it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting: Option<String>,
     /// When the task in progress was taken up (its agent may still be starting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since: Option<Timestamp>,
@@ -629,10 +633,15 @@ pub enum Response {
         /// The agent's answer (`configOptions` for set_config_option; null for set_mode).
         value: Value,
     },
-    /// The answer to `cancel`.
+    /// The answer to `cancel` (and `withdraw`).
     CancelResult {
-        /// Whether a turn was running and was asked to cancel.
+        /// Whether a turn was running and was asked to cancel, or a prompt not started yet
+        /// was withdrawn.
         cancelled: bool,
+        /// The prompt had not started (its agent was starting): it was withdrawn, never
+        /// sent to the agent, and its client told so.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        withdrawn: bool,
         /// The cancelled turn's request id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         request_id: Option<String>,

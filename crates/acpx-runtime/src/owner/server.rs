@@ -86,8 +86,6 @@ pub(super) enum JobKind {
         prompter: Option<Arc<ForwardingPrompter>>,
         /// The event lines handed to the client's connection and not written yet.
         backlog: Arc<OutputBacklog>,
-        /// Set when the waiting client went away: a task not started by then is dropped.
-        client_gone: Option<Arc<AtomicBool>>,
     },
     SetMode(String, TaskOptions),
     SetConfigOption(String, Value, TaskOptions),
@@ -199,8 +197,13 @@ pub(super) struct Shared {
     pub(super) replying: AtomicUsize,
     /// Woken when the task the worker is on changes, so the store lease says so at once.
     pub(super) activity_changed: Notify,
-    /// The "client gone" flags of the queued prompts, by request id, for `withdraw`.
+    /// The "client gone" flags of the prompts not started yet (queued, or taken while their
+    /// agent starts or attaches), by request id, for `withdraw` and `cancel`.
     pub(super) queued: Mutex<std::collections::HashMap<String, Arc<AtomicBool>>>,
+    /// The prompt the worker took and whose agent is starting or attaching (no turn yet):
+    /// its request id and its client's reply channel, so `cancel` can withdraw it and tell
+    /// its client at once rather than after the agent is up.
+    pub(super) starting: Mutex<Option<(String, ReplyTx)>>,
     /// Connections that could not be accepted, and the last error.
     pub(super) accept_errors: std::sync::atomic::AtomicU64,
     pub(super) accept_error: Mutex<Option<String>>,
@@ -260,12 +263,38 @@ impl Shared {
             agent_exited,
             queue_depth: self.depth.load(Ordering::SeqCst),
             running: locked(&self.current).as_ref().map(|(r, _)| r.clone()),
+            starting: locked(&self.starting).as_ref().map(|(r, _)| r.clone()),
             running_since: locked(&self.task).as_ref().map(|(_, since)| *since),
             generation: self.generation,
             ttl_seconds: self.ttl().map_or(0, |t| t.as_secs()),
             accept_errors: self.accept_errors.load(Ordering::SeqCst),
             last_accept_error: locked(&self.accept_error).clone(),
         }
+    }
+
+    /// Ends the prompt `request_id`'s time as withdrawable (it starts now, or is dropped):
+    /// whether it was withdrawn. Under the same lock as [`Shared::withdraw`], so a withdrawal
+    /// either lands before this (and the prompt is dropped) or finds nothing to withdraw.
+    pub(super) fn take_withdrawn(&self, request_id: &str) -> bool {
+        locked(&self.queued)
+            .remove(request_id)
+            .is_some_and(|gone| gone.load(Ordering::SeqCst))
+    }
+
+    /// Whether the prompt `request_id` was withdrawn (it stays withdrawable).
+    pub(super) fn withdrawn(&self, request_id: &str) -> bool {
+        locked(&self.queued)
+            .get(request_id)
+            .is_some_and(|gone| gone.load(Ordering::SeqCst))
+    }
+
+    /// Withdraws the prompt `request_id` if it has not started: whether it was still
+    /// withdrawable.
+    pub(super) fn withdraw(&self, request_id: &str) -> bool {
+        locked(&self.queued).get(request_id).is_some_and(|gone| {
+            gone.store(true, Ordering::SeqCst);
+            true
+        })
     }
 
     /// The idle time-to-live now (`None`: until the session is closed).
@@ -388,6 +417,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         replying: AtomicUsize::new(0),
         activity_changed: Notify::new(),
         queued: Mutex::new(std::collections::HashMap::new()),
+        starting: Mutex::new(None),
         accept_errors: std::sync::atomic::AtomicU64::new(0),
         accept_error: Mutex::new(None),
     });
@@ -675,6 +705,7 @@ mod tests {
             },
             Response::CancelResult {
                 cancelled: false,
+                withdrawn: false,
                 request_id: None,
             },
             Response::Closed { closed: true },

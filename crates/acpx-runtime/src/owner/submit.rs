@@ -369,21 +369,43 @@ async fn ask_running_anywhere(
     }
 }
 
-/// Asks the owner of `id`, here or on another host (through `store`), to cancel its turn:
-/// `None` when none runs, else whether a turn was cancelled and its request id.
+/// What an owner did with a `cancel`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelAnswer {
+    /// A turn was running and was asked to cancel, or a prompt was withdrawn.
+    pub cancelled: bool,
+    /// The prompt had not started (its agent was starting): withdrawn, never run.
+    pub withdrawn: bool,
+    /// The cancelled turn's (or withdrawn prompt's) request id.
+    pub request_id: Option<String>,
+}
+
+fn cancel_answer(r: Response) -> SubmitResult<CancelAnswer> {
+    match r {
+        Response::CancelResult {
+            cancelled,
+            withdrawn,
+            request_id,
+        } => Ok(CancelAnswer {
+            cancelled,
+            withdrawn,
+            request_id,
+        }),
+        other => Err(unexpected("cancel", &other)),
+    }
+}
+
+/// Asks the owner of `id`, here or on another host (through `store`), to cancel its turn,
+/// or to withdraw the prompt whose agent is starting: `None` when none runs.
 pub async fn cancel_anywhere(
     store: Option<&Arc<dyn Store>>,
     authority: &Path,
     id: &RecordId,
-) -> SubmitResult<Option<(bool, Option<String>)>> {
-    match ask_running_anywhere(store, authority, id, Request::Cancel).await? {
-        None => Ok(None),
-        Some(Response::CancelResult {
-            cancelled,
-            request_id,
-        }) => Ok(Some((cancelled, request_id))),
-        Some(other) => Err(unexpected("cancel", &other)),
-    }
+) -> SubmitResult<Option<CancelAnswer>> {
+    ask_running_anywhere(store, authority, id, Request::Cancel)
+        .await?
+        .map(cancel_answer)
+        .transpose()
 }
 
 /// Asks the owner of `id` on another host (through `store`) to stop once idle, or at once
@@ -435,20 +457,13 @@ async fn release_remote(
     Ok(true)
 }
 
-/// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
-/// was cancelled and its request id.
-pub async fn cancel(
-    authority: &Path,
-    id: &RecordId,
-) -> SubmitResult<Option<(bool, Option<String>)>> {
-    match ask_running(authority, id, Request::Cancel).await? {
-        None => Ok(None),
-        Some(Response::CancelResult {
-            cancelled,
-            request_id,
-        }) => Ok(Some((cancelled, request_id))),
-        Some(other) => Err(unexpected("cancel", &other)),
-    }
+/// Asks a running owner (of this host) to cancel its turn, or to withdraw the prompt whose
+/// agent is starting: `None` when no owner runs.
+pub async fn cancel(authority: &Path, id: &RecordId) -> SubmitResult<Option<CancelAnswer>> {
+    ask_running(authority, id, Request::Cancel)
+        .await?
+        .map(cancel_answer)
+        .transpose()
 }
 
 /// A running owner's state, `None` when none runs.

@@ -167,18 +167,13 @@ impl Worker {
                         *locked(&self.shared.task) = None;
                         continue;
                     }
-                    // Started or dropped, it can no longer be withdrawn.
-                    locked(&self.shared.queued).remove(&job.request_id);
-                    if let JobKind::Prompt {
-                        client_gone: Some(gone),
-                        ..
-                    } = &job.kind
-                    {
-                        if gone.load(Ordering::SeqCst) {
-                            self.drop_withdrawn(&job).await;
-                            *locked(&self.shared.task) = None;
-                            continue;
-                        }
+                    // Withdrawable until its turn starts (`run_job`); dropped here when
+                    // withdrawn already.
+                    if self.shared.withdrawn(&job.request_id) {
+                        self.shared.take_withdrawn(&job.request_id);
+                        self.drop_withdrawn(&job).await;
+                        *locked(&self.shared.task) = None;
+                        continue;
                     }
                     match self.run_job(job).await {
                         Ok(()) => open_failed = None,
@@ -249,9 +244,16 @@ impl Worker {
         }
     }
 
-    /// A queued prompt whose client went away before it started: recorded in the queue
-    /// stream as an error, never run.
+    /// A prompt withdrawn before it started (its client went away, or `acpx cancel` while
+    /// its agent started): recorded in the queue stream as an error, never run; its client,
+    /// if still there, is told so.
     async fn drop_withdrawn(&self, job: &Job) {
+        let _ = job.reply.send(
+            line(&Response::Error {
+                error: super::dispatch::withdrawn_error(),
+            })
+            .into(),
+        );
         let log = locked(&self.shared.queue_log).clone();
         if let Some(log) = log {
             let mut extra = serde_json::Map::new();
@@ -262,7 +264,10 @@ impl Worker {
             );
             extra.insert(
                 "message".into(),
-                serde_json::json!("its client went away before it started; it was not run"),
+                serde_json::json!(
+                    "withdrawn before it started (its client went away, or `acpx cancel` while \
+                     its agent started); it was not run"
+                ),
             );
             let _ = log
                 .record(QueuePhase::Error, Some(&job.request_id), extra)
@@ -388,7 +393,22 @@ impl Worker {
             JobKind::Create(spec, _) => Some(spec),
             _ => None,
         };
-        let attached = match self.ensure_session(&options, sink, create).await {
+        // While its agent starts or attaches, a prompt can still be withdrawn (`cancel`).
+        let prompt = matches!(job.kind, JobKind::Prompt { .. });
+        if prompt {
+            *locked(&self.shared.starting) = Some((job.request_id.clone(), job.reply.clone()));
+            self.shared.activity_changed.notify_one();
+        }
+        let ensured = self.ensure_session(&options, sink, create).await;
+        if prompt {
+            locked(&self.shared.starting).take();
+            // From here its turn starts, or it is dropped: no longer withdrawable.
+            if self.shared.take_withdrawn(&job.request_id) {
+                self.drop_withdrawn(&job).await;
+                return ensured.map(|_| ()).map_err(|e| e.to_string());
+            }
+        }
+        let attached = match ensured {
             Ok(a) => a,
             Err(e) => {
                 send(Response::Error {

@@ -12,6 +12,7 @@ mod attach;
 pub mod auth;
 mod choices;
 mod controls;
+mod handover;
 mod lifecycle;
 mod options;
 mod prompt;

@@ -18,16 +18,25 @@ use acpx_runtime::runs;
 /// a one-process prompt.
 pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     let r = scope_session(ctx, a.session.as_deref()).await?;
-    if let Some((cancelled, request_id)) = owned::cancel_request(ctx, &r.acpx_record_id).await? {
+    if let Some(answer) = owned::cancel_request(ctx, &r.acpx_record_id).await? {
         if ctx.out.is_json() {
-            let rid = request_id.as_deref();
-            ctx.out
-                .json(&results::cancel_result(&r, cancelled, rid, None));
+            let rid = answer.request_id.as_deref();
+            let mut result = results::cancel_result(&r, answer.cancelled, rid, None);
+            if answer.withdrawn {
+                result["withdrawn"] = json!(true);
+            }
+            ctx.out.json(&result);
         } else if ctx.out.is_text() {
-            ctx.out.line(if cancelled {
-                "cancel requested (the turn ends with stopReason cancelled)"
-            } else {
-                "nothing to cancel"
+            ctx.out.line(&match (answer.cancelled, answer.withdrawn) {
+                (true, true) => format!(
+                    "withdrew prompt {} before its turn started (its agent was starting); \
+                     nothing of it was sent to the agent",
+                    answer.request_id.as_deref().unwrap_or("?")
+                ),
+                (true, false) => {
+                    "cancel requested (the turn ends with stopReason cancelled)".into()
+                }
+                (false, _) => "nothing to cancel".into(),
             });
         }
         return Ok(());
@@ -45,7 +54,7 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     } else if ctx.out.is_text() {
         match &sent {
             Some(i) => ctx.out.line(&format!(
-                "cancel requested (prompt of pid {}; it ends with stopReason cancelled)",
+                "cancel requested (prompt of pid {}: its turn ends with stopReason cancelled, or, while its agent is still starting, the prompt is withdrawn)",
                 i.pid
             )),
             None => ctx.out.line("nothing to cancel"),

@@ -165,6 +165,9 @@ const WAITING_FOR_PROMPT: &str =
 fn local_error(ctx: &Ctx, e: LocalError) -> CliError {
     match e {
         LocalError::Interrupted => interrupted_error(),
+        e @ LocalError::Withdrawn => {
+            CliError::new(ErrorKind::Interrupted, e.to_string()).with_detail("QUEUE_TASK_WITHDRAWN")
+        }
         LocalError::StartTimeout(t) => start_timeout_error(t),
         LocalError::Runtime(e) => runtime_error(ctx, e),
         LocalError::Runs(e) => e.into(),

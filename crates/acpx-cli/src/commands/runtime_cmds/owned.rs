@@ -207,12 +207,12 @@ pub(super) async fn control(
         .map_err(submit_error)
 }
 
-/// Asks a running owner to cancel its turn: `None` when no owner runs, else whether a turn
-/// was cancelled and its request id.
+/// Asks a running owner to cancel its turn (or withdraw the prompt whose agent is starting):
+/// `None` when no owner runs.
 pub(super) async fn cancel_request(
     ctx: &Ctx,
     id: &RecordId,
-) -> CliResult<Option<(bool, Option<String>)>> {
+) -> CliResult<Option<submit::CancelAnswer>> {
     let store = ctx.store().await?;
     submit::cancel_anywhere(Some(&store), ctx.authority()?, id)
         .await
