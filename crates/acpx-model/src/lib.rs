@@ -57,6 +57,7 @@ pub mod progress;
 pub mod search;
 pub mod session;
 pub mod settled;
+pub mod stage;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -83,6 +84,7 @@ pub use session::{
     PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
 pub use settled::{SettledMessages, SettledStores, SettledText};
+pub use stage::{StagedSession, StaleStage};
 pub use store::{
     check_append_batch, id_text_matches, list_order_key, normalize_cwd, ClosedFilter, DamagedLine,
     Durability, EventPage, EventQuery, ListPage, ListQuery, LockGuard, LockIssuer, ManyLocks,

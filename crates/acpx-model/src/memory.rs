@@ -13,6 +13,7 @@ use crate::id::RecordId;
 use crate::lease::{LeaseActivity, LeaseBook, LeaseGrant, LeaseHolder, OwnerLease, SessionLeases};
 use crate::search::{search_record, SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord};
+use crate::stage::{StagedSeqs, StagedSession, STAGE_LOCK_TIMEOUT};
 use crate::store::{
     check_append_batch, list_order_key, normalize_cwd, Durability, EventPage, EventQuery, ListPage,
     ListQuery, LockGuard, LockIssuer, SessionLock, Store,
@@ -141,6 +142,46 @@ impl Drop for MemoryLockGuard {
     }
 }
 
+impl MemoryStore {
+    /// Stores whole new sessions in one step (under the store's mutex): what `create`, appends
+    /// and a `save` with the log's state would leave (revision 2), for logs starting at any
+    /// seq. A taken id (or one given twice) refuses the whole call.
+    fn insert_whole(
+        &self,
+        sessions: Vec<crate::NewSessionData>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let mut inner = self.inner();
+        let mut seen = std::collections::HashSet::new();
+        for s in &sessions {
+            let id = &s.record.acpx_record_id;
+            s.record.validate("memory")?;
+            check_append_batch(id, s.seq_before(), &s.events)?;
+            if inner.sessions.contains_key(id) || !seen.insert(id) {
+                return Err(StoreError::AlreadyExists(id.clone()));
+            }
+        }
+        let mut out = Vec::with_capacity(sessions.len());
+        for mut s in sessions {
+            let id = s.record.acpx_record_id.clone();
+            s.record
+                .thread
+                .unsettle()
+                .map_err(|e| StoreError::io("memory", e))?;
+            let mut session = MemSession {
+                record: s.record,
+                last_write_at: (!s.events.is_empty()).then(Timestamp::now),
+                events: s.events,
+            };
+            session.record.acpx.event_log = Self::log_state(&id, &session);
+            // As after create and the save with the log's state (the trait's contract).
+            session.record.revision = 2;
+            out.push(session.record.clone());
+            inner.sessions.insert(id, session);
+        }
+        Ok(out)
+    }
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     fn backend_name(&self) -> &'static str {
@@ -181,35 +222,31 @@ impl Store for MemoryStore {
             return crate::migrate::create_sessions_one_by_one(self, sessions).await;
         }
         // A log retention trimmed starts above seq 1: stored as given, in one step.
-        let mut inner = self.inner();
-        let mut seen = std::collections::HashSet::new();
-        for s in &sessions {
-            let id = &s.record.acpx_record_id;
-            s.record.validate("memory")?;
-            check_append_batch(id, s.seq_before(), &s.events)?;
-            if inner.sessions.contains_key(id) || !seen.insert(id) {
-                return Err(StoreError::AlreadyExists(id.clone()));
-            }
+        self.insert_whole(sessions)
+    }
+
+    async fn stage_session<'s>(
+        &'s self,
+        mut record: SessionRecord,
+    ) -> StoreResult<Box<dyn StagedSession + 's>> {
+        record.validate("memory")?;
+        let id = record.acpx_record_id.clone();
+        let taken = || StoreError::AlreadyExists(id.clone());
+        if self.inner().sessions.contains_key(&id) {
+            return Err(taken());
         }
-        let mut out = Vec::with_capacity(sessions.len());
-        for mut s in sessions {
-            let id = s.record.acpx_record_id.clone();
-            s.record
-                .thread
-                .unsettle()
-                .map_err(|e| StoreError::io("memory", e))?;
-            let mut session = MemSession {
-                record: s.record,
-                last_write_at: (!s.events.is_empty()).then(Timestamp::now),
-                events: s.events,
-            };
-            session.record.acpx.event_log = Self::log_state(&id, &session);
-            // As after create and the save with the log's state (the trait's contract).
-            session.record.revision = 2;
-            out.push(session.record.clone());
-            inner.sessions.insert(id, session);
+        let writer = self.lock(&id, STAGE_LOCK_TIMEOUT).await?;
+        if self.inner().sessions.contains_key(&id) {
+            return Err(taken());
         }
-        Ok(out)
+        record.revision = 0;
+        Ok(Box::new(MemoryStage {
+            store: self.clone(),
+            record,
+            events: Vec::new(),
+            seqs: StagedSeqs::default(),
+            _writer: writer,
+        }))
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
@@ -452,5 +489,48 @@ mod tests {
         ));
         drop(held);
         store.lock(&id, Duration::ZERO).await.unwrap();
+    }
+}
+
+/// A stage of the memory store ([`Store::stage_session`]): the batches are held in memory
+/// and the session inserted whole at the commit. A dropped stage leaves nothing.
+#[derive(Debug)]
+struct MemoryStage {
+    store: MemoryStore,
+    record: SessionRecord,
+    events: Vec<EventEnvelope>,
+    seqs: StagedSeqs,
+    _writer: SessionLock,
+}
+
+#[async_trait]
+impl StagedSession for MemoryStage {
+    fn id(&self) -> &RecordId {
+        &self.record.acpx_record_id
+    }
+
+    async fn append(&mut self, events: &[EventEnvelope]) -> StoreResult<()> {
+        self.seqs.check(&self.record.acpx_record_id, events)?;
+        self.events.extend_from_slice(events);
+        self.seqs.advance(events);
+        Ok(())
+    }
+
+    async fn commit(self: Box<Self>) -> StoreResult<SessionRecord> {
+        let MemoryStage {
+            store,
+            record,
+            events,
+            ..
+        } = *self;
+        let mut stored = store.insert_whole(vec![crate::NewSessionData { record, events }])?;
+        stored.pop().ok_or_else(|| StoreError::Backend {
+            backend: "memory",
+            message: "a commit stored no session".into(),
+        })
+    }
+
+    async fn abort(self: Box<Self>) -> StoreResult<()> {
+        Ok(())
     }
 }

@@ -20,6 +20,7 @@ pub use crate::lock::{LockGuard, LockIssuer, ManyLocks, SessionLock};
 pub const DAMAGED_EVENT_TYPE: &str = "event_damaged";
 use crate::search::{SearchHit, SearchQuery};
 use crate::session::{EventLogState, SessionRecord, SessionSummary};
+use crate::stage::{StagedSession, StaleStage};
 use crate::time::Timestamp;
 
 /// How far an append is pushed towards the disk before `append` returns.
@@ -403,6 +404,40 @@ pub trait Store: Send + Sync + fmt::Debug {
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
         crate::migrate::create_sessions_one_by_one(self, sessions).await
+    }
+
+    /// Begins writing a new session whose log comes a batch at a time (an imported archive of
+    /// any length): nothing of it is visible until [`StagedSession::commit`] makes all of it
+    /// visible, durable, in one step; [`StagedSession::abort`] removes it. A process killed at
+    /// any point leaves nothing visible, only a stale stage ([`Store::stale_stages`]) that
+    /// the next stage of the same id reclaims, so that running the same import again
+    /// completes it. The stage holds the session's writer lock until it ends (waiting up to
+    /// [`crate::stage::STAGE_LOCK_TIMEOUT`] for it).
+    ///
+    /// A taken id is refused with [`StoreError::AlreadyExists`] before anything is written;
+    /// `record` must validate. See [`crate::stage`] for how each backend stages. The default
+    /// is [`crate::stage::DirectStage`]: today's `create`, `append`, `save`, which is not one
+    /// step (documented there), for a store without staging of its own.
+    async fn stage_session<'s>(
+        &'s self,
+        record: SessionRecord,
+    ) -> StoreResult<Box<dyn StagedSession + 's>> {
+        Ok(Box::new(
+            crate::stage::DirectStage::begin(self, record).await?,
+        ))
+    }
+
+    /// What stages interrupted by a kill left behind (see [`Store::stage_session`]): invisible
+    /// to every reader, reported by `fsck`. Stages in progress (their writer lock is held) are
+    /// not listed. The default: none (a store whose stages leave nothing, or that has none).
+    async fn stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        Ok(Vec::new())
+    }
+
+    /// Removes what [`Store::stale_stages`] lists (`fsck --repair`); returns what it removed.
+    /// A stage that became busy meanwhile is left alone. The default: nothing to remove.
+    async fn remove_stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        Ok(Vec::new())
     }
 
     /// Takes the writer locks of all of `ids` for reading them unchanged (what `migrate` holds

@@ -7,6 +7,7 @@ mod batch;
 mod batch_lock;
 mod event_log;
 mod snapshots;
+mod stage;
 
 pub(crate) use batch::PreparedNew;
 
@@ -502,7 +503,7 @@ impl FsCore {
                 }
             }
         }
-        let mut removed = self.finish_interrupted_deletes(tombstones)?;
+        let mut removed = self.finish_interrupted_deletes(tombstones)?.len();
         for (id, temps) in by_session {
             let lock_path = self.layout.lock(&id);
             let Some(flock) =
@@ -547,10 +548,10 @@ impl FsCore {
 
 impl FsCore {
     /// Finishes the deletes whose tombstones are given, for each session whose lock is free
-    /// (a delete runs under the lock: a busy lock is a delete still running). Returns how many
-    /// were finished.
-    fn finish_interrupted_deletes(&self, tombstones: Vec<RecordId>) -> StoreResult<usize> {
-        let mut finished = 0;
+    /// (a delete, or a stage, runs under the lock: a busy lock is one still running). Returns
+    /// the sessions whose delete was finished.
+    fn finish_interrupted_deletes(&self, tombstones: Vec<RecordId>) -> StoreResult<Vec<RecordId>> {
+        let mut finished = Vec::new();
         for id in tombstones {
             let slot = self.slot(&id);
             let mut st = lock_slot(&slot);
@@ -577,8 +578,8 @@ impl FsCore {
             {
                 self.finish_delete(&id)?;
                 tracing::info!(session = %id, "finished a delete that a crash interrupted");
-                finished += 1;
                 let _ = flock.unlink();
+                finished.push(id);
             }
         }
         Ok(finished)

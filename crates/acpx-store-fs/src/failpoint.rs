@@ -21,6 +21,7 @@ pub const FAILPOINTS: &[&str] = &[
     "delete.after_logs_removed",
     "create_sessions.after_sync",
     "create_sessions.after_first_commit",
+    "stage.before_commit",
 ];
 
 /// Whether `ACPX_FAILPOINT` names `step` (always false without the `failpoints` feature).

@@ -328,6 +328,7 @@
 //! | `delete.after_logs_removed` | the log segments are removed, the tombstone not yet |
 //! | `create_sessions.after_sync` | a batch of new sessions is written and fsynced (each snapshot still in its tombstone), nothing committed |
 //! | `create_sessions.after_first_commit` | the first session of a batch is committed (renamed to `<id>.json`), the others not yet |
+//! | `stage.before_commit` | a staged session's snapshot has replaced its tombstone `<id>.deleted` and everything is fsynced; the rename to `<id>.json` (its commit point) not yet |
 
 #![warn(missing_docs)]
 
@@ -339,6 +340,7 @@ mod layout;
 mod log;
 mod rotate;
 mod search_index;
+mod stage;
 mod summary;
 mod zseg;
 
@@ -350,7 +352,8 @@ use acpx_model::{
     check_append_batch, Durability, EventEnvelope, EventLogState, EventPage, EventQuery,
     LeaseActivity, LeaseGrant, LeaseHolder, ListPage, ListQuery, ManyLocks, NewSessionData,
     OwnerLease, RecordId, SearchHit, SearchQuery, SessionLeases, SessionLock, SessionRecord,
-    SessionSummary, SettleOnLoad, Store, StoreError, StoreResult, Timestamp, TornTail,
+    SessionSummary, SettleOnLoad, StagedSession, StaleStage, Store, StoreError, StoreResult,
+    Timestamp, TornTail,
 };
 use async_trait::async_trait;
 
@@ -624,6 +627,31 @@ impl Store for FsStore {
         drop(sessions);
         self.run(move |c| c.create_sessions(prepared)).await?;
         Ok(records)
+    }
+
+    async fn stage_session<'s>(
+        &'s self,
+        mut record: SessionRecord,
+    ) -> StoreResult<Box<dyn StagedSession + 's>> {
+        let id = record.acpx_record_id.clone();
+        record.validate(&self.core.snapshot_path(&id).display().to_string())?;
+        record.revision = 0;
+        let writer = self
+            .run(move |c| c.begin_stage(&id, acpx_model::stage::STAGE_LOCK_TIMEOUT))
+            .await?;
+        Ok(Box::new(stage::FsStage::new(
+            self.core.clone(),
+            record,
+            writer,
+        )))
+    }
+
+    async fn stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        self.run(|c| c.stale_stages(false)).await
+    }
+
+    async fn remove_stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        self.run(|c| c.stale_stages(true)).await
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {

@@ -40,7 +40,13 @@ impl Inner {
         fence: Option<u64>,
     ) -> StoreResult<EventLogState> {
         let columns = EventColumns::new(events)?;
-        let result = self.append_rows(id, events, columns, fsync, fence).await;
+        let result = match self.conn().await {
+            Ok(conn) => {
+                self.append_rows(&conn, id, events, columns, fsync, fence)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         match &result {
             Ok(_) => self.note_write_error(id, None),
             // A failed transaction (lost connection, lost lock, server error) is a failed
@@ -54,8 +60,13 @@ impl Inner {
         result
     }
 
-    async fn append_rows(
+    /// One call of `acpx_append_fenced` on `conn` (a pooled connection, or a stage's inside
+    /// its transaction). `fsync` false asks for an asynchronous commit of the call's own
+    /// transaction (`SET LOCAL`: within a stage's transaction it would hold for its commit,
+    /// so a stage passes true).
+    pub(crate) async fn append_rows(
         &self,
+        conn: &deadpool_postgres::Object,
         id: &RecordId,
         events: &[EventEnvelope],
         columns: EventColumns,
@@ -84,7 +95,6 @@ impl Inner {
         let now = ts_text(&Timestamp::now());
         let notify = self.notify_payload(id);
         let fence_param = fence.map(|g| i64::try_from(g).unwrap_or(i64::MAX));
-        let conn = self.conn().await?;
         let stmt = conn
             .prepare_cached(
                 "SELECT status, last_seq, retained_bytes, last_write_at FROM acpx_append_fenced(\
@@ -218,6 +228,16 @@ impl Inner {
             retained: row.get::<_, Option<i64>>(2).unwrap_or(0),
             last_write_at: row.get(3),
         })
+    }
+
+    /// The log's state as `conn` sees it (a stage's connection, inside its transaction).
+    pub(crate) async fn event_log_state_on(
+        &self,
+        conn: &impl GenericClient,
+        id: &RecordId,
+    ) -> StoreResult<EventLogState> {
+        let log = self.log_row(conn, id).await?;
+        self.log_state(id, log, None)
     }
 
     pub(crate) async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {

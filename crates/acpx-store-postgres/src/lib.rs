@@ -67,6 +67,7 @@ mod rows;
 mod schema;
 mod search;
 mod sessions;
+mod stage;
 mod tasks;
 mod watch;
 
@@ -79,8 +80,8 @@ use acpx_model::search::{SearchHit, SearchQuery};
 use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
-    NewSessionData, RecordId, SessionLock, SessionRecord, SettleOnLoad, Store, StoreError,
-    StoreResult, Timestamp,
+    NewSessionData, RecordId, SessionLock, SessionRecord, SettleOnLoad, StagedSession, Store,
+    StoreError, StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
@@ -347,6 +348,13 @@ impl Store for PostgresStore {
             return acpx_model::migrate::create_sessions_one_by_one(self, sessions).await;
         }
         retained::create_sessions(self, sessions).await
+    }
+
+    async fn stage_session<'s>(
+        &'s self,
+        record: SessionRecord,
+    ) -> StoreResult<Box<dyn StagedSession + 's>> {
+        Ok(Box::new(self.begin_stage(record).await?))
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {

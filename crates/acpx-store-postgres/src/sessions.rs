@@ -53,10 +53,26 @@ impl Inner {
         log_after: u64,
     ) -> StoreResult<()> {
         let ctx = "create the session";
-        let log_after = to_i64(log_after, "seq")?;
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(self.pg(ctx))?;
         self.lock_unless_held(&tx, id).await?;
+        self.insert_row(&tx, id, &cols, &msgs, log_after).await?;
+        tx.commit().await.map_err(self.pg(ctx))
+    }
+
+    /// Inserts a new session's row, its `event_logs` row (the log continuing after seq
+    /// `log_after`) and its messages on `tx`, inside the caller's transaction (which holds the
+    /// session's writer lock); returns its key. A taken id is `AlreadyExists`.
+    pub(crate) async fn insert_row(
+        &self,
+        tx: &impl GenericClient,
+        id: &RecordId,
+        cols: &SessionColumns,
+        msgs: &[MessageRow],
+        log_after: u64,
+    ) -> StoreResult<i64> {
+        let ctx = "create the session";
+        let log_after = to_i64(log_after, "seq")?;
         let key = id.as_str().to_owned();
         let inserted = tx
             .query_opt(
@@ -80,8 +96,8 @@ impl Inner {
         )
         .await
         .map_err(self.pg(ctx))?;
-        self.sync_messages(&tx, session_key, &msgs).await?;
-        tx.commit().await.map_err(self.pg(ctx))
+        self.sync_messages(tx, session_key, msgs).await?;
+        Ok(session_key)
     }
 
     pub(crate) async fn save(
@@ -92,10 +108,25 @@ impl Inner {
         msgs: Vec<MessageRow>,
     ) -> StoreResult<()> {
         let ctx = "save the session";
-        let expected_i = to_i64(expected, "revision")?;
         let mut conn = self.conn().await?;
         let tx = conn.transaction().await.map_err(self.pg(ctx))?;
         self.lock_unless_held(&tx, id).await?;
+        self.update_row(&tx, id, expected, &cols, &msgs).await?;
+        tx.commit().await.map_err(self.pg(ctx))
+    }
+
+    /// A save's statements on `tx`, inside the caller's transaction (which holds the session's
+    /// writer lock): the row replaced if its revision is still `expected`, and its messages.
+    pub(crate) async fn update_row(
+        &self,
+        tx: &impl GenericClient,
+        id: &RecordId,
+        expected: u64,
+        cols: &SessionColumns,
+        msgs: &[MessageRow],
+    ) -> StoreResult<()> {
+        let ctx = "save the session";
+        let expected_i = to_i64(expected, "revision")?;
         let key = id.as_str().to_owned();
         let mut params: Vec<&(dyn ToSql + Sync)> = cols.params(&key).to_vec();
         params.push(&expected_i);
@@ -127,8 +158,7 @@ impl Inner {
                 },
             });
         };
-        self.sync_messages(&tx, row.get(0), &msgs).await?;
-        tx.commit().await.map_err(self.pg(ctx))
+        self.sync_messages(tx, row.get(0), msgs).await
     }
 
     /// The `revision` column of a session's row, read without its document (which may be
@@ -423,7 +453,7 @@ impl Inner {
     /// changed.
     async fn sync_messages(
         &self,
-        tx: &Transaction<'_>,
+        tx: &impl GenericClient,
         session_key: i64,
         msgs: &[MessageRow],
     ) -> StoreResult<()> {

@@ -7,7 +7,9 @@ use acpx_model::{
     check_append_batch, EventLogState, NewSessionData, RecordId, SessionRecord, StoreError,
     StoreResult, Timestamp,
 };
-use rusqlite::params;
+use rusqlite::{params, Transaction};
+
+use crate::connection::TxResult;
 
 use crate::events::insert_events;
 use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
@@ -102,44 +104,61 @@ impl Inner {
     pub(crate) fn create_sessions(&self, sessions: Vec<PreparedSession>) -> StoreResult<()> {
         self.transaction("create sessions", true, |tx| {
             for s in &sessions {
-                let exists = tx
-                    .prepare_cached("SELECT 1 FROM session_rows WHERE acpx_record_id = ?1")?
-                    .exists([s.id.as_str()])?;
-                if exists {
-                    return Err(StoreError::AlreadyExists(s.id.clone()).into());
-                }
-                let c = &s.cols;
-                tx.prepare_cached(INSERT_ROW)?.execute(params![
-                    s.id.as_str(),
-                    c.acp_session_id,
-                    c.agent_session_id,
-                    c.agent_command,
-                    c.cwd,
-                    c.cwd_key,
-                    c.name,
-                    c.title,
-                    c.created_at,
-                    c.last_used_at,
-                    c.last_used_ms,
-                    c.closed,
-                    c.closed_at,
-                    c.last_prompt_at,
-                    c.message_count,
-                    c.revision
-                ])?;
-                let key = tx.last_insert_rowid();
-                crate::document::write(tx, &s.id, key, &c.document, true)?;
-                let last_seq = i64::try_from(s.last_seq).unwrap_or(i64::MAX);
                 let written_at = (s.last_seq > 0).then_some(s.written_at.as_str());
-                tx.prepare_cached(
-                    "INSERT INTO event_logs (session_key, last_seq, retained_bytes, \
-                         last_write_at) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![key, last_seq, s.retained, written_at])?;
-                sync_messages(tx, &s.id, &s.msgs)?;
+                let key = insert_session(
+                    tx, &s.id, &s.cols, &s.msgs, s.last_seq, s.retained, written_at,
+                )?;
                 insert_events(tx, key, &s.events)?;
             }
             Ok(())
         })
     }
+}
+
+/// Inserts a new session's row, its document, its `event_logs` row (`last_seq`, `retained`
+/// bytes, `written_at`) and its message parts, in the caller's transaction; returns its key.
+/// [`StoreError::AlreadyExists`] when the id is taken. Its events are the caller's to insert.
+pub(crate) fn insert_session(
+    tx: &Transaction<'_>,
+    id: &RecordId,
+    c: &SessionColumns<'_>,
+    msgs: &[MessageText<'_>],
+    last_seq: u64,
+    retained: i64,
+    written_at: Option<&str>,
+) -> TxResult<i64> {
+    let exists = tx
+        .prepare_cached("SELECT 1 FROM session_rows WHERE acpx_record_id = ?1")?
+        .exists([id.as_str()])?;
+    if exists {
+        return Err(StoreError::AlreadyExists(id.clone()).into());
+    }
+    tx.prepare_cached(INSERT_ROW)?.execute(params![
+        id.as_str(),
+        c.acp_session_id,
+        c.agent_session_id,
+        c.agent_command,
+        c.cwd,
+        c.cwd_key,
+        c.name,
+        c.title,
+        c.created_at,
+        c.last_used_at,
+        c.last_used_ms,
+        c.closed,
+        c.closed_at,
+        c.last_prompt_at,
+        c.message_count,
+        c.revision
+    ])?;
+    let key = tx.last_insert_rowid();
+    crate::document::write(tx, id, key, &c.document, true)?;
+    let last_seq = i64::try_from(last_seq).unwrap_or(i64::MAX);
+    tx.prepare_cached(
+        "INSERT INTO event_logs (session_key, last_seq, retained_bytes, last_write_at) \
+         VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![key, last_seq, retained, written_at])?;
+    sync_messages(tx, id, msgs)?;
+    Ok(key)
 }

@@ -85,6 +85,7 @@ mod rows;
 mod schema;
 mod search;
 mod sessions;
+mod stage;
 mod text_hash;
 
 use std::collections::HashMap;
@@ -100,7 +101,7 @@ use acpx_model::session::{DEFAULT_MAX_SEGMENTS, DEFAULT_MAX_SEGMENT_BYTES};
 use acpx_model::{
     Durability, EventEnvelope, EventLogState, EventPage, EventQuery, ListPage, ListQuery,
     ManyLocks, NewSessionData, RecordId, SessionLock, SessionRecord, SessionSummary, SettleOnLoad,
-    Store, StoreError, StoreResult, Timestamp,
+    StagedSession, StaleStage, Store, StoreError, StoreResult, Timestamp,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -468,6 +469,21 @@ impl Store for SqliteStore {
                 .await
             }
         }
+    }
+
+    async fn stage_session<'s>(
+        &'s self,
+        record: SessionRecord,
+    ) -> StoreResult<Box<dyn StagedSession + 's>> {
+        Ok(Box::new(self.begin_stage(record).await?))
+    }
+
+    async fn stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        self.run(|inner| inner.stale_stages(false, None)).await
+    }
+
+    async fn remove_stale_stages(&self) -> StoreResult<Vec<StaleStage>> {
+        self.run(|inner| inner.stale_stages(true, None)).await
     }
 
     async fn save(&self, record: &mut SessionRecord) -> StoreResult<()> {

@@ -18,6 +18,9 @@
 //!             append fails: prints `ack seq=<last>` per batch, then `error <kind> <message>`
 //!             and `state last_seq=<s> last_write_error=<text|none>` (from `event_log_state`),
 //!             or `no-error` after N events (default 100000)
+//! stage       --id X --count N [--batch B] [--tag T]              stages a new session
+//!             (`Store::stage_session`) and appends N tagged events: prints `ack seq=<last>`
+//!             per batch (staged, not visible), then commits: `committed revision=<r>`
 //! hold-lock   --id X [--seconds S]                                prints `locked`, then obeys
 //!             stdin lines: `save` (-> `saved revision=R`), `append` (-> `appended seq=S`),
 //!             `release` (-> `released`, exit). EOF or S seconds also release.
@@ -205,6 +208,27 @@ async fn run(args: &[String]) -> Result<(), String> {
             let batch = num(&flags, "batch", Some(1))?;
             let max_events = num(&flags, "max-events", Some(100_000))?;
             append_until_error(store, &id(&flags)?, batch, max_events, tag).await?
+        }
+        "stage" => {
+            let id = id(&flags)?;
+            let tag = flags.get("tag").map_or("w", String::as_str);
+            let count: u64 = num(&flags, "count", None)?;
+            let batch: u64 = num(&flags, "batch", Some(100))?;
+            let mut stage = store
+                .stage_session(session(id.as_str(), 0))
+                .await
+                .map_err(err)?;
+            let mut last = 0;
+            while last < count {
+                let events: Vec<_> = (last + 1..=(last + batch.max(1)).min(count))
+                    .map(|seq| tagged_event(&id, seq, tag, seq - 1))
+                    .collect();
+                stage.append(&events).await.map_err(err)?;
+                last += events.len() as u64;
+                say(&format!("ack seq={last}"));
+            }
+            let stored = stage.commit().await.map_err(err)?;
+            say(&format!("committed revision={}", stored.revision));
         }
         "hold-lock" => hold_lock(store, &id(&flags)?, num(&flags, "seconds", Some(60))?).await?,
         other => return Err(format!("unknown operation {other:?}")),

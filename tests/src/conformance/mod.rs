@@ -19,6 +19,7 @@ mod locking;
 mod retention;
 mod search;
 mod snapshots;
+mod stage;
 
 pub use concurrency::*;
 pub use crash::*;
@@ -32,6 +33,7 @@ pub use locking::*;
 pub use retention::*;
 pub use search::*;
 pub use snapshots::*;
+pub use stage::*;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
@@ -210,12 +212,27 @@ pub const CHECKS: &[Check] = &[
     check!(search_follows_saves_deletes_and_other_handles),
     check!(settled_messages_save_and_search_whole),
     check!(a_settling_load_reads_the_same_record),
+    check!(staged_session_is_invisible_then_whole),
+    check!(aborted_stage_leaves_nothing),
+    check!(stage_refuses_taken_ids_and_bad_batches),
+    check!(killed_stage_leaves_nothing_and_a_rerun_completes, WORKER),
+    check!(
+        failpoint_stage_before_commit,
+        Capabilities {
+            failpoints: &["stage.before_commit"],
+            ..WORKER
+        }
+    ),
 ];
 
 /// The event-retention checks, for a backend configured with a small event budget
 /// ([`Capabilities::small_event_budget`]).
 pub const RETENTION_CHECKS: &[Check] = &[
     check!(retention_keeps_a_contiguous_suffix, SMALL_EVENT_BUDGET),
+    check!(
+        staged_log_over_the_budget_is_retained_as_appended,
+        SMALL_EVENT_BUDGET
+    ),
     check!(
         failpoint_rotate_after_shift,
         Capabilities {

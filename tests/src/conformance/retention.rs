@@ -178,3 +178,61 @@ pub async fn failpoint_rotate_after_shift(b: &dyn Backend) {
         "after appending past the crash",
     );
 }
+
+/// A staged log far beyond the budget is stored as appends would leave it: a contiguous
+/// suffix that ends at the last seq and fits the budget, in at most `max_segments` segments,
+/// its state in the committed snapshot; appends continue it.
+pub async fn staged_log_over_the_budget_is_retained_as_appended(b: &dyn Backend) {
+    const CHECK: &str = "staged_log_over_the_budget_is_retained_as_appended";
+    let store = b.open().await;
+    // The budget, as the store reports it for a session of its own.
+    let probe = create(&*store, session("retained-probe", 0))
+        .await
+        .acpx_record_id;
+    let (max_bytes, max_segments) = small_budget(b, &*store, &probe, CHECK).await;
+    let id = rid("retained-staged");
+    let line = ndjson_line(&event(&id, 1)).len() as u64;
+    let total = 4 * max_bytes * u64::from(max_segments) / line + 7;
+    let mut stage = store
+        .stage_session(session("retained-staged", 0))
+        .await
+        .unwrap();
+    let all = events(&id, 1, total);
+    // Batches smaller than a segment, as in the check above (the file store writes a batch
+    // whole into its active segment, so a batch is the grain of its retention).
+    for chunk in all.chunks(5) {
+        stage.append(chunk).await.unwrap();
+    }
+    let stored = stage.commit().await.unwrap();
+    let budget = max_bytes * u64::from(max_segments);
+    for s in [store.clone(), b.open().await] {
+        let st = s.event_log_state(&id).await.unwrap();
+        assert_eq!(st.last_seq, total);
+        assert_eq!(stored.acpx.event_log.last_seq, total);
+        assert!(st.segment_count <= max_segments, "{st:?}");
+        assert_eq!(stored.acpx.event_log.segment_count, st.segment_count);
+        let page = read_all(&*s, &id).await;
+        let oldest = page.events[0].seq;
+        assert!(oldest > 1, "nothing was dropped beyond the budget");
+        assert_eq!(page.oldest_seq, oldest);
+        assert_contiguous(&page.events, oldest, total, "retained staged events");
+        let bytes: u64 = page
+            .events
+            .iter()
+            .map(|e| ndjson_line(e).len() as u64)
+            .sum();
+        assert!(
+            bytes <= budget + max_bytes + 5 * line,
+            "{bytes} bytes retained for a budget of {budget}"
+        );
+        assert!(
+            bytes >= (u64::from(max_segments) - 1) * max_bytes / 2,
+            "only {bytes} bytes retained for a budget of {budget}"
+        );
+    }
+    store
+        .append_locked(&id, &events(&id, total + 1, 3), Durability::Flush)
+        .await
+        .unwrap();
+    assert_eq!(read_all(&*store, &id).await.last_seq, total + 3);
+}

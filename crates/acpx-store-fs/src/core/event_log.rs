@@ -152,8 +152,21 @@ impl FsCore {
     pub(crate) fn append_prepared(
         &self,
         id: &RecordId,
+        batch: PreparedBatch,
+        durability: Durability,
+    ) -> StoreResult<EventLogState> {
+        self.append_to(id, batch, durability, None)
+    }
+
+    /// [`FsCore::append_prepared`], or with `staged` the append of a stage (`core::stage`):
+    /// the session's snapshot is then its tombstone, and an empty log starts after seq
+    /// `staged` (the first batch of a log retention trimmed starts above seq 1).
+    pub(super) fn append_to(
+        &self,
+        id: &RecordId,
         mut batch: PreparedBatch,
         durability: Durability,
+        staged: Option<u64>,
     ) -> StoreResult<EventLogState> {
         let slot = self.slot(id);
         let mut guard = lock_slot(&slot);
@@ -166,11 +179,17 @@ impl FsCore {
             )));
         }
         self.ensure_valid(id, st)?;
-        if !self.snapshot_present(id, st)? {
+        if staged.is_none() && !self.snapshot_present(id, st)? {
             // A prompt still running must not recreate a deleted session.
             return Err(StoreError::NotFound(id.clone()));
         }
-        let last = self.writer(id, st)?.last_seq;
+        let w = self.writer(id, st)?;
+        if let Some(before) = staged {
+            if w.last_seq == 0 && w.len == 0 && w.pending.is_empty() && w.segment_count <= 1 {
+                w.last_seq = before;
+            }
+        }
+        let last = w.last_seq;
         batch.check(id, last)?;
         if batch.count == 0 {
             return Ok(self.log_state(id, st));

@@ -260,6 +260,52 @@ impl FsCore {
         Ok(())
     }
 
+    /// The snapshot of a stage (`core::stage`, step 3): the temp file is fsynced and renamed
+    /// over the stage's tombstone (the session still absent), the directory fsynced (the
+    /// stage's segments and the tombstone's new content are durable), then the tombstone is
+    /// renamed to the snapshot: the commit point; the directory is fsynced again. A crash
+    /// before that rename leaves an interrupted delete, after it the whole session. Noted in
+    /// the listing journal and the search index as a save is.
+    pub(super) fn write_staged_snapshot(
+        &self,
+        id: &RecordId,
+        st: &mut SlotState,
+        prepared: &mut PreparedSnapshot,
+        revision: u64,
+    ) -> StoreResult<()> {
+        let path = self.layout.snapshot(id);
+        let tomb = self.layout.tombstone(id);
+        let dir = self.layout.dir();
+        let tmp = &prepared.tmp;
+        let Some(file) = prepared.file.as_ref() else {
+            return Err(StoreError::InvalidArgument(format!(
+                "the prepared snapshot {} was already written",
+                tmp.display()
+            )));
+        };
+        file.sync_all().map_err(|e| io_err(tmp, e))?;
+        fs::rename(tmp, &tomb).map_err(|e| io_err(&tomb, e))?;
+        // The tombstone holds it now (a stage's leftover is removed with it).
+        prepared.file = None;
+        fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        failpoint!("stage.before_commit");
+        fs::rename(&tomb, &path).map_err(|e| io_err(&path, e))?;
+        st.snapshot_present = Some(true);
+        let verified_ns = now_ns();
+        st.snap = stat_opt(&path)
+            .ok()
+            .flatten()
+            .map(|m| (FileIdent::of(&m), revision));
+        fsync_dir(dir).map_err(|e| io_err(dir, e))?;
+        if let Some((ident, _)) = st.snap {
+            journal_saved(&self.layout, id, ident, &prepared.summary, verified_ns);
+            if let Some(messages) = &prepared.search_messages {
+                search_index::note_saved(&self.layout, id, ident, revision, messages);
+            }
+        }
+        Ok(())
+    }
+
     /// Reads and validates a session snapshot.
     pub fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
         let path = self.layout.snapshot(id);
