@@ -311,6 +311,115 @@ fn fork_with_session_fork_and_with_a_copy() {
     }
 }
 
+/// An agent that keeps a fork only in the process that made it until the fork's first turn
+/// (`--lazy-fork`; issue 52): `sessions fork` hands that process to the fork's queue owner,
+/// so the fork's first prompt runs where the fork exists and remembers the parent's turns,
+/// and later processes load it. With `--no-owner` the fork's process stops, the agent never
+/// stores the fork, and the fallback says so; the record keeps the conversation either way.
+#[test]
+fn a_fork_keeps_the_agent_that_made_it() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let state = env.home().join("agent-state");
+        let agent = env.agent_cmd(&format!(
+            "--lazy-fork --load --state-dir {}",
+            state.display()
+        ));
+        let parent = new_session(&env, &agent, &[]);
+        let pid = parent["acpxRecordId"].as_str().unwrap().to_owned();
+        env.run(&["--agent", &agent, "echo", "one"]).ok();
+        env.run(&["--agent", &agent, "echo", "two"]).ok();
+        let f = env
+            .run(&[
+                "--format", "json", "--agent", &agent, "sessions", "fork", "--name", "kept",
+            ])
+            .ok()
+            .json();
+        assert_eq!(f["method"], "session/fork", "{f}");
+        let child = f["acpxRecordId"].as_str().unwrap().to_owned();
+        // The fork's owner runs the agent that made the fork.
+        let st = env
+            .run(&[
+                "--format", "json", "--agent", &agent, "-s", "kept", "status",
+            ])
+            .ok()
+            .json();
+        assert_eq!(st["status"], "alive", "{st}");
+        let r = env
+            .run(&[
+                "--format", "quiet", "--agent", &agent, "-s", "kept", "recall",
+            ])
+            .ok();
+        assert_eq!(r.stdout, "remembered 2: echo one | echo two\n", "{r:?}");
+        let ev = env
+            .run(&["--format", "json", "sessions", "events", &child])
+            .ok()
+            .json_lines();
+        assert!(ev
+            .iter()
+            .all(|e| e["payload"]["phase"] != "session_fallback"));
+        let started = ev
+            .iter()
+            .find(|e| e["payload"]["phase"] == "agent_started")
+            .expect("the child records the agent it got");
+        assert_eq!(started["payload"]["handedOverFrom"], pid.as_str());
+        let parent_ev = env
+            .run(&["--format", "json", "sessions", "events", &pid])
+            .ok()
+            .json_lines();
+        let handed = parent_ev
+            .iter()
+            .find(|e| e["payload"]["phase"] == "agent_handed_over")
+            .expect("the parent records that its agent went to the fork");
+        assert_eq!(handed["payload"]["toRecordId"], child.as_str());
+        let shown = env
+            .run(&["--format", "json", "sessions", "show", &pid])
+            .ok()
+            .json();
+        assert!(shown.get("pid").is_none_or(Value::is_null), "{shown}");
+        // A later process: the fork was stored by its first turn, and loads.
+        let r = env
+            .run(&[
+                "--format", "quiet", "--no-owner", "--agent", &agent, "-s", "kept", "recall",
+            ])
+            .ok();
+        assert_eq!(
+            r.stdout, "remembered 3: echo one | echo two | recall\n",
+            "{r:?}"
+        );
+
+        // `--no-owner`: the process that made the fork stops; the agent never stored it.
+        let f = env
+            .run(&[
+                "--format",
+                "json",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "sessions",
+                "fork",
+                &pid,
+                "--name",
+                "lost",
+            ])
+            .ok()
+            .json();
+        let lost = f["acpxRecordId"].as_str().unwrap().to_owned();
+        let r = env.run(&["--agent", &agent, "-s", "lost", "recall"]).ok();
+        assert_eq!(r.stdout.trim(), "remembered 0:", "{r:?}");
+        assert!(
+            r.stderr.contains("was never stored by the agent"),
+            "{}",
+            r.stderr
+        );
+        let hist = env.run(&["sessions", "history", &lost]).ok().stdout;
+        assert!(
+            hist.contains("echo two"),
+            "the record keeps the conversation: {hist}"
+        );
+    }
+}
+
 #[test]
 fn resume_session_attaches_a_new_record_to_an_existing_acp_session() {
     for backend in BACKENDS {

@@ -35,6 +35,12 @@ pub fn notice_text(notice: &Notice) -> String {
             "the agent does not take these MCP servers' transport, so they were not sent: {}",
             names.join(", ")
         ),
+        Notice::ForkNotStored { acp_session_id } => format!(
+            "this fork's ACP session {acp_session_id} was never stored by the agent (some agents \
+             store a fork only after its first turn, in the process that made it; `sessions fork` \
+             without --no-owner keeps that process): the agent starts without the parent's \
+             conversation, which the record still holds"
+        ),
     }
 }
 

@@ -176,6 +176,28 @@ pub(super) async fn dispatch(
             enqueue(shared, control_id(), JobKind::Create(spec, options), reply).await;
             true
         }
+        Request::ForkSession {
+            parent_record_id,
+            name,
+            options,
+        } => {
+            match acpx_model::RecordId::parse(&parent_record_id) {
+                Ok(parent) => {
+                    let kind = JobKind::Fork(parent, name, options);
+                    enqueue(shared, control_id(), kind, reply).await;
+                }
+                Err(e) => {
+                    let error = WireError {
+                        code: "USAGE".into(),
+                        detail_code: None,
+                        message: format!("not a record id: {parent_record_id:?} ({e})"),
+                        retryable: false,
+                    };
+                    let _ = reply.send(line(&Response::Error { error }).into());
+                }
+            }
+            true
+        }
         Request::ReleaseIdle => {
             // Refuse newcomers while deciding, so no task slips in between the check and
             // the release; a busy owner takes them again at once.

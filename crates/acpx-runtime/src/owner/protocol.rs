@@ -214,6 +214,22 @@ pub enum Request {
         #[serde(default)]
         options: TaskOptions,
     },
+    /// Make the session this owner was started for (a record id the store does not hold
+    /// yet) a fork of the stored session `parent_record_id`: attach the parent in an agent
+    /// process, fork it there (`session/fork`, else a fresh session with a copy of the
+    /// conversation), and keep that process for the fork's first turns (`sessions fork`:
+    /// some agents keep a fork only in the process that made it until its first turn).
+    /// Answered with `started` and a `control_result` whose value is `{"forked": true}`.
+    ForkSession {
+        /// The session to fork.
+        parent_record_id: String,
+        /// The fork's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// The command's own options (MCP servers, model, auth policy, timeout…).
+        #[serde(default)]
+        options: TaskOptions,
+    },
     /// Cancel the turn in progress (answered at once).
     Cancel,
     /// The owner's state (answered at once).
@@ -374,6 +390,11 @@ pub enum WireNotice {
         /// The servers' names and transports.
         names: Vec<String>,
     },
+    /// See [`Notice::ForkNotStored`].
+    ForkNotStored {
+        /// The fork's ACP session the agent does not know.
+        acp_session_id: String,
+    },
 }
 
 impl From<&Notice> for WireNotice {
@@ -408,6 +429,9 @@ impl From<&Notice> for WireNotice {
             },
             Notice::McpServersLeftOut(names) => WireNotice::McpServersLeftOut {
                 names: names.clone(),
+            },
+            Notice::ForkNotStored { acp_session_id } => WireNotice::ForkNotStored {
+                acp_session_id: acp_session_id.clone(),
             },
         }
     }
@@ -444,6 +468,9 @@ impl From<WireNotice> for Notice {
                 error,
             },
             WireNotice::McpServersLeftOut { names } => Notice::McpServersLeftOut(names),
+            WireNotice::ForkNotStored { acp_session_id } => {
+                Notice::ForkNotStored { acp_session_id }
+            }
         }
     }
 }

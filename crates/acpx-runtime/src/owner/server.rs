@@ -92,6 +92,9 @@ pub(super) enum JobKind {
     SetModel(String, TaskOptions),
     /// Create the session (see [`Request::CreateSession`]).
     Create(NewSessionSpec, TaskOptions),
+    /// Make the session a fork of another one, keeping the agent that forked (see
+    /// [`Request::ForkSession`]): the parent's id and the new session's name.
+    Fork(RecordId, Option<String>, TaskOptions),
     Close,
     Release,
 }
@@ -104,7 +107,8 @@ impl JobKind {
             | JobKind::SetMode(_, options)
             | JobKind::SetConfigOption(_, _, options)
             | JobKind::SetModel(_, options)
-            | JobKind::Create(_, options) => Some(options),
+            | JobKind::Create(_, options)
+            | JobKind::Fork(_, _, options) => Some(options),
             JobKind::Close | JobKind::Release => None,
         }
     }
@@ -116,6 +120,7 @@ impl JobKind {
             JobKind::SetConfigOption(..) => "set_config_option",
             JobKind::SetModel(..) => "set_model",
             JobKind::Create(..) => "create",
+            JobKind::Fork(..) => "fork",
             JobKind::Close => "close",
             JobKind::Release => "release",
         }

@@ -21,6 +21,14 @@ use super::server::{
     event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
 };
 
+/// The session a task makes rather than opens: a new one, or a fork of a stored one (its
+/// parent and the fork's name).
+#[derive(Clone, Copy)]
+enum Making<'a> {
+    New(&'a NewSessionSpec),
+    Fork(&'a acpx_model::RecordId, &'a Option<String>),
+}
+
 /// Where events recorded while the owner (re)attaches go: the client whose prompt caused it,
 /// so its live output shows them as the one-process path does.
 type AttachSink = Arc<Mutex<Option<ReplyTx>>>;
@@ -300,7 +308,7 @@ impl Worker {
         &mut self,
         options: &TaskOptions,
         sink: Option<&ReplyTx>,
-        create: Option<&NewSessionSpec>,
+        create: Option<Making<'_>>,
     ) -> RuntimeResult<Option<Vec<Notice>>> {
         if create.is_some() && self.session.is_some() {
             return Err(RuntimeError::InvalidInput(format!(
@@ -356,7 +364,33 @@ impl Worker {
         *locked(&self.attach_sink) = sink.cloned();
         let id = &self.shared.config.record_id;
         let opened = match create {
-            Some(spec) => runtime.open_new_as(spec.clone(), id.clone()).await,
+            Some(Making::New(spec)) => runtime.open_new_as(spec.clone(), id.clone()).await,
+            Some(Making::Fork(parent, name)) => {
+                // The fork's agent stays here for its turns (ops::local::fork_flow).
+                let (_never, interrupts) = tokio::sync::watch::channel(0);
+                crate::ops::local::fork_keeping_agent(
+                    &runtime,
+                    &self.shared.config.authority,
+                    parent,
+                    id.clone(),
+                    name.clone(),
+                    None,
+                    interrupts,
+                    |_| {},
+                )
+                .await
+                .map(|(_, child)| child)
+                .map_err(|e| match e {
+                    crate::ops::local::LocalError::Runtime(e) => e,
+                    crate::ops::local::LocalError::Ops(crate::ops::OpsError::Runtime(e)) => e,
+                    crate::ops::local::LocalError::Ops(crate::ops::OpsError::Store(e)) => {
+                        RuntimeError::Store(e)
+                    }
+                    other => RuntimeError::InvalidInput(format!(
+                        "forking session {parent} failed: {other}"
+                    )),
+                })
+            }
             None => runtime.open_existing(id).await,
         };
         *locked(&self.attach_sink) = None;
@@ -390,7 +424,8 @@ impl Worker {
         let options = job.kind.options().cloned().unwrap_or_default();
         let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
         let create = match &job.kind {
-            JobKind::Create(spec, _) => Some(spec),
+            JobKind::Create(spec, _) => Some(Making::New(spec)),
+            JobKind::Fork(parent, name, _) => Some(Making::Fork(parent, name)),
             _ => None,
         };
         // While its agent starts or attaches, a prompt can still be withdrawn (`cancel`).
@@ -555,6 +590,11 @@ impl Worker {
             JobKind::Create(..) => Ok(Response::ControlResult {
                 resumed: false,
                 value: json!({"created": true}),
+            }),
+            // The fork was made by `ensure_session`; the agent that made it stays for its turns.
+            JobKind::Fork(..) => Ok(Response::ControlResult {
+                resumed: false,
+                value: json!({"forked": true}),
             }),
             JobKind::Close | JobKind::Release => return Ok(()),
         };

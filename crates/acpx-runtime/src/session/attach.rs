@@ -187,6 +187,7 @@ impl Runtime {
         // The settings the reattach reads, without a second copy of the conversation; whether
         // the agent ever answered is all it needs to know of that.
         let has_history = has_agent_messages(recorder.snapshot());
+        let fork_untouched = untouched_fork(recorder.snapshot());
         let record = recorder.settings_copy();
         if record.closed {
             return Err(RuntimeError::InvalidInput(format!(
@@ -208,7 +209,9 @@ impl Runtime {
             setup.record_started(&init).await?;
             let auth = setup.authenticate(&init).await?;
             setup.record_auth(&auth).await?;
-            let attached = setup.reattach(&record, has_history, &init).await?;
+            let attached = setup
+                .reattach(&record, has_history, fork_untouched, &init)
+                .await?;
             // Every attach: the user's choices again, before anything else is sent.
             let acp_now = core
                 .recorder
@@ -551,6 +554,7 @@ impl Setup<'_> {
         &self,
         record: &SessionRecord,
         has_history: bool,
+        fork_untouched: bool,
         init: &Value,
     ) -> RuntimeResult<Attached> {
         let caps = init.get("agentCapabilities").cloned().unwrap_or(json!({}));
@@ -618,10 +622,22 @@ impl Setup<'_> {
                 why,
             });
         }
+        // A fork with no turn yet whose ACP session the agent does not know: the agent never
+        // stored it (some store a fork only after its first turn, in the process that made it).
+        let unstored_fork =
+            fork_untouched && failed.last().is_some_and(|a| a.reason == "not_found");
         let (wire, _) = mcp_for_agent(mcp.as_ref(), init);
         let (attachment, response, notice) =
             self.fallback(record, failed, mcp.as_ref(), wire).await?;
         notices.insert(0, notice);
+        if unstored_fork {
+            notices.insert(
+                1,
+                Notice::ForkNotStored {
+                    acp_session_id: record.acp_session_id.clone(),
+                },
+            );
+        }
         Ok(Attached {
             attachment,
             response,
@@ -752,6 +768,18 @@ impl Setup<'_> {
             notice,
         ))
     }
+}
+
+/// Whether `record` (whole, not a settings copy) is a fork that had no turn since it was made:
+/// its conversation is still the parent's (`forked_from.messageCount` messages).
+fn untouched_fork(record: &SessionRecord) -> bool {
+    record
+        .acpx
+        .extra
+        .get(crate::mapping::FORKED_FROM_KEY)
+        .and_then(|origin| origin.get("messageCount"))
+        .and_then(Value::as_u64)
+        == Some(record.thread.message_count() as u64)
 }
 
 fn has_agent_messages(record: &SessionRecord) -> bool {

@@ -18,14 +18,16 @@ impl Session {
     /// (its `modes` and `models` are kept for the controls). First the parent's record gets
     /// `agent_handed_over` (`toRecordId`, `pid`: it has no agent process any more), its log
     /// is flushed, its snapshot saved and its writer lock released; then `child` is taken
-    /// under `runtime`'s lock (rolled forward like any open) and gets `agent_started` with
-    /// this process's `pid`, `command`, `startedAt` and `handedOverFrom`. Returns the
-    /// parent's record as saved. Refused while a turn runs.
+    /// under `runtime`'s lock (rolled forward like any open), gets `first` (the event that
+    /// makes it what it is, such as its `session_forked`), then `agent_started` with this
+    /// process's `pid`, `command`, `startedAt` and `handedOverFrom`. Returns the parent's
+    /// record as saved. Refused while a turn runs.
     pub async fn hand_agent_to(
         &mut self,
         runtime: &Runtime,
         child: &RecordId,
         answer: &Value,
+        first: Option<EventDraft>,
     ) -> RuntimeResult<acpx_model::SessionRecord> {
         self.ensure_connected()?;
         if self.core.turn_request_id().is_some() {
@@ -63,6 +65,9 @@ impl Session {
         self.notices.clear();
         self.models = answer.get("models").cloned();
         self.modes = answer.get("modes").cloned();
+        if let Some(draft) = first {
+            self.core.try_record(draft).await?;
+        }
         self.core
             .try_record(lifecycle_draft(lifecycle_payload(
                 lifecycle::AGENT_STARTED,
@@ -73,16 +78,22 @@ impl Session {
         Ok(parent)
     }
 
-    /// Records `draft` in this session's log and saves the snapshot (what ops record through
-    /// a live session, such as the `session_forked` of a fork it serves, which readers of
-    /// the store must see at once).
-    pub(crate) async fn record_and_save(&self, draft: EventDraft) -> RuntimeResult<()> {
-        self.core.try_record(draft).await?;
+    /// Flushes the log and saves the snapshot now (not at the next debounce): what readers of
+    /// the store must see at once, such as a fork just made.
+    pub(crate) async fn save_now(&self) -> RuntimeResult<()> {
         let mut guard = self.core.recorder.lock().await;
         if let Some(r) = guard.as_mut() {
             r.flush_log().await?;
             r.save_if_dirty().await?;
         }
         Ok(())
+    }
+
+    /// Records `draft` in this session's log and saves the snapshot (what ops record through
+    /// a live session, such as the `session_forked` of a fork it serves, which readers of
+    /// the store must see at once).
+    pub(crate) async fn record_and_save(&self, draft: EventDraft) -> RuntimeResult<()> {
+        self.core.try_record(draft).await?;
+        self.save_now().await
     }
 }

@@ -109,6 +109,13 @@ impl Runtime {
         self
     }
 
+    /// The same runtime without a fence (for a session of another lease than this runtime's:
+    /// the parent a queue owner forks its session from).
+    pub fn without_fence(mut self) -> Self {
+        self.fence = None;
+        self
+    }
+
     /// The lease generation this runtime's writer locks are fenced by, if any.
     pub fn fence(&self) -> Option<u64> {
         self.fence

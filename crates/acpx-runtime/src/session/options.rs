@@ -260,6 +260,14 @@ pub enum Notice {
     },
     /// MCP servers left out because the agent does not take their transport.
     McpServersLeftOut(Vec<String>),
+    /// Beside a [`Notice::Fallback`]: the session is a fork that had no turn yet, and the
+    /// agent has no record of its ACP session, so the agent never stored the fork (some
+    /// store one only after its first turn, in the process that made it). The record keeps
+    /// the parent's conversation; the agent starts without it.
+    ForkNotStored {
+        /// The fork's ACP session that the agent does not know.
+        acp_session_id: String,
+    },
 }
 
 /// What opening an existing record found and repaired.

@@ -1,7 +1,9 @@
 //! `sessions fork` (the flow is [`acpx_runtime::ops::local::fork`]'s, the record bookkeeping
 //! [`acpx_runtime::ops::fork`]'s).
 
+use acpx_model::RecordId;
 use acpx_runtime::ops::local::{self, Forked};
+use acpx_runtime::owner::protocol::Request;
 use acpx_runtime::Runtime;
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
@@ -29,21 +31,46 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
     let store = ctx.store().await?;
     // The parent's queue owner (if any) finishes its queue and lets go of the session.
     owned::release_owner_of(ctx, &parent.acpx_record_id).await?;
-    let runtime = Runtime::new(store, runtime_options(ctx, None));
     let Forked {
         parent: parent_now,
         child,
-    } = local::fork(
-        &runtime,
-        ctx.authority()?,
-        &parent.acpx_record_id,
-        a.name.clone(),
-        ctx.timeout,
-        sigint_count(),
-        |event| report_local(ctx, event, WAITING_FOR_PROMPT),
-    )
-    .await
-    .map_err(|e| local_error(ctx, e))?;
+    } = if ctx.no_owner {
+        let runtime = Runtime::new(store, runtime_options(ctx, None));
+        local::fork(
+            &runtime,
+            ctx.authority()?,
+            &parent.acpx_record_id,
+            a.name.clone(),
+            ctx.timeout,
+            sigint_count(),
+            |event| report_local(ctx, event, WAITING_FOR_PROMPT),
+        )
+        .await
+        .map_err(|e| local_error(ctx, e))?
+    } else {
+        // The fork is made in the child's queue owner, which keeps the agent that made it
+        // for the child's first turns: some agents keep a fork only in that process until
+        // its first turn, and a later process would find nothing to load.
+        let child_id = RecordId::generate();
+        let request = Request::ForkSession {
+            parent_record_id: parent.acpx_record_id.to_string(),
+            name: a.name.clone(),
+            options: owned::task_options(ctx),
+        };
+        owned::control(ctx, &child_id, request).await?;
+        let child = store.load(&child_id).await.map_err(CliError::from)?;
+        let parent_now = store
+            .load(&parent.acpx_record_id)
+            .await
+            .map_err(CliError::from)?;
+        if child.acpx.extra[FORKED_FROM_KEY]["method"] == "copy" {
+            report_local(ctx, local::LocalEvent::ForkByCopy, WAITING_FOR_PROMPT);
+        }
+        Forked {
+            parent: parent_now,
+            child,
+        }
+    };
     let method = child.acpx.extra[FORKED_FROM_KEY]["method"].clone();
     if ctx.out.is_json() {
         ctx.out.json(&results::session_forked(

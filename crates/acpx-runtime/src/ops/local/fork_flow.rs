@@ -58,7 +58,8 @@ pub async fn fork(
 /// session, in a process of its own, with a copy of the stored conversation. Either way the
 /// child's log starts with `session_forked` ([`fork_ops::session_forked_draft`]) and its
 /// snapshot is saved before this returns. The parent's record is returned as it is now (the
-/// fork does not change its conversation), with the child's live session.
+/// fork does not change its conversation), with the child's live session, whose writer lock
+/// `runtime` took (fenced when `runtime` is).
 #[allow(clippy::too_many_arguments)]
 pub async fn fork_keeping_agent(
     runtime: &Runtime,
@@ -73,7 +74,10 @@ pub async fn fork_keeping_agent(
     let mut presses = Presses::new(interrupts);
     let (_run, _cancels) =
         take_run(authority, id, FORK_REQUEST_ID, &mut presses, &mut events).await?;
-    let mut session = open_existing(runtime, id, timeout, &mut presses).await?;
+    // `runtime` may be fenced by the lease of the child's queue owner; the parent is not
+    // under that lease.
+    let parent_runtime = runtime.clone().without_fence();
+    let mut session = open_existing(&parent_runtime, id, timeout, &mut presses).await?;
     events(LocalEvent::Opened(&session));
     let parent = session.record().await;
     if fork_ops::agent_can_fork(session.initialize_response()) {
@@ -151,7 +155,7 @@ fn fork_params(session: &Session, parent: &SessionRecord) -> Value {
 
 /// The agent forked `parent` (`answer`): the child's record is created under `child_id`,
 /// `session` becomes the child's (keeping the agent process), and the child's log gets
-/// `session_forked`. Returns the parent's record as saved.
+/// `session_forked` first. Returns the parent's record as saved.
 async fn agent_fork(
     runtime: &Runtime,
     session: &mut Session,
@@ -163,11 +167,11 @@ async fn agent_fork(
     let store = runtime.store().clone();
     let record =
         fork_ops::create_agent_fork_record(&*store, parent, answer, name, child_id).await?;
+    // The child's log starts with what makes it a fork, then the agent it got.
+    let draft = fork_ops::session_forked_draft(parent, &record, ForkMethod::AgentFork)?;
     let parent_now = session
-        .hand_agent_to(runtime, &record.acpx_record_id, answer)
+        .hand_agent_to(runtime, &record.acpx_record_id, answer, Some(draft))
         .await?;
-    let child = session.record().await;
-    let draft = fork_ops::session_forked_draft(parent, &child, ForkMethod::AgentFork)?;
-    session.record_and_save(draft).await?;
+    session.save_now().await?;
     Ok(parent_now)
 }
