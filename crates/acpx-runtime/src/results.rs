@@ -400,6 +400,15 @@ pub fn fsck(report: &FsckReport) -> Value {
         let busy: Vec<String> = report.skipped_busy.iter().map(|b| b.to_string()).collect();
         m.insert("skippedBusy".into(), json!(busy));
     }
+    if !report.stale_stages.is_empty() {
+        m.insert("staleStages".into(), json!(report.stale_stages));
+    }
+    if !report.stale_stages_removed.is_empty() {
+        m.insert(
+            "staleStagesRemoved".into(),
+            json!(report.stale_stages_removed),
+        );
+    }
     action("fsck", m)
 }
 

@@ -68,6 +68,19 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
                 "skipped {b}: in use by a running prompt or its queue owner, not checked; {how}"
             ));
         }
+        for s in &report.stale_stages_removed {
+            ctx.out.note(&format!(
+                "removed what an interrupted import left ({}): {}",
+                s.location, s.detail
+            ));
+        }
+        for s in &report.stale_stages {
+            ctx.out.note(&format!(
+                "left by an interrupted import ({}): {}; not a session (nothing lists it); \
+                 the next import or `acpx fsck --repair` removes it",
+                s.location, s.detail
+            ));
+        }
         ctx.out.note(&format!(
             "checked {checked} session(s): {} problem(s), {repaired} repaired",
             problems.len()

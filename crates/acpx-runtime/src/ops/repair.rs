@@ -17,13 +17,17 @@
 //! (`docs/format.md` § Damaged events): the content is not guessed, and the log reads again
 //! without a gap; other seq gaps are reported. Sessions with a prompt running are skipped: their snapshot is legitimately
 //! behind.
+//!
+//! Apart from the sessions: what an import killed before its commit left
+//! ([`Store::stale_stages`]), which no reader sees and which is therefore not a problem of
+//! any session, is reported, and removed by the repair ([`Store::remove_stale_stages`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, ListQuery, NewSession, ReadMode, RecordId,
-    SessionRecord, Store, StoreError, StoreResult, Timestamp, TornTail,
+    SessionRecord, StaleStage, Store, StoreError, StoreResult, Timestamp, TornTail,
 };
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -129,6 +133,12 @@ pub struct FsckReport {
     pub problems: Vec<Problem>,
     /// Sessions skipped because a prompt runs in them.
     pub skipped_busy: Vec<RecordId>,
+    /// What imports interrupted before their commit left (`Store::stale_stages`): never a
+    /// session any reader sees, so not a problem (they do not fail the check); reported, and
+    /// removed by the repair (into [`FsckReport::stale_stages_removed`]) or by the next import.
+    pub stale_stages: Vec<StaleStage>,
+    /// The stale stages the repair removed.
+    pub stale_stages_removed: Vec<StaleStage>,
 }
 
 impl FsckReport {
@@ -197,7 +207,16 @@ pub async fn fsck_with_progress<E: From<OpsError>>(
         })
         .await
         .map_err(store_err)?;
-    let mut report = FsckReport::default();
+    // Leftovers of interrupted imports: invisible to every check below, reported apart.
+    let mut report = FsckReport {
+        stale_stages: store.stale_stages().await.map_err(store_err)?,
+        ..FsckReport::default()
+    };
+    if options.repair && !report.stale_stages.is_empty() {
+        report.stale_stages_removed = store.remove_stale_stages().await.map_err(store_err)?;
+        let removed = &report.stale_stages_removed;
+        report.stale_stages.retain(|s| !removed.contains(s));
+    }
     progress.begin((page.skipped.len() + page.sessions.len()) as u64);
     // Sessions whose snapshot could not be read are counted and named; with their id known,
     // the repair rebuilds the snapshot from the log.

@@ -5,13 +5,12 @@
 //! `{"schema":"acpx.export.v1","exportedAt":…,"session":<session.json>}`, every following line
 //! is one event envelope exactly as in the session's log (`docs/format.md`).
 //!
-//! Storing goes through [`NewSessionWriter`], the same create → append → flush → save that
-//! [`acpx_model::migrate::copy_store`] uses between stores.
+//! Storing goes through a stage ([`Store::stage_session`]): the session is written a batch
+//! at a time where no reader sees it, and committed in one step.
 
 use std::io::Write;
 use std::path::Path;
 
-use acpx_model::migrate::NewSessionWriter;
 use acpx_model::{
     EventEnvelope, EventQuery, ReadMode, RecordId, SessionRecord, Store, StoreError, Timestamp,
 };
@@ -431,16 +430,19 @@ impl<R: std::io::BufRead> EventLines<R> {
 /// Events appended per store call while importing.
 const IMPORT_BATCH: usize = 1_000;
 
-/// Stores `record` with the events of `events` as a new session, reading and appending them
-/// a batch at a time ([`store_new_session`] for a log of any length). With `new_id` the
+/// Stores `record` with the events of `events` as a new session, reading and staging them
+/// a batch at a time (a log of any length: memory holds one batch). With `new_id` the
 /// session and every event get a fresh record id; otherwise every event must belong to the
 /// record. Seqs must have no gaps; they start at 1, or above for a log whose oldest events
-/// retention removed (the session is then created with its log retained from that seq,
-/// [`NewSessionWriter::create_retained`]). The first batch is checked before anything is
-/// stored; a later bad line, or a failing store, removes the half-stored session again, so
-/// an import stores a whole session or nothing (a process killed half-way leaves the part
-/// it stored, a session whose log ends early: delete it before importing again). Returns the stored snapshot and the number
-/// of events.
+/// retention removed (the session is then stored with its log retained from that seq).
+///
+/// The session is staged ([`Store::stage_session`]) and committed as one step: nothing of it
+/// is visible before the whole log is stored, durable, with its snapshot. The first batch is
+/// checked before anything is staged; a later bad line, or a failing store, aborts the stage,
+/// so an import stores a whole session or nothing. A process killed half-way leaves nothing
+/// visible either, and running the same import again completes it (the new stage reclaims
+/// what the killed one left; `docs/format.md` § Importing a session: staged, then committed).
+/// Returns the stored snapshot and the number of events.
 pub async fn import_event_lines<R: std::io::BufRead>(
     store: &dyn Store,
     mut record: SessionRecord,
@@ -492,37 +494,31 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     next_batch(&mut events, &mut batch, &mut count)?;
     record.revision = 0;
     record.pid = None;
-    let retained = batch.first().is_some_and(|e| e.seq > 1);
-    let mut writer = if retained {
-        // Only the batch create can start a new log above seq 1; it stores the first batch.
-        let first = std::mem::replace(&mut batch, Vec::with_capacity(IMPORT_BATCH));
-        NewSessionWriter::create_retained(store, record, first).await?
-    } else {
-        NewSessionWriter::create(store, record).await?
-    };
-    let stored: OpsResult<SessionRecord> = async {
-        if retained {
-            next_batch(&mut events, &mut batch, &mut count)?;
-        }
+    let mut stage = store.stage_session(record).await?;
+    let staged: OpsResult<()> = async {
         while !batch.is_empty() {
-            writer.append(&batch).await?;
+            stage.append(&batch).await?;
             next_batch(&mut events, &mut batch, &mut count)?;
         }
-        Ok(writer.finish().await?)
+        Ok(())
     }
     .await;
-    match stored {
-        Ok(r) => Ok((r, count)),
-        Err(e) => {
-            // Only this call created the session (create refuses a taken id).
-            match store.delete(&id).await {
-                Ok(_) => Err(e),
-                Err(cleanup) => Err(OpsError::Invalid(format!(
-                    "{e}; the half-imported session {id} could not be removed ({cleanup}): \
-                     delete it with `acpx sessions delete {id}` before importing again"
-                ))),
-            }
-        }
+    if let Err(e) = staged {
+        return Err(abort_stage(stage, e).await);
+    }
+    Ok((stage.commit().await?, count))
+}
+
+/// Ends a stage that failed with `e`: aborted, so nothing of it stays. Returns `e`, saying
+/// what to do when even the abort failed.
+async fn abort_stage(stage: Box<dyn acpx_model::StagedSession + '_>, e: OpsError) -> OpsError {
+    let id = stage.id().clone();
+    match stage.abort().await {
+        Ok(()) => e,
+        Err(cleanup) => OpsError::Invalid(format!(
+            "{e}; what was staged of session {id} could not be removed ({cleanup}): it is not \
+             visible, and the next import or `acpx fsck --repair` removes it"
+        )),
     }
 }
 
@@ -535,12 +531,12 @@ pub fn assign_new_id(session: &mut ImportedSession) -> RecordId {
     std::mem::replace(&mut session.record.acpx_record_id, id)
 }
 
-/// Stores `record` with `events` as a new session, under its writer lock: create, append,
-/// flush, then save the snapshot with the log's state. The events' seqs must have no gaps
-/// ([`OpsError::Invalid`] otherwise); a log starting above seq 1 (retention trimmed it) is
-/// created through [`NewSessionWriter::create_retained`], the only way to start a log there; the imported `revision` and `pid` are
-/// dropped (the store numbers its own saves, and no process of this machine runs it). A
-/// taken id is [`StoreError::AlreadyExists`].
+/// Stores `record` with `events` as a new session, staged and committed as one step
+/// ([`Store::stage_session`]: nothing of it is visible until all of it is, and a process
+/// killed half-way leaves nothing visible). The events' seqs must have no gaps
+/// ([`OpsError::Invalid`] otherwise); they start at 1, or above for a log retention trimmed;
+/// the imported `revision` and `pid` are dropped (the store numbers its own saves, and no
+/// process of this machine runs it). A taken id is [`StoreError::AlreadyExists`].
 pub async fn store_new_session(
     store: &dyn Store,
     mut record: SessionRecord,
@@ -561,15 +557,13 @@ pub async fn store_new_session(
     }
     record.revision = 0;
     record.pid = None;
-    let writer = if before > 0 {
-        // A log retention trimmed: only the batch create can start a new log above seq 1.
-        NewSessionWriter::create_retained(store, record, events.to_vec()).await?
-    } else {
-        let mut writer = NewSessionWriter::create(store, record).await?;
-        writer.append(events).await?;
-        writer
-    };
-    Ok(writer.finish().await?)
+    let mut stage = store.stage_session(record).await?;
+    for chunk in events.chunks(IMPORT_BATCH) {
+        if let Err(e) = stage.append(chunk).await {
+            return Err(abort_stage(stage, e.into()).await);
+        }
+    }
+    Ok(stage.commit().await?)
 }
 
 /// What an archive may not decide about the session it brings (an archive is data from

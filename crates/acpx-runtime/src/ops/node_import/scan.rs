@@ -425,11 +425,9 @@ async fn store_one(
             notes: conv.notes,
         }),
         Err(OpsError::Store(StoreError::AlreadyExists(_))) => report.skipped.push(exists()),
+        // Staged: a failed store left nothing of the session (and a session that was there
+        // before is `AlreadyExists`, never removed).
         Err(e) => {
-            let _ = store.delete(&id).await.or_else(|e| match e {
-                StoreError::NotFound(_) => Ok(false),
-                other => Err(other),
-            });
             report.skipped.push(NodeSkipped {
                 path: origin,
                 reason: e.to_string(),
