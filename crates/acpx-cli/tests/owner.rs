@@ -769,3 +769,35 @@ fn a_cancel_while_the_agent_starts_withdraws_the_prompt() {
         assert!(events(&env, &agent, "prompt_started").is_empty());
     }
 }
+
+/// A stopped agent (`kill -STOP`) is replaced (issue 45): the turn that times out and whose
+/// cancel the agent never answers marks the agent stuck, and the next prompt gets a new agent
+/// process (the session reattached), instead of timing out the same way forever.
+#[test]
+fn a_stuck_agent_is_replaced_before_the_next_task() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("--load --state-dir agent-state");
+        new_session(&env, &agent);
+        env.run(&["--agent", &agent, "echo", "first"]).ok();
+        let stuck = status(&env, &agent)["agentPid"].as_u64().unwrap();
+        kill(stuck, libc::SIGSTOP);
+        let r = env.run(&["--timeout", "1", "--agent", &agent, "echo", "lost"]);
+        assert_eq!(r.code, 3, "{r:?}");
+        assert!(r.stderr.contains("it is stuck"), "{}", r.stderr);
+        let r = env
+            .run(&["--timeout", "30", "--agent", &agent, "echo", "next"])
+            .ok();
+        assert_eq!(r.stdout.trim(), "next", "{r:?}");
+        let now = status(&env, &agent)["agentPid"].as_u64().unwrap();
+        assert_ne!(now, stuck, "a new agent process serves the session");
+        // The stuck one was stopped for good (a stopped process still dies of SIGKILL).
+        wait_for("the stuck agent to be gone", || !alive(stuck));
+        let errors = events(&env, &agent, "prompt_error");
+        assert_eq!(
+            errors.last().unwrap()["payload"]["detailCode"],
+            "CANCEL_UNANSWERED"
+        );
+        close(&env, &agent);
+    }
+}

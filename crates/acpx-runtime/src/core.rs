@@ -72,6 +72,9 @@ pub(crate) struct SessionCore {
     pub cwd: PathBuf,
     pub policy: ClientPolicy,
     pub terminals: Terminals,
+    /// Set when the agent did not answer a turn within the grace after `session/cancel`:
+    /// it is stuck, and a session that lives on replaces it before its next task (issue 45).
+    pub unresponsive: Mutex<Option<String>>,
     /// Set when recording failed fatally; the turn in progress stops.
     pub fatal: Mutex<Option<String>>,
     pub fatal_notify: Notify,
@@ -116,6 +119,7 @@ impl SessionCore {
             cwd,
             policy,
             terminals: Terminals::default(),
+            unresponsive: Mutex::new(None),
             fatal: Mutex::new(None),
             fatal_notify: Notify::new(),
             dirty_notify: Arc::new(Notify::new()),
@@ -171,6 +175,16 @@ impl SessionCore {
 
     pub fn set_phase(&self, phase: Phase) -> Phase {
         std::mem::replace(&mut *Self::lock(&self.phase), phase)
+    }
+
+    /// Why the agent counts as stuck, if it does ([`SessionCore::unresponsive`]).
+    pub fn unresponsive(&self) -> Option<String> {
+        Self::lock(&self.unresponsive).clone()
+    }
+
+    pub(crate) fn set_unresponsive(&self, why: String) {
+        tracing::warn!("{why}");
+        *Self::lock(&self.unresponsive) = Some(why);
     }
 
     pub fn fatal(&self) -> Option<String> {

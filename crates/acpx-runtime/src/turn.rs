@@ -155,7 +155,15 @@ async fn drive(
                 send_cancel(p, acp, request_id, "timeout").await;
                 cancel_deadline = Some(Instant::now() + p.cancel_grace);
             }
-            _ = sleep_until(cancel_deadline), if cancel_deadline.is_some() => break End::CancelUnanswered,
+            _ = sleep_until(cancel_deadline), if cancel_deadline.is_some() => {
+                // Stuck: the next task of a session that lives on gets a new agent process
+                // rather than this one's same silence.
+                p.core.set_unresponsive(format!(
+                    "the agent did not answer within {} s after session/cancel",
+                    p.cancel_grace.as_secs()
+                ));
+                break End::CancelUnanswered;
+            }
             _ = exit.wait_for(Option::is_some) => {
                 // The EOF error usually follows at once; do not wait long for it.
                 break match tokio::time::timeout(Duration::from_millis(500), &mut pending).await {

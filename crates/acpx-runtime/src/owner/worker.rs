@@ -328,7 +328,12 @@ impl Worker {
                 }
                 tracing::info!("the task names other MCP servers or capabilities; reattaching");
             } else {
-                tracing::warn!("the agent went away; restarting it for the next task");
+                match s.unresponsive() {
+                    Some(why) => tracing::warn!(
+                        "{why}: it is stuck; stopping it and attaching a new agent for the next task"
+                    ),
+                    None => tracing::warn!("the agent went away; restarting it for the next task"),
+                }
             }
             if let Some(s) = self.session.take() {
                 let _ = s.shutdown().await;

@@ -277,8 +277,15 @@ impl Session {
         self.cancel.clone()
     }
 
+    /// Why the agent counts as stuck (it did not answer a turn within the grace after
+    /// `session/cancel`), if it does: [`Session::is_connected`] is then false, so a queue
+    /// owner replaces it before the next task.
+    pub fn unresponsive(&self) -> Option<String> {
+        self.core.unresponsive()
+    }
+
     /// Whether the agent is still there to take requests (its process runs, the
-    /// connection is open and recording has not failed).
+    /// connection is open, recording has not failed and it is not stuck).
     pub fn is_connected(&self) -> bool {
         self.ensure_connected().is_ok()
     }
@@ -300,6 +307,12 @@ impl Session {
             return Err(RuntimeError::NotConnected {
                 id: self.id.clone(),
                 detail: f,
+            });
+        }
+        if let Some(why) = self.core.unresponsive() {
+            return Err(RuntimeError::NotConnected {
+                id: self.id.clone(),
+                detail: why,
             });
         }
         Ok(())

@@ -91,10 +91,24 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
                 e
             })
         }
-        ErrorKind::Timeout => Err(reported(
-            CliError::new(kind, message.unwrap_or_else(|| "the turn timed out".into()))
-                .with_hint("raise --timeout, or leave it out"),
-        )),
+        ErrorKind::Timeout => {
+            let stuck = outcome
+                .error
+                .as_ref()
+                .and_then(|e| e.detail_code.as_deref())
+                == Some("CANCEL_UNANSWERED");
+            let hint = if stuck {
+                "the agent answered neither the prompt nor its cancel: it is stuck, and the \
+                 session's next prompt starts a new agent process (raise --timeout if the turn \
+                 only needs longer)"
+            } else {
+                "raise --timeout, or leave it out"
+            };
+            Err(reported(
+                CliError::new(kind, message.unwrap_or_else(|| "the turn timed out".into()))
+                    .with_hint(hint),
+            ))
+        }
         _ => {
             let mut err = CliError::new(kind, message.unwrap_or_else(|| "the turn failed".into()));
             if let Some(d) = outcome.error.as_ref().and_then(|e| e.detail_code.clone()) {
