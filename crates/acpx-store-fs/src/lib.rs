@@ -58,7 +58,8 @@
 //! <root>/sessions/<id>.events.1.ndjson.zst older segments once compressed (zstd)
 //! <root>/sessions/<id>.events.torn-<ms>   incomplete last lines set aside (see below)
 //! <root>/sessions/<id>.lock               the session's writer lock (flock)
-//! <root>/sessions/<id>.deleted            tombstone of a delete under way (see Delete)
+//! <root>/sessions/<id>.deleted            tombstone of a delete under way (see Delete), or of
+//!                                         a session being staged (see Staged sessions)
 //! <root>/sessions/.index.json             listing cache (see below)
 //! <root>/sessions/.index.journal          snapshot writes not yet folded into the cache
 //! <root>/sessions/.index.lock             serializes writers of the listing cache
@@ -294,6 +295,20 @@
 //! writer locks, and those of [`Store::lock_many`] (the source side of a migration), are taken
 //! through one lock file, `.batch.<random>.lock`, with each `<id>.lock` a hard link to it,
 //! removed before the lock is released: no inode is created and freed per session.
+//!
+//! ## Staged sessions
+//!
+//! [`Store::stage_session`] (what `sessions import` writes with) writes a new session a batch
+//! at a time behind its tombstone: the tombstone `<id>.deleted` is created (holding a line
+//! `{"acpxStaged":…}`) and fsynced with the directory, the log is appended in place through the
+//! ordinary append path (rotation, compression, retention), and the commit fsyncs every segment,
+//! renames the fsynced snapshot over the tombstone, fsyncs the directory and renames
+//! `<id>.deleted` to `<id>.json`: one atomic rename, the commit point. Until then the session is
+//! an interrupted delete to every reader; a kill leaves one, which the next stage of the same id
+//! (the rerun of the import), any stage's sweep, [`Store::remove_stale_stages`] (`fsck
+//! --repair`) or the periodic sweep of [`FsStore::open`] finishes. The stage holds the
+//! session's writer lock throughout, which is what keeps those sweeps off a stage in progress.
+//! [`Store::stale_stages`] lists the tombstones whose lock is free.
 //!
 //! ## Stale temp files
 //!
