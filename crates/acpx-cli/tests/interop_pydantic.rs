@@ -17,6 +17,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
+use serde_json::Value;
 
 fn peer_command() -> Option<String> {
     if let Ok(cmd) = std::env::var("ACPX_INTEROP_PYDANTIC_AGENT") {
@@ -197,6 +198,163 @@ fn a_later_command_continues_the_conversation_in_the_chosen_mode_fs() {
 #[test]
 fn a_later_command_continues_the_conversation_in_the_chosen_mode_sqlite() {
     continues_the_conversation_in_the_chosen_mode("sqlite");
+}
+
+fn lifecycle<'a>(events: &'a [Value], phase: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "lifecycle_event" && e["payload"]["phase"] == phase)
+        .collect()
+}
+
+/// `sessions fork` of a parent with two turns. pydantic-acp advertises `session/fork` but
+/// answers it -32601, so the fork is a copy: a fresh ACP session made in the fork's queue
+/// owner, with a copy of the stored conversation; the fork's first prompt runs there without
+/// a fallback, and a later process (`--no-owner`) loads the fork's session.
+///
+/// Why the fork loses the conversation on pydantic-acp (the agent's side only: acpx's record
+/// keeps it). pydantic-acp 1.10.0 does implement `session/fork` (its `FileSessionStore.fork`
+/// clones the stored messages) and advertises `sessionCapabilities.fork` and `.resume`, but
+/// it serves ACP through the `acp` Python SDK 0.12.1, whose router treats `session/fork` and
+/// `session/resume` as unstable methods: unless the agent is run with
+/// `run_agent(…, use_unstable_protocol=True)` it answers them -32601 "Method not found" (and
+/// warns "part of the unstable protocol" on the agent's stderr), and pydantic-acp's `run_acp`
+/// does not pass that flag. acpx then makes the copy, and a fresh ACP session starts empty
+/// (ACP has no request that hands an agent a conversation): the model hears only the fork's
+/// own turns. The fork's session itself is not lost: the peer stores a session at
+/// `session/new` already, and the first prompt (in the owner) and later processes (through
+/// `session/load`, after resume's -32601) use that same session. With the flag on, the same
+/// peer forks for real and the fork's first prompt hears `one | two | three` (checked by hand
+/// with a wrapper that sets it; a fix for the peer, not for acpx).
+fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    let events_of = |id: &str| {
+        run(&["--format", "json", "sessions", "events", id])
+            .ok()
+            .json_lines()
+    };
+
+    let parent = run(&["--format", "json", "sessions", "new"]).ok().json();
+    let parent_id = parent["acpxRecordId"].as_str().unwrap().to_owned();
+    for (p, reply) in [
+        ("one", "mode=ask; turns=1; heard=one"),
+        ("two", "mode=ask; turns=2; heard=one | two"),
+    ] {
+        let r = run(&["prompt", p]).ok();
+        assert!(r.stdout.contains(reply), "{}\n{}", r.stdout, r.stderr);
+    }
+
+    let r = run(&["--format", "json", "sessions", "fork", "--name", "branch"]).ok();
+    assert!(
+        r.stderr.contains("does not support session/fork"),
+        "the copy is said: {}",
+        r.stderr
+    );
+    let f = r.json();
+    assert_eq!(f["action"], "session_forked", "{f}");
+    assert_eq!(f["method"], "copy", "session/fork was answered -32601: {f}");
+    assert_eq!(f["parentAcpxRecordId"], parent_id.as_str(), "{f}");
+    assert_eq!(f["forkMessageCount"], 4, "{f}");
+    let child = f["acpxRecordId"].as_str().unwrap().to_owned();
+    let child_acp = f["acpxSessionId"].as_str().unwrap().to_owned();
+    // The peer stored the fork's fresh session at `session/new`, before any turn.
+    let stored = env
+        .home()
+        .join("peer-sessions")
+        .join(format!("{child_acp}.json"));
+    assert!(stored.exists(), "{} is not stored", stored.display());
+    let st = run(&["--format", "json", "-s", "branch", "status"])
+        .ok()
+        .json();
+    assert_eq!(
+        st["status"], "alive",
+        "the fork's owner keeps its agent: {st}"
+    );
+
+    // The fork's first prompt: no fallback, in the session the owner made; the agent starts
+    // the copy without the parent's turns.
+    let first = run(&["-s", "branch", "prompt", "three"]).ok();
+    assert!(
+        first.stdout.contains("mode=ask; turns=1; heard=three"),
+        "{}\n{}",
+        first.stdout,
+        first.stderr
+    );
+    assert!(
+        !first.stderr.contains("new ACP session"),
+        "no fallback: {}",
+        first.stderr
+    );
+    let events = events_of(&child);
+    assert!(
+        lifecycle(&events, "session_fallback").is_empty(),
+        "{:?}",
+        lifecycle(&events, "session_fallback")
+    );
+    assert!(lifecycle(&events, "session_attached").is_empty());
+    assert_eq!(lifecycle(&events, "session_created").len(), 1);
+
+    // A process of its own reattaches: resume refused as unsupported, then load, with the
+    // fork's own turn.
+    let second = run(&["--no-owner", "-s", "branch", "prompt", "four"]).ok();
+    assert!(
+        second
+            .stdout
+            .contains("mode=ask; turns=2; heard=three | four"),
+        "{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    let events = events_of(&child);
+    assert!(lifecycle(&events, "session_fallback").is_empty());
+    let attached = lifecycle(&events, "session_attached");
+    assert_eq!(
+        attached.len(),
+        1,
+        "only --no-owner reattached: {attached:?}"
+    );
+    let attached = &attached[0]["payload"];
+    assert_eq!(attached["method"], "session/load", "{attached}");
+    assert_eq!(attached["acpSessionId"], child_acp.as_str(), "{attached}");
+    assert_eq!(
+        attached["failedAttempts"][0]["method"], "session/resume",
+        "{attached}"
+    );
+    assert_eq!(
+        attached["failedAttempts"][0]["error"]["code"], -32601,
+        "{attached}"
+    );
+
+    // The fork's record keeps the parent's conversation before its own turns.
+    let hist = run(&["sessions", "history", &child]).ok().stdout;
+    for text in [
+        "one",
+        "mode=ask; turns=2; heard=one | two",
+        "three",
+        "mode=ask; turns=2; heard=three | four",
+    ] {
+        assert!(
+            hist.contains(text),
+            "{text:?} not in the fork's history:\n{hist}"
+        );
+    }
+    let hist = run(&["sessions", "history", &parent_id]).ok().stdout;
+    assert!(!hist.contains("three"), "the parent is unchanged: {hist}");
+    run(&["sessions", "close", "branch"]).ok();
+    run(&["sessions", "close"]).ok();
+}
+
+#[test]
+fn a_fork_is_a_copy_continued_by_its_owner_fs() {
+    a_fork_is_a_copy_continued_by_its_owner("fs");
+}
+
+#[test]
+fn a_fork_is_a_copy_continued_by_its_owner_sqlite() {
+    a_fork_is_a_copy_continued_by_its_owner("sqlite");
 }
 
 /// A tool call of the real agent (its `read_note` tool, about 2 KB of raw output) goes through

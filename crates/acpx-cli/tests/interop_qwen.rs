@@ -317,6 +317,165 @@ fn the_conversation_is_stored_and_continued_sqlite() {
     the_conversation_is_stored_and_continued("sqlite");
 }
 
+/// The events of a session of this home by record id (`sessions events <id>`).
+fn events_of(q: &Qwen, record_id: &str) -> Vec<Value> {
+    q.run(&["--format", "json", "sessions", "events", record_id])
+        .ok()
+        .json_lines()
+}
+
+fn lifecycle<'a>(events: &'a [Value], phase: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "lifecycle_event" && e["payload"]["phase"] == phase)
+        .collect()
+}
+
+/// `sessions fork` of a parent with two turns. qwen-code has no `session/fork`, so the fork is a
+/// copy: a fresh ACP session made in the fork's queue owner, with a copy of the stored
+/// conversation. qwen-code stores a session only once it has a message, so before the fork
+/// was made in its owner (a short-lived process made it and stopped) the fork's first prompt
+/// found nothing to reattach and fell back to yet another ACP session; now the owner keeps
+/// the agent that made it warm, and a later process (`--no-owner`) resumes what the first
+/// turn stored.
+fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
+    let Some(q) = Qwen::new(backend) else { return };
+    let parent = q.new_session();
+    let parent_id = parent["acpxRecordId"].as_str().unwrap().to_owned();
+    for (p, reply) in [
+        ("p: one", "turns=1; heard=one"),
+        ("p: two", "turns=2; heard=one | two"),
+    ] {
+        let r = q.run(&["--timeout", "60", "prompt", p]).ok();
+        assert!(r.stdout.contains(reply), "{}\n{}", r.stdout, r.stderr);
+    }
+
+    let r = q
+        .run(&[
+            "--format", "json", "--ttl", "30", "sessions", "fork", "--name", "branch",
+        ])
+        .ok();
+    assert!(
+        r.stderr.contains("does not support session/fork"),
+        "the copy is said: {}",
+        r.stderr
+    );
+    let f = r.json();
+    assert_eq!(f["action"], "session_forked", "{f}");
+    assert_eq!(f["method"], "copy", "qwen-code has no session/fork: {f}");
+    assert_eq!(f["parentAcpxRecordId"], parent_id.as_str(), "{f}");
+    assert_eq!(f["forkMessageCount"], 4, "{f}");
+    assert_ne!(f["acpxSessionId"], parent["acpxSessionId"], "{f}");
+    let child = f["acpxRecordId"].as_str().unwrap().to_owned();
+    let child_acp = f["acpxSessionId"].as_str().unwrap().to_owned();
+    // The fork's queue owner keeps the agent that made the fork's ACP session.
+    let st = q
+        .run(&["--format", "json", "-s", "branch", "status"])
+        .ok()
+        .json();
+    assert_eq!(st["status"], "alive", "{st}");
+
+    // The fork's first prompt runs in that agent, in the session it made: no fallback. A
+    // copy: qwen-code starts the fork without the parent's turns (ACP has no request that
+    // hands an agent a conversation), so the model hears only this prompt.
+    let first = q
+        .run(&["--timeout", "60", "-s", "branch", "prompt", "p: three"])
+        .ok();
+    assert!(
+        first.stdout.contains("turns=1; heard=three"),
+        "{}\n{}",
+        first.stdout,
+        first.stderr
+    );
+    assert!(
+        !first.stderr.contains("new ACP session"),
+        "no fallback: {}",
+        first.stderr
+    );
+    let events = events_of(&q, &child);
+    assert!(
+        lifecycle(&events, "session_fallback").is_empty(),
+        "the fork's first prompt fell back: {:?}",
+        lifecycle(&events, "session_fallback")
+    );
+    assert!(
+        lifecycle(&events, "session_attached").is_empty(),
+        "the owner kept the agent that made the fork"
+    );
+    assert_eq!(lifecycle(&events, "session_created").len(), 1);
+    assert_eq!(lifecycle(&events, "session_forked").len(), 1);
+
+    // A process of its own: qwen-code stored the fork's session at its first turn and
+    // resumes it, with the fork's own turn.
+    let second = q
+        .run(&[
+            "--no-owner",
+            "--timeout",
+            "60",
+            "-s",
+            "branch",
+            "prompt",
+            "p: four",
+        ])
+        .ok();
+    assert!(
+        second.stdout.contains("turns=2; heard=three | four"),
+        "the fork's --no-owner prompt lost its own turn:\n{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    let events = events_of(&q, &child);
+    assert!(lifecycle(&events, "session_fallback").is_empty());
+    let attached = lifecycle(&events, "session_attached");
+    assert_eq!(
+        attached.len(),
+        1,
+        "only --no-owner reattached: {attached:?}"
+    );
+    assert_eq!(attached[0]["payload"]["method"], "session/resume");
+    assert_eq!(attached[0]["payload"]["acpSessionId"], child_acp.as_str());
+    let shown = q
+        .run(&["--format", "json", "sessions", "show", &child])
+        .ok()
+        .json();
+    assert_eq!(shown["acpxSessionId"], child_acp.as_str(), "{shown}");
+    assert_eq!(shown["acpx"]["forked_from"]["method"], "copy", "{shown}");
+
+    // The fork's record keeps the parent's conversation before its own turns; the parent is
+    // unchanged.
+    let hist = q.run(&["sessions", "history", &child]).ok().stdout;
+    for text in [
+        "p: one",
+        "turns=2; heard=one | two",
+        "p: three",
+        "turns=2; heard=three | four",
+    ] {
+        assert!(
+            hist.contains(text),
+            "{text:?} not in the fork's history:\n{hist}"
+        );
+    }
+    let hist = q.run(&["sessions", "history", &parent_id]).ok().stdout;
+    assert!(
+        hist.contains("p: two") && !hist.contains("p: three"),
+        "{hist}"
+    );
+    // Two turns of the parent, two of the fork: no other model request.
+    assert_eq!(q.model.requests().len(), 4);
+    q.run(&["sessions", "close", "branch"]).ok();
+    q.close();
+}
+
+#[test]
+fn a_fork_is_a_copy_continued_by_its_owner_fs() {
+    a_fork_is_a_copy_continued_by_its_owner("fs");
+}
+
+#[test]
+fn a_fork_is_a_copy_continued_by_its_owner_sqlite() {
+    a_fork_is_a_copy_continued_by_its_owner("sqlite");
+}
+
 /// The model calls qwen-code's `write_file`; qwen-code asks permission (the write's title,
 /// path, input and diff come only in the request's `toolCall`), `--approve-all` grants it, and
 /// qwen-code writes through the client (`fs/write_text_file`).
