@@ -380,7 +380,14 @@ fn a_fork_keeps_the_agent_that_made_it() {
         // A later process: the fork was stored by its first turn, and loads.
         let r = env
             .run(&[
-                "--format", "quiet", "--no-owner", "--agent", &agent, "-s", "kept", "recall",
+                "--format",
+                "quiet",
+                "--no-owner",
+                "--agent",
+                &agent,
+                "-s",
+                "kept",
+                "recall",
             ])
             .ok();
         assert_eq!(

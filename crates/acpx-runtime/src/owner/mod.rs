@@ -31,6 +31,7 @@
 
 pub mod client;
 mod dispatch;
+mod frozen;
 pub mod lease;
 mod permissions;
 pub mod protocol;

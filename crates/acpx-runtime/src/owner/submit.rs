@@ -124,8 +124,29 @@ fn into_notices(notices: Vec<WireNotice>) -> Vec<Notice> {
 }
 
 /// Reaches the session's owner: a local one (started when none runs), or the live owner on
-/// another host through the store.
+/// another host through the store. A local owner that never answers and whose store lease
+/// expired is frozen: it is ended and a new one started ([`super::frozen`]).
 async fn send_or_spawn(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Following> {
+    match reach(target, request).await {
+        Err(SubmitError::Wire(e))
+            if e.detail_code.as_deref() == Some("QUEUE_OWNER_UNRESPONSIVE") =>
+        {
+            match target.store {
+                Some(store)
+                    if super::frozen::end_frozen_owner(&**store, target.authority, target.id)
+                        .await =>
+                {
+                    reach(target, request).await
+                }
+                _ => Err(SubmitError::Wire(e)),
+            }
+        }
+        other => other,
+    }
+}
+
+/// [`send_or_spawn`] without the frozen owner's replacement.
+async fn reach(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Following> {
     let elsewhere = async || {
         let Some(store) = target.store else {
             return Ok(None);
