@@ -297,30 +297,3 @@ impl<S: Store + ?Sized> StagedSession for DirectStage<'_, S> {
         self.remove_created().await
     }
 }
-
-/// Writes `record` with its whole log `events` as one staged session of `store`
-/// ([`Store::stage_session`], one [`StagedSession::append`] per 1,000 events, then the
-/// commit); on any error the stage is aborted. For a log already in memory; a log of any
-/// length is appended a batch at a time as it is read instead.
-pub async fn stage_whole(
-    store: &dyn Store,
-    record: SessionRecord,
-    events: &[EventEnvelope],
-) -> StoreResult<SessionRecord> {
-    let mut stage = store.stage_session(record).await?;
-    for chunk in events.chunks(1_000) {
-        if let Err(e) = stage.append(chunk).await {
-            if let Err(cleanup) = stage.abort().await {
-                tracing_free_warning(&cleanup);
-            }
-            return Err(e);
-        }
-    }
-    stage.commit().await
-}
-
-/// This crate does no logging: a failed cleanup is reported on stderr, the original error is
-/// the one returned.
-fn tracing_free_warning(e: &StoreError) {
-    eprintln!("acpx: could not remove a staged session: {e}");
-}

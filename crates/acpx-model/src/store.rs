@@ -414,8 +414,9 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// completes it. The stage holds the session's writer lock until it ends (waiting up to
     /// [`crate::stage::STAGE_LOCK_TIMEOUT`] for it).
     ///
-    /// A taken id is refused with [`StoreError::AlreadyExists`] before anything is written;
-    /// `record` must validate. See [`crate::stage`] for how each backend stages. The default
+    /// A taken id is refused with [`StoreError::AlreadyExists`] before anything is written,
+    /// and a `record` that does not validate at the latest by the commit (the stores of this
+    /// workspace at once). See [`crate::stage`] for how each backend stages. The default
     /// is [`crate::stage::DirectStage`]: today's `create`, `append`, `save`, which is not one
     /// step (documented there), for a store without staging of its own.
     async fn stage_session<'s>(

@@ -115,6 +115,9 @@ pub struct FsCore {
     /// The last summaries `Store::summary` read.
     summaries: SummaryMemo,
     open_writers: AtomicUsize,
+    /// Whether a stage of this store swept the directory for stale stages already (the
+    /// first stage of a process does: `core::stage`).
+    stages_swept: std::sync::atomic::AtomicBool,
     /// The token of the session locks this store (and its clones) issue.
     issuer: LockIssuer,
     /// The fence checks of appends under a lock that carries a lease generation.
@@ -218,6 +221,7 @@ impl FsCore {
             index: Mutex::new(IndexCache::default()),
             summaries: SummaryMemo::default(),
             open_writers: AtomicUsize::new(0),
+            stages_swept: Default::default(),
             issuer: LockIssuer::unique(),
             fences: Default::default(),
             leases: Default::default(),

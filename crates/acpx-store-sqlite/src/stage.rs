@@ -337,14 +337,14 @@ impl StagedSession for SqliteStage {
     }
 
     async fn commit(mut self: Box<Self>) -> StoreResult<SessionRecord> {
-        let Some((path, file)) = self.spill.take() else {
+        // The spill file stays the stage's until the commit is done: on a failure below,
+        // dropping the stage removes it.
+        let Some((path, file)) = self.spill.as_mut() else {
             return Err(self.ended());
         };
-        // Put back at once: a failure below leaves it to `Drop` to remove.
-        let file = file
-            .into_inner()
-            .map_err(|e| StoreError::io(path.display(), e.into_error()))?;
-        self.spill = Some((path.clone(), BufWriter::new(file)));
+        file.flush()
+            .map_err(|e| StoreError::io(path.display(), e))?;
+        let path = path.clone();
         let options = &self.inner.options;
         let budget = options
             .max_segment_bytes

@@ -69,16 +69,14 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
             ));
         }
         for s in &report.stale_stages_removed {
-            ctx.out.note(&format!(
-                "removed what an interrupted import left ({}): {}",
-                s.location, s.detail
-            ));
+            ctx.out
+                .note(&format!("removed {}: {}", s.location, s.detail));
         }
         for s in &report.stale_stages {
             ctx.out.note(&format!(
-                "left by an interrupted import ({}): {}; not a session (nothing lists it); \
-                 the next import or `acpx fsck --repair` removes it",
-                s.location, s.detail
+                "left over: {} ({}); not a session, nothing lists it; the next import or \
+                 `acpx fsck --repair` removes it",
+                s.detail, s.location
             ));
         }
         ctx.out.note(&format!(

@@ -4,7 +4,9 @@
 //!
 //! Under the session's writer lock, held from the beginning of the stage to its end:
 //!
-//! 1. **begin**: the tombstone `<id>.deleted` is created holding the stage mark
+//! 1. **begin**: (the first stage of a store handle sweeps the directory first, as
+//!    [`FsCore::open`] does periodically: stale stages of other sessions are removed) the
+//!    tombstone `<id>.deleted` is created holding the stage mark
 //!    ([`STAGE_MARK_PREFIX`]), and it and the directory are fsynced. To every reader the
 //!    session is now an interrupted delete: absent, whatever log files appear beside it (a
 //!    `list` does not report them as a damaged session either). A tombstone found there first
@@ -53,9 +55,15 @@ impl FsCore {
         timeout: std::time::Duration,
     ) -> StoreResult<SessionLock> {
         // What killed stages (and interrupted deletes) of other sessions left, while we are at
-        // it: an import is when a user expects a store to be tidied.
-        if let Err(e) = self.cleanup_stale_temp_files() {
-            tracing::warn!(error = %e, "could not sweep the store before staging a session");
+        // it: an import is when a user expects a store to be tidied. Once per store handle:
+        // the sweep reads the whole directory, and a Node import stages thousands of sessions.
+        if !self
+            .stages_swept
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            if let Err(e) = self.cleanup_stale_temp_files() {
+                tracing::warn!(error = %e, "could not sweep the store before staging a session");
+            }
         }
         let writer = self.lock(id, timeout)?;
         let slot = self.slot(id);
