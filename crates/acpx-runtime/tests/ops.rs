@@ -306,7 +306,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
         _ => panic!("an archive"),
     };
 
-    // A bad line after the first batch: the half-stored session is removed again.
+    // A bad line after the first batch: the stage is aborted, nothing of the session stays.
     let (record, lines) = open(archive_text(
         &parent,
         &events,

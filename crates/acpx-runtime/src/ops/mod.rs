@@ -6,8 +6,8 @@
 //! Every operation that writes a record goes through the same paths as live sessions: new
 //! events through the [`crate::Recorder`] (so seqs, `acpx.event_log` and the snapshot come
 //! from one place, and the reducer [`crate::mapping::apply_event`] folds them in), whole
-//! sessions from elsewhere through [`acpx_model::migrate::NewSessionWriter`] (the
-//! create → append → flush → save that `acpx migrate` also uses).
+//! sessions from elsewhere (imports) through a stage ([`acpx_model::Store::stage_session`]:
+//! written where no reader sees them, committed in one step).
 //!
 //! | module | job |
 //! |---|---|

@@ -272,8 +272,8 @@ pub async fn import_node_home(
 /// `sessions/` directory), one record file, or a Node `sessions export` archive.
 /// `progress(done, total)` is called after each file.
 ///
-/// A file that cannot be converted or stored is skipped (and a half-stored session removed
-/// again), never fatal; files Node would not load are skipped with the reason
+/// A file that cannot be converted or stored is skipped (each session is staged and committed
+/// in one step, so nothing of it is stored), never fatal; files Node would not load are skipped with the reason
 /// ([`SkipKind::NotLoadable`]); an unreadable directory is [`OpsError::Invalid`], an
 /// unreadable journal [`OpsError::Read`].
 pub async fn import_node(
