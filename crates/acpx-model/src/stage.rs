@@ -24,8 +24,8 @@
 //!
 //! | store | staged where | commit point | left by a kill |
 //! |---|---|---|---|
-//! | file | the snapshot's place is the tombstone `<id>.deleted`, so the log segments, written in place, belong to a session every reader takes as deleted | fsync of the segments and of the snapshot, which replaces the tombstone; then the rename of `<id>.deleted` to `<id>.json` | an interrupted delete, finished by the next stage, `fsck --repair`, or any open of the store (its periodic sweep) |
-//! | SQLite | an NDJSON spill file `<db>.staging/<id>.ndjson`, outside the database | one transaction inserting the session's row and all its events, committed with `synchronous=FULL` | the spill file |
+//! | file | the snapshot's place is the tombstone `<id>.deleted`, so the log segments, written in place, belong to a session every reader takes as deleted | fsync of the segments and of the snapshot, which replaces the tombstone; then the rename of `<id>.deleted` to `<id>.json` | an interrupted delete, finished by the next stage of the id (the rerun), the first stage of any process, `fsck --repair`, or an open of the store (its periodic sweep) |
+//! | SQLite | an NDJSON spill file `<db>.staging/<id>.ndjson`, outside the database | one transaction inserting the session's row and all its events, committed with `synchronous=FULL` | the spill file, removed by the next stage of any session or `fsck --repair` |
 //! | PostgreSQL | one transaction on a connection of its own, open from the first append | its `COMMIT` | nothing: the server rolls the transaction back when the connection ends |
 //! | memory | the batches, in memory | inserting the session | nothing (the process is gone) |
 //!
@@ -295,5 +295,96 @@ impl<S: Store + ?Sized> StagedSession for DirectStage<'_, S> {
 
     async fn abort(mut self: Box<Self>) -> StoreResult<()> {
         self.remove_created().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventContext, EventPayload, EventSource, EventStream};
+    use crate::store::{EventQuery, ListQuery};
+    use crate::{MemoryStore, NewSession, Timestamp};
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::parse(id).unwrap(),
+                acp_session_id: format!("acp-{id}"),
+                agent_session_id: None,
+                agent_command: "agent".into(),
+                cwd: "/repo".into(),
+                name: None,
+            },
+            Timestamp::from_millis(1_000).unwrap(),
+        )
+    }
+
+    fn events(id: &str, seqs: std::ops::RangeInclusive<u64>) -> Vec<EventEnvelope> {
+        let id = RecordId::parse(id).unwrap();
+        let ctx = EventContext {
+            acpx_record_id: &id,
+            acp_session_id: "acp",
+            request_id: None,
+            stream: EventStream::Lifecycle,
+            source: EventSource::Runtime,
+        };
+        seqs.map(|seq| {
+            EventEnvelope::new(
+                &ctx,
+                seq,
+                Timestamp::now(),
+                EventPayload::Unknown {
+                    event_type: "x".into(),
+                    payload: serde_json::Value::Null,
+                },
+            )
+        })
+        .collect()
+    }
+
+    /// The trait's default writes through create, append and save: visible from the first
+    /// append (that is what it documents), whole at the commit, removed by an abort.
+    #[tokio::test]
+    async fn the_direct_stage_writes_through_create_append_and_save() {
+        let store = MemoryStore::new();
+        let mut stage = DirectStage::begin(&store, record("d1")).await.unwrap();
+        stage.append(&events("d1", 1..=3)).await.unwrap();
+        assert!(
+            store.load(stage.id()).await.is_ok(),
+            "not one step: created at the first append"
+        );
+        assert!(matches!(
+            stage.append(&events("d1", 5..=5)).await,
+            Err(StoreError::SeqMismatch { .. })
+        ));
+        stage.append(&events("d1", 4..=4)).await.unwrap();
+        let stored = Box::new(stage).commit().await.unwrap();
+        assert_eq!(stored.revision, 2);
+        assert_eq!(stored.acpx.event_log.last_seq, 4);
+        assert_eq!(store.load(&stored.acpx_record_id).await.unwrap(), stored);
+
+        assert!(matches!(
+            DirectStage::begin(&store, record("d1")).await,
+            Err(StoreError::AlreadyExists(_))
+        ));
+
+        // A log retained from seq 11, then aborted: nothing stays.
+        let mut stage = DirectStage::begin(&store, record("d2")).await.unwrap();
+        stage.append(&events("d2", 11..=12)).await.unwrap();
+        let page = store
+            .read_events(stage.id(), &EventQuery::from_seq(0))
+            .await
+            .unwrap();
+        assert_eq!(page.oldest_seq, 11);
+        Box::new(stage).abort().await.unwrap();
+        let ids: Vec<_> = store
+            .list(&ListQuery::default())
+            .await
+            .unwrap()
+            .sessions
+            .into_iter()
+            .map(|s| s.acpx_record_id.to_string())
+            .collect();
+        assert_eq!(ids, vec!["d1".to_owned()]);
     }
 }
