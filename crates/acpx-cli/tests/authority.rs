@@ -548,3 +548,122 @@ fn an_endless_request_line_is_refused_at_the_cap() {
     assert!(r.stdout.contains("still-serving"), "{}", r.stderr);
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }
+
+/// One line the owner writes on `s`, read within `within`, as JSON.
+fn owner_line(s: &std::os::unix::net::UnixStream, within: Duration) -> Value {
+    use std::io::BufRead;
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(s).read_line(&mut answer).unwrap();
+    serde_json::from_str(answer.trim_end()).unwrap_or_else(|e| panic!("{answer:?}: {e}"))
+}
+
+/// The error of a failed `--format json` command.
+fn json_error(r: &common::Run) -> Value {
+    let last = r.stdout.lines().last().unwrap_or_else(|| panic!("{r:?}"));
+    serde_json::from_str::<Value>(last).unwrap()["error"].clone()
+}
+
+/// An owner serves a bounded number of connections at once (issue 45, item 5); before, every
+/// connection cost a task and a file descriptor, so a script holding thousands of idle ones
+/// ran the owner out of descriptors. Beyond `ACPX_OWNER_MAX_CONNECTIONS` a prompt is refused
+/// at once with `QUEUE_OWNER_BUSY` naming the limit, and nothing is queued; `status` still
+/// gets through (a small reserve for requests answered at once) and counts the refusals;
+/// past the reserve too, a connection is answered and closed before it sends a word. Closed
+/// junk frees the owner at once, and junk left open is closed after 10 s without a request.
+#[test]
+fn an_owner_bounds_the_connections_it_serves() {
+    let mut env = Env::new("fs");
+    env.extra_env
+        .push(("ACPX_OWNER_MAX_CONNECTIONS".into(), "8".into()));
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    let owner = owner_pid(&env, "fs", &agent).expect("the owner runs");
+    let sock = owner_socket(&env);
+    let connect = || std::os::unix::net::UnixStream::connect(&sock).unwrap();
+
+    // Eight idle connections fill the limit.
+    let t0 = Instant::now();
+    let mut junk: Vec<_> = (0..8).map(|_| connect()).collect();
+    let r = env.run(&["--format", "json", "--agent", &agent, "echo", "refused"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = json_error(&r);
+    assert_eq!(err["data"]["detailCode"], "QUEUE_OWNER_BUSY", "{err}");
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("8 connections") && message.contains("ACPX_OWNER_MAX_CONNECTIONS"),
+        "the message names the limit: {message}"
+    );
+    // `status` gets through and counts the refusal.
+    let st: Value = env
+        .run(&["--format", "json", "--agent", &agent, "status"])
+        .ok()
+        .json();
+    assert_eq!(st["status"], "alive", "{st}");
+    assert_eq!(st["pid"].as_u64(), Some(owner), "{st}");
+    assert_eq!(st["maxConnections"], 8, "{st}");
+    assert!(st["connections"].as_u64().is_some_and(|n| n > 8), "{st}");
+    assert!(
+        st["refusedConnections"].as_u64().is_some_and(|n| n >= 1),
+        "{st}"
+    );
+    // The reserve full too: a connection is answered at once, without sending anything.
+    junk.extend((0..16).map(|_| connect()));
+    let extra = connect();
+    let answer = owner_line(&extra, Duration::from_secs(5));
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert_eq!(
+        answer["error"]["detailCode"], "QUEUE_OWNER_BUSY",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["retryable"], true, "{answer}");
+    // All of that before the junk's first-line deadline cut any of it.
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+
+    // Closed junk frees the owner at once.
+    drop(junk);
+    drop(extra);
+    let t1 = Instant::now();
+    let r = loop {
+        let r = env.run(&["--agent", &agent, "echo", "served"]);
+        if r.code == 0 || t1.elapsed() > Duration::from_secs(3) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(r.stdout.contains("served"), "{r:?}");
+
+    // Junk left open is closed, told why, after 10 s without a request: it cannot pin the
+    // limit, and the owner serves again.
+    let junk: Vec<_> = (0..24).map(|_| connect()).collect();
+    let t2 = Instant::now();
+    let r = loop {
+        let r = env.run(&["--agent", &agent, "echo", "after", "the", "deadline"]);
+        if r.code == 0 || t2.elapsed() > Duration::from_secs(30) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(r.stdout.contains("after the deadline"), "{r:?}");
+    let took = t2.elapsed();
+    assert!(
+        took > Duration::from_secs(5) && took < Duration::from_secs(25),
+        "{took:?}"
+    );
+    let told = owner_line(&junk[0], Duration::from_secs(1));
+    assert!(
+        told["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no request within 10 s")),
+        "{told}"
+    );
+    drop(junk);
+    assert!(alive(owner));
+    assert_eq!(owner_pid(&env, "fs", &agent), Some(owner), "the same owner");
+    // What was refused never ran.
+    assert_eq!(
+        user_messages(&env, "fs", &agent),
+        ["echo served", "echo after the deadline"]
+    );
+    env.run(&["--agent", &agent, "sessions", "close"]).ok();
+}

@@ -224,6 +224,16 @@ impl SessionStatus {
                     m.insert("acceptErrors".into(), json!(owner.accept_errors));
                     m.insert("lastAcceptError".into(), json!(owner.last_accept_error));
                 }
+                if owner.max_connections > 0 {
+                    m.insert("connections".into(), json!(owner.connections));
+                    m.insert("maxConnections".into(), json!(owner.max_connections));
+                }
+                if owner.refused_connections > 0 {
+                    m.insert(
+                        "refusedConnections".into(),
+                        json!(owner.refused_connections),
+                    );
+                }
             }
             Source::RemoteOwner(lease) => {
                 m.insert("ownerHost".into(), json!(lease.holder.host));
@@ -285,6 +295,19 @@ impl SessionStatus {
                         owner.accept_errors,
                         owner.last_accept_error.as_deref().unwrap_or("unknown")
                     ));
+                }
+                if owner.max_connections > 0 {
+                    let mut l = format!(
+                        "  connections:      {} (limit {})",
+                        owner.connections, owner.max_connections
+                    );
+                    if owner.refused_connections > 0 {
+                        l.push_str(&format!(
+                            "; {} refused at the limit",
+                            owner.refused_connections
+                        ));
+                    }
+                    lines.push(l);
                 }
             }
             Source::RemoteOwner(lease) => {

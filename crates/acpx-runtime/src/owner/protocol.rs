@@ -591,9 +591,23 @@ pub struct OwnerStatus {
     /// The last of those errors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_accept_error: Option<String>,
+    /// Connections served now, the one asking included (0 from an older owner).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub connections: usize,
+    /// The most connections the owner serves at once for any request
+    /// (`ACPX_OWNER_MAX_CONNECTIONS`; 0 from an older owner, which has no limit).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub max_connections: usize,
+    /// Connections refused because that limit was reached (`QUEUE_OWNER_BUSY`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_connections: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_usize(n: &usize) -> bool {
     *n == 0
 }
 

@@ -3,13 +3,13 @@
 //! or on SIGTERM / SIGINT / SIGHUP.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acpx_model::{EventEnvelope, RecordId, ThreadText, Timestamp};
 use serde_json::Value;
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
@@ -29,6 +29,57 @@ use super::{remote_inbox, store_lease};
 /// The first and the longest pause after a failed `accept`.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The most connections an owner serves at once when `ACPX_OWNER_MAX_CONNECTIONS` does not
+/// say: far more than its clients ever hold (the running task's, the queued ones', a few
+/// `status` and `cancel`), far fewer than the usual 1024 file descriptors.
+const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// The environment variable that sets another limit (1 to 65536).
+const MAX_CONNECTIONS_VAR: &str = "ACPX_OWNER_MAX_CONNECTIONS";
+/// Connections served beyond the limit for requests answered at once or ending the owner
+/// (`status`, `cancel`, `withdraw`, `close`, `release`): a user can still see and stop an
+/// owner whose connections are all taken. A request that queues work is refused there.
+const CONTROL_RESERVE: usize = 16;
+/// How long a connection may take to send its request line (a client sends it as soon as it
+/// is connected); then it is told so and closed. Only the request is bounded so: a client
+/// that sent it waits its turn as long as the queue takes.
+const FIRST_LINE_DEADLINE: Duration = Duration::from_secs(10);
+/// Refused connections (past the limit and the reserve) kept open for at most
+/// [`REFUSAL_LINGER`] while their request is read and dropped, so the client reads the
+/// refusal rather than a reset or a broken pipe; more at once are closed right after it.
+const REFUSING_MAX: usize = 64;
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+/// The owner's log says at most this often that it refuses connections.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The connection limit: `ACPX_OWNER_MAX_CONNECTIONS` when set, else
+/// [`DEFAULT_MAX_CONNECTIONS`], raised for a queue deeper than that (`queue_max_depth` waiting
+/// clients, the running one's and 63 more), so a full queue's clients always fit. A value
+/// that is not a number from 1 to 65536 is said in the owner's log and ignored.
+fn max_connections(queue_max_depth: usize) -> usize {
+    connection_limit(
+        std::env::var(MAX_CONNECTIONS_VAR).ok().as_deref(),
+        queue_max_depth,
+    )
+}
+
+/// [`max_connections`] with the variable's value `var`.
+fn connection_limit(var: Option<&str>, queue_max_depth: usize) -> usize {
+    let default = DEFAULT_MAX_CONNECTIONS.max(queue_max_depth.saturating_add(64).min(65536));
+    let Some(v) = var else {
+        return default;
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=65536).contains(&n) => n,
+        _ => {
+            tracing::warn!(
+                "{MAX_CONNECTIONS_VAR}={v:?} is not a number from 1 to 65536; \
+                 serving at most {default} connections"
+            );
+            default
+        }
+    }
+}
 
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -194,8 +245,19 @@ pub(super) struct Shared {
     pub(super) agent_pid: Mutex<Option<(u32, Option<u64>)>>,
     pub(super) queue_log: Mutex<Option<QueueLog>>,
     pub(super) jobs: mpsc::UnboundedSender<Job>,
-    /// Connections still being served (their last lines may not be written yet).
+    /// Connections still being served (their last lines may not be written yet), in the
+    /// limit and in the reserve.
     pub(super) connections: AtomicUsize,
+    /// The most connections served at once for any request ([`max_connections`]).
+    pub(super) max_connections: usize,
+    /// Connections served within that limit, and beyond it in the [`CONTROL_RESERVE`].
+    pub(super) in_limit: AtomicUsize,
+    pub(super) in_reserve: AtomicUsize,
+    /// Refused connections still open while their request is drained ([`REFUSING_MAX`]).
+    pub(super) refusing: AtomicUsize,
+    /// Connections refused for the limit, and when the log last said so.
+    pub(super) refused: AtomicU64,
+    pub(super) refusal_logged: Mutex<Option<Instant>>,
     /// Connections sending a reply in parts right now ([`write_reply`]): the idle exit waits
     /// for them (each bounded by [`reply_stall`]), and for no other connection, so a client
     /// that stopped reading its events cannot keep the owner past its TTL.
@@ -210,7 +272,7 @@ pub(super) struct Shared {
     /// its client at once rather than after the agent is up.
     pub(super) starting: Mutex<Option<(String, ReplyTx)>>,
     /// Connections that could not be accepted, and the last error.
-    pub(super) accept_errors: std::sync::atomic::AtomicU64,
+    pub(super) accept_errors: AtomicU64,
     pub(super) accept_error: Mutex<Option<String>>,
 }
 
@@ -232,12 +294,57 @@ impl Drop for Replying {
     }
 }
 
-/// Counts a connection as served until dropped.
-struct Serving(Arc<Shared>);
+/// Where a connection is served: within the limit (any request), or in the reserve beyond
+/// it (requests answered at once or ending the owner only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Band {
+    Limit,
+    Reserve,
+}
+
+/// Counts a connection as served, in its band, until dropped.
+struct Serving(Arc<Shared>, Band);
+
+impl Serving {
+    fn new(shared: &Arc<Shared>, band: Band) -> Serving {
+        shared.connections.fetch_add(1, Ordering::SeqCst);
+        shared.band_count(band).fetch_add(1, Ordering::SeqCst);
+        Serving(shared.clone(), band)
+    }
+}
 
 impl Drop for Serving {
     fn drop(&mut self) {
+        self.0.band_count(self.1).fetch_sub(1, Ordering::SeqCst);
         self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Counts a refused connection kept open while its request is drained.
+struct Refusing(Arc<Shared>);
+
+impl Drop for Refusing {
+    fn drop(&mut self) {
+        self.0.refusing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether `request` may be served in the [`CONTROL_RESERVE`]: answered at once, or ending
+/// the owner; not one that queues work behind the running task.
+fn answered_in_reserve(request: &Request) -> bool {
+    match request {
+        Request::Status
+        | Request::Cancel
+        | Request::Withdraw { .. }
+        | Request::Close
+        | Request::Release
+        | Request::ReleaseIdle => true,
+        Request::SubmitPrompt { .. }
+        | Request::SetMode { .. }
+        | Request::SetConfigOption { .. }
+        | Request::SetModel { .. }
+        | Request::CreateSession { .. }
+        | Request::ForkSession { .. } => false,
     }
 }
 
@@ -274,7 +381,57 @@ impl Shared {
             ttl_seconds: self.ttl().map_or(0, |t| t.as_secs()),
             accept_errors: self.accept_errors.load(Ordering::SeqCst),
             last_accept_error: locked(&self.accept_error).clone(),
+            connections: self.connections.load(Ordering::SeqCst),
+            max_connections: self.max_connections,
+            refused_connections: self.refused.load(Ordering::SeqCst),
         }
+    }
+
+    fn band_count(&self, band: Band) -> &AtomicUsize {
+        match band {
+            Band::Limit => &self.in_limit,
+            Band::Reserve => &self.in_reserve,
+        }
+    }
+
+    /// The band a new connection is served in, `None` when both are full.
+    fn band_for_new(&self) -> Option<Band> {
+        if self.in_limit.load(Ordering::SeqCst) < self.max_connections {
+            Some(Band::Limit)
+        } else if self.in_reserve.load(Ordering::SeqCst) < CONTROL_RESERVE {
+            Some(Band::Reserve)
+        } else {
+            None
+        }
+    }
+
+    /// The answer to a connection refused for the limit (`reserve_full`: a connection past
+    /// the reserve too, refused before its request was read), counted, and said in the log
+    /// (at most every [`REFUSAL_LOG_EVERY`]).
+    fn refusal(&self, reserve_full: bool) -> String {
+        let refused = self.refused.fetch_add(1, Ordering::SeqCst) + 1;
+        let max = self.max_connections;
+        let mut message = format!(
+            "the queue owner of session {} (pid {}) is serving its limit of {max} connections \
+             ({MAX_CONNECTIONS_VAR})",
+            self.config.record_id,
+            std::process::id(),
+        );
+        if reserve_full {
+            message.push_str(&format!(
+                " and the {CONTROL_RESERVE} more kept for status, cancel and close"
+            ));
+        }
+        message.push_str("; nothing was queued: try again when some have ended");
+        {
+            let mut logged = locked(&self.refusal_logged);
+            if logged.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+                *logged = Some(Instant::now());
+                tracing::warn!("refused a connection ({refused} so far): {message}");
+            }
+        }
+        let error = WireError::runtime("QUEUE_OWNER_BUSY", message, true);
+        line(&Response::Error { error })
     }
 
     /// Ends the prompt `request_id`'s time as withdrawable (it starts now, or is dropped):
@@ -401,6 +558,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
     let runtime = runtime.with_fence(held.generation);
     let (tx, rx) = mpsc::unbounded_channel();
     let initial_ttl = config.ttl;
+    let max_connections = max_connections(config.queue_max_depth);
     let shared = Arc::new(Shared {
         paths: paths.clone(),
         config,
@@ -419,11 +577,17 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         queue_log: Mutex::new(None),
         jobs: tx,
         connections: AtomicUsize::new(0),
+        max_connections,
+        in_limit: AtomicUsize::new(0),
+        in_reserve: AtomicUsize::new(0),
+        refusing: AtomicUsize::new(0),
+        refused: AtomicU64::new(0),
+        refusal_logged: Mutex::new(None),
         replying: AtomicUsize::new(0),
         activity_changed: Notify::new(),
         queued: Mutex::new(std::collections::HashMap::new()),
         starting: Mutex::new(None),
-        accept_errors: std::sync::atomic::AtomicU64::new(0),
+        accept_errors: AtomicU64::new(0),
         accept_error: Mutex::new(None),
     });
     shared.write_lease(None);
@@ -504,25 +668,63 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
                 continue;
             }
         };
-        shared.connections.fetch_add(1, Ordering::SeqCst);
-        let serving = Serving(shared.clone());
+        // Every connection costs a task and a file descriptor: past the limit and the
+        // reserve, one is answered and closed at once, never left waiting.
+        let Some(band) = shared.band_for_new() else {
+            refuse(stream, &shared);
+            continue;
+        };
+        let serving = Serving::new(&shared, band);
         let shared = shared.clone();
         tokio::spawn(async move {
-            serve_connection(stream, shared).await;
+            serve_connection(stream, shared, band).await;
             drop(serving);
         });
     }
 }
 
-async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
+/// Answers a connection past the limit and the reserve with `QUEUE_OWNER_BUSY` and closes
+/// it: after reading what it sends for up to [`REFUSAL_LINGER`] (the client reads the
+/// answer, not a reset), or at once when [`REFUSING_MAX`] refusals linger already.
+fn refuse(stream: UnixStream, shared: &Arc<Shared>) {
+    let answer = shared.refusal(true);
+    if shared.refusing.fetch_add(1, Ordering::SeqCst) >= REFUSING_MAX {
+        shared.refusing.fetch_sub(1, Ordering::SeqCst);
+        // A new connection's buffer takes the line without waiting.
+        if let Ok(s) = stream.into_std() {
+            let _ = std::io::Write::write(&mut &s, answer.as_bytes());
+        }
+        return;
+    }
+    let refusing = Refusing(shared.clone());
+    tokio::spawn(async move {
+        let (mut read, mut write) = stream.into_split();
+        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+            write.write_all(answer.as_bytes()).await?;
+            write.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            while read.read(&mut sink).await? > 0 {}
+            Ok::<_, std::io::Error>(())
+        })
+        .await;
+        drop(refusing);
+    });
+}
+
+/// Writes `line` to a client that is then let go; bounded, as the client may read nothing.
+async fn tell(write: &mut tokio::net::unix::OwnedWriteHalf, line: &str) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), write.write_all(line.as_bytes())).await;
+}
+
+async fn serve_connection(stream: UnixStream, shared: Arc<Shared>, band: Band) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     // One request line, bounded like an agent's message: a client cannot grow the owner's
-    // memory with an endless line.
+    // memory with an endless line, nor hold a connection by sending nothing.
     let mut first = Vec::new();
     let max = crate::capped_lines::max_message_bytes();
     let got = tokio::time::timeout(
-        Duration::from_secs(10),
+        FIRST_LINE_DEADLINE,
         crate::capped_lines::read_line_capped(&mut reader, &mut first, max, false),
     )
     .await;
@@ -541,7 +743,19 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
                 .await;
             return;
         }
-        _ => return,
+        Err(_) => {
+            let err = WireError::runtime(
+                "QUEUE_REQUEST_INVALID",
+                format!(
+                    "no request within {} s; the connection is closed",
+                    FIRST_LINE_DEADLINE.as_secs()
+                ),
+                false,
+            );
+            tell(&mut write, &line(&Response::Error { error: err })).await;
+            return;
+        }
+        Ok(_) => return,
     };
     let request = match request {
         Ok(r) => r,
@@ -554,6 +768,10 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>) {
             return;
         }
     };
+    if band == Band::Reserve && !answered_in_reserve(&request) {
+        tell(&mut write, &shared.refusal(false)).await;
+        return;
+    }
     let (reply, mut replies) = mpsc::unbounded_channel::<Outgoing>();
     // A turn's events wait for this client while it is behind (`crate::output_backlog`);
     // closed when this connection ends, however it ends.
@@ -700,6 +918,32 @@ pub(super) fn event_line(envelope: &EventEnvelope) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_limit_is_the_variables_else_fits_the_queue() {
+        assert_eq!(connection_limit(None, 16), DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(connection_limit(Some(" 8 "), 16), 8);
+        assert_eq!(connection_limit(Some("65536"), 16), 65536);
+        for bad in ["0", "65537", "-1", "many", ""] {
+            assert_eq!(
+                connection_limit(Some(bad), 16),
+                DEFAULT_MAX_CONNECTIONS,
+                "{bad}"
+            );
+        }
+        assert_eq!(connection_limit(None, 1000), 1064);
+        assert_eq!(connection_limit(None, usize::MAX), 65536);
+    }
+
+    #[test]
+    fn the_reserve_serves_no_request_that_queues_work() {
+        assert!(answered_in_reserve(&Request::Status));
+        assert!(answered_in_reserve(&Request::Close));
+        assert!(!answered_in_reserve(&Request::SetMode {
+            mode_id: "m".into(),
+            options: TaskOptions::default(),
+        }));
+    }
 
     #[test]
     fn a_line_type_is_read_from_its_start_and_agrees_with_is_final() {
