@@ -458,6 +458,10 @@ pub enum SessionsCommand {
     Show(Target),
     /// Close a session: it stays stored and listable, but prompts no longer find it
     Close(Target),
+    /// Accept an imported session: show the agent command and MCP servers its archive names
+    /// and let it run them, or, with an agent named (`acpx <agent> sessions trust`), continue
+    /// it with that agent instead
+    Trust(TrustArgs),
     /// Delete a session and its whole event log
     Delete(DeleteArgs),
     /// Fork a session into a new one that starts from the same conversation
@@ -657,6 +661,17 @@ pub struct ImportArgs {
     /// With --from-node-acpx: show what would be imported, store nothing
     #[arg(long, requires = "from_node_acpx")]
     pub dry_run: bool,
+    /// Let the imported session run the agent command and MCP servers its archive names
+    /// (shown); without it they are kept as information until `sessions trust`
+    #[arg(long, conflicts_with = "from_node_acpx")]
+    pub trust: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Record id, ACP session id, or a unique suffix of either id
+    #[arg(value_name = "SESSION")]
+    pub id: String,
 }
 
 #[derive(Debug, Args)]

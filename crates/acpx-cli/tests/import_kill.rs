@@ -183,9 +183,11 @@ fn a_killed_import_leaves_nothing_and_a_rerun_completes_it() {
             vec![1, 2],
             "{backend}"
         );
+        // The archive's events, then the `session_imported` that records what the archive
+        // named as information only (`ops::import_trust`).
         assert_eq!(
             seqs(&env, &[seed.id, "--from-seq", &(EVENTS - 2).to_string()]),
-            vec![EVENTS - 2, EVENTS - 1, EVENTS],
+            vec![EVENTS - 2, EVENTS - 1, EVENTS, EVENTS + 1],
             "{backend}"
         );
         let show = env

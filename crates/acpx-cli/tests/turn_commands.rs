@@ -692,6 +692,8 @@ fn a_log_cut_by_retention_exports_with_a_warning_and_imports_from_its_first_seq(
                     "sessions",
                     "import",
                     "--new-id",
+                    // Stored exactly as exported (the test's own archive).
+                    "--trust",
                     archive.to_str().unwrap(),
                 ])
                 .ok();

@@ -9,11 +9,12 @@ use acpx_model::{
 };
 use acpx_runtime::mapping::{roll_forward, DESIRED_CONFIG_KEY, DESIRED_MODE_KEY};
 use acpx_runtime::ops::fork::{create_agent_fork_record, record_fork, ForkMethod, FORKED_FROM_KEY};
+use acpx_runtime::ops::import_trust::ImportTrust::Trusted;
 use acpx_runtime::ops::node_import::{import_node_home, SkipKind, ThreadSource, JOURNAL_SCHEMA};
 use acpx_runtime::ops::repair::{fsck, FsckOptions, ProblemKind};
 use acpx_runtime::ops::scope::{create_resume_record, open_in_exact_scope};
 use acpx_runtime::ops::transfer::{
-    archive_head, for_each_event, import_event_lines, import_session, parse_import_file,
+    archive_head, for_each_event, import_event_lines_with, import_session_with, parse_import_file,
     read_import_source, store_new_session, ImportFile, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
@@ -244,7 +245,7 @@ async fn an_archive_round_trips_into_another_store() {
     };
     assert_eq!(session.events.len(), 3);
     let to = &stores[1];
-    let stored = import_session(&**to, session.clone(), false, "x.ndjson")
+    let stored = import_session_with(&**to, session.clone(), false, "x.ndjson", Trusted)
         .await
         .unwrap();
     assert_eq!(stored.acpx_record_id, parent.acpx_record_id);
@@ -252,12 +253,12 @@ async fn an_archive_round_trips_into_another_store() {
     assert_eq!(stored.acpx.event_log.last_seq, 3);
     assert_eq!(all_events(&**to, &stored.acpx_record_id).await.len(), 3);
     // The same id again is refused; a fresh id is not.
-    let again = import_session(&**to, session.clone(), false, "x.ndjson").await;
+    let again = import_session_with(&**to, session.clone(), false, "x.ndjson", Trusted).await;
     assert!(matches!(
         again,
         Err(OpsError::Store(StoreError::AlreadyExists(_)))
     ));
-    let copy = import_session(&**to, session.clone(), true, "x.ndjson")
+    let copy = import_session_with(&**to, session.clone(), true, "x.ndjson", Trusted)
         .await
         .unwrap();
     assert_ne!(copy.acpx_record_id, parent.acpx_record_id);
@@ -312,7 +313,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
         &events,
         Some((1_700, "{\"not\": 1}")),
     ));
-    let r = import_event_lines(&**to, record, lines, false).await;
+    let r = import_event_lines_with(&**to, record, lines, false, Trusted).await;
     assert!(
         matches!(&r, Err(OpsError::Invalid(m)) if m.contains("x.ndjson line 1701")),
         "{:?}",
@@ -324,7 +325,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
     ));
     // A log whose oldest events retention removed is stored as retained from its first seq.
     let (record, lines) = open(archive_text(&parent, &events[1..], None));
-    let (stored, n) = import_event_lines(&**to, record, lines, false)
+    let (stored, n) = import_event_lines_with(&**to, record, lines, false, Trusted)
         .await
         .unwrap();
     assert_eq!(n, 2_499);
@@ -335,7 +336,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
     let mut gap = events.clone();
     gap.remove(5);
     let (record, lines) = open(archive_text(&parent, &gap, None));
-    let r = import_event_lines(&**to, record, lines, false).await;
+    let r = import_event_lines_with(&**to, record, lines, false, Trusted).await;
     assert!(
         matches!(&r, Err(OpsError::Invalid(m)) if m.contains("has seq 7, expected 6")),
         "{:?}",
@@ -347,7 +348,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
     ));
 
     let (record, lines) = open(archive_text(&parent, &events, None));
-    let (stored, n) = import_event_lines(&**to, record, lines, false)
+    let (stored, n) = import_event_lines_with(&**to, record, lines, false, Trusted)
         .await
         .unwrap();
     assert_eq!(n, 2_500);
@@ -356,7 +357,7 @@ async fn an_archive_is_stored_as_it_is_read_and_a_bad_line_stores_nothing() {
     assert_eq!(all_events(&**to, &stored.acpx_record_id).await, events);
     // Under a fresh id every event is moved to it.
     let (record, lines) = open(archive_text(&parent, &events, None));
-    let (copy, _) = import_event_lines(&**to, record, lines, true)
+    let (copy, _) = import_event_lines_with(&**to, record, lines, true, Trusted)
         .await
         .unwrap();
     assert_ne!(copy.acpx_record_id, parent.acpx_record_id);

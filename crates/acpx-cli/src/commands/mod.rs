@@ -45,6 +45,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Fork(a)) => runtime_cmds::fork(ctx, a).await,
             Some(SessionsCommand::Show(a)) => sessions::show(ctx, a).await,
             Some(SessionsCommand::Close(a)) => sessions::close(ctx, a).await,
+            Some(SessionsCommand::Trust(a)) => transfer::trust(ctx, a).await,
             Some(SessionsCommand::Delete(a)) => sessions::delete(ctx, a).await,
             Some(SessionsCommand::History(a)) => sessions::history(ctx, a).await,
             Some(SessionsCommand::Events(a)) => sessions::events(ctx, a).await,

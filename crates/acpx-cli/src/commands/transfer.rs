@@ -6,13 +6,15 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use acpx_model::{EventQuery, SessionRecord};
+use acpx_runtime::ops::import_trust::{trust_import, untrusted_import, ImportTrust};
 use acpx_runtime::ops::transfer::{
-    create_private_file, import_event_lines, read_import_source, write_export, EventLines,
+    create_private_file, import_event_lines_with, read_import_source, write_export, EventLines,
     ExportError, ExportFormat, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
+use serde_json::{json, Value};
 
-use crate::cli::{ExportArgs, ExportKind, ImportArgs};
+use crate::cli::{ExportArgs, ExportKind, ImportArgs, TrustArgs};
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
@@ -155,7 +157,12 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     let (record, lines) = open_import(file, a.events.as_ref())?;
     let store = ctx.store().await?;
     let original = record.acpx_record_id.clone();
-    let stored = match import_event_lines(&*store, record, lines, a.new_id).await {
+    let trust = if a.trust {
+        ImportTrust::Trusted
+    } else {
+        ImportTrust::Data
+    };
+    let stored = match import_event_lines_with(&*store, record, lines, a.new_id, trust).await {
         Err(OpsError::Store(acpx_model::StoreError::AlreadyExists(_))) => {
             return Err(
                 CliError::usage(format!("session {original} already exists in this store"))
@@ -184,10 +191,12 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         ));
     }
     let events = events as usize;
+    let untrusted = untrusted_import(&stored);
     if ctx.out.is_json() {
         let from = a.new_id.then_some(&original);
-        ctx.out
-            .json(&results::session_imported(&stored, events, from));
+        let mut result = results::session_imported(&stored, events, from);
+        result["trusted"] = json!(untrusted.is_none());
+        ctx.out.json(&result);
     } else if ctx.out.is_text() {
         ctx.out.line(&format!(
             "imported {} ({} messages, {} events)",
@@ -198,5 +207,109 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
     } else {
         ctx.out.line(stored.acpx_record_id.as_str());
     }
+    match &untrusted {
+        Some((command, servers)) => ctx.out.note(&format!(
+            "[acpx] kept as information only: its archive names the agent command {}{}; acpx \
+             runs none of it until `acpx sessions trust {}` (or continues it with your agent: \
+             `acpx <agent> sessions trust {}`)",
+            shown(command),
+            shown_servers(servers),
+            stored.acpx_record_id,
+            stored.acpx_record_id
+        )),
+        None => ctx.out.note(&format!(
+            "[acpx] trusted (--trust): it runs the agent command {}{}",
+            shown(&stored.agent_command),
+            shown_servers(
+                stored
+                    .acpx
+                    .extra
+                    .get(acpx_runtime::mapping::MCP_SERVERS_KEY)
+                    .unwrap_or(&Value::Null)
+            )
+        )),
+    }
     Ok(())
+}
+
+/// `sessions trust`: accepts an untrusted import (see `ops::import_trust`).
+pub async fn trust(ctx: &Ctx, a: TrustArgs) -> CliResult<()> {
+    let target = crate::cli::Target {
+        id: Some(a.id.clone()),
+        session: None,
+    };
+    let r = crate::commands::select(ctx, &target).await?;
+    let store = ctx.store().await?;
+    let agent = ctx.agent.explicit.then(|| ctx.agent.command.clone());
+    let trusted = trust_import(store, &r.acpx_record_id, agent.clone())
+        .await
+        .map_err(CliError::from)?;
+    let id = &trusted.record.acpx_record_id;
+    if ctx.out.is_json() {
+        ctx.out.json(&json!({
+            "action": "session_trusted",
+            "acpxRecordId": id,
+            "agentCommand": trusted.record.agent_command,
+            "namedAgentCommand": trusted.named_command,
+            "namedMcpServers": trusted.named_mcp_servers,
+            "withYourAgent": agent.is_some(),
+        }));
+    } else if ctx.out.is_text() {
+        ctx.out.line(&match agent {
+            Some(command) => format!(
+                "session {id} now runs your agent {} (its archive named {}{}, which stay unused)",
+                shown(&command),
+                shown(&trusted.named_command),
+                shown_servers(&trusted.named_mcp_servers)
+            ),
+            None => format!(
+                "session {id} now runs the agent command its archive names: {}{}",
+                shown(&trusted.named_command),
+                shown_servers(&trusted.named_mcp_servers)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A command line as shown to a person: quoted, control characters escaped.
+fn shown(command: &str) -> String {
+    format!("`{}`", acpx_runtime::transcript::printable(command))
+}
+
+/// `, and MCP servers a (`cmd args`), b (http URL)` for ACP's array form; empty for none.
+fn shown_servers(servers: &Value) -> String {
+    let Some(list) = servers.as_array().filter(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    let named: Vec<String> = list
+        .iter()
+        .map(|s| {
+            let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
+            let what = match s.get("command").and_then(Value::as_str) {
+                Some(cmd) => {
+                    let args: Vec<&str> = s
+                        .get("args")
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    std::iter::once(cmd)
+                        .chain(args)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+                None => s
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned(),
+            };
+            format!(
+                "{} ({})",
+                acpx_runtime::transcript::printable(name),
+                shown(&what)
+            )
+        })
+        .collect();
+    format!(", and the MCP servers {}", named.join(", "))
 }

@@ -222,7 +222,8 @@ impl Env {
             .to_owned()
     }
 
-    /// Imports an archive written to a temp file; returns the import's JSON output.
+    /// Imports an archive written to a temp file, as it is (`--trust`: a test's own fixture,
+    /// stored exactly as written); returns the import's JSON output.
     pub fn import_archive(&self, archive: &str) -> Value {
         let f = self.home().join(format!("import-{}.ndjson", uuid()));
         std::fs::write(&f, archive).unwrap();
@@ -231,6 +232,7 @@ impl Env {
             "json",
             "sessions",
             "import",
+            "--trust",
             f.to_str().unwrap(),
         ])
         .ok()

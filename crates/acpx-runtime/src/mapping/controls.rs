@@ -194,6 +194,8 @@ pub(super) fn apply_lifecycle(
             record.pid = None;
             record.last_agent_disconnect_reason = Some("handed_over".into());
         }
+        lifecycle::SESSION_IMPORTED => super::imports::apply_imported(record, extra),
+        lifecycle::IMPORT_TRUSTED => super::imports::apply_trusted(record, extra),
         lifecycle::STALE_AGENT => {
             record.pid = None;
             record.last_agent_disconnect_reason = p.reason.clone();

@@ -71,6 +71,7 @@
 
 mod controls;
 pub mod fork;
+pub mod imports;
 mod messages;
 mod prompt;
 mod summary;
@@ -160,6 +161,15 @@ pub mod lifecycle {
     pub const AGENT_OUTPUT: &str = "agent_output";
     /// Events the snapshot had folded in never reached the log: `fromSeq`, `toSeq`.
     pub const LOG_GAP: &str = "log_gap";
+    /// An archive's session was imported as information only (`sessions import` without
+    /// `--trust`): `agentCommand`, `mcpServers` as it named them. Shows the agent command as
+    /// `untrusted-import: <command>`, moves both under `acpx.untrusted_import` and drops the
+    /// MCP servers (`ops::import_trust`).
+    pub const SESSION_IMPORTED: &str = "session_imported";
+    /// The user accepted an untrusted import (`sessions trust`): `agentCommand` (the user's
+    /// agent, or what the archive named), `mcpServers` (`null`: none). Sets both and clears
+    /// `acpx.untrusted_import`.
+    pub const IMPORT_TRUSTED: &str = "import_trusted";
     /// The session was closed: sets `closed` and `closedAt`.
     pub const SESSION_CLOSED: &str = "session_closed";
     /// The session was made a fork of another one: `forkedFrom`, `thread`, `state` (see

@@ -28,6 +28,7 @@
 pub mod closing;
 pub mod ensure;
 pub mod fork;
+pub mod import_trust;
 pub mod interrupts;
 pub mod local;
 pub mod lookup;

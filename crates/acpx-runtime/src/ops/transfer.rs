@@ -16,6 +16,7 @@ use acpx_model::{
 };
 use serde_json::Value;
 
+use super::import_trust::{self, ImportTrust};
 use super::{OpsError, OpsResult};
 
 /// The `schema` of an archive's first line.
@@ -445,11 +446,29 @@ const IMPORT_BATCH: usize = 1_000;
 /// Returns the stored snapshot and the number of events.
 pub async fn import_event_lines<R: std::io::BufRead>(
     store: &dyn Store,
+    record: SessionRecord,
+    events: EventLines<R>,
+    new_id: bool,
+) -> OpsResult<(SessionRecord, u64)> {
+    import_event_lines_with(store, record, events, new_id, ImportTrust::Data).await
+}
+
+/// [`import_event_lines`] with the trust given: [`ImportTrust::Data`] (what that does: the
+/// session is stored as information only, its log ending with `session_imported`,
+/// [`super::import_trust`]) or [`ImportTrust::Trusted`] (`sessions import --trust`).
+pub async fn import_event_lines_with<R: std::io::BufRead>(
+    store: &dyn Store,
     mut record: SessionRecord,
     mut events: EventLines<R>,
     new_id: bool,
+    trust: ImportTrust,
 ) -> OpsResult<(SessionRecord, u64)> {
     admit_imported(&mut record)?;
+    let untrusted = match trust {
+        ImportTrust::Data => import_trust::untrust(&mut record),
+        ImportTrust::Trusted => None,
+    };
+    let untrusted_marked = untrusted.is_some();
     let original = record.acpx_record_id.clone();
     if new_id {
         record.acpx_record_id = RecordId::generate();
@@ -494,11 +513,23 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     next_batch(&mut events, &mut batch, &mut count)?;
     record.revision = 0;
     record.pid = None;
+    let acp_session_id = record.acp_session_id.clone();
+    let folded = record.acpx.audit_seq;
     let mut stage = store.stage_session(record).await?;
     let staged: OpsResult<()> = async {
+        let mut last_seq = 0;
         while !batch.is_empty() {
             stage.append(&batch).await?;
+            last_seq = batch.last().map_or(last_seq, |e| e.seq);
             next_batch(&mut events, &mut batch, &mut count)?;
+        }
+        // Not after a log that ends before what its snapshot folded in (an archive cut
+        // short): that seq is one the snapshot claims; the snapshot itself is untrusted
+        // already, and the import warns of the gap.
+        if let Some(payload) = untrusted.filter(|_| last_seq >= folded) {
+            let seq = last_seq + 1;
+            let imported = import_trust::imported_event(&id, &acp_session_id, seq, payload);
+            stage.append(std::slice::from_ref(&imported)).await?;
         }
         Ok(())
     }
@@ -506,7 +537,29 @@ pub async fn import_event_lines<R: std::io::BufRead>(
     if let Err(e) = staged {
         return Err(abort_stage(stage, e).await);
     }
-    Ok((stage.commit().await?, count))
+    let stored = stage.commit().await?;
+    let stored = if untrusted_marked {
+        fold_imported_event(store, stored).await?
+    } else {
+        stored
+    };
+    Ok((stored, count))
+}
+
+/// The snapshot of an untrusted import was staged with `session_imported` already applied
+/// (so no reader ever sees the archive's agent command as runnable), but before that event's
+/// seq was known: folds the event in and saves, so the snapshot names the whole log (a crash
+/// in between leaves a snapshot one event behind, which every open rolls forward).
+async fn fold_imported_event(store: &dyn Store, stored: SessionRecord) -> OpsResult<SessionRecord> {
+    let id = stored.acpx_record_id.clone();
+    let _writer = store.lock(&id, std::time::Duration::from_secs(10)).await?;
+    let (mut record, rolled, _, state) = crate::session::load_rolled_forward(store, &id).await?;
+    if rolled.applied == 0 {
+        return Ok(stored);
+    }
+    record.acpx.event_log = state;
+    store.save(&mut record).await?;
+    Ok(record)
 }
 
 /// Ends a stage that failed with `e`: aborted, so nothing of it stays. Returns `e`, saying
@@ -604,11 +657,38 @@ fn transcript_printable(s: &str) -> String {
 /// snapshot. The session's whole log is in memory (see [`parse_import_file`]).
 pub async fn import_session(
     store: &dyn Store,
-    mut session: ImportedSession,
+    session: ImportedSession,
     new_id: bool,
     origin: &str,
 ) -> OpsResult<SessionRecord> {
+    import_session_with(store, session, new_id, origin, ImportTrust::Data).await
+}
+
+/// [`import_session`] with the trust given (see [`import_event_lines_with`]).
+pub async fn import_session_with(
+    store: &dyn Store,
+    mut session: ImportedSession,
+    new_id: bool,
+    origin: &str,
+    trust: ImportTrust,
+) -> OpsResult<SessionRecord> {
     admit_imported(&mut session.record)?;
+    // As information only, as [`import_event_lines`] stores it.
+    let untrusted = match trust {
+        ImportTrust::Data => import_trust::untrust(&mut session.record),
+        ImportTrust::Trusted => None,
+    };
+    if let Some(payload) = untrusted {
+        let seq = session
+            .events
+            .last()
+            .map_or(session.record.acpx.audit_seq, |e| e.seq)
+            + 1;
+        let r = &session.record;
+        let imported =
+            import_trust::imported_event(&r.acpx_record_id, &r.acp_session_id, seq, payload);
+        session.events.push(imported);
+    }
     if new_id {
         assign_new_id(&mut session);
     } else {
@@ -619,5 +699,6 @@ pub async fn import_session(
             )));
         }
     }
-    store_new_session(store, session.record, &session.events).await
+    let stored = store_new_session(store, session.record, &session.events).await?;
+    fold_imported_event(store, stored).await
 }

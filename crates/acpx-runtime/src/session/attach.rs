@@ -194,6 +194,10 @@ impl Runtime {
                 "session {id} is closed; start a new session instead"
             )));
         }
+        // An archive's agent command runs only once the user accepted it (`sessions trust`).
+        if let Some(why) = crate::mapping::imports::refusal(&record) {
+            return Err(RuntimeError::InvalidInput(why));
+        }
         let cwd = check_cwd(Path::new(&record.cwd))?;
         let core = Arc::new(SessionCore::new(cwd.clone(), fs_root(&cwd)?, self.policy()));
         *core.recorder.lock().await = Some(recorder);
