@@ -667,3 +667,40 @@ fn an_owner_bounds_the_connections_it_serves() {
     );
     env.run(&["--agent", &agent, "sessions", "close"]).ok();
 }
+
+/// An owner frozen in the middle of a turn (issue 45, item 3): its client, which may wait a
+/// long time for a line of a long turn, checks the owner's lease while it is silent and gives
+/// up once the lease expired, saying the outcome is unknown; the next prompt ends the frozen
+/// owner and is served by a new one.
+#[test]
+fn a_client_leaves_an_owner_that_froze_mid_turn() {
+    for backend in BACKENDS {
+        let mut env = Env::new(backend);
+        env.extra_env
+            .push(("ACPX_LEASE_TTL_MS".into(), "2000".into()));
+        let agent = env.agent_cmd("");
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        let owner = owner_pid(&env, backend, &agent).expect("the owner runs");
+        let running = common::process::spawn_until(
+            &env,
+            &["--format", "json", "--agent", &agent, "prompt", "slow 400"],
+            common::process::STARTED,
+        );
+        let t0 = Instant::now();
+        common::process::kill(owner, libc::SIGSTOP);
+        let (code, lines, stderr) = running.finish();
+        assert_eq!(code, 1, "{stderr}");
+        let error = lines.last().map(Value::to_string).unwrap_or_default();
+        assert!(
+            error.contains("QUEUE_OWNER_UNRESPONSIVE")
+                && error.contains("stopped renewing its lease")
+                && error.contains("unknown"),
+            "{error}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+        let r = env.run(&["--agent", &agent, "echo", "next"]).ok();
+        assert!(r.stdout.contains("next"), "{r:?}");
+        wait_for("the frozen owner to be gone", || !alive(owner));
+        env.run(&["--agent", &agent, "sessions", "close"]).ok();
+    }
+}

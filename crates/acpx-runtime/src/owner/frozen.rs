@@ -68,3 +68,28 @@ pub(super) async fn end_frozen_owner(
     }
     false
 }
+
+/// Whether the local owner of `id` is frozen now (no waiting): its lease in `store` is held
+/// by the process its lease file names, on this host, and expired more than a margin ago.
+/// What a client following a turn checks whenever the owner has been silent a while: a live
+/// owner renews its lease every third of its TTL, whatever its agent does.
+pub(super) async fn frozen_now(
+    store: &dyn Store,
+    authority: &std::path::Path,
+    id: &RecordId,
+) -> bool {
+    let paths = LeasePaths::new(authority, id);
+    let Some(local) = lease::read(&paths) else {
+        return false;
+    };
+    let Ok(Some(held)) = store.leases().read_lease(id).await else {
+        return false;
+    };
+    held.holder.host == host_name()
+        && held.holder.pid == local.pid
+        && Timestamp::now().millis()
+            >= held
+                .expires_at
+                .millis()
+                .saturating_add(EXPIRY_MARGIN.as_millis() as i64)
+}

@@ -176,6 +176,26 @@ async fn reach(target: &OwnerTarget<'_>, request: &Request) -> SubmitResult<Foll
     }
 }
 
+/// How long a client following a turn lets its owner be silent before it checks that the
+/// owner still renews its lease.
+const SILENCE_CHECK: Duration = Duration::from_secs(5);
+
+/// Resolves once the local owner being followed has been silent a while and is frozen
+/// (`frozen::frozen_now`); never for an owner on another host (its task answers say when it
+/// went) or without a store. A turn may run long without a line to its client, but its owner
+/// renews its lease meanwhile, so the client never waits on an owner that froze mid-turn.
+async fn frozen_while_silent(target: &OwnerTarget<'_>, local: bool) {
+    let Some(store) = target.store.filter(|_| local) else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(SILENCE_CHECK).await;
+        if super::frozen::frozen_now(&**store, target.authority, target.id).await {
+            return;
+        }
+    }
+}
+
 /// Withdraws the queued prompt `request_id` (best effort, bounded): its owner drops it
 /// instead of running it later.
 async fn withdraw(target: &OwnerTarget<'_>, answer: &mut Following, request_id: &str) {
@@ -237,8 +257,18 @@ pub async fn prompt(
         }
     };
     loop {
+        let local = matches!(answer, Following::Local(_));
         let next = tokio::select! {
             n = answer.next() => n,
+            () = frozen_while_silent(target, local) => {
+                return Err(SubmitError::Wire(WireError::runtime(
+                    "QUEUE_OWNER_UNRESPONSIVE",
+                    "the queue owner stopped renewing its lease and sends nothing: it is \
+                     stopped or stuck, and the outcome of this prompt is unknown (the next \
+                     command ends that owner and starts another)",
+                    true,
+                )));
+            }
             new = presses.next() => {
                 // The turn is over and recorded; its reply is arriving. The owner may be
                 // running the next client's turn already: a cancel now would stop that one.
