@@ -637,6 +637,11 @@ pub struct ExportArgs {
     /// Write to this file instead of stdout
     #[arg(long, short = 'o', value_name = "PATH")]
     pub output: Option<PathBuf>,
+    /// With -o: write through a symbolic link, or into a file of another user you may write
+    /// (refused otherwise: a link planted in a shared directory would send the conversation
+    /// elsewhere)
+    #[arg(long, requires = "output")]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -612,6 +612,25 @@ fn export_to_a_path_refuses_links_and_other_users_files() {
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    // `--force`: the user's own link, written through knowingly.
+    env.run(&[
+        "sessions",
+        "export",
+        "rec-priv",
+        "--as",
+        "markdown",
+        "--force",
+        "-o",
+        planted.to_str().unwrap(),
+    ])
+    .ok();
+    assert!(std::fs::read_to_string(&victim)
+        .unwrap()
+        .starts_with("# title"));
+    assert!(std::fs::symlink_metadata(&planted)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 
     // Another user's file (the test runs as root in CI, which can make one).
     if common::process::is_root() {

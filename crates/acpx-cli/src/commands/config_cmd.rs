@@ -121,8 +121,9 @@ pub fn init(ctx: &Ctx, force: bool) -> CliResult<()> {
         );
     }
     // Private (it may come to hold a store URL with its password), and never written through
-    // a link planted at its path.
-    let mut file = acpx_runtime::ops::transfer::create_private_file(&path)
+    // a link planted at its path unless `--force` (a config kept in a dotfiles repository and
+    // linked here is the user's own).
+    let mut file = acpx_runtime::ops::transfer::create_file_for_user(&path, force)
         .map_err(|e| CliError::runtime(e.to_string()))?;
     std::io::Write::write_all(&mut file, TEMPLATE.as_bytes())
         .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;

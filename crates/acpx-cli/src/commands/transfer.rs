@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use acpx_model::{EventQuery, SessionRecord};
 use acpx_runtime::ops::import_trust::{trust_import, untrusted_import, ImportTrust};
 use acpx_runtime::ops::transfer::{
-    create_private_file, import_event_lines_with, read_import_source, write_export, EventLines,
+    create_file_for_user, import_event_lines_with, read_import_source, write_export, EventLines,
     ExportError, ExportFormat, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
@@ -25,7 +25,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
     let store = ctx.store().await?;
     let mut sink: Box<dyn Write> = match &a.output {
-        Some(p) => Box::new(std::io::BufWriter::new(create_private_file(p)?)),
+        Some(p) => Box::new(std::io::BufWriter::new(create_file_for_user(p, a.force)?)),
         // Whole pieces, not a write per line (stdout is line-buffered).
         None => Box::new(std::io::BufWriter::with_capacity(
             64 << 10,

@@ -81,6 +81,14 @@ pub async fn for_each_page<E: From<StoreError>>(
 /// conversation wherever it points), into a file of another user, or into anything but a
 /// regular file.
 pub fn create_private_file(path: &Path) -> OpsResult<std::fs::File> {
+    create_file_for_user(path, false)
+}
+
+/// [`create_private_file`], or with `force` (the user's `--force`) through a symbolic link
+/// and into a file of another user the user may write: what they asked for, knowingly. A
+/// file that is not a regular one (a FIFO, a device) is refused either way; a file the user
+/// owns is left at mode 0600 either way.
+pub fn create_file_for_user(path: &Path, force: bool) -> OpsResult<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| OpsError::CreateDir {
@@ -96,11 +104,15 @@ pub fn create_private_file(path: &Path) -> OpsResult<std::fs::File> {
         .write(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(if force {
+            libc::O_NONBLOCK
+        } else {
+            libc::O_NOFOLLOW | libc::O_NONBLOCK
+        })
         .open(path)
         .map_err(|source| {
             if acpx_lock::is_symlink_refusal(&source) {
-                refuse("it is a symbolic link; refusing to write through it".into())
+                refuse("it is a symbolic link; refusing to write through it (--force does)".into())
             } else {
                 OpsError::Write {
                     path: path.to_path_buf(),
@@ -118,14 +130,17 @@ pub fn create_private_file(path: &Path) -> OpsResult<std::fs::File> {
     }
     let me = acpx_lock::current_uid();
     if meta.uid() != me {
-        return Err(refuse(format!(
-            "it belongs to another user (uid {}); refusing to write a private conversation \
-             into it",
-            meta.uid()
-        )));
+        if !force {
+            return Err(refuse(format!(
+                "it belongs to another user (uid {}); refusing to write a private conversation \
+                 into it (--force writes it anyway)",
+                meta.uid()
+            )));
+        }
+    } else {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(write_error)?;
     }
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(write_error)?;
     file.set_len(0).map_err(write_error)?;
     Ok(file)
 }
