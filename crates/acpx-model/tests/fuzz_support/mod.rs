@@ -9,8 +9,10 @@
 //! insert, delete, splice a token) cover the parser and torn writes. One input in ten is plain
 //! random bytes.
 //!
-//! Every target runs `ACPX_FUZZ_CASES` inputs (default [`DEFAULT_CASES`]) and reports a panic as
-//! a failure naming the (shrunk) input, so that it can be kept as a regression test.
+//! Every target runs `ACPX_FUZZ_CASES` inputs (default [`DEFAULT_CASES`]) drawn from the seed
+//! `ACPX_FUZZ_SEED` (default [`DEFAULT_SEED`]: the same inputs every run) and reports a panic
+//! as a failure naming the seed and the (shrunk) input, so that it can be kept as a
+//! regression test.
 
 #![allow(dead_code)]
 
@@ -20,7 +22,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use serde_json::Value;
 
 /// Inputs per target in a plain `cargo test` (a long run sets `ACPX_FUZZ_CASES`).
@@ -57,6 +59,27 @@ pub fn scratch_root() -> std::path::PathBuf {
     }
 }
 
+/// The seed of the inputs: `ACPX_FUZZ_SEED=N`, or `random` for a fresh one (printed with the
+/// target's count, so that a failure can be run again); by default [`DEFAULT_SEED`], so that
+/// a plain `cargo test` runs the same inputs every time.
+pub fn seed() -> u64 {
+    match std::env::var("ACPX_FUZZ_SEED").ok().as_deref() {
+        None | Some("") => DEFAULT_SEED,
+        Some("random") => {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
+        }
+        Some(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("ACPX_FUZZ_SEED={n}: a number or `random`")),
+    }
+}
+
+/// The seed of a plain `cargo test` (issue 45).
+pub const DEFAULT_SEED: u64 = 45;
+
 /// The time budget of a long run, if any.
 fn budget() -> Option<Duration> {
     std::env::var("ACPX_FUZZ_SECONDS")
@@ -75,11 +98,11 @@ pub fn inputs(samples: usize) -> impl Strategy<Value = Input> {
 }
 
 /// How many values [`interesting_value`] picks from.
-const INTERESTING_VALUES: u32 = 24;
+pub const INTERESTING_VALUES: u32 = 24;
 
 /// Values of every JSON type and the edges readers get wrong (the `k`-th of
 /// [`INTERESTING_VALUES`]; only that one is built).
-fn interesting_value(k: u32) -> Value {
+pub fn interesting_value(k: u32) -> Value {
     match k % INTERESTING_VALUES {
         0 => Value::Null,
         1 => Value::Bool(true),
@@ -400,8 +423,10 @@ where
     S::Value: Clone + std::fmt::Debug,
 {
     let cases = cases();
+    let seed = seed();
     let config = Config {
         cases,
+        rng_seed: RngSeed::Fixed(seed),
         // Crashing inputs are kept as named regression tests, not in proptest's files.
         failure_persistence: None,
         max_shrink_iters: 2000,
@@ -435,7 +460,7 @@ where
         }
     }
     eprintln!(
-        "fuzz {name}: {} inputs, {:.1} s, {}{}",
+        "fuzz {name}: {} inputs (seed {seed}), {:.1} s, {}{}",
         count,
         started.elapsed().as_secs_f64(),
         if result.is_ok() { "0 panics" } else { "PANIC" },
@@ -446,6 +471,6 @@ where
         }
     );
     if let Err(e) = result {
-        panic!("fuzz target {name}: {e}");
+        panic!("fuzz target {name} (ACPX_FUZZ_SEED={seed}): {e}");
     }
 }
