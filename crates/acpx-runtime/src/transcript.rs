@@ -480,16 +480,20 @@ pub fn markdown(r: &SessionRecord) -> String {
 /// says to stop (see [`write_history`]).
 pub fn write_markdown(r: &SessionRecord, emit: &mut dyn FnMut(&str) -> bool) {
     let mut s = String::new();
+    // Everything an agent or an archive chose is escaped (`printable`).
     let title = if r.thread.title.is_empty() {
         format!("Session {}", r.acpx_record_id)
     } else {
-        r.thread.title.clone()
+        printable(&r.thread.title).into_owned()
     };
     s.push_str(&format!("# {title}\n\n"));
     s.push_str(&format!("- record id: `{}`\n", r.acpx_record_id));
-    s.push_str(&format!("- ACP session id: `{}`\n", r.acp_session_id));
+    s.push_str(&format!(
+        "- ACP session id: `{}`\n",
+        printable(&r.acp_session_id)
+    ));
     if let Some(a) = &r.agent_session_id {
-        s.push_str(&format!("- agent session id: `{a}`\n"));
+        s.push_str(&format!("- agent session id: `{}`\n", printable(a)));
     }
     s.push_str(&format!("- agent: `{}`\n", printable(&r.agent_command)));
     s.push_str(&format!("- directory: `{}`\n", printable(&r.cwd)));
@@ -541,6 +545,14 @@ fn markdown_message(s: &mut String, m: &Message) {
 /// ids, agent, directory, name and title, times, state (closed, or open with `run`, what
 /// [`crate::runs::probe`] found), messages, mode, last turn and event log.
 pub fn record_facts(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
+    record_facts_raw(r, run)
+        .into_iter()
+        // Ids, the mode, a turn's error: an agent or an archive chose them.
+        .map(|(k, v)| (k, printable(&v).into_owned()))
+        .collect()
+}
+
+fn record_facts_raw(r: &SessionRecord, run: &Probe) -> Vec<(&'static str, String)> {
     let mut l = vec![
         ("record id", r.acpx_record_id.to_string()),
         ("ACP session id", r.acp_session_id.clone()),

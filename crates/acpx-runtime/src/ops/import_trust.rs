@@ -42,25 +42,28 @@ pub enum ImportTrust {
 }
 
 /// Makes the snapshot of an import untrusted and returns the payload of the
-/// `session_imported` event its log must end with ([`imported_event`]); `None` when it is
-/// untrusted already (an archive of an untrusted import keeps what the first archive named).
-pub(crate) fn untrust(record: &mut SessionRecord) -> Option<Map<String, Value>> {
-    if record.acpx.extra.contains_key(UNTRUSTED_IMPORT_KEY) {
-        return None;
-    }
+/// `session_imported` event its log must end with ([`imported_event`]). The archive of an
+/// untrusted import keeps what the first archive named.
+pub(crate) fn untrust(record: &mut SessionRecord) -> Map<String, Value> {
+    // An archive of an untrusted import keeps what the first archive named; any other value
+    // under the key (an archive may put anything there) counts for nothing, and what the
+    // record names is kept as information like any archive's.
+    let (command, servers) = untrusted_import(record).unwrap_or_else(|| {
+        (
+            record.agent_command.clone(),
+            record
+                .acpx
+                .extra
+                .get(MCP_SERVERS_KEY)
+                .cloned()
+                .unwrap_or(Value::Null),
+        )
+    });
     let mut payload = Map::new();
-    payload.insert("agentCommand".into(), json!(record.agent_command));
-    payload.insert(
-        "mcpServers".into(),
-        record
-            .acpx
-            .extra
-            .get(MCP_SERVERS_KEY)
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
+    payload.insert("agentCommand".into(), json!(command));
+    payload.insert("mcpServers".into(), servers);
     apply_imported(record, &payload);
-    Some(payload)
+    payload
 }
 
 /// The `session_imported` event (seq `seq`) that ends an untrusted import's log.

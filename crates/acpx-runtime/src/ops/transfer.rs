@@ -446,6 +446,15 @@ impl<R: std::io::BufRead> EventLines<R> {
 /// Events appended per store call while importing.
 const IMPORT_BATCH: usize = 1_000;
 
+/// The highest seq an imported log may reach (2^53: exact in every JSON reader, and room for
+/// the events a session records after it), so no seq arithmetic of a reader overflows.
+const MAX_IMPORT_SEQ: u64 = 1 << 53;
+
+/// How far in the future an imported event may be dated (clocks of two machines disagree):
+/// beyond, the archive is refused, since folding such an event would make the session the
+/// most recent of its scope for years.
+const FUTURE_SKEW_MS: i64 = 24 * 3600 * 1000;
+
 /// Stores `record` with the events of `events` as a new session, reading and staging them
 /// a batch at a time (a log of any length: memory holds one batch). With `new_id` the
 /// session and every event get a fresh record id; otherwise every event must belong to the
@@ -480,8 +489,12 @@ pub async fn import_event_lines_with<R: std::io::BufRead>(
 ) -> OpsResult<(SessionRecord, u64)> {
     admit_imported(&mut record)?;
     let untrusted = match trust {
-        ImportTrust::Data => import_trust::untrust(&mut record),
-        ImportTrust::Trusted => None,
+        ImportTrust::Data => Some(import_trust::untrust(&mut record)),
+        // Trusted, it runs what it names: a marker an archive carries counts for nothing.
+        ImportTrust::Trusted => {
+            record.acpx.extra.remove(import_trust::UNTRUSTED_IMPORT_KEY);
+            None
+        }
     };
     let untrusted_marked = untrusted.is_some();
     let original = record.acpx_record_id.clone();
@@ -512,7 +525,13 @@ pub async fn import_event_lines_with<R: std::io::BufRead>(
             }
             *count += 1;
             let before = *seq_before.get_or_insert(e.seq.saturating_sub(1));
-            let expected = before + *count;
+            let expected = before.checked_add(*count).filter(|s| *s < MAX_IMPORT_SEQ);
+            let Some(expected) = expected else {
+                return Err(OpsError::Invalid(format!(
+                    "session {original}: event {count} has seq {}, beyond what a log holds",
+                    e.seq
+                )));
+            };
             if e.seq != expected {
                 return Err(OpsError::Invalid(format!(
                     "session {original}: event {count} has seq {}, expected {expected}: the \
@@ -520,6 +539,7 @@ pub async fn import_event_lines_with<R: std::io::BufRead>(
                     e.seq
                 )));
             }
+            refuse_future_event(&original, &e)?;
             e.acpx_record_id = id.clone();
             batch.push(e);
         }
@@ -573,6 +593,9 @@ async fn fold_imported_event(store: &dyn Store, stored: SessionRecord) -> OpsRes
         return Ok(stored);
     }
     record.acpx.event_log = state;
+    // The events folded in may name the exporting machine's agent process: no process of
+    // this machine runs the session.
+    record.pid = None;
     store.save(&mut record).await?;
     Ok(record)
 }
@@ -613,7 +636,16 @@ pub async fn store_new_session(
     let id = record.acpx_record_id.clone();
     let before = events.first().map_or(0, |e| e.seq.saturating_sub(1));
     for (i, e) in events.iter().enumerate() {
-        let expected = before + i as u64 + 1;
+        let expected = before
+            .checked_add(i as u64 + 1)
+            .filter(|s| *s < MAX_IMPORT_SEQ);
+        let Some(expected) = expected else {
+            return Err(OpsError::Invalid(format!(
+                "session {id}: event {} has seq {}, beyond what a log holds",
+                i + 1,
+                e.seq
+            )));
+        };
         if e.seq != expected {
             return Err(OpsError::Invalid(format!(
                 "session {id}: event {} has seq {}, expected {expected}: the log's seqs must \
@@ -622,6 +654,7 @@ pub async fn store_new_session(
                 e.seq,
             )));
         }
+        refuse_future_event(&id, e)?;
     }
     record.revision = 0;
     record.pid = None;
@@ -639,7 +672,14 @@ pub async fn store_new_session(
 /// (a session's agent runs there, and its file operations are confined to it), and a
 /// `lastUsedAt` in the future is brought back to now, so an imported session cannot take
 /// over its scope's "current session" for good by a date.
-fn admit_imported(record: &mut SessionRecord) -> OpsResult<()> {
+pub(crate) fn admit_imported(record: &mut SessionRecord) -> OpsResult<()> {
+    if record.acpx.audit_seq >= MAX_IMPORT_SEQ {
+        return Err(OpsError::Invalid(format!(
+            "session {}: its snapshot claims to have folded in {} events, beyond what a log \
+             holds",
+            record.acpx_record_id, record.acpx.audit_seq
+        )));
+    }
     let cwd = std::path::Path::new(&record.cwd);
     let normal = cwd.is_absolute()
         && cwd.components().all(|c| {
@@ -659,6 +699,20 @@ fn admit_imported(record: &mut SessionRecord) -> OpsResult<()> {
     let now = acpx_model::Timestamp::now();
     if record.last_used_at.millis() > now.millis() {
         record.last_used_at = now;
+    }
+    Ok(())
+}
+
+/// Refuses an event dated more than [`FUTURE_SKEW_MS`] ahead: folded in, its date would become
+/// the session's `lastUsedAt`, and it would stay its scope's current session until then.
+fn refuse_future_event(id: &RecordId, e: &EventEnvelope) -> OpsResult<()> {
+    let now = acpx_model::Timestamp::now().millis();
+    if e.timestamp.millis() > now.saturating_add(FUTURE_SKEW_MS) {
+        return Err(OpsError::Invalid(format!(
+            "session {id}: event {} is dated {}, in the future; refusing an archive whose \
+             dates would make it its scope's current session",
+            e.seq, e.timestamp
+        )));
     }
     Ok(())
 }
@@ -690,15 +744,22 @@ pub async fn import_session_with(
     admit_imported(&mut session.record)?;
     // As information only, as [`import_event_lines`] stores it.
     let untrusted = match trust {
-        ImportTrust::Data => import_trust::untrust(&mut session.record),
-        ImportTrust::Trusted => None,
+        ImportTrust::Data => Some(import_trust::untrust(&mut session.record)),
+        ImportTrust::Trusted => {
+            session
+                .record
+                .acpx
+                .extra
+                .remove(import_trust::UNTRUSTED_IMPORT_KEY);
+            None
+        }
     };
     if let Some(payload) = untrusted {
         let seq = session
             .events
             .last()
             .map_or(session.record.acpx.audit_seq, |e| e.seq)
-            + 1;
+            .saturating_add(1);
         let r = &session.record;
         let imported =
             import_trust::imported_event(&r.acpx_record_id, &r.acp_session_id, seq, payload);

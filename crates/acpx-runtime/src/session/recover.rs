@@ -163,7 +163,7 @@ async fn load_and_roll_forward(
     let mut report = RollForward::default();
     let mut damaged = 0;
     let mut damaged_seen = std::collections::HashSet::new();
-    let mut from = record.acpx.audit_seq + 1;
+    let mut from = record.acpx.audit_seq.saturating_add(1);
     // Nearly always the snapshot has folded in the whole log: the log's state says so without
     // a read (on the file store a read opens every segment of the log, a prompt's cost that
     // grows with the number of segments).

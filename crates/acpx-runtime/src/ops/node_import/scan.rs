@@ -413,7 +413,13 @@ async fn store_one(
             Err(_) => Ok(conv.record),
         }
     } else {
-        store_new_session(store, conv.record, &conv.events).await
+        // A Node home is data from elsewhere too: the same directory and date rules as an
+        // archive's (its agent command is the user's own Node acpx's).
+        let mut record = conv.record;
+        match crate::ops::transfer::admit_imported(&mut record) {
+            Ok(()) => store_new_session(store, record, &conv.events).await,
+            Err(e) => Err(e),
+        }
     };
     match stored {
         Ok(record) => report.imported.push(NodeImported {
