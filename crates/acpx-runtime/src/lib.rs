@@ -123,6 +123,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acp_frames;
 mod agent;
 pub mod agents;
 pub mod allocator;

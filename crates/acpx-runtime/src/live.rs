@@ -8,6 +8,10 @@
 //! - JSON ([`LiveFormat::Json`]): every event envelope, one per line, exactly as in the log, up to
 //!   and including the turn's `prompt_done` / `prompt_error`.
 //! - quiet ([`LiveFormat::Quiet`]): nothing.
+//! - ACP ([`LiveFormat::Acp`]): the JSON-RPC frames the events stand for, rebuilt
+//!   ([`crate::acp_frames::rebuild`]), for a turn whose raw frames are not at hand (followed
+//!   through the log of an owner on another host); a failure without the agent's answer is
+//!   left to the caller's error line.
 //!
 //! Events recorded before the turn's `prompt_started` (attaching, recovering an earlier
 //! interrupted turn) are not the turn's, nor are those after its end (shutdown); a
@@ -29,6 +33,8 @@ pub enum LiveFormat {
     Json,
     /// Nothing while streaming.
     Quiet,
+    /// The JSON-RPC frames rebuilt from the events, one per stdout line.
+    Acp,
 }
 
 /// The colour a [`Span`] is meant to be shown in, where the terminal has colours.
@@ -203,6 +209,12 @@ impl LiveRenderer {
                 == self.turn.as_deref().unwrap_or_default();
         match self.format {
             LiveFormat::Json => out.push(Piece::Out(format!("{}\n", e.to_ndjson()))),
+            LiveFormat::Acp if in_turn => out.extend(
+                crate::acp_frames::rebuild(e, false)
+                    .into_iter()
+                    .map(|l| Piece::Out(l + "\n")),
+            ),
+            LiveFormat::Acp => {}
             LiveFormat::Quiet => {}
             // Before the turn only lifecycle notes (when verbose) are of interest.
             LiveFormat::Text if in_turn || e.kind() == EventType::LifecycleEvent => {
