@@ -40,6 +40,7 @@ Examples:
   acpx sessions new                           start a session for codex in this directory
   acpx codex 'fix the failing test'           one turn in that session
   acpx --format json prompt -s api 'hi'       every recorded event as JSON, one per line
+  acpx --format acp codex 'hi'                the turn's raw ACP JSON-RPC frames (Node acpx's json)
   acpx sessions events --follow               watch a session's event log as it grows
   echo 'summarize' | acpx exec                one-shot, nothing stored
 
@@ -178,8 +179,8 @@ pub struct GlobalArgs {
     #[arg(long, allow_negative_numbers = true, global = true, value_name = "N")]
     pub prompt_retries: Option<u32>,
 
-    /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json;
-    /// not with --verbose)
+    /// JSON only: stdout carries JSON lines and stderr stays silent (needs --format json or
+    /// acp; not with --verbose)
     #[arg(long, global = true, conflicts_with = "verbose")]
     pub json_strict: bool,
 

@@ -25,6 +25,16 @@ pub enum Format {
     Json,
     // Only the final reply text.
     Quiet,
+    // The raw ACP JSON-RPC frames of a turn, one per line (Node acpx's `--format json`);
+    // other commands print what `json` prints.
+    Acp,
+}
+
+impl Format {
+    /// Whether stdout carries JSON lines only (`json` and `acp`).
+    pub fn is_json(self) -> bool {
+        matches!(self, Format::Json | Format::Acp)
+    }
 }
 
 /// The storage backend, as `--store` and `migrate --to` take it (what each one is:
@@ -135,6 +145,7 @@ impl Config {
                 OutputFormat::Text => Format::Text,
                 OutputFormat::Json => Format::Json,
                 OutputFormat::Quiet => Format::Quiet,
+                OutputFormat::Acp => Format::Acp,
             }),
             store: file.store.map(|s| match s {
                 StoreKind::Fs => Backend::Fs,

@@ -182,9 +182,11 @@ impl Ctx {
         registry: AgentRegistry,
     ) -> CliResult<Ctx> {
         let format = global.format.or(config.format).unwrap_or(Format::Text);
-        if global.json_strict && format != Format::Json {
-            return Err(CliError::usage("--json-strict needs --format json")
-                .with_hint("add --format json (or set `format` to json in the config)"));
+        if global.json_strict && !format.is_json() {
+            return Err(
+                CliError::usage("--json-strict needs --format json (or acp)")
+                    .with_hint("add --format json (or set `format` to json in the config)"),
+            );
         }
         let out = Out::new(format, global.verbose);
         let backend = global.store.or(config.store).unwrap_or(Backend::Fs);

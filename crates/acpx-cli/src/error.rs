@@ -102,6 +102,42 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// The error line of `--format acp`: [`CliError::to_json`], except that a failure the
+    /// agent answered with keeps the agent's own `code` and `message`, acpx's fields merged
+    /// into its `data` (Node acpx's rule, behaviour notes §6).
+    pub fn to_node_json(&self) -> Value {
+        let mut v = self.to_json();
+        let agent = self
+            .data
+            .as_ref()
+            .and_then(|d| d.get("acp"))
+            .filter(|a| a.get("code").is_some_and(Value::is_i64))
+            .cloned();
+        let Some(agent) = agent else {
+            return v;
+        };
+        let mut data = match agent.get("data") {
+            Some(Value::Object(d)) => d.clone(),
+            _ => Map::new(),
+        };
+        if let Some(Value::Object(ours)) = v["error"].get_mut("data").map(std::mem::take) {
+            for (k, val) in ours {
+                if k != "acp" {
+                    data.insert(k, val);
+                }
+            }
+        }
+        data.insert("origin".into(), json!("acp"));
+        v["error"] = json!({
+            "code": agent["code"],
+            "message": agent.get("message").cloned().unwrap_or_else(|| json!(self.message)),
+            "data": data,
+        });
+        v
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)?;
@@ -202,5 +238,25 @@ mod tests {
         assert_eq!(v["error"]["data"]["origin"], "cli");
         assert!(v["id"].is_null());
         assert!(v["error"]["data"].get("detailCode").is_none());
+        assert_eq!(e.to_node_json(), v, "acpx's own error: the same line");
+    }
+
+    #[test]
+    fn an_agent_error_keeps_its_code_and_message_in_the_acp_format() {
+        let e = CliError::runtime("the agent failed the prompt: boom")
+            .with_detail("AGENT_ERROR")
+            .with_data(
+                "acp",
+                json!({"code": -32000, "message": "boom", "data": {"why": "x"}}),
+            );
+        let v = e.to_node_json();
+        assert_eq!(v["error"]["code"], -32000);
+        assert_eq!(v["error"]["message"], "boom");
+        assert_eq!(v["error"]["data"]["why"], "x");
+        assert_eq!(v["error"]["data"]["acpxCode"], "RUNTIME");
+        assert_eq!(v["error"]["data"]["detailCode"], "AGENT_ERROR");
+        assert_eq!(v["error"]["data"]["origin"], "acp");
+        assert!(v["error"]["data"].get("acp").is_none());
+        assert!(v["id"].is_null());
     }
 }

@@ -7,13 +7,19 @@
 //! - `json`: every recorded event envelope, one per line, exactly as in the log, up to and
 //!   including the turn's `prompt_done` / `prompt_error`.
 //! - `quiet`: nothing while streaming (the caller prints the final text).
+//! - `acp`: the raw JSON-RPC frames of the command's agent connection, one per line, as they
+//!   cross ([`LiveOutput::wire_observer`] in one process, [`LiveOutput::on_frame`] from the
+//!   queue owner), through `acpx_runtime::acp_frames::FrameFilter`; recorded events print
+//!   nothing, except those of a turn followed through the log of an owner on another host,
+//!   whose frames are rebuilt from them.
 
 use std::io::{BufRead, IsTerminal};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::EventEnvelope;
+use acpx_runtime::acp_frames::FrameFilter;
 use acpx_runtime::live::{LiveFormat, LiveRenderer, Piece, Span, Tone};
-use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion};
+use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion, WireDirection, WireObserver};
 
 use crate::config::Format;
 use crate::output::{stderr_line, stderr_text, Out, Style};
@@ -23,6 +29,8 @@ use crate::output::{stderr_line, stderr_text, Out, Style};
 pub struct LiveOutput {
     out: Out,
     renderer: Arc<Mutex<LiveRenderer>>,
+    /// `--format acp`: which frames are printed.
+    frames: Option<Arc<Mutex<FrameFilter>>>,
 }
 
 impl LiveOutput {
@@ -31,25 +39,75 @@ impl LiveOutput {
             Format::Text => LiveFormat::Text,
             Format::Json => LiveFormat::Json,
             Format::Quiet => LiveFormat::Quiet,
+            Format::Acp => LiveFormat::Acp,
         };
         let renderer = LiveRenderer::new(format, out.verbose);
+        let frames = out
+            .is_acp()
+            .then(|| Arc::new(Mutex::new(FrameFilter::new())));
         LiveOutput {
             out,
             renderer: Arc::new(Mutex::new(renderer)),
+            frames,
         }
     }
 
-    /// The observer to give the runtime.
+    /// The observer to give the runtime. In the `acp` format the runtime's frames are
+    /// printed ([`LiveOutput::wire_observer`]), not its events.
     pub fn observer(&self) -> Observer {
         let me = self.clone();
-        Arc::new(move |e: &EventEnvelope| me.on_event(e))
+        Arc::new(move |e: &EventEnvelope| {
+            if me.frames.is_none() {
+                me.on_event(e)
+            }
+        })
     }
 
-    /// Ends the reply line on stdout if it is open (text format).
+    /// The wire observer to give the runtime in the `acp` format (none otherwise).
+    pub fn wire_observer(&self) -> Option<WireObserver> {
+        self.frames.as_ref()?;
+        let me = self.clone();
+        Some(Arc::new(move |d: WireDirection, line: &str| {
+            me.on_frame(d, line)
+        }))
+    }
+
+    /// Prints one line of the agent connection, if it is a frame to print (`acp` format).
+    pub fn on_frame(&self, direction: WireDirection, line: &str) {
+        let Some(frames) = &self.frames else {
+            return;
+        };
+        let mut out = Vec::new();
+        // Held while writing, so the frames of both directions keep their order.
+        let mut filter = frames.lock().unwrap_or_else(|p| p.into_inner());
+        filter.push(direction, line, &mut out);
+        self.write_frames(out);
+    }
+
+    fn write_frames(&self, lines: Vec<String>) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for l in lines {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        self.out.raw(&text);
+    }
+
+    /// Ends the reply line on stdout if it is open (text format), or prints the frames held
+    /// back while it was not known whether they would be (`acp` format).
     pub fn finish(&self) {
         let piece = self.lock().finish();
         if let Some(piece) = piece {
             self.write(&piece);
+        }
+        if let Some(frames) = &self.frames {
+            let mut out = Vec::new();
+            let mut filter = frames.lock().unwrap_or_else(|p| p.into_inner());
+            filter.finish(&mut out);
+            self.write_frames(out);
         }
     }
 

@@ -80,6 +80,7 @@ fn early_format(pre: &grammar::Prescan, config: Option<&Config>) -> Format {
     match pre.format.as_deref() {
         Some("json") => Format::Json,
         Some("quiet") => Format::Quiet,
+        Some("acp") => Format::Acp,
         Some(_) => Format::Text,
         None => config.and_then(|c| c.format).unwrap_or(Format::Text),
     }
@@ -233,7 +234,7 @@ fn works_without_config(command: &cli::Command) -> bool {
 fn clap_error(format: Format, e: clap::Error) -> i32 {
     use clap::error::ErrorKind as K;
     // `--version` in JSON output is a result object like any other.
-    if e.kind() == K::DisplayVersion && format == Format::Json {
+    if e.kind() == K::DisplayVersion && format.is_json() {
         Out::new(format, false).json(&serde_json::json!({
             "action": "version",
             "version": env!("CARGO_PKG_VERSION"),
@@ -252,7 +253,7 @@ fn clap_error(format: Format, e: clap::Error) -> i32 {
         };
     }
     let from_env = value_from_env(&e);
-    if format == Format::Json {
+    if format.is_json() {
         let text = naming_env(e.to_string(), from_env);
         let first = text
             .lines()

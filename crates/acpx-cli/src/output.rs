@@ -4,6 +4,8 @@
 //!   operations) on stderr, coloured when stderr is a terminal and `NO_COLOR` is not set.
 //! - `json`: exactly one JSON value per line on stdout; nothing else on stdout.
 //! - `quiet`: only the final reply text (or the essential result of a command) on stdout.
+//! - `acp`: a turn's raw ACP JSON-RPC frames on stdout, one per line (`crate::live`); every
+//!   other command prints what `json` prints. Errors are Node acpx's synthetic lines in both.
 
 use std::io::{IsTerminal, Write};
 
@@ -68,8 +70,14 @@ impl Out {
         }
     }
 
+    /// Whether stdout carries JSON lines only (`json` and `acp`).
     pub fn is_json(&self) -> bool {
-        self.format == Format::Json
+        self.format.is_json()
+    }
+
+    /// Whether a turn prints its raw ACP frames (`acp`).
+    pub fn is_acp(&self) -> bool {
+        self.format == Format::Acp
     }
 
     pub fn is_text(&self) -> bool {
@@ -199,7 +207,9 @@ impl Out {
 
     /// Reports an error: a JSON error line on stdout in JSON format, text on stderr otherwise.
     pub fn error(&self, e: &CliError) {
-        if self.is_json() {
+        if self.is_acp() {
+            self.json(&e.to_node_json());
+        } else if self.is_json() {
             self.json(&e.to_json());
         } else {
             stderr_line(&format!(

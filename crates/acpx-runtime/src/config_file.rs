@@ -8,7 +8,7 @@
 //! are merged name by name.
 //!
 //! Keys (all optional): `defaultAgent`, `defaultPermissions` (`approve-all` | `approve-reads` |
-//! `deny-all`), `format` (`text` | `json` | `quiet`), `store` (`fs` | `sqlite` | `postgres`),
+//! `deny-all`), `format` (`text` | `json` | `acp` | `quiet`), `store` (`fs` | `sqlite` | `postgres`),
 //! `storeUrl` (the PostgreSQL URL of `store: postgres`), `timeout` (seconds, a positive
 //! number), `requestTimeout` (seconds every other ACP request may take, default 120; both at
 //! most a year, see [`crate::durations`]), `agents` (`{"name": {"command": "..."}}` or
@@ -39,6 +39,8 @@ pub enum OutputFormat {
     Json,
     /// `quiet`: only the final reply text.
     Quiet,
+    /// `acp`: a turn's raw ACP JSON-RPC frames, one per line (other commands as `json`).
+    Acp,
 }
 
 /// `store`: the storage backend.
@@ -107,7 +109,7 @@ pub const TEMPLATE: &str = r#"{
   "defaultPermissions": "approve-reads",
   "// nonInteractivePermissions": "when a question needs a terminal and there is none: deny (the turn goes on) or fail (exit 5)",
   "nonInteractivePermissions": "deny",
-  "// format": "output format: text, json (one JSON value per line) or quiet (the reply only)",
+  "// format": "output format: text, json (one JSON value per line: the event log's envelopes), acp (a turn's raw ACP JSON-RPC frames, as Node acpx's json) or quiet (the reply only)",
   "format": "text",
   "// store": "storage backend: fs (files under the home) or sqlite (one database)",
   "store": "fs",
@@ -238,11 +240,14 @@ impl ConfigFile {
                         "text" => OutputFormat::Text,
                         "json" => OutputFormat::Json,
                         "quiet" => OutputFormat::Quiet,
+                        "acp" => OutputFormat::Acp,
                         other => {
                             return Err(config_error(
                                 path,
                                 key,
-                                &format!("expected \"text\", \"json\" or \"quiet\", got {other:?}"),
+                                &format!(
+                                "expected \"text\", \"json\", \"acp\" or \"quiet\", got {other:?}"
+                            ),
                             ))
                         }
                     });

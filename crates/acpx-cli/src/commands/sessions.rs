@@ -331,8 +331,12 @@ fn event_query(a: &EventsArgs) -> EventQuery {
     }
 }
 
+/// One event as the format shows it: its envelope (`json`), the JSON-RPC frames rebuilt from
+/// it (`acp`: `acpx_runtime::acp_frames::rebuild`; most events stand for none), or a line.
 fn print_event(ctx: &Ctx, e: &EventEnvelope) {
-    if ctx.out.is_json() {
+    if ctx.out.is_acp() {
+        ctx.out.lines(acpx_runtime::acp_frames::rebuild(e, true));
+    } else if ctx.out.is_json() {
         ctx.out.raw(&format!("{}\n", e.to_ndjson()));
     } else {
         ctx.out.line(&render::event_line(e));

@@ -18,6 +18,7 @@
 //! | `worker` | the one task holding the [`crate::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
 //! | `reply_parts` | a reply in parts and the bounded writes every answer line goes through |
 //! | `permissions` | permission questions forwarded to the submitting client's user |
+//! | `frames` | a task's raw ACP frames, for the client that asked for them (`--format acp`) |
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //! | [`submit`] | a prompt or control submitted and followed (events, questions, interrupts), cancel, status, close, release |
 //!
@@ -31,6 +32,7 @@
 
 pub mod client;
 mod dispatch;
+mod frames;
 mod frozen;
 pub mod lease;
 mod permissions;

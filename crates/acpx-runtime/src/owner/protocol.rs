@@ -87,6 +87,13 @@ pub struct TaskOptions {
     /// `no_agent_text`), which the client prints as before.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reply_in_parts: bool,
+    /// The client prints the raw ACP frames of its turn (`--format acp`): the owner sends
+    /// it, as [`Response::Frame`] lines, every JSON-RPC line its agent connection carries
+    /// while the task runs, and while the agent starts or reattaches when this task caused
+    /// it, in order, and no other task's. (It then sets `no_events` too; the frames count in
+    /// the connection's backlog as events do.) An owner that predates the flag ignores it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acp_frames: bool,
     /// The owner's idle time-to-live in seconds (`0`: until the session is closed), when the
     /// command was given one (`--ttl`, or `ttl` in a config file): a warm owner takes it from
     /// then on. Absent, the owner keeps the one it has.
@@ -657,6 +664,15 @@ pub enum Response {
         /// The text.
         text: String,
     },
+    /// One raw JSON-RPC line of the agent connection, only to a client whose task set
+    /// [`TaskOptions::acp_frames`]: exactly as written to the agent (`outbound`) or read
+    /// from it (`inbound`), in the order they crossed, before the task's final line.
+    Frame {
+        /// `outbound` (to the agent) or `inbound` (from it), Node acpx's words.
+        direction: String,
+        /// The line, without its newline.
+        line: String,
+    },
     /// The turn ended (whatever its outcome).
     Result {
         /// How.
@@ -709,6 +725,7 @@ impl Response {
                 | Response::Event { .. }
                 | Response::PermissionRequest { .. }
                 | Response::ReplyPart { .. }
+                | Response::Frame { .. }
         )
     }
 }
@@ -767,6 +784,25 @@ mod tests {
             serde_json::from_str::<Response>(l.trim_end()).unwrap(),
             part
         );
+    }
+
+    #[test]
+    fn a_frame_is_a_line_that_does_not_end_the_answer_and_asked_for_only() {
+        let frame = Response::Frame {
+            direction: "inbound".into(),
+            line: r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#.into(),
+        };
+        let l = line(&frame);
+        assert!(
+            l.starts_with(r#"{"type":"frame","direction":"inbound","line":"{\"jsonrpc"#),
+            "{l}"
+        );
+        assert!(!frame.is_final());
+        assert_eq!(
+            serde_json::from_str::<Response>(l.trim_end()).unwrap(),
+            frame
+        );
+        assert!(!line(&TaskOptions::default()).contains("acpFrames"));
     }
 
     /// A result from an owner that predates `agentTextError` (or that had nothing to report)

@@ -70,6 +70,9 @@ pub enum SubmitEvent<'a> {
     /// owner predates the flag and sent it whole). Print it and let it go: the reply is not
     /// kept.
     ReplyPart(&'a str),
+    /// One raw JSON-RPC line of the agent connection, as the owner saw it cross (only when
+    /// the task set [`TaskOptions::acp_frames`]): which way, and the line.
+    Frame(crate::WireDirection, &'a str),
 }
 
 /// How a [`prompt`] ended.
@@ -316,6 +319,14 @@ pub async fn prompt(
                 events(SubmitEvent::Started(&into_notices(notices)));
             }
             Some(Response::Event { envelope }) => events(SubmitEvent::Event(&envelope)),
+            Some(Response::Frame { direction, line }) => {
+                let direction = if direction == "outbound" {
+                    crate::WireDirection::ToAgent
+                } else {
+                    crate::WireDirection::FromAgent
+                };
+                events(SubmitEvent::Frame(direction, &line));
+            }
             Some(Response::PermissionRequest { id: qid, question }) => {
                 // Only an interactive request is asked; refuse anything else.
                 let answered = match prompter {

@@ -47,6 +47,8 @@ pub(super) struct Worker {
     /// reattaches, since capabilities are fixed at `initialize`.
     session_mcp: (Value, bool, bool),
     attach_sink: AttachSink,
+    /// Where the agent connection's raw frames go (`--format acp`; `frames`).
+    frames: super::frames::FrameSink,
 }
 
 /// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and whether fs
@@ -90,6 +92,7 @@ impl Worker {
     pub(super) fn new(runtime: Runtime, shared: Arc<Shared>) -> Worker {
         let attach_sink: AttachSink = Arc::new(Mutex::new(None));
         let mut base = runtime.options().clone();
+        let frames = super::frames::install(&mut base);
         let sink = attach_sink.clone();
         let inner = base.observer.take();
         base.observer = Some(Arc::new(move |e: &EventEnvelope| {
@@ -108,6 +111,7 @@ impl Worker {
             session: None,
             session_mcp: (Value::Null, true, true),
             attach_sink,
+            frames,
         }
     }
 
@@ -427,6 +431,13 @@ impl Worker {
             let _ = job.reply.send(line(&r).into());
         };
         let options = job.kind.options().cloned().unwrap_or_default();
+        // `--format acp`: the task's frames, from the attach it may cause to its turn's end.
+        let frames = self.frames.serve(match &job.kind {
+            JobKind::Prompt {
+                options, backlog, ..
+            } if options.acp_frames => Some((job.reply.clone(), backlog.clone())),
+            _ => None,
+        });
         let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);
         let create = match &job.kind {
             JobKind::Create(spec, _) => Some(Making::New(spec)),
@@ -549,7 +560,7 @@ impl Worker {
                     without_agent_text: options.no_agent_text || options.reply_in_parts,
                     // The owner's session lives on: each turn's end is saved at once.
                     session_ends_after: false,
-                    output_backlog: (!options.no_events).then_some(backlog),
+                    output_backlog: (!options.no_events || options.acp_frames).then_some(backlog),
                 };
                 let outcome = session.prompt_with_options(prompt, turn).await;
                 if let (true, Ok(o)) = (options.reply_in_parts, &outcome) {
@@ -604,6 +615,7 @@ impl Worker {
             JobKind::Close | JobKind::Release => return Ok(()),
         };
         *locked(&self.shared.current) = None;
+        drop(frames);
         let (phase, mut extra) = match &result {
             Ok(Response::Result { outcome }) => {
                 let mut m = extra;

@@ -98,12 +98,14 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         no_terminal: ctx.no_terminal,
         auth_policy: Some(ctx.auth_policy),
         interactive: false,
-        // Quiet output prints only the answer: the owner need not stream the events.
-        no_events: ctx.out.format == crate::config::Format::Quiet,
+        // Quiet output prints only the answer, and `acp` the frames: the owner need not
+        // stream the events.
+        no_events: matches!(ctx.out.format, Format::Quiet | Format::Acp),
         no_agent_text: ctx.out.format != crate::config::Format::Quiet,
         // Quiet output prints the reply: in parts, as the owner reads them, never whole.
         reply_in_parts: ctx.out.format == crate::config::Format::Quiet,
         ttl_seconds: ctx.ttl_given.then_some(ctx.ttl),
+        acp_frames: ctx.out.is_acp(),
     }
 }
 
@@ -170,6 +172,7 @@ pub(super) async fn prompt(
             )),
             SubmitEvent::TurnOver => live.finish(),
             SubmitEvent::ReplyPart(part) => quiet.piece(ctx, part),
+            SubmitEvent::Frame(direction, line) => live.on_frame(direction, line),
         },
     )
     .await

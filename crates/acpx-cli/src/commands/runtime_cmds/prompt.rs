@@ -50,7 +50,8 @@ fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<Str
 /// The exit status a finished turn maps to (the kind is [`turn_failure`]'s, Node acpx's rules;
 /// this adds the message and the hint). `shown` says the turn's terminal event was
 /// printed: in JSON mode that line is the last one and carries the outcome, so no error line
-/// follows it; in text mode its `[error]` line said what went wrong.
+/// follows it; in text mode its `[error]` line said what went wrong. (In the `acp` format
+/// the frames never say it: the error line always follows, as in Node acpx.)
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
     let reported = |e: CliError| if shown { e.reported() } else { e };
     let Some(kind) = turn_failure(outcome) else {
@@ -159,7 +160,7 @@ fn finish_turn<'a>(
     turn_result(
         ctx,
         outcome,
-        live.saw_end() && ctx.out.format != Format::Quiet,
+        live.saw_end() && !matches!(ctx.out.format, Format::Quiet | Format::Acp),
     )
 }
 
@@ -216,6 +217,14 @@ fn unreadable_reply(e: std::io::Error) -> CliError {
     )
 }
 
+/// The runtime's options for a one-process turn whose output is `live`: its events, or in
+/// the `acp` format the frames of its agent connection.
+fn live_options(ctx: &Ctx, live: &LiveOutput) -> acpx_runtime::RuntimeOptions {
+    let mut options = runtime_options(ctx, Some(live.observer()));
+    options.wire_observer = live.wire_observer();
+    options
+}
+
 /// `prompt`.
 pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let store = ctx.store().await?;
@@ -252,7 +261,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     }
     owned::release_owner_of(ctx, &id).await?;
     let live = LiveOutput::new(ctx.out.clone());
-    let runtime = Runtime::new(store, runtime_options(ctx, Some(live.observer())));
+    let runtime = Runtime::new(store, live_options(ctx, &live));
     let turn = local::prompt(
         &runtime,
         ctx.authority()?,
@@ -286,7 +295,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     let live = LiveOutput::new(ctx.out.clone());
     let runtime = Runtime::new(
         Arc::new(acpx_model::MemoryStore::new()),
-        runtime_options(ctx, Some(live.observer())),
+        live_options(ctx, &live),
     );
     let spec = NewSessionSpec {
         agent_command: ctx.agent.command.clone(),
