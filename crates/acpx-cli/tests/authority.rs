@@ -704,3 +704,43 @@ fn a_client_leaves_an_owner_that_froze_mid_turn() {
         env.run(&["--agent", &agent, "sessions", "close"]).ok();
     }
 }
+
+/// Queue order is arrival order (issue 51): clients that queue while the owner is stopped run
+/// in the order they arrived, once it continues, not in the order their requests happen to be
+/// read; a client that gave up meanwhile is dropped and the others keep their order.
+#[test]
+fn prompts_queued_during_a_stall_run_in_arrival_order() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        let owner = owner_pid(&env, backend, &agent).expect("the owner runs");
+        for round in 0..2 {
+            common::process::kill(owner, libc::SIGSTOP);
+            let mut clients = Vec::new();
+            for i in 1..=5 {
+                let text = format!("ord{round}-{i}");
+                clients.push(common::process::spawn(
+                    &env,
+                    &["--agent", &agent, "echo", &text],
+                ));
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            // The third one gives up before the owner continues.
+            let gave_up = clients.remove(2);
+            common::process::kill_child(&gave_up, libc::SIGKILL);
+            let _ = common::process::finish(gave_up);
+            common::process::kill(owner, libc::SIGCONT);
+            for c in clients {
+                let r = common::process::finish(c);
+                assert_eq!(r.code, 0, "{r:?}");
+            }
+        }
+        let heard = user_messages(&env, backend, &agent);
+        let expected: Vec<String> = (0..2)
+            .flat_map(|round| [1, 2, 4, 5].map(move |i| format!("echo ord{round}-{i}")))
+            .collect();
+        assert_eq!(heard, expected, "{backend}");
+        env.run(&["--agent", &agent, "sessions", "close"]).ok();
+    }
+}

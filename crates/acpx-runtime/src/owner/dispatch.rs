@@ -62,6 +62,7 @@ pub(super) async fn dispatch(
     reply: ReplyTx,
     backlog: &Arc<OutputBacklog>,
     answers: Option<BufReader<OwnedReadHalf>>,
+    arrival: u64,
 ) -> (bool, Option<AbortOnDrop>) {
     let mut reading_answers = None;
     let wait = match request {
@@ -140,12 +141,12 @@ pub(super) async fn dispatch(
                 prompter,
                 backlog: backlog.clone(),
             };
-            enqueue(shared, request_id, kind, reply).await;
+            enqueue(shared, arrival, request_id, kind, reply).await;
             wait
         }
         Request::SetMode { mode_id, options } => {
             let kind = JobKind::SetMode(mode_id, options);
-            enqueue(shared, control_id(), kind, reply).await;
+            enqueue(shared, arrival, control_id(), kind, reply).await;
             true
         }
         Request::SetConfigOption {
@@ -154,12 +155,12 @@ pub(super) async fn dispatch(
             options,
         } => {
             let kind = JobKind::SetConfigOption(config_id, value, options);
-            enqueue(shared, control_id(), kind, reply).await;
+            enqueue(shared, arrival, control_id(), kind, reply).await;
             true
         }
         Request::SetModel { model_id, options } => {
             let kind = JobKind::SetModel(model_id, options);
-            enqueue(shared, control_id(), kind, reply).await;
+            enqueue(shared, arrival, control_id(), kind, reply).await;
             true
         }
         Request::CreateSession {
@@ -173,7 +174,14 @@ pub(super) async fn dispatch(
                 cwd: cwd.into(),
                 name,
             };
-            enqueue(shared, control_id(), JobKind::Create(spec, options), reply).await;
+            enqueue(
+                shared,
+                arrival,
+                control_id(),
+                JobKind::Create(spec, options),
+                reply,
+            )
+            .await;
             true
         }
         Request::ForkSession {
@@ -184,7 +192,7 @@ pub(super) async fn dispatch(
             match acpx_model::RecordId::parse(&parent_record_id) {
                 Ok(parent) => {
                     let kind = JobKind::Fork(parent, name, options);
-                    enqueue(shared, control_id(), kind, reply).await;
+                    enqueue(shared, arrival, control_id(), kind, reply).await;
                 }
                 Err(e) => {
                     let error = WireError {
@@ -209,6 +217,7 @@ pub(super) async fn dispatch(
                 }
                 _ => {
                     let job = Job {
+                        arrival,
                         request_id: control_id(),
                         kind: JobKind::Release,
                         reply,
@@ -236,6 +245,7 @@ pub(super) async fn dispatch(
                 }
             }
             let job = Job {
+                arrival,
                 request_id: control_id(),
                 kind,
                 reply,
@@ -316,6 +326,7 @@ fn withdraw_starting(shared: &Shared) -> Option<Response> {
 
 pub(super) async fn enqueue(
     shared: &Arc<Shared>,
+    arrival: u64,
     request_id: String,
     kind: JobKind,
     reply: ReplyTx,
@@ -370,6 +381,7 @@ pub(super) async fn enqueue(
             .is_ok();
     }
     let job = Job {
+        arrival,
         request_id,
         kind,
         reply,

@@ -30,7 +30,9 @@
 //! after the append), so a client never shows what the log does not have. A client that goes
 //! away while it waits changes nothing: the task runs to its end and is recorded.
 
+mod arrival;
 pub mod client;
+mod connections;
 mod dispatch;
 mod frames;
 mod frozen;

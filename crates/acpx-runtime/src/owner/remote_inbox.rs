@@ -94,7 +94,8 @@ async fn serve_task(shared: &Arc<Shared>, store: &Arc<dyn Store>, task: RemoteTa
         }
         other => other,
     };
-    let (wait, _no_answers) = dispatch(shared, request, reply, &backlog, None).await;
+    let arrival = shared.arrivals.number();
+    let (wait, _no_answers) = dispatch(shared, request, reply, &backlog, None, arrival).await;
     tokio::spawn(forward(store.clone(), task.task_id, replies, backlog, wait));
 }
 

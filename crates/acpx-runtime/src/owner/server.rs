@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use acpx_model::{EventEnvelope, RecordId, ThreadText, Timestamp};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
@@ -18,6 +18,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::output_backlog::OutputBacklog;
 use crate::session::{CancelHandle, NewSessionSpec, QueueLog, Runtime};
 
+use super::connections::{answered_in_reserve, max_connections, refuse, tell, Band, Serving};
 use super::dispatch::dispatch;
 use super::lease::{self, Lease, LeasePaths};
 use super::permissions::ForwardingPrompter;
@@ -30,56 +31,10 @@ use super::{remote_inbox, store_lease};
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// The most connections an owner serves at once when `ACPX_OWNER_MAX_CONNECTIONS` does not
-/// say: far more than its clients ever hold (the running task's, the queued ones', a few
-/// `status` and `cancel`), far fewer than the usual 1024 file descriptors.
-const DEFAULT_MAX_CONNECTIONS: usize = 256;
-/// The environment variable that sets another limit (1 to 65536).
-const MAX_CONNECTIONS_VAR: &str = "ACPX_OWNER_MAX_CONNECTIONS";
-/// Connections served beyond the limit for requests answered at once or ending the owner
-/// (`status`, `cancel`, `withdraw`, `close`, `release`): a user can still see and stop an
-/// owner whose connections are all taken. A request that queues work is refused there.
-const CONTROL_RESERVE: usize = 16;
 /// How long a connection may take to send its request line (a client sends it as soon as it
 /// is connected); then it is told so and closed. Only the request is bounded so: a client
 /// that sent it waits its turn as long as the queue takes.
 const FIRST_LINE_DEADLINE: Duration = Duration::from_secs(10);
-/// Refused connections (past the limit and the reserve) kept open for at most
-/// [`REFUSAL_LINGER`] while their request is read and dropped, so the client reads the
-/// refusal rather than a reset or a broken pipe; more at once are closed right after it.
-const REFUSING_MAX: usize = 64;
-const REFUSAL_LINGER: Duration = Duration::from_secs(1);
-/// The owner's log says at most this often that it refuses connections.
-const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// The connection limit: `ACPX_OWNER_MAX_CONNECTIONS` when set, else
-/// [`DEFAULT_MAX_CONNECTIONS`], raised for a queue deeper than that (`queue_max_depth` waiting
-/// clients, the running one's and 63 more), so a full queue's clients always fit. A value
-/// that is not a number from 1 to 65536 is said in the owner's log and ignored.
-fn max_connections(queue_max_depth: usize) -> usize {
-    connection_limit(
-        std::env::var(MAX_CONNECTIONS_VAR).ok().as_deref(),
-        queue_max_depth,
-    )
-}
-
-/// [`max_connections`] with the variable's value `var`.
-fn connection_limit(var: Option<&str>, queue_max_depth: usize) -> usize {
-    let default = DEFAULT_MAX_CONNECTIONS.max(queue_max_depth.saturating_add(64).min(65536));
-    let Some(v) = var else {
-        return default;
-    };
-    match v.trim().parse::<usize>() {
-        Ok(n) if (1..=65536).contains(&n) => n,
-        _ => {
-            tracing::warn!(
-                "{MAX_CONNECTIONS_VAR}={v:?} is not a number from 1 to 65536; \
-                 serving at most {default} connections"
-            );
-            default
-        }
-    }
-}
 
 /// The idle time-to-live when none is configured.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
@@ -211,6 +166,8 @@ impl From<String> for Outgoing {
 pub(super) type ReplyTx = mpsc::UnboundedSender<Outgoing>;
 
 pub(super) struct Job {
+    /// Its arrival number (`arrival`): the worker runs tasks in this order.
+    pub(super) arrival: u64,
     pub(super) request_id: String,
     pub(super) kind: JobKind,
     /// Response lines for the client; a client that went away leaves sends failing, and the
@@ -271,6 +228,8 @@ pub(super) struct Shared {
     /// its request id and its client's reply channel, so `cancel` can withdraw it and tell
     /// its client at once rather than after the agent is up.
     pub(super) starting: Mutex<Option<(String, ReplyTx)>>,
+    /// The arrival numbers of connections and tasks (`arrival`).
+    pub(super) arrivals: Arc<super::arrival::Arrivals>,
     /// Connections that could not be accepted, and the last error.
     pub(super) accept_errors: AtomicU64,
     pub(super) accept_error: Mutex<Option<String>>,
@@ -291,60 +250,6 @@ impl Replying {
 impl Drop for Replying {
     fn drop(&mut self) {
         self.0.replying.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Where a connection is served: within the limit (any request), or in the reserve beyond
-/// it (requests answered at once or ending the owner only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Band {
-    Limit,
-    Reserve,
-}
-
-/// Counts a connection as served, in its band, until dropped.
-struct Serving(Arc<Shared>, Band);
-
-impl Serving {
-    fn new(shared: &Arc<Shared>, band: Band) -> Serving {
-        shared.connections.fetch_add(1, Ordering::SeqCst);
-        shared.band_count(band).fetch_add(1, Ordering::SeqCst);
-        Serving(shared.clone(), band)
-    }
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        self.0.band_count(self.1).fetch_sub(1, Ordering::SeqCst);
-        self.0.connections.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Counts a refused connection kept open while its request is drained.
-struct Refusing(Arc<Shared>);
-
-impl Drop for Refusing {
-    fn drop(&mut self) {
-        self.0.refusing.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Whether `request` may be served in the [`CONTROL_RESERVE`]: answered at once, or ending
-/// the owner; not one that queues work behind the running task.
-fn answered_in_reserve(request: &Request) -> bool {
-    match request {
-        Request::Status
-        | Request::Cancel
-        | Request::Withdraw { .. }
-        | Request::Close
-        | Request::Release
-        | Request::ReleaseIdle => true,
-        Request::SubmitPrompt { .. }
-        | Request::SetMode { .. }
-        | Request::SetConfigOption { .. }
-        | Request::SetModel { .. }
-        | Request::CreateSession { .. }
-        | Request::ForkSession { .. } => false,
     }
 }
 
@@ -387,51 +292,11 @@ impl Shared {
         }
     }
 
-    fn band_count(&self, band: Band) -> &AtomicUsize {
+    pub(super) fn band_count(&self, band: Band) -> &AtomicUsize {
         match band {
             Band::Limit => &self.in_limit,
             Band::Reserve => &self.in_reserve,
         }
-    }
-
-    /// The band a new connection is served in, `None` when both are full.
-    fn band_for_new(&self) -> Option<Band> {
-        if self.in_limit.load(Ordering::SeqCst) < self.max_connections {
-            Some(Band::Limit)
-        } else if self.in_reserve.load(Ordering::SeqCst) < CONTROL_RESERVE {
-            Some(Band::Reserve)
-        } else {
-            None
-        }
-    }
-
-    /// The answer to a connection refused for the limit (`reserve_full`: a connection past
-    /// the reserve too, refused before its request was read), counted, and said in the log
-    /// (at most every [`REFUSAL_LOG_EVERY`]).
-    fn refusal(&self, reserve_full: bool) -> String {
-        let refused = self.refused.fetch_add(1, Ordering::SeqCst) + 1;
-        let max = self.max_connections;
-        let mut message = format!(
-            "the queue owner of session {} (pid {}) is serving its limit of {max} connections \
-             ({MAX_CONNECTIONS_VAR})",
-            self.config.record_id,
-            std::process::id(),
-        );
-        if reserve_full {
-            message.push_str(&format!(
-                " and the {CONTROL_RESERVE} more kept for status, cancel and close"
-            ));
-        }
-        message.push_str("; nothing was queued: try again when some have ended");
-        {
-            let mut logged = locked(&self.refusal_logged);
-            if logged.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
-                *logged = Some(Instant::now());
-                tracing::warn!("refused a connection ({refused} so far): {message}");
-            }
-        }
-        let error = WireError::runtime("QUEUE_OWNER_BUSY", message, true);
-        line(&Response::Error { error })
     }
 
     /// Ends the prompt `request_id`'s time as withdrawable (it starts now, or is dropped):
@@ -587,6 +452,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         activity_changed: Notify::new(),
         queued: Mutex::new(std::collections::HashMap::new()),
         starting: Mutex::new(None),
+        arrivals: Arc::default(),
         accept_errors: AtomicU64::new(0),
         accept_error: Mutex::new(None),
     });
@@ -675,48 +541,22 @@ async fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
             continue;
         };
         let serving = Serving::new(&shared, band);
+        // Numbered here, in the order the kernel queued the connections.
+        let ticket = shared.arrivals.ticket();
         let shared = shared.clone();
         tokio::spawn(async move {
-            serve_connection(stream, shared, band).await;
+            serve_connection(stream, shared, band, ticket).await;
             drop(serving);
         });
     }
 }
 
-/// Answers a connection past the limit and the reserve with `QUEUE_OWNER_BUSY` and closes
-/// it: after reading what it sends for up to [`REFUSAL_LINGER`] (the client reads the
-/// answer, not a reset), or at once when [`REFUSING_MAX`] refusals linger already.
-fn refuse(stream: UnixStream, shared: &Arc<Shared>) {
-    let answer = shared.refusal(true);
-    if shared.refusing.fetch_add(1, Ordering::SeqCst) >= REFUSING_MAX {
-        shared.refusing.fetch_sub(1, Ordering::SeqCst);
-        // A new connection's buffer takes the line without waiting.
-        if let Ok(s) = stream.into_std() {
-            let _ = std::io::Write::write(&mut &s, answer.as_bytes());
-        }
-        return;
-    }
-    let refusing = Refusing(shared.clone());
-    tokio::spawn(async move {
-        let (mut read, mut write) = stream.into_split();
-        let _ = tokio::time::timeout(REFUSAL_LINGER, async {
-            write.write_all(answer.as_bytes()).await?;
-            write.shutdown().await?;
-            let mut sink = [0u8; 4096];
-            while read.read(&mut sink).await? > 0 {}
-            Ok::<_, std::io::Error>(())
-        })
-        .await;
-        drop(refusing);
-    });
-}
-
-/// Writes `line` to a client that is then let go; bounded, as the client may read nothing.
-async fn tell(write: &mut tokio::net::unix::OwnedWriteHalf, line: &str) {
-    let _ = tokio::time::timeout(Duration::from_secs(1), write.write_all(line.as_bytes())).await;
-}
-
-async fn serve_connection(stream: UnixStream, shared: Arc<Shared>, band: Band) {
+async fn serve_connection(
+    stream: UnixStream,
+    shared: Arc<Shared>,
+    band: Band,
+    ticket: super::arrival::Ticket,
+) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     // One request line, bounded like an agent's message: a client cannot grow the owner's
@@ -768,6 +608,8 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>, band: Band) {
             return;
         }
     };
+    // Read: later arrivals wait for it to be queued.
+    ticket.read();
     if band == Band::Reserve && !answered_in_reserve(&request) {
         tell(&mut write, &shared.refusal(false)).await;
         return;
@@ -778,7 +620,17 @@ async fn serve_connection(stream: UnixStream, shared: Arc<Shared>, band: Band) {
     let backlog = OutputBacklog::new(CLIENT_BACKLOG_MAX);
     let _closing = ClosesBacklog(backlog.clone());
     let stall = reply_stall(shared.ttl());
-    let (wait, reading_answers) = dispatch(&shared, request, reply, &backlog, Some(reader)).await;
+    let (wait, reading_answers) = dispatch(
+        &shared,
+        request,
+        reply,
+        &backlog,
+        Some(reader),
+        ticket.number,
+    )
+    .await;
+    // Queued (or answered): later arrivals need not wait for it any more.
+    drop(ticket);
     // Lines are written as they come, those waiting gathered into one write (up to
     // [`BATCH_MAX`]), so a fast stream of events costs few writes. A write the client leaves
     // untaken for `stall` ends the connection (a client stopped for good must not hold the
@@ -918,32 +770,6 @@ pub(super) fn event_line(envelope: &EventEnvelope) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_connection_limit_is_the_variables_else_fits_the_queue() {
-        assert_eq!(connection_limit(None, 16), DEFAULT_MAX_CONNECTIONS);
-        assert_eq!(connection_limit(Some(" 8 "), 16), 8);
-        assert_eq!(connection_limit(Some("65536"), 16), 65536);
-        for bad in ["0", "65537", "-1", "many", ""] {
-            assert_eq!(
-                connection_limit(Some(bad), 16),
-                DEFAULT_MAX_CONNECTIONS,
-                "{bad}"
-            );
-        }
-        assert_eq!(connection_limit(None, 1000), 1064);
-        assert_eq!(connection_limit(None, usize::MAX), 65536);
-    }
-
-    #[test]
-    fn the_reserve_serves_no_request_that_queues_work() {
-        assert!(answered_in_reserve(&Request::Status));
-        assert!(answered_in_reserve(&Request::Close));
-        assert!(!answered_in_reserve(&Request::SetMode {
-            mode_id: "m".into(),
-            options: TaskOptions::default(),
-        }));
-    }
 
     #[test]
     fn a_line_type_is_read_from_its_start_and_agrees_with_is_final() {

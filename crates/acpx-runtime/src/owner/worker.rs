@@ -16,6 +16,7 @@ use crate::mapping::MCP_SERVERS_KEY;
 use crate::mcp_servers::{parse_mcp_servers, McpServers};
 use crate::session::{NewSessionSpec, Notice, Runtime, RuntimeOptions, Session, TurnOptions};
 
+use super::arrival::{Earlier, ORDER_GRACE, QUEUEING_GRACE};
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
 use super::server::{
     event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
@@ -49,6 +50,9 @@ pub(super) struct Worker {
     attach_sink: AttachSink,
     /// Where the agent connection's raw frames go (`--format acp`; `frames`).
     frames: super::frames::FrameSink,
+    /// Tasks taken off the channel and not run yet: the lowest arrival number runs first
+    /// (`arrival`).
+    pending: Vec<Job>,
 }
 
 /// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and whether fs
@@ -112,6 +116,46 @@ impl Worker {
             session_mcp: (Value::Null, true, true),
             attach_sink,
             frames,
+            pending: Vec::new(),
+        }
+    }
+
+    /// The next task in arrival order: every task on the channel is taken, and the one that
+    /// arrived first runs, after a wait for connections accepted before it: at most
+    /// [`QUEUEING_GRACE`] for one whose request is being queued, [`ORDER_GRACE`] for one whose
+    /// request is not read yet. `Err` when the owner should stop.
+    async fn next_in_order(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<Job>,
+        broken: bool,
+    ) -> Result<Job, OwnerExit> {
+        let mut waited = Duration::ZERO;
+        loop {
+            while let Ok(job) = rx.try_recv() {
+                self.pending.push(job);
+            }
+            let Some(first) = self.pending.iter().map(|j| j.arrival).min() else {
+                let job = self.next_job(rx, broken).await?;
+                self.pending.push(job);
+                continue;
+            };
+            let grace = match self.shared.arrivals.earlier(first) {
+                Earlier::None => Duration::ZERO,
+                Earlier::Reading => ORDER_GRACE,
+                Earlier::Queueing => QUEUEING_GRACE,
+            };
+            if waited < grace {
+                let step = Duration::from_millis(10);
+                self.shared.arrivals.wait_decided(step).await;
+                waited += step;
+                continue;
+            }
+            let at = self
+                .pending
+                .iter()
+                .position(|j| j.arrival == first)
+                .unwrap_or(0);
+            return Ok(self.pending.remove(at));
         }
     }
 
@@ -127,7 +171,7 @@ impl Worker {
                     break why;
                 }
             }
-            let next = self.next_job(&mut rx, open_failed.is_some()).await;
+            let next = self.next_in_order(&mut rx, open_failed.is_some()).await;
             let job = match next {
                 Ok(job) => job,
                 Err(why) => break why,
@@ -287,8 +331,11 @@ impl Worker {
         }
     }
 
-    fn refuse_queued(&self, rx: &mut mpsc::UnboundedReceiver<Job>) {
+    fn refuse_queued(&mut self, rx: &mut mpsc::UnboundedReceiver<Job>) {
         while let Ok(job) = rx.try_recv() {
+            self.pending.push(job);
+        }
+        for job in std::mem::take(&mut self.pending) {
             self.shared.depth.fetch_sub(1, Ordering::SeqCst);
             let _ = job.reply.send(
                 line(&Response::Error {
