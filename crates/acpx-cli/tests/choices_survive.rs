@@ -42,10 +42,15 @@ fn model_flag_and_set_model_are_kept_by_the_session() {
         // --model on a prompt changes the session's model for good.
         assert!(state(&env, &agent, &["--model", "large"]).contains("model=large"));
         assert!(state(&env, &agent, &["--no-owner"]).contains("model=large"));
-        // An unknown model is refused by the agent: exit 1, named.
+        // A model the session does not offer is a usage error naming the ones it does
+        // (issue 51: exit 2, as for a mode).
         let r = env.run(&["--agent", &agent, "set", "model", "huge"]);
-        assert_eq!(r.code, 1, "{r:?}");
-        assert!(r.stderr.contains("huge"), "{}", r.stderr);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(
+            r.stderr.contains("huge") && r.stderr.contains("small"),
+            "{}",
+            r.stderr
+        );
     }
 }
 

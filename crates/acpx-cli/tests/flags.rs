@@ -277,7 +277,8 @@ fn exec_config_options_are_set_before_the_prompt() {
         ])
         .ok();
     assert_eq!(r.stdout, "mode=default; model=large; mcp=\n");
-    // A refused option fails before the prompt (exit 1); a malformed one is a usage error.
+    // An option the session does not offer fails before the prompt, a usage error naming
+    // the ones it does (exit 2, issue 51); a malformed one is a usage error too.
     let r = env.run(&[
         "--agent",
         &agent,
@@ -286,8 +287,12 @@ fn exec_config_options_are_set_before_the_prompt() {
         "nope=1",
         "state",
     ]);
-    assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("nope"), "{}", r.stderr);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("nope") && r.stderr.contains("model"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stdout.is_empty(), "{}", r.stdout);
     let r = env.run(&["--agent", &agent, "exec", "--config-option", "bad", "state"]);
     assert_eq!(r.code, 2, "{r:?}");

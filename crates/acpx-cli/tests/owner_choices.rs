@@ -74,8 +74,9 @@ fn the_mode_and_model_survive_an_agent_restart_in_the_owner() {
         // `--model` on a prompt to the warm owner selects it before the turn.
         let s = state(&env, &agent, &["--model", "small"]);
         assert!(s.starts_with("mode=plan; model=small"), "{s}");
+        // A model the session does not offer: a usage error (issue 51), before the prompt.
         let r = env.run(&["--model", "huge", "--agent", &agent, "state"]);
-        assert_eq!(r.code, 1, "{r:?}");
+        assert_eq!(r.code, 2, "{r:?}");
         // The task that failed before its prompt ends in the log as every task does.
         let last = events(&env, &agent, "queue_event").pop().unwrap();
         assert_eq!(last["payload"]["phase"], "error", "{last}");

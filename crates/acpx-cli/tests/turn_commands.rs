@@ -782,3 +782,60 @@ fn slow_no_owner_prompt(env: &Env, agent: &str) -> Running {
         STARTED,
     )
 }
+
+/// One exit code per kind of mistake (issue 51): a config option, value, model or mode the
+/// session does not offer is a usage error (exit 2) naming the ones it does, whether acpx
+/// knows them from the session's options or the agent refuses with invalid params (its own
+/// text kept in JSON); through the owner and in one process.
+#[test]
+fn what_the_session_does_not_offer_is_a_usage_error() {
+    for backend in BACKENDS {
+        let env = Env::new(backend);
+        let agent = env.agent_cmd("");
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        for no_owner in [false, true] {
+            let base: Vec<&str> = if no_owner {
+                vec!["--no-owner", "--agent", &agent]
+            } else {
+                vec!["--agent", &agent]
+            };
+            let run = |args: &[&str]| {
+                let mut all = base.clone();
+                all.extend_from_slice(args);
+                env.run(&all)
+            };
+            let r = run(&["set", "foo", "bar"]);
+            assert_eq!(r.code, 2, "{r:?}");
+            assert!(
+                r.stderr.contains("config option \"foo\"") && r.stderr.contains("model"),
+                "{r:?}"
+            );
+            let r = run(&["set", "model", "huge"]);
+            assert_eq!(r.code, 2, "{r:?}");
+            assert!(r.stderr.contains("small, large"), "{r:?}");
+            let r = run(&["set-mode", "bogus"]);
+            assert_eq!(r.code, 2, "{r:?}");
+            assert!(r.stderr.contains("plan"), "{r:?}");
+            // A valid one still works.
+            run(&["set", "model", "large"]).ok();
+        }
+        // An agent that advertises no options refuses with invalid params: the same exit,
+        // and its own words in JSON.
+        let models = env.agent_cmd("--models");
+        env.run(&["--agent", &models, "sessions", "new"]).ok();
+        let r = env.run(&[
+            "--format",
+            "json",
+            "--no-owner",
+            "--agent",
+            &models,
+            "set",
+            "foo",
+            "bar",
+        ]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stdout.contains("unknown config option foo"), "{r:?}");
+        let r = env.run(&["--agent", &models, "set", "model", "huge"]);
+        assert_eq!(r.code, 2, "{r:?}");
+    }
+}

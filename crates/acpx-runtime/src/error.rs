@@ -139,6 +139,23 @@ pub enum RuntimeError {
         available: Vec<String>,
     },
 
+    /// `set` or `set model` with a config option, a value or a model the session does not
+    /// offer: known from the session's advertised options, or the agent refused it as invalid
+    /// params (`detail`: its own message). A usage error, like [`RuntimeError::UnknownMode`].
+    #[error("the agent offers no {what} {asked:?} in this session{}{}", if available.is_empty() { String::new() } else { format!("; it offers: {}", available.join(", ")) }, detail.as_ref().map(|d| format!(" (the agent said: {d})")).unwrap_or_default())]
+    NotOffered {
+        /// `config option`, `value of config option <id>` or `model`.
+        what: String,
+        /// What was asked for.
+        asked: String,
+        /// What the session offers (empty when it did not say).
+        available: Vec<String>,
+        /// The agent's own message, when it refused.
+        detail: Option<String>,
+        /// The agent's error, when it refused (kept in JSON output).
+        acp: Option<Box<crate::error::AcpError>>,
+    },
+
     /// The event log could not be written for too long; the turn was stopped rather than
     /// continue without an audit trail.
     #[error("session {id}: the event log cannot be written ({detail}); the session was stopped")]

@@ -296,6 +296,7 @@ impl WireError {
             RuntimeError::Timeout { .. } => ("TIMEOUT", Some("AGENT_TIMEOUT")),
             RuntimeError::ModeNotRestored { .. } => ("RUNTIME", Some("MODE_NOT_RESTORED")),
             RuntimeError::UnknownMode { .. } => ("USAGE", Some("UNKNOWN_MODE")),
+            RuntimeError::NotOffered { .. } => ("USAGE", Some("NOT_OFFERED")),
             RuntimeError::ResumeRequired { .. } => ("RUNTIME", Some("SESSION_RESUME_REQUIRED")),
             RuntimeError::AuthRequired { .. } => ("RUNTIME", Some("AUTH_REQUIRED")),
             RuntimeError::Agent { error, .. } if error.is_not_found() => ("NO_SESSION", None),

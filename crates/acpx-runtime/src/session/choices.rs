@@ -216,14 +216,32 @@ impl Session {
     /// whether the config option route was used.
     pub async fn set_model(&mut self, model_id: &str) -> RuntimeResult<(Vec<Value>, bool)> {
         self.ensure_connected()?;
-        let (route, acp) = self
+        let (route, acp, offered) = self
             .with_record(|r| {
                 let route = model_route(&r.acpx.config_options, self.models.as_ref());
-                (route, r.acp_session_id.clone())
+                let model_option = match &route {
+                    ModelRoute::ConfigOption(id) => Some(id.as_str()),
+                    _ => None,
+                };
+                let offered = super::offered::model_ids(
+                    &r.acpx.config_options,
+                    model_option,
+                    self.models.as_ref(),
+                );
+                (route, r.acp_session_id.clone(), offered)
             })
             .await;
+        if let Some(ids) = &offered {
+            if !ids.iter().any(|m| m == model_id) {
+                return Err(super::offered::not_offered("model", model_id, ids.clone()));
+            }
+        }
         let controls = self.controls(&acp);
-        let options = apply_model(&controls, &route, model_id).await?;
+        let options = apply_model(&controls, &route, model_id)
+            .await
+            .map_err(|e| {
+                super::offered::refused(e, "model", model_id, offered.clone().unwrap_or_default())
+            })?;
         Ok((options, matches!(route, ModelRoute::ConfigOption(_))))
     }
 }

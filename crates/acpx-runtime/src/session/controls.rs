@@ -259,10 +259,37 @@ impl Session {
         value: Value,
     ) -> RuntimeResult<Vec<Value>> {
         self.ensure_connected()?;
-        let acp = self.acp_session_id().await;
+        let (acp, offered) = self
+            .with_record(|r| (r.acp_session_id.clone(), r.acpx.config_options.clone()))
+            .await;
+        super::offered::check_config(&offered, config_id, &value)?;
+        let asked = value
+            .as_str()
+            .map_or_else(|| value.to_string(), str::to_owned);
         self.controls(&acp)
             .set_config_option(config_id, value)
             .await
+            .map_err(|e| {
+                let (what, available) = match offered
+                    .iter()
+                    .find(|o| o.get("id").and_then(Value::as_str) == Some(config_id))
+                {
+                    Some(o) => (
+                        format!("value of config option {config_id}"),
+                        super::offered::option_values(o).unwrap_or_default(),
+                    ),
+                    None => (
+                        "config option".to_owned(),
+                        super::offered::option_ids(&offered),
+                    ),
+                };
+                let asked = if what == "config option" {
+                    config_id.to_owned()
+                } else {
+                    asked.clone()
+                };
+                super::offered::refused(e, &what, &asked, available)
+            })
     }
 
     /// Sends one ACP request this crate does not wrap (for example `session/fork`) to the

@@ -14,6 +14,7 @@ mod choices;
 mod controls;
 mod handover;
 mod lifecycle;
+mod offered;
 mod options;
 mod prompt;
 mod queue_log;

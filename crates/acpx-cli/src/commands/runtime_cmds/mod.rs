@@ -117,6 +117,14 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         RuntimeError::UnknownMode { .. } => {
             CliError::usage(e.to_string()).with_detail("UNKNOWN_MODE")
         }
+        RuntimeError::NotOffered { ref acp, .. } => {
+            let acp = acp.as_ref().map(|a| a.to_json());
+            let mut err = CliError::usage(e.to_string()).with_detail("NOT_OFFERED");
+            if let Some(a) = acp {
+                err = err.with_data("acp", a);
+            }
+            err
+        }
         RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
             .with_detail("MODE_NOT_RESTORED")
             .with_hint(MODE_NOT_RESTORED_HINT),
