@@ -78,6 +78,49 @@ impl Session {
         Ok(parent)
     }
 
+    /// Sets the user's choices the record holds (desired mode, config values and model, and
+    /// the current mode) in the agent's session, as after an attach to a fresh ACP session:
+    /// what a fork made in this process needs, since the agent starts its fork (or the fresh
+    /// session of a copy) in its defaults. Every choice is sent, the current values being
+    /// unknown; one that cannot be set is recorded and told as after an attach.
+    pub(crate) async fn restore_choices(&mut self) -> RuntimeResult<()> {
+        let (desired, acp, options) = self
+            .with_record(|r| {
+                (
+                    super::choices::Desired::of(r, true),
+                    r.acp_session_id.clone(),
+                    r.acpx.config_options.clone(),
+                )
+            })
+            .await;
+        let options: Vec<Value> = options
+            .into_iter()
+            .map(|mut o| {
+                if let Some(m) = o.as_object_mut() {
+                    m.remove("currentValue");
+                }
+                o
+            })
+            .collect();
+        let mut answer = json!({"configOptions": options});
+        if let Some(m) = &self.modes {
+            answer["modes"] = m.clone();
+        }
+        if let Some(m) = &self.models {
+            let mut m = m.clone();
+            if let Some(o) = m.as_object_mut() {
+                o.remove("currentModelId");
+            }
+            answer["models"] = m;
+        }
+        let controls = self.controls(&acp);
+        let notices =
+            super::choices::restore(&controls, &desired, &answer, self.options.model.as_deref())
+                .await?;
+        self.notices.extend(notices);
+        Ok(())
+    }
+
     /// Flushes the log and saves the snapshot now (not at the next debounce): what readers of
     /// the store must see at once, such as a fork just made.
     pub(crate) async fn save_now(&self) -> RuntimeResult<()> {

@@ -126,9 +126,18 @@ pub async fn fork_keeping_agent(
         .await
         .ok_or(LocalError::Interrupted)??;
     events(LocalEvent::Opened(&fresh));
+    let mut fresh = fresh;
     let child = fresh.record().await;
     let draft = fork_ops::session_forked_draft(&parent, &child, ForkMethod::Copy)?;
-    if let Err(e) = fresh.record_and_save(draft).await {
+    let forked = async {
+        fresh.record_and_save(draft).await?;
+        // The fresh session starts in the agent's defaults: the parent's choices, which
+        // `session_forked` gave the child, as after an attach.
+        fresh.restore_choices().await?;
+        fresh.save_now().await
+    }
+    .await;
+    if let Err(e) = forked {
         let _ = fresh.shutdown().await;
         return Err(e.into());
     }
@@ -172,6 +181,8 @@ async fn agent_fork(
     let parent_now = session
         .hand_agent_to(runtime, &record.acpx_record_id, answer, Some(draft))
         .await?;
+    // The agent starts its fork in its defaults: the user's choices, as after an attach.
+    session.restore_choices().await?;
     session.save_now().await?;
     Ok(parent_now)
 }
