@@ -111,6 +111,15 @@ impl LiveOutput {
         }
     }
 
+    /// Prints a line of acpx's own between the turn's output (see
+    /// [`LiveRenderer::interject`]).
+    pub fn interject(&self, text: &str) {
+        let mut renderer = self.lock();
+        for piece in renderer.interject(text) {
+            self.write(&piece);
+        }
+    }
+
     /// Whether the turn's terminal event was printed.
     pub fn saw_end(&self) -> bool {
         self.lock().saw_end()

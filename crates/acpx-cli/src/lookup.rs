@@ -10,9 +10,11 @@ pub use acpx_runtime::ops::lookup::{
 };
 
 use crate::error::CliError;
+use acpx_runtime::agents::AgentChoice;
 
 /// The "no session" error, saying where acpx looked and how to create one.
-pub fn no_session_error(agent_label: &str, cwd: &Path, name: Option<&str>) -> CliError {
+pub fn no_session_error(agent: &AgentChoice, cwd: &Path, name: Option<&str>) -> CliError {
+    let agent_label = agent.label();
     let dirs = walk_dirs(cwd);
     let top = dirs
         .last()
@@ -27,7 +29,8 @@ pub fn no_session_error(agent_label: &str, cwd: &Path, name: Option<&str>) -> Cl
         None => format!("acpx {agent_label} sessions new"),
     };
     CliError::no_session(format!(
-        "No acpx session{named} found for agent {agent_label} in {} (searched up to {top}).",
+        "No acpx session{named} found for agent {} in {} (searched up to {top}).",
+        agent.display(),
         cwd.display()
     ))
     .with_hint(format!(
@@ -65,12 +68,13 @@ pub async fn closed_named(
 /// [`no_session_error`], pointing at a closed session of that name when there is one.
 pub async fn no_session_error_named(
     store: &dyn Store,
-    agent: (&str, &str),
+    agent: &AgentChoice,
     cwd: &Path,
     name: Option<&str>,
 ) -> CliError {
-    let (label, command) = agent;
-    let err = no_session_error(label, cwd, name);
+    let command = &agent.command;
+    let label = agent.label();
+    let err = no_session_error(agent, cwd, name);
     let Some(n) = name else {
         return err;
     };

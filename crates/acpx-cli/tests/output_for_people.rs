@@ -129,3 +129,84 @@ fn a_permission_request_shows_and_keeps_what_the_call_changes() {
         );
     }
 }
+
+/// The pids of `acpx` processes whose command line names `needle` (the test's own home).
+fn acpx_pids_naming(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let first = cmd.split(|b| *b == 0).next().unwrap_or_default();
+        let is_acpx = first == common::acpx_bin().to_string_lossy().as_bytes();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if is_acpx && cmd.contains(needle) && cmd.contains(" slow ") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// A Ctrl-C while the reply streams (issue 51): on a terminal, the reply line is ended once,
+/// the cancel notice follows, then the cancelled tool call, with no blank line in between;
+/// through the queue owner and in one process.
+#[test]
+fn a_cancel_leaves_no_blank_line_on_the_terminal() {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    for no_owner in [false, true] {
+        let env = Env::new("fs");
+        let agent = env.agent_cmd("");
+        env.run(&["--agent", &agent, "sessions", "new"]).ok();
+        let home = env.home().to_string_lossy().into_owned();
+        let mut line = vec![
+            quote(&common::acpx_bin().to_string_lossy()),
+            "--home".into(),
+            quote(&home),
+            "--agent".into(),
+            quote(&agent),
+        ];
+        if no_owner {
+            line.push("--no-owner".into());
+        }
+        line.extend(["slow", "100"].map(String::from));
+        let child = std::process::Command::new("script")
+            .arg("-qec")
+            .arg(line.join(" "))
+            .arg("/dev/null")
+            .current_dir(env.cwd())
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script(1) runs");
+        // Once it streams (a second of chunks), interrupt the acpx client itself.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let pids = acpx_pids_naming(&home);
+        assert!(!pids.is_empty(), "the client runs");
+        for pid in pids {
+            // SAFETY: kill(2) on the acpx client this test started.
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+        let at = shown
+            .find("[acpx] cancelling the turn")
+            .unwrap_or_else(|| panic!("{shown}"));
+        let after = &shown[at..];
+        assert!(
+            !after.contains("\n\n"),
+            "no blank line after the cancel: {shown:?}"
+        );
+        assert!(
+            after.contains("\n[tool] Long task (failed)"),
+            "the cancelled call follows: {shown:?}"
+        );
+        // The reply line before the notice was ended once, not twice.
+        assert!(!shown[..at].ends_with("\n\n"), "{shown:?}");
+        assert!(shown[..at].contains("chunk 1."), "{shown:?}");
+    }
+}

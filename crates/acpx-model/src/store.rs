@@ -193,6 +193,9 @@ pub struct TornTail {
     pub location: String,
     /// Its length in bytes.
     pub bytes: u64,
+    /// After a set-aside: the file the line was cut from (`None` when it was not moved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_from: Option<String>,
 }
 
 /// A complete line that is not a valid event.

@@ -127,7 +127,16 @@ pub struct AgentChoice {
 }
 
 impl AgentChoice {
-    /// How to name it to the user: its registry name, else `--agent <command>`.
+    /// How a sentence names it: its registry name, else its command line as the user gave
+    /// it (quoted), never the flag.
+    pub fn display(&self) -> String {
+        match &self.name {
+            Some(n) => n.clone(),
+            None => format!("`{}`", crate::transcript::printable(&self.command)),
+        }
+    }
+
+    /// How a command line names it: its registry name, else `--agent <command>`.
     pub fn label(&self) -> String {
         match &self.name {
             Some(n) => n.clone(),

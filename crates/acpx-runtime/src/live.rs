@@ -184,6 +184,17 @@ impl LiveRenderer {
         self.done
     }
 
+    /// A line of acpx's own between the turn's output (a cancel's notice): the reply line is
+    /// ended first, on stdout, as before any note, so the lines that follow start where they
+    /// should (no line left open, no blank line doubled). Text format only.
+    pub fn interject(&mut self, text: &str) -> Vec<Piece> {
+        let mut out = Vec::new();
+        if self.format == LiveFormat::Text {
+            self.note(&mut out, vec![span(Tone::Dim, text)]);
+        }
+        out
+    }
+
     /// Ends the reply line on stdout if it is open (text format).
     pub fn finish(&mut self) -> Option<Piece> {
         std::mem::take(&mut self.reply_open).then(|| Piece::Out("\n".into()))

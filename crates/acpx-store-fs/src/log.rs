@@ -557,6 +557,7 @@ pub(crate) fn set_aside_if_torn(
     Ok(Some(TornTail {
         location: torn_path.display().to_string(),
         bytes: len - end,
+        moved_from: Some(active.display().to_string()),
     }))
 }
 
@@ -612,6 +613,7 @@ pub(crate) fn read_events(
             page.torn_tail = Some(TornTail {
                 location: active.path.display().to_string(),
                 bytes: active.end - end,
+                moved_from: None,
             });
             active.end = end;
         }

@@ -110,8 +110,7 @@ async fn no_session_in_scope(
     store: &dyn acpx_model::Store,
     name: Option<&str>,
 ) -> CliError {
-    let label = ctx.agent.label();
-    no_session_error_named(store, (&label, &ctx.agent.command), &ctx.cwd, name).await
+    no_session_error_named(store, &ctx.agent, &ctx.cwd, name).await
 }
 
 /// The session a `[SESSION] [-s NAME]` pair designates: an id (record id, ACP id, unique
@@ -144,11 +143,21 @@ pub async fn select_summary(ctx: &Ctx, target: &Target) -> CliResult<SessionSumm
     }
 }
 
+/// Nothing has the id (or name) `text`: says only what the user typed. The name part names
+/// the agent only when the user named one (the scope a name is looked up in).
 fn no_such_id(ctx: &Ctx, text: &str) -> CliError {
-    CliError::no_session(format!(
-        "no stored session has the id {text:?}, and no open session of agent {} in {} is named {text:?}",
-        ctx.agent.label(),
-        ctx.cwd.display()
-    ))
-    .with_hint("`acpx sessions list` shows the stored sessions and their ids")
+    let message = if ctx.agent.explicit {
+        format!(
+            "no stored session has the id {text:?}, and no open session of agent {} in {} is \
+             named {text:?}",
+            ctx.agent.display(),
+            ctx.cwd.display()
+        )
+    } else {
+        format!(
+            "no stored session has the id {text:?}, nor is one in this directory named {text:?}"
+        )
+    };
+    CliError::no_session(message)
+        .with_hint("`acpx sessions list` shows the stored sessions and their ids")
 }

@@ -475,7 +475,13 @@ async fn repair(
         match set_aside_torn_tail.map_or(Ok(None), |f| f(id)) {
             Ok(Some(t)) => {
                 p.repaired = true;
-                p.action = Some(format!("set {} bytes aside from {}", t.bytes, t.location));
+                p.action = Some(match &t.moved_from {
+                    Some(from) => format!(
+                        "set {} bytes aside: moved from {from} to {}",
+                        t.bytes, t.location
+                    ),
+                    None => format!("set {} bytes aside in {}", t.bytes, t.location),
+                });
             }
             Ok(None) => {
                 p.repaired = true;

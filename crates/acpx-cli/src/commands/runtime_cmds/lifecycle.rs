@@ -43,7 +43,7 @@ fn print_ensured(
             .as_deref()
             .map(|n| format!(" ({n})"))
             .unwrap_or_default(),
-        ctx.agent.label(),
+        ctx.agent.display(),
         record.cwd
     ));
     ctx.out.line(&format!("  stored in {where_}"));

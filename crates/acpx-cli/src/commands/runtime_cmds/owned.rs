@@ -161,11 +161,7 @@ pub(super) async fn prompt(
             SubmitEvent::Started(notices) => report_notices(ctx, notices),
             SubmitEvent::Event(envelope) => live.on_event(envelope),
             SubmitEvent::CancellingTurn => {
-                if ctx.out.is_text() {
-                    crate::output::stderr_line(
-                        "\n[acpx] cancelling the turn… (Ctrl-C again to stop waiting)",
-                    );
-                }
+                live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop waiting)")
             }
             SubmitEvent::PermissionAnswerFailed(e) => ctx.out.warn(&format!(
                 "could not send the permission answer to the queue owner: {e}"

@@ -134,6 +134,9 @@ fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
                 .unwrap_or_default()
         )),
         LocalEvent::TurnOver => live.finish(),
+        LocalEvent::CancellingTurn => {
+            live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop the agent)")
+        }
         other => report_local(ctx, other, WAITING_FOR_PROMPT),
     }
 }
@@ -231,11 +234,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let Some(found) =
         find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, a.session.as_deref()).await?
     else {
-        return Err(no_session_error(
-            &ctx.agent.label(),
-            &ctx.cwd,
-            a.session.as_deref(),
-        ));
+        return Err(no_session_error(&ctx.agent, &ctx.cwd, a.session.as_deref()));
     };
     let id = found.acpx_record_id;
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;

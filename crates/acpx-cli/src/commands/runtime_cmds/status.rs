@@ -19,7 +19,7 @@ pub async fn status(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     let store = ctx.store().await?;
     let found = find_in_scope(&*store, &ctx.agent.command, &ctx.cwd, a.session.as_deref()).await?;
     let status = match found {
-        None => SessionStatus::no_session(&ctx.agent.label(), &ctx.cwd),
+        None => SessionStatus::no_session(&ctx.agent.display(), &ctx.cwd),
         Some(found) => {
             let record = store.load(&found.acpx_record_id).await?;
             let remote =
