@@ -176,6 +176,11 @@ fn fsck_sets_a_torn_tail_aside_and_reports_damage() {
         .filter(|p| p.to_string_lossy().contains("rec-torn.events.torn-"))
         .collect();
     assert_eq!(aside.len(), 1, "the torn bytes are kept aside");
+    // The action names the file the bytes came from, then the one they went to (issue 51).
+    let action = report["problems"][0]["action"].as_str().unwrap();
+    let from = action.find(&log.display().to_string());
+    let to = action.find(&aside[0].display().to_string());
+    assert!(from.is_some() && to.is_some() && from < to, "{action}");
     assert_eq!(
         std::fs::read(&aside[0]).unwrap(),
         b"{\"eventVersion\":1,\"seq\":4,\"timest"

@@ -210,3 +210,22 @@ fn a_cancel_leaves_no_blank_line_on_the_terminal() {
         assert!(shown[..at].contains("chunk 1."), "{shown:?}");
     }
 }
+
+/// Messages name what the user gave (issue 51): the agent as typed (not the flag), and a
+/// lookup with no agent named does not bring one in.
+#[test]
+fn messages_name_the_agent_as_given_and_only_what_was_typed() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    let r = env
+        .run(&["--no-owner", "--agent", &agent, "sessions", "new"])
+        .ok();
+    assert!(r.stdout.contains(&format!("for agent `{agent}`")), "{r:?}");
+    assert!(!r.stdout.contains("--agent"), "{r:?}");
+    let r = env.run(&["sessions", "show", "3504299c"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stderr.contains("\"3504299c\""), "{r:?}");
+    assert!(!r.stderr.contains("of agent"), "no agent was named: {r:?}");
+    let r = env.run(&["--agent", &agent, "sessions", "show", "3504299c"]);
+    assert!(r.stderr.contains(&format!("of agent `{agent}`")), "{r:?}");
+}
