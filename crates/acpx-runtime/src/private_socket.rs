@@ -48,9 +48,44 @@ pub fn fnv_hash(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// `/tmp/acpx-<uid>`: where sockets go whose natural path is too long.
+/// `/tmp/acpx-<uid>`: where sockets go whose natural path is too long. When another user
+/// made that path first (or left it open to others), it is never used: the first of
+/// `/tmp/acpx-<uid>-1` … `-7` that is missing or private to this user is, the same one for
+/// every process of the user (issue 45, item 3; said once in the log).
 pub fn private_tmp_dir() -> PathBuf {
-    PathBuf::from(format!("/tmp/acpx-{}", acpx_lock::current_uid()))
+    private_tmp_dir_in(Path::new("/tmp"))
+}
+
+/// How many fallbacks [`private_tmp_dir`] tries after `acpx-<uid>`.
+const TMP_FALLBACKS: u32 = 7;
+
+fn private_tmp_dir_in(tmp: &Path) -> PathBuf {
+    let uid = acpx_lock::current_uid();
+    let first = tmp.join(format!("acpx-{uid}"));
+    let usable = |dir: &Path| match std::fs::symlink_metadata(dir) {
+        Err(_) => true,
+        Ok(m) => m.is_dir() && m.uid() == uid && m.permissions().mode() & 0o077 == 0,
+    };
+    if usable(&first) {
+        return first;
+    }
+    for n in 1..=TMP_FALLBACKS {
+        let dir = tmp.join(format!("acpx-{uid}-{n}"));
+        if usable(&dir) {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(
+                    "{} is not a private directory of yours (another user made it, or it is \
+                     open to others); using {} for control sockets",
+                    first.display(),
+                    dir.display()
+                )
+            });
+            return dir;
+        }
+    }
+    // Every candidate taken: the first one, which `ensure_private_dir` then refuses, naming it.
+    first
 }
 
 /// Creates `dir` (and missing parents) with mode 0700 if missing, and refuses one that is
@@ -107,6 +142,35 @@ mod tests {
         assert!(moved.starts_with(private_tmp_dir()));
         assert!(moved.as_os_str().len() <= MAX_SOCKET_PATH);
         assert_ne!(fnv_hash(&[b"ab", b"c"]), fnv_hash(&[b"a", b"bc"]));
+    }
+
+    #[test]
+    fn a_tmp_dir_taken_by_someone_else_is_passed_over_for_the_same_fallback() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uid = acpx_lock::current_uid();
+        let first = tmp.path().join(format!("acpx-{uid}"));
+        assert_eq!(private_tmp_dir_in(tmp.path()), first);
+        // Planted (here: open to others, as another user's would not be ours).
+        std::fs::create_dir(&first).unwrap();
+        std::fs::set_permissions(&first, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let fallback = tmp.path().join(format!("acpx-{uid}-1"));
+        assert_eq!(private_tmp_dir_in(tmp.path()), fallback);
+        ensure_private_dir(&fallback).unwrap();
+        // Every process of the user finds the same one again.
+        assert_eq!(private_tmp_dir_in(tmp.path()), fallback);
+        // Another user's private directory (when the test runs as root, which can make one).
+        if uid == 0 {
+            std::fs::set_permissions(&first, std::fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&first, Some(65534), Some(65534)).unwrap();
+            assert_eq!(private_tmp_dir_in(tmp.path()), fallback);
+        }
+        // A planted file (not a directory) is passed over too.
+        std::fs::remove_dir(&fallback).unwrap();
+        std::fs::write(&fallback, b"").unwrap();
+        assert_eq!(
+            private_tmp_dir_in(tmp.path()),
+            tmp.path().join(format!("acpx-{uid}-2"))
+        );
     }
 
     #[test]
