@@ -28,6 +28,18 @@ fn user_messages(env: &Env, backend: &str, agent: &str) -> Vec<String> {
         .collect()
 }
 
+/// Ends a process the test stopped (`kill -STOP`) when the test ends, however it ends: a
+/// failed assertion must not leave a frozen owner behind (it cannot see its home go).
+struct KillOnDrop(u64);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            common::process::kill(self.0, libc::SIGKILL);
+        }
+    }
+}
+
 /// The lifecycle phases of session `id`'s log, in order.
 fn lifecycle_phases(env: &Env, id: &str) -> Vec<Value> {
     env.run(&[
@@ -444,6 +456,7 @@ fn a_stopped_owner_does_not_hold_its_clients() {
         let agent = env.agent_cmd("");
         env.run(&["--agent", &agent, "sessions", "new"]).ok();
         let owner = owner_pid(&env, backend, &agent).expect("the owner runs");
+        let _unfreeze = KillOnDrop(owner);
         common::process::kill(owner, libc::SIGSTOP);
         let t0 = Instant::now();
         let interrupted = common::process::spawn(&env, &["--agent", &agent, "echo", "ctrl-c"]);
@@ -687,6 +700,7 @@ fn a_client_leaves_an_owner_that_froze_mid_turn() {
             common::process::STARTED,
         );
         let t0 = Instant::now();
+        let _unfreeze = KillOnDrop(owner);
         common::process::kill(owner, libc::SIGSTOP);
         let (code, lines, stderr) = running.finish();
         assert_eq!(code, 1, "{stderr}");
@@ -716,6 +730,7 @@ fn prompts_queued_during_a_stall_run_in_arrival_order() {
         env.run(&["--agent", &agent, "sessions", "new"]).ok();
         let owner = owner_pid(&env, backend, &agent).expect("the owner runs");
         for round in 0..2 {
+            let _unfreeze = KillOnDrop(owner);
             common::process::kill(owner, libc::SIGSTOP);
             let mut clients = Vec::new();
             for i in 1..=5 {
