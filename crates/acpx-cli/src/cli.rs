@@ -434,7 +434,7 @@ pub struct SessionsArgs {
 /// Picks one stored session: by id, or by name in this agent's scope.
 #[derive(Debug, Clone, Args)]
 pub struct Target {
-    /// Record id, ACP session id, a session name in scope, or a unique suffix of either id
+    /// Record id, ACP session id, a session name in scope, or a unique prefix or suffix of either id
     #[arg(value_name = "SESSION")]
     pub id: Option<String>,
     /// The session's name in this agent's scope (the unnamed session when absent)
@@ -675,7 +675,7 @@ pub struct ImportArgs {
 
 #[derive(Debug, Args)]
 pub struct TrustArgs {
-    /// Record id, ACP session id, or a unique suffix of either id
+    /// Record id, ACP session id, or a unique prefix or suffix of either id
     #[arg(value_name = "SESSION")]
     pub id: String,
 }

@@ -239,9 +239,25 @@ fn ambiguous_and_unknown_ids() {
         let r = env.run(&["sessions", "show", "xyz"]);
         assert_eq!(r.code, 2, "{r:?}");
         assert!(r.stderr.contains("matches 2 sessions"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("one-xyz") && r.stderr.contains("two-xyz"),
+            "the candidates are listed: {}",
+            r.stderr
+        );
         let r = env.run(&["--format", "json", "sessions", "show", "nope"]);
         assert_eq!(r.code, 4, "{r:?}");
         assert_eq!(r.json()["error"]["data"]["acpxCode"], "NO_SESSION");
+        // A unique prefix works as a suffix does (issue 49: the beginning people copy).
+        let r = env
+            .run(&["--format", "json", "sessions", "show", "one-"])
+            .ok()
+            .json();
+        assert_eq!(r["acpxRecordId"], "one-xyz", "{r}");
+        let r = env
+            .run(&["--format", "json", "sessions", "show", "acp-two"])
+            .ok()
+            .json();
+        assert_eq!(r["acpxRecordId"], "two-xyz", "{r}");
         // The scope's session: none is unnamed in this agent's scope here? Both are unnamed:
         // the newest wins.
         let show = env

@@ -517,11 +517,13 @@ pub trait Store: Send + Sync + fmt::Debug {
 }
 
 /// Whether a typed `text` could designate `s`: its ACP session id is `text`, or its record
-/// id or ACP session id ends with `text` (which of them wins is the caller's rule).
+/// id or ACP session id ends or starts with `text` (which of them wins is the caller's rule).
 pub fn id_text_matches(s: &SessionSummary, text: &str) -> bool {
     s.acp_session_id == text
         || s.acpx_record_id.as_str().ends_with(text)
         || s.acp_session_id.ends_with(text)
+        || s.acpx_record_id.as_str().starts_with(text)
+        || s.acp_session_id.starts_with(text)
 }
 
 /// Normalizes a `cwd` for comparison: must be absolute; trailing `/` removed (except `/`).

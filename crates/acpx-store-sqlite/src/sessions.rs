@@ -359,9 +359,9 @@ impl Inner {
 
     /// [`acpx_model::Store::sessions_matching_id`]: the rows whose columns pass
     /// [`acpx_model::id_text_matches`], read and checked as `list` reads them, instead of
-    /// every row (30 ms with 10k sessions). `substr(x, -length(t)) = t` is the suffix test,
-    /// exact and case-sensitive (`LIKE` is neither); an empty text, a suffix of everything,
-    /// takes the list of every row.
+    /// every row (30 ms with 10k sessions). `substr(x, -length(t)) = t` is the suffix test
+    /// and `substr(x, 1, length(t)) = t` the prefix test, exact and case-sensitive (`LIKE` is
+    /// neither); an empty text, a suffix of everything, takes the list of every row.
     pub(crate) fn sessions_matching_id(&self, text: &str) -> StoreResult<Vec<SessionSummary>> {
         let every = ListQuery {
             closed: ClosedFilter::Any,
@@ -413,7 +413,9 @@ impl Inner {
             let t = bind(SqlValue::Text(t.to_owned()));
             sql.push_str(&format!(
                 " AND (acp_session_id = {t} OR substr(acpx_record_id, -length({t})) = {t} \
-                 OR substr(acp_session_id, -length({t})) = {t})"
+                 OR substr(acp_session_id, -length({t})) = {t} \
+                 OR substr(acpx_record_id, 1, length({t})) = {t} \
+                 OR substr(acp_session_id, 1, length({t})) = {t})"
             ));
         }
         match query.closed {

@@ -287,7 +287,7 @@ async fn resolve_found<T: Found>(
         if let Some(s) = find_in_scope(store, agent_command, cwd, Some(text)).await? {
             return Ok(Some(T::from_listed(store, &s).await?));
         }
-        return match unique_suffix(&candidates, text)? {
+        return match suffix_then_prefix(&candidates, text)? {
             Some(id) => Ok(Some(from_list(store, &candidates, &id).await?)),
             None => damaged_suffix(store, text, None).await,
         };
@@ -297,7 +297,7 @@ async fn resolve_found<T: Found>(
         return Ok(Some(from_list(store, &page.sessions, &id).await?));
     }
     // Decided before the scope takes the list; used only when no session has that name.
-    let by_suffix = unique_suffix(&page.sessions, text).map(|id| {
+    let by_suffix = suffix_then_prefix(&page.sessions, text).map(|id| {
         id.and_then(|id| {
             page.sessions
                 .iter()
@@ -330,7 +330,7 @@ pub async fn all_sessions(store: &dyn Store) -> OpsResult<Vec<SessionSummary>> {
 }
 
 /// Resolves a typed id: the exact record id, the exact ACP session id, then a unique suffix
-/// of either. `Ok(None)` when nothing matches; several matches are
+/// of either, then a unique prefix of either. `Ok(None)` when nothing matches; several matches are
 /// [`OpsError::AmbiguousId`].
 pub async fn resolve_id(store: &dyn Store, text: &str) -> OpsResult<Option<SessionRecord>> {
     if let Some(r) = fetch_exact_id(store, text).await? {
@@ -375,7 +375,8 @@ async fn damaged_suffix<T>(
     let mut hits: Vec<(RecordId, SkippedEntry)> = Vec::new();
     for entry in skipped {
         if let Some(id) = entry.acpx_record_id.clone() {
-            if id.as_str().ends_with(text) && !hits.iter().any(|(d, _)| *d == id) {
+            let matches = id.as_str().ends_with(text) || id.as_str().starts_with(text);
+            if matches && !hits.iter().any(|(d, _)| *d == id) {
                 hits.push((id, entry));
             }
         }
@@ -386,8 +387,8 @@ async fn damaged_suffix<T>(
             location: entry.location.clone(),
             line: None,
             reason: format!(
-                "{} ({text:?} matches no readable session; it is the end of the id of session \
-                 {id}, which cannot be read)",
+                "{} ({text:?} matches no readable session; it is the end or the beginning of \
+                 the id of session {id}, which cannot be read)",
                 entry.reason
             ),
         }
@@ -413,14 +414,35 @@ async fn fetch_exact_id<T: Found>(store: &dyn Store, text: &str) -> OpsResult<Op
 
 /// Among `all` (every stored session, or at least every one [`id_text_matches`] accepts),
 /// the one `text` designates when it is not an exact record id: the exact ACP session id,
-/// else a unique suffix of a record id or ACP id.
+/// else a unique suffix of a record id or ACP id, else a unique prefix of one.
 ///
 /// [`id_text_matches`]: acpx_model::id_text_matches
 fn match_typed_id(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
     match exact_acp_id(all, text)? {
         Some(id) => Ok(Some(id)),
-        None => unique_suffix(all, text),
+        None => suffix_then_prefix(all, text),
     }
+}
+
+/// A unique suffix of a record id or ACP id among `all`, else a unique prefix of one: the
+/// beginning people copy (`8e1a7338` of a record id) works as well as its end.
+fn suffix_then_prefix(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
+    match unique_suffix(all, text)? {
+        Some(id) => Ok(Some(id)),
+        None => unique_prefix(all, text),
+    }
+}
+
+/// The session among `all` whose record id or ACP id starts with `text`, if only one does.
+fn unique_prefix(all: &[SessionSummary], text: &str) -> OpsResult<Option<RecordId>> {
+    one_of(
+        all.iter()
+            .filter(|s| {
+                s.acpx_record_id.as_str().starts_with(text) || s.acp_session_id.starts_with(text)
+            })
+            .collect(),
+        text,
+    )
 }
 
 /// The session among `all` whose ACP session id is exactly `text`.
