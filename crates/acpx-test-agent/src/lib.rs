@@ -28,7 +28,7 @@
 //! | `late` | answers, then sends one more chunk after the response |
 //! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
 //! | `write-asked <path> <text…>` | like `write-file`, but as qwen-code does: the `tool_call` has an empty input, and the title, path, input and diff come only in the permission request's `toolCall` |
-//! | `recall` | says what this session remembers: `remembered <n>: <user texts joined by ' | '>` (its stored history, or the unstored fork's) |
+//! | `recall` | says what this session remembers: `remembered N: TEXTS` (the user texts joined by ` \| `) (its stored history, or the unstored fork's) |
 //! | `write-direct <path> <text…>` | writes through `fs/write_text_file` without asking permission first |
 //! | anything else | a short greeting that echoes the prompt |
 //!

@@ -113,7 +113,7 @@ pub struct Controlled<T> {
 pub struct Forked {
     /// The parent as it was when forked (after attaching; the fork does not change it).
     pub parent: SessionRecord,
-    /// The new session; its `forkedFrom` extra ([`fork_ops::FORKED_FROM_KEY`]) says how.
+    /// The new session; its `forkedFrom` extra ([`super::fork::FORKED_FROM_KEY`]) says how.
     pub child: SessionRecord,
 }
 
