@@ -423,6 +423,25 @@ impl FsCore {
         Ok(())
     }
 
+    /// Makes `id` free for a new session (a batch create, a stage): refused when a snapshot,
+    /// or a log without one (a damaged session `fsck --repair` rebuilds), holds the id; what
+    /// an interrupted delete or a killed stage left (the tombstone and its log) is removed,
+    /// so none of it becomes the new session's history.
+    fn claim_for_new(&self, id: &RecordId, st: &mut SlotState) -> StoreResult<()> {
+        self.ensure_valid(id, st)?;
+        if self.snapshot_present(id, st)? {
+            return Err(StoreError::AlreadyExists(id.clone()));
+        }
+        st.writer = None;
+        let tomb = self.layout.tombstone(id);
+        if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
+            self.finish_delete(id)?;
+        } else if self.segments_exist(id)? {
+            return Err(StoreError::AlreadyExists(id.clone()));
+        }
+        Ok(())
+    }
+
     fn snapshot_present(&self, id: &RecordId, st: &mut SlotState) -> StoreResult<bool> {
         if let Some(b) = st.snapshot_present {
             return Ok(b);

@@ -106,19 +106,8 @@ impl FsCore {
             let id = &s.id;
             let slot = self.slot(id);
             let mut st = lock_slot(&slot);
-            self.ensure_valid(id, &mut st)?;
-            if self.snapshot_present(id, &mut st)? {
-                return Err(StoreError::AlreadyExists(id.clone()));
-            }
-            st.writer = None;
+            self.claim_for_new(id, &mut st)?;
             let tomb = self.layout.tombstone(id);
-            if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
-                // What an interrupted delete left must not become the new session's history.
-                self.finish_delete(id)?;
-            } else if self.segments_exist(id)? {
-                // A damaged session (log without snapshot) still holds its id.
-                return Err(StoreError::AlreadyExists(id.clone()));
-            }
             let mut w = Written {
                 tomb: None,
                 log: None,

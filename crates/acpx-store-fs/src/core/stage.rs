@@ -68,21 +68,9 @@ impl FsCore {
         let writer = self.lock(id, timeout)?;
         let slot = self.slot(id);
         let mut st = lock_slot(&slot);
-        self.ensure_valid(id, &mut st)?;
-        if self.snapshot_present(id, &mut st)? {
-            return Err(StoreError::AlreadyExists(id.clone()));
-        }
-        st.writer = None;
+        // A stage killed earlier (the rerun of the same import) is reclaimed here.
+        self.claim_for_new(id, &mut st)?;
         let tomb = self.layout.tombstone(id);
-        if stat_opt(&tomb).map_err(|e| io_err(&tomb, e))?.is_some() {
-            // A stage killed earlier (the rerun of the same import) or an interrupted delete:
-            // nothing of it may become this session's log.
-            self.finish_delete(id)?;
-        } else if self.segments_exist(id)? {
-            // A session whose snapshot is missing but whose log is there (damaged; `fsck
-            // --repair` rebuilds it) still holds its id.
-            return Err(StoreError::AlreadyExists(id.clone()));
-        }
         let mut mark = STAGE_MARK_PREFIX.to_vec();
         mark.extend_from_slice(
             format!(
