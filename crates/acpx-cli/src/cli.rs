@@ -621,6 +621,12 @@ pub enum ExportKind {
     Json,
     /// The NDJSON event log
     Ndjson,
+    /// An ATIF v1.8 trajectory (Harbor's Agent Trajectory Interchange Format), for
+    /// evaluation harnesses
+    Atif,
+    /// One OpenTelemetry trace as OTLP/JSON (an ExportTraceServiceRequest), for tracing
+    /// backends
+    Otlp,
 }
 
 #[derive(Debug, Args)]

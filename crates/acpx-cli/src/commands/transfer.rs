@@ -42,6 +42,8 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Markdown => ExportFormat::Markdown,
         ExportKind::Json => ExportFormat::Json,
         ExportKind::Ndjson => ExportFormat::Ndjson,
+        ExportKind::Atif => ExportFormat::Atif,
+        ExportKind::Otlp => ExportFormat::Otlp,
     };
     // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
     // when retention already removed the oldest events, before the user relies on the file.
@@ -69,6 +71,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
             return Ok(())
         }
         Err(ExportError::Store(e)) => return Err(CliError::from(e)),
+        Err(ExportError::Unsupported(m)) => return Err(CliError::runtime(m)),
         Err(ExportError::Write(e)) => {
             return Err(CliError::runtime(format!("cannot write to {where_}: {e}")))
         }

@@ -178,6 +178,10 @@ pub enum ExportFormat {
     Json,
     /// The NDJSON event log.
     Ndjson,
+    /// An ATIF v1.8 trajectory ([`acpx_interchange::atif`]).
+    Atif,
+    /// An OTLP/JSON trace ([`acpx_interchange::otlp`]).
+    Otlp,
 }
 
 /// Why [`write_export`] stopped.
@@ -189,6 +193,10 @@ pub enum ExportError {
     /// Writing to the sink failed.
     #[error("{0}")]
     Write(#[from] std::io::Error),
+    /// The session cannot be written in the asked format (an ATIF trajectory of a session
+    /// without a turn).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// Writes `record` (and for [`ExportFormat::Archive`] and [`ExportFormat::Ndjson`] its whole
@@ -214,6 +222,9 @@ pub async fn write_export(
                 return Err(ExportError::Write(e));
             }
         }
+        ExportFormat::Atif | ExportFormat::Otlp => {
+            events = write_interchange(store, record, format, sink).await?
+        }
         // Streamed: a long reply still in its spill file is never held whole.
         ExportFormat::Json => record.write_json(&mut *sink)?,
         ExportFormat::Ndjson | ExportFormat::Archive => {
@@ -231,6 +242,30 @@ pub async fn write_export(
     }
     sink.flush()?;
     Ok(events)
+}
+
+/// Writes `record` as an ATIF trajectory or an OTLP trace, walking its log once, a turn at
+/// a time (`acpx-interchange`).
+async fn write_interchange(
+    store: &dyn Store,
+    record: &SessionRecord,
+    format: ExportFormat,
+    sink: &mut dyn std::io::Write,
+) -> Result<u64, ExportError> {
+    let kind = match format {
+        ExportFormat::Atif => acpx_interchange::Format::Atif,
+        _ => acpx_interchange::Format::Otlp,
+    };
+    let mut export = acpx_interchange::Export::new(kind, record);
+    let n = for_each_event(store, &record.acpx_record_id, |e| {
+        export.push(e, &mut *sink).map_err(ExportError::Write)
+    })
+    .await?;
+    export.finish(&mut *sink).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => ExportError::Unsupported(e.to_string()),
+        _ => ExportError::Write(e),
+    })?;
+    Ok(n)
 }
 
 /// The first line of an archive of `record` (with its `\n`). Fails only when a long reply of
