@@ -87,6 +87,15 @@ pub trait PermissionPrompter: Send + Sync {
     async fn ask(&self, question: &PermissionQuestion) -> bool;
 }
 
+/// Answers permission questions from a recording before the rules and the mode: `acpx replay`
+/// answers a tool call as the source session's user did when the same call comes up.
+pub trait RecordedPermissions: Send + Sync {
+    /// The recorded decision for this `session/request_permission` (its params as the agent
+    /// sent them), mapped onto this request's options; `None` leaves the question to the
+    /// usual policy.
+    fn answer(&self, params: &Value) -> Option<PermissionDecision>;
+}
+
 /// The answer to a `session/request_permission`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionDecision {

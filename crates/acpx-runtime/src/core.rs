@@ -61,6 +61,8 @@ pub(crate) struct ClientPolicy {
     pub non_interactive: NonInteractivePermissions,
     /// `--permission-policy` rules, applied to `session/request_permission` before the mode.
     pub permission_rules: Option<PermissionRules>,
+    /// Answers recorded in another session (`acpx replay`), asked before the rules.
+    pub recorded_permissions: Option<Arc<dyn crate::client_ops::RecordedPermissions>>,
     pub terminal_output_limit: usize,
     pub terminal_output_ceiling: usize,
 }

@@ -156,7 +156,9 @@ mod turn;
 mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
-pub use client_ops::{PermissionMode, PermissionPrompter, PermissionQuestion};
+pub use client_ops::{
+    PermissionDecision, PermissionMode, PermissionPrompter, PermissionQuestion, RecordedPermissions,
+};
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use output_backlog::OutputBacklog;
 pub use recorder::{EventDraft, Observer, Recorder};

@@ -46,6 +46,11 @@ impl SessionCore {
             asked,
         )
         .await;
+        // An answer recorded for the same tool call in a replayed session comes first.
+        let recorded = match &self.policy.recorded_permissions {
+            Some(r) if !already_cancelled => r.answer(params),
+            _ => None,
+        };
         // A `--permission-policy` rule decides before the mode; `escalate` needs a human.
         let rules = self.permission_rules();
         let rule = rules.as_ref().and_then(|r| r.decide(&tool));
@@ -56,7 +61,9 @@ impl SessionCore {
         };
         // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
         // fail` (which also fails the turn).
-        let decision = if already_cancelled
+        let decision = if let Some(d) = recorded.clone() {
+            d
+        } else if already_cancelled
             || (has_options && self.fail_without_prompter_if(&title, needs_human))
         {
             PermissionDecision::Cancelled
@@ -118,7 +125,9 @@ impl SessionCore {
             json!(crate::client_ops::tool_kind(&tool_call)),
         );
         extra.insert("policy".into(), json!(self.permission_mode().as_str()));
-        if let Some(r) = rule {
+        if recorded.is_some() {
+            extra.insert("recorded".into(), json!(true));
+        } else if let Some(r) = rule {
             extra.insert("rule".into(), json!(r));
         }
         self.log_operation(

@@ -201,6 +201,15 @@ pub(super) fn apply_lifecycle(
             record.last_agent_disconnect_reason = p.reason.clone();
         }
         lifecycle::SESSION_FORKED => return super::fork::apply_session_forked(record, extra),
+        lifecycle::SESSION_REPLAY_OF => match non_empty(super::REPLAY_OF_KEY) {
+            Some(source) => {
+                record
+                    .acpx
+                    .extra
+                    .insert(super::REPLAY_OF_KEY.into(), Value::String(source));
+            }
+            None => return Effect::ignored("session_replay_of without a replayOf record id"),
+        },
         lifecycle::SESSION_CLOSED => {
             record.closed = true;
             record.closed_at = Some(at);

@@ -176,7 +176,14 @@ pub mod lifecycle {
     /// [`super::fork`]). Sets `acpx.forked_from`, the thread and the session state the child
     /// starts from.
     pub const SESSION_FORKED: &str = "session_forked";
+    /// The session replays another one's prompts (`acpx replay`): `replayOf` (the source's
+    /// record id). Sets `acpx.replayOf`.
+    pub const SESSION_REPLAY_OF: &str = "session_replay_of";
 }
+
+/// `acpx` key of a session made by `acpx replay`: the record id of the session whose prompts it
+/// sends again (docs/format.md § Replays).
+pub const REPLAY_OF_KEY: &str = "replayOf";
 
 /// What [`apply_event`] did with one event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,6 +19,7 @@ mod options;
 mod prompt;
 mod queue_log;
 mod recover;
+mod replay_link;
 mod retry;
 
 use std::sync::atomic::AtomicBool;
@@ -150,6 +151,7 @@ impl Runtime {
             prompter: self.options.prompter.clone(),
             non_interactive: self.options.non_interactive,
             permission_rules: self.options.permission_rules.clone(),
+            recorded_permissions: self.options.recorded_permissions.clone(),
             terminal_output_limit: self.options.terminal_output_limit,
             terminal_output_ceiling: self.options.terminal_output_ceiling,
         }

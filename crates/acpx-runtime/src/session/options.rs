@@ -71,6 +71,9 @@ pub struct RuntimeOptions {
     pub model: Option<String>,
     /// `--permission-policy` rules: they decide permission requests before the mode.
     pub permission_rules: Option<PermissionRules>,
+    /// Answers a recording holds for permission questions (`acpx replay`): asked before the
+    /// rules and the mode; a question they do not answer goes the usual way.
+    pub recorded_permissions: Option<Arc<dyn crate::client_ops::RecordedPermissions>>,
     /// `--prompt-retries`: how many times a transient prompt failure before any side effect
     /// is retried ([`crate::session::TRANSIENT_PROMPT_ERRORS`]).
     pub prompt_retries: u32,
@@ -157,6 +160,7 @@ impl Default for RuntimeOptions {
             auth_policy: super::AuthPolicy::default(),
             auth_credentials: std::collections::BTreeMap::new(),
             lives_on: false,
+            recorded_permissions: None,
         }
     }
 }
@@ -166,6 +170,7 @@ impl std::fmt::Debug for RuntimeOptions {
         f.debug_struct("RuntimeOptions")
             .field("permission_mode", &self.permission_mode)
             .field("prompter", &self.prompter.is_some())
+            .field("recorded_permissions", &self.recorded_permissions.is_some())
             .field("durability", &self.durability)
             .field("snapshot_interval", &self.snapshot_interval)
             .field("prompt_timeout", &self.prompt_timeout)
