@@ -78,10 +78,17 @@ fn open_error(e: OpenError) -> CliError {
             let io = matches!(source, acpx_model::StoreError::Io { .. });
             let too_new = matches!(source, acpx_model::StoreError::TooNew(_));
             let mut err = CliError::from(source);
+            // The store's message starts with its location too: name it once.
+            let detail = match err.message.find(location.as_str()) {
+                Some(at) => {
+                    let rest = &err.message[at + location.len()..];
+                    rest.split_once(": ").map_or(rest, |(_, d)| d).to_owned()
+                }
+                None => err.message.clone(),
+            };
             err.message = format!(
-                "cannot open the {} store at {location}: {}",
+                "cannot open the {} store at {location}: {detail}",
                 backend.as_str(),
-                err.message
             );
             if corrupt && backend == acpx_stores::Backend::Sqlite {
                 err.with_hint(format!(
@@ -90,10 +97,8 @@ fn open_error(e: OpenError) -> CliError {
                      command starts a new, empty store there)"
                 ))
             } else if backend == acpx_stores::Backend::Postgres {
-                err.with_hint(format!(
-                    "check {ENV_STORE_URL} / storeUrl, that the server is running, and that the \
-                     user may create the schema"
-                ))
+                let hint = postgres_hint(&detail);
+                err.with_hint(hint)
             } else if too_new {
                 err.with_hint("a newer acpx wrote it: run that acpx, or use another --home")
             } else if io {
@@ -104,5 +109,23 @@ fn open_error(e: OpenError) -> CliError {
                 err
             }
         }
+    }
+}
+
+/// What to do about a PostgreSQL store that cannot be opened, from the server's (or the
+/// socket's) own message.
+fn postgres_hint(detail: &str) -> String {
+    let d = detail.to_ascii_lowercase();
+    if d.contains("does not exist") && d.contains("database") {
+        format!("create that database (`createdb NAME`) or name another one in {ENV_STORE_URL} / storeUrl")
+    } else if d.contains("password authentication failed") || d.contains("role") {
+        format!("check the user and password in {ENV_STORE_URL} / storeUrl")
+    } else if d.contains("connection refused") || d.contains("error connecting") {
+        format!("start the server, or fix the host and port in {ENV_STORE_URL} / storeUrl")
+    } else {
+        format!(
+            "check {ENV_STORE_URL} / storeUrl, that the server is running, and that the user may \
+             create the schema"
+        )
     }
 }

@@ -176,7 +176,7 @@ impl Config {
 /// since nothing on the command line is wrong (`docs/format.md` § Configuration errors).
 fn config_problem(e: ConfigFileError) -> CliError {
     CliError::runtime(e.0)
-        .with_hint("fix that file or remove it (see `acpx --help` for the accepted keys); `acpx fsck`, `acpx sessions list`, --help and --version work without it")
+        .with_hint("fix that file or remove it (the file `acpx config init` writes explains every accepted key); `acpx fsck`, `acpx sessions list`, --help and --version work without it")
         .with_detail("CONFIG_INVALID")
 }
 

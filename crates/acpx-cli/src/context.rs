@@ -238,8 +238,9 @@ impl Ctx {
                     .with_hint("name a built-in agent, or define it under `agents` in the config"),
                 }
             })?;
+        // A typo'd key silently does nothing: always said (issue 49).
         for unknown in &config.unknown_keys {
-            out.verbose(unknown);
+            out.warn(unknown);
         }
         let mcp_servers = match &global.mcp_config {
             Some(p) => Some(read_mcp_config(p)?),

@@ -111,8 +111,9 @@ pub const TEMPLATE: &str = r#"{
   "nonInteractivePermissions": "deny",
   "// format": "output format: text, json (one JSON value per line: the event log's envelopes), acp (a turn's raw ACP JSON-RPC frames, as Node acpx's json) or quiet (the reply only)",
   "format": "text",
-  "// store": "storage backend: fs (files under the home) or sqlite (one database)",
+  "// store": "storage backend: fs (files under the home), sqlite (one database file under the home) or postgres (a PostgreSQL database, at storeUrl)",
   "store": "fs",
+  "// storeUrl": "add \"storeUrl\": \"postgres://user:password@host/db\" for store postgres (ACPX_STORE_URL in the environment wins)",
   "// timeout": "add \"timeout\": <seconds> to give up on a turn after that long (exit 3); no limit by default",
   "// requestTimeout": "seconds every ACP request but the prompt may take before it is abandoned (default 120)",
   "// ttl": "seconds the session's queue owner keeps its agent warm after the last task; 0 = until the session is closed",
@@ -121,11 +122,14 @@ pub const TEMPLATE: &str = r#"{
   "queueMaxDepth": 16,
   "// noOwner": "true: every command runs the agent in its own process (no queue owner)",
   "noOwner": false,
+  "// disableExec": "true: `acpx exec` (a one-off prompt without a stored session) is refused",
+  "disableExec": false,
   "// resumePolicy": "when the agent cannot restore a session: allow-new (continue in a new ACP session, said on stderr) or same-session-only (fail)",
   "resumePolicy": "allow-new",
   "// authPolicy": "when the agent lists auth methods and no credential matches: skip (go on) or fail (exit 1)",
   "authPolicy": "skip",
   "// auth": "add \"auth\": {\"<auth method id>\": \"<credential>\"} to authenticate; ACPX_AUTH_<METHOD_ID> in the environment wins",
+  "// mcpServers": "add \"mcpServers\": {\"<name>\": {\"command\": \"…\", \"args\": [], \"env\": {}}} to give MCP servers to every new session",
   "// agents": "your own agents: \"name\": \"command line\" (or {\"command\": \"…\"}); they override built-in names",
   "agents": {}
 }
@@ -151,6 +155,56 @@ fn seconds(path: &Path, key: &str, value: &Value, range: Range) -> ConfigResult<
 
 /// Keys of Node acpx's config that this version accepts without acting on them.
 const IGNORED_NODE_KEYS: &[&str] = &["$schema"];
+
+/// Every key the loader acts on (a key not here is reported unknown, with the closest of
+/// these as a "did you mean"; [`TEMPLATE`] explains each).
+pub const KNOWN_KEYS: &[&str] = &[
+    "defaultAgent",
+    "defaultPermissions",
+    "nonInteractivePermissions",
+    "format",
+    "store",
+    "storeUrl",
+    "timeout",
+    "requestTimeout",
+    "ttl",
+    "queueMaxDepth",
+    "noOwner",
+    "disableExec",
+    "resumePolicy",
+    "authPolicy",
+    "auth",
+    "agents",
+    "mcpServers",
+];
+
+/// The known key closest to `key` (a typo of it: at most a third of its letters differ,
+/// ignoring case), for "did you mean".
+pub fn closest_key(key: &str) -> Option<&'static str> {
+    let key = key.to_ascii_lowercase();
+    KNOWN_KEYS
+        .iter()
+        .map(|k| (edit_distance(&key, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over chars (short strings: config keys).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
 
 impl ConfigFile {
     /// Reads the global file under `home` and the project file found from `cwd`; the first
@@ -406,8 +460,12 @@ impl ConfigFile {
                 // Comments (`acpx config init` explains each key with a "// key" entry).
                 k if k.starts_with("//") => {}
                 other => self.unknown_keys.push(format!(
-                    "{}: unknown key `{other}` (ignored)",
-                    path.display()
+                    "{}: unknown key `{other}` (ignored){}",
+                    path.display(),
+                    match closest_key(other) {
+                        Some(k) => format!("; did you mean `{k}`?"),
+                        None => format!("; the known keys are {}", KNOWN_KEYS.join(", ")),
+                    }
                 )),
             }
         }
@@ -512,5 +570,48 @@ mod tests {
         assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
         assert_eq!(c.auth_policy, Some(AuthPolicy::Skip));
         assert_eq!(c.format, Some(OutputFormat::Text));
+    }
+
+    /// `config init` names every key the loader accepts, and every key it names is accepted.
+    #[test]
+    fn the_template_explains_every_known_key() {
+        let template: serde_json::Map<String, Value> = serde_json::from_str(TEMPLATE).unwrap();
+        for key in KNOWN_KEYS {
+            assert!(
+                template.contains_key(&format!("// {key}")),
+                "the template does not explain `{key}`"
+            );
+        }
+        for key in template.keys().filter(|k| !k.starts_with("//")) {
+            assert!(
+                KNOWN_KEYS.contains(&key.as_str()),
+                "`{key}` is not a known key"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_closest_known_one() {
+        assert_eq!(closest_key("tll"), Some("ttl"));
+        assert_eq!(closest_key("defaultagent"), Some("defaultAgent"));
+        assert_eq!(closest_key("requestTimout"), Some("requestTimeout"));
+        assert_eq!(closest_key("banana"), None);
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.json"),
+            r#"{"tll": 5, "zzzzzz": 1}"#,
+        )
+        .unwrap();
+        let c = ConfigFile::load(home.path(), home.path()).unwrap();
+        assert!(
+            c.unknown_keys[0].ends_with("unknown key `tll` (ignored); did you mean `ttl`?"),
+            "{:?}",
+            c.unknown_keys
+        );
+        assert!(
+            c.unknown_keys[1].contains("the known keys are defaultAgent, "),
+            "{:?}",
+            c.unknown_keys
+        );
     }
 }

@@ -142,7 +142,7 @@ pub enum RuntimeError {
     /// `set` or `set model` with a config option, a value or a model the session does not
     /// offer: known from the session's advertised options, or the agent refused it as invalid
     /// params (`detail`: its own message). A usage error, like [`RuntimeError::UnknownMode`].
-    #[error("the agent offers no {what} {asked:?} in this session{}{}", if available.is_empty() { String::new() } else { format!("; it offers: {}", available.join(", ")) }, detail.as_ref().map(|d| format!(" (the agent said: {d})")).unwrap_or_default())]
+    #[error("the agent offers no {what} {asked:?} in this session{}{}", if available.is_empty() { "; it lists none to choose from".to_owned() } else { format!("; it offers: {}", available.join(", ")) }, detail.as_ref().map(|d| format!(" (the agent said: {d})")).unwrap_or_default())]
     NotOffered {
         /// `config option`, `value of config option <id>` or `model`.
         what: String,
@@ -191,12 +191,17 @@ pub enum RuntimeError {
     /// The agent advertises auth methods, no credential matches any of them, and the auth
     /// policy is `fail` (`docs/format.md`, § Authentication). Nothing was asked of the agent
     /// after `initialize`.
-    #[error("the agent requires authentication (auth methods: {}) and no credential was found; set {} in the environment, or add {} to the configuration", methods.join(", "), env_vars.join(" or "), methods.iter().map(|m| format!("auth.{m}")).collect::<Vec<_>>().join(" or "))]
+    /// Also what the agent's own `auth_required` (-32000) answer to a session request becomes
+    /// under the `skip` policy (`agent_said` then holds the agent's error).
+    #[error("{}the agent requires authentication (auth methods: {}) and no credential was found; set {} in the environment, or add {} to the configuration", agent_said.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), methods.join(", "), env_vars.join(" or "), methods.iter().map(|m| format!("auth.{m}")).collect::<Vec<_>>().join(" or "))]
     AuthRequired {
         /// The advertised method ids.
         methods: Vec<String>,
         /// The environment variables that would hold their credentials.
         env_vars: Vec<String>,
+        /// The agent's refusal (`session/new` answered `Authentication required (JSON-RPC
+        /// -32000)`), when it came from the agent rather than from the `fail` policy.
+        agent_said: Option<String>,
     },
 
     /// The session is not usable any more (closed, or its agent is gone).

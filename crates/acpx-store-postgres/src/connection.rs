@@ -201,6 +201,23 @@ pub(crate) fn pg_error(location: &str, context: &str, e: tokio_postgres::Error) 
     backend_error(location, context, detail)
 }
 
+/// A pool error as a [`StoreError`]: a failed connect carries the server's own message
+/// (`database "x" does not exist`, `password authentication failed for user "u"`) or the
+/// socket's (`Connection refused`), not deadpool's wrapper (`Error occurred while creating a
+/// new object: db error`).
+pub(crate) fn pool_error(
+    location: &str,
+    context: &str,
+    e: deadpool_postgres::PoolError,
+) -> StoreError {
+    use deadpool_postgres::PoolError;
+    match e {
+        PoolError::Backend(e) => pg_error(location, context, e),
+        PoolError::PostCreateHook(HookError::Backend(e)) => pg_error(location, context, e),
+        other => backend_error(location, context, other),
+    }
+}
+
 pub(crate) fn backend_error(
     location: &str,
     context: &str,

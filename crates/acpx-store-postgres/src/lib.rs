@@ -88,7 +88,7 @@ use deadpool_postgres::{Object, Pool};
 use tokio_postgres::Config;
 
 pub use crate::connection::redact_url;
-use crate::connection::{backend_error, parse_config, pool};
+use crate::connection::{parse_config, pool};
 use crate::lock::HeldLocks;
 use crate::rows::{message_rows, SessionColumns};
 pub use crate::schema::SCHEMA_VERSION;
@@ -277,7 +277,7 @@ impl Inner {
         self.pool
             .get()
             .await
-            .map_err(|e| backend_error(&self.location, "connect", e))
+            .map_err(|e| connection::pool_error(&self.location, "connect", e))
     }
 
     pub(crate) fn row_location(&self, id: &str) -> String {

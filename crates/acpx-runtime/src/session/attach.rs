@@ -95,7 +95,10 @@ impl Runtime {
             .clone()
             .or_else(|| self.options.default_mcp_servers.clone());
         let (wire, left_out) = mcp_for_agent(mcp.as_ref(), &init);
-        let response = setup.new_session(&cwd, wire).await?;
+        let response = setup
+            .new_session(&cwd, wire)
+            .await
+            .map_err(|e| auth::explain_auth_required(e, &auth))?;
         let acp_session_id = response
             .get("sessionId")
             .and_then(Value::as_str)
@@ -215,7 +218,8 @@ impl Runtime {
             setup.record_auth(&auth).await?;
             let attached = setup
                 .reattach(&record, has_history, fork_untouched, &init)
-                .await?;
+                .await
+                .map_err(|e| auth::explain_auth_required(e, &auth))?;
             // Every attach: the user's choices again, before anything else is sent.
             let acp_now = core
                 .recorder
@@ -473,6 +477,7 @@ impl Setup<'_> {
                 return Err(RuntimeError::AuthRequired {
                     env_vars: methods.iter().filter_map(|m| auth::env_key(m)).collect(),
                     methods: methods.clone(),
+                    agent_said: None,
                 })
             }
             AuthDecision::Authenticate { method_id, .. } => {

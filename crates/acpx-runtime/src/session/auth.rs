@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::error::RuntimeError;
+
 /// The prefix of the environment variables that hold credentials.
 pub const AUTH_ENV_PREFIX: &str = "ACPX_AUTH_";
 
@@ -90,6 +92,28 @@ pub(crate) enum AuthDecision {
     Skip { methods: Vec<String> },
     /// No credential for any advertised method, under the `fail` policy.
     Fail { methods: Vec<String> },
+}
+
+/// An agent's `auth_required` answer (JSON-RPC -32000) to a session request after acpx went
+/// on without a credential (`skip`): the error the `fail` policy gives, naming the advertised
+/// methods and their `ACPX_AUTH_*` variables, with the agent's own words first. Any other
+/// error is returned as it is.
+pub(crate) fn explain_auth_required(e: RuntimeError, decision: &AuthDecision) -> RuntimeError {
+    match (&e, decision) {
+        (RuntimeError::Agent { method, error }, AuthDecision::Skip { methods })
+            if error.code == -32000 && !methods.is_empty() =>
+        {
+            RuntimeError::AuthRequired {
+                env_vars: methods.iter().filter_map(|m| env_key(m)).collect(),
+                methods: methods.clone(),
+                agent_said: Some(format!(
+                    "the agent refused `{method}`: {} (JSON-RPC {})",
+                    error.message, error.code
+                )),
+            }
+        }
+        _ => e,
+    }
 }
 
 /// The ids of the methods of an `initialize` answer.

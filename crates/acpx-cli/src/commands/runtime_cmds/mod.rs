@@ -100,7 +100,11 @@ const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode wi
 const RESUME_REQUIRED_HINT: &str = "start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new";
 
 /// Said with `AUTH_REQUIRED`.
-const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy skip goes on without authenticating";
+pub(super) const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy skip goes on without authenticating";
+
+/// Said with `AUTH_REQUIRED` when the agent itself refused a session request (`--auth-policy
+/// skip`, the default, went on without a credential).
+pub(super) const AUTH_REFUSED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy fail stops before any session request when no credential is found";
 
 /// A runtime error as the user sees it.
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
@@ -131,9 +135,17 @@ fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
         RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
             .with_detail("SESSION_RESUME_REQUIRED")
             .with_hint(RESUME_REQUIRED_HINT),
-        RuntimeError::AuthRequired { .. } => CliError::runtime(e.to_string())
-            .with_detail("AUTH_REQUIRED")
-            .with_hint(AUTH_REQUIRED_HINT),
+        RuntimeError::AuthRequired {
+            ref agent_said, ..
+        } => {
+            let hint = match agent_said {
+                None => AUTH_REQUIRED_HINT,
+                Some(_) => AUTH_REFUSED_HINT,
+            };
+            CliError::runtime(e.to_string())
+                .with_detail("AUTH_REQUIRED")
+                .with_hint(hint)
+        }
         RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
             CliError::no_session(e.to_string())
                 .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")

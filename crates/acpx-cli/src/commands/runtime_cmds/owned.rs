@@ -23,7 +23,10 @@ use acpx_runtime::results;
 use acpx_runtime::runs::Probe;
 
 use super::prompt::QuietReply;
-use super::{report_notices, runtime_options, MODE_NOT_RESTORED_HINT, RESUME_REQUIRED_HINT};
+use super::{
+    report_notices, runtime_options, AUTH_REFUSED_HINT, AUTH_REQUIRED_HINT, MODE_NOT_RESTORED_HINT,
+    RESUME_REQUIRED_HINT,
+};
 
 /// A wire error as the user sees it.
 pub(super) fn wire_error(e: WireError) -> CliError {
@@ -43,6 +46,10 @@ pub(super) fn wire_error(e: WireError) -> CliError {
                 )
             }
             "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
+            "AUTH_REQUIRED" if err.message.starts_with("the agent refused") => {
+                err = err.with_hint(AUTH_REFUSED_HINT)
+            }
+            "AUTH_REQUIRED" => err = err.with_hint(AUTH_REQUIRED_HINT),
             _ => {}
         }
     }
