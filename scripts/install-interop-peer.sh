@@ -6,6 +6,9 @@
 #     (scripts/peers/pydantic_peer.py: no LLM, no key);
 #   - qwen-code 0.24.4 (npm @qwen-code/qwen-code, run as `qwen --acp`), which the tests point
 #     at a fake OpenAI-compatible server (scripts/peers/fake_openai.py: no LLM, no key).
+#   - the checkers of `sessions export --as atif|otlp` (scripts/peers/check_interchange.py):
+#     harbor 0.26.0 (Harbor's ATIF models and validator) and opentelemetry-proto 1.45.2, in
+#     .venv-acp/ too.
 # Creates, in the repository root, all gitignored:
 #   .venv-acp/   a virtualenv with agent-client-protocol==0.12.1 and pydantic-acp==1.10.0
 #   peers/       the unpacked sdist; the agent is peers/agent_client_protocol-0.12.1/examples/echo_agent.py
@@ -55,6 +58,37 @@ install_qwen() {
   echo "interop peer installed: $QWEN_BIN --acp"
 }
 
+# The checkers of acpx's interchange exports (`sessions export --as atif|otlp`,
+# scripts/peers/check_interchange.py), in the same virtualenv: Harbor's own ATIF models and
+# validator (harbor 0.26.0) and the OpenTelemetry protobuf schema (opentelemetry-proto).
+# harbor declares Python >= 3.12 and depends on its whole evaluation stack (litellm, fastapi,
+# supabase, …); its trajectory models and validator import pydantic only (installed above with
+# pydantic-acp), and import on the Python 3.11 of the machines here, so its wheel goes in
+# without its dependencies and without the Python check.
+HARBOR=0.26.0
+OTEL_PROTO=1.45.2
+PROTOBUF=7.36.2
+
+install_interchange_checkers() {
+  if "$VENV/bin/python" - "$HARBOR" >/dev/null 2>&1 <<'PY'
+import sys, importlib.metadata as m
+import harbor.utils.trajectory_validator
+import opentelemetry.proto.collector.trace.v1.trace_service_pb2
+sys.exit(m.version("harbor") != sys.argv[1])
+PY
+  then
+    echo "interchange checkers already installed: harbor $HARBOR, opentelemetry-proto"
+    return 0
+  fi
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check \
+    "opentelemetry-proto==$OTEL_PROTO" "protobuf==$PROTOBUF"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --ignore-requires-python \
+    "harbor==$HARBOR"
+  "$VENV/bin/python" -c "from harbor.utils.trajectory_validator import TrajectoryValidator; \
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest"
+  echo "interchange checkers installed: harbor $HARBOR, opentelemetry-proto $OTEL_PROTO"
+}
+
 VERSION=0.12.1
 PYDANTIC_ACP=1.10.0
 PYDANTIC_AI_SLIM=2.52.0
@@ -67,6 +101,7 @@ PYTHON="${PYTHON:-python3}"
 if [ -x "$VENV/bin/python" ] && [ -f "$AGENT" ] \
    && "$VENV/bin/python" -c "import acp, pydantic_acp" >/dev/null 2>&1; then
   echo "interop peer already installed: $AGENT"
+  install_interchange_checkers
   install_qwen
   exit 0
 fi
@@ -92,4 +127,5 @@ fi
 test -f "$AGENT"
 "$VENV/bin/python" -c "import acp, pydantic_acp"
 echo "interop peers installed: $VENV/bin/python $AGENT; $VENV/bin/python scripts/peers/pydantic_peer.py"
+install_interchange_checkers
 install_qwen

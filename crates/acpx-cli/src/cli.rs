@@ -348,6 +348,12 @@ pub struct PromptArgs {
     #[arg(long = "no-wait")]
     pub no_wait: bool,
 
+    /// Send the finished turn's spans to this OpenTelemetry collector (OTLP/HTTP JSON,
+    /// http:// only; default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces)
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
     #[arg(value_name = "TEXT")]
     pub text: Vec<String>,

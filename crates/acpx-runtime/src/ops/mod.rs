@@ -33,6 +33,7 @@ pub mod interrupts;
 pub mod local;
 pub mod lookup;
 pub mod node_import;
+pub mod otlp_live;
 pub mod prune;
 pub mod repair;
 pub mod scope;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use acpx_runtime::error_kind::turn_failure;
 use acpx_runtime::ops::local::{self, LocalEvent};
+use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, TurnOutcome};
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
@@ -228,6 +229,37 @@ fn live_options(ctx: &Ctx, live: &LiveOutput) -> acpx_runtime::RuntimeOptions {
     options
 }
 
+/// Where a finished turn's spans go (`--otlp-endpoint`, the OTEL variables), if anywhere. A
+/// bad flag is a usage error; a bad variable only a warning: the environment may be set for
+/// other programs.
+fn otlp_target(ctx: &Ctx, flag: Option<&str>) -> CliResult<Option<OtlpTarget>> {
+    match OtlpTarget::resolve(flag, |k| std::env::var(k).ok()) {
+        Ok(t) => Ok(t),
+        Err(e) if flag.is_some() => Err(CliError::usage(e)),
+        Err(e) => {
+            ctx.out.warn(&format!("{e}; the turn is not exported"));
+            Ok(None)
+        }
+    }
+}
+
+/// Sends a finished turn's spans; a failure is one warning, never the turn's failure.
+async fn export_otlp(
+    ctx: &Ctx,
+    store: &dyn acpx_model::Store,
+    id: &acpx_model::RecordId,
+    outcome: &TurnOutcome,
+    target: Option<&OtlpTarget>,
+) {
+    let Some(target) = target.filter(|_| !outcome.request_id.is_empty()) else {
+        return;
+    };
+    if let Err(e) = otlp_live::export_turn(store, id, &outcome.request_id, target).await {
+        ctx.out
+            .warn(&format!("the turn's OpenTelemetry export failed: {e}"));
+    }
+}
+
 /// `prompt`.
 pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let store = ctx.store().await?;
@@ -238,6 +270,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     };
     let id = found.acpx_record_id;
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
+    let otlp = otlp_target(ctx, a.otlp_endpoint.as_deref())?;
     if !ctx.no_owner {
         let live = LiveOutput::new(ctx.out.clone());
         let mut quiet = QuietReply::default();
@@ -252,6 +285,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
             None => Ok(Cow::Borrowed(outcome.agent_text.as_str())),
             Some(e) => Err(std::io::Error::other(e.clone())),
         };
+        export_otlp(ctx, &*store, &id, &outcome, otlp.as_ref()).await;
         return finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet);
     }
     if a.no_wait {
@@ -260,7 +294,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     }
     owned::release_owner_of(ctx, &id).await?;
     let live = LiveOutput::new(ctx.out.clone());
-    let runtime = Runtime::new(store, live_options(ctx, &live));
+    let runtime = Runtime::new(store.clone(), live_options(ctx, &live));
     let turn = local::prompt(
         &runtime,
         ctx.authority()?,
@@ -272,6 +306,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
+    export_otlp(ctx, &*store, &id, &turn.outcome, otlp.as_ref()).await;
     finish_turn(
         ctx,
         &turn.outcome,
