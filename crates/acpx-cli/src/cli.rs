@@ -276,6 +276,30 @@ Ctrl-C stops the agent."
     /// Show the resolved configuration and the known agents
     Config(ConfigArgs),
 
+    /// Send a recorded session's prompts again, in order, to an agent (the source's, or the
+    /// one named: `acpx claude replay SESSION`), in a new session linked to the source
+    #[command(
+        after_help = "The new session runs in the source's directory and is closed after its last turn. A permission\n\
+question about the same tool call (title, kind and input) is answered as the source answered it;\n\
+any other goes to the usual policy (--approve-all, --permission-policy, …).\n\
+Compare the two with `acpx sessions diff SOURCE NEW`."
+    )]
+    Replay(ReplayArgs),
+
+    /// Send one prompt to several agents at once, each in a new stored session, and show
+    /// their stop reasons, tokens, cost and wall time side by side
+    Compare(CompareArgs),
+
+    /// Speak ACP on stdin/stdout as the agent of a recorded session: its capabilities, its
+    /// updates, tool calls and permission questions, with their recorded pacing
+    #[command(
+        name = "serve-agent",
+        after_help = "Point any ACP client at it, e.g. acpx --agent 'acpx serve-agent SESSION --fast' sessions new.\n\
+Each prompt must be the next recorded one (by its text); another is refused with JSON-RPC\n\
+error -32602 naming the prompt expected. Gaps between events are kept up to 2 s each."
+    )]
+    ServeAgent(ServeAgentArgs),
+
     /// Print a shell completion script (e.g. `acpx completions bash > /etc/bash_completion.d/acpx`)
     Completions(CompletionsArgs),
 
@@ -314,8 +338,60 @@ pub const COMMAND_NAMES: &[&str] = &[
     "completions",
     "man",
     "help",
+    "replay",
+    "compare",
+    "serve-agent",
     "__owner",
 ];
+
+/// `replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The session to replay: record id, ACP session id, a unique prefix or suffix of
+    /// either, or a session name in scope
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Send only the first N prompts
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub until: Option<u64>,
+}
+
+/// `compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Read the prompt from this file ("-" for stdin)
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub file: Option<String>,
+    /// The agents, from every --agent (a name or a command line); the grammar moves them
+    /// here, since --agent is otherwise one global agent
+    #[arg(long = "compare-agent", hide = true, value_name = "AGENT")]
+    pub agents: Vec<String>,
+    /// The prompt text (words are joined with spaces; after `--` words may start with a dash)
+    #[arg(value_name = "TEXT")]
+    pub text: Vec<String>,
+}
+
+/// `serve-agent`.
+#[derive(Debug, Args)]
+pub struct ServeAgentArgs {
+    /// The recorded session to serve
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Play the recorded updates without their recorded pauses
+    #[arg(long)]
+    pub fast: bool,
+}
+
+/// `sessions diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first session (record id, ACP session id, prefix, suffix or name in scope)
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The second session
+    #[arg(value_name = "B")]
+    pub b: String,
+}
 
 /// `completions`.
 #[derive(Debug, Args)]
@@ -490,6 +566,11 @@ pub enum SessionsCommand {
     Prune(PruneArgs),
     /// Search the conversations of every session
     Search(SearchArgs),
+    /// Compare two sessions turn by turn (a replay and its source, say): replies, tool calls
+    /// and their files, stop reasons, tokens, cost, wall time
+    Diff(DiffArgs),
+    /// Tokens and cost the agents reported, summed per session, agent, day or model
+    Usage(UsageArgs),
 }
 
 #[derive(Debug, Args)]

@@ -233,6 +233,26 @@ pub fn split_agent(mut args: Vec<OsString>, is_agent: impl Fn(&str) -> bool) -> 
     })
 }
 
+/// `compare` runs several agents: each `--agent X` before `--` becomes `--compare-agent X`,
+/// the option of `compare` that takes many, so that the global `--agent` (one agent, the
+/// last given wins) does not keep only the last. Any other command is left as it is.
+pub fn compare_agents(args: &mut [OsString]) {
+    let (at, _) = next_token(args, 1);
+    if args.get(at).and_then(|a| a.to_str()) != Some("compare") {
+        return;
+    }
+    for a in args.iter_mut().skip(1) {
+        match a.to_str() {
+            Some("--") => break,
+            Some("--agent") => *a = "--compare-agent".into(),
+            Some(s) if s.starts_with("--agent=") => {
+                *a = format!("--compare-agent={}", &s["--agent=".len()..]).into();
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Whether `--agent` appears among the options (before `--`).
 fn has_raw_agent(args: &[OsString]) -> bool {
     args.iter()
@@ -435,6 +455,52 @@ mod tests {
         assert_eq!(args, ["--verbose", "-x", "hi"]);
         let (args, _) = split(&["--session=api", "codex", "hi"]).unwrap();
         assert_eq!(args, ["prompt", "--session=api", "hi"]);
+    }
+
+    #[test]
+    fn compare_takes_every_agent() {
+        let mut args: Vec<OsString> = [
+            "acpx",
+            "--format",
+            "json",
+            "compare",
+            "hi",
+            "--agent",
+            "a b",
+            "--agent=c",
+            "--",
+            "--agent",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        compare_agents(&mut args);
+        let got: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "acpx",
+                "--format",
+                "json",
+                "compare",
+                "hi",
+                "--compare-agent",
+                "a b",
+                "--compare-agent=c",
+                "--",
+                "--agent"
+            ]
+        );
+        // Another command keeps its one global agent.
+        let mut args: Vec<OsString> = ["acpx", "--agent", "x", "replay", "s"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        compare_agents(&mut args);
+        assert_eq!(args[1], "--agent");
     }
 
     #[test]

@@ -148,6 +148,8 @@ fn run(args: Vec<OsString>) -> i32 {
             return fail(format, &e);
         }
     };
+    let mut split = split;
+    grammar::compare_agents(&mut split.args);
     let cli = match Cli::try_parse_from(&split.args) {
         Ok(c) => c,
         Err(e) => return clap_error(format, e),

@@ -4,6 +4,7 @@ pub mod config_cmd;
 pub mod fsck;
 pub mod migrate;
 pub mod node_import;
+pub mod replay;
 pub mod runtime_cmds;
 pub mod sessions;
 pub mod shell;
@@ -33,6 +34,9 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Completions(a) => shell::completions(ctx, a.shell),
         Command::Man => shell::man(ctx),
         Command::Migrate(a) => migrate::run(ctx, a).await,
+        Command::Replay(a) => replay::replay(ctx, a).await,
+        Command::Compare(a) => replay::compare(ctx, a).await,
+        Command::ServeAgent(a) => replay::serve_agent(ctx, a).await,
         Command::Config(a) => match a.command.unwrap_or(ConfigCommand::Show) {
             ConfigCommand::Show => config_cmd::show(ctx),
             ConfigCommand::Init(a) => config_cmd::init(ctx, a.force),
@@ -55,6 +59,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Import(a)) => transfer::import(ctx, a).await,
             Some(SessionsCommand::Prune(a)) => sessions::prune(ctx, a).await,
             Some(SessionsCommand::Search(a)) => sessions::search(ctx, a).await,
+            Some(SessionsCommand::Diff(a)) => replay::diff(ctx, a).await,
         },
     }
 }

@@ -36,6 +36,7 @@ pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
 pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of, submit_error};
+pub(crate) use prompt::read_prompt;
 pub use prompt::{exec, prompt};
 pub use status::status;
 
@@ -206,7 +207,7 @@ fn start_timeout_error(t: Duration) -> CliError {
     )
 }
 
-fn interrupted_error() -> CliError {
+pub(crate) fn interrupted_error() -> CliError {
     CliError::new(
         ErrorKind::Interrupted,
         "interrupted: the agent was stopped; what it did so far is in the event log",

@@ -19,7 +19,7 @@ use crate::live::LiveOutput;
 use crate::lookup::{find_in_scope, no_session_error};
 
 /// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
-fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
+pub(crate) fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
     let text = match (file, words.is_empty()) {
         (Some(_), false) => {
             return Err(CliError::usage(
