@@ -165,3 +165,6 @@ impl TurnTrace {
         self.found
     }
 }
+
+#[cfg(test)]
+mod tests;
