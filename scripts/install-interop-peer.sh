@@ -6,6 +6,9 @@
 #     (scripts/peers/pydantic_peer.py: no LLM, no key);
 #   - qwen-code 0.24.4 (npm @qwen-code/qwen-code, run as `qwen --acp`), which the tests point
 #     at a fake OpenAI-compatible server (scripts/peers/fake_openai.py: no LLM, no key).
+#   - the TypeScript ACP SDK 1.9.0 (npm @agentclientprotocol/sdk; 1.x is the line with
+#     ClientSideConnection), the client of scripts/peers/ts_client_serve_agent.mjs, which
+#     checks `acpx serve-agent` from outside.
 #   - the checkers of `sessions export --as atif|otlp` (scripts/peers/check_interchange.py):
 #     harbor 0.26.0 (Harbor's ATIF models and validator) and opentelemetry-proto 1.45.2, in
 #     .venv-acp/ too.
@@ -58,6 +61,36 @@ install_qwen() {
   echo "interop peer installed: $QWEN_BIN --acp"
 }
 
+TS_SDK=1.9.0
+TS_SDK_PKG="$NODE_PREFIX/node_modules/@agentclientprotocol/sdk/package.json"
+
+install_ts_sdk() {
+  if [ -f "$TS_SDK_PKG" ] \
+     && [ "$(node -p "require('./$TS_SDK_PKG').version" 2>/dev/null)" = "$TS_SDK" ]; then
+    echo "interop peer already installed: @agentclientprotocol/sdk $TS_SDK"
+    return 0
+  fi
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "error: node and npm not found; install Node.js to run the serve-agent client test" >&2
+    exit 1
+  fi
+  mkdir -p "$NODE_PREFIX"
+  local attempt
+  for attempt in 1 2 3; do
+    if npm install --prefix "$NODE_PREFIX" --save-exact --no-audit --no-fund \
+         --no-update-notifier --loglevel=error "@agentclientprotocol/sdk@$TS_SDK" >/dev/null; then
+      break
+    fi
+    if [ "$attempt" = 3 ]; then
+      echo "error: npm could not install @agentclientprotocol/sdk@$TS_SDK" >&2
+      exit 1
+    fi
+    echo "npm install failed (attempt $attempt); retrying" >&2
+    sleep $((attempt * 5))
+  done
+  echo "interop peer installed: @agentclientprotocol/sdk $TS_SDK"
+}
+
 # The checkers of acpx's interchange exports (`sessions export --as atif|otlp`,
 # scripts/peers/check_interchange.py), in the same virtualenv: Harbor's own ATIF models and
 # validator (harbor 0.26.0) and the OpenTelemetry protobuf schema (opentelemetry-proto).
@@ -103,6 +136,7 @@ if [ -x "$VENV/bin/python" ] && [ -f "$AGENT" ] \
   echo "interop peer already installed: $AGENT"
   install_interchange_checkers
   install_qwen
+  install_ts_sdk
   exit 0
 fi
 
@@ -129,3 +163,4 @@ test -f "$AGENT"
 echo "interop peers installed: $VENV/bin/python $AGENT; $VENV/bin/python scripts/peers/pydantic_peer.py"
 install_interchange_checkers
 install_qwen
+install_ts_sdk
