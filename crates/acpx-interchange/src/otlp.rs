@@ -202,6 +202,16 @@ const REQUEST_TAIL: &str = "\n]}]}]}\n";
 /// client operations'.
 pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Value> {
     let turn_span = ids.span(&format!("turn\0{}", turn.request_id));
+    let mut spans = vec![own_span(ids, facts, turn, &turn_span)];
+    let call_span = |c: &ToolCall| ids.span(&format!("tool\0{}\0{}", turn.request_id, c.id));
+    tool_spans(ids, turn, &turn_span, &call_span, &mut spans);
+    question_spans(ids, turn, &turn_span, &call_span, &mut spans);
+    client_op_spans(ids, turn, &turn_span, &call_span, &mut spans);
+    spans
+}
+
+/// The turn's own span (`invoke_agent`): usage, cost, model; its stop reason as status.
+fn own_span(ids: &TraceIds, facts: &SessionFacts, turn: &Turn, turn_span: &str) -> Value {
     let agent = facts.agent_name.clone().unwrap_or_else(|| "agent".into());
     let usage = turn.usage.clone().unwrap_or_default();
     let (status, error_type) = match &turn.outcome {
@@ -229,9 +239,9 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
             Some("unfinished".to_string()),
         ),
     };
-    let mut spans = vec![span(
+    span(
         ids,
-        turn_span.clone(),
+        turn_span.to_owned(),
         Some(ids.root_span()),
         format!("invoke_agent {agent}"),
         KIND_CLIENT,
@@ -268,8 +278,17 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
             attr("acpx.stop_reason", turn.stop_reason()),
         ]),
         status,
-    )];
-    let call_span = |c: &ToolCall| ids.span(&format!("tool\0{}\0{}", turn.request_id, c.id));
+    )
+}
+
+/// An `execute_tool` span per tool call.
+fn tool_spans(
+    ids: &TraceIds,
+    turn: &Turn,
+    turn_span: &str,
+    call_span: &dyn Fn(&ToolCall) -> String,
+    spans: &mut Vec<Value>,
+) {
     for c in &turn.tool_calls {
         let status = match c.status.as_deref() {
             Some("completed") => (STATUS_OK, None),
@@ -284,7 +303,7 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
         spans.push(span(
             ids,
             call_span(c),
-            Some(turn_span.clone()),
+            Some(turn_span.to_owned()),
             format!("execute_tool {}", c.function_name()),
             KIND_INTERNAL,
             c.started_at,
@@ -300,9 +319,19 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
             status,
         ));
     }
+}
+
+/// A `request_permission` span per question, under the tool call it was about.
+fn question_spans(
+    ids: &TraceIds,
+    turn: &Turn,
+    turn_span: &str,
+    call_span: &dyn Fn(&ToolCall) -> String,
+    spans: &mut Vec<Value>,
+) {
     let parent_of_call = |id: Option<&str>| {
         id.and_then(|id| turn.tool_calls.iter().find(|c| c.id == id))
-            .map_or_else(|| turn_span.clone(), call_span)
+            .map_or_else(|| turn_span.to_owned(), call_span)
     };
     for (k, q) in turn.permissions.iter().enumerate() {
         spans.push(span(
@@ -329,6 +358,16 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
             },
         ));
     }
+}
+
+/// A span per fs or terminal operation, under the tool call it served.
+fn client_op_spans(
+    ids: &TraceIds,
+    turn: &Turn,
+    turn_span: &str,
+    call_span: &dyn Fn(&ToolCall) -> String,
+    spans: &mut Vec<Value>,
+) {
     for (k, o) in turn.client_ops.iter().enumerate() {
         let text = |key: &str| o.payload.get(key).and_then(Value::as_str);
         let terminal = text("terminalId");
@@ -354,7 +393,7 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
         spans.push(span(
             ids,
             ids.span(&format!("client_op\0{}\0{k}", turn.request_id)),
-            Some(served.map_or_else(|| turn_span.clone(), call_span)),
+            Some(served.map_or_else(|| turn_span.to_owned(), call_span)),
             o.method.clone(),
             KIND_INTERNAL,
             o.started_at,
@@ -380,7 +419,6 @@ pub fn turn_spans(ids: &TraceIds, facts: &SessionFacts, turn: &Turn) -> Vec<Valu
             },
         ));
     }
-    spans
 }
 
 /// One turn's spans as a whole `ExportTraceServiceRequest`, for a live export after the
