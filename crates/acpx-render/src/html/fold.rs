@@ -1,0 +1,622 @@
+//! The viewer's fold of the event log: events, in seq order, become the items of a turn
+//! (messages with their chunks joined, tool calls with their updates, permission questions
+//! and answers, terminals, plans, notes). A turn is held until it ends, then written and
+//! dropped; the page never holds more than one turn.
+
+use std::collections::HashMap;
+
+use acpx_model::{EventEnvelope, Timestamp};
+use serde_json::Value;
+
+/// The most text one message, thought or output keeps for the page; the rest is counted
+/// (the log keeps every byte, and the item links to it).
+pub const TEXT_CAP: usize = 2 * 1024 * 1024;
+
+/// A string field of a JSON object.
+pub fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Where an item came from in the log.
+#[derive(Debug, Clone)]
+pub struct At {
+    /// Its first event.
+    pub seq: u64,
+    /// When that event was recorded.
+    pub time: Timestamp,
+}
+
+impl At {
+    fn of(e: &EventEnvelope) -> Self {
+        At {
+            seq: e.seq,
+            time: e.timestamp,
+        }
+    }
+}
+
+/// Text gathered from chunks, capped at [`TEXT_CAP`].
+#[derive(Debug, Default, Clone)]
+pub struct Capped {
+    /// What is kept.
+    pub text: String,
+    /// Bytes left out.
+    pub dropped: u64,
+}
+
+impl Capped {
+    /// Adds `s`, or counts it when the cap is reached.
+    pub fn push(&mut self, s: &str) {
+        let room = TEXT_CAP.saturating_sub(self.text.len());
+        if s.len() <= room {
+            self.text.push_str(s);
+        } else {
+            let mut cut = room;
+            while !s.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.text.push_str(&s[..cut]);
+            self.dropped += (s.len() - cut) as u64;
+        }
+    }
+}
+
+/// What kind of note an item is: decides its colour and whether it is shown by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// A change of mode, model or config option, a title.
+    Change,
+    /// A fallback, a choice not restored, an agent that exited badly.
+    Warning,
+    /// A failure.
+    Error,
+    /// acpx's own bookkeeping (agent started, initialized, file reads): hidden unless asked.
+    Internal,
+}
+
+/// A permission question and its answer.
+#[derive(Debug, Clone, Default)]
+pub struct Permission {
+    /// The question (`running` client operation), when logged.
+    pub asked: Option<At>,
+    /// The options offered: (id, name, kind).
+    pub options: Vec<(String, String, String)>,
+    /// The answer, when logged.
+    pub answered: Option<At>,
+    /// `approved`, `denied`, `cancelled`…
+    pub decision: Option<String>,
+    /// The option chosen.
+    pub option_id: Option<String>,
+    /// The permission mode in force (`approve-all`, `approve-reads`, …).
+    pub policy: Option<String>,
+    /// The `--permission-policy` action that decided, if a rule did.
+    pub rule: Option<String>,
+    /// The summary line acpx logged for the answer.
+    pub summary: Option<String>,
+}
+
+/// A terminal an agent ran.
+#[derive(Debug, Clone, Default)]
+pub struct Terminal {
+    /// The command line, from `terminal/create`.
+    pub command: Option<String>,
+    /// The latest output acpx logged for it.
+    pub output: Option<String>,
+    /// Whether that output was cut by the agent's byte limit.
+    pub truncated: bool,
+    /// `exit code N` / `signal S`, once known.
+    pub exit: Option<String>,
+    /// The event that created it.
+    pub created: Option<At>,
+}
+
+/// A tool call with everything its updates said.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// Its first event.
+    pub at: At,
+    /// ACP `toolCallId`.
+    pub id: String,
+    /// ACP `kind` (`read`, `edit`, `execute`…).
+    pub kind: Option<String>,
+    /// ACP `title`.
+    pub title: Option<String>,
+    /// Latest status.
+    pub status: Option<String>,
+    /// When it reached `completed` or `failed`.
+    pub ended: Option<Timestamp>,
+    /// `locations` (path, line).
+    pub locations: Vec<String>,
+    /// Latest `rawInput`.
+    pub raw_input: Option<Value>,
+    /// Latest `rawOutput`.
+    pub raw_output: Option<Value>,
+    /// Latest text content items.
+    pub texts: Vec<String>,
+    /// Every diff shown, the latest per path: (path, old text, new text).
+    pub diffs: Vec<(String, Option<String>, String)>,
+    /// Terminal ids embedded in its content, in order.
+    pub terminals: Vec<String>,
+    /// Its permission questions.
+    pub permissions: Vec<Permission>,
+    /// Every event that touched it.
+    pub seqs: Vec<u64>,
+}
+
+/// One thing shown in a turn, in log order.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// The agent's reply text (Markdown).
+    Message(At, Capped),
+    /// The agent's thoughts.
+    Thought(At, Capped),
+    /// A user message chunk (history an agent replayed, an imported conversation).
+    User(At, Capped),
+    /// A tool call.
+    Tool(Box<ToolCall>),
+    /// A plan: (content, status, priority) per entry.
+    Plan(At, Vec<(String, String, String)>),
+    /// A permission question about no tool call the turn shows.
+    Permission(String, Permission),
+    /// Anything else worth a line.
+    Note {
+        /// Where.
+        at: At,
+        /// How it is shown.
+        kind: NoteKind,
+        /// A short label (`mode`, `fallback`, `fs/read_text_file`).
+        label: String,
+        /// What happened.
+        text: String,
+    },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone)]
+pub struct TurnEnd {
+    /// The event that ended it.
+    pub at: At,
+    /// `end_turn`, `cancelled`, … or the error outcome.
+    pub reason: String,
+    /// Whether it failed.
+    pub failed: bool,
+    /// The error message of a failed turn.
+    pub message: Option<String>,
+}
+
+/// A cost the agent reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    /// Amount.
+    pub amount: f64,
+    /// Currency code.
+    pub currency: String,
+}
+
+/// A prompt turn (or, with `number` 0, the events between turns).
+#[derive(Debug, Clone)]
+pub struct Turn {
+    /// 1-based turn number; 0 for events outside any turn.
+    pub number: u32,
+    /// `prompt_started`.
+    pub at: Option<At>,
+    /// Its request id.
+    pub request_id: Option<String>,
+    /// The prompt's text blocks, joined.
+    pub prompt: String,
+    /// The prompt's other blocks, described.
+    pub attachments: Vec<String>,
+    /// What happened, in order.
+    pub items: Vec<Item>,
+    /// Tool call id → index into `items`.
+    pub tools: HashMap<String, usize>,
+    /// Terminals of the turn by id.
+    pub terminals: HashMap<String, Terminal>,
+    /// How it ended.
+    pub end: Option<TurnEnd>,
+    /// The prompt response's `usage`.
+    pub usage: Option<Value>,
+    /// The cumulative cost the agent reported last, during this turn.
+    pub cost: Option<Cost>,
+    /// The context window (`used`, `size`) the agent reported last, during this turn.
+    pub context: Option<(u64, u64)>,
+}
+
+impl Turn {
+    /// An empty turn.
+    pub fn new(number: u32, at: Option<At>, request_id: Option<String>) -> Self {
+        Turn {
+            number,
+            at,
+            request_id,
+            prompt: String::new(),
+            attachments: Vec::new(),
+            items: Vec::new(),
+            tools: HashMap::new(),
+            terminals: HashMap::new(),
+            end: None,
+            usage: None,
+            cost: None,
+            context: None,
+        }
+    }
+
+    /// Takes `prompt_started`'s prompt blocks.
+    pub fn set_prompt(&mut self, payload: &Value) {
+        match payload.get("prompt").and_then(Value::as_array) {
+            Some(blocks) => {
+                for b in blocks {
+                    match str_of(b, "type") {
+                        Some("text") => {
+                            if !self.prompt.is_empty() {
+                                self.prompt.push('\n');
+                            }
+                            self.prompt.push_str(str_of(b, "text").unwrap_or(""));
+                        }
+                        _ => self.attachments.push(describe_block(b)),
+                    }
+                }
+            }
+            None => self.prompt = str_of(payload, "message_preview").unwrap_or("").to_owned(),
+        }
+    }
+
+    /// Applies one event of the turn.
+    pub fn apply(&mut self, e: &EventEnvelope) {
+        match e.event_type.as_str() {
+            "session_update" => self.session_update(e),
+            "client_operation" => self.client_operation(e),
+            "prompt_done" => {
+                self.usage = e.payload.get("usage").filter(|u| u.is_object()).cloned();
+                self.end = Some(TurnEnd {
+                    at: At::of(e),
+                    reason: str_of(&e.payload, "stopReason")
+                        .unwrap_or("done")
+                        .to_owned(),
+                    failed: false,
+                    message: None,
+                });
+            }
+            "prompt_error" => {
+                let p = &e.payload;
+                let reason = str_of(p, "outcome")
+                    .or_else(|| str_of(p, "stopReason"))
+                    .unwrap_or("failed");
+                self.end = Some(TurnEnd {
+                    at: At::of(e),
+                    reason: reason.to_owned(),
+                    failed: true,
+                    message: str_of(p, "message").map(str::to_owned),
+                });
+            }
+            "queue_event" | "control_started" => {}
+            _ => super::notes::note_of(e, &mut self.items),
+        }
+    }
+
+    fn session_update(&mut self, e: &EventEnvelope) {
+        let Some(update) = e.payload.get("update") else {
+            return;
+        };
+        let tag = str_of(update, "sessionUpdate").unwrap_or("");
+        let text = || content_text(update.get("content"));
+        match tag {
+            "agent_message_chunk" => match self.items.last_mut() {
+                Some(Item::Message(_, t)) => t.push(&text()),
+                _ => self.items.push(Item::Message(At::of(e), capped(&text()))),
+            },
+            "agent_thought_chunk" => match self.items.last_mut() {
+                Some(Item::Thought(_, t)) => t.push(&text()),
+                _ => self.items.push(Item::Thought(At::of(e), capped(&text()))),
+            },
+            "user_message_chunk" => match self.items.last_mut() {
+                Some(Item::User(_, t)) => t.push(&text()),
+                _ => self.items.push(Item::User(At::of(e), capped(&text()))),
+            },
+            "tool_call" | "tool_call_update" => self.tool_update(e, update),
+            "plan" => {
+                let entries = update
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .map(|es| {
+                        es.iter()
+                            .map(|x| {
+                                let f = |k| str_of(x, k).unwrap_or("").to_owned();
+                                (f("content"), f("status"), f("priority"))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.items.push(Item::Plan(At::of(e), entries));
+            }
+            "usage_update" => {
+                if let (Some(used), Some(size)) = (
+                    update.get("used").and_then(Value::as_u64),
+                    update.get("size").and_then(Value::as_u64),
+                ) {
+                    self.context = Some((used, size));
+                }
+                if let Some(cost) = update.get("cost").and_then(cost_of) {
+                    self.cost = Some(cost);
+                }
+            }
+            _ => super::notes::update_note(e, tag, update, &mut self.items),
+        }
+    }
+
+    /// The tool call `id`, created (at `e`) when the turn has not seen it.
+    fn tool(&mut self, id: &str, e: &EventEnvelope) -> Option<&mut ToolCall> {
+        let index = match self.tools.get(id) {
+            Some(&i) => i,
+            None => {
+                self.items.push(Item::Tool(Box::new(ToolCall {
+                    at: At::of(e),
+                    id: id.to_owned(),
+                    kind: None,
+                    title: None,
+                    status: None,
+                    ended: None,
+                    locations: Vec::new(),
+                    raw_input: None,
+                    raw_output: None,
+                    texts: Vec::new(),
+                    diffs: Vec::new(),
+                    terminals: Vec::new(),
+                    permissions: Vec::new(),
+                    seqs: Vec::new(),
+                })));
+                self.tools.insert(id.to_owned(), self.items.len() - 1);
+                self.items.len() - 1
+            }
+        };
+        match &mut self.items[index] {
+            Item::Tool(t) => {
+                if t.seqs.last() != Some(&e.seq) {
+                    t.seqs.push(e.seq);
+                }
+                Some(t)
+            }
+            // `tools` indexes tool items only.
+            _ => None,
+        }
+    }
+
+    /// Applies a `tool_call`, a `tool_call_update`, or a permission request's `toolCall`.
+    fn tool_update(&mut self, e: &EventEnvelope, update: &Value) {
+        let Some(id) = str_of(update, "toolCallId") else {
+            return;
+        };
+        let Some(t) = self.tool(id, e) else {
+            return;
+        };
+        let set = |slot: &mut Option<String>, key: &str| {
+            if let Some(v) = str_of(update, key) {
+                *slot = Some(v.to_owned());
+            }
+        };
+        set(&mut t.kind, "kind");
+        set(&mut t.title, "title");
+        if let Some(status) = str_of(update, "status") {
+            if matches!(status, "completed" | "failed") && t.ended.is_none() {
+                t.ended = Some(e.timestamp);
+            }
+            t.status = Some(status.to_owned());
+        }
+        if let Some(locations) = update.get("locations").and_then(Value::as_array) {
+            t.locations = locations
+                .iter()
+                .filter_map(|l| {
+                    let path = str_of(l, "path")?;
+                    Some(match l.get("line").and_then(Value::as_u64) {
+                        Some(line) => format!("{path}:{line}"),
+                        None => path.to_owned(),
+                    })
+                })
+                .collect();
+        }
+        if let Some(v) = update.get("rawInput").filter(|v| !v.is_null()) {
+            t.raw_input = Some(v.clone());
+        }
+        if let Some(v) = update.get("rawOutput").filter(|v| !v.is_null()) {
+            t.raw_output = Some(v.clone());
+        }
+        if let Some(content) = update.get("content").and_then(Value::as_array) {
+            t.texts.clear();
+            for c in content {
+                match str_of(c, "type") {
+                    Some("diff") => {
+                        let path = str_of(c, "path").unwrap_or("").to_owned();
+                        let old = str_of(c, "oldText").map(str::to_owned);
+                        let new = str_of(c, "newText").unwrap_or("").to_owned();
+                        match t.diffs.iter_mut().find(|d| d.0 == path) {
+                            Some(d) => *d = (path, old, new),
+                            None => t.diffs.push((path, old, new)),
+                        }
+                    }
+                    Some("terminal") => {
+                        if let Some(tid) = str_of(c, "terminalId") {
+                            if !t.terminals.iter().any(|x| x == tid) {
+                                t.terminals.push(tid.to_owned());
+                            }
+                        }
+                    }
+                    _ => {
+                        let text = content_text(c.get("content"));
+                        if !text.is_empty() {
+                            t.texts.push(text);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn client_operation(&mut self, e: &EventEnvelope) {
+        let p = &e.payload;
+        let method = str_of(p, "method").unwrap_or("");
+        let status = str_of(p, "status").unwrap_or("");
+        if method == "session/request_permission" {
+            return self.permission(e, status);
+        }
+        if let Some(tid) = str_of(p, "terminalId") {
+            let term = self.terminals.entry(tid.to_owned()).or_default();
+            if method == "terminal/create" {
+                term.created = Some(At::of(e));
+                let mut cmd = str_of(p, "command").unwrap_or("").to_owned();
+                for a in p
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    cmd.push(' ');
+                    cmd.push_str(a.as_str().unwrap_or(""));
+                }
+                term.command = Some(cmd);
+            }
+            if let Some(out) = str_of(p, "output") {
+                term.output = Some(out.to_owned());
+                term.truncated = p.get("truncated").and_then(Value::as_bool).unwrap_or(false);
+            }
+            if let Some(exit) = p.get("exitStatus").filter(|x| x.is_object()) {
+                term.exit = Some(exit_text(exit));
+            }
+        }
+        super::notes::client_note(e, method, status, &mut self.items);
+    }
+
+    fn permission(&mut self, e: &EventEnvelope, status: &str) {
+        let p = &e.payload;
+        let asked = status == "running";
+        let call = if asked {
+            p.get("toolCall")
+                .and_then(|c| str_of(c, "toolCallId"))
+                .map(str::to_owned)
+        } else {
+            str_of(p, "toolCallId").map(str::to_owned)
+        };
+        let mut perm = Permission::default();
+        if asked {
+            perm.asked = Some(At::of(e));
+            perm.options = p
+                .get("options")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|o| {
+                    let f = |k| str_of(o, k).unwrap_or("").to_owned();
+                    (f("optionId"), f("name"), f("kind"))
+                })
+                .collect();
+            // The question carries the call as the agent described it then (the only place
+            // some agents put a call's title, input and diff): applied as an update.
+            if let Some(tool_call) = p.get("toolCall") {
+                self.tool_update(e, tool_call);
+            }
+        } else {
+            perm.answered = Some(At::of(e));
+            perm.decision = str_of(p, "decision").map(str::to_owned);
+            perm.option_id = str_of(p, "optionId").map(str::to_owned);
+            perm.policy = str_of(p, "policy").map(str::to_owned);
+            perm.rule = str_of(p, "rule").map(str::to_owned);
+            perm.summary = str_of(p, "summary").map(str::to_owned);
+        }
+        match call.as_deref().and_then(|id| self.tools.get(id).copied()) {
+            Some(i) => {
+                if let Item::Tool(t) = &mut self.items[i] {
+                    if !t.seqs.contains(&e.seq) {
+                        t.seqs.push(e.seq);
+                    }
+                    merge_permission(&mut t.permissions, perm, asked);
+                }
+            }
+            None => {
+                let title = str_of(p, "summary").unwrap_or("permission").to_owned();
+                // An answer joins the question above it that has none yet.
+                if !asked {
+                    if let Some(Item::Permission(_, q)) = self
+                        .items
+                        .iter_mut()
+                        .rev()
+                        .find(|i| matches!(i, Item::Permission(_, q) if q.answered.is_none()))
+                    {
+                        let asked_at = q.asked.take();
+                        let options = std::mem::take(&mut q.options);
+                        *q = Permission {
+                            asked: asked_at,
+                            options,
+                            ..perm
+                        };
+                        return;
+                    }
+                }
+                self.items.push(Item::Permission(title, perm));
+            }
+        }
+    }
+}
+
+/// Adds a question, or joins an answer to the last question without one.
+fn merge_permission(list: &mut Vec<Permission>, perm: Permission, asked: bool) {
+    if !asked {
+        if let Some(q) = list.iter_mut().rev().find(|q| q.answered.is_none()) {
+            q.answered = perm.answered;
+            q.decision = perm.decision;
+            q.option_id = perm.option_id;
+            q.policy = perm.policy;
+            q.rule = perm.rule;
+            q.summary = perm.summary;
+            return;
+        }
+    }
+    list.push(perm);
+}
+
+fn capped(s: &str) -> Capped {
+    let mut c = Capped::default();
+    c.push(s);
+    c
+}
+
+/// `exit code N` or `signal S` of an ACP exit status.
+pub fn exit_text(exit: &Value) -> String {
+    match (
+        exit.get("exitCode").and_then(Value::as_i64),
+        str_of(exit, "signal"),
+    ) {
+        (_, Some(sig)) => format!("signal {sig}"),
+        (Some(code), None) => format!("exit code {code}"),
+        (None, None) => "exited".to_owned(),
+    }
+}
+
+/// A cost `{amount, currency}`.
+pub fn cost_of(v: &Value) -> Option<Cost> {
+    Some(Cost {
+        amount: v.get("amount").and_then(Value::as_f64)?,
+        currency: str_of(v, "currency").unwrap_or("").to_owned(),
+    })
+}
+
+/// The text of an ACP content block; other blocks described in brackets.
+pub fn content_text(block: Option<&Value>) -> String {
+    match block {
+        Some(b) if str_of(b, "type") == Some("text") => str_of(b, "text").unwrap_or("").to_owned(),
+        Some(b) if b.is_object() => describe_block(b),
+        _ => String::new(),
+    }
+}
+
+/// A non-text content block in words: `[image image/png]`, `[resource file:///x]`.
+fn describe_block(b: &Value) -> String {
+    let kind = str_of(b, "type").unwrap_or("content");
+    let name = str_of(b, "uri")
+        .or_else(|| b.get("resource").and_then(|r| str_of(r, "uri")))
+        .or_else(|| str_of(b, "mimeType"))
+        .unwrap_or("");
+    if name.is_empty() {
+        format!("[{kind}]")
+    } else {
+        format!("[{kind} {name}]")
+    }
+}

@@ -1,0 +1,245 @@
+//! A turn as HTML: its header, the prompt, each item in log order (replies as Markdown,
+//! thoughts collapsed, plans as checklists, notes), and how it ended with its tokens and cost.
+
+use super::escape::{class_token, human_bytes, push_escaped};
+use super::fold::{At, Capped, Item, NoteKind, Turn};
+use super::markdown::push_markdown;
+use super::tools::{push_permission, push_tool};
+use super::usage::{push_turn_usage, Totals};
+
+/// Outputs longer than this many lines are collapsed.
+const COLLAPSE_LINES: usize = 25;
+/// Outputs longer than this many bytes are collapsed.
+const COLLAPSE_BYTES: usize = 3000;
+
+/// `<span class="where">` with the time and the `#seq` link of an item.
+pub fn push_where(out: &mut String, at: &At) {
+    let full = at.time.to_rfc3339();
+    out.push_str("<span class=\"where\"><span class=\"time\" title=\"");
+    out.push_str(&full);
+    out.push_str("\">");
+    out.push_str(full.get(11..19).unwrap_or(&full));
+    out.push_str("</span> <a class=\"seq\" href=\"#seq-");
+    out.push_str(&at.seq.to_string());
+    out.push_str("\" title=\"event ");
+    out.push_str(&at.seq.to_string());
+    out.push_str(" of the log\">#");
+    out.push_str(&at.seq.to_string());
+    out.push_str("</a></span>");
+}
+
+/// The opening `<div>` of an item: its classes and its `seq-N` anchor.
+pub fn push_item_open(out: &mut String, classes: &str, at: &At) {
+    out.push_str("<div class=\"item ");
+    out.push_str(classes);
+    out.push_str("\" id=\"seq-");
+    out.push_str(&at.seq.to_string());
+    out.push_str("\">");
+    push_where(out, at);
+}
+
+/// Preformatted text, collapsed under `label` when it is long.
+pub fn push_pre(out: &mut String, label: &str, text: &str) {
+    let lines = text.lines().count();
+    let long = lines > COLLAPSE_LINES || text.len() > COLLAPSE_BYTES;
+    if long {
+        out.push_str("<details><summary>");
+        push_escaped(out, label);
+        out.push_str(&format!(
+            " ({lines} lines, {})",
+            human_bytes(text.len() as u64)
+        ));
+        out.push_str("</summary>");
+    }
+    out.push_str("<pre class=\"pre\">");
+    push_escaped(out, text);
+    out.push_str("</pre>");
+    if long {
+        out.push_str("</details>");
+    }
+}
+
+/// The note that text was cut for the page.
+fn push_dropped(out: &mut String, c: &Capped, at: &At) {
+    if c.dropped > 0 {
+        out.push_str(&format!(
+            "<div class=\"more\">… {} more in the log (from event #{})</div>",
+            human_bytes(c.dropped),
+            at.seq
+        ));
+    }
+}
+
+/// A whole turn (or, for turn number 0, the events between turns) as HTML.
+pub fn push_turn(out: &mut String, turn: &Turn, totals: &mut Totals) {
+    let Some(at) = &turn.at else {
+        if !turn.items.is_empty() {
+            out.push_str("<div class=\"between\">\n");
+            for item in &turn.items {
+                push_item(out, item, turn);
+            }
+            out.push_str("</div>\n");
+        }
+        return;
+    };
+    out.push_str(&format!(
+        "<section class=\"turn\" id=\"turn-{}\">\n<header><h2>Turn {}</h2>",
+        turn.number, turn.number
+    ));
+    let full = at.time.to_rfc3339();
+    out.push_str("<span class=\"time\">");
+    push_escaped(
+        out,
+        full.get(..19)
+            .map_or(full.as_str(), |s| s)
+            .replace('T', " ")
+            .as_str(),
+    );
+    out.push_str(" UTC</span>");
+    if let Some(end) = &turn.end {
+        let ms = end.at.time.millis() - at.time.millis();
+        out.push_str(&format!("<span class=\"time\">{}</span>", duration(ms)));
+    }
+    out.push_str("</header>\n");
+    push_item_open(out, "prompt", at);
+    out.push_str("<span class=\"label\">prompt</span><div class=\"text\">");
+    push_escaped(out, &turn.prompt);
+    out.push_str("</div>");
+    for a in &turn.attachments {
+        out.push_str("<div class=\"more\">");
+        push_escaped(out, a);
+        out.push_str("</div>");
+    }
+    out.push_str("</div>\n");
+    for item in &turn.items {
+        push_item(out, item, turn);
+    }
+    push_end(out, turn, totals);
+    out.push_str("</section>\n");
+}
+
+fn push_item(out: &mut String, item: &Item, turn: &Turn) {
+    match item {
+        Item::Message(at, text) => {
+            push_item_open(out, "message", at);
+            out.push_str("<div class=\"md\">");
+            push_markdown(out, &text.text);
+            out.push_str("</div>");
+            push_dropped(out, text, at);
+            out.push_str("</div>\n");
+        }
+        Item::Thought(at, text) => {
+            push_item_open(out, "thought", at);
+            let lines = text.text.lines().count();
+            out.push_str(&format!(
+                "<details><summary><span class=\"label\">thought</span>{lines} line{}</summary><div class=\"md\">",
+                if lines == 1 { "" } else { "s" }
+            ));
+            push_markdown(out, &text.text);
+            out.push_str("</div></details>");
+            push_dropped(out, text, at);
+            out.push_str("</div>\n");
+        }
+        Item::User(at, text) => {
+            push_item_open(out, "prompt", at);
+            out.push_str("<span class=\"label\">user</span><div class=\"text\">");
+            push_escaped(out, &text.text);
+            out.push_str("</div>");
+            push_dropped(out, text, at);
+            out.push_str("</div>\n");
+        }
+        Item::Tool(tool) => push_tool(out, tool, turn),
+        Item::Plan(at, entries) => {
+            push_item_open(out, "plan", at);
+            out.push_str("<span class=\"label\">plan</span><ul>");
+            for (content, status, priority) in entries {
+                out.push_str("<li class=\"");
+                out.push_str(&class_token(status));
+                out.push_str("\">");
+                out.push_str(match status.as_str() {
+                    "completed" => "☑ ",
+                    "in_progress" => "▶ ",
+                    _ => "☐ ",
+                });
+                push_escaped(out, content);
+                if !priority.is_empty() {
+                    out.push_str(" <span class=\"badge\">");
+                    push_escaped(out, priority);
+                    out.push_str("</span>");
+                }
+                out.push_str("</li>");
+            }
+            out.push_str("</ul></div>\n");
+        }
+        Item::Permission(title, perm) => {
+            let Some(at) = perm.asked.as_ref().or(perm.answered.as_ref()) else {
+                return;
+            };
+            push_item_open(out, "permission", at);
+            out.push_str("<span class=\"label\">permission</span>");
+            push_escaped(out, title);
+            push_permission(out, perm);
+            out.push_str("</div>\n");
+        }
+        Item::Note {
+            at,
+            kind,
+            label,
+            text,
+        } => {
+            let class = match kind {
+                NoteKind::Change => "note change",
+                NoteKind::Warning => "note warning",
+                NoteKind::Error => "note error",
+                NoteKind::Internal => "note internal",
+            };
+            push_item_open(out, class, at);
+            out.push_str("<span class=\"label\">");
+            push_escaped(out, label);
+            out.push_str("</span>");
+            push_escaped(out, text);
+            out.push_str("</div>\n");
+        }
+    }
+}
+
+/// The turn's last line: how it ended, when, its tokens and cost.
+fn push_end(out: &mut String, turn: &Turn, totals: &mut Totals) {
+    match &turn.end {
+        Some(end) => {
+            out.push_str(if end.failed {
+                "<div class=\"item end failed\""
+            } else {
+                "<div class=\"item end\""
+            });
+            out.push_str(&format!(" id=\"seq-{}\">", end.at.seq));
+            push_where(out, &end.at);
+            out.push_str("<span><span class=\"label\">stop reason</span><span class=\"reason\">");
+            push_escaped(out, &end.reason);
+            out.push_str("</span></span>");
+            if let Some(m) = &end.message {
+                out.push_str("<span>");
+                push_escaped(out, m);
+                out.push_str("</span>");
+            }
+        }
+        None => out.push_str(
+            "<div class=\"item end failed\"><span><span class=\"label\">stop reason</span>\
+             <span class=\"reason\">unfinished</span> (the log has no end of this turn)</span>",
+        ),
+    }
+    push_turn_usage(out, turn, totals);
+    out.push_str("</div>\n");
+}
+
+/// Milliseconds for people: `850 ms`, `4.2 s`, `3 min 5 s`.
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
