@@ -558,7 +558,7 @@ pub enum SessionsCommand {
     /// Replay the session's event log, then follow it (across processes) until the session
     /// is closed
     Watch(WatchArgs),
-    /// Write a session out as Markdown, session JSON, NDJSON log, or an importable archive
+    /// Write a session out as an HTML page, Markdown, session JSON, NDJSON log, or an importable archive
     Export(ExportArgs),
     /// Import an exported session, or sessions written by the Node acpx
     Import(ImportArgs),
@@ -714,6 +714,9 @@ pub enum ExportKind {
     /// One OpenTelemetry trace as OTLP/JSON (an ExportTraceServiceRequest), for tracing
     /// backends
     Otlp,
+    /// One self-contained HTML page to read or share: every turn, tool call, diff, terminal,
+    /// permission answer, tokens and cost, with search (no network, nothing recorded runs)
+    Html,
 }
 
 #[derive(Debug, Args)]

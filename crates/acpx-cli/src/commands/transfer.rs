@@ -44,6 +44,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Ndjson => ExportFormat::Ndjson,
         ExportKind::Atif => ExportFormat::Atif,
         ExportKind::Otlp => ExportFormat::Otlp,
+        ExportKind::Html => ExportFormat::Html,
     };
     // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
     // when retention already removed the oldest events, before the user relies on the file.

@@ -14,6 +14,7 @@
 //! | [`fork`] | record-level fork: a new record that starts from a parent's conversation and state |
 //! | [`repair`] | `fsck`: the checks of every stored session, and their repair, as a typed report |
 //! | [`transfer`] | export archives, reading them back, storing an imported session |
+//! | [`viewer`] | the HTML viewer export of a session (`sessions export --as html`) |
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
 //! | [`closing`] | closing (through the queue owner, or after cancelling a running prompt) and deleting a stored session safely |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
@@ -39,6 +40,7 @@ pub mod repair;
 pub mod scope;
 pub mod status;
 pub mod transfer;
+pub mod viewer;
 pub mod watch;
 
 use std::path::PathBuf;

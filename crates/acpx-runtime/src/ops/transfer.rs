@@ -182,6 +182,8 @@ pub enum ExportFormat {
     Atif,
     /// An OTLP/JSON trace ([`acpx_interchange::otlp`]).
     Otlp,
+    /// The self-contained HTML viewer ([`super::viewer`]).
+    Html,
 }
 
 /// Why [`write_export`] stopped.
@@ -222,6 +224,7 @@ pub async fn write_export(
                 return Err(ExportError::Write(e));
             }
         }
+        ExportFormat::Html => events = super::viewer::write_html(store, record, sink).await?,
         ExportFormat::Atif | ExportFormat::Otlp => {
             events = write_interchange(store, record, format, sink).await?
         }
