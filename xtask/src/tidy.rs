@@ -134,6 +134,26 @@ fn the_model_stays_pure() {
 }
 
 #[test]
+fn the_interchange_crate_stays_pure() {
+    for dep in deps_of("crates/acpx-interchange") {
+        assert!(
+            !dep.starts_with("acpx-") || dep == "acpx-model",
+            "acpx-interchange depends on {dep}: it reads the model's formats, nothing else"
+        );
+        assert!(
+            ![
+                "tokio",
+                "rusqlite",
+                "tokio-postgres",
+                "agent-client-protocol"
+            ]
+            .contains(&dep.as_str()),
+            "acpx-interchange must not depend on {dep} (it is pure: no I/O, no async runtime)"
+        );
+    }
+}
+
+#[test]
 fn stores_depend_only_on_the_model_and_the_lock_crate() {
     for store in [
         "crates/acpx-store-fs",
