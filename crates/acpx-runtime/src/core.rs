@@ -674,7 +674,7 @@ impl SessionCore {
             }
             "terminal/output" => {
                 let t = self.terminals.get(id).ok_or_else(unknown)?;
-                let out = t.output();
+                let out = t.output_to_log(true).unwrap_or_else(|| t.output());
                 extra.insert("truncated".into(), out["truncated"].clone());
                 // The whole output goes to the log; the thread keeps its end (mapping).
                 extra.insert("output".into(), out["output"].clone());
@@ -716,6 +716,16 @@ impl SessionCore {
             "terminal/release" => {
                 let t = self.terminals.remove(id).ok_or_else(unknown)?;
                 t.kill().await;
+                // What the command wrote since the agent last asked (or all of it, when it
+                // never did) goes to the log with the release, so the thread and every
+                // reader still show a terminal whose output the agent never read.
+                if let Some(out) = t.output_to_log(false) {
+                    for key in ["output", "truncated", "exitStatus"] {
+                        if let Some(v) = out.get(key) {
+                            extra.insert(key.into(), v.clone());
+                        }
+                    }
+                }
                 self.log_operation(method, true, format!("Released {id}"), None, extra)
                     .await;
                 Ok(json!({}))

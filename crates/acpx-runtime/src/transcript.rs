@@ -96,39 +96,67 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
-/// A line diff of `old` → `new`: the lines both share at the start and end are left out,
-/// the changed region is shown as `-` / `+` lines. `None` for `old` is a new file.
+/// A unified diff of `old` → `new` (`None` for `old` is a new file): `---` / `+++` lines,
+/// then standard hunks (`@@ -a,b +c,d @@`, three lines of context) as `diff -u` prints them
+/// ([`acpx_render::diff`]).
 pub fn line_diff(path: &str, old: Option<&str>, new: &str) -> String {
-    let old_lines: Vec<&str> = old.map_or_else(Vec::new, |o| o.lines().collect());
-    let new_lines: Vec<&str> = new.lines().collect();
-    let prefix = old_lines
-        .iter()
-        .zip(&new_lines)
-        .take_while(|(a, b)| a == b)
-        .count();
-    let suffix = old_lines[prefix..]
-        .iter()
-        .rev()
-        .zip(new_lines[prefix..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
     let mut s = format!(
         "--- {}\n+++ {path}\n",
         if old.is_some() { path } else { "/dev/null" }
     );
-    if prefix > 0 || suffix > 0 {
-        s.push_str(&format!(
-            "@@ line {} ({prefix} unchanged before, {suffix} after) @@\n",
-            prefix + 1
-        ));
-    }
-    for l in &old_lines[prefix..old_lines.len() - suffix] {
-        s.push_str(&format!("-{l}\n"));
-    }
-    for l in &new_lines[prefix..new_lines.len() - suffix] {
-        s.push_str(&format!("+{l}\n"));
+    for hunk in acpx_render::diff::unified(old, new) {
+        s.push_str(&hunk.header);
+        s.push('\n');
+        for (kind, line) in &hunk.lines {
+            s.push(kind.prefix());
+            s.push_str(line);
+            s.push('\n');
+        }
     }
     s
+}
+
+/// Whether a result's text says nothing the tool line does not: empty, the call's title, or
+/// the `<title> (<status>)` the thread writes for a call that returned no content.
+fn is_filler_output(text: &str, t: &ToolUse) -> bool {
+    let text = text.trim();
+    let title = tool_label(t).trim();
+    text.is_empty()
+        || text == title
+        || text.strip_prefix(title).map(str::trim).is_some_and(|rest| {
+            rest.starts_with('(') && rest.ends_with(')') && !rest.contains('\n')
+        })
+}
+
+/// The plan kept on an agent message (`plan`, docs/format.md): (status, content) per entry.
+fn plan_entries(a: &AgentMessage) -> Vec<(&str, &str)> {
+    a.extra
+        .get(crate::mapping::PLAN_KEY)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let field = |k| e.get(k).and_then(Value::as_str).unwrap_or("");
+            (field("status"), field("content"))
+        })
+        .collect()
+}
+
+/// `[x]`, `[>]` or `[ ]` for a plan entry's status.
+fn plan_mark(status: &str) -> &'static str {
+    match status {
+        "completed" => "[x]",
+        "in_progress" => "[>]",
+        _ => "[ ]",
+    }
+}
+
+/// Whether a call's raw input says nothing: `{}`, `null`, `""` or `[]`.
+fn is_empty_input(t: &ToolUse) -> bool {
+    matches!(
+        t.raw_input.to_text_lossy().trim(),
+        "" | "{}" | "null" | "\"\"" | "[]"
+    )
 }
 
 /// One diff kept on a tool result.
@@ -255,12 +283,13 @@ fn text_tool(s: &mut String, a: &AgentMessage, t: &ToolUse, full: bool) {
     if let Some(at) = tool_locations(t) {
         s.push_str(&format!("  at: {at}\n"));
     }
-    if full {
+    if full && !is_empty_input(t) {
         s.push_str(&format!("  input: {}\n", t.raw_input));
     }
     let Some(r) = result else { return };
-    if full || r.is_error {
-        s.push_str(&indent(&result_text(&r.content), "  output: "));
+    let output = result_text(&r.content);
+    if (full || r.is_error) && !is_filler_output(&output, t) {
+        s.push_str(&indent(&output, "  output: "));
     }
     for d in diffs(r) {
         if full {
@@ -386,6 +415,9 @@ fn history_message(s: &mut String, m: &Message, full: bool) {
         }
         Message::Agent(a) => {
             s.push_str("## agent\n");
+            for (status, content) in plan_entries(a) {
+                s.push_str(&format!("[plan] {} {content}\n", plan_mark(status)));
+            }
             for c in &a.content {
                 match c {
                     AgentContent::Text(t) => {
@@ -445,11 +477,16 @@ fn markdown_tool(s: &mut String, a: &AgentMessage, t: &ToolUse) {
     if let Some(at) = tool_locations(t) {
         s.push_str(&format!("At: `{at}`\n\n"));
     }
-    fenced(s, "json", &t.raw_input.to_text_lossy());
+    if !is_empty_input(t) {
+        fenced(s, "json", &t.raw_input.to_text_lossy());
+    }
     let Some(r) = result else { return };
-    let label = if r.is_error { "Error" } else { "Result" };
-    s.push_str(&format!("{label}:\n\n"));
-    fenced(s, "", &result_text(&r.content));
+    let output = result_text(&r.content);
+    if !is_filler_output(&output, t) {
+        let label = if r.is_error { "Error" } else { "Result" };
+        s.push_str(&format!("{label}:\n\n"));
+        fenced(s, "", &output);
+    }
     for d in diffs(r) {
         s.push_str(&format!("Diff of `{}`:\n\n", d.path));
         fenced(s, "diff", &line_diff(d.path, d.old, d.new));
@@ -520,6 +557,15 @@ fn markdown_message(s: &mut String, m: &Message) {
         }
         Message::Agent(a) => {
             s.push_str("## Agent\n\n");
+            let plan = plan_entries(a);
+            if !plan.is_empty() {
+                s.push_str("Plan:\n\n");
+                for (status, content) in plan {
+                    let done = if status == "completed" { "x" } else { " " };
+                    s.push_str(&format!("- [{done}] {content} ({status})\n"));
+                }
+                s.push('\n');
+            }
             for c in &a.content {
                 match c {
                     AgentContent::Text(t) => {
@@ -805,12 +851,15 @@ mod tests {
     }
 
     #[test]
-    fn line_diff_shows_only_the_changed_region() {
+    fn line_diff_is_a_standard_unified_diff() {
         assert_eq!(
             line_diff("/f", Some("a\nb\nc\n"), "a\nB\nc\n"),
-            "--- /f\n+++ /f\n@@ line 2 (1 unchanged before, 1 after) @@\n-b\n+B\n"
+            "--- /f\n+++ /f\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
         );
-        assert_eq!(line_diff("/n", None, "x\n"), "--- /dev/null\n+++ /n\n+x\n");
+        assert_eq!(
+            line_diff("/n", None, "x\n"),
+            "--- /dev/null\n+++ /n\n@@ -0,0 +1 @@\n+x\n"
+        );
     }
 
     #[test]
@@ -837,7 +886,7 @@ mod tests {
     fn markdown_fences_diffs_and_terminals() {
         let md = markdown(&record_with_tools());
         assert!(md.contains("Diff of `/repo/lib.rs`:\n\n```diff\n"), "{md}");
-        assert!(md.contains("-b\n+B\n```"), "{md}");
+        assert!(md.contains("@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n```"), "{md}");
         assert!(md.contains("Terminal `term-1` (exit code 0):\n\n```console\nline 1\n"));
         assert_eq!(fence("a ```` b"), "`````");
     }

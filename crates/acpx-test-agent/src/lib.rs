@@ -13,7 +13,7 @@
 //! | `tools [N] [K] [chained]` | a read tool call `pending → in_progress → completed` (N more bytes in its input, result text and raw output), a failed search, then text; K rounds of the two calls, each after a `Step k. ` text (`chained`: no text at all, every call in one message); ids `call_read-<pid>-<n>`… of their own when N or K is given |
 //! | `write-file <path> <text…>` | asks permission (edit), writes the file through `fs/write_text_file` |
 //! | `read-file <path> [line] [limit]` | reads through `fs/read_text_file` and replies with the content |
-//! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`) |
+//! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] [--no-output] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`), `--no-output` waits and releases it without `terminal/output` (the call's last update has no text) |
 //! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |

@@ -324,8 +324,9 @@ pub(crate) async fn prompt(
             let mut limit: Option<u64> = None;
             let mut kill_after: Option<u64> = None;
             // A leaky agent: never releases the terminal (`--keep`), nor waits for it
-            // (`--detach`).
-            let (mut keep, mut detach) = (false, false);
+            // (`--detach`). `--no-output`: waits and releases without ever asking for the
+            // output (the client still has it).
+            let (mut keep, mut detach, mut no_output) = (false, false, false);
             let mut cmd_words = Vec::new();
             let mut it = rest.iter();
             while let Some(w) = it.next() {
@@ -338,6 +339,7 @@ pub(crate) async fn prompt(
                     }
                     "--keep" if cmd_words.is_empty() => keep = true,
                     "--detach" if cmd_words.is_empty() => detach = true,
+                    "--no-output" if cmd_words.is_empty() => no_output = true,
                     other => cmd_words.push(other),
                 }
             }
@@ -389,13 +391,17 @@ pub(crate) async fn prompt(
                                 )
                                 .await?;
                                 let exit: acp::TerminalExitStatus = parse(&exit)?;
-                                let out = request(
-                                    cx,
-                                    "terminal/output",
-                                    json!({"sessionId": sid, "terminalId": tid}),
-                                )
-                                .await?;
-                                let out: acp::TerminalOutputResponse = parse(&out)?;
+                                let out = if no_output {
+                                    None
+                                } else {
+                                    let out = request(
+                                        cx,
+                                        "terminal/output",
+                                        json!({"sessionId": sid, "terminalId": tid}),
+                                    )
+                                    .await?;
+                                    Some(parse::<acp::TerminalOutputResponse>(&out)?)
+                                };
                                 if !keep {
                                     request(
                                         cx,
@@ -404,20 +410,41 @@ pub(crate) async fn prompt(
                                     )
                                     .await?;
                                 }
-                                send(
-                                    cx,
-                                    &sid,
-                                    json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed",
-                                                  "content": [{"type": "content", "content": {"type": "text", "text": out.output}}],
-                                                  "rawOutput": {"exitCode": exit.exit_code, "signal": exit.signal, "truncated": out.truncated}}),
-                                )?;
-                                say(
-                                    cx,
-                                    &format!(
-                                        "exit={:?} signal={:?} truncated={} output={}",
-                                        exit.exit_code, exit.signal, out.truncated, out.output
-                                    ),
-                                )?;
+                                match out {
+                                    Some(out) => {
+                                        send(
+                                            cx,
+                                            &sid,
+                                            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed",
+                                                          "content": [{"type": "content", "content": {"type": "text", "text": out.output}}],
+                                                          "rawOutput": {"exitCode": exit.exit_code, "signal": exit.signal, "truncated": out.truncated}}),
+                                        )?;
+                                        say(
+                                            cx,
+                                            &format!(
+                                                "exit={:?} signal={:?} truncated={} output={}",
+                                                exit.exit_code,
+                                                exit.signal,
+                                                out.truncated,
+                                                out.output
+                                            ),
+                                        )?;
+                                    }
+                                    None => {
+                                        send(
+                                            cx,
+                                            &sid,
+                                            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call_term", "status": "completed"}),
+                                        )?;
+                                        say(
+                                            cx,
+                                            &format!(
+                                                "exit={:?} signal={:?} (output not read)",
+                                                exit.exit_code, exit.signal
+                                            ),
+                                        )?;
+                                    }
+                                }
                             }
                         }
                         Err(e) => {

@@ -97,10 +97,15 @@ struct OutputBuf {
     bytes: VecDeque<u8>,
     limit: usize,
     truncated: bool,
+    /// Every byte the command wrote, counted (kept or not).
+    received: u64,
+    /// `received` when the output was last logged; `None` before.
+    logged: Option<u64>,
 }
 
 impl OutputBuf {
     fn push(&mut self, data: &[u8]) {
+        self.received += data.len() as u64;
         self.bytes.extend(data);
         if self.bytes.len() > self.limit {
             let excess = self.bytes.len() - self.limit;
@@ -144,6 +149,21 @@ impl Terminal {
             v["exitStatus"] = exit.to_json();
         }
         v
+    }
+
+    /// [`output`](Self::output) for the log: always with `always` (`terminal/output`, whose
+    /// answer the log records), else only when the command wrote something since the output
+    /// was last logged, or it never was (`terminal/release`: the output acpx captured stays
+    /// in the log, and in the thread, though the agent never asked for it).
+    pub fn output_to_log(&self, always: bool) -> Option<Value> {
+        {
+            let mut o = self.output.lock().unwrap_or_else(|p| p.into_inner());
+            if !always && o.logged == Some(o.received) {
+                return None;
+            }
+            o.logged = Some(o.received);
+        }
+        Some(self.output())
     }
 
     /// Waits until the command has exited.
@@ -271,6 +291,8 @@ impl Terminals {
             bytes: VecDeque::new(),
             limit: spec.output_limit,
             truncated: false,
+            received: 0,
+            logged: None,
         }));
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {

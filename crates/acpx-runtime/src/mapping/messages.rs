@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::tool_calls::upsert_tool_call;
 use super::usage::{set_request_usage, token_usage_from};
-use super::{turn_is_running, Effect, CONTEXT_USAGE_KEY, MESSAGE_ID_KEY};
+use super::{turn_is_running, Effect, CONTEXT_USAGE_KEY, MESSAGE_ID_KEY, PLAN_KEY};
 
 /// One `session/update` notification: its `sessionId` and `update` object.
 pub(super) fn apply_session_update(
@@ -84,6 +84,13 @@ pub(super) fn apply_session_update(
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
+            // Also on the turn's agent message (its latest plan), where `sessions read`, the
+            // Markdown export and any reader of the thread find it with the turn it belongs to.
+            if in_turn {
+                current_agent_message(record, None, false)
+                    .extra
+                    .insert(PLAN_KEY.to_owned(), Value::Array(entries.clone()));
+            }
             record.acpx.plan = Some(PlanState {
                 entries,
                 updated_at: at,

@@ -116,6 +116,9 @@ pub const DESIRED_MODEL_KEY: &str = "desired_model_id";
 pub const MCP_SERVERS_KEY: &str = "mcp_servers";
 /// Agent-message key holding the ACP `messageId` its chunks carried.
 pub const MESSAGE_ID_KEY: &str = "acp_message_id";
+/// Agent-message key holding the latest `plan` entries the agent sent during the message
+/// (`[{content, priority, status}]`, as ACP sends them).
+pub const PLAN_KEY: &str = "plan";
 
 /// Lifecycle phases this crate writes, and what each does to the record.
 pub mod lifecycle {

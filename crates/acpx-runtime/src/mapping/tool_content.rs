@@ -183,8 +183,9 @@ pub(super) fn clear_terminal_outputs(record: &mut SessionRecord) {
     record.acpx.extra.remove(TERMINAL_OUTPUTS_KEY);
 }
 
-/// A `client_operation` of a terminal: `terminal/output` and `terminal/wait_for_exit` record
-/// the latest output and exit status of the terminal, kept (capped, its end) until the tool
+/// A `client_operation` of a terminal: `terminal/output`, `terminal/wait_for_exit` and
+/// `terminal/release` (which carries the output the agent never asked for) record the
+/// latest output and exit status of the terminal, kept (capped, its end) until the tool
 /// result that shows the terminal is written. Other operations are audit only.
 pub(super) fn apply_client_operation(
     record: &mut SessionRecord,
@@ -192,7 +193,7 @@ pub(super) fn apply_client_operation(
 ) -> Effect {
     if !matches!(
         p.method.as_str(),
-        "terminal/output" | "terminal/wait_for_exit"
+        "terminal/output" | "terminal/wait_for_exit" | "terminal/release"
     ) {
         return Effect::ignored("audit only");
     }

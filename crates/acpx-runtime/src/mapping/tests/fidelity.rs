@@ -197,3 +197,28 @@ fn every_token_field_is_kept_per_request_and_summed() {
     let written = serde_json::to_value(t).unwrap();
     assert_eq!(written["request_token_usage"][&u1]["thought_tokens"], 3);
 }
+
+#[test]
+fn a_terminal_released_unread_keeps_its_output() {
+    // The agent waits and releases without `terminal/output`: the release carries what acpx
+    // captured (issue 46), and the result shows it.
+    let mut l = Log::new();
+    l.start("run");
+    l.update(json!({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run", "kind": "execute",
+        "status": "in_progress", "content": [{"type": "terminal", "terminalId": "term-9"}]}));
+    client_op(
+        &mut l,
+        "terminal/wait_for_exit",
+        json!({"terminalId": "term-9", "exitStatus": {"exitCode": 0, "signal": null}}),
+    );
+    client_op(
+        &mut l,
+        "terminal/release",
+        json!({"terminalId": "term-9", "output": "TERMINAL-OUTPUT-42\n", "truncated": false,
+               "exitStatus": {"exitCode": 0, "signal": null}}),
+    );
+    l.update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": "completed"}));
+    let term = &l.agent(1).tool_results["t"].extra[TERMINALS_KEY][0];
+    assert_eq!(term["output"], "TERMINAL-OUTPUT-42\n");
+    assert_eq!(term["exit_status"]["exitCode"], 0);
+}
