@@ -65,6 +65,7 @@ pub mod thread;
 pub mod thread_json;
 pub mod thread_text;
 pub mod time;
+pub mod usage;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
@@ -98,3 +99,4 @@ pub use thread::{
 pub use thread_json::ThreadJson;
 pub use thread_text::{TextSpill, ThreadText};
 pub use time::Timestamp;
+pub use usage::{SessionUsage, UsageGrouping, UsageReport};

@@ -280,6 +280,7 @@ impl SessionRecord {
             last_prompt_at: self.last_prompt_at,
             message_count: self.thread.message_count() as u64,
             revision: self.revision,
+            usage: crate::usage::SessionUsage::of(self),
         }
     }
 
@@ -332,6 +333,10 @@ pub struct SessionSummary {
     /// The snapshot's revision.
     #[serde(default)]
     pub revision: u64,
+    /// What the agent reported about tokens and cost (`usage.rs`); zero with
+    /// `reported: false` when it reported nothing.
+    #[serde(default)]
+    pub usage: crate::usage::SessionUsage,
 }
 
 /// The `acpx` namespace: runtime and control bookkeeping, never conversation content.

@@ -746,6 +746,7 @@ mod tests {
             last_prompt_at: None,
             message_count: 0,
             revision: 1,
+            usage: Default::default(),
         }
     }
 

@@ -40,7 +40,9 @@ use crate::layout::{classify, segment_owner, tombstone_owner, Entry, Layout};
 use crate::summary::STREAMED_FROM;
 use acpx_lock::FileLock;
 
-const INDEX_VERSION: u32 = 1;
+/// Version 2: summaries carry the session's usage (`SessionSummary::usage`); a cache or a
+/// journal line of version 1 lacks it, so neither is used (the files are read again once).
+const INDEX_VERSION: u32 = 2;
 
 /// Why a session whose snapshot is missing but whose log is left is damaged (`load`, `list`).
 pub(crate) const MISSING_SNAPSHOT: &str = "the snapshot is missing but the session's event log \
@@ -85,6 +87,7 @@ struct IndexFileRef<'a> {
 /// One journal line: a snapshot file written by this store and what it holds.
 #[derive(Serialize)]
 struct JournalLineRef<'a> {
+    version: u32,
     name: &'a str,
     ident: FileIdent,
     verified_ns: i64,
@@ -93,6 +96,9 @@ struct JournalLineRef<'a> {
 
 #[derive(Deserialize)]
 struct JournalLine {
+    /// [`INDEX_VERSION`] of the writer; absent (0) in lines written before version 2.
+    #[serde(default)]
+    version: u32,
     name: String,
     ident: FileIdent,
     verified_ns: i64,
@@ -117,6 +123,7 @@ pub(crate) fn journal_saved(
 ) {
     let name = format!("{id}.json");
     let line = JournalLineRef {
+        version: INDEX_VERSION,
         name: &name,
         ident,
         verified_ns,
@@ -139,8 +146,8 @@ pub(crate) fn journal_saved(
     }
 }
 
-/// Reads the journal: the last line per file name (torn or foreign lines are ignored), and
-/// the journal's length.
+/// Reads the journal: the last line per file name (torn, foreign or older-version lines are
+/// ignored), and the journal's length.
 fn read_journal(layout: &Layout) -> (HashMap<String, Box<IndexEntry>>, u64) {
     let mut out = HashMap::new();
     let Ok(bytes) = read_file(&layout.index_journal()) else {
@@ -148,6 +155,9 @@ fn read_journal(layout: &Layout) -> (HashMap<String, Box<IndexEntry>>, u64) {
     };
     for line in bytes.split(|b| *b == b'\n') {
         if let Ok(l) = serde_json::from_slice::<JournalLine>(line) {
+            if l.version != INDEX_VERSION {
+                continue;
+            }
             out.insert(
                 l.name,
                 Box::new(IndexEntry {

@@ -26,18 +26,20 @@ pub(crate) struct SessionColumns {
     pub last_prompt_at: Option<String>,
     pub message_count: i64,
     pub revision: i64,
+    /// The session's `SessionUsage` as JSON (schema version 3).
+    pub usage: String,
     pub document: String,
 }
 
-/// `INSERT`/`UPDATE` column list of `sessions`, bound as `$2 … $17` (`$1` is the id).
+/// `INSERT`/`UPDATE` column list of `sessions`, bound as `$2 … $18` (`$1` is the id).
 pub(crate) const WRITE_COLUMNS: &str =
     "acp_session_id, agent_session_id, agent_command, cwd, cwd_key, \
      name, title, created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, \
-     message_count, revision, document";
+     message_count, revision, usage, document";
 
-/// `$2 … $17`, the placeholders of [`WRITE_COLUMNS`].
+/// `$2 … $18`, the placeholders of [`WRITE_COLUMNS`].
 pub(crate) const WRITE_VALUES: &str =
-    "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17";
+    "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18";
 
 impl SessionColumns {
     /// The row for `record` as it will be stored (its `revision` already set).
@@ -64,6 +66,7 @@ impl SessionColumns {
             last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
             message_count: to_i64(record.thread.message_count() as u64, "message count")?,
             revision: to_i64(record.revision, "revision")?,
+            usage: acpx_model::SessionUsage::of(record).to_json_text(),
             document,
         })
     }
@@ -72,7 +75,7 @@ impl SessionColumns {
     pub(crate) fn params<'a>(
         &'a self,
         id: &'a String,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 17] {
+    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 18] {
         [
             id,
             &self.acp_session_id,
@@ -90,6 +93,7 @@ impl SessionColumns {
             &self.last_prompt_at,
             &self.message_count,
             &self.revision,
+            &self.usage,
             &self.document,
         ]
     }
@@ -108,10 +112,13 @@ pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
         .map_err(|_| StoreError::InvalidArgument(format!("{what} {v} does not fit in PostgreSQL")))
 }
 
-/// The columns `list` reads, in this order.
+/// The columns `list` reads, in this order. A row without `usage` (one whose document did not
+/// parse when schema version 3 filled the column in) counts as unchecked: its summary is read
+/// from its document.
 pub(crate) const SUMMARY_COLUMNS: &str = "acpx_record_id, acp_session_id, agent_session_id, \
      agent_command, cwd, name, title, created_at, last_used_at, closed, closed_at, \
-     last_prompt_at, message_count, revision, last_used_ms, document_checked";
+     last_prompt_at, message_count, revision, last_used_ms, \
+     (document_checked AND usage IS NOT NULL), usage";
 
 /// Reads a summary from a row selected with [`SUMMARY_COLUMNS`]. Errors are the reason the
 /// row is skipped, naming the column.
@@ -170,6 +177,11 @@ pub(crate) fn summary_from_row(row: &Row) -> Result<SessionSummary, String> {
             .transpose()?,
         message_count: non_negative(int(12, "message_count")?, "message_count")?,
         revision: non_negative(int(13, "revision")?, "revision")?,
+        usage: match opt_text(16, "usage")? {
+            Some(t) => acpx_model::SessionUsage::from_json_text(&t)
+                .map_err(|e| format!("column `usage`: {e}"))?,
+            None => Default::default(),
+        },
     })
 }
 

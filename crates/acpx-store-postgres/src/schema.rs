@@ -14,13 +14,13 @@ use deadpool_postgres::Object;
 use crate::connection::pg_error;
 
 /// The schema version this crate writes (`acpx_schema_version.version`).
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Advisory lock key (a constant of this crate) under which schemas are created and migrated.
 const MIGRATION_LOCK: i64 = 0x6163_7078_5f6d_6967; // "acpx_mig"
 
 /// `MIGRATIONS[i]` upgrades a schema at version `i` to version `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1: the tables of docs/format.md § PostgreSQL backend.
 ///
@@ -282,6 +282,62 @@ END
 $$;
 "#;
 
+/// Version 3: each row keeps its session's usage (`acpx_model::SessionUsage` as JSON), so
+/// that `acpx sessions usage` sums rows, never documents. The rows already there get theirs
+/// from their documents right after this step ([`fill_usage`]); a NULL (a document that did
+/// not parse) counts as unchecked (`rows::SUMMARY_COLUMNS`).
+const V3: &str = r#"
+ALTER TABLE sessions ADD COLUMN usage text;
+"#;
+
+/// The schema version that added `sessions.usage`.
+const USAGE_VERSION: usize = 3;
+
+/// Fills `sessions.usage` of the rows a migration to version 3 found, from their documents,
+/// as a save would have: once, in the migration's transaction, [`FILL_PAGE`] documents at a
+/// time so that a large store is never in memory whole.
+async fn fill_usage(
+    tx: &deadpool_postgres::Transaction<'_>,
+    location: &str,
+) -> Result<(), StoreError> {
+    let err = |context: &'static str| move |e| pg_error(location, context, e);
+    let page = tx
+        .prepare(
+            "SELECT session_key, document FROM sessions WHERE session_key > $1 \
+             ORDER BY session_key LIMIT $2",
+        )
+        .await
+        .map_err(err("read the documents to fill in their usage"))?;
+    let update = tx
+        .prepare("UPDATE sessions SET usage = $2 WHERE session_key = $1")
+        .await
+        .map_err(err("fill in the sessions' usage"))?;
+    let mut after = i64::MIN;
+    loop {
+        let rows = tx
+            .query(&page, &[&after, &FILL_PAGE])
+            .await
+            .map_err(err("read the documents to fill in their usage"))?;
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        after = last.get(0);
+        for row in rows {
+            let key: i64 = row.get(0);
+            let document: String = row.get(1);
+            let usage = acpx_model::SessionRecord::from_json_slice(document.as_bytes(), "document")
+                .ok()
+                .map(|r| acpx_model::SessionUsage::of(&r).to_json_text());
+            tx.execute(&update, &[&key, &usage])
+                .await
+                .map_err(err("fill in the sessions' usage"))?;
+        }
+    }
+}
+
+/// Documents [`fill_usage`] reads at a time.
+const FILL_PAGE: i64 = 64;
+
 /// Whether `name` can be a schema name without quoting: lowercase ASCII letters, digits and
 /// `_`, not starting with a digit, at most 63 bytes.
 pub(crate) fn valid_schema_name(name: &str) -> bool {
@@ -345,6 +401,9 @@ pub(crate) async fn migrate(
                 e,
             )
         })?;
+        if i + 1 == USAGE_VERSION {
+            fill_usage(&tx, location).await?;
+        }
     }
     if row.is_some() {
         tx.execute(

@@ -135,7 +135,7 @@ impl Inner {
                 &format!(
                     "UPDATE sessions SET ({WRITE_COLUMNS}) = ROW({WRITE_VALUES}), \
                      document_checked = true \
-                     WHERE acpx_record_id = $1 AND revision = $18 RETURNING session_key"
+                     WHERE acpx_record_id = $1 AND revision = $19 RETURNING session_key"
                 ),
                 &params,
             )
@@ -265,7 +265,7 @@ impl Inner {
         tx.execute(
             &format!(
                 "UPDATE sessions SET ({WRITE_COLUMNS}) = ROW({WRITE_VALUES}), \
-                 document_checked = true WHERE acpx_record_id = $1 AND revision = $18"
+                 document_checked = true WHERE acpx_record_id = $1 AND revision = $19"
             ),
             &params,
         )

@@ -149,7 +149,8 @@ pub(crate) fn insert_session(
         c.closed_at,
         c.last_prompt_at,
         c.message_count,
-        c.revision
+        c.revision,
+        c.usage
     ])?;
     let key = tx.last_insert_rowid();
     crate::document::write(tx, id, key, &c.document, true)?;

@@ -149,9 +149,12 @@ const SPLIT_DOCUMENTS_VERSION: i64 = 6;
 fn older_writer_harm(version: i64) -> &'static str {
     if version < SPLIT_DOCUMENTS_VERSION {
         "which writes `sessions` as a table and would fail its saves after the upgrade"
-    } else {
+    } else if version < 8 {
         "which would append events without their request's range, so that `sessions events \
          --request-id` would miss them after the upgrade"
+    } else {
+        "which would save sessions without their usage column, so that `sessions usage` \
+         would show an earlier total for them after the upgrade"
     }
 }
 
@@ -164,6 +167,7 @@ fn older_writer_harm(version: i64) -> &'static str {
 ///   would reach the session only when a newer acpx rolls it forward from the log.
 /// - From versions 6–7: it appends without extending `event_requests` (version 8), so a read
 ///   by request id would not find those events.
+/// - From version 8: its saves leave the `usage` column (version 9) as it was.
 ///
 /// Nothing is lost either way; waiting for that process keeps its turns whole. Found by a
 /// user test: an idle older queue owner (it lives for its TTL, 300 s by default) served the
@@ -249,9 +253,12 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<(), MigrateE
     // switched around it (and back on whatever happens).
     // Version 6 computes the search parts' hashes in SQL with acpx's own function.
     crate::text_hash::register(conn)?;
+    // Version 9 derives each row's usage from its document the way a save does.
+    crate::usage_column::register(conn)?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     let result = migrate_steps(conn, path);
-    let unregistered = crate::text_hash::unregister(conn);
+    let unregistered =
+        crate::text_hash::unregister(conn).and(crate::usage_column::unregister(conn));
     let restored = conn.pragma_update(None, "foreign_keys", "ON");
     result?;
     unregistered?;
@@ -272,6 +279,9 @@ pub(crate) fn migrate_steps(conn: &mut Connection, path: &Path) -> Result<(), Mi
     // this migration's doing and do not stop it.
     let before = foreign_key_violations(&tx)?;
     for (from, step) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+        if from as i64 + 1 == schema::USAGE_VERSION {
+            schema::add_usage_column(&tx)?;
+        }
         tx.execute_batch(step)?;
         tx.pragma_update(None, "user_version", from as i64 + 1)?;
     }

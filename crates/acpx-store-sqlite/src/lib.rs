@@ -87,6 +87,7 @@ mod search;
 mod sessions;
 mod stage;
 mod text_hash;
+mod usage_column;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -61,6 +61,8 @@ pub(crate) struct SessionColumns<'a> {
     pub last_prompt_at: Option<String>,
     pub message_count: i64,
     pub revision: i64,
+    /// `SessionUsage` as JSON (`usage_column.rs`).
+    pub usage: String,
     pub document: Document<'a>,
 }
 
@@ -102,6 +104,7 @@ impl<'a> SessionColumns<'a> {
             last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
             message_count: to_i64(record.thread.message_count() as u64, "message count")?,
             revision: to_i64(record.revision, "revision")?,
+            usage: acpx_model::SessionUsage::of(record).to_json_text(),
             document,
         })
     }
@@ -120,10 +123,13 @@ pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
         .map_err(|_| StoreError::InvalidArgument(format!("{what} {v} does not fit in SQLite")))
 }
 
-/// The columns `list` reads, in this order.
+/// The columns `list` reads, in this order. A row without `usage` (written before schema
+/// version 9 and not backfilled, or inserted by hand) counts as unchecked: its summary is
+/// read from its document.
 pub(crate) const SUMMARY_COLUMNS: &str = "acpx_record_id, acp_session_id, agent_session_id, \
      agent_command, cwd, name, title, created_at, last_used_at, closed, closed_at, \
-     last_prompt_at, message_count, revision, last_used_ms, document_checked";
+     last_prompt_at, message_count, revision, last_used_ms, \
+     document_checked AND usage IS NOT NULL, usage";
 
 /// Reads a summary from a row selected with [`SUMMARY_COLUMNS`]. Errors are the reason the
 /// row is skipped, naming the column.
@@ -184,6 +190,11 @@ pub(crate) fn summary_from_row(row: &Row<'_>) -> Result<SessionSummary, String> 
             .transpose()?,
         message_count: non_negative(int(12, "message_count")?, "message_count")?,
         revision: non_negative(int(13, "revision")?, "revision")?,
+        usage: match opt_text(16, "usage")? {
+            Some(t) => acpx_model::SessionUsage::from_json_text(&t)
+                .map_err(|e| format!("column `usage`: {e}"))?,
+            None => Default::default(),
+        },
     })
 }
 

@@ -5,13 +5,29 @@
 //! database whose version is newer than [`SCHEMA_VERSION`] is refused before anything is
 //! written to it.
 
+/// The version whose step fills the `usage` column ([`add_usage_column`] runs before it).
+pub(crate) const USAGE_VERSION: i64 = 9;
+
+/// Adds `session_rows.usage` unless it is there.
+pub(crate) fn add_usage_column(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let present: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('session_rows') WHERE name = 'usage'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !present {
+        conn.execute_batch("ALTER TABLE session_rows ADD COLUMN usage TEXT;")?;
+    }
+    Ok(())
+}
+
 /// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// `MIGRATIONS[i]` upgrades a database at version `i` to version `i + 1`. They run with
 /// `foreign_keys` off (a table rebuild drops a parent table; with the pragma on, dropping it
 /// would cascade into its children) and must leave `PRAGMA foreign_key_check` empty.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// Version 1. Tables are STRICT so that a hand edit cannot store a value of the wrong type
 /// (a text in `seq`, a NULL document): what remains possible is a value of the right type
@@ -582,4 +598,33 @@ CREATE INDEX events_by_time ON event_rows (timestamp) WHERE type <> 'session_upd
 -- whole conversation's text, read at every save. The index holds all that read needs.
 CREATE INDEX messages_hashes ON messages (acpx_record_id, message_index, part, text_hash,
     text_start);
+"#;
+
+/// Version 9: each row keeps its session's usage (`usage_column`), so that
+/// `acpx sessions usage` sums rows, never documents; `sessions_list` covers it, and a hand
+/// edit of it marks the row unchecked like any other column's. The rows already there get
+/// theirs from their documents (`acpx_session_usage`, a function of the migration); one
+/// whose document does not parse keeps NULL and is read from its document, as an unchecked
+/// row is. (An older acpx refuses the upgraded file; one still holding a writer lock delays
+/// the upgrade, `connection::refuse_upgrade_under_old_writers`.)
+///
+/// The column itself is added just before this step (`connection::migrate_steps`, through
+/// [`add_usage_column`]), only when missing: a file whose version was set back by hand keeps
+/// the one it has.
+const V9: &str = r#"
+UPDATE session_rows SET usage = acpx_session_usage(
+    (SELECT d.document FROM session_documents d WHERE d.session_key = session_rows.session_key));
+DROP INDEX IF EXISTS sessions_list;
+CREATE INDEX sessions_list ON session_rows (last_used_ms DESC, acpx_record_id, acp_session_id,
+    agent_session_id, agent_command, cwd, name, title, created_at, last_used_at, closed,
+    closed_at, last_prompt_at, message_count, revision, document_checked, usage);
+DROP TRIGGER IF EXISTS session_rows_edited;
+CREATE TRIGGER session_rows_edited
+AFTER UPDATE OF acp_session_id, agent_session_id, agent_command, cwd, cwd_key, name, title,
+    created_at, last_used_at, last_used_ms, closed, closed_at, last_prompt_at, message_count,
+    usage ON session_rows
+FOR EACH ROW WHEN NEW.revision = OLD.revision
+BEGIN
+    UPDATE session_rows SET document_checked = 0 WHERE session_key = NEW.session_key;
+END;
 "#;

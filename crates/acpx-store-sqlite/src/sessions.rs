@@ -15,20 +15,20 @@ use crate::rows::{
 };
 use crate::{lock, rows, Inner};
 
-/// `UPDATE` of a row's columns to `?2 … ?16` (the document written before it), against
-/// revision `?17`; the row is marked checked again.
+/// `UPDATE` of a row's columns to `?2 … ?17` (the document written before it), against
+/// revision `?18`; the row is marked checked again.
 const UPDATE_ROW: &str = "UPDATE session_rows SET (acp_session_id, agent_session_id, \
      agent_command, cwd, cwd_key, name, title, created_at, last_used_at, last_used_ms, closed, \
-     closed_at, last_prompt_at, message_count, revision) = \
-     (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16), \
-     document_checked = 1 WHERE session_key = ?1 AND revision = ?17";
+     closed_at, last_prompt_at, message_count, revision, usage) = \
+     (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17), \
+     document_checked = 1 WHERE session_key = ?1 AND revision = ?18";
 
 /// `INSERT` of a new row (its document inserted after it).
 pub(crate) const INSERT_ROW: &str = "INSERT INTO session_rows (acpx_record_id, acp_session_id, \
      agent_session_id, agent_command, cwd, cwd_key, name, title, created_at, last_used_at, \
-     last_used_ms, closed, closed_at, last_prompt_at, message_count, revision, \
+     last_used_ms, closed, closed_at, last_prompt_at, message_count, revision, usage, \
      document_checked) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 1)";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, 1)";
 
 /// A row's revision and document (NULL when its document row is missing).
 const SELECT_DOCUMENT: &str = "SELECT r.revision, d.document, r.session_key \
@@ -53,7 +53,8 @@ macro_rules! session_params {
             $c.closed_at,
             $c.last_prompt_at,
             $c.message_count,
-            $c.revision
+            $c.revision,
+            $c.usage
             $(, $more)*
         ]
     };

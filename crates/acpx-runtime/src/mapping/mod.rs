@@ -102,7 +102,7 @@ pub const CANCELED_TOOL_TEXT: &str = "Tool canceled by user";
 /// `acpx` key holding the ACP state of tool calls that have not finished.
 pub const OPEN_TOOL_CALLS_KEY: &str = "open_tool_calls";
 /// `acpx` key holding the latest `usage_update` (context window, cost).
-pub const CONTEXT_USAGE_KEY: &str = "context_usage";
+pub const CONTEXT_USAGE_KEY: &str = acpx_model::usage::CONTEXT_USAGE_KEY;
 /// `acpx` key holding config values the user set (`{configId: value}`), re-applied after a
 /// fallback to a fresh ACP session.
 pub const DESIRED_CONFIG_KEY: &str = "desired_config_options";
@@ -114,6 +114,9 @@ pub const DESIRED_MODEL_KEY: &str = "desired_model_id";
 /// `acpx` key holding the session's MCP servers in ACP's array form, sent on every
 /// new/load/resume/fork.
 pub const MCP_SERVERS_KEY: &str = "mcp_servers";
+/// `acpx` key holding the session's "always" / "never" permission answers (`{"kind:edit":
+/// "allow"}`), folded from the `always` and `alwaysKey` of `client_operation` events.
+pub const PERMISSION_ALWAYS_KEY: &str = "permission_always";
 /// Agent-message key holding the ACP `messageId` its chunks carried.
 pub const MESSAGE_ID_KEY: &str = "acp_message_id";
 /// Agent-message key holding the latest `plan` entries the agent sent during the message
