@@ -569,8 +569,6 @@ pub enum SessionsCommand {
     /// Compare two sessions turn by turn (a replay and its source, say): replies, tool calls
     /// and their files, stop reasons, tokens, cost, wall time
     Diff(DiffArgs),
-    /// Tokens and cost the agents reported, summed per session, agent, day or model
-    Usage(UsageArgs),
 }
 
 #[derive(Debug, Args)]
