@@ -1,5 +1,5 @@
 """A small fake OpenAI-compatible chat-completions server for acpx's interoperability tests with
-real coding agents (qwen-code: crates/acpx-cli/tests/interop_qwen.rs). Python stdlib only; no
+real coding agents (qwen-code: crates/acpx-cli/tests/it/interop_qwen.rs). Python stdlib only; no
 key, no network: it listens on 127.0.0.1 and answers from a script, never from a model.
 
     python3 fake_openai.py [--port N] [--log FILE]

@@ -2,14 +2,18 @@
 //! `cargo test --workspace` fails when a change breaks one. In the spirit of rust-analyzer's
 //! `xtask/src/tidy.rs`: each rule is stated so that it can fail, and says which file broke it.
 //!
-//! - Every source file (`crates/*/src`, `tests/src`, `xtask/src`) has at most
+//! - Every Rust file (`crates/*/src`, `crates/*/tests`, `tests/`, `xtask/src`) has at most
 //!   [`MAX_LINES`] lines, and every one that is not a unit-test module (`tests.rs`) opens
-//!   with a `//!` doc comment saying what it is for.
+//!   with a `//!` doc comment saying what it is for. No function is longer than
+//!   [`MAX_FN_LINES`] lines, but for the few in [`LONG_FUNCTIONS`] (a list that only shrinks).
+//! - Each crate links its integration tests once: one `tests/it/main.rs` binary, not a binary
+//!   per test file.
 //! - Dependency direction: `acpx-model` depends on no async runtime, database, lock or ACP
 //!   crate; the stores depend on no other acpx crate than `acpx-model` and `acpx-lock`; the
 //!   runtime depends on no backend (`acpx-stores` opens them by name); only
 //!   `acpx-cli` uses clap and the terminal crates; nothing depends on `acpx-cli`.
-//! - The `acpx` binary has no `unsafe` code.
+//! - The `acpx` binary has no `unsafe` code; a library has it only in the files of
+//!   [`UNSAFE_ALLOWED`], each with the reason.
 
 #![cfg(test)]
 
@@ -40,15 +44,21 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every `src` directory of the workspace's crates.
+/// Every Rust file of the workspace: the `src` and `tests` directories of its crates, the
+/// conformance suite and xtask.
 fn source_files() -> Vec<PathBuf> {
     let root = root();
-    let mut dirs = vec![root.join("tests/src"), root.join("xtask/src")];
+    let mut dirs = vec![
+        root.join("tests/src"),
+        root.join("tests/tests"),
+        root.join("xtask/src"),
+    ];
     for entry in fs::read_dir(root.join("crates"))
         .expect("crates/")
         .flatten()
     {
         dirs.push(entry.path().join("src"));
+        dirs.push(entry.path().join("tests"));
     }
     let mut files = Vec::new();
     for d in dirs {
@@ -232,5 +242,226 @@ fn the_binary_has_no_unsafe_code() {
     assert!(
         with_unsafe.is_empty(),
         "unsafe in the binary: {with_unsafe:?}"
+    );
+}
+
+/// The most lines a function may have: one that needs more does several things.
+const MAX_FN_LINES: usize = 150;
+
+/// Functions longer than [`MAX_FN_LINES`] that predate the rule, as `(file, fn name)`. The
+/// list only shrinks: a listed function that got short must leave it.
+const LONG_FUNCTIONS: &[(&str, &str)] = &[
+    (
+        "crates/acpx-cli/tests/it/maintenance.rs",
+        "node_acpx_import_rebuilds_trimmed_threads_from_the_journal",
+    ),
+    (
+        "crates/acpx-model/src/migrate.rs",
+        "copy_store_with_progress",
+    ),
+    ("crates/acpx-runtime/src/agent.rs", "spawn"),
+    ("crates/acpx-runtime/src/config_file.rs", "merge_key"),
+    (
+        "crates/acpx-runtime/src/core/permission_request.rs",
+        "request_permission",
+    ),
+    ("crates/acpx-runtime/src/core.rs", "terminal"),
+    (
+        "crates/acpx-runtime/src/mapping/messages.rs",
+        "apply_session_update",
+    ),
+    (
+        "crates/acpx-runtime/src/ops/node_import/journal.rs",
+        "convert_journal",
+    ),
+    ("crates/acpx-runtime/src/owner/dispatch.rs", "dispatch"),
+    ("crates/acpx-runtime/src/owner/worker.rs", "run_job"),
+    ("crates/acpx-runtime/src/turn.rs", "drive"),
+    (
+        "crates/acpx-store-sqlite/tests/it/docs_queries.rs",
+        "documented_queries_run_and_answer",
+    ),
+    (
+        "crates/acpx-store-sqlite/tests/it/migrate.rs",
+        "a_version_1_database_migrates_forward_with_everything_in_it",
+    ),
+    ("crates/acpx-test-agent/src/scripts.rs", "prompt"),
+    (
+        "tests/src/conformance/damage.rs",
+        "malformed_snapshots_reported_not_fatal",
+    ),
+    ("xtask/src/bench_owner.rs", "run"),
+];
+
+/// The functions of `text` as `(name, first line, lines)`: a `fn` item whose body opens on
+/// its signature's last line and closes at the same indentation (rustfmt's layout).
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let after_fn = [
+            "pub ",
+            "pub(crate) ",
+            "pub(super) ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ]
+        .iter()
+        .fold(body, |rest, prefix| {
+            rest.strip_prefix(prefix).unwrap_or(rest)
+        });
+        let Some(name) = after_fn
+            .strip_prefix("fn ")
+            .map(|rest| {
+                rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
+            })
+            .and_then(|n| n.filter(|n| !n.is_empty()))
+        else {
+            i += 1;
+            continue;
+        };
+        // The signature's last line: the one that opens the body (or ends a declaration).
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            break;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            i = open + 1;
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let end = (open + 1..lines.len())
+            .find(|&j| lines[j].trim_end() == close)
+            .unwrap_or(lines.len() - 1);
+        found.push((name.to_owned(), i + 1, end - i + 1));
+        i = open + 1;
+    }
+    found
+}
+
+#[test]
+fn no_function_passes_the_length_limit() {
+    let mut long = Vec::new();
+    let mut listed_but_short = Vec::new();
+    for p in source_files() {
+        let Ok(text) = fs::read_to_string(&p) else {
+            continue;
+        };
+        let file = relative(&p);
+        let fns = functions(&text);
+        for (name, line, n) in &fns {
+            let listed = LONG_FUNCTIONS.contains(&(file.as_str(), name.as_str()));
+            if *n > MAX_FN_LINES && !listed {
+                long.push(format!("{file}:{line} fn {name} ({n} lines)"));
+            }
+        }
+        for (f, name) in LONG_FUNCTIONS.iter().filter(|(f, _)| *f == file) {
+            if !fns
+                .iter()
+                .any(|(n, _, len)| n == name && *len > MAX_FN_LINES)
+            {
+                listed_but_short.push(format!("{f} fn {name}"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these functions (at most {MAX_FN_LINES} lines): {long:#?}"
+    );
+    assert!(
+        listed_but_short.is_empty(),
+        "these are short now (or gone): take them out of LONG_FUNCTIONS: {listed_but_short:#?}"
+    );
+}
+
+#[test]
+fn each_crate_links_its_integration_tests_once() {
+    let mut loose = Vec::new();
+    for entry in fs::read_dir(root().join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        let tests = entry.path().join("tests");
+        let Ok(files) = fs::read_dir(&tests) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let path = f.path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                loose.push(relative(&path));
+            }
+        }
+    }
+    assert!(
+        loose.is_empty(),
+        "each file under tests/ is a test binary that links the workspace again: make these \
+         modules of tests/it/main.rs: {loose:#?}"
+    );
+}
+
+/// Library files that may hold `unsafe` code, with the reason. Tests and xtask are not
+/// covered (they kill processes and set resource limits through libc).
+const UNSAFE_ALLOWED: &[(&str, &str)] = &[
+    (
+        "crates/acpx-runtime/src/allocator.rs",
+        "the counting global allocator of the benchmarks implements GlobalAlloc",
+    ),
+    (
+        "crates/acpx-runtime/src/client_ops/terminals.rs",
+        "a terminal's whole process group is signalled (killpg)",
+    ),
+    (
+        "crates/acpx-runtime/src/client_ops/tests.rs",
+        "the terminals' tests check that a grandchild is gone (kill with signal 0)",
+    ),
+    (
+        "crates/acpx-runtime/src/owner/frozen.rs",
+        "a frozen queue owner, named by its own lease, is ended (kill SIGKILL)",
+    ),
+    (
+        "crates/acpx-runtime/src/text_spill.rs",
+        "freed heap pages go back to the system after a long reply (glibc malloc_trim)",
+    ),
+];
+
+/// Whether `line` holds `unsafe` code (not a comment or a string that mentions the word).
+fn has_unsafe_code(line: &str) -> bool {
+    let code = line.trim_start();
+    if code.starts_with("//") {
+        return false;
+    }
+    let before_string = code.split('"').next().unwrap_or(code);
+    ["unsafe {", "unsafe fn", "unsafe impl", "unsafe extern"]
+        .iter()
+        .any(|t| before_string.contains(t))
+}
+
+#[test]
+fn unsafe_code_only_where_the_allow_list_says() {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(root().join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        rust_files(&entry.path().join("src"), &mut files);
+    }
+    let unlisted: Vec<String> = files
+        .iter()
+        .filter(|p| fs::read_to_string(p).is_ok_and(|t| t.lines().any(has_unsafe_code)))
+        .map(|p| relative(p))
+        .filter(|f| !UNSAFE_ALLOWED.iter().any(|(a, _)| a == f))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "unsafe code outside UNSAFE_ALLOWED (add the file with its reason, or remove it): \
+         {unlisted:#?}"
     );
 }

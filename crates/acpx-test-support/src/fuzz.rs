@@ -1,6 +1,6 @@
 //! Structure-aware input mutation for the property tests ("fuzz targets") of every reader of
-//! outside bytes (docs/RELIABILITY.md § Fuzzing). Shared by the crates' `fuzz_*` tests through
-//! `#[path]`, so that no library carries test-only code.
+//! outside bytes (docs/RELIABILITY.md § Fuzzing). Shared by the crates' `fuzz_*` tests as a
+//! dev-dependency, so that no library carries test-only code.
 //!
 //! An input is a valid sample (a real snapshot, log, journal or config written by acpx or Node
 //! acpx) plus a short list of mutations. Mutations that work on the JSON tree (replace a value
@@ -13,8 +13,6 @@
 //! `ACPX_FUZZ_SEED` (default [`DEFAULT_SEED`]: the same inputs every run) and reports a panic
 //! as a failure naming the seed and the (shrunk) input, so that it can be kept as a
 //! regression test.
-
-#![allow(dead_code)]
 
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -1,4 +1,5 @@
-#![allow(dead_code)]
+//! Records, events and store helpers shared by the SQLite and PostgreSQL stores' tests: the two
+//! database stores are tested with the same shapes (fixed ids, timestamps and payloads).
 
 use acpx_model::event::{ClientOperationPayload, PromptStartedPayload};
 use acpx_model::thread::{AgentContent, AgentMessage, Message, UserContent, UserMessage};

@@ -6,8 +6,7 @@
 //! under `#[cfg(test)]` (`cargo test -p acpx-cli --bin acpx fuzz`). See docs/RELIABILITY.md
 //! § Fuzzing; `ACPX_FUZZ_CASES=1000000` for a long run.
 
-#[path = "../../../acpx-model/tests/fuzz_support/mod.rs"]
-mod fuzz_support;
+use acpx_test_support::fuzz as fuzz_support;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

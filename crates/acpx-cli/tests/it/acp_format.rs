@@ -3,7 +3,7 @@
 //! lines; `sessions watch --format acp` rebuilding the frames from the log. On both backends,
 //! with the scripted test agent.
 
-mod common;
+use crate::common;
 
 use common::process::spawn_until;
 use common::{Env, Run, BACKENDS};

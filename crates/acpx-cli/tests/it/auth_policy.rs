@@ -3,7 +3,7 @@
 //! `--require-auth` / `--advertise-auth`, with the session owner and with `--no-owner`, on
 //! both stores.
 
-mod common;
+use crate::common;
 
 use common::process::{args, MODES};
 use common::{Env, BACKENDS};

@@ -3,7 +3,7 @@
 //! never run by the owner of the SQLite copy), lives outside the data home, and lifecycle
 //! commands get an idle owner out of the way at once instead of waiting on it.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! `acpx` processes, a `--model` on any command, `set model`, and a fork, on both stores.
 //! The scripted agent keeps its mode and model in process memory only, as real agents do, and
 //! its `state` script answers `mode=<mode>; model=<model>; mcp=<server names>`.
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -6,7 +6,7 @@
 //! A database file that is damaged as a whole (garbage header, truncated pages) cannot be
 //! opened at all: every command says the file is damaged and what to do with it.
 
-mod common;
+use crate::common;
 
 use common::Env;
 

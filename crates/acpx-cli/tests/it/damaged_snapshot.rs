@@ -4,7 +4,7 @@
 //! and name it, and `fsck --repair` rebuilds it from the log with the reducer, on both stores
 //! (`docs/format.md` § Damaged snapshots).
 
-mod common;
+use crate::common;
 
 use common::{Env, BACKENDS};
 

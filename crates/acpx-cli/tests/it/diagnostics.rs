@@ -2,7 +2,7 @@
 //! default warnings and errors, more with `-v` or `RUST_LOG`), and never stdout, which with
 //! `--format json` carries JSON lines only.
 
-mod common;
+use crate::common;
 
 use common::{Env, Run, Seed};
 

@@ -1,7 +1,7 @@
 //! Flags scripts rely on (Node acpx's meanings): `--json-strict`, `--no-fs`, `--no-terminal`,
 //! and `config init`, with the session owner and with `--no-owner`, on both stores.
 
-mod common;
+use crate::common;
 
 use common::process::{args, MODES};
 use common::{Env, BACKENDS};

@@ -6,7 +6,7 @@
 //! Mounting needs root (or CAP_SYS_ADMIN). Without it the test says so on stderr and passes,
 //! except under `CI=true`, where a test that cannot run is a failure.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! "did you mean" tip, the JSON error object under `--format json`) and nothing reaches the
 //! agent; `--` lets prompt text start with a dash.
 
-mod common;
+use crate::common;
 
 use common::{Env, BACKENDS};
 

@@ -4,7 +4,7 @@
 //! and running the same import again completes it: the whole session, every event
 //! (`docs/format.md` § Importing a session: staged, then committed).
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@
 //! The peer is found through `ACPX_INTEROP_PYDANTIC_AGENT` (a full command line) or at the
 //! install script's default paths. When it is missing the test fails under `CI=true` and is
 //! skipped (with a message) otherwise.
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -25,7 +25,7 @@
 //! The peer is found through `ACPX_INTEROP_QWEN_AGENT` (a full command line) or at the install
 //! script's default path. When it (or `python3` for the fake model) is missing the test fails
 //! under `CI=true` and is skipped (with a message) otherwise.
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

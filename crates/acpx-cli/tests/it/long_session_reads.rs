@@ -3,7 +3,7 @@
 //! read, and read back a message at a time. What the commands show must be the stored
 //! conversation, whole and in order, on every backend.
 
-mod common;
+use crate::common;
 
 use common::{Env, BACKENDS};
 use serde_json::Value;

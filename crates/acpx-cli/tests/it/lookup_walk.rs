@@ -4,7 +4,7 @@
 //! it is a name. The file store answers these from one listing per command
 //! (docs/format.md § Finding a session among many); both stores must answer the same.
 
-mod common;
+use crate::common;
 
 use common::{Env, BACKENDS};
 

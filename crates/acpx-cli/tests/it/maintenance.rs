@@ -1,6 +1,6 @@
 //! End-to-end tests of fsck, migrate, Node acpx import and damaged data, on both backends.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

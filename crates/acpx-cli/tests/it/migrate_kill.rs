@@ -3,7 +3,7 @@
 //! none is half-written or damaged, and a rerun completes the migration (keeping what was
 //! copied, identical, and copying the rest); a migration that completes adds no lock file to either store.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

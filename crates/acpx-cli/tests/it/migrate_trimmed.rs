@@ -3,7 +3,7 @@
 //! report says which sessions were trimmed, the copies equal their sources as `sessions
 //! export` gives them, and `fsck` finds nothing wrong on the target.
 
-mod common;
+use crate::common;
 
 use common::{exported, Env};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Output for people: shell completions and the manual page come from the same grammar as
 //! `--help`; terminal exits read as words; NO_COLOR and non-terminals get no escape codes.
 
-mod common;
+use crate::common;
 
 use common::{Env, BACKENDS};
 

@@ -3,7 +3,7 @@
 //! across concurrent clients, `--no-wait`, cancel, overload, SIGKILL of the owner mid-turn,
 //! an agent crash, TTL expiry and racing starters.
 
-mod common;
+use crate::common;
 
 use std::process::Child;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! that cannot be set again failing the task before its prompt, `--mcp-config` and `--model`
 //! reaching a warm owner's agent, the fallback notice on the stderr of the command whose task
 //! made the owner reattach, and exit 5, on both stores.
-mod common;
+use crate::common;
 
 use common::*;
 

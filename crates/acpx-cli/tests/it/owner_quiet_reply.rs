@@ -4,7 +4,7 @@
 //! trailing-newline rule; real processes (the `acpx` binary, its owner, the scripted agent) on
 //! both backends.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 

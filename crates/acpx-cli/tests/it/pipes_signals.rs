@@ -2,7 +2,7 @@
 //! pipes closed early, `/dev/full`, SIGINT and SIGTERM, with the session owner and with
 //! `--no-owner`, on both stores.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Child, Stdio};

@@ -4,7 +4,7 @@
 //! queue; B sees A's owner in `status` and cancels its turn; when A's owner dies mid-turn,
 //! B's waiting prompt takes the session over; `--no-owner` on B waits for A's owner.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -3,7 +3,7 @@
 //! separate processes, one database) writing one session at the same time, following it
 //! from the other host, `migrate` and `fsck`, and the URL's password never shown.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! connections; the second prompt must succeed. Skipped with a message when the PostgreSQL
 //! server binaries are not installed, failing under `CI=true`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Progress bars of `migrate`, `fsck` and `sessions prune`: drawn on stderr when it is a
 //! terminal (a pty from `script -qec`), never when it is not, never with `--format json`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

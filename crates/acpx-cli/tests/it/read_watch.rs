@@ -1,7 +1,7 @@
 //! `sessions read` (the readable transcript) and `sessions watch` (replay, then follow across
 //! processes until the session closes), on both stores.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! through the queue owner see `owner_choices.rs`), and — through the queue owner — exit 5 for
 //! refused permissions (the agent's and acpx's own gates), `--non-interactive-permissions
 //! fail`, `--mcp-config` in both shapes and a bad file, on both stores.
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! `fork`, `--resume-session`, `close`), of session lookup, and of `fsck` after a killed
 //! turn, with the workspace's scripted test agent (see `common::test_agent`), on both backends.
 
-mod common;
+use crate::common;
 
 use std::process::Child;
 

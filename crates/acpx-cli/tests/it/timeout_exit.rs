@@ -2,7 +2,7 @@
 //! and in the snapshot, and the session usable afterwards, with the session owner and with
 //! `--no-owner`, on both stores.
 
-mod common;
+use crate::common;
 
 use common::process::{args, last_turn, MODES};
 use common::{Env, BACKENDS};

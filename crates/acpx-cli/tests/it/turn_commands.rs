@@ -2,7 +2,7 @@
 //! `set-mode`, `set`, `--timeout`, `sessions events --follow`), with the workspace's scripted
 //! test agent (see `common::test_agent`), on both backends.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 

@@ -1,6 +1,6 @@
 //! The grammar, configuration, help and usage errors of the real binary.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

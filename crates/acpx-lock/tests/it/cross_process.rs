@@ -23,7 +23,7 @@ fn another_process_holds_it_until_it_dies() {
     let path = dir.path().join("s.lock");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "hold_lock_child",
+            "cross_process::hold_lock_child",
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -5,15 +5,15 @@
 //! Besides "never panics", each target checks what a reader promises: an accepted document
 //! writes back to bytes that are accepted again, and a refusal names its origin.
 
-mod fuzz_support;
+use acpx_test_support::fuzz as fuzz_support;
 
 use acpx_model::{EventEnvelope, ListQuery, SessionRecord};
 use base64::Engine as _;
 use fuzz_support::fuzz;
 
-const SESSION_SMALL: &[u8] = include_bytes!("fixtures/fuzz/session_small.json");
-const SESSION_FULL: &[u8] = include_bytes!("fixtures/fuzz/session_full.json");
-const EVENTS: &[u8] = include_bytes!("fixtures/fuzz/events.ndjson");
+const SESSION_SMALL: &[u8] = include_bytes!("../fixtures/fuzz/session_small.json");
+const SESSION_FULL: &[u8] = include_bytes!("../fixtures/fuzz/session_full.json");
+const EVENTS: &[u8] = include_bytes!("../fixtures/fuzz/events.ndjson");
 
 fn event_lines() -> Vec<Vec<u8>> {
     EVENTS

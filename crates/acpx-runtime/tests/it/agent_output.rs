@@ -1,6 +1,6 @@
 //! Lines on an agent's stdout that are not JSON-RPC are counted and recorded as
 //! `agent_output` lifecycle events, never passed to the ACP connection nor dropped silently.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

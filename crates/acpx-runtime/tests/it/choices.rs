@@ -1,7 +1,7 @@
 //! The reattach chain (resume → load → new), the user's choices set again after every attach,
 //! MCP servers, and the permission stats of acpx's own gates, on every backend, against the
 //! scripted agent (whose mode and model live in its process only, as real agents keep them).
-mod common;
+use crate::common;
 
 use acpx_runtime::mcp_servers::parse_mcp_servers;
 use acpx_runtime::{

@@ -1,6 +1,6 @@
 //! The client side of ACP (permissions, fs, terminals) against the scripted agent, on every
 //! backend.
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

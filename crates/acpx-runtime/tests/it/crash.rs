@@ -7,7 +7,7 @@
 //! that the stale snapshot is rolled forward from the log, and that the turn is recorded as
 //! interrupted. Memory stores do not outlive a process, so this runs on the file and SQLite
 //! backends.
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;
@@ -99,7 +99,12 @@ async fn kill_9_mid_turn(backend: Backend) {
         "sqlite"
     };
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "driver", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash::driver",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(
             DRIVER_ENV,
             format!("{name}|{}|{}", env.dir.path().display(), env.cwd.display()),

@@ -1,7 +1,7 @@
 //! `ops::ensure`: finding or creating a scope's session under the scope lock, replacing the
 //! scope's open sessions, attaching an existing ACP session, and giving up on interrupt, on
 //! every backend against the scripted agent.
-mod common;
+use crate::common;
 
 use acpx_runtime::ops::ensure::{self, EnsureError, EnsureEvent, Scope};
 use acpx_runtime::ops::scope::open_in_exact_scope;

@@ -1,7 +1,7 @@
 //! Finding sessions (`ops::lookup`), following a log (`ops::watch`) and pruning
 //! (`ops::prune`) on real stores: the file store in a temp directory and the memory store.
 
-mod scope_fixtures;
+use crate::scope_fixtures;
 use scope_fixtures::{at, create};
 
 use std::path::Path;

@@ -6,7 +6,7 @@
 //!   (`read_import_source`, `EventLines`, `import_event_lines`) and also whole
 //!   (`parse_import_file`, `import_session`), into a memory, file or SQLite store. An import
 //!   stores a whole session or nothing: never a panic, never a partial or stale session.
-//! - `fuzz_node_import`: a Node acpx home (session record, its rotated `.stream.N.ndjson`
+//! - `fuzz_node_import` (in `fuzz_node_import`): a Node acpx home (session record, its rotated `.stream.N.ndjson`
 //!   segments and the active `.stream.ndjson`, a segment that is a FIFO, a link to
 //!   `/dev/zero`, a link out of the home or a directory) through the real `import_node_home`
 //!   into a memory or file store.
@@ -22,12 +22,10 @@
 //! `ACPX_FUZZ_STRICT=1` makes the known gaps listed in [`Gap`] fail the target instead of being
 //! counted, `ACPX_FUZZ_GAPS=1` prints each one.
 
-#[path = "../../acpx-model/tests/fuzz_support/mod.rs"]
-mod fuzz_support;
+use acpx_test_support::fuzz as fuzz_support;
 
 use std::fs;
 use std::path::{Component, Path};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use acpx_model::{
@@ -36,7 +34,6 @@ use acpx_model::{
 };
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::ops::node_import::import_node_home;
-use acpx_runtime::ops::node_import::loadable::encode_uri_component;
 use acpx_runtime::ops::repair::{fsck, FsckOptions};
 use acpx_runtime::ops::transfer::{
     archive_head, import_event_lines, import_session, parse_import_file, read_import_source,
@@ -47,13 +44,17 @@ use acpx_runtime::runs::Probe;
 use acpx_runtime::transcript::{markdown, record_facts};
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
-use fuzz_support::{bytes_of, fuzz, fuzz_with, inputs, interesting_value, Input};
+use fuzz_support::{bytes_of, fuzz, fuzz_with, interesting_value, Input};
+
+use crate::fuzz_node_import::node_fixture;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-const NODE: &str = "../acpx-cli/tests/fixtures/node-acpx/sessions";
-const SNAPSHOT: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/session_full.json");
-const EVENTS: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/events.ndjson");
+pub(crate) const NODE: &str = "../acpx-cli/tests/fixtures/node-acpx/sessions";
+pub(crate) const SNAPSHOT: &[u8] =
+    include_bytes!("../../../acpx-model/tests/fixtures/fuzz/session_full.json");
+pub(crate) const EVENTS: &[u8] =
+    include_bytes!("../../../acpx-model/tests/fixtures/fuzz/events.ndjson");
 
 // ---------------------------------------------------------------------------------------------
 // Hostile values and targeted edits
@@ -61,7 +62,7 @@ const EVENTS: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/event
 
 /// Text a person reads on a terminal, chosen by someone else: escape sequences (OSC, CSI, the
 /// 8-bit CSI), carriage return, newline, NUL, DEL, a bidi override.
-const HOSTILE_TEXTS: &[&str] = &[
+pub(crate) const HOSTILE_TEXTS: &[&str] = &[
     "\u{1b}]0;owned\u{7}",
     "\u{1b}[2J\u{1b}[H",
     "name\r\u{1b}[Kfake",
@@ -76,7 +77,7 @@ const HOSTILE_TEXTS: &[&str] = &[
 
 /// Directories an imported session's agent must never run in: relative, with `.` or `..`.
 /// The last three are absolute and normal (accepted).
-const HOSTILE_DIRS: &[&str] = &[
+pub(crate) const HOSTILE_DIRS: &[&str] = &[
     "relative/../../etc",
     "relative",
     ".",
@@ -94,7 +95,7 @@ const HOSTILE_DIRS: &[&str] = &[
 
 /// Dates: far in the future (a session that would stay its scope's current one for good),
 /// out of range, before the epoch, impossible.
-const HOSTILE_DATES: &[&str] = &[
+pub(crate) const HOSTILE_DATES: &[&str] = &[
     "9999-12-31T23:59:59.999Z",
     "2999-01-01T00:00:00.000Z",
     "+275760-09-13T00:00:00.000Z",
@@ -105,7 +106,7 @@ const HOSTILE_DATES: &[&str] = &[
 ];
 
 /// Agent commands an archive may carry (kept as information, never run on its say).
-const HOSTILE_COMMANDS: &[&str] = &[
+pub(crate) const HOSTILE_COMMANDS: &[&str] = &[
     "sh -c 'id > /tmp/acpx-fuzz-owned; exec cat'",
     "/bin/sh",
     "",
@@ -116,7 +117,7 @@ const HOSTILE_COMMANDS: &[&str] = &[
 
 /// `levels` arrays nested in one another around an object (serde_json refuses 128 and more
 /// when it parses; a value built here is deeper than any parsed one can be).
-fn deep(levels: usize) -> Value {
+pub(crate) fn deep(levels: usize) -> Value {
     let mut v = json!({"x": 1});
     for _ in 0..levels {
         v = Value::Array(vec![v]);
@@ -126,7 +127,7 @@ fn deep(levels: usize) -> Value {
 
 /// MCP server lists of every shape: the object shape where the array is kept, a server that
 /// is `/bin/sh`, wrong types, empty names, deep nesting.
-fn mcp_shape(k: u32) -> Value {
+pub(crate) fn mcp_shape(k: u32) -> Value {
     match k % 9 {
         0 => json!({"command": "/bin/sh", "args": ["-c", "id"]}),
         1 => json!([{"name": "sh", "command": "/bin/sh", "args": ["-c", "id"], "env": []}]),
@@ -141,7 +142,7 @@ fn mcp_shape(k: u32) -> Value {
 }
 
 /// Numbers at the edges: `u64::MAX`, `i64::MIN`, -1, 0, a float, 1e308.
-fn huge_number(k: u32) -> Value {
+pub(crate) fn huge_number(k: u32) -> Value {
     match k % 6 {
         0 => json!(u64::MAX),
         1 => json!(i64::MIN),
@@ -154,7 +155,7 @@ fn huge_number(k: u32) -> Value {
 
 /// What kind of value a targeted field gets.
 #[derive(Clone, Copy)]
-enum Class {
+pub(crate) enum Class {
     Text,
     Dir,
     Date,
@@ -164,7 +165,7 @@ enum Class {
     Any,
 }
 
-fn class_value(class: Class, k: u32) -> Value {
+pub(crate) fn class_value(class: Class, k: u32) -> Value {
     let pick = |list: &[&str]| json!(list[k as usize % list.len()]);
     match class {
         Class::Text => pick(HOSTILE_TEXTS),
@@ -182,14 +183,14 @@ fn class_value(class: Class, k: u32) -> Value {
 
 /// A targeted edit: which field (an index into a target's field list), whether it gets a
 /// value of its own class (3 in 4) or of any class, and which value.
-type Edit = (u8, u8, u32);
+pub(crate) type Edit = (u8, u8, u32);
 
-fn edits() -> impl Strategy<Value = Vec<Edit>> {
+pub(crate) fn edits() -> impl Strategy<Value = Vec<Edit>> {
     prop::collection::vec(any::<Edit>(), 0..4)
 }
 
 /// The value of `edit` for a field of class `class`.
-fn edit_value(class: Class, (_, how, k): Edit) -> Value {
+pub(crate) fn edit_value(class: Class, (_, how, k): Edit) -> Value {
     const CLASSES: [Class; 7] = [
         Class::Text,
         Class::Dir,
@@ -208,7 +209,7 @@ fn edit_value(class: Class, (_, how, k): Edit) -> Value {
 
 /// Sets the value at JSON pointer `ptr` of `doc`, adding the last key when its parent is an
 /// object; does nothing when the parent is missing or not an object.
-fn set_pointer(doc: &mut Value, ptr: &str, value: Value) {
+pub(crate) fn set_pointer(doc: &mut Value, ptr: &str, value: Value) {
     let Some((parent, key)) = ptr.rsplit_once('/') else {
         return;
     };
@@ -218,7 +219,7 @@ fn set_pointer(doc: &mut Value, ptr: &str, value: Value) {
 }
 
 /// The lines of `bytes`, each with its `\n`.
-fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
     bytes
         .split_inclusive(|c| *c == b'\n')
         .map(<[u8]>::to_vec)
@@ -227,7 +228,7 @@ fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
 
 /// `line` (with or without its `\n`) parsed, edited by `f` and printed again; unchanged when it
 /// is not JSON.
-fn edit_line(line: &mut Vec<u8>, f: impl FnOnce(&mut Value)) {
+pub(crate) fn edit_line(line: &mut Vec<u8>, f: impl FnOnce(&mut Value)) {
     let nl = line.ends_with(b"\n");
     let body = line.strip_suffix(b"\n").unwrap_or(line);
     let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
@@ -248,7 +249,7 @@ fn edit_line(line: &mut Vec<u8>, f: impl FnOnce(&mut Value)) {
 // ---------------------------------------------------------------------------------------------
 
 /// Whether known gaps fail the target (`ACPX_FUZZ_STRICT=1`) instead of being counted.
-fn strict() -> bool {
+pub(crate) fn strict() -> bool {
     std::env::var("ACPX_FUZZ_STRICT").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -258,7 +259,7 @@ fn strict() -> bool {
 /// with `ACPX_FUZZ_STRICT=1` the first one fails the target. Once the code is fixed the count
 /// stays 0, and the gap becomes a plain assertion.
 #[derive(Clone, Copy)]
-enum Gap {
+pub(crate) enum Gap {
     /// An imported Node session whose `cwd` is relative or holds `.`/`..` (an archive's is
     /// refused by `admit_imported`; the Node importer does not call it).
     NodeRelativeCwd,
@@ -278,7 +279,7 @@ enum Gap {
     ForeignPid,
 }
 
-const GAP_NAMES: [&str; 5] = [
+pub(crate) const GAP_NAMES: [&str; 5] = [
     "Node relative cwd",
     "future lastUsedAt",
     "raw control characters shown",
@@ -291,7 +292,7 @@ thread_local! {
 }
 
 /// Counts one input of gap `which`, or fails with `what` in a strict run.
-fn gap(which: Gap, what: impl FnOnce() -> String) {
+pub(crate) fn gap(which: Gap, what: impl FnOnce() -> String) {
     if strict() {
         panic!("known gap ({}): {}", GAP_NAMES[which as usize], what());
     }
@@ -301,7 +302,7 @@ fn gap(which: Gap, what: impl FnOnce() -> String) {
     GAPS.with(|g| g.borrow_mut()[which as usize] += 1);
 }
 
-fn print_gaps(target: &str) {
+pub(crate) fn print_gaps(target: &str) {
     let counts = GAPS.with(|g| *g.borrow());
     let listed: Vec<String> = GAP_NAMES
         .iter()
@@ -316,7 +317,7 @@ fn print_gaps(target: &str) {
 
 /// Whether `cwd` is what an imported session may run its agent in: absolute, without `.` or
 /// `..`.
-fn admissible_cwd(cwd: &str) -> bool {
+pub(crate) fn admissible_cwd(cwd: &str) -> bool {
     let p = Path::new(cwd);
     p.is_absolute()
         && p.components()
@@ -326,7 +327,7 @@ fn admissible_cwd(cwd: &str) -> bool {
 /// Checks what a person reads of a stored session: the facts of `sessions show` and the
 /// Markdown export's header carry no control character (the promise of issue 45, item 12:
 /// names, titles, agent commands and directories are escaped; the rest is counted as a gap).
-fn check_shown(r: &SessionRecord) {
+pub(crate) fn check_shown(r: &SessionRecord) {
     let promised = ["agent", "directory", "name", "title"];
     for (label, value) in record_facts(r, &Probe::Idle) {
         if value.chars().any(char::is_control) {
@@ -354,7 +355,7 @@ fn check_shown(r: &SessionRecord) {
 // ---------------------------------------------------------------------------------------------
 
 /// Fields of an archive's session (JSON pointers in its head line's `session`).
-const ARCHIVE_FIELDS: &[(&str, Class)] = &[
+pub(crate) const ARCHIVE_FIELDS: &[(&str, Class)] = &[
     ("/cwd", Class::Dir),
     ("/lastUsedAt", Class::Date),
     ("/createdAt", Class::Date),
@@ -378,7 +379,7 @@ const ARCHIVE_FIELDS: &[(&str, Class)] = &[
 ];
 
 /// Fields of an event line (see [`archive_edit`] for `/seq`).
-const EVENT_FIELDS: &[(&str, Class)] = &[
+pub(crate) const EVENT_FIELDS: &[(&str, Class)] = &[
     ("/seq", Class::Number),
     ("/acpxRecordId", Class::Text),
     ("/payload", Class::Any),
@@ -391,7 +392,7 @@ const EVENT_FIELDS: &[(&str, Class)] = &[
 /// Applies one targeted edit to an archive: to its head line's session (`field` even) or to
 /// one of its event lines. A seq edit makes the seq a duplicate of the line before, a gap,
 /// 0, 1, `u64::MAX` or `u64::MAX - 1`.
-fn archive_edit(lines: &mut [Vec<u8>], edit: Edit) {
+pub(crate) fn archive_edit(lines: &mut [Vec<u8>], edit: Edit) {
     let (field, _, k) = edit;
     if field % 2 == 0 || lines.len() < 2 {
         let (ptr, class) = ARCHIVE_FIELDS[(field as usize / 2) % ARCHIVE_FIELDS.len()];
@@ -429,7 +430,7 @@ fn archive_edit(lines: &mut [Vec<u8>], edit: Edit) {
 /// head changed by `head`. With `Some` the head is a small session of the same ids (an empty
 /// thread whose snapshot has folded in those events), cheaper to import and more often
 /// reached by the mutations than the fixture's 31 KB one.
-fn archive_sample(events: Option<usize>, head: impl FnOnce(&mut Value)) -> Vec<u8> {
+pub(crate) fn archive_sample(events: Option<usize>, head: impl FnOnce(&mut Value)) -> Vec<u8> {
     let full = SessionRecord::from_json_slice(SNAPSHOT, "session_full.json")
         .expect("the fixture snapshot is valid");
     let ts = Timestamp::parse("2026-11-23T18:05:00.000Z").expect("a date");
@@ -468,7 +469,7 @@ fn archive_sample(events: Option<usize>, head: impl FnOnce(&mut Value)) -> Vec<u
 /// characters in the name and title, a command and MCP servers that are not the user's, a
 /// `lastUsedAt` in 2999, a payload nested 120 deep, seqs starting at 1000) or be refused
 /// whole (a relative cwd; a duplicate seq after the first batch; a truncated last line).
-fn archive_samples() -> Vec<Vec<u8>> {
+pub(crate) fn archive_samples() -> Vec<Vec<u8>> {
     let hostile_head = |s: &mut Value| {
         s["name"] = json!("\u{1b}]0;owned\u{7}name");
         s["thread"]["title"] = json!("\u{1b}[2Jtitle\r");
@@ -524,10 +525,10 @@ fn archive_samples() -> Vec<Vec<u8>> {
 
 /// How often each of [`archive_samples`] is drawn: the two that cost most (the whole fixture
 /// session, the log of 1,003 events) least often, so that a default run stays short.
-const ARCHIVE_WEIGHTS: &[u32] = &[1, 4, 4, 2, 1, 2, 2];
+pub(crate) const ARCHIVE_WEIGHTS: &[u32] = &[1, 4, 4, 2, 1, 2, 2];
 
 /// Inputs over samples drawn by `weights` (what `fuzz_support::inputs` does with equal ones).
-fn weighted_inputs(weights: &'static [u32]) -> impl Strategy<Value = Input> {
+pub(crate) fn weighted_inputs(weights: &'static [u32]) -> impl Strategy<Value = Input> {
     let total: u32 = weights.iter().sum();
     let pick = move |mut w: u32| {
         weights
@@ -548,7 +549,7 @@ fn weighted_inputs(weights: &'static [u32]) -> impl Strategy<Value = Input> {
 
 /// Which store an input imports into, and how.
 #[derive(Debug, Clone)]
-struct ArchiveRun {
+pub(crate) struct ArchiveRun {
     /// 0-4: memory, 5-6: file store, 7: SQLite (whose store costs most to make).
     store: u8,
     new_id: bool,
@@ -559,7 +560,7 @@ struct ArchiveRun {
     again: bool,
 }
 
-fn archive_runs() -> impl Strategy<Value = ArchiveRun> {
+pub(crate) fn archive_runs() -> impl Strategy<Value = ArchiveRun> {
     any::<u8>().prop_map(|b| ArchiveRun {
         store: match b & 7 {
             0..=4 => 0,
@@ -573,7 +574,7 @@ fn archive_runs() -> impl Strategy<Value = ArchiveRun> {
 }
 
 /// A fresh store of kind `kind` under `dir`.
-fn fresh_store(kind: u8, dir: &Path) -> Arc<dyn Store> {
+pub(crate) fn fresh_store(kind: u8, dir: &Path) -> Arc<dyn Store> {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).expect("a store dir");
     match kind {
@@ -584,7 +585,7 @@ fn fresh_store(kind: u8, dir: &Path) -> Arc<dyn Store> {
 }
 
 /// Every session of `store`, closed ones included.
-async fn all_sessions(store: &dyn Store) -> Vec<RecordId> {
+pub(crate) async fn all_sessions(store: &dyn Store) -> Vec<RecordId> {
     store
         .list(&ListQuery {
             closed: ClosedFilter::Any,
@@ -599,7 +600,7 @@ async fn all_sessions(store: &dyn Store) -> Vec<RecordId> {
 }
 
 /// The whole log of `id`.
-async fn whole_log(store: &dyn Store, id: &RecordId) -> Vec<EventEnvelope> {
+pub(crate) async fn whole_log(store: &dyn Store, id: &RecordId) -> Vec<EventEnvelope> {
     let mut out = Vec::new();
     let mut from = 0;
     loop {
@@ -618,7 +619,7 @@ async fn whole_log(store: &dyn Store, id: &RecordId) -> Vec<EventEnvelope> {
 /// What a successful import must have stored: exactly one session, `stored`, loadable, with
 /// a gap-free log of `count` events that all belong to it, an absolute normal cwd, no
 /// `lastUsedAt` in the future, what it shows escaped, readable MCP servers.
-async fn check_imported(store: &dyn Store, stored: &SessionRecord, count: u64) {
+pub(crate) async fn check_imported(store: &dyn Store, stored: &SessionRecord, count: u64) {
     let id = &stored.acpx_record_id;
     assert_eq!(all_sessions(store).await, vec![id.clone()], "one session");
     let loaded = store.load(id).await.expect("an imported snapshot loads");
@@ -686,7 +687,7 @@ async fn check_imported(store: &dyn Store, stored: &SessionRecord, count: u64) {
 }
 
 /// `lastUsedAt` of an imported session is not in the future ([`Gap::FutureLastUsed`]).
-fn check_last_used(r: &SessionRecord, when: &str) {
+pub(crate) fn check_last_used(r: &SessionRecord, when: &str) {
     if r.last_used_at.millis() > Timestamp::now().millis() {
         gap(Gap::FutureLastUsed, || {
             format!(
@@ -698,7 +699,7 @@ fn check_last_used(r: &SessionRecord, when: &str) {
 }
 
 /// A refused import must leave nothing: no session, nothing staged.
-async fn check_refused(store: &dyn Store, e: &OpsError) {
+pub(crate) async fn check_refused(store: &dyn Store, e: &OpsError) {
     assert!(!e.to_string().is_empty(), "a refusal says why");
     assert_eq!(
         all_sessions(store).await,
@@ -713,7 +714,7 @@ async fn check_refused(store: &dyn Store, e: &OpsError) {
 }
 
 /// Imports `archive` as `sessions import` does (streamed), then whole, and checks both.
-async fn import_archive(dir: &Path, archive: &[u8], run: &ArchiveRun) {
+pub(crate) async fn import_archive(dir: &Path, archive: &[u8], run: &ArchiveRun) {
     // Seqs and an `audit_seq` near `u64::MAX` (once known gaps: `overflows_seq`,
     // `audit_seq_max`) are refused without overflow now, and go through like any input.
     let source = if run.as_snapshot {
@@ -763,14 +764,14 @@ async fn import_archive(dir: &Path, archive: &[u8], run: &ArchiveRun) {
 }
 
 /// The head's session printed as a `session.json`.
-fn split_archive(archive: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn split_archive(archive: &[u8]) -> Option<Vec<u8>> {
     let head = archive.split(|c| *c == b'\n').next()?;
     let head: Value = serde_json::from_slice(head).ok()?;
     serde_json::to_vec_pretty(head.get("session")?).ok()
 }
 
 /// The bytes after an archive's head line.
-fn archive_rest(archive: &[u8]) -> Vec<u8> {
+pub(crate) fn archive_rest(archive: &[u8]) -> Vec<u8> {
     archive
         .iter()
         .position(|c| *c == b'\n')
@@ -779,7 +780,7 @@ fn archive_rest(archive: &[u8]) -> Vec<u8> {
 
 /// The same import again after a successful one: under its own id it is refused as taken and
 /// the stored session is unchanged; then `fsck` (check only) runs on the store.
-async fn again(
+pub(crate) async fn again(
     store: &Arc<dyn Store>,
     archive: &[u8],
     mut record: SessionRecord,
@@ -814,7 +815,7 @@ async fn again(
 
 /// The whole-text path (`parse_import_file` + `import_session`) into a memory store: the same
 /// promise, whole session or nothing.
-async fn import_whole(archive: &[u8], new_id: bool) {
+pub(crate) async fn import_whole(archive: &[u8], new_id: bool) {
     let Ok(text) = std::str::from_utf8(archive) else {
         return;
     };
@@ -833,7 +834,7 @@ async fn import_whole(archive: &[u8], new_id: bool) {
 }
 
 #[test]
-fn fuzz_archive_import() {
+pub(crate) fn fuzz_archive_import() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -860,350 +861,11 @@ fn fuzz_archive_import() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Node homes
-// ---------------------------------------------------------------------------------------------
-
-fn node_fixture(name: &str) -> Vec<u8> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(NODE);
-    fs::read(dir.join(name)).expect("a Node fixture")
-}
-
-/// Node records: the fixture's three and a hostile one (control characters in the name,
-/// title and ACP session id, a relative cwd with `..`, `last_used_at` in 2999, a command and
-/// `agent_argv` that are not the user's, MCP servers in `session_options`, a huge `last_seq`).
-fn node_records() -> Vec<Vec<u8>> {
-    let mut hostile: Value =
-        serde_json::from_slice(&node_fixture("sess-node-1.json")).expect("a Node record");
-    hostile["name"] = json!("\u{1b}]0;owned\u{7}api");
-    hostile["title"] = json!("\u{1b}[2Jtitle");
-    hostile["acp_session_id"] = json!("sess\u{1b}[2J");
-    hostile["cwd"] = json!("relative/../../etc");
-    hostile["last_used_at"] = json!("2999-01-01T00:00:00.000Z");
-    hostile["agent_command"] = json!(HOSTILE_COMMANDS[0]);
-    hostile["agent_argv"] = json!({"sh": ["-c", "id"]});
-    hostile["acpx"]["session_options"] = json!({"mcpServers": mcp_shape(0)});
-    hostile["last_seq"] = json!(u64::MAX);
-    vec![
-        node_fixture("sess-node-1.json"),
-        node_fixture("sess-node-2.json"),
-        node_fixture("sess%3Anode-3.json"),
-        serde_json::to_vec_pretty(&hostile).expect("json"),
-    ]
-}
-
-/// Node journal segments: the fixture's three and a hostile one (a duplicated segment anchor,
-/// huge JSON-RPC ids, params nested 120 deep, a line that is not UTF-8, a torn last line).
-fn node_journals() -> Vec<Vec<u8>> {
-    let older = node_fixture("sess-node-1.stream.1.ndjson");
-    let mut lines = lines_of(&older);
-    let anchor = lines[0].clone();
-    lines.insert(1, anchor);
-    edit_line(&mut lines[2], |v| v["id"] = json!(u64::MAX));
-    edit_line(&mut lines[3], |v| v["params"]["nested"] = deep(120));
-    lines.insert(
-        4,
-        b"{\"jsonrpc\": \"2.0\", \"method\": \"\xff\xfe\"}\n".to_vec(),
-    );
-    let mut hostile = lines.concat();
-    hostile.extend_from_slice(b"{\"jsonrpc\": \"2.0\", \"id\": 1e308, \"resu");
-    vec![
-        older,
-        node_fixture("sess-node-1.stream.ndjson"),
-        node_fixture("sess%3Anode-3.stream.ndjson"),
-        hostile,
-    ]
-}
-
-/// Fields of a Node record.
-const NODE_FIELDS: &[(&str, Class)] = &[
-    ("/cwd", Class::Dir),
-    ("/last_used_at", Class::Date),
-    ("/created_at", Class::Date),
-    ("/name", Class::Text),
-    ("/title", Class::Text),
-    ("/agent_command", Class::Command),
-    ("/agent_argv", Class::Any),
-    ("/acpx_record_id", Class::Text),
-    ("/acp_session_id", Class::Text),
-    ("/agent_session_id", Class::Text),
-    ("/last_seq", Class::Number),
-    ("/acpx/session_options", Class::Mcp),
-    ("/acpx/desired_config_options", Class::Any),
-    ("/acpx/current_mode_id", Class::Text),
-    ("/messages", Class::Any),
-    ("/closed", Class::Any),
-    ("/closed_at", Class::Date),
-    ("/pid", Class::Number),
-];
-
-/// Fields of a Node journal line (an ACP frame or one of Node's markers).
-const JOURNAL_FIELDS: &[(&str, Class)] = &[
-    ("/sequence", Class::Number),
-    ("/message_sequence", Class::Number),
-    ("/record_id", Class::Text),
-    ("/id", Class::Number),
-    ("/params", Class::Any),
-    ("/params/sessionId", Class::Text),
-    ("/params/cwd", Class::Dir),
-    ("/params/mcpServers", Class::Mcp),
-    ("/result", Class::Any),
-    ("/result/stopReason", Class::Text),
-    ("/timestamp", Class::Date),
-    ("/type", Class::Text),
-];
-
-/// Applies one targeted edit to the record (`field` even) or to a line of a journal.
-fn node_edit(record: &mut Vec<u8>, journals: &mut [Vec<u8>], edit: Edit) {
-    let (field, _, k) = edit;
-    if field % 2 == 0 {
-        let (ptr, class) = NODE_FIELDS[(field as usize / 2) % NODE_FIELDS.len()];
-        let value = edit_value(class, edit);
-        if let Ok(mut doc) = serde_json::from_slice::<Value>(record) {
-            set_pointer(&mut doc, ptr, value);
-            *record = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-        }
-        return;
-    }
-    let (ptr, class) = JOURNAL_FIELDS[(field as usize / 2) % JOURNAL_FIELDS.len()];
-    let journal = &mut journals[k as usize % journals.len()];
-    let mut lines = lines_of(journal);
-    if lines.is_empty() {
-        return;
-    }
-    let i = (k as usize / 3) % lines.len();
-    let value = edit_value(class, edit);
-    edit_line(&mut lines[i], |v| set_pointer(v, ptr, value));
-    *journal = lines.concat();
-}
-
-/// Node's file stem for the record in `record` (`encodeURIComponent` of its id), so that the
-/// importer reads the files rather than skipping them for their names as Node would; `s`
-/// when the record has no id or the name could not be a file name.
-fn node_stem(record: &[u8]) -> String {
-    serde_json::from_slice::<Value>(record)
-        .ok()
-        .and_then(|d| d.get("acpx_record_id")?.as_str().map(encode_uri_component))
-        .filter(|stem| !stem.is_empty() && stem.len() <= 200)
-        .unwrap_or_else(|| "s".into())
-}
-
-/// The `N` of rotated segment names: Node's (1, 2, 3, 10), the largest `u32`, and names the
-/// importer must ignore or read as another N (`01`, `+1`, past `u32`, negative, not a number).
-const SEGMENT_NUMBERS: &[&str] = &[
-    "1",
-    "2",
-    "3",
-    "10",
-    "4294967295",
-    "01",
-    "+1",
-    "4294967296",
-    "-1",
-    "1.bak",
-    "",
-];
-
-/// How a Node home is laid out.
-#[derive(Debug, Clone)]
-struct NodeLayout {
-    /// The names of up to three rotated segments (indices into [`SEGMENT_NUMBERS`]); the
-    /// i-th holds journal input i.
-    rotated: Vec<u8>,
-    /// Whether the active `.stream.ndjson` exists (it holds the last journal input).
-    active: bool,
-    /// One file that is not a regular file (see [`make_odd`]), 1 input in 4.
-    odd: u8,
-    /// 0: memory store, 1: file store.
-    store: u8,
-    new_id: bool,
-}
-
-fn node_layouts() -> impl Strategy<Value = NodeLayout> {
-    (
-        prop::collection::vec(any::<u8>(), 0..4),
-        any::<u8>(),
-        any::<u8>(),
-    )
-        .prop_map(|(rotated, odd, bits)| NodeLayout {
-            rotated,
-            active: bits & 1 == 0 || bits & 6 == 6,
-            odd,
-            store: (bits >> 3) & 1,
-            new_id: bits & 16 != 0,
-        })
-}
-
-/// Replaces `path` with something that is not a regular file: a FIFO (which would hang a
-/// reader), a link to `/dev/zero` (endless), a link to a file out of the home, a directory,
-/// a link to the record (inside the home).
-fn make_odd(path: &Path, kind: u8, outside: &Path, record: &Path) {
-    let _ = fs::remove_file(path);
-    match kind % 5 {
-        0 => {
-            use std::os::unix::ffi::OsStrExt;
-            let c = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path");
-            // SAFETY: `c` is a valid NUL-terminated path.
-            let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
-            assert_eq!(rc, 0, "mkfifo {}", path.display());
-        }
-        1 => std::os::unix::fs::symlink("/dev/zero", path).expect("a link"),
-        2 => std::os::unix::fs::symlink(outside, path).expect("a link"),
-        3 => fs::create_dir(path).expect("a directory"),
-        _ => std::os::unix::fs::symlink(record, path).expect("a link"),
-    }
-}
-
-/// Lays out one Node home under `home` and imports it; checks what was stored.
-async fn import_node_one(home: &Path, record: &[u8], journals: &[Vec<u8>], layout: &NodeLayout) {
-    let sessions = home.join("sessions");
-    let _ = fs::remove_dir_all(home);
-    fs::create_dir_all(&sessions).expect("sessions dir");
-    let outside = home.join("outside.ndjson");
-    fs::write(&outside, &journals[0]).expect("write");
-    let stem = node_stem(record);
-    let record_path = sessions.join(format!("{stem}.json"));
-    fs::write(&record_path, record).expect("write");
-    let mut files = Vec::new();
-    for (i, code) in layout.rotated.iter().enumerate() {
-        let n = SEGMENT_NUMBERS[*code as usize % SEGMENT_NUMBERS.len()];
-        let path = sessions.join(format!("{stem}.stream.{n}.ndjson"));
-        fs::write(&path, &journals[i.min(journals.len() - 2)]).expect("write");
-        files.push(path);
-    }
-    if layout.active {
-        let path = sessions.join(format!("{stem}.stream.ndjson"));
-        fs::write(&path, journals.last().expect("a journal")).expect("write");
-        files.push(path);
-    }
-    files.push(record_path.clone());
-    let kind = layout.odd % 20;
-    if kind >= 15 {
-        let target = &files[(layout.odd as usize / 20) % files.len()];
-        make_odd(target, kind, &outside, &record_path);
-    }
-
-    let store = fresh_store(layout.store * 2, &home.join("store"));
-    let report = import_node_home(&*store, home, layout.new_id).await;
-    let listed = all_sessions(&*store).await;
-    assert_eq!(
-        store.stale_stages().await.expect("stale stages").len(),
-        0,
-        "a Node import left a stage"
-    );
-    let report = match report {
-        Ok(report) => report,
-        Err(e) => {
-            assert!(!e.to_string().is_empty(), "a failed import says why");
-            assert_eq!(
-                listed,
-                vec![],
-                "a failed import of one session stored some: {e}"
-            );
-            return;
-        }
-    };
-    assert_eq!(
-        listed.len(),
-        report.imported.len(),
-        "sessions stored but not reported imported (a partial import): {:?}",
-        report.skipped
-    );
-    IMPORTED.fetch_add(report.imported.len() as u64, Ordering::Relaxed);
-    for imported in &report.imported {
-        let id = &imported.session.acpx_record_id;
-        let loaded = store.load(id).await.expect("an imported snapshot loads");
-        let log = whole_log(&*store, id).await;
-        assert_eq!(
-            log.len(),
-            imported.events,
-            "every converted event is stored"
-        );
-        for (i, e) in log.iter().enumerate() {
-            assert_eq!(e.seq, i as u64 + 1, "imported seqs are 1, 2, 3, …");
-            assert_eq!(&e.acpx_record_id, id);
-        }
-        if !admissible_cwd(&loaded.cwd) {
-            gap(Gap::NodeRelativeCwd, || {
-                format!(
-                    "a Node session was imported with the directory {:?}",
-                    loaded.cwd
-                )
-            });
-        }
-        check_last_used(&loaded, "imported from a Node home");
-        if let Some(pid) = loaded.pid {
-            gap(Gap::ForeignPid, || {
-                format!("{id} was imported naming process {pid}")
-            });
-        }
-        check_shown(&loaded);
-        if let Ok((rolled, ..)) = acpx_runtime::load_rolled_forward(&*store, id).await {
-            check_last_used(&rolled, "rolled forward");
-        }
-    }
-}
-
-/// Sessions imported so far by [`fuzz_node_import`] (printed: inputs that reach the store).
-static IMPORTED: AtomicU64 = AtomicU64::new(0);
-
-#[test]
-fn fuzz_node_import() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let home = tempfile::tempdir_in(fuzz_support::scratch_root()).expect("a temp dir");
-    let records = node_records();
-    let journals = node_journals();
-    let strategy = (
-        inputs(records.len()),
-        (
-            inputs(journals.len()),
-            inputs(journals.len()),
-            inputs(journals.len()),
-        ),
-        edits(),
-        node_layouts(),
-    );
-    fuzz_with(
-        "node record + journal",
-        strategy,
-        |(r, (j0, j1, j2), edits, layout): (
-            Input,
-            (Input, Input, Input),
-            Vec<Edit>,
-            NodeLayout,
-        )| {
-            let mut record = bytes_of(&r, &records);
-            let mut segments = [
-                bytes_of(&j0, &journals),
-                bytes_of(&j1, &journals),
-                bytes_of(&j2, &journals),
-            ];
-            for e in &edits {
-                node_edit(&mut record, &mut segments, *e);
-            }
-            rt.block_on(import_node_one(
-                &home.path().join("home"),
-                &record,
-                &segments,
-                &layout,
-            ));
-        },
-    );
-    eprintln!(
-        "fuzz node record + journal: {} sessions imported",
-        IMPORTED.load(Ordering::Relaxed)
-    );
-    print_gaps("node record + journal");
-}
-
-// ---------------------------------------------------------------------------------------------
 // MCP server lists
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn fuzz_mcp_servers() {
+pub(crate) fn fuzz_mcp_servers() {
     let samples: Vec<Vec<u8>> = [
         json!({"mcpServers": {
             "files": {"command": "/bin/true", "args": ["x"], "env": {"K": "V"}},
@@ -1250,7 +912,9 @@ fn fuzz_mcp_servers() {
 // ---------------------------------------------------------------------------------------------
 
 /// `archive` read as `sessions import` reads it.
-fn open_archive(archive: &[u8]) -> (SessionRecord, EventLines<std::io::Cursor<Vec<u8>>>) {
+pub(crate) fn open_archive(
+    archive: &[u8],
+) -> (SessionRecord, EventLines<std::io::Cursor<Vec<u8>>>) {
     match read_import_source(std::io::Cursor::new(archive.to_vec()), "x.ndjson") {
         Ok(ImportSource::Archive(record, lines)) => (record, lines),
         _ => panic!("an archive"),
@@ -1258,7 +922,7 @@ fn open_archive(archive: &[u8]) -> (SessionRecord, EventLines<std::io::Cursor<Ve
 }
 
 /// The short sample with event line `i` (1-based) edited by `f`.
-fn short_archive_with(audit_seq: u64, i: usize, f: impl FnOnce(&mut Value)) -> Vec<u8> {
+pub(crate) fn short_archive_with(audit_seq: u64, i: usize, f: impl FnOnce(&mut Value)) -> Vec<u8> {
     let archive = archive_sample(Some(3), |s| s["acpx"]["audit_seq"] = json!(audit_seq));
     let mut lines = lines_of(&archive);
     edit_line(&mut lines[i], f);
@@ -1266,7 +930,7 @@ fn short_archive_with(audit_seq: u64, i: usize, f: impl FnOnce(&mut Value)) -> V
 }
 
 #[tokio::test]
-async fn an_event_seq_near_u64_max_is_refused_without_overflow() {
+pub(crate) async fn an_event_seq_near_u64_max_is_refused_without_overflow() {
     let mut lines = lines_of(&archive_sample(Some(1), |_| {}));
     edit_line(&mut lines[1], |e| e["seq"] = json!(u64::MAX));
     lines.push(lines[1].clone());
@@ -1290,7 +954,7 @@ async fn an_event_seq_near_u64_max_is_refused_without_overflow() {
 }
 
 #[tokio::test]
-async fn an_audit_seq_of_u64_max_rolls_forward_without_overflow() {
+pub(crate) async fn an_audit_seq_of_u64_max_rolls_forward_without_overflow() {
     let archive = archive_sample(Some(3), |s| s["acpx"]["audit_seq"] = json!(u64::MAX));
     let store = MemoryStore::new();
     let (record, events) = open_archive(&archive);
@@ -1301,7 +965,7 @@ async fn an_audit_seq_of_u64_max_rolls_forward_without_overflow() {
 }
 
 #[tokio::test]
-async fn an_event_from_the_future_does_not_move_last_used_at_forward() {
+pub(crate) async fn an_event_from_the_future_does_not_move_last_used_at_forward() {
     // A snapshot that has folded in none of its events; the first one dated 2999.
     let archive = short_archive_with(0, 1, |e| e["timestamp"] = json!("2999-01-01T00:00:00.000Z"));
     let store = MemoryStore::new();
@@ -1322,7 +986,9 @@ async fn an_event_from_the_future_does_not_move_last_used_at_forward() {
 }
 
 /// A Node home with one record (`sess-node-2`, no journal) edited by `f`, imported.
-async fn node_home_with(f: impl FnOnce(&mut Value)) -> (MemoryStore, Vec<SessionRecord>) {
+pub(crate) async fn node_home_with(
+    f: impl FnOnce(&mut Value),
+) -> (MemoryStore, Vec<SessionRecord>) {
     let home = tempfile::tempdir_in(fuzz_support::scratch_root()).expect("a temp dir");
     let sessions = home.path().join("sessions");
     fs::create_dir_all(&sessions).expect("sessions dir");
@@ -1351,7 +1017,7 @@ async fn node_home_with(f: impl FnOnce(&mut Value)) -> (MemoryStore, Vec<Session
 }
 
 #[tokio::test]
-async fn a_node_session_with_a_relative_cwd_is_not_imported_there() {
+pub(crate) async fn a_node_session_with_a_relative_cwd_is_not_imported_there() {
     let (_, stored) = node_home_with(|r| r["cwd"] = json!("relative/../../etc")).await;
     for r in stored {
         assert!(
@@ -1363,7 +1029,7 @@ async fn a_node_session_with_a_relative_cwd_is_not_imported_there() {
 }
 
 #[tokio::test]
-async fn a_node_session_last_used_in_the_future_is_brought_back_to_now() {
+pub(crate) async fn a_node_session_last_used_in_the_future_is_brought_back_to_now() {
     let (_, stored) =
         node_home_with(|r| r["last_used_at"] = json!("2999-01-01T00:00:00.000Z")).await;
     assert_eq!(stored.len(), 1);
@@ -1371,7 +1037,7 @@ async fn a_node_session_last_used_in_the_future_is_brought_back_to_now() {
 }
 
 #[tokio::test]
-async fn what_sessions_show_and_the_markdown_export_print_of_an_import_is_escaped() {
+pub(crate) async fn what_sessions_show_and_the_markdown_export_print_of_an_import_is_escaped() {
     let archive = archive_sample(Some(3), |s| {
         s["acpSessionId"] = json!("sess\u{1b}]0;owned\u{7}");
         s["thread"]["title"] = json!("\u{1b}[2Jtitle");
@@ -1393,7 +1059,7 @@ async fn what_sessions_show_and_the_markdown_export_print_of_an_import_is_escape
 }
 
 #[tokio::test]
-async fn an_archive_that_says_it_is_untrusted_already_is_not_runnable() {
+pub(crate) async fn an_archive_that_says_it_is_untrusted_already_is_not_runnable() {
     let archive = archive_sample(Some(3), |s| {
         s["agentCommand"] = json!(HOSTILE_COMMANDS[0]);
         s["acpx"]["mcp_servers"] = mcp_shape(1);
@@ -1420,7 +1086,7 @@ async fn an_archive_that_says_it_is_untrusted_already_is_not_runnable() {
 }
 
 #[tokio::test]
-async fn an_imported_session_names_no_process_of_the_exporting_machine() {
+pub(crate) async fn an_imported_session_names_no_process_of_the_exporting_machine() {
     // Its snapshot has folded in none of its events; the first says agent 25584 started.
     let archive = short_archive_with(0, 1, |_| {});
     let store = MemoryStore::new();

@@ -1,6 +1,6 @@
 //! `ops::local`: turns, controls and forks run in this process, registered in the run
 //! registry, with interrupts and remote cancel, on every backend against the scripted agent.
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

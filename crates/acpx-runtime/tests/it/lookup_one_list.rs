@@ -6,7 +6,7 @@
 //! written and removed through another handle (another process's view of the files: its own
 //! listing cache), ambiguous suffixes and a damaged snapshot.
 
-mod scope_fixtures;
+use crate::scope_fixtures;
 use scope_fixtures::{at, create};
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! turn for it in memory (issue 15: nothing holds a whole turn; `acpx_runtime::output_backlog`).
 //! The owner runs in this process (its own thread and runtime) with the scripted agent as a
 //! real process; the client is the owner protocol's own client over the socket.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

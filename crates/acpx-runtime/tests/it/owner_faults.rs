@@ -2,7 +2,7 @@
 //! error, and the owner serves the next task once the store works again (`docs/format.md`,
 //! § Queue owner, "Faults"), on every backend, with the owner running in this process over a
 //! store whose appends can be made to fail.
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Permission questions of a queue owner's turn forwarded to the client that submitted it,
 //! driven through the owner's real socket protocol with a scripted prompter in place of a
 //! terminal (`docs/format.md`, § Queue owner, "Permission questions"), on every backend.
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

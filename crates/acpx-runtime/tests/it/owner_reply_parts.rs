@@ -3,7 +3,7 @@
 //! `agentText`; a task without it (an older client) still gets `agentText` whole; a client
 //! that goes away mid-reply costs the owner nothing. The owner runs in this process (its own
 //! thread and runtime) with the scripted agent as a real process.
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Reopening stored sessions: load with replay, resume, fallback to a fresh ACP session,
 //! identity rules and the writer lock, on every backend.
-mod common;
+use crate::common;
 
 use acpx_runtime::{text_prompt, Attachment, RuntimeError, RuntimeOptions};
 use common::*;

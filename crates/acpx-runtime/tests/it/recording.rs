@@ -1,5 +1,5 @@
 //! The write path: failing appends, snapshots behind their log, on every backend.
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

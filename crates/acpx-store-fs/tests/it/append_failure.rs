@@ -2,7 +2,7 @@
 //! appends under a file-size limit (`RLIMIT_FSIZE`, with `SIGXFSZ` ignored so that a write past
 //! the limit fails with `EFBIG`), the way a full disk stops a write part-way.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -151,7 +151,7 @@ fn append_past_a_file_size_limit_is_all_or_nothing() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "append_past_a_file_size_limit_is_all_or_nothing",
+            "append_failure::append_past_a_file_size_limit_is_all_or_nothing",
             "--nocapture",
             "--test-threads=1",
         ])

@@ -3,7 +3,7 @@
 //! copy a crash left), damage is reported, `keep_rotated_segments` keeps them, delete removes
 //! them.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! files: what it stores equals what create + append + save store, it is all or nothing, and
 //! it leaves no lock file, tombstone or temp file behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! Run with `cargo test -p acpx-store-fs --features failpoints`.
 #![cfg(feature = "failpoints")]
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,9 @@ fn child_dir() -> Option<PathBuf> {
 /// Runs test `name` of this binary as a child process in `dir` with `ACPX_FAILPOINT=fp`.
 fn run_child(name: &str, dir: &Path, fp: Option<&str>) -> ExitStatus {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"])
+    // Test names carry their module path in the one test binary.
+    let name = format!("failpoints::{name}");
+    cmd.args(["--exact", &name, "--nocapture", "--test-threads=1"])
         .env(CHILD_DIR, dir)
         .env_remove(FAILPOINT_ENV);
     if let Some(fp) = fp {
@@ -68,7 +70,7 @@ fn temp_files(store: &FsStore) -> Vec<String> {
 
 #[test]
 fn every_failpoint_name_is_documented() {
-    let docs = include_str!("../src/lib.rs");
+    let docs = include_str!("../../src/lib.rs");
     for fp in FAILPOINTS {
         assert!(
             docs.contains(&format!("`{fp}`")),
@@ -424,7 +426,7 @@ fn lock_of_a_killed_holder_is_released() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "lock_of_a_killed_holder_is_released",
+            "failpoints::lock_of_a_killed_holder_is_released",
             "--nocapture",
         ])
         .env(CHILD_DIR, tmp.path())

@@ -6,7 +6,7 @@
 //! sessions, and a snapshot was rewritten in place (not through the store: only its stat
 //! tells).
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::io::Write;

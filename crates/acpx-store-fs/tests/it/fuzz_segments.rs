@@ -9,8 +9,7 @@
 //! load, list, search, and the writer's path (lock, then one append that must continue the log or be
 //! refused). None may panic; an append that succeeds must get the next seq.
 
-#[path = "../../acpx-model/tests/fuzz_support/mod.rs"]
-mod fuzz_support;
+use acpx_test_support::fuzz as fuzz_support;
 
 use std::fs;
 use std::path::Path;
@@ -23,9 +22,9 @@ use acpx_store_fs::FsStore;
 use fuzz_support::{bytes_of, fuzz_with, inputs, Input};
 use proptest::prelude::*;
 
-const EVENTS: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/events.ndjson");
-const SNAPSHOT: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/session_full.json");
-const INDEX: &[u8] = include_bytes!("../../acpx-model/tests/fixtures/fuzz/index.json");
+const EVENTS: &[u8] = include_bytes!("../../../acpx-model/tests/fixtures/fuzz/events.ndjson");
+const SNAPSHOT: &[u8] = include_bytes!("../../../acpx-model/tests/fixtures/fuzz/session_full.json");
+const INDEX: &[u8] = include_bytes!("../../../acpx-model/tests/fixtures/fuzz/index.json");
 const ID: &str = "5d766703-30f5-43b9-9fe2-6e05f4840dfb";
 
 /// A search index in the format the store writes (docs/format.md § Search index): the

@@ -4,7 +4,7 @@
 //! (each opens its own descriptor), so these tests exercise the cross-process protocol in one
 //! process; the conformance suite repeats the essentials with real processes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Snapshots, listing, malformed files, close, delete and temp-file cleanup of the file store.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! least that many bytes, and retention then keeps more of the smaller closed segments, so that
 //! they hold the same window as a few full ones.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

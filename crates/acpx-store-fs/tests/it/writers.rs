@@ -1,7 +1,7 @@
 //! Open log descriptors stay bounded however many sessions one store appends to.
 //! (Its own test binary: it counts this process's open file descriptors.)
 
-mod common;
+use crate::common;
 
 use acpx_model::{Durability, Store};
 use common::*;

@@ -2,7 +2,7 @@
 //! with their own connections stand for two hosts; `pg_terminate_backend` ends connections
 //! the way an administrator, a network failure or a server restart does.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! `document` column is byte-for-byte its `session.json`. Plus a copy both ways, and the
 //! refusal of a schema written by a newer acpx.
 
-mod common;
+use crate::common;
 
 use acpx_model::migrate::copy_store;
 use acpx_model::{Durability, EventQuery, ListQuery, RecordId, SearchQuery, Store, StoreError};

@@ -2,7 +2,7 @@
 //! server (runs only with `ACPX_TEST_POSTGRES_URL`): stored as a log retained from its first
 //! seq, as on the file and SQLite stores.
 
-mod common;
+use crate::common;
 
 use acpx_model::{Durability, EventQuery, NewSessionData, Store, StoreError};
 use common::server::{open, schema, url};

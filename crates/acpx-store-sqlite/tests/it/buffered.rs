@@ -3,8 +3,8 @@
 //! another durability, on `flush`, when the lock is released, and before any other call of
 //! the store on that session.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! The writer is this test binary re-executed with `ACPX_SQLITE_CRASH_DB` set (see
 //! [`crash_writer`]), so the test needs no extra binary.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -83,7 +83,12 @@ fn killed_writer_leaves_only_whole_calls() {
     });
     for round in 0..4u64 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_writer", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash::crash_writer",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(DB_ENV, &db)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -2,8 +2,8 @@
 //! what it stores equals what create + append + save store, in one transaction, all or
 //! nothing, leaving no lock file.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use acpx_model::migrate::create_sessions_one_by_one;
 use acpx_model::{EventQuery, ListQuery, NewSessionData, SearchQuery, Store, StoreError};

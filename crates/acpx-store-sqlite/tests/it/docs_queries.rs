@@ -1,7 +1,7 @@
 //! Every `sql` block of the "SQLite backend" section of `docs/format.md` runs against a real
 //! database written by the store and returns what the text promises.
 
-mod common;
+use crate::common;
 
 use acpx_model::session::{LastTurn, TurnError};
 use acpx_model::{

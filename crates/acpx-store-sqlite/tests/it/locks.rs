@@ -1,8 +1,8 @@
 //! The writer locks of `SqliteStore` and appends under them: lock files, exclusion across
 //! handles, concurrent appends, failed appends undone, background checkpoints.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! as it was at that version with `tests/fixtures/make_schema_v1.rs`) migrates forward on
 //! open and keeps every session, event and message.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

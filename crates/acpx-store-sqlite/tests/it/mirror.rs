@@ -2,7 +2,7 @@
 //! from SQLite and written as NDJSON are byte-for-byte the lines of the file store's log, and
 //! the `document` column is byte-for-byte its `session.json`. Plus copies both ways.
 
-mod common;
+use crate::common;
 
 use acpx_model::migrate::copy_store;
 use acpx_model::{Durability, EventQuery, ListQuery, RecordId, Store};

@@ -1,8 +1,8 @@
 //! Full-text search of `SqliteStore` on a real database file: substrings, saves that change
 //! what is indexed, and query text that must never reach FTS5 as syntax.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use acpx_model::{ListQuery, SearchQuery, Store};
 use common::*;

@@ -4,8 +4,8 @@
 //! different parts of one message and longer than the overlap; a message that grows is
 //! re-indexed only in its changed parts.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use acpx_model::search::search_record;
 use acpx_model::thread::Message;

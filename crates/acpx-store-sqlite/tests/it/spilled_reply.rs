@@ -3,8 +3,8 @@
 //! The row and the parts must be exactly those of the same reply in memory, on both save
 //! paths (in place under the session's lock, and on a pool thread).
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

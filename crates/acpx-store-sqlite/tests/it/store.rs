@@ -1,7 +1,7 @@
 //! Behaviour of `SqliteStore` on a real database file.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

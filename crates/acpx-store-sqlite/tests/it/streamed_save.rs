@@ -4,8 +4,8 @@
 //! JSON functions; the row itself holds them as text when short, and as a BLOB padded with
 //! spaces when long (schema version 6), rewritten in place while the document fits.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! open of the store, so the space it holds comes back (the `SqliteStore` docs; the full-disk
 //! torture scenario, `cargo xtask torture --store sqlite`).
 
-mod common;
+use crate::common;
 
 use acpx_model::{Durability, EventQuery, Store};
 use acpx_store_sqlite::SqliteStore;

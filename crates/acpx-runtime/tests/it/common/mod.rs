@@ -277,6 +277,7 @@ pub fn any_text(c: &AgentContent) -> Option<&ThreadText> {
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One test per backend, each under a timeout so that a hang fails instead of blocking.
+/// (Exported at the test crate's root and re-exported here, so `use common::*` brings it.)
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident => $body:path;)+) => {
@@ -333,3 +334,5 @@ pub async fn start_owner(env: &Env, rt: Runtime, id: &RecordId) -> PathBuf {
     }
     panic!("the owner did not listen");
 }
+
+pub use crate::backend_tests;

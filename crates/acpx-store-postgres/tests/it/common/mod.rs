@@ -1,10 +1,8 @@
-//! Test helpers: the record, event and store helpers are the SQLite store's (the two database
-//! stores are tested with the same shapes), plus the PostgreSQL test server.
+//! Test helpers: the record, event and store helpers shared with the SQLite store's tests
+//! (the two database stores are tested with the same shapes, from `acpx-test-support`), plus
+//! the PostgreSQL test server.
 #![allow(dead_code)]
 
-#[path = "../../../acpx-store-sqlite/tests/common/mod.rs"]
-mod shared;
-
-pub use shared::*;
+pub use acpx_test_support::records::*;
 
 pub mod server;

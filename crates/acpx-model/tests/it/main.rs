@@ -1,0 +1,5 @@
+//! The integration tests of `acpx-model`, one binary (rust-analyzer's `tests/it` shape): the
+//! workspace is linked once per crate, not once per test file. Each module is one former
+//! test file; run one with `cargo test -p acpx-model --test it <module>::`.
+
+mod fuzz_readers;
