@@ -21,6 +21,7 @@ mod lookup;
 mod output;
 mod progress;
 mod render;
+mod table;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
 #[cfg(test)]
@@ -92,6 +93,7 @@ fn fail(format: Format, e: &CliError) -> i32 {
     } else if format == Format::Text {
         // The message was shown (for example as the turn's `[error]` line); the advice not.
         if let Some(h) = &e.hint {
+            crate::output::end_stdout_line();
             crate::output::stderr_line(&format!("  hint: {h}"));
         }
     }

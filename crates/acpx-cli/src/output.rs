@@ -212,6 +212,7 @@ impl Out {
         } else if self.is_json() {
             self.json(&e.to_json());
         } else {
+            end_stdout_line();
             stderr_line(&format!(
                 "{} {}",
                 self.paint_err(Style::Red, "acpx: error:"),
@@ -261,6 +262,17 @@ pub fn stdout_failure() -> Option<StdoutFailure> {
     }
 }
 
+/// Whether stdout's last write left a line open (a streamed reply without its newline yet).
+static STDOUT_MID_LINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Ends a line a streamed reply left open, so that an error after partial output starts on a
+/// line of its own (`chunk 19.` then `acpx: error: …`, not both on one line).
+pub fn end_stdout_line() {
+    if STDOUT_MID_LINE.load(std::sync::atomic::Ordering::SeqCst) {
+        write_stdout(b"\n");
+    }
+}
+
 /// Writes to stdout and flushes. A closed or failing stdout is remembered and later output is
 /// dropped: the turn goes on and is recorded to its end (the log is the record, stdout only a
 /// view of it), and `main` picks the exit status from [`stdout_failure`]. Never panics, unlike
@@ -269,6 +281,9 @@ fn write_stdout(bytes: &[u8]) {
     use std::sync::atomic::Ordering;
     if STDOUT_STATE.load(Ordering::SeqCst) != 0 {
         return;
+    }
+    if let Some(last) = bytes.last() {
+        STDOUT_MID_LINE.store(*last != b'\n', Ordering::SeqCst);
     }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(bytes).and_then(|_| out.flush()) {

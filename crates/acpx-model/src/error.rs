@@ -84,7 +84,7 @@ pub enum StoreError {
     },
 
     /// Another writer holds the session's lock, and waiting for it timed out.
-    #[error("session {id} is locked by another writer; gave up after waiting {waited:?}")]
+    #[error("session {id} is locked by another writer; gave up after waiting {} s", seconds_for_people(*waited))]
     Locked {
         /// The session.
         id: RecordId,
@@ -213,3 +213,13 @@ impl StoreError {
 
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Seconds as people read them (`10`, `0.5`), never `Debug`'s `10.000146764s`.
+fn seconds_for_people(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 10.0 {
+        format!("{}", (s * 10.0).round() / 10.0)
+    } else {
+        format!("{}", s.round())
+    }
+}

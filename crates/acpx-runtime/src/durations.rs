@@ -74,6 +74,54 @@ pub fn ttl_flag(s: &str) -> Result<u64, String> {
     parse_seconds(s, Range::ZeroOrMore).map(|d| d.as_secs_f64().round() as u64)
 }
 
+/// A duration for people (never `Debug`'s `10.000146764s`): `250 ms` under a second, `1.5 s`
+/// under ten seconds, `10 s` under a minute, then `3 min 20 s`, `2 h 5 min`, `3 d 4 h`.
+pub fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    let secs = d.as_secs_f64();
+    if secs < 10.0 {
+        let tenths = (secs * 10.0).round() / 10.0;
+        return format!("{tenths} s");
+    }
+    let s = d.as_secs() + u64::from(d.subsec_millis() >= 500);
+    let (d_, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (d_, h, m) {
+        (0, 0, 0) => format!("{s} s"),
+        (0, 0, _) if s == 0 => format!("{m} min"),
+        (0, 0, _) => format!("{m} min {s} s"),
+        (0, _, 0) => format!("{h} h"),
+        (0, _, _) => format!("{h} h {m} min"),
+        (_, 0, _) => format!("{d_} d"),
+        _ => format!("{d_} d {h} h"),
+    }
+}
+
+/// [`human`] of a number of seconds (negative or not finite: `0 ms`).
+pub fn human_secs(s: f64) -> String {
+    human(Duration::try_from_secs_f64(s).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod human_tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(human(Duration::from_millis(250)), "250 ms");
+        assert_eq!(human(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(human(Duration::from_nanos(10_000_146_764)), "10 s");
+        assert_eq!(human(Duration::from_secs(300)), "5 min");
+        assert_eq!(human(Duration::from_secs(200)), "3 min 20 s");
+        assert_eq!(human(Duration::from_secs(7500)), "2 h 5 min");
+        assert_eq!(human(Duration::from_secs(3 * 86400 + 4 * 3600)), "3 d 4 h");
+        assert_eq!(human_secs(0.0), "0 ms");
+        assert_eq!(human_secs(f64::NAN), "0 ms");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -449,7 +449,7 @@ async fn send_cancel(p: &TurnParts<'_>, acp: &str, request_id: &str, reason: &st
             error: ControlErrorDetail {
                 code: "RUNTIME".into(),
                 detail_code: Some("AGENT_DISCONNECTED".into()),
-                message: format!("{e:?}"),
+                message: e.into_runtime("session/cancel").to_string(),
                 extra: Map::new(),
             },
             extra,

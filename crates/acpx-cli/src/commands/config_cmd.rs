@@ -8,6 +8,7 @@ use acpx_runtime::config_file::TEMPLATE;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render::action;
+use crate::table::Table;
 
 /// `config show`.
 pub fn show(ctx: &Ctx) -> CliResult<()> {
@@ -53,41 +54,93 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         return Ok(());
     }
     let o = &ctx.out;
-    o.line(&format!("home:          {}", ctx.home.display()));
-    o.line(&format!("directory:     {}", ctx.cwd.display()));
-    o.line(&format!("store:         {}", ctx.backend.as_str()));
+    let mut t = Table::new(&["SETTING", "VALUE", "SOURCE"]).shrink(1);
+    let mut row = |name: &str, value: String, source: String| {
+        t.row(vec![name.to_owned(), value, source]);
+    };
+    let home_src = source(ctx, &["--home"], Some("ACPX_HOME"), None);
+    row("home", ctx.home.display().to_string(), home_src);
+    row(
+        "directory",
+        ctx.cwd.display().to_string(),
+        source(ctx, &["--cwd"], None, None),
+    );
+    let store_src = source(ctx, &["--store"], Some("ACPX_STORE"), Some("store"));
+    row("store", ctx.backend.as_str().into(), store_src);
     if let Some(url) = crate::backends::postgres_url(ctx.config.store_url.as_ref()) {
-        o.line(&format!("store url:     {}", acpx_stores::redact_url(&url)));
+        let src = source(ctx, &[], Some("ACPX_STORE_URL"), Some("storeUrl"));
+        row("storeUrl", acpx_stores::redact_url(&url), src);
     }
-    o.line(&format!("permissions:   {}", ctx.permission.as_str()));
+    let format = format!("{:?}", ctx.out.format).to_lowercase();
+    row(
+        "format",
+        format,
+        source(ctx, &["--format"], None, Some("format")),
+    );
+    let perm_flags = ["--approve-all", "--approve-reads", "--deny-all"];
+    let src = source(ctx, &perm_flags, None, Some("defaultPermissions"));
+    row("defaultPermissions", ctx.permission.as_str().into(), src);
+    let flags = ["--non-interactive-permissions"];
+    let src = source(ctx, &flags, None, Some("nonInteractivePermissions"));
+    row(
+        "nonInteractivePermissions",
+        ctx.non_interactive.as_str().into(),
+        src,
+    );
+    let timeout = ctx
+        .timeout
+        .map_or("none".into(), |t| human_seconds(t.as_secs_f64()));
+    row(
+        "timeout",
+        timeout,
+        source(ctx, &["--timeout"], None, Some("timeout")),
+    );
+    let src = source(ctx, &[], None, Some("requestTimeout"));
+    row("requestTimeout", human_seconds(request_timeout(ctx)), src);
+    row(
+        "ttl",
+        human_seconds(ctx.ttl as f64),
+        source(ctx, &["--ttl"], None, Some("ttl")),
+    );
+    let src = source(ctx, &[], None, Some("queueMaxDepth"));
+    row("queueMaxDepth", ctx.queue_max_depth.to_string(), src);
+    let src = source(ctx, &["--no-owner"], None, Some("noOwner"));
+    row("noOwner", ctx.no_owner.to_string(), src);
+    let src = source(ctx, &[], None, Some("disableExec"));
+    row("disableExec", ctx.config.disable_exec.to_string(), src);
+    let src = source(ctx, &["--resume-policy"], None, Some("resumePolicy"));
+    row("resumePolicy", ctx.resume_policy.as_str().into(), src);
+    let src = source(ctx, &["--auth-policy"], None, Some("authPolicy"));
+    row("authPolicy", ctx.auth_policy.as_str().into(), src);
+    let methods: Vec<&str> = ctx.config.auth.keys().map(String::as_str).collect();
+    let methods = if methods.is_empty() {
+        "none".into()
+    } else {
+        methods.join(", ")
+    };
+    row("auth", methods, source(ctx, &[], None, Some("auth")));
+    let servers = ctx
+        .config
+        .mcp_servers
+        .as_ref()
+        .map_or(0, |m| m.as_slice().len());
+    let src = source(ctx, &[], None, Some("mcpServers"));
+    row("mcpServers", format!("{servers} server(s)"), src);
+    let agent = format!("{} ({})", ctx.agent.label(), ctx.agent.command);
+    row(
+        "agent",
+        agent,
+        source(ctx, &["--agent"], None, Some("defaultAgent")),
+    );
+    for line in t.render(crate::table::stdout_width(), |r, _, c| match r {
+        None => o.paint_out(crate::output::Style::Bold, c),
+        Some(_) => c.to_owned(),
+    }) {
+        o.line(&line);
+    }
+    o.line("");
     o.line(&format!(
-        "timeout:       {}",
-        ctx.timeout
-            .map(|t| format!("{}s", t.as_secs_f64()))
-            .unwrap_or_else(|| "none".into())
-    ));
-    o.line(&format!("request timeout: {}s", request_timeout(ctx)));
-    o.line(&format!(
-        "auth:          policy {}; credentials for {}",
-        ctx.auth_policy.as_str(),
-        if ctx.config.auth.is_empty() {
-            "no method".to_owned()
-        } else {
-            ctx.config
-                .auth
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    ));
-    o.line(&format!(
-        "agent:         {} ({})",
-        ctx.agent.label(),
-        ctx.agent.command
-    ));
-    o.line(&format!(
-        "config files:  {}",
+        "config files: {}",
         if files.is_empty() {
             "none".to_owned()
         } else {
@@ -95,10 +148,45 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         }
     ));
     o.line("agents:");
+    let mut agents = Table::new(&["NAME", "COMMAND"]);
     for (n, c) in ctx.registry.entries() {
-        o.line(&format!("  {n:<14} {c}"));
+        agents.row(vec![n.to_owned(), c.to_owned()]);
+    }
+    for line in agents.render(None, |_, _, c| c.to_owned()).iter().skip(1) {
+        o.line(&format!("  {line}"));
     }
     Ok(())
+}
+
+/// Where a setting came from: a flag (`--x` among the arguments), an environment variable, the
+/// last config file that sets `key` (a project file overrides the global one), or the default.
+fn source(ctx: &Ctx, flags: &[&str], env: Option<&str>, key: Option<&str>) -> String {
+    let args: Vec<String> = std::env::args().skip(1).take_while(|a| a != "--").collect();
+    let given = |f: &&&str| {
+        args.iter()
+            .any(|a| a == **f || a.strip_prefix(**f).is_some_and(|r| r.starts_with('=')))
+    };
+    if let Some(f) = flags.iter().find(given) {
+        return format!("flag {f}");
+    }
+    if let Some(var) = env.filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty())) {
+        return format!("env {var}");
+    }
+    let in_file = |f: &&std::path::PathBuf| {
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .is_some_and(|v| key.is_some_and(|k| v.get(k).is_some()))
+    };
+    match ctx.config.files.iter().rev().find(in_file) {
+        Some(f) => format!("file {}", f.display()),
+        None => "default".into(),
+    }
+}
+
+/// Seconds as people read them: `5 min`, `0.5 s`.
+fn human_seconds(s: f64) -> String {
+    acpx_runtime::durations::human_secs(s)
 }
 
 /// Seconds every ACP request but the prompt may take: `requestTimeout`, else the default.

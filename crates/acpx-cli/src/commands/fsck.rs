@@ -65,8 +65,11 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         };
         for b in &report.skipped_busy {
             ctx.out.note(&format!(
-                "skipped {b}: in use by a running prompt or its queue owner, not checked; {how}"
+                "skipped {b}: in use by a running prompt or its queue owner, not checked"
             ));
+        }
+        if !report.skipped_busy.is_empty() {
+            ctx.out.note(&format!("to check a skipped session: {how}"));
         }
         for s in &report.stale_stages_removed {
             ctx.out
@@ -79,19 +82,20 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
                 s.detail, s.location
             ));
         }
+        let skipped = match report.skipped_busy.len() {
+            0 => String::new(),
+            n => format!(", skipped {n} in use"),
+        };
         ctx.out.note(&format!(
-            "checked {checked} session(s): {} problem(s), {repaired} repaired",
+            "checked {checked} session(s){skipped}: {} problem(s), {repaired} repaired",
             problems.len()
         ));
-        if repairable_left {
-            ctx.out
-                .note("run `acpx fsck --repair` to fix the problems marked repairable");
-        }
     }
     if remaining > 0 {
+        // The hint once: on the error (stderr), not also as a note before it.
         let mut e = CliError::runtime(format!("fsck: {remaining} problem(s) remain")).reported();
         if repairable_left {
-            e = e.with_hint("run `acpx fsck --repair`");
+            e = e.with_hint("run `acpx fsck --repair` to fix the problems marked repairable");
         }
         return Err(e);
     }

@@ -23,6 +23,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render;
+use crate::table::{self, Table};
 use acpx_runtime::results;
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
@@ -72,41 +73,56 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
     }
     // One write for the whole listing: a flushed write per line was most of the cost of
     // printing 10k sessions.
-    ctx.out.lines(page.sessions.iter().map(|s| {
-        if !ctx.out.is_text() {
-            return s.acpx_record_id.as_str().to_owned();
-        }
-        let agent = ctx
-            .registry
-            .name_of(&s.agent_command)
-            .unwrap_or(&s.agent_command);
-        let state = if s.closed { "closed" } else { "open" };
-        let printable = acpx_runtime::transcript::printable;
-        let name = printable(s.name.as_deref().unwrap_or("-"));
-        let (agent, cwd) = (printable(agent), printable(&s.cwd));
-        let title = s
-            .title
-            .as_deref()
-            .map(|t| render::clip(t, 50))
-            .unwrap_or_default();
-        format!(
-            "{}  {:<6}  {}  {}  {}  {}  {} msgs  {}",
-            ctx.out.paint_out(Style::Bold, s.acpx_record_id.as_str()),
-            state,
-            s.last_used_at,
-            agent,
-            name,
-            cwd,
-            s.message_count,
-            title
-        )
-    }));
+    if !ctx.out.is_text() {
+        ctx.out.lines(
+            page.sessions
+                .iter()
+                .map(|s| s.acpx_record_id.as_str().to_owned()),
+        );
+    } else if !page.sessions.is_empty() {
+        ctx.out.lines(sessions_table(ctx, &page.sessions));
+    }
     if let Some(c) = &page.next_cursor {
         ctx.out.note(&format!(
             "more: acpx sessions list --cursor {c} (with the same filters)"
         ));
     }
     Ok(())
+}
+
+/// The text listing: one aligned row per session under a header, the working directory cut in
+/// its middle when the terminal is narrower than the table.
+fn sessions_table(ctx: &Ctx, sessions: &[acpx_model::SessionSummary]) -> Vec<String> {
+    let printable = acpx_runtime::transcript::printable;
+    let mut t = Table::new(&["ID", "STATE", "LAST USED", "AGENT", "NAME", "CWD", "MSGS", "TITLE"])
+        .right(6)
+        .shrink(7)
+        .shrink(5)
+        .shrink(3);
+    for s in sessions {
+        let agent = ctx
+            .registry
+            .name_of(&s.agent_command)
+            .unwrap_or(&s.agent_command);
+        t.row(vec![
+            s.acpx_record_id.as_str().to_owned(),
+            if s.closed { "closed" } else { "open" }.to_owned(),
+            s.last_used_at.to_string(),
+            printable(agent).into_owned(),
+            printable(s.name.as_deref().unwrap_or("-")).into_owned(),
+            printable(&s.cwd).into_owned(),
+            s.message_count.to_string(),
+            s.title
+                .as_deref()
+                .map(|t| render::clip(t, 50))
+                .unwrap_or_default(),
+        ]);
+    }
+    t.render(table::stdout_width(), |row, col, cell| match (row, col) {
+        (None, _) => ctx.out.paint_out(Style::Bold, cell),
+        (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
+        _ => cell.to_owned(),
+    })
 }
 
 /// When the listed store is empty, whether this home holds sessions of the other local
@@ -543,18 +559,31 @@ pub async fn search(ctx: &Ctx, a: SearchArgs) -> CliResult<()> {
     if hits.is_empty() {
         ctx.out.note("no matches");
     }
+    if !ctx.out.is_text() {
+        ctx.out
+            .lines(hits.iter().map(|h| h.acpx_record_id.as_str().to_owned()));
+        return Ok(());
+    }
+    // MESSAGE is the index in the thread (`sessions history`), not an event's seq (which
+    // `sessions events` shows as `#N`).
+    let mut t = Table::new(&["ID", "MESSAGE", "ROLE", "MATCH"])
+        .right(1)
+        .shrink(3);
     for h in &hits {
-        if ctx.out.is_text() {
-            ctx.out.line(&format!(
-                "{}  #{} {}  {}",
-                ctx.out.paint_out(Style::Bold, h.acpx_record_id.as_str()),
-                h.message_index,
-                h.role,
-                h.snippet
-            ));
-        } else {
-            ctx.out.line(h.acpx_record_id.as_str());
-        }
+        t.row(vec![
+            h.acpx_record_id.as_str().to_owned(),
+            h.message_index.to_string(),
+            h.role.to_string(),
+            h.snippet.clone(),
+        ]);
+    }
+    if !hits.is_empty() {
+        ctx.out.lines(t.render(table::stdout_width(), |row, col, cell| {
+            match (row, col) {
+                (None, _) | (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
+                _ => cell.to_owned(),
+            }
+        }));
     }
     Ok(())
 }

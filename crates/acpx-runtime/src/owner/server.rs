@@ -84,6 +84,26 @@ pub enum OwnerExit {
     TakenOver,
 }
 
+impl OwnerExit {
+    /// Why the owner stopped, for people (its log line).
+    pub fn describe(&self) -> String {
+        match self {
+            OwnerExit::AlreadyRunning => "another owner already serves the session".into(),
+            OwnerExit::Idle => "idle for its ttl".into(),
+            OwnerExit::Closed => "the session was closed".into(),
+            OwnerExit::Released => "released by a client".into(),
+            OwnerExit::Signalled => "stopped by a signal".into(),
+            OwnerExit::LeaseGone => "its lease file or data home was removed".into(),
+            OwnerExit::OpenFailed(why) => format!("the agent could not be started: {why}"),
+            OwnerExit::HeldElsewhere(l) => format!(
+                "the owner on host {} (pid {}) holds the session",
+                l.holder.host, l.holder.pid
+            ),
+            OwnerExit::TakenOver => "its lease was taken over by another owner".into(),
+        }
+    }
+}
+
 pub(super) enum JobKind {
     Prompt {
         prompt: Vec<Value>,

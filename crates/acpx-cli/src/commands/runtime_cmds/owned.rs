@@ -335,8 +335,9 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
         other => {
             if ctx.out.format != Format::Quiet {
                 crate::output::stderr_line(&format!(
-                    "acpx queue owner {}: stopped ({other:?})",
-                    std::process::id()
+                    "acpx queue owner {}: stopped ({})",
+                    std::process::id(),
+                    other.describe()
                 ));
             }
             Ok(())
