@@ -19,9 +19,11 @@
 
 use std::collections::HashMap;
 
+use acpx_model::usage::{cost_from, money, thousands, token_total, Cost};
 use acpx_model::{EventEnvelope, EventType};
 use serde_json::Value;
 
+use crate::mapping::token_usage_from;
 use crate::transcript::clip;
 
 /// How a turn is shown.
@@ -114,7 +116,14 @@ pub struct LiveRenderer {
     done: bool,
     /// The turn ended with `prompt_error`: a `prompt_started` after it is a retry.
     failed: bool,
+    /// The session's cost from the turn's latest `usage_update` that carried one.
+    cost: Option<Cost>,
+    /// Tool calls whose content was previewed, with how many of its items were shown.
+    previewed: HashMap<String, usize>,
 }
+
+/// Lines of a tool's text output or of a diff shown under its `[tool]` line.
+const PREVIEW_LINES: usize = 6;
 
 fn field(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
@@ -176,6 +185,8 @@ impl LiveRenderer {
             turn: None,
             done: false,
             failed: false,
+            cost: None,
+            previewed: HashMap::new(),
         }
     }
 
@@ -282,10 +293,14 @@ impl LiveRenderer {
                     ])
                 }
             }
-            EventType::PromptDone => Some(vec![
-                span(Tone::Green, "[done]"),
-                plain(format!(" {}", field(p, "stopReason"))),
-            ]),
+            EventType::PromptDone => {
+                let mut line = vec![
+                    span(Tone::Green, "[done]"),
+                    plain(format!(" {}", field(p, "stopReason"))),
+                ];
+                line.extend(self.turn_usage(p.get("usage")));
+                Some(line)
+            }
             EventType::PromptError => Some(vec![
                 span(Tone::Red, "[error]"),
                 plain(format!(" {}", field(p, "message"))),
@@ -315,6 +330,76 @@ impl LiveRenderer {
         if let Some(line) = line {
             self.note(out, line);
         }
+    }
+
+    /// What the end-of-turn line adds: the turn's tokens (from the prompt response's `usage`)
+    /// and the session's cost as the agent last reported it in the turn (ACP's cost is the
+    /// session's running total). Nothing when the agent reported neither.
+    fn turn_usage(&self, usage: Option<&Value>) -> Vec<Span> {
+        let mut out = Vec::new();
+        if let Some(t) = usage.and_then(token_usage_from) {
+            out.push(span(
+                Tone::Dim,
+                format!(
+                    " · {} tokens (in {}, out {})",
+                    thousands(token_total(&t)),
+                    thousands(t.input_tokens),
+                    thousands(t.output_tokens)
+                ),
+            ));
+        }
+        if let Some(c) = &self.cost {
+            out.push(span(
+                Tone::Dim,
+                format!(" · session cost {}", money(c.amount, &c.currency)),
+            ));
+        }
+        out
+    }
+
+    /// The first lines of a tool call's new content, indented under its `[tool]` line: a
+    /// diff's changed lines (`-` old, `+` new, the unchanged lines around them left out) and
+    /// the start of text output, [`PREVIEW_LINES`] at most per item; items already shown for
+    /// this call are not shown again.
+    fn tool_preview(&mut self, id: &str, content: Option<&Value>) -> Vec<Span> {
+        let Some(items) = content.and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        let shown = self.previewed.get(id).copied().unwrap_or(0);
+        let mut out = Vec::new();
+        for item in items.iter().skip(shown) {
+            match field(item, "type").as_str() {
+                "diff" => {
+                    let old = item.get("oldText").and_then(Value::as_str).unwrap_or("");
+                    let new = item.get("newText").and_then(Value::as_str).unwrap_or("");
+                    out.push(span(
+                        Tone::Dim,
+                        format!("\n  {}", clip(&field(item, "path"), 200)),
+                    ));
+                    out.extend(diff_preview(old, new));
+                }
+                "content" => {
+                    let text = item
+                        .get("content")
+                        .and_then(|c| c.get("text"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    let lines: Vec<&str> = text.lines().collect();
+                    for l in lines.iter().take(PREVIEW_LINES) {
+                        out.push(span(Tone::Dim, format!("\n  │ {}", clip(l, 200))));
+                    }
+                    if lines.len() > PREVIEW_LINES {
+                        out.push(span(
+                            Tone::Dim,
+                            format!("\n  │ … {} more line(s)", lines.len() - PREVIEW_LINES),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.previewed.insert(id.to_owned(), items.len().max(shown));
+        out
     }
 
     /// A `session_update`: reply and thought text is written here; a note line is returned.
@@ -378,12 +463,14 @@ impl LiveRenderer {
                     "failed" => Tone::Red,
                     _ => Tone::Cyan,
                 };
-                Some(vec![
+                let mut line = vec![
                     span(Tone::Cyan, "[tool]"),
                     plain(format!(" {} (", clip(&name, 100))),
                     span(colour, status),
                     plain(")"),
-                ])
+                ];
+                line.extend(self.tool_preview(&id, u.get("content")));
+                Some(line)
             }
             "plan" => {
                 let entries = u
@@ -401,6 +488,13 @@ impl LiveRenderer {
                 }
                 Some(vec![span(Tone::Blue, "[plan]"), plain(rest)])
             }
+            "usage_update" => {
+                if let Some(c) = u.get("cost").and_then(cost_from) {
+                    self.cost = Some(c);
+                }
+                self.verbose
+                    .then(|| vec![span(Tone::Dim, "[update]"), plain(" usage_update")])
+            }
             "current_mode_update" => Some(vec![
                 span(Tone::Blue, "[mode]"),
                 plain(format!(" {}", field(u, "currentModeId"))),
@@ -417,10 +511,100 @@ impl LiveRenderer {
     }
 }
 
+/// The changed lines of `old` → `new`: the lines both share at the start and at the end are
+/// left out, then up to [`PREVIEW_LINES`] removed (`-`, red) and added (`+`, green) lines.
+fn diff_preview(old: &str, new: &str) -> Vec<Span> {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let removed = &a[head..a.len() - tail];
+    let added = &b[head..b.len() - tail];
+    let mut out = Vec::new();
+    let changed = removed
+        .iter()
+        .map(|l| (Tone::Red, '-', *l))
+        .chain(added.iter().map(|l| (Tone::Green, '+', *l)));
+    for (tone, sign, l) in changed.clone().take(PREVIEW_LINES) {
+        out.push(span(tone, format!("\n  {sign} {}", clip(l, 200))));
+    }
+    let total = removed.len() + added.len();
+    if total > PREVIEW_LINES {
+        out.push(span(
+            Tone::Dim,
+            format!("\n  … {} more changed line(s)", total - PREVIEW_LINES),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_done_line_has_the_turns_tokens_and_the_session_cost() {
+        let mut r = LiveRenderer::new(LiveFormat::Text, false);
+        r.render(&event("prompt_started", Some("t"), json!({})));
+        let u = json!({"update": {"sessionUpdate": "usage_update", "used": 5, "size": 10,
+            "cost": {"amount": 0.25, "currency": "EUR"}}});
+        assert!(r.render(&event("session_update", Some("t"), u)).is_empty());
+        let done = r.render(&event(
+            "prompt_done",
+            Some("t"),
+            json!({"stopReason": "end_turn", "usage": {"inputTokens": 1000, "outputTokens": 234}}),
+        ));
+        let Piece::ErrLine(spans) = &done[0] else {
+            panic!("{done:?}")
+        };
+        let text: String = spans.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            text,
+            "[done] end_turn · 1,234 tokens (in 1,000, out 234) · session cost 0.25 EUR"
+        );
+    }
+
+    #[test]
+    fn a_tool_shows_its_changed_lines_and_the_start_of_its_output_once() {
+        let mut r = LiveRenderer::new(LiveFormat::Text, false);
+        r.render(&event("prompt_started", Some("t"), json!({})));
+        let content = json!([
+            {"type": "diff", "path": "/r/a.py", "oldText": "a\nb\nc\n", "newText": "a\nB\nc\n"},
+            {"type": "content", "content": {"type": "text", "text": "line1\nline2"}}
+        ]);
+        let call = |status: &str| {
+            event(
+                "session_update",
+                Some("t"),
+                json!({"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1",
+                    "title": "Edit a.py", "status": status, "content": content}}),
+            )
+        };
+        let text = |pieces: Vec<Piece>| -> String {
+            pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::ErrLine(s) => s.iter().map(|s| s.text.as_str()).collect(),
+                    _ => String::new(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            text(r.render(&call("in_progress"))),
+            "[tool] Edit a.py (in_progress)\n  /r/a.py\n  - b\n  + B\n  │ line1\n  │ line2"
+        );
+        assert_eq!(
+            text(r.render(&call("completed"))),
+            "[tool] Edit a.py (completed)",
+            "content already shown is not shown again"
+        );
+    }
 
     fn event(kind: &str, request_id: Option<&str>, payload: Value) -> EventEnvelope {
         let mut line = json!({

@@ -17,7 +17,8 @@
 //! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
-//! | `usage` | a `usage_update` and token usage in the prompt response |
+//! | `stderr TEXT` | a line on the agent's stderr, then TEXT as the reply |
+//! | `usage [AMOUNT [CURRENCY]]` | a `usage_update` (cost AMOUNT CURRENCY, 0.01 USD by default) and token usage in the prompt response |
 //! | `title <t>` | a `session_info_update` with that title |
 //! | `slow N` | opens a tool call, then N chunks 50 ms apart; stops with `cancelled` on `session/cancel` |
 //! | `stream N` | N 8-character chunks as fast as possible |

@@ -91,6 +91,11 @@ pub(crate) async fn prompt(
     let mut usage: Option<Value> = None;
     match first {
         "echo" => say(cx, &rest.join(" "))?,
+        // `stderr TEXT`: a line on the agent's stderr during the turn, then TEXT as reply.
+        "stderr" => {
+            eprintln!("acpx-test-agent stderr: {}", rest.join(" "));
+            say(cx, &rest.join(" "))?;
+        }
         "think" => {
             match rest.first().and_then(|s| s.parse::<u64>().ok()) {
                 // `think N`: N 8-character thought chunks as fast as possible.
@@ -573,11 +578,17 @@ pub(crate) async fn prompt(
             say(cx, "Commands updated.")?;
         }
         "usage" => {
+            // `usage [AMOUNT [CURRENCY]]`: the session's cumulative cost to report.
+            let amount = rest
+                .first()
+                .and_then(|a| a.parse::<f64>().ok())
+                .unwrap_or(0.01);
+            let currency = rest.get(1).copied().unwrap_or("USD");
             send(
                 cx,
                 &sid,
                 json!({"sessionUpdate": "usage_update", "used": 1200, "size": 200000,
-                                  "cost": {"amount": 0.01, "currency": "USD"}}),
+                                  "cost": {"amount": amount, "currency": currency}}),
             )?;
             say(cx, "Counted.")?;
             usage = Some(

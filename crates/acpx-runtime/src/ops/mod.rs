@@ -25,6 +25,7 @@
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
 //! | [`status`] | a session's local health (`acpx status`): its state, JSON object and readable lines |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
+//! | [`usage`] | `sessions usage`: the agents' reports of tokens and cost, summed over sessions from their summaries |
 
 pub mod closing;
 pub mod ensure;
@@ -40,6 +41,7 @@ pub mod repair;
 pub mod scope;
 pub mod status;
 pub mod transfer;
+pub mod usage;
 pub mod viewer;
 pub mod watch;
 

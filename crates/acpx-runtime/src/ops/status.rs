@@ -262,11 +262,15 @@ impl SessionStatus {
         if let Some(t) = record.last_prompt_at {
             m.insert("lastPromptTime".into(), json!(t));
         }
+        let usage = acpx_model::SessionUsage::of(record);
+        let mut u = json!(usage);
+        u["totalTokens"] = json!(usage.total_tokens());
+        m.insert("usage".into(), u);
         action("status_snapshot", m)
     }
 
-    /// The readable lines: the state and summary, the ids, what runs, the mode and the last
-    /// prompt's time.
+    /// The readable lines: the state and summary, the ids, what runs, the mode, the last
+    /// prompt's time, and the tokens, cost and context use the agent reported.
     pub fn text_lines(&self) -> Vec<String> {
         let mut lines = vec![format!("{}: {}", self.state.as_str(), self.summary)];
         let Some(record) = &self.record else {
@@ -338,6 +342,7 @@ impl SessionStatus {
         if let Some(t) = record.last_prompt_at {
             lines.push(format!("  last prompt:      {t}"));
         }
+        lines.extend(acpx_model::SessionUsage::of(record).status_lines());
         lines
     }
 }

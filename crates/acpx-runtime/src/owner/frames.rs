@@ -1,5 +1,7 @@
 //! The raw ACP frames of a task, for the client that asked for them
-//! ([`TaskOptions::acp_frames`](super::protocol::TaskOptions::acp_frames), `--format acp`).
+//! ([`TaskOptions::acp_frames`](super::protocol::TaskOptions::acp_frames), `--format acp`),
+//! and the agent's stderr lines, for a client run with `--verbose`
+//! ([`TaskOptions::verbose`](super::protocol::TaskOptions::verbose)).
 //!
 //! The owner's agent connection lives across tasks, so its wire observer is installed once,
 //! in the options every attach is made with ([`install`]), and hands each line to whichever
@@ -18,8 +20,18 @@ use crate::agent::WireDirection;
 use crate::output_backlog::OutputBacklog;
 use crate::session::RuntimeOptions;
 
-/// Where the frames go now: a client's reply channel and its backlog.
-type Target = (ReplyTx, Arc<OutputBacklog>);
+/// Where the frames go now: a client's reply channel, its backlog, and which lines it asked
+/// for.
+type Target = (ReplyTx, Arc<OutputBacklog>, FrameKinds);
+
+/// The lines a task's client asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FrameKinds {
+    /// The JSON-RPC lines both ways ([`TaskOptions::acp_frames`](super::protocol::TaskOptions::acp_frames)).
+    pub acp: bool,
+    /// The agent's stderr lines ([`TaskOptions::verbose`](super::protocol::TaskOptions::verbose)).
+    pub stderr: bool,
+}
 
 /// See the module docs.
 #[derive(Clone, Default)]
@@ -35,13 +47,14 @@ pub(super) fn install(options: &mut RuntimeOptions) -> FrameSink {
         if let Some(o) = &inner {
             o(direction, text);
         }
-        let direction = match direction {
-            WireDirection::ToAgent => "outbound",
-            WireDirection::FromAgent => "inbound",
-            WireDirection::Stderr => return,
-        };
-        let Some((tx, backlog)) = locked(&target).clone() else {
+        let Some((tx, backlog, kinds)) = locked(&target).clone() else {
             return;
+        };
+        let direction = match direction {
+            WireDirection::ToAgent if kinds.acp => "outbound",
+            WireDirection::FromAgent if kinds.acp => "inbound",
+            WireDirection::Stderr if kinds.stderr => "stderr",
+            _ => return,
         };
         let frame = line(&Response::Frame {
             direction: direction.to_owned(),

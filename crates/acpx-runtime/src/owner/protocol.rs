@@ -94,6 +94,12 @@ pub struct TaskOptions {
     /// the connection's backlog as events do.) An owner that predates the flag ignores it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub acp_frames: bool,
+    /// The client runs with `--verbose`: the owner sends it the lines its agent writes on
+    /// stderr while the task runs (and while the agent starts or reattaches for it), as
+    /// [`Response::Frame`] lines of direction `stderr`, which the client shows as the
+    /// one-process path shows them. An owner that predates the flag ignores it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verbose: bool,
     /// The owner's idle time-to-live in seconds (`0`: until the session is closed), when the
     /// command was given one (`--ttl`, or `ttl` in a config file): a warm owner takes it from
     /// then on. Absent, the owner keeps the one it has.
@@ -667,9 +673,11 @@ pub enum Response {
     },
     /// One raw JSON-RPC line of the agent connection, only to a client whose task set
     /// [`TaskOptions::acp_frames`]: exactly as written to the agent (`outbound`) or read
-    /// from it (`inbound`), in the order they crossed, before the task's final line.
+    /// from it (`inbound`), in the order they crossed, before the task's final line; or,
+    /// to a client whose task set [`TaskOptions::verbose`], a line the agent wrote on its
+    /// stderr (`stderr`).
     Frame {
-        /// `outbound` (to the agent) or `inbound` (from it), Node acpx's words.
+        /// `outbound` (to the agent) or `inbound` (from it), Node acpx's words; `stderr`.
         direction: String,
         /// The line, without its newline.
         line: String,

@@ -320,10 +320,15 @@ pub async fn prompt(
             }
             Some(Response::Event { envelope }) => events(SubmitEvent::Event(&envelope)),
             Some(Response::Frame { direction, line }) => {
-                let direction = if direction == "outbound" {
-                    crate::WireDirection::ToAgent
-                } else {
-                    crate::WireDirection::FromAgent
+                let direction = match direction.as_str() {
+                    "outbound" => crate::WireDirection::ToAgent,
+                    // A line of the agent's stderr (`TaskOptions::verbose`): where the
+                    // one-process path puts it, the `acpx::agent_stderr` debug target.
+                    "stderr" => {
+                        tracing::debug!(target: "acpx::agent_stderr", "{line}");
+                        continue;
+                    }
+                    _ => crate::WireDirection::FromAgent,
                 };
                 events(SubmitEvent::Frame(direction, &line));
             }

@@ -479,10 +479,18 @@ impl Worker {
         };
         let options = job.kind.options().cloned().unwrap_or_default();
         // `--format acp`: the task's frames, from the attach it may cause to its turn's end.
+        // `--verbose`: the agent's stderr lines over the same span.
         let frames = self.frames.serve(match &job.kind {
             JobKind::Prompt {
                 options, backlog, ..
-            } if options.acp_frames => Some((job.reply.clone(), backlog.clone())),
+            } if options.acp_frames || options.verbose => Some((
+                job.reply.clone(),
+                backlog.clone(),
+                super::frames::FrameKinds {
+                    acp: options.acp_frames,
+                    stderr: options.verbose,
+                },
+            )),
             _ => None,
         });
         let sink = matches!(job.kind, JobKind::Prompt { .. }).then_some(&job.reply);

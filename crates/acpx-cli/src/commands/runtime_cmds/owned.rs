@@ -113,6 +113,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         reply_in_parts: ctx.out.format == crate::config::Format::Quiet,
         ttl_seconds: ctx.ttl_given.then_some(ctx.ttl),
         acp_frames: ctx.out.is_acp(),
+        verbose: ctx.out.verbose,
     }
 }
 
