@@ -569,6 +569,8 @@ pub enum SessionsCommand {
     /// Compare two sessions turn by turn (a replay and its source, say): replies, tool calls
     /// and their files, stop reasons, tokens, cost, wall time
     Diff(DiffArgs),
+    /// Tokens and cost the agents reported, summed per session, agent, day or model
+    Usage(UsageArgs),
 }
 
 #[derive(Debug, Args)]
@@ -806,6 +808,24 @@ pub struct SearchArgs {
         default_value_t = 50
     )]
     pub limit: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only this session (record id, ACP session id, name, or a unique prefix or suffix);
+    /// every stored session when absent
+    #[arg(value_name = "SESSION")]
+    pub session: Option<String>,
+    /// One row per session, agent, day (of the session's last prompt, UTC) or model
+    #[arg(long, value_name = "GROUP", default_value = "session",
+          value_parser = ["session", "agent", "day", "model"])]
+    pub by: String,
+    /// Only sessions whose day is this one or later (YYYY-MM-DD or YYYYMMDD, UTC)
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    /// Only sessions whose day is this one or earlier (YYYY-MM-DD or YYYYMMDD, UTC)
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
 }
 
 /// A name for a new session: any text a terminal shows as written (no control characters,

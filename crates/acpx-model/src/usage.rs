@@ -302,6 +302,9 @@ pub struct UsageRow {
     /// For a row per session: its context window use (`used`, `size`) when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextUse>,
+    /// Whether any session of the group reported usage: `false` means its zeros are
+    /// "nothing reported", not "nothing used".
+    pub reported: bool,
     /// The models seen in the group, sorted.
     pub models: Vec<String>,
     /// The sums.
@@ -374,6 +377,7 @@ impl UsageReport {
                     key,
                     label: None,
                     context: None,
+                    reported: false,
                     models: Vec::new(),
                     totals: UsageTotals::default(),
                 });
@@ -394,6 +398,7 @@ impl UsageReport {
                 }
             }
             row.totals.add(u);
+            row.reported |= u.reported;
             totals.add(u);
         }
         if by != UsageGrouping::Session {

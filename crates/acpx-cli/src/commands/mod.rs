@@ -9,6 +9,7 @@ pub mod runtime_cmds;
 pub mod sessions;
 pub mod shell;
 pub mod transfer;
+pub mod usage;
 
 use acpx_model::{SessionRecord, SessionSummary};
 
@@ -60,6 +61,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Prune(a)) => sessions::prune(ctx, a).await,
             Some(SessionsCommand::Search(a)) => sessions::search(ctx, a).await,
             Some(SessionsCommand::Diff(a)) => replay::diff(ctx, a).await,
+            Some(SessionsCommand::Usage(a)) => usage::usage(ctx, a).await,
         },
     }
 }
@@ -94,6 +96,7 @@ pub fn settles_loads(command: &Command) -> bool {
                     | SessionsCommand::Export(_)
                     | SessionsCommand::Prune(_)
                     | SessionsCommand::Search(_)
+                    | SessionsCommand::Usage(_)
             )
         ),
         _ => false,
