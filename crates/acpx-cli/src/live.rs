@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 use acpx_model::EventEnvelope;
 use acpx_runtime::acp_frames::FrameFilter;
 use acpx_runtime::live::{LiveFormat, LiveRenderer, Piece, Span, Tone};
-use acpx_runtime::{Observer, PermissionPrompter, PermissionQuestion, WireDirection, WireObserver};
+use acpx_runtime::{
+    Observer, PermissionAnswer, PermissionPrompter, PermissionQuestion, WireDirection, WireObserver,
+};
 
 use crate::config::Format;
 use crate::output::{stderr_line, stderr_text, Out, Style};
@@ -166,8 +168,10 @@ impl LiveOutput {
     }
 }
 
-/// Asks on the terminal under `--approve-reads`: `[permission] Allow <title> [<kind>]? (y/N)`.
-/// The answer is read from `/dev/tty`, so a prompt piped on stdin does not interfere.
+/// Asks on the terminal under `--approve-reads`:
+/// `[permission] Allow <title> [<kind>]? (y/N, a = always, v = never) `. `a` and `v` answer for
+/// the rest of the session (docs/format.md § One decision per action). The answer is read from
+/// `/dev/tty`, so a prompt piped on stdin does not interfere.
 #[derive(Debug)]
 pub struct TtyPrompter;
 
@@ -186,24 +190,45 @@ impl TtyPrompter {
 #[async_trait::async_trait]
 impl PermissionPrompter for TtyPrompter {
     async fn ask(&self, q: &PermissionQuestion) -> bool {
+        self.answer(q).await.approved
+    }
+
+    async fn answer(&self, q: &PermissionQuestion) -> PermissionAnswer {
         let title = q.title.clone();
         let kind = q
             .kind
             .clone()
             .map(|k| format!(" [{k}]"))
             .unwrap_or_default();
-        tokio::task::spawn_blocking(move || {
-            stderr_text(&format!("\n[permission] Allow {title}{kind}? (y/N) "));
+        // No spinner over the question while it waits for its answer.
+        crate::spinner::pause(true);
+        let answer = tokio::task::spawn_blocking(move || {
+            stderr_text(&format!(
+                "\n[permission] Allow {title}{kind}? (y/N, a = always, v = never) "
+            ));
             let Ok(tty) = std::fs::File::open("/dev/tty") else {
-                return false;
+                return PermissionAnswer::once(false);
             };
             let mut line = String::new();
             if std::io::BufReader::new(tty).read_line(&mut line).is_err() {
-                return false;
+                return PermissionAnswer::once(false);
             }
-            matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+            match line.trim().to_ascii_lowercase().as_str() {
+                "y" | "yes" => PermissionAnswer::once(true),
+                "a" | "always" => PermissionAnswer {
+                    approved: true,
+                    always: true,
+                },
+                "v" | "never" => PermissionAnswer {
+                    approved: false,
+                    always: true,
+                },
+                _ => PermissionAnswer::once(false),
+            }
         })
         .await
-        .unwrap_or(false)
+        .unwrap_or(PermissionAnswer::once(false));
+        crate::spinner::pause(false);
+        answer
     }
 }

@@ -80,11 +80,37 @@ pub struct PermissionQuestion {
     pub details: Value,
 }
 
+/// A human's answer: allow or refuse, and whether it holds for the rest of the session
+/// ("always" / "never": remembered per tool kind, docs/format.md § One decision per action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PermissionAnswer {
+    /// `true` to allow.
+    pub approved: bool,
+    /// The same answer for every later question of this kind in the session.
+    pub always: bool,
+}
+
+impl PermissionAnswer {
+    /// An answer for this question only.
+    pub fn once(approved: bool) -> Self {
+        PermissionAnswer {
+            approved,
+            always: false,
+        }
+    }
+}
+
 /// Asks a human. The CLI supplies one when it runs on a TTY.
 #[async_trait]
 pub trait PermissionPrompter: Send + Sync {
     /// `true` to allow, `false` to refuse.
     async fn ask(&self, question: &PermissionQuestion) -> bool;
+
+    /// [`PermissionPrompter::ask`], where the human may also answer for the rest of the
+    /// session. By default every answer is for this question only.
+    async fn answer(&self, question: &PermissionQuestion) -> PermissionAnswer {
+        PermissionAnswer::once(self.ask(question).await)
+    }
 }
 
 /// Answers permission questions from a recording before the rules and the mode: `acpx replay`

@@ -5,6 +5,7 @@
 //! long (asking a human, waiting for a terminal) runs in a task spawned on the connection, so
 //! the loop keeps going (and a cancel can still reach a pending permission request).
 
+mod grants;
 mod permission_request;
 
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub(crate) struct TurnCtx {
     pub request_id: String,
     pub stats: PermissionStats,
     pub cancel: watch::Sender<bool>,
+    /// Approved tool calls of the turn still open ([`grants`]).
+    pub grants: Vec<grants::Grant>,
 }
 
 /// The client capabilities and policies a session serves the agent with.
@@ -214,6 +217,7 @@ impl SessionCore {
             request_id: request_id.to_owned(),
             stats: PermissionStats::default(),
             cancel: tx,
+            grants: Vec::new(),
         });
         rx
     }
@@ -444,7 +448,13 @@ impl SessionCore {
                     kind: Some("edit".into()),
                     details: json!({"path": path, "bytes": content.len()}),
                 };
-                if !self.gate(question).await {
+                let gated = self.gate(question).await;
+                let path_extra = |path: &str| {
+                    let mut m = path_extra(path);
+                    m.extend(gated.extra.clone());
+                    m
+                };
+                if !gated.ok {
                     let e = permission_denied(&format!("writing {path}"), self.permission_mode());
                     self.log_operation(
                         method,
@@ -505,27 +515,52 @@ impl SessionCore {
     }
 
     /// Whether a write or terminal may proceed. Allowed without asking under `approve-all`
-    /// (not counted); otherwise the decision counts in the turn's permission stats.
-    async fn gate(&self, question: PermissionQuestion) -> bool {
+    /// or when an approved tool call covers it ([`grants`]; neither counted); otherwise the
+    /// decision (a remembered "always" / "never", a refusal, or a human's answer) counts in
+    /// the turn's permission stats.
+    async fn gate(&self, question: PermissionQuestion) -> Gated {
+        let mut extra = Map::new();
         if self.permission_mode() == PermissionMode::ApproveAll {
-            return true;
+            return Gated { ok: true, extra };
+        }
+        if let Some(id) = self.covering_grant(&question.method) {
+            extra.insert("coveredBy".into(), json!(id));
+            return Gated { ok: true, extra };
+        }
+        let key = grants::always_key(question.kind.as_deref(), &question.title);
+        if self.permission_mode() == PermissionMode::ApproveReads {
+            if let Some(ok) = self.remembered(&key).await {
+                self.count_gate(ok);
+                extra.insert("fromAlways".into(), json!(key));
+                return Gated { ok, extra };
+            }
         }
         if self.fail_without_prompter(&question.title) {
             self.count_gate(false);
-            return false;
+            return Gated { ok: false, extra };
         }
-        let ok = self.ask_gate(question).await;
+        let (ok, always) = self.ask_gate(question).await;
         self.count_gate(ok);
-        ok
+        if always {
+            extra.insert("always".into(), json!(grants::always_word(ok)));
+            extra.insert("alwaysKey".into(), json!(key));
+        }
+        Gated { ok, extra }
     }
 
-    async fn ask_gate(&self, question: PermissionQuestion) -> bool {
+    /// Asks the gate's question; returns the decision and whether the human's answer was
+    /// for the rest of the session.
+    async fn ask_gate(&self, question: PermissionQuestion) -> (bool, bool) {
         let cancel = Self::lock(&self.turn)
             .as_ref()
             .map(|t| t.cancel.subscribe());
-        let prompter = self.prompter();
-        let ask = gate(self.permission_mode(), prompter.as_deref(), question);
-        match cancel {
+        let catcher = self.prompter().map(grants::AnswerCatcher::new);
+        let ask = gate(
+            self.permission_mode(),
+            catcher.as_ref().map(|c| c as &dyn PermissionPrompter),
+            question,
+        );
+        let ok = match cancel {
             Some(mut c) => {
                 let ok = tokio::select! {
                     biased;
@@ -535,7 +570,11 @@ impl SessionCore {
                 ok && !*c.borrow()
             }
             None => ask.await,
-        }
+        };
+        let always = catcher
+            .and_then(|c| c.last())
+            .is_some_and(|a| a.always && a.approved == ok);
+        (ok, always)
     }
 
     async fn terminal(&self, method: &str, params: &Value) -> Result<Value, SdkError> {
@@ -588,7 +627,9 @@ impl SessionCore {
                     kind: Some("execute".into()),
                     details: params.clone(),
                 };
-                if !self.gate(question).await {
+                let gated = self.gate(question).await;
+                extra.extend(gated.extra);
+                if !gated.ok {
                     let e =
                         permission_denied(&format!("running `{shown}`"), self.permission_mode());
                     self.log_operation(
@@ -733,6 +774,13 @@ impl SessionCore {
             other => Err(not_offered(other)),
         }
     }
+}
+
+/// How acpx's own gate decided a write or terminal, and what its event records about that
+/// (`coveredBy`, `always` and `alwaysKey`, or `fromAlways`).
+struct Gated {
+    ok: bool,
+    extra: Map<String, Value>,
 }
 
 fn path_extra(path: &str) -> Map<String, Value> {

@@ -57,6 +57,9 @@ impl SessionCore {
     pub fn on_session_update(self: &Arc<Self>, params: Value) {
         // Frees the update's place in the gate once it is handled, whichever way.
         let handled = UpdateHandled(Self::lock(&self.update_gate).clone());
+        // In arrival order, before any later request: a finished tool call's approval no
+        // longer covers client operations (core::grants).
+        self.end_grant_if_finished(&params);
         {
             let mut phase = Self::lock(&self.phase);
             match &mut *phase {

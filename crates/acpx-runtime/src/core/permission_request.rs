@@ -4,8 +4,11 @@
 
 use serde_json::{json, Map, Value};
 
+use super::grants::{always_key, always_word, AnswerCatcher};
 use super::SessionCore;
-use crate::client_ops::{decide_with_rules, PermissionDecision, PermissionMode};
+use crate::client_ops::{
+    decide_with_rules, PermissionDecision, PermissionMode, PermissionPrompter,
+};
 use crate::permission_rules::RuleAction;
 
 impl SessionCore {
@@ -59,20 +62,30 @@ impl SessionCore {
             Some(_) => false,
             None => !is_read && self.permission_mode() == PermissionMode::ApproveReads,
         };
+        // A question that would go to a human is answered by the session's "always" /
+        // "never" for its kind, if there is one (core::grants).
+        let kind = crate::client_ops::tool_kind(&tool);
+        let key = always_key(kind.as_deref(), &title);
+        let remembered = match needs_human && has_options {
+            true => self.remembered(&key).await,
+            false => None,
+        };
+        let catcher = self.prompter().map(AnswerCatcher::new);
         // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
         // fail` (which also fails the turn).
-        let decision = if let Some(d) = recorded.clone() {
+        let decision = if already_cancelled {
+            PermissionDecision::Cancelled
+        } else if let Some(d) = recorded.clone() {
             d
-        } else if already_cancelled
-            || (has_options && self.fail_without_prompter_if(&title, needs_human))
-        {
+        } else if let Some(allow) = remembered {
+            choose(params, allow, true)
+        } else if has_options && self.fail_without_prompter_if(&title, needs_human) {
             PermissionDecision::Cancelled
         } else {
-            let prompter = self.prompter();
             let ask = decide_with_rules(
                 self.permission_mode(),
                 rules.as_ref(),
-                prompter.as_deref(),
+                catcher.as_ref().map(|c| c as &dyn PermissionPrompter),
                 params,
             );
             match cancel {
@@ -95,6 +108,17 @@ impl SessionCore {
                 None => ask.await,
             }
         };
+        // An "always" / "never" answer selects the agent's `*_always` option when it has one.
+        let always = catcher.and_then(|c| c.last()).filter(|a| a.always);
+        let decision = match (&decision, always) {
+            (PermissionDecision::Approved(_), Some(a)) if a.approved => choose(params, true, true),
+            (PermissionDecision::Denied(_), Some(a)) if !a.approved => choose(params, false, true),
+            _ => decision,
+        };
+        if let PermissionDecision::Approved(_) = decision {
+            let id = tool.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+            self.grant(id, kind.clone());
+        }
         if let Some(t) = Self::lock(&self.turn).as_mut() {
             t.stats.requested += 1;
             match decision {
@@ -130,6 +154,12 @@ impl SessionCore {
         } else if let Some(r) = rule {
             extra.insert("rule".into(), json!(r));
         }
+        if let Some(a) = always {
+            extra.insert("always".into(), json!(always_word(a.approved)));
+            extra.insert("alwaysKey".into(), json!(key));
+        } else if remembered.is_some() {
+            extra.insert("fromAlways".into(), json!(key));
+        }
         self.log_operation(
             "session/request_permission",
             true,
@@ -139,5 +169,41 @@ impl SessionCore {
         )
         .await;
         json!({"outcome": decision.outcome()})
+    }
+}
+
+/// The option that allows (`allow`) or rejects, preferring the `*_always` kind when `always`:
+/// allow falls back to `allow_once`, then the first option; reject to `reject_once`, then
+/// `cancelled`.
+fn choose(params: &Value, allow: bool, always: bool) -> PermissionDecision {
+    let options: &[Value] = params
+        .get("options")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let kinds: &[&str] = match (allow, always) {
+        (true, true) => &["allow_always", "allow_once"],
+        (true, false) => &["allow_once", "allow_always"],
+        (false, true) => &["reject_always", "reject_once"],
+        (false, false) => &["reject_once", "reject_always"],
+    };
+    let id_of = |o: &Value| {
+        o.get("optionId")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let found = kinds.iter().find_map(|k| {
+        options
+            .iter()
+            .find(|o| o.get("kind").and_then(Value::as_str) == Some(k))
+            .map(id_of)
+    });
+    match (found, allow) {
+        (Some(id), true) => PermissionDecision::Approved(id),
+        (Some(id), false) => PermissionDecision::Denied(id),
+        (None, true) => options.first().map_or(PermissionDecision::Cancelled, |o| {
+            PermissionDecision::Approved(id_of(o))
+        }),
+        (None, false) => PermissionDecision::Cancelled,
     }
 }

@@ -267,6 +267,9 @@ fn apply_typed(
         Ok(EventPayload::ControlError(p)) => apply_control_error(record, &p, event, at),
         Ok(EventPayload::LifecycleEvent(p)) => apply_lifecycle(record, &p, at),
         Ok(EventPayload::ClientOperation(p)) if p.method == "session/request_permission" => {
+            if tool_content::remember_always(record, &p) {
+                return Effect::Applied;
+            }
             tool_calls::apply_permission_request(record, &p)
         }
         Ok(EventPayload::ClientOperation(p)) => tool_content::apply_client_operation(record, &p),

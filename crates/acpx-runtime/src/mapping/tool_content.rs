@@ -183,6 +183,28 @@ pub(super) fn clear_terminal_outputs(record: &mut SessionRecord) {
     record.acpx.extra.remove(TERMINAL_OUTPUTS_KEY);
 }
 
+/// A human's "always" / "never" answer (`always`, `alwaysKey` of a permission decision or of
+/// acpx's write and terminal gates), remembered in the record for the session. Returns
+/// whether `p` carried one.
+pub(super) fn remember_always(record: &mut SessionRecord, p: &ClientOperationPayload) -> bool {
+    let (Some(word), Some(key)) = (
+        p.extra.get("always").and_then(Value::as_str),
+        p.extra.get("alwaysKey").and_then(Value::as_str),
+    ) else {
+        return false;
+    };
+    let slot = record
+        .acpx
+        .extra
+        .entry(super::PERMISSION_ALWAYS_KEY.to_owned())
+        .or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot[key] = json!(word);
+    true
+}
+
 /// A `client_operation` of a terminal: `terminal/output`, `terminal/wait_for_exit` and
 /// `terminal/release` (which carries the output the agent never asked for) record the
 /// latest output and exit status of the terminal, kept (capped, its end) until the tool
@@ -191,6 +213,9 @@ pub(super) fn apply_client_operation(
     record: &mut SessionRecord,
     p: &ClientOperationPayload,
 ) -> Effect {
+    if remember_always(record, p) {
+        return Effect::Applied;
+    }
     if !matches!(
         p.method.as_str(),
         "terminal/output" | "terminal/wait_for_exit" | "terminal/release"

@@ -15,7 +15,7 @@ use tokio::net::UnixStream;
 
 use super::lease::{self, LeasePaths};
 use super::protocol::{line, ClientLine, Request, Response, WireError, WireQuestion};
-use crate::client_ops::PermissionPrompter;
+use crate::client_ops::{PermissionAnswer, PermissionPrompter};
 
 /// How long a client keeps trying to reach an owner it started.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -79,13 +79,22 @@ impl Answer {
 
     /// Sends the user's answer to the owner's `permission_request` `id`.
     pub async fn answer_permission(&mut self, id: u64, approved: bool) -> std::io::Result<()> {
+        self.send_answer(id, PermissionAnswer::once(approved)).await
+    }
+
+    /// Sends the user's whole answer (with "always") to `permission_request` `id`.
+    async fn send_answer(&mut self, id: u64, a: PermissionAnswer) -> std::io::Result<()> {
         let Some(w) = self.writer.as_mut().filter(|_| self.interactive) else {
             return Err(std::io::Error::other(
                 "this request was not interactive; the owner reads no answers",
             ));
         };
-        w.write_all(line(&ClientLine::PermissionAnswer { id, approved }).as_bytes())
-            .await
+        let answer = ClientLine::PermissionAnswer {
+            id,
+            approved: a.approved,
+            always: a.always,
+        };
+        w.write_all(line(&answer).as_bytes()).await
     }
 
     /// Asks `prompter` the owner's forwarded `question` (as the one-process path would ask
@@ -96,9 +105,9 @@ impl Answer {
         question: WireQuestion,
         prompter: &dyn PermissionPrompter,
     ) -> std::io::Result<bool> {
-        let approved = prompter.ask(&question.into()).await;
-        self.answer_permission(id, approved).await?;
-        Ok(approved)
+        let answer = prompter.answer(&question.into()).await;
+        self.send_answer(id, answer).await?;
+        Ok(answer.approved)
     }
 
     /// Reads up to the final response and returns it.

@@ -16,12 +16,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::OwnedReadHalf;
 use tokio::sync::oneshot;
 
-use crate::client_ops::{PermissionPrompter, PermissionQuestion};
+use crate::client_ops::{PermissionAnswer, PermissionPrompter, PermissionQuestion};
 
 use super::protocol::{line, ClientLine, Response, WireQuestion};
 use super::server::ReplyTx;
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<bool>>>>;
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<PermissionAnswer>>>>;
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -94,9 +94,13 @@ async fn read_answers(
         match reader.read_line(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(_) => match serde_json::from_str::<ClientLine>(buf.trim_end()) {
-                Ok(ClientLine::PermissionAnswer { id, approved }) => {
+                Ok(ClientLine::PermissionAnswer {
+                    id,
+                    approved,
+                    always,
+                }) => {
                     if let Some(tx) = locked(&pending).remove(&id) {
-                        let _ = tx.send(approved);
+                        let _ = tx.send(PermissionAnswer { approved, always });
                     }
                 }
                 Err(e) => tracing::warn!("ignoring an unreadable client line: {e}"),
@@ -108,8 +112,13 @@ async fn read_answers(
 #[async_trait]
 impl PermissionPrompter for ForwardingPrompter {
     async fn ask(&self, question: &PermissionQuestion) -> bool {
+        self.answer(question).await.approved
+    }
+
+    async fn answer(&self, question: &PermissionQuestion) -> PermissionAnswer {
+        let refused = PermissionAnswer::once(false);
         if self.gone.load(Ordering::SeqCst) {
-            return false;
+            return refused;
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = oneshot::channel();
@@ -117,7 +126,7 @@ impl PermissionPrompter for ForwardingPrompter {
         // Checked again under the map: the reader may have cleared it just before.
         if self.gone.load(Ordering::SeqCst) {
             locked(&self.pending).remove(&id);
-            return false;
+            return refused;
         }
         let sent = self.reply.send(
             line(&Response::PermissionRequest {
@@ -128,15 +137,15 @@ impl PermissionPrompter for ForwardingPrompter {
         );
         if sent.is_err() {
             locked(&self.pending).remove(&id);
-            return false;
+            return refused;
         }
         // A connection that ended without the client closing its side (a stalled client cut
         // by the owner) drops its receiver of lines: the question is refused then too.
         tokio::select! {
-            answer = rx => answer.unwrap_or(false),
+            answer = rx => answer.unwrap_or(refused),
             () = self.reply.closed() => {
                 locked(&self.pending).remove(&id);
-                false
+                refused
             }
         }
     }

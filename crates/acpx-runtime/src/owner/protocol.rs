@@ -121,6 +121,10 @@ pub enum ClientLine {
         id: u64,
         /// `true` to allow.
         approved: bool,
+        /// The answer holds for the rest of the session ("always" / "never"; absent from
+        /// older clients: this question only).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        always: bool,
     },
 }
 

@@ -15,6 +15,7 @@ mod interop;
 mod local;
 mod lookup_one_list;
 mod node_fixtures;
+mod one_decision;
 mod ops;
 mod owner_backlog;
 mod owner_faults;
