@@ -15,6 +15,7 @@ mod flags;
 mod full_disk;
 mod grammar_strict;
 mod import_kill;
+mod interchange;
 mod interop_pydantic;
 mod interop_qwen;
 mod long_session_reads;
