@@ -163,64 +163,28 @@ async fn run_one(
     row
 }
 
-/// The rows as an aligned table with a header row: agent, stop reason, tokens, cost, wall
-/// time, record id (and the error of a failed run after its row).
-pub fn render_table(rows: &[CompareRow]) -> String {
-    let header = [
-        "AGENT",
-        "STOP REASON",
-        "TOKENS",
-        "COST",
-        "WALL TIME",
-        "RECORD ID",
-    ];
-    let cells: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.agent.clone(),
-                r.stop_reason.clone().unwrap_or_else(|| "-".into()),
-                r.tokens.map_or_else(|| "-".into(), |t| t.to_string()),
-                cost_text(r.cost.as_ref()),
-                ms_text(r.wall_ms),
-                r.record_id.clone().unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
+/// The columns of the table a person reads (the `acpx` binary renders it with its table).
+pub const COLUMNS: [&str; 6] = [
+    "AGENT",
+    "STOP REASON",
+    "TOKENS",
+    "COST",
+    "WALL TIME",
+    "RECORD ID",
+];
+
+impl CompareRow {
+    /// The row's cells under [`COLUMNS`] (`-` where there is nothing).
+    pub fn cells(&self) -> [String; 6] {
+        [
+            self.agent.clone(),
+            self.stop_reason.clone().unwrap_or_else(|| "-".into()),
+            self.tokens.map_or_else(|| "-".into(), |t| t.to_string()),
+            cost_text(self.cost.as_ref()),
+            ms_text(self.wall_ms),
+            self.record_id.clone().unwrap_or_else(|| "-".into()),
+        ]
     }
-    let line = |cols: &[String]| {
-        let mut s = String::new();
-        for (i, (c, w)) in cols.iter().zip(widths).enumerate() {
-            if i + 1 == cols.len() {
-                s.push_str(c);
-            } else {
-                // Numbers right-aligned, words left-aligned.
-                let pad = w - c.chars().count();
-                if (2..=4).contains(&i) {
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                } else {
-                    s.push_str(c);
-                    s.push_str(&" ".repeat(pad));
-                }
-                s.push_str("  ");
-            }
-        }
-        s.trim_end().to_owned() + "\n"
-    };
-    let mut out = line(&header.map(str::to_owned));
-    for (row, r) in cells.iter().zip(rows) {
-        out.push_str(&line(row));
-        if let Some(e) = &r.error {
-            out.push_str(&format!("  {}: {e}\n", r.agent));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -228,35 +192,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_is_aligned_with_a_header() {
-        let rows = vec![
-            CompareRow {
-                agent: "demo".into(),
-                record_id: Some("abc".into()),
-                stop_reason: Some("end_turn".into()),
-                tokens: Some(150),
-                cost: Some(Cost {
-                    amount: 0.01,
-                    currency: "USD".into(),
-                }),
-                wall_ms: Some(12),
-                error: None,
-            },
-            CompareRow {
-                agent: "other-agent".into(),
-                record_id: None,
-                stop_reason: None,
-                tokens: None,
-                cost: None,
-                wall_ms: None,
-                error: Some("spawn failed".into()),
-            },
-        ];
-        let t = render_table(&rows);
-        let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].starts_with("AGENT        STOP REASON"), "{t}");
-        let col = lines[0].find("RECORD ID").expect("a header");
-        assert_eq!(lines[1].find("abc"), Some(col), "{t}");
-        assert!(t.contains("other-agent: spawn failed"));
+    fn a_row_has_a_cell_per_column() {
+        let row = CompareRow {
+            agent: "demo".into(),
+            record_id: None,
+            stop_reason: Some("end_turn".into()),
+            tokens: Some(150),
+            cost: Some(Cost {
+                amount: 0.01,
+                currency: "USD".into(),
+            }),
+            wall_ms: Some(1200),
+            error: None,
+        };
+        assert_eq!(
+            row.cells(),
+            ["demo", "end_turn", "150", "0.0100 USD", "1.2 s", "-"].map(str::to_owned)
+        );
+        assert_eq!(row.cells().len(), COLUMNS.len());
     }
 }

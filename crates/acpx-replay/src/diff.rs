@@ -253,10 +253,10 @@ impl Paint {
             text.to_owned()
         }
     }
-    fn old(self, t: &str) -> String {
+    fn side_a(self, t: &str) -> String {
         self.wrap("31", t)
     }
-    fn new(self, t: &str) -> String {
+    fn side_b(self, t: &str) -> String {
         self.wrap("32", t)
     }
     fn bold(self, t: &str) -> String {
@@ -270,10 +270,10 @@ pub fn render_text(d: &SessionDiff, colour: bool) -> String {
     let p = Paint(colour);
     let mut out = format!(
         "{} {} ({})\n{} {} ({})\n",
-        p.old("A"),
+        p.side_a("A"),
         d.a.0,
         d.a.1,
-        p.new("B"),
+        p.side_b("B"),
         d.b.0,
         d.b.1
     );
@@ -341,8 +341,12 @@ pub fn render_text(d: &SessionDiff, colour: bool) -> String {
 }
 
 fn pair(out: &mut String, p: Paint, label: &str, a: &str, b: &str) {
-    out.push_str(&format!("  {label:<12} {} {}\n", p.old("A"), p.old(a)));
-    out.push_str(&format!("  {:<12} {} {}\n", "", p.new("B"), p.new(b)));
+    out.push_str(&format!(
+        "  {label:<12} {} {}\n",
+        p.side_a("A"),
+        p.side_a(a)
+    ));
+    out.push_str(&format!("  {:<12} {} {}\n", "", p.side_b("B"), p.side_b(b)));
 }
 
 fn tools_line(calls: &[ToolCallFacts]) -> String {

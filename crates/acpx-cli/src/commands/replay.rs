@@ -14,6 +14,7 @@ use crate::commands::runtime_cmds::{read_prompt, runtime_options};
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
+use crate::table::{stdout_width, Table};
 
 /// A session named on the command line (id, prefix, suffix or name in scope).
 fn target(id: &str) -> Target {
@@ -164,7 +165,21 @@ pub async fn compare(ctx: &Ctx, a: CompareArgs) -> CliResult<()> {
             "runs": rows.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
         }));
     } else {
-        ctx.out.raw(&compare::render_table(&rows));
+        let mut table = Table::new(&compare::COLUMNS)
+            .right(2)
+            .right(3)
+            .right(4)
+            .shrink(0);
+        for r in &rows {
+            table.row(r.cells().to_vec());
+        }
+        let mut lines = table.render(stdout_width(), |_, _, cell| cell.to_owned());
+        // A failed run: its reason under the table, named by its agent.
+        lines.extend(
+            rows.iter()
+                .filter_map(|r| Some(format!("{}: {}", r.agent, r.error.as_ref()?))),
+        );
+        ctx.out.lines(lines);
     }
     if rows.iter().all(|r| r.record_id.is_none()) {
         return Err(CliError::runtime("no agent could be started"));
