@@ -18,6 +18,7 @@ mod import_kill;
 mod interchange;
 mod interop_pydantic;
 mod interop_qwen;
+mod live_turn;
 mod long_session_reads;
 mod lookup_walk;
 mod maintenance;

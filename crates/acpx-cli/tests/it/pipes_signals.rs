@@ -280,7 +280,7 @@ fn ctrl_c_on_an_open_permission_question_cancels_the_turn_and_exits_130() {
             let mut stdout = child.stdout.take().unwrap();
             let mut seen = Vec::new();
             let mut buf = [0u8; 256];
-            while !String::from_utf8_lossy(&seen).contains("(y/N)") {
+            while !String::from_utf8_lossy(&seen).contains("(y/N") {
                 let n = stdout.read(&mut buf).unwrap();
                 assert!(n > 0, "no question: {}", String::from_utf8_lossy(&seen));
                 seen.extend_from_slice(&buf[..n]);
