@@ -208,8 +208,15 @@ pub struct Turn {
     pub attachments: Vec<String>,
     /// What happened, in order.
     pub items: Vec<Item>,
-    /// Tool call id → index into `items`.
+    /// Tool call id → its index among all the turn's items (written ones included: the
+    /// index into `items` is this minus `written`).
     pub tools: HashMap<String, usize>,
+    /// Items already written to the page and dropped from `items` ([`Turn::take_settled`]).
+    pub written: usize,
+    /// Whether the turn's header is on the page.
+    pub head_written: bool,
+    /// Updates of tool calls already written (the log has them; the page cannot change).
+    pub late_updates: u64,
     /// Terminals of the turn by id.
     pub terminals: HashMap<String, Terminal>,
     /// How it ended.
@@ -233,6 +240,9 @@ impl Turn {
             attachments: Vec::new(),
             items: Vec::new(),
             tools: HashMap::new(),
+            written: 0,
+            head_written: false,
+            late_updates: 0,
             terminals: HashMap::new(),
             end: None,
             usage: None,
@@ -347,7 +357,11 @@ impl Turn {
     /// The tool call `id`, created (at `e`) when the turn has not seen it.
     fn tool(&mut self, id: &str, e: &EventEnvelope) -> Option<&mut ToolCall> {
         let index = match self.tools.get(id) {
-            Some(&i) => i,
+            Some(&i) if i < self.written => {
+                self.late_updates += 1;
+                return None;
+            }
+            Some(&i) => i - self.written,
             None => {
                 self.items.push(Item::Tool(Box::new(ToolCall {
                     at: At::of(e),
@@ -365,7 +379,8 @@ impl Turn {
                     permissions: Vec::new(),
                     seqs: Vec::new(),
                 })));
-                self.tools.insert(id.to_owned(), self.items.len() - 1);
+                self.tools
+                    .insert(id.to_owned(), self.written + self.items.len() - 1);
                 self.items.len() - 1
             }
         };
@@ -521,7 +536,12 @@ impl Turn {
             perm.rule = str_of(p, "rule").map(str::to_owned);
             perm.summary = str_of(p, "summary").map(str::to_owned);
         }
-        match call.as_deref().and_then(|id| self.tools.get(id).copied()) {
+        let written = self.written;
+        match call
+            .as_deref()
+            .and_then(|id| self.tools.get(id).copied())
+            .and_then(|i| i.checked_sub(written))
+        {
             Some(i) => {
                 if let Item::Tool(t) = &mut self.items[i] {
                     if !t.seqs.contains(&e.seq) {
@@ -553,6 +573,28 @@ impl Turn {
                 self.items.push(Item::Permission(title, perm));
             }
         }
+    }
+}
+
+impl Turn {
+    /// Takes the items at the start of the turn that nothing later can change, to be written
+    /// now: every item but the last, up to the first tool call still running or permission
+    /// question still unanswered. A long turn is so written as it goes, not held whole.
+    pub fn take_settled(&mut self) -> Vec<Item> {
+        let last = self.items.len().saturating_sub(1);
+        let n = self.items[..last]
+            .iter()
+            .position(|item| match item {
+                Item::Tool(t) => !matches!(
+                    t.status.as_deref(),
+                    Some("completed" | "failed" | "cancelled")
+                ),
+                Item::Permission(_, p) => p.answered.is_none(),
+                _ => false,
+            })
+            .unwrap_or(last);
+        self.written += n;
+        self.items.drain(..n).collect()
     }
 }
 

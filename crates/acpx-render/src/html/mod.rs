@@ -41,11 +41,14 @@ use std::io::Write;
 
 use acpx_model::EventEnvelope;
 
-use fold::{At, Item, Turn};
+use fold::{At, Turn};
 use usage::Totals;
 
 /// Page text is handed to the writer once it is this long.
 const FLUSH_AT: usize = 256 * 1024;
+
+/// A running turn with this many items writes those that are settled.
+const SETTLE_AT: usize = 64;
 
 /// A page being written: [`begin`](Self::begin), then [`event`](Self::event) for each event
 /// of the log in seq order, then [`finish`](Self::finish).
@@ -89,11 +92,19 @@ impl<W: Write> HtmlExport<W> {
             self.turn.set_prompt(&e.payload);
         } else {
             self.turn.apply(e);
-            if self.turn.at.is_some() && self.turn.end.is_some() {
-                self.close_turn();
-            } else if self.turn.at.is_none() {
+            if self.turn.at.is_none() || self.turn.end.is_some() {
                 // Between turns nothing waits for an end: written at once.
                 self.close_turn();
+            } else if self.turn.items.len() >= SETTLE_AT {
+                // A long turn is written as it goes: what can no longer change.
+                let settled = self.turn.take_settled();
+                if !settled.is_empty() {
+                    if !self.turn.head_written {
+                        turns::push_turn_head(&mut self.buf, &self.turn);
+                        self.turn.head_written = true;
+                    }
+                    turns::push_items(&mut self.buf, &settled, &self.turn, &mut self.totals);
+                }
             }
         }
         if self.buf.len() >= FLUSH_AT {
@@ -106,16 +117,6 @@ impl<W: Write> HtmlExport<W> {
     /// Writes the turn being read (ended or not) and starts the between-turns part.
     fn close_turn(&mut self) {
         let turn = std::mem::replace(&mut self.turn, Turn::new(0, None, None));
-        for item in &turn.items {
-            match item {
-                Item::Tool(t) => {
-                    self.totals.tool_calls += 1;
-                    self.totals.permissions += t.permissions.len() as u64;
-                }
-                Item::Permission(..) => self.totals.permissions += 1,
-                _ => {}
-            }
-        }
         if turn.end.as_ref().is_some_and(|e| e.failed) {
             self.totals.failed_turns += 1;
         }

@@ -391,3 +391,37 @@ fn an_unfinished_turn_and_an_empty_session_still_make_a_page() {
     let html = render(&[]);
     assert!(html.contains("no turns yet") && html.ends_with("</html>\n"));
 }
+
+#[test]
+fn a_long_turn_is_written_as_it_goes_in_order() {
+    let r = Some("req_1");
+    let mut events = vec![(
+        "prompt_started",
+        r,
+        json!({"prompt": [{"type": "text", "text": "go"}]}),
+    )];
+    for i in 0..300 {
+        events.push(("session_update", r, update(json!({"sessionUpdate": "tool_call", "toolCallId": format!("c{i}"), "title": format!("call {i}"), "status": "completed"}))));
+        events.push(("session_update", r, update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("step {i}")}}))));
+    }
+    // An update of a call written long ago: the log has it, the page says so.
+    events.push((
+        "session_update",
+        r,
+        update(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "c0", "status": "failed"}),
+        ),
+    ));
+    events.push(("prompt_done", r, json!({"stopReason": "end_turn"})));
+    let html = render(&log(&events));
+    let first = html.find("call 0<").expect("call 0");
+    let last = html.find("step 299").expect("step 299");
+    assert!(first < last);
+    assert_eq!(html.matches("<section class=\"turn\"").count(), 1);
+    assert!(html.contains("1 late updates"), "{html}");
+    assert!(html.contains("<th>tool calls</th><td>300</td>"), "{html}");
+    let pos: Vec<usize> = (0..300)
+        .map(|i| html.find(&format!("step {i}<")).expect("step"))
+        .collect();
+    assert!(pos.windows(2).all(|w| w[0] < w[1]), "items in log order");
+}

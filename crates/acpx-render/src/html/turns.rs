@@ -70,16 +70,28 @@ fn push_dropped(out: &mut String, c: &Capped, at: &At) {
     }
 }
 
-/// A whole turn (or, for turn number 0, the events between turns) as HTML.
+/// The rest of a turn (or, for turn number 0, the events between turns) as HTML: its head
+/// unless written already, its items not written yet, and how it ended.
 pub fn push_turn(out: &mut String, turn: &Turn, totals: &mut Totals) {
-    let Some(at) = &turn.at else {
+    if turn.at.is_none() {
         if !turn.items.is_empty() {
             out.push_str("<div class=\"between\">\n");
-            for item in &turn.items {
-                push_item(out, item, turn);
-            }
+            push_items(out, &turn.items, turn, totals);
             out.push_str("</div>\n");
         }
+        return;
+    }
+    if !turn.head_written {
+        push_turn_head(out, turn);
+    }
+    push_items(out, &turn.items, turn, totals);
+    push_end(out, turn, totals);
+    out.push_str("</section>\n");
+}
+
+/// The opening of a turn's section: its header and its prompt.
+pub fn push_turn_head(out: &mut String, turn: &Turn) {
+    let Some(at) = &turn.at else {
         return;
     };
     out.push_str(&format!(
@@ -88,19 +100,8 @@ pub fn push_turn(out: &mut String, turn: &Turn, totals: &mut Totals) {
     ));
     let full = at.time.to_rfc3339();
     out.push_str("<span class=\"time\">");
-    push_escaped(
-        out,
-        full.get(..19)
-            .map_or(full.as_str(), |s| s)
-            .replace('T', " ")
-            .as_str(),
-    );
-    out.push_str(" UTC</span>");
-    if let Some(end) = &turn.end {
-        let ms = end.at.time.millis() - at.time.millis();
-        out.push_str(&format!("<span class=\"time\">{}</span>", duration(ms)));
-    }
-    out.push_str("</header>\n");
+    push_escaped(out, &full.get(..19).unwrap_or(&full).replace('T', " "));
+    out.push_str(" UTC</span></header>\n");
     push_item_open(out, "prompt", at);
     out.push_str("<span class=\"label\">prompt</span><div class=\"text\">");
     push_escaped(out, &turn.prompt);
@@ -111,11 +112,21 @@ pub fn push_turn(out: &mut String, turn: &Turn, totals: &mut Totals) {
         out.push_str("</div>");
     }
     out.push_str("</div>\n");
-    for item in &turn.items {
+}
+
+/// Items of `turn` as HTML, counted in `totals`.
+pub fn push_items(out: &mut String, items: &[Item], turn: &Turn, totals: &mut Totals) {
+    for item in items {
+        match item {
+            Item::Tool(t) => {
+                totals.tool_calls += 1;
+                totals.permissions += t.permissions.len() as u64;
+            }
+            Item::Permission(..) => totals.permissions += 1,
+            _ => {}
+        }
         push_item(out, item, turn);
     }
-    push_end(out, turn, totals);
-    out.push_str("</section>\n");
 }
 
 fn push_item(out: &mut String, item: &Item, turn: &Turn) {
@@ -217,6 +228,12 @@ fn push_end(out: &mut String, turn: &Turn, totals: &mut Totals) {
             out.push_str("<span><span class=\"label\">stop reason</span><span class=\"reason\">");
             push_escaped(out, &end.reason);
             out.push_str("</span></span>");
+            if let Some(at) = &turn.at {
+                out.push_str(&format!(
+                    "<span><span class=\"label\">took</span>{}</span>",
+                    duration(end.at.time.millis() - at.time.millis())
+                ));
+            }
             if let Some(m) = &end.message {
                 out.push_str("<span>");
                 push_escaped(out, m);
@@ -229,6 +246,12 @@ fn push_end(out: &mut String, turn: &Turn, totals: &mut Totals) {
         ),
     }
     push_turn_usage(out, turn, totals);
+    if turn.late_updates > 0 {
+        out.push_str(&format!(
+            "<span class=\"more\">{} late updates of tool calls shown above are in the log only</span>",
+            turn.late_updates
+        ));
+    }
     out.push_str("</div>\n");
 }
 
