@@ -3,7 +3,8 @@
 //! pieces to stdout and stderr, in colour where the terminal has it.
 //!
 //! - `text`: the agent's reply streams to stdout as it arrives; thoughts, tool calls, plans,
-//!   mode changes, client operations and permission decisions go to stderr as short lines.
+//!   mode changes, client operations and permission decisions go to stderr as short lines;
+//!   on a terminal, a spinner says what happens meanwhile (`crate::spinner`).
 //! - `json`: every recorded event envelope, one per line, exactly as in the log, up to and
 //!   including the turn's `prompt_done` / `prompt_error`.
 //! - `quiet`: nothing while streaming (the caller prints the final text).
@@ -14,6 +15,7 @@
 //!   whose frames are rebuilt from them.
 
 use std::io::{BufRead, IsTerminal};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::EventEnvelope;
@@ -33,6 +35,9 @@ pub struct LiveOutput {
     renderer: Arc<Mutex<LiveRenderer>>,
     /// `--format acp`: which frames are printed.
     frames: Option<Arc<Mutex<FrameFilter>>>,
+    /// Whether the last thing written left a stderr line open (a thought streaming): the
+    /// spinner waits for it to end.
+    stderr_mid_line: Arc<AtomicBool>,
 }
 
 impl LiveOutput {
@@ -47,10 +52,20 @@ impl LiveOutput {
         let frames = out
             .is_acp()
             .then(|| Arc::new(Mutex::new(FrameFilter::new())));
+        crate::spinner::enable(&out);
         LiveOutput {
             out,
             renderer: Arc::new(Mutex::new(renderer)),
             frames,
+            stderr_mid_line: Arc::default(),
+        }
+    }
+
+    /// Says on the spinner what happens before the turn's first event (`starting the
+    /// agent`); the turn's events say the rest ([`LiveRenderer::activity`]).
+    pub fn activity(&self, what: &str) {
+        if !self.stderr_mid_line.load(Ordering::SeqCst) {
+            crate::spinner::show(what, crate::output::stdout_mid_line());
         }
     }
 
@@ -101,6 +116,7 @@ impl LiveOutput {
     /// Ends the reply line on stdout if it is open (text format), or prints the frames held
     /// back while it was not known whether they would be (`acp` format).
     pub fn finish(&self) {
+        crate::spinner::hide();
         let piece = self.lock().finish();
         if let Some(piece) = piece {
             self.write(&piece);
@@ -135,8 +151,16 @@ impl LiveOutput {
     pub fn on_event(&self, e: &EventEnvelope) {
         // Held while writing, so the pieces of two events never interleave.
         let mut renderer = self.lock();
-        for piece in renderer.render(e) {
-            self.write(&piece);
+        let pieces = renderer.render(e);
+        if let Some(last) = pieces.last() {
+            self.stderr_mid_line
+                .store(matches!(last, Piece::ErrText(_)), Ordering::SeqCst);
+        }
+        for piece in &pieces {
+            self.write(piece);
+        }
+        if let Some(what) = renderer.activity() {
+            self.activity(what);
         }
     }
 

@@ -21,6 +21,7 @@ mod lookup;
 mod output;
 mod progress;
 mod render;
+mod spinner;
 mod table;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).

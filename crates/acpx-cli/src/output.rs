@@ -263,6 +263,11 @@ pub fn stdout_failure() -> Option<StdoutFailure> {
 }
 
 /// Whether stdout's last write left a line open (a streamed reply without its newline yet).
+pub fn stdout_mid_line() -> bool {
+    STDOUT_MID_LINE.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// See [`stdout_mid_line`].
 static STDOUT_MID_LINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Ends a line a streamed reply left open, so that an error after partial output starts on a
@@ -282,6 +287,8 @@ fn write_stdout(bytes: &[u8]) {
     if STDOUT_STATE.load(Ordering::SeqCst) != 0 {
         return;
     }
+    // The output replaces the spinner's line (crate::spinner).
+    crate::spinner::hide();
     if let Some(last) = bytes.last() {
         STDOUT_MID_LINE.store(*last != b'\n', Ordering::SeqCst);
     }
@@ -357,6 +364,7 @@ pub fn stderr_bytes(b: &[u8]) {
     if STDERR_SILENT.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
+    crate::spinner::hide();
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(b).and_then(|_| err.flush());
 }

@@ -120,6 +120,10 @@ pub struct LiveRenderer {
     cost: Option<Cost>,
     /// Tool calls whose content was previewed, with how many of its items were shown.
     previewed: HashMap<String, usize>,
+    /// What is happening now, in a few words ([`LiveRenderer::activity`]).
+    activity: Option<String>,
+    /// Tool calls started and not finished, with their titles, in start order.
+    running_tools: Vec<(String, String)>,
 }
 
 /// Lines of a tool's text output or of a diff shown under its `[tool]` line.
@@ -187,7 +191,65 @@ impl LiveRenderer {
             failed: false,
             cost: None,
             previewed: HashMap::new(),
+            activity: None,
+            running_tools: Vec::new(),
         }
+    }
+
+    /// What the turn is doing now, for a spinner (`starting the agent`, `reattaching the
+    /// session`, `waiting for the first update`, `running Edit main.py`, `thinking`); `None`
+    /// once the turn is over. Follows the events [`LiveRenderer::render`] was given.
+    pub fn activity(&self) -> Option<&str> {
+        if self.done {
+            return None;
+        }
+        if let Some((_, title)) = self.running_tools.last() {
+            return Some(title);
+        }
+        self.activity.as_deref()
+    }
+
+    /// Updates [`LiveRenderer::activity`] for one event.
+    fn follow_activity(&mut self, e: &EventEnvelope) {
+        let p = &e.payload;
+        let next = match e.kind() {
+            EventType::LifecycleEvent => match field(p, "phase").as_str() {
+                "agent_started" => "initializing the agent",
+                "initialized" | "authenticated" | "authentication_skipped" => "opening the session",
+                "session_created" | "session_attached" | "session_fallback" => {
+                    "setting up the session"
+                }
+                _ => return,
+            },
+            EventType::PromptStarted => "waiting for the first update",
+            EventType::SessionUpdate => {
+                let u = p.get("update").unwrap_or(&Value::Null);
+                let kind = field(u, "sessionUpdate");
+                match kind.as_str() {
+                    "tool_call" | "tool_call_update" => {
+                        let id = field(u, "toolCallId");
+                        let status = field(u, "status");
+                        self.running_tools.retain(|(t, _)| *t != id);
+                        if !matches!(status.as_str(), "completed" | "failed") {
+                            let title = u
+                                .get("title")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                                .or_else(|| self.tool_titles.get(&id).cloned())
+                                .unwrap_or_else(|| id.clone());
+                            self.running_tools
+                                .push((id, format!("running {}", clip(&title, 60))));
+                        }
+                        "working"
+                    }
+                    "agent_thought_chunk" => "thinking",
+                    "agent_message_chunk" => "writing",
+                    _ => "working",
+                }
+            }
+            _ => return,
+        };
+        self.activity = Some(next.to_owned());
     }
 
     /// Whether the turn's terminal event was rendered.
@@ -224,6 +286,9 @@ impl LiveRenderer {
         if self.turn.is_none() && e.kind() == EventType::PromptStarted {
             self.turn = Some(e.request_id.clone().unwrap_or_default());
         }
+        if self.turn.is_some() || e.kind() == EventType::LifecycleEvent {
+            self.follow_activity(e);
+        }
         let in_turn = self.turn.is_some();
         let terminal = in_turn
             && matches!(e.kind(), EventType::PromptDone | EventType::PromptError)
@@ -247,6 +312,7 @@ impl LiveRenderer {
         if terminal {
             self.done = true;
             self.failed = e.kind() == EventType::PromptError;
+            self.running_tools.clear();
         }
         out
     }

@@ -40,3 +40,4 @@ mod store_commands;
 mod timeout_exit;
 mod turn_commands;
 mod usage;
+mod usage_report;

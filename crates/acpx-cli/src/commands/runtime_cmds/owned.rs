@@ -163,9 +163,12 @@ pub(super) async fn prompt(
         prompter.as_deref(),
         acpx_runtime::ops::interrupts::interrupt_count(),
         |event| match event {
-            SubmitEvent::Queued(depth) => ctx.out.note(&format!(
-                "[acpx] queued behind {depth} task(s) of this session"
-            )),
+            SubmitEvent::Queued(depth) => {
+                ctx.out.note(&format!(
+                    "[acpx] queued behind {depth} task(s) of this session"
+                ));
+                live.activity("waiting for the tasks ahead");
+            }
             SubmitEvent::Started(notices) => report_notices(ctx, notices),
             SubmitEvent::Event(envelope) => live.on_event(envelope),
             SubmitEvent::CancellingTurn => {

@@ -273,6 +273,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let otlp = otlp_target(ctx, a.otlp_endpoint.as_deref())?;
     if !ctx.no_owner {
         let live = LiveOutput::new(ctx.out.clone());
+        live.activity("waiting for the queue owner");
         let mut quiet = QuietReply::default();
         let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live, &mut quiet).await?
         else {
@@ -294,6 +295,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     }
     owned::release_owner_of(ctx, &id).await?;
     let live = LiveOutput::new(ctx.out.clone());
+    live.activity("starting the agent");
     let runtime = Runtime::new(store.clone(), live_options(ctx, &live));
     let turn = local::prompt(
         &runtime,
@@ -327,6 +329,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     }
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
     let live = LiveOutput::new(ctx.out.clone());
+    live.activity("starting the agent");
     let runtime = Runtime::new(
         Arc::new(acpx_model::MemoryStore::new()),
         live_options(ctx, &live),
