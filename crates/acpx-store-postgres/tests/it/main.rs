@@ -6,3 +6,4 @@ mod common;
 mod faults;
 mod mirror;
 mod retained;
+mod usage_column;
