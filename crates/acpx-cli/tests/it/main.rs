@@ -35,6 +35,7 @@ mod postgres_restart;
 mod progress_bars;
 mod read_watch;
 mod reattach_choices;
+mod replay;
 mod session_commands;
 mod store_commands;
 mod timeout_exit;
