@@ -75,8 +75,7 @@ impl AtifWriter {
         }
     }
 
-    /// Writes the steps of one turn.
-    pub fn turn(&mut self, turn: &Turn, out: &mut dyn Write) -> io::Result<()> {
+    fn write_step(&mut self, step: &Value, out: &mut dyn Write) -> io::Result<()> {
         if self.steps == 0 {
             writeln!(
                 out,
@@ -85,15 +84,28 @@ impl AtifWriter {
                 json!(self.record_id),
                 json!(self.record_id)
             )?;
+        } else {
+            out.write_all(b",\n")?;
         }
+        serde_json::to_writer(&mut *out, step)?;
+        self.steps += 1;
+        Ok(())
+    }
+
+    /// Writes a fork's starting conversation as steps marked `is_copied_context`.
+    pub fn copied(&mut self, thread: &Value, out: &mut dyn Write) -> io::Result<()> {
+        for step in crate::copied::steps(thread, self.steps + 1) {
+            self.write_step(&step, out)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the steps of one turn.
+    pub fn turn(&mut self, turn: &Turn, out: &mut dyn Write) -> io::Result<()> {
         let mut steps = vec![self.user_step(turn)];
         steps.extend(self.agent_steps(turn));
         for step in steps {
-            if self.steps > 0 {
-                out.write_all(b",\n")?;
-            }
-            serde_json::to_writer(&mut *out, &step)?;
-            self.steps += 1;
+            self.write_step(&step, out)?;
         }
         if let Some(u) = &turn.usage {
             add(&mut self.totals.prompt, u.input);

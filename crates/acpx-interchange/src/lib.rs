@@ -49,6 +49,7 @@
 #![warn(missing_docs)]
 
 pub mod atif;
+mod copied;
 pub mod otlp;
 pub mod walk;
 
@@ -93,7 +94,15 @@ impl Export {
 
     /// Folds in the next event; writes a turn to `out` when the event ends it.
     pub fn push(&mut self, e: &EventEnvelope, out: &mut dyn Write) -> io::Result<()> {
-        match self.walk.push(e) {
+        let turn = self.walk.push(e);
+        if let Some(thread) = self.walk.take_copied() {
+            // A fork's starting conversation: ATIF keeps it as copied context; a trace has
+            // the child's own turns only (the rest is the parent's trace).
+            if let Writer::Atif(w) = &mut self.writer {
+                w.copied(&thread, out)?;
+            }
+        }
+        match turn {
             Some(turn) => self.write_turn(&turn, out),
             None => Ok(()),
         }

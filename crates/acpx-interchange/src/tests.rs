@@ -382,3 +382,49 @@ fn trace_ids_of_ids_that_are_not_uuids_are_hashed() {
         crate::otlp::TraceIds::new("my-session2").trace_id()
     );
 }
+
+#[test]
+fn a_fork_starts_with_its_parents_conversation_as_copied_context() {
+    let thread = json!({"version": "0.3.0", "title": "", "updated_at": "2026-01-01T00:00:00Z",
+        "messages": [
+        {"User": {"id": "u1", "content": [{"Text": "look"}, {"Image": {"source": "…"}}]}},
+        {"Agent": {"content": [
+            {"Thinking": {"text": "plan", "signature": null}},
+            {"ToolUse": {"id": "c1", "name": "Read a", "kind": "read", "input": {"path": "a"},
+                         "raw_input": "{}", "is_input_complete": true}},
+            {"Text": "Seen."}],
+         "tool_results": {"c1": {"tool_use_id": "c1", "tool_name": "Read a", "is_error": false,
+                                 "content": [{"Text": "A"}], "output": null}}}},
+        "Resume"]});
+    let mut events = log(&[(
+        "",
+        "lifecycle_event",
+        json!({"phase": "session_forked", "thread": thread, "state": {}}),
+    )]);
+    events.extend(sample()[2..16].iter().cloned());
+    let doc = export(Format::Atif, &events).unwrap();
+    let steps = doc["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["message"], "look\n\n[image]");
+    assert_eq!(steps[0]["is_copied_context"], true);
+    assert_eq!(steps[1]["reasoning_content"], "plan");
+    assert_eq!(steps[1]["tool_calls"][0]["function_name"], "read");
+    assert_eq!(steps[1]["observation"]["results"][0]["content"], "A");
+    assert_eq!(steps[2]["message"], "Seen.");
+    assert_eq!(steps[2]["is_copied_context"], true);
+    // Then the fork's own turns, numbered on.
+    assert_eq!(steps[3]["step_id"], 4);
+    assert_eq!(steps[3]["message"], "fix it\n\n[image]");
+    assert!(steps[3].get("is_copied_context").is_none());
+    // A trace has the fork's own turns only.
+    let trace = export(Format::Otlp, &events).unwrap();
+    let spans = trace["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        spans
+            .iter()
+            .filter(|s| s["name"] == "invoke_agent agent")
+            .count(),
+        1
+    );
+}

@@ -238,6 +238,7 @@ pub struct Walk {
     turn: Option<Turn>,
     cost_at_turn_start: Option<Cost>,
     cost_reported_in_turn: bool,
+    copied: Option<Value>,
 }
 
 fn str_of(v: &Value, key: &str) -> Option<String> {
@@ -259,6 +260,12 @@ impl Walk {
     /// What the walk knows of the session so far.
     pub fn facts(&self) -> &SessionFacts {
         &self.facts
+    }
+
+    /// The conversation a fork starts from (`session_forked`'s `thread`), once, as soon as
+    /// the walk has seen it.
+    pub fn take_copied(&mut self) -> Option<Value> {
+        self.copied.take()
     }
 
     /// Folds one event in; returns the turn it ended, if any. An event outside any turn
@@ -375,6 +382,9 @@ impl Walk {
     }
 
     fn lifecycle(&mut self, p: &Value) {
+        if p.get("phase").and_then(Value::as_str) == Some("session_forked") {
+            self.copied = p.get("thread").filter(|t| t.is_object()).cloned();
+        }
         if let Some(info) = p.get("agentInfo").filter(|i| i.is_object()) {
             let name = str_of(info, "name");
             let version = str_of(info, "version");
