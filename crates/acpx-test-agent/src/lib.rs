@@ -19,6 +19,8 @@
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
 //! | `stderr TEXT` | a line on the agent's stderr, then TEXT as the reply |
 //! | `usage [AMOUNT [CURRENCY]]` | a `usage_update` (cost AMOUNT CURRENCY, 0.01 USD by default) and token usage in the prompt response |
+//! | `showcase` | a coding agent's turn for the session viewer: a thought, a plan, a read, an edit with a diff asked for in a permission request, a `usage_update` with cost, a Markdown reply, token usage in the response |
+//! | `hostile` | hostile strings (`<script>`, `onerror=`, `javascript:` and `data:` links, CSS `url()`, images, frames) in a thought, a plan, a tool call (title, kind, path, input, output, diff), the title and a Markdown reply ending `HOSTILE-END` |
 //! | `title <t>` | a `session_info_update` with that title |
 //! | `slow N` | opens a tool call, then N chunks 50 ms apart; stops with `cancelled` on `session/cancel` |
 //! | `stream N` | N 8-character chunks as fast as possible |
@@ -69,6 +71,7 @@
 mod flags;
 mod scripts;
 mod sessions;
+mod showcase;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

@@ -28,7 +28,7 @@ async fn ask_permission(
 }
 
 /// [`ask_permission`] with the whole `toolCall` (an ACP `ToolCallUpdate`) as given.
-async fn ask_permission_for(
+pub(crate) async fn ask_permission_for(
     cx: &ConnectionTo<Client>,
     session: &str,
     tool_call: Value,
@@ -539,6 +539,15 @@ pub(crate) async fn prompt(
                 Ok(_) => say(cx, &format!("Wrote {path}."))?,
                 Err(e) => say(cx, &format!("Write failed: {}", e.message))?,
             }
+        }
+        "showcase" => {
+            let text = crate::showcase::showcase(cx, &sid, &session.cwd).await?;
+            usage = Some(crate::showcase::showcase_usage());
+            say(cx, &text)?;
+        }
+        "hostile" => {
+            let text = crate::showcase::hostile(cx, &sid)?;
+            say(cx, &text)?;
         }
         "plan" => {
             send(
