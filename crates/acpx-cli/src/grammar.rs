@@ -68,7 +68,14 @@ const GLOBAL_FLAGS: &[&str] = &[
 ];
 const HELP_FLAGS: &[&str] = &["--help", "-h", "--version", "-V"];
 /// The options of `prompt`, which may start the default command (`acpx codex -s api hi`).
-const PROMPT_OPTIONS: &[&str] = &["-s", "--session", "-f", "--file", "--no-wait"];
+const PROMPT_OPTIONS: &[&str] = &[
+    "-s",
+    "--session",
+    "-f",
+    "--file",
+    "--no-wait",
+    "--otlp-endpoint",
+];
 
 /// Whether `word` is an option of `prompt` (`-s`, `-sapi`, `--session=api`, `--no-wait`, …).
 fn is_prompt_option(word: &str) -> bool {
@@ -93,7 +100,7 @@ fn word_after_prompt_options(args: &[OsString], from: usize) -> Option<usize> {
         if is_prompt_option(a) {
             // `-s api` and `--file x` are followed by their value; `-sapi`, `--session=api`
             // and `--no-wait` are one word.
-            i += if ["-s", "--session", "-f", "--file"].contains(&a) {
+            i += if ["-s", "--session", "-f", "--file", "--otlp-endpoint"].contains(&a) {
                 2
             } else {
                 1
@@ -380,6 +387,10 @@ mod tests {
         );
         let (args, _) = split(&["-sapi", "--no-wait", "status", "please"]).unwrap();
         assert_eq!(args, ["status", "-sapi", "--no-wait", "please"]);
+        // `--otlp-endpoint` takes its value: the word after it is not the text.
+        let (args, agent) = split(&["--otlp-endpoint", "http://c", "claude", "fix"]).unwrap();
+        assert_eq!(args, ["prompt", "--otlp-endpoint", "http://c", "fix"]);
+        assert_eq!(agent.as_deref(), Some("claude"));
         // After `--` it stays text.
         let (args, _) = split(&["-s", "api", "--", "status"]).unwrap();
         assert_eq!(args, ["prompt", "-s", "api", "--", "status"]);
