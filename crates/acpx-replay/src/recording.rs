@@ -144,9 +144,10 @@ pub struct Recording {
     pub turns: Vec<RecordedTurn>,
 }
 
-/// Reads the whole log of `id` (page by page) into a [`Recording`].
+/// Reads the whole log of `id` (page by page) into a [`Recording`]. Of the snapshot only the
+/// summary is read (agent command and directory): a long conversation is not loaded twice.
 pub async fn read_recording(store: &dyn Store, id: &RecordId) -> ReplayResult<Recording> {
-    let record = store.load(id).await?;
+    let record = store.summary(id).await?;
     let mut events = Vec::new();
     let mut from = 1;
     loop {

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::cli::{CompareArgs, DiffArgs, ReplayArgs, ServeAgentArgs, Target};
 use crate::commands::runtime_cmds::{read_prompt, runtime_options};
-use crate::commands::select;
+use crate::commands::select_summary;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::table::{stdout_width, Table};
@@ -34,7 +34,7 @@ fn replay_error(e: ReplayError) -> CliError {
 
 /// `acpx [<agent>] replay SESSION [--until N]`.
 pub async fn replay(ctx: &Ctx, a: ReplayArgs) -> CliResult<()> {
-    let source = select(ctx, &target(&a.session)).await?;
+    let source = select_summary(ctx, &target(&a.session)).await?;
     let spec = ReplaySpec {
         source: source.acpx_record_id.clone(),
         // An agent named on the command line (positional or --agent); else the source's.
@@ -94,8 +94,8 @@ pub async fn replay(ctx: &Ctx, a: ReplayArgs) -> CliResult<()> {
 
 /// `acpx sessions diff A B`.
 pub async fn diff(ctx: &Ctx, a: DiffArgs) -> CliResult<()> {
-    let first = select(ctx, &target(&a.a)).await?;
-    let second = select(ctx, &target(&a.b)).await?;
+    let first = select_summary(ctx, &target(&a.a)).await?;
+    let second = select_summary(ctx, &target(&a.b)).await?;
     let store = ctx.store().await?;
     let ra = read_recording(&*store, &first.acpx_record_id)
         .await
@@ -189,7 +189,7 @@ pub async fn compare(ctx: &Ctx, a: CompareArgs) -> CliResult<()> {
 
 /// `acpx serve-agent SESSION [--fast]`: stdout belongs to the ACP connection from here on.
 pub async fn serve_agent(ctx: &Ctx, a: ServeAgentArgs) -> CliResult<()> {
-    let source = select(ctx, &target(&a.session)).await?;
+    let source = select_summary(ctx, &target(&a.session)).await?;
     let store = ctx.store().await?;
     let recording = read_recording(&*store, &source.acpx_record_id)
         .await

@@ -176,6 +176,62 @@ fn replay_until_n_to_another_agent_and_its_text_output() {
 }
 
 #[test]
+fn ctrl_c_cancels_the_replayed_turn_and_sends_no_more() {
+    use common::process::{finish, kill_child, spawn, wait_for};
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    let src = env.new_session(&agent);
+    prompt(&env, &agent, &[], "slow 60").ok();
+    prompt(&env, &agent, &[], "echo never sent").ok();
+    let child = spawn(&env, &["replay", &src]);
+    // The replay's session exists and its turn runs: its log has the prompt and an update.
+    let mut new = String::new();
+    wait_for("the replayed turn to start", || {
+        let list = env.run(&["--format", "json", "sessions", "list"]).json();
+        let Some(id) = list["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["acpxRecordId"].as_str())
+            .find(|id| *id != src)
+        else {
+            return false;
+        };
+        new = id.to_owned();
+        let events = env
+            .run(&[
+                "--format",
+                "json",
+                "sessions",
+                "events",
+                id,
+                "--type",
+                "session_update",
+            ])
+            .json_lines();
+        events.len() >= 3
+    });
+    kill_child(&child, libc::SIGINT);
+    let run = finish(child);
+    assert_eq!(run.code, 130, "{run:?}");
+    assert_eq!(run.stdout.trim(), new, "the new record id is printed first");
+    let doc = document(&env, &new);
+    assert_eq!(doc["closed"], true);
+    assert_eq!(
+        doc["acpx"]["last_turn"]["stop_reason"], "cancelled",
+        "{doc}"
+    );
+    let diff = env
+        .run(&["--format", "json", "sessions", "diff", &src, &new])
+        .ok()
+        .json();
+    assert_eq!(
+        diff["b"]["turns"], 1,
+        "the second prompt was not sent: {diff}"
+    );
+}
+
+#[test]
 fn compare_runs_each_agent_in_a_stored_session() {
     for backend in BACKENDS {
         let env = Env::new(backend);
