@@ -303,8 +303,8 @@ error -32602 naming the prompt expected. Gaps between events are kept up to 2 s 
     /// Print a shell completion script (e.g. `acpx completions bash > /etc/bash_completion.d/acpx`)
     Completions(CompletionsArgs),
 
-    /// Print the manual page (roff; e.g. `acpx man | man -l -`)
-    Man,
+    /// Print a manual page (roff; e.g. `acpx man | man -l -`, `acpx man sessions list`)
+    Man(ManArgs),
 
     /// The queue owner of one session (started by acpx itself, detached)
     #[command(name = "__owner", hide = true)]
@@ -391,6 +391,13 @@ pub struct DiffArgs {
     /// The second session
     #[arg(value_name = "B")]
     pub b: String,
+}
+
+/// `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print (`sessions list`: acpx-sessions-list(1)); none: acpx(1)
+    pub command: Vec<String>,
 }
 
 /// `completions`.

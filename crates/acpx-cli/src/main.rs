@@ -16,6 +16,7 @@ mod diagnostics;
 use acpx_runtime::durations;
 mod error;
 mod grammar;
+mod help;
 mod live;
 mod lookup;
 mod output;
@@ -88,6 +89,13 @@ fn early_format(pre: &grammar::Prescan, config: Option<&Config>) -> Format {
     }
 }
 
+/// Whether clap answered with a help text (or could not find `global` after `help`).
+fn help_kind(e: &clap::Error) -> bool {
+    use clap::error::ErrorKind as K;
+    let global = e.kind() == K::InvalidSubcommand && e.to_string().contains("'global'");
+    e.kind() == K::DisplayHelp || global
+}
+
 fn fail(format: Format, e: &CliError) -> i32 {
     if !e.already_reported {
         Out::new(format, false).error(e);
@@ -155,6 +163,18 @@ fn run(args: Vec<OsString>) -> i32 {
     grammar::compare_agents(&mut split.args);
     let cli = match Cli::try_parse_from(&split.args) {
         Ok(c) => c,
+        // A command's help without the global options (`acpx help global` has those).
+        Err(e) if help_kind(&e) => match help::for_args(&split.args) {
+            Some(text) => {
+                output::Out::new(Format::Text, false).raw(&text);
+                return 0;
+            }
+            None if split.agent.as_deref() == Some(agents::DEMO_AGENT) => {
+                output::Out::new(Format::Text, false).raw(&help::demo_help());
+                return 0;
+            }
+            None => return clap_error(format, e),
+        },
         Err(e) => return clap_error(format, e),
     };
     let json_strict = cli.global.json_strict;

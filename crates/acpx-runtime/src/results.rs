@@ -106,11 +106,13 @@ pub fn session_ensured(
     action("session_ensured", m)
 }
 
-/// `prompt_queued`: a `--no-wait` prompt accepted by the session's queue owner.
-pub fn prompt_queued(id: &RecordId, request_id: &str) -> Value {
+/// `prompt_queued`: a `--no-wait` prompt accepted by the session's queue owner, and its place
+/// in the session's queue (`position` 1: it runs next or now).
+pub fn prompt_queued(id: &RecordId, request_id: &str, position: usize) -> Value {
     let mut m = Map::new();
     m.insert("acpxRecordId".into(), json!(id.as_str()));
     m.insert("requestId".into(), json!(request_id));
+    m.insert("position".into(), json!(position));
     action("prompt_queued", m)
 }
 
@@ -468,9 +470,9 @@ mod tests {
     #[test]
     fn action_comes_first_and_keys_keep_their_order() {
         let id = RecordId::parse("0b7d7a86-1f6e-4b8f-9a8e-3c2f1d0e9a71").unwrap();
-        let v = prompt_queued(&id, "req-1");
+        let v = prompt_queued(&id, "req-1", 1);
         let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys, ["action", "acpxRecordId", "requestId"]);
+        assert_eq!(keys, ["action", "acpxRecordId", "requestId", "position"]);
         let v = sessions_pruned(Vec::new(), true);
         assert_eq!(v["count"], 0);
         assert_eq!(v["dryRun"], true);

@@ -69,6 +69,7 @@
 #![warn(missing_docs)]
 
 mod flags;
+mod script_words;
 mod scripts;
 mod sessions;
 mod showcase;
@@ -82,6 +83,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, Handled, Stdio, UntypedMessage};
 use serde_json::{json, Value};
 
+pub use crate::script_words::SCRIPT_WORDS;
 use crate::flags::Flags;
 use crate::scripts::prompt;
 use crate::sessions::{

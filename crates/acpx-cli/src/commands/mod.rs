@@ -33,7 +33,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
         Command::Owner(a) => runtime_cmds::owner_main(ctx, a).await,
         Command::Fsck(a) => fsck::run(ctx, a).await,
         Command::Completions(a) => shell::completions(ctx, a.shell),
-        Command::Man => shell::man(ctx),
+        Command::Man(a) => shell::man(ctx, &a.command),
         Command::Migrate(a) => migrate::run(ctx, a).await,
         Command::Replay(a) => replay::replay(ctx, a).await,
         Command::Compare(a) => replay::compare(ctx, a).await,

@@ -327,3 +327,101 @@ fn an_error_after_partial_output_starts_on_a_new_line() {
         "the partial line is ended: {stdout:?}"
     );
 }
+
+/// The `acpx-<command>(1)` pages a page names.
+fn named_pages(page: &str) -> Vec<String> {
+    page.lines()
+        .filter_map(|l| {
+            let l = l.replace("\\-", "-");
+            l.strip_prefix("acpx-")?
+                .strip_suffix("(1)")
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn every_page_the_manual_names_exists_and_examples_keep_their_lines() {
+    let env = Env::new("fs");
+    let top = env.run(&["man"]).ok();
+    assert!(top.stdout.contains(".nf\nUsage forms:"), "not reflowed");
+    let mut pages = named_pages(&top.stdout);
+    assert!(pages.contains(&"sessions".to_owned()), "{}", top.stdout);
+    let mut seen = 0;
+    while let Some(page) = pages.pop() {
+        let words: Vec<&str> = page.split('-').collect();
+        // A word of a command name may hold a dash (`set-mode`): try the longest names first.
+        let mut args = vec!["man"];
+        args.extend(&words);
+        let r = env.run(&args);
+        let r = if r.code == 0 {
+            r
+        } else {
+            env.run(&["man", &page])
+        };
+        assert_eq!(
+            r.code, 0,
+            "acpx-{page}(1) is named but `acpx man` cannot print it: {r:?}"
+        );
+        assert!(r.stdout.contains(".TH"), "{page}");
+        assert!(
+            !r.stdout.contains("GLOBAL OPTIONS"),
+            "{page}: the global options are on acpx(1)"
+        );
+        pages.extend(named_pages(&r.stdout));
+        seen += 1;
+    }
+    assert!(seen > 20, "{seen} pages");
+    assert_eq!(env.run(&["man", "nope"]).code, 2);
+}
+
+#[test]
+fn a_commands_help_points_at_the_global_options_instead_of_repeating_them() {
+    let env = Env::new("fs");
+    let h = env.run(&["sessions", "list", "--help"]).ok();
+    assert!(
+        h.stdout.contains("Usage: acpx sessions list"),
+        "{}",
+        h.stdout
+    );
+    assert!(!h.stdout.contains("--approve-reads"), "{}", h.stdout);
+    assert!(h.stdout.contains("acpx help global"), "{}", h.stdout);
+    let g = env.run(&["help", "global"]).ok();
+    assert!(
+        g.stdout.contains("--approve-reads") && g.stdout.contains("--store"),
+        "{}",
+        g.stdout
+    );
+    let d = env.run(&["demo", "--help"]).ok();
+    for word in ["write-file <path>", "terminal", "slow N", "echo <text>"] {
+        assert!(d.stdout.contains(word), "{word}: {}", d.stdout);
+    }
+}
+
+#[test]
+fn a_prompt_queued_without_waiting_says_where_it_is() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    env.run(&["--agent", &agent, "sessions", "new"]).ok();
+    let r = env
+        .run(&["--agent", &agent, "prompt", "--no-wait", "slow", "40"])
+        .ok();
+    let line = r.stdout.trim();
+    assert!(line.starts_with("queued "), "{line}");
+    assert!(line.ends_with(" as #1 (see `acpx status`)"), "{line}");
+    let q = env
+        .run(&[
+            "--format",
+            "json",
+            "--agent",
+            &agent,
+            "prompt",
+            "--no-wait",
+            "echo hi",
+        ])
+        .ok()
+        .json();
+    assert_eq!(q["action"], "prompt_queued", "{q}");
+    assert!(q["position"].as_u64().is_some_and(|p| p >= 1), "{q}");
+    env.run(&["--agent", &agent, "cancel"]);
+}

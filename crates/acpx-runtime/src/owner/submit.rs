@@ -82,6 +82,8 @@ pub enum Submitted {
     Queued {
         /// The turn's `requestId` in the log.
         request_id: String,
+        /// Tasks of the session ahead of it when it was accepted (the one running included).
+        queue_depth: usize,
     },
     /// The turn ended, however it went.
     Finished(Box<TurnOutcome>),
@@ -308,7 +310,10 @@ pub async fn prompt(
             None => return Err(SubmitError::Wire(WireError::disconnected())),
             Some(Response::Accepted { queue_depth, .. }) => {
                 if !wait {
-                    return Ok(Submitted::Queued { request_id });
+                    return Ok(Submitted::Queued {
+                        request_id,
+                        queue_depth,
+                    });
                 }
                 if queue_depth > 0 {
                     events(SubmitEvent::Queued(queue_depth));

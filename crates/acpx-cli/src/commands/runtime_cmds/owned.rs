@@ -186,9 +186,18 @@ pub(super) async fn prompt(
     .map_err(submit_error)?;
     match submitted {
         Submitted::Finished(outcome) => Ok(Some(*outcome)),
-        Submitted::Queued { request_id } => {
+        Submitted::Queued {
+            request_id,
+            queue_depth,
+        } => {
+            let position = queue_depth + 1;
             if ctx.out.is_json() {
-                ctx.out.json(&results::prompt_queued(id, &request_id));
+                ctx.out
+                    .json(&results::prompt_queued(id, &request_id, position));
+            } else if ctx.out.is_text() {
+                ctx.out.line(&format!(
+                    "queued {request_id} as #{position} (see `acpx status`)"
+                ));
             } else {
                 ctx.out.line(&request_id);
             }
