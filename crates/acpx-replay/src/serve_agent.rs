@@ -12,9 +12,10 @@
 //! `session/load` of any session id replays, as ACP asks, the turns played so far (their
 //! prompts as `user_message_chunk`s, then their updates), without pauses or questions. A
 //! client that reattaches starts a new process (a `--no-owner` prompt, a restarted queue
-//! owner), which cannot know how far the earlier one got: after a load, the next prompt is
-//! matched with the first recorded turn from there on that has its text, and from then on
-//! each prompt must again be the next one.
+//! owner), which cannot know how far the earlier one got: after a load, a prompt is matched
+//! with the first recorded turn from there on that has its text (a prompt that matches none
+//! is refused, and the next one is matched the same way), and once one matched, each prompt
+//! must again be the next one.
 //! `session/cancel` ends the turn being played with `cancelled`.
 
 use std::sync::{Arc, Mutex};
@@ -190,7 +191,9 @@ impl Player {
         };
         let text = prompt_text(params.get("prompt"));
         let mut index = *lock(&self.played);
-        if std::mem::take(&mut *lock(&self.resync)) {
+        // After a load the position is unknown until a prompt matches a recorded turn.
+        let resyncing = *lock(&self.resync);
+        if resyncing {
             if let Some(found) = (index..self.recording.turns.len())
                 .find(|&i| self.recording.turns[i].prompt_text() == text)
             {
@@ -211,13 +214,19 @@ impl Player {
             return Err(Error::new(
                 -32602,
                 format!(
-                    "this prompt is not the recording's turn {}: expected {expected:?}, got {text:?}",
-                    index + 1
+                    "this prompt is not the recording's turn {}: expected {expected:?}{}, got {text:?}",
+                    index + 1,
+                    if resyncing {
+                        " (or, after a reattach, a later recorded prompt)"
+                    } else {
+                        ""
+                    }
                 ),
             )
             .data(json!({"turn": index + 1, "expectedPrompt": turn.prompt})));
         }
         *lock(&self.played) = index + 1;
+        *lock(&self.resync) = false;
         self.play(turn, session, cx).await
     }
 
