@@ -15,6 +15,9 @@ pub(crate) struct Flags {
     pub(crate) close: bool,
     pub(crate) resume_unsupported: bool,
     pub(crate) models: bool,
+    /// No model selection in the session answer (modes only), yet `session/set_config_option`
+    /// with configId `model` is served and `session/set_model` is not: pydantic-acp 1.10.0.
+    pub(crate) unadvertised_model: bool,
     pub(crate) refuse_mode: Option<String>,
     pub(crate) cancel_on_deny: bool,
     pub(crate) state_dir: Option<PathBuf>,
@@ -69,6 +72,7 @@ impl Flags {
                     f.resume_unsupported = true;
                 }
                 "--models" => f.models = true,
+                "--unadvertised-model" => f.unadvertised_model = true,
                 "--refuse-mode" => {
                     f.refuse_mode = Some(it.next().ok_or("--refuse-mode needs a mode id")?)
                 }

@@ -50,6 +50,9 @@
 //! `session/close`), `--resume-unsupported` (advertise resume but answer it with -32601, as
 //! pydantic-acp does), `--models` (no model config
 //! option; answers carry the unstable `models` and `session/set_model` is served),
+//! `--unadvertised-model` (session answers carry modes only, no model option and no `models`;
+//! `session/set_config_option` with configId `model` is still served and `session/set_model`
+//! answers -32601, as pydantic-acp 1.10.0 does),
 //! `--refuse-mode <id>` (`session/set_mode` to that mode fails with -32603),
 //! `--cancel-on-deny` (a refused permission ends the turn with stopReason `cancelled`, as
 //! codex does), `--state-dir <dir>`, `--require-auth <method-id>` (advertise that auth method;
@@ -83,8 +86,8 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, Handled, Stdio, UntypedMessage};
 use serde_json::{json, Value};
 
-pub use crate::script_words::SCRIPT_WORDS;
 use crate::flags::Flags;
+pub use crate::script_words::SCRIPT_WORDS;
 use crate::scripts::prompt;
 use crate::sessions::{
     authenticate, check_authenticated, close_session, fork_session, initialize, load_session,

@@ -122,7 +122,7 @@ pub(crate) fn session_answer(state: &AgentState, s: &SessionState, extra: Value)
                 {"modelId": "large", "name": "Large"}
             ]
         });
-    } else {
+    } else if !state.flags.unadvertised_model {
         v["configOptions"] = config_options(&s.model);
     }
     if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
@@ -416,6 +416,10 @@ pub(crate) fn set_config(state: &AgentState, params: &Value) -> Result<Value, Er
     let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
     let s = sessions.get_mut(&id).ok_or_else(|| not_found(&id))?;
     s.model = value;
+    if state.flags.unadvertised_model {
+        // pydantic-acp answers with its other options, none of them the model.
+        return Ok(json!({"configOptions": []}));
+    }
     Ok(json!({"configOptions": config_options(&s.model)}))
 }
 

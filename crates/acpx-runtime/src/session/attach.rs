@@ -457,6 +457,9 @@ impl Setup<'_> {
                 "clientCapabilities": {
                     "fs": {"readTextFile": opts.fs, "writeTextFile": opts.fs},
                     "terminal": opts.terminal,
+                    // Agents (pydantic-acp) send their config options, the model among them,
+                    // only to a client that says it takes them; booleans are set with `set`.
+                    "session": {"configOptions": {"boolean": {}}},
                 },
                 "clientInfo": {"name": "acpx", "version": env!("CARGO_PKG_VERSION")},
             }),

@@ -60,7 +60,7 @@ pub(super) enum ModelRoute {
     ConfigOption(String),
     /// The unstable `session/set_model` (the session answer listed `models`).
     SetModel,
-    /// The agent offers no model selection.
+    /// The session answer offers no model selection: both requests are tried in turn.
     Unavailable,
 }
 
@@ -108,9 +108,32 @@ pub(super) async fn apply_model(
                 .await
         }
         ModelRoute::SetModel => controls.set_model_rpc(model).await.map(|()| Vec::new()),
-        ModelRoute::Unavailable => Err(RuntimeError::InvalidInput(format!(
-            "the agent has no model selection (no `model` config option and no `models` in its session answer); cannot select {model:?}"
+        ModelRoute::Unavailable => probe_model(controls, model).await,
+    }
+}
+
+/// Selects `model` on an agent whose session answer offers no model selection: real agents
+/// (pydantic-acp) still accept `session/set_config_option` with configId `model`, others
+/// the unstable `session/set_model`; both are tried, in that order. A -32602 (invalid params)
+/// from the first is the agent refusing this model and is returned as is; when both refuse,
+/// the error carries both of the agent's own messages.
+async fn probe_model(controls: &Controls<'_>, model: &str) -> RuntimeResult<Vec<Value>> {
+    let by_option = match controls
+        .set_config_option_as("model", json!(model), true)
+        .await
+    {
+        Ok(options) => return Ok(options),
+        Err(RuntimeError::Agent { error, .. }) if error.code != -32602 => error,
+        Err(other) => return Err(other),
+    };
+    match controls.set_model_rpc(model).await {
+        Ok(()) => Ok(Vec::new()),
+        Err(RuntimeError::Agent { error, .. }) => Err(RuntimeError::InvalidInput(format!(
+            "the agent offers no model selection in its session answer and refused both ways \
+             to select {model:?}: `session/set_config_option` (configId `model`) failed: \
+             {by_option}; `session/set_model` failed: {error}"
         ))),
+        Err(other) => Err(other),
     }
 }
 
@@ -210,8 +233,9 @@ async fn not_restored(
 impl Session {
     /// Selects the model (`--model`, `set model`): through the agent's model config option
     /// (id or category `model`) with `session/set_config_option`, else the unstable
-    /// `session/set_model` when the session answer listed `models`, else an error saying the
-    /// agent has no model selection. The record keeps it as the desired model, set again after
+    /// `session/set_model` when the session answer listed `models`, else both in turn (an
+    /// agent may accept either without advertising it), with the agent's errors when both
+    /// refuse. The record keeps it as the desired model, set again after
     /// every attach. Returns the agent's updated config options (empty for `set_model`) and
     /// whether the config option route was used.
     pub async fn set_model(&mut self, model_id: &str) -> RuntimeResult<(Vec<Value>, bool)> {

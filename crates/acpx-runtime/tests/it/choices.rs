@@ -20,6 +20,7 @@ backend_tests! {
     mcp_servers_are_sent_and_kept => mcp_servers;
     the_model_is_set_through_session_set_model => set_model_rpc;
     the_model_is_set_through_its_config_option => set_model_config;
+    an_unadvertised_model_option_is_tried_first => set_model_unadvertised;
     a_refused_write_counts_as_a_denied_permission => gate_stats;
     no_terminal_under_fail_fails_the_turn => prompt_unavailable;
 }
@@ -274,6 +275,34 @@ async fn set_model_config(env: Env) {
     s.shutdown().await.unwrap();
     let ev = env.events(&id).await;
     assert_eq!(lifecycle(&ev, "choice_not_restored").len(), 1);
+}
+
+/// An agent whose session answer offers no model selection (pydantic-acp 1.10.0) still takes
+/// the model through `session/set_config_option` with configId `model`; a model it refuses is
+/// the agent's invalid params, and the chosen model is set again after reattach.
+async fn set_model_unadvertised(env: Env) {
+    let rt = env.runtime(RuntimeOptions::default());
+    let mut s = rt
+        .open_new(env.spec(env.loading_agent("--unadvertised-model")))
+        .await
+        .unwrap();
+    let id = s.id().clone();
+    s.set_model("large").await.unwrap();
+    let refused = s.set_model("huge").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("no model \"huge\""),
+        "{refused}"
+    );
+    s.shutdown().await.unwrap();
+    assert_eq!(
+        env.stored(&id).await.acpx.extra["desired_model_id"],
+        json!("large")
+    );
+    let mut s = rt.open_existing(&id).await.unwrap();
+    assert!(s.notices().is_empty(), "{:?}", s.notices());
+    let out = s.prompt(text_prompt("state")).await.unwrap();
+    assert!(out.agent_text.contains("model=large"), "{}", out.agent_text);
+    s.shutdown().await.unwrap();
 }
 
 async fn gate_stats(env: Env) {
