@@ -94,11 +94,20 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
 /// its middle when the terminal is narrower than the table.
 fn sessions_table(ctx: &Ctx, sessions: &[acpx_model::SessionSummary]) -> Vec<String> {
     let printable = acpx_runtime::transcript::printable;
-    let mut t = Table::new(&["ID", "STATE", "LAST USED", "AGENT", "NAME", "CWD", "MSGS", "TITLE"])
-        .right(6)
-        .shrink(7)
-        .shrink(5)
-        .shrink(3);
+    let mut t = Table::new(&[
+        "ID",
+        "STATE",
+        "LAST USED",
+        "AGENT",
+        "NAME",
+        "CWD",
+        "MSGS",
+        "TITLE",
+    ])
+    .right(6)
+    .shrink(7)
+    .shrink(5)
+    .shrink(3);
     for s in sessions {
         let agent = ctx
             .registry
@@ -578,12 +587,12 @@ pub async fn search(ctx: &Ctx, a: SearchArgs) -> CliResult<()> {
         ]);
     }
     if !hits.is_empty() {
-        ctx.out.lines(t.render(table::stdout_width(), |row, col, cell| {
-            match (row, col) {
+        ctx.out.lines(
+            t.render(table::stdout_width(), |row, col, cell| match (row, col) {
                 (None, _) | (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
                 _ => cell.to_owned(),
-            }
-        }));
+            }),
+        );
     }
     Ok(())
 }

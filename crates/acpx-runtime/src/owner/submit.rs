@@ -89,6 +89,15 @@ pub enum Submitted {
     Finished(Box<TurnOutcome>),
 }
 
+impl Submitted {
+    fn queued(request_id: String, queue_depth: usize) -> Submitted {
+        Submitted::Queued {
+            request_id,
+            queue_depth,
+        }
+    }
+}
+
 /// Why talking to the queue owner failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -310,10 +319,7 @@ pub async fn prompt(
             None => return Err(SubmitError::Wire(WireError::disconnected())),
             Some(Response::Accepted { queue_depth, .. }) => {
                 if !wait {
-                    return Ok(Submitted::Queued {
-                        request_id,
-                        queue_depth,
-                    });
+                    return Ok(Submitted::queued(request_id, queue_depth));
                 }
                 if queue_depth > 0 {
                     events(SubmitEvent::Queued(queue_depth));

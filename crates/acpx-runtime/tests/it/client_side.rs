@@ -507,7 +507,11 @@ async fn terminal_denied(env: Env) {
         ..RuntimeOptions::default()
     };
     let (out, _, ev) = run_one(&env, o, &format!("terminal touch {}", marker.display())).await;
-    assert!(out.agent_text.starts_with("exit=Some(0)"), "{}", out.agent_text);
+    assert!(
+        out.agent_text.starts_with("exit=Some(0)"),
+        "{}",
+        out.agent_text
+    );
     assert!(marker.exists());
     let create = &client_ops(&ev, "terminal/create")[0].payload;
     assert_eq!(create["status"], "completed", "{create}");
