@@ -288,6 +288,12 @@ Compare the two with `acpx sessions diff SOURCE NEW`."
 
     /// Send one prompt to several agents at once, each in a new stored session, and show
     /// their stop reasons, tokens, cost and wall time side by side
+    #[command(
+        after_help = "The agents: one --agent for each (repeatable), a name from `acpx config show` or a command line,\n\
+e.g. acpx compare 'fix the test' --agent codex --agent claude --agent './my-agent --acp'.\n\
+Each run is a stored session of its own in this directory (closed after its turn); the table's\n\
+RECORD ID opens it: acpx sessions read <id>, acpx sessions diff <id> <other id>."
+    )]
     Compare(CompareArgs),
 
     /// Speak ACP on stdin/stdout as the agent of a recorded session: its capabilities, its
