@@ -471,7 +471,16 @@ pub(crate) fn open_writer(
     }
     let mut len = file.metadata().map_err(io)?.len();
     let torn = set_aside_if_torn(layout, id, &file, len)?;
-    if torn.is_some() {
+    if let Some(t) = &torn {
+        // Found while opening a writer: said here. `fsck --repair` (set_aside_active)
+        // reports what it set aside itself, so it is not said twice there.
+        tracing::warn!(
+            session = %id,
+            file = %path.display(),
+            bytes = t.bytes,
+            moved_to = %t.location,
+            "the event log ended with an incomplete line (an interrupted write); moved it aside"
+        );
         len = file.metadata().map_err(io)?.len();
     }
     let older = probe_older(layout, id, max_segments).map_err(io)?;
@@ -547,13 +556,6 @@ pub(crate) fn set_aside_if_torn(
     file.set_len(end).map_err(io)?;
     file.sync_all().map_err(io)?;
     fsync_dir(layout.dir()).map_err(|e| io_err(layout.dir(), e))?;
-    tracing::warn!(
-        session = %id,
-        file = %active.display(),
-        bytes = len - end,
-        moved_to = %torn_path.display(),
-        "the event log ended with an incomplete line (an interrupted write); moved it aside"
-    );
     Ok(Some(TornTail {
         location: torn_path.display().to_string(),
         bytes: len - end,

@@ -425,3 +425,52 @@ fn a_prompt_queued_without_waiting_says_where_it_is() {
     assert!(q["position"].as_u64().is_some_and(|p| p >= 1), "{q}");
     env.run(&["--agent", &agent, "cancel"]);
 }
+
+#[test]
+fn fsck_counts_what_it_skipped_and_repairs_without_a_raw_warning() {
+    let env = Env::new("fs");
+    let agent = env.agent_cmd("");
+    let id = env.new_session(&agent);
+    // A torn tail: the report says it was set aside, and no raw ` WARN …` line says it again.
+    let log = env
+        .home()
+        .join("sessions")
+        .join(format!("{id}.events.ndjson"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(br#"{"seq": 99, "trunc"#).unwrap();
+    drop(f);
+    let r = env.run(&["fsck"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(
+        r.stderr.matches("acpx fsck --repair").count(),
+        1,
+        "one hint: {}",
+        r.stderr
+    );
+    let r = env.run(&["fsck", "--repair"]).ok();
+    assert!(!r.stderr.contains("WARN"), "{}", r.stderr);
+    assert!(r.stderr.contains("1 repaired"), "{}", r.stderr);
+    // A session whose turn is running is skipped, and the summary says so.
+    env.run(&["--agent", &agent, "prompt", "--no-wait", "slow", "400"])
+        .ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let r = loop {
+        let r = env.run(&["fsck"]);
+        if r.stderr.contains("skipped 1 in use") || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        r.stderr.contains("checked 0 session(s), skipped 1 in use"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("to check a skipped session").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    env.run(&["--agent", &agent, "cancel"]);
+}
