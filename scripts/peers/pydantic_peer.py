@@ -11,6 +11,11 @@ pydantic-acp's own `FileSessionStore`, so `session/load` works across agent proc
 lives only in this process's memory, as real agents keep it: a new agent process starts in
 `ask` unless the client sets the mode again.
 
+The peer offers two models, `alpha` (its default) and `beta`, and each reply ends with
+`; model=<the model that answered>`. With `PYD_PEER_MODEL_OPTION=hidden` its session answers
+list no `model` config option, yet `session/set_config_option` with configId `model` still
+selects one (and the unstable `session/set_model` is refused): the shape acpx must probe.
+
 A prompt `read-note <name>` makes the model call the `read_note` tool first (a tool call with
 a result of about 2 KB, as a file read gives), then reply as above.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic_acp import AdapterConfig, FileSessionStore, ModeState, run_acp
+from pydantic_acp import AdapterConfig, AdapterModel, FileSessionStore, ModeState, run_acp
 from acp.schema import SessionMode
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -57,6 +62,18 @@ class InMemoryModes:
         return ModeState(modes=MODES, current_mode_id=mode_id)
 
 
+def _model(name: str) -> FunctionModel:
+    """The scripted model called `name`: its replies say which model answered."""
+
+    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        response = _reply(messages, info)
+        if isinstance(response.parts[0], TextPart):
+            response.parts[0] = TextPart(f"{response.parts[0].content}; model={name}")
+        return response
+
+    return FunctionModel(reply, model_name=name)
+
+
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     last = messages[-1] if messages else None
     if isinstance(last, ModelRequest):
@@ -80,7 +97,8 @@ def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 def main() -> None:
     root = Path(os.environ.get("PYD_PEER_SESSIONS", Path.cwd() / ".pyd-peer-sessions"))
-    agent = Agent(FunctionModel(_reply), name="pydantic-peer")
+    models = {name: _model(name) for name in ("alpha", "beta")}
+    agent = Agent(models["alpha"], name="pydantic-peer")
 
     @agent.tool_plain
     def read_note(name: str) -> str:
@@ -92,6 +110,11 @@ def main() -> None:
             session_store=FileSessionStore(root=root),
             modes_provider=InMemoryModes(),
             replay_history_on_load=True,
+            available_models=[
+                AdapterModel(model_id=name, name=name.title(), override=model)
+                for name, model in models.items()
+            ],
+            enable_model_config_option=os.environ.get("PYD_PEER_MODEL_OPTION") != "hidden",
         ),
     )
 

@@ -407,3 +407,62 @@ fn a_tool_call_is_stored_whole_after_later_turns_fs() {
 fn a_tool_call_is_stored_whole_after_later_turns_sqlite() {
     a_tool_call_is_stored_whole_after_later_turns("sqlite");
 }
+
+/// Model selection on an agent that lists no `model` option in its session answers
+/// (`PYD_PEER_MODEL_OPTION=hidden`, pydantic-acp's `enable_model_config_option=False`) and
+/// refuses the unstable `session/set_model` with -32601, yet accepts
+/// `session/set_config_option` with configId `model`: `set model beta` succeeds through that
+/// probe, and the model stays beta in the warm owner, after a `--no-owner` reattach and in
+/// a new owner (the choice is replayed on every reattach).
+fn a_hidden_model_option_is_set_and_kept(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let mut env = peer_env(backend);
+    env.extra_env
+        .push(("PYD_PEER_MODEL_OPTION".into(), "hidden".into()));
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    let says = |r: &Run, text: &str| {
+        assert!(
+            r.stdout.contains(text),
+            "{text:?}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    };
+
+    run(&["sessions", "new"]).ok();
+    says(&run(&["prompt", "one"]).ok(), "heard=one; model=alpha");
+    let set = run(&["--ttl", "1", "set", "model", "beta"]).ok();
+    says(&set, "model set to beta");
+    says(&run(&["prompt", "two"]).ok(), "heard=one | two; model=beta");
+    says(
+        &run(&["--no-owner", "prompt", "three"]).ok(),
+        "heard=one | two | three; model=beta",
+    );
+    // The owner started with `--ttl 1` stops; the next command starts a new one.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while run(&["--format", "json", "status"]).ok().json()["status"] == "alive" {
+        assert!(std::time::Instant::now() < deadline, "the owner stays");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    says(
+        &run(&["prompt", "four"]).ok(),
+        "heard=one | two | three | four; model=beta",
+    );
+    let shown = run(&["--format", "json", "sessions", "show"]).ok().json();
+    assert!(
+        shown.to_string().contains("beta"),
+        "the record keeps the model: {shown}"
+    );
+    run(&["sessions", "close"]).ok();
+}
+
+#[test]
+fn a_hidden_model_option_is_set_and_kept_fs() {
+    a_hidden_model_option_is_set_and_kept("fs");
+}
+
+#[test]
+fn a_hidden_model_option_is_set_and_kept_sqlite() {
+    a_hidden_model_option_is_set_and_kept("sqlite");
+}
