@@ -44,3 +44,4 @@ mod timeout_exit;
 mod turn_commands;
 mod usage;
 mod usage_report;
+mod viewer_html;

@@ -20,8 +20,9 @@ pub const STYLE: &str = r#"
 --warn:#d29922;--warnbg:#272115;--err:#f85149;--errbg:#25171c;--chg:#a371f7;--user:#0c2d6b}}
 *{box-sizing:border-box}
 body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
-header.session{padding:16px 24px;border-bottom:1px solid var(--line);background:var(--soft)}
-header.session h1{margin:0 0 6px;font-size:20px}
+header.session{padding:16px 24px;border-bottom:1px solid var(--line);background:var(--soft);
+display:flex;flex-wrap:wrap;gap:8px 48px;align-items:flex-start}
+header.session h1{margin:0;font-size:20px;flex-basis:100%;overflow-wrap:anywhere}
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;font-size:13px}
 dl.meta dt{color:var(--muted)}dl.meta dd{margin:0;word-break:break-all}
 .toolbar{position:sticky;top:0;z-index:2;display:flex;gap:12px;align-items:center;padding:8px 24px;
@@ -78,7 +79,7 @@ details>summary{cursor:pointer;color:var(--muted)}
 .end.failed{background:var(--errbg)}
 .end .reason{font-weight:600}
 .usage{color:var(--muted)}
-#summary table{border-collapse:collapse;font-size:13px;margin:8px 0}
+#summary table{border-collapse:collapse;font-size:13px;margin:0}
 #summary td,#summary th{padding:2px 12px 2px 0;text-align:left}
 #summary th{color:var(--muted);font-weight:400}
 .more{color:var(--muted);font-size:12px}
