@@ -373,6 +373,26 @@ async fn bench_many_sessions(backend: &str, dir: &Path, scale: &Scale) -> BenchR
         );
     }
 
+    // `sessions usage` over every session, as a new CLI process runs it: the summaries'
+    // usage (every store keeps it with the summary) summed and grouped, no conversation read.
+    let fresh = reopen(backend, &dir.join("list"), store.clone()).await?;
+    let t = Instant::now();
+    let (report, _) = acpx_runtime::ops::usage::report_all(
+        &*fresh,
+        acpx_model::UsageGrouping::Session,
+        &Default::default(),
+    )
+    .await
+    .map_err(err)?;
+    println!(
+        "| sessions usage, new handle (steady state) | {} | {:.1} |",
+        report.totals.sessions,
+        ms(t.elapsed())
+    );
+    if report.totals.reported_sessions != report.totals.sessions {
+        return Err("sessions usage lost a session's usage".into());
+    }
+
     bench_lookup(backend, &dir.join("list"), dir, store.clone()).await?;
 
     println!(
@@ -689,6 +709,14 @@ async fn create_conversation(store: &Arc<dyn Store>, n: u64) -> BenchResult<Reco
             record.thread.messages.push(Message::Agent(a));
         }
     }
+    // What an agent reports (`sessions usage` sums it): a turn's tokens and the cost.
+    record.thread.cumulative_token_usage.input_tokens = 1_200 + n % 100;
+    record.thread.cumulative_token_usage.output_tokens = 300;
+    record.acpx.extra.insert(
+        "context_usage".into(),
+        serde_json::json!({"used": 1_500, "size": 200_000,
+            "cost": {"amount": 0.012, "currency": "USD"}}),
+    );
     store.create(&mut record).await.map_err(err)?;
     Ok(id)
 }
