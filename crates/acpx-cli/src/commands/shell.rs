@@ -65,7 +65,7 @@ pub fn man(ctx: &Ctx, path: &[String]) -> CliResult<()> {
     let top = path.is_empty();
     let has_args = cmd.get_arguments().any(|a| !a.is_hide_set());
     let has_subs = cmd.get_subcommands().any(|s| !s.is_hide_set());
-    let man = clap_mangen::Man::new(cmd).title(name.to_uppercase());
+    let man = clap_mangen::Man::new(cmd).title(name.clone());
     let mut page = Vec::new();
     let rendered = (|| {
         man.render_title(&mut page)?;
