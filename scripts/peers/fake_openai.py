@@ -64,7 +64,10 @@ def _prompts(messages) -> list[str]:
     for m in messages:
         if m.get("role") != "user":
             continue
-        found = [t.strip() for t in _texts(m.get("content")) if t.strip().startswith("p:")]
+        # By line: an agent may join a prompt's text blocks into one text (a fork's first
+        # prompt has the copied conversation in a block before the test's own).
+        lines = [line.strip() for t in _texts(m.get("content")) for line in t.splitlines()]
+        found = [line for line in lines if line.startswith("p:")]
         if found:
             prompts.append(found[-1][2:].strip())
     return prompts

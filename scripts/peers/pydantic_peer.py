@@ -74,14 +74,18 @@ def _model(name: str) -> FunctionModel:
     return FunctionModel(reply, model_name=name)
 
 
+def _text(part: UserPromptPart) -> str:
+    """A user message's text: a prompt of several text blocks comes as a list, joined here."""
+    if isinstance(part.content, str):
+        return part.content
+    return "\n".join(c for c in part.content if isinstance(c, str))
+
+
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     last = messages[-1] if messages else None
     if isinstance(last, ModelRequest):
         returned = any(isinstance(p, ToolReturnPart) for p in last.parts)
-        prompt = next(
-            (p.content for p in last.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)),
-            "",
-        )
+        prompt = next((_text(p) for p in last.parts if isinstance(p, UserPromptPart)), "")
         if not returned and prompt.startswith("read-note "):
             name = prompt.split(" ", 1)[1].strip()
             return ModelResponse(parts=[ToolCallPart(tool_name="read_note", args={"name": name})])
@@ -89,8 +93,8 @@ def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     for message in messages:
         if isinstance(message, ModelRequest):
             for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    heard.append(part.content)
+                if isinstance(part, UserPromptPart):
+                    heard.append(_text(part))
     text = f"mode={_last_mode['id']}; turns={len(heard)}; heard={' | '.join(heard)}"
     return ModelResponse(parts=[TextPart(text)])
 

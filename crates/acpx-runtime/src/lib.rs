@@ -136,6 +136,7 @@ pub mod durations;
 pub mod error;
 pub mod error_kind;
 pub(crate) mod flow;
+mod fork_context;
 pub mod live;
 pub mod mapping;
 pub mod mcp_servers;

@@ -81,6 +81,12 @@ pub(crate) async fn run(
     // react to that event (the CLI prints it), and a cancel that arrives before the prompt
     // request is sent must not be answered "nothing running" and lost. `drive` sends
     // `session/cancel` after `session/prompt`, so the agent sees them in that order.
+    // A fork by copy's first prompt carries the copied conversation to the agent (see
+    // `fork_context`); read before `prompt_started` adds the user's message.
+    let context = match p.core.recorder.lock().await.as_ref() {
+        Some(r) => crate::fork_context::copied_conversation(r.snapshot()),
+        None => None,
+    };
     let cancel_rx = p.cancel.start();
     let started = p
         .core
@@ -96,6 +102,10 @@ pub(crate) async fn run(
         set_turn_observer(&p, None, false).await;
         return Err(e);
     }
+    let prompt = match context {
+        Some(c) => crate::fork_context::with_context(prompt, &c),
+        None => prompt,
+    };
     let result = drive(&p, cancel_rx, &acp, &request_id, &user_id, prompt).await;
     p.cancel.stop();
     set_turn_observer(&p, None, false).await;

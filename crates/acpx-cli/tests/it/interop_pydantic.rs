@@ -210,22 +210,21 @@ fn lifecycle<'a>(events: &'a [Value], phase: &str) -> Vec<&'a Value> {
 /// `sessions fork` of a parent with two turns. pydantic-acp advertises `session/fork` but
 /// answers it -32601, so the fork is a copy: a fresh ACP session made in the fork's queue
 /// owner, with a copy of the stored conversation; the fork's first prompt runs there without
-/// a fallback, and a later process (`--no-owner`) loads the fork's session.
+/// a fallback and carries the copied conversation, so the agent answers from the parent's
+/// turns; a later process (`--no-owner`) loads the fork's session.
 ///
-/// Why the fork loses the conversation on pydantic-acp (the agent's side only: acpx's record
-/// keeps it). pydantic-acp 1.10.0 does implement `session/fork` (its `FileSessionStore.fork`
-/// clones the stored messages) and advertises `sessionCapabilities.fork` and `.resume`, but
-/// it serves ACP through the `acp` Python SDK 0.12.1, whose router treats `session/fork` and
+/// Why the fork lost the conversation on pydantic-acp (issue 48, item 6). pydantic-acp
+/// 1.10.0 does implement `session/fork` (its `FileSessionStore.fork` clones the stored
+/// messages) and advertises `sessionCapabilities.fork` and `.resume`, but it serves ACP
+/// through the `acp` Python SDK 0.12.1, whose router treats `session/fork` and
 /// `session/resume` as unstable methods: unless the agent is run with
 /// `run_agent(…, use_unstable_protocol=True)` it answers them -32601 "Method not found" (and
 /// warns "part of the unstable protocol" on the agent's stderr), and pydantic-acp's `run_acp`
-/// does not pass that flag. acpx then makes the copy, and a fresh ACP session starts empty
-/// (ACP has no request that hands an agent a conversation): the model hears only the fork's
-/// own turns. The fork's session itself is not lost: the peer stores a session at
-/// `session/new` already, and the first prompt (in the owner) and later processes (through
-/// `session/load`, after resume's -32601) use that same session. With the flag on, the same
-/// peer forks for real and the fork's first prompt hears `one | two | three` (checked by hand
-/// with a wrapper that sets it; a fix for the peer, not for acpx).
+/// does not pass that flag. The request's session id, process and the child's attach were
+/// right (the wire shows `session/fork` with the parent's ACP session, in the process that
+/// loaded it). acpx then makes the copy, and a fresh ACP session starts empty (ACP has no
+/// request that hands an agent a conversation), so acpx now sends the copied turns before
+/// the text of the fork's first prompt (`fork_context` in acpx-runtime).
 fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
     let Some(agent) = require_peer() else { return };
     let env = peer_env(backend);
@@ -274,15 +273,22 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
         "the fork's owner keeps its agent: {st}"
     );
 
-    // The fork's first prompt: no fallback, in the session the owner made; the agent starts
-    // the copy without the parent's turns.
-    let first = run(&["-s", "branch", "prompt", "three"]).ok();
-    assert!(
-        first.stdout.contains("mode=ask; turns=1; heard=three"),
-        "{}\n{}",
-        first.stdout,
-        first.stderr
-    );
+    // The fork's first prompt: no fallback, in the session the owner made; the agent hears
+    // the parent's turns before the prompt's text, once.
+    let first = run(&["-s", "branch", "prompt", "what did I ask you to remember?"]).ok();
+    for heard in [
+        "mode=ask; turns=1; heard=[This conversation was forked",
+        "User: one\n\nAgent: mode=ask; turns=1; heard=one",
+        "User: two\n\nAgent: mode=ask; turns=2; heard=one | two",
+        "[End of the earlier conversation.]\n\nwhat did I ask you to remember?; model=alpha",
+    ] {
+        assert!(
+            first.stdout.contains(heard),
+            "{heard:?}:\n{}\n{}",
+            first.stdout,
+            first.stderr
+        );
+    }
     assert!(
         !first.stderr.contains("new ACP session"),
         "no fallback: {}",
@@ -303,7 +309,11 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
     assert!(
         second
             .stdout
-            .contains("mode=ask; turns=2; heard=three | four"),
+            .contains("turns=2; heard=[This conversation was forked")
+            && second
+                .stdout
+                .contains("what did I ask you to remember? | four; model=alpha")
+            && second.stdout.matches("User: one").count() == 1,
         "{}\n{}",
         second.stdout,
         second.stderr
@@ -333,8 +343,8 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
     for text in [
         "one",
         "mode=ask; turns=2; heard=one | two",
-        "three",
-        "mode=ask; turns=2; heard=three | four",
+        "\nwhat did I ask you to remember?\n",
+        "what did I ask you to remember? | four",
     ] {
         assert!(
             hist.contains(text),
@@ -342,7 +352,10 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
         );
     }
     let hist = run(&["sessions", "history", &parent_id]).ok().stdout;
-    assert!(!hist.contains("three"), "the parent is unchanged: {hist}");
+    assert!(
+        !hist.contains("remember"),
+        "the parent is unchanged: {hist}"
+    );
     run(&["sessions", "close", "branch"]).ok();
     run(&["sessions", "close"]).ok();
 }

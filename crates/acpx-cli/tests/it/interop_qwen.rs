@@ -377,7 +377,8 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
 
     // The fork's first prompt runs in that agent, in the session it made: no fallback. A
     // copy: qwen-code starts the fork without the parent's turns (ACP has no request that
-    // hands an agent a conversation), so the model hears only this prompt.
+    // hands an agent a conversation), so acpx sends them before this prompt's text, as
+    // `User: p: one` lines the fake model does not count as prompts of their own.
     let first = q
         .run(&["--timeout", "60", "-s", "branch", "prompt", "p: three"])
         .ok();

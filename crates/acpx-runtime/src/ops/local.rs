@@ -72,7 +72,8 @@ pub enum LocalEvent<'a> {
     /// next. Output streamed during the turn can be closed now.
     TurnOver,
     /// [`fork`]: the agent does not support `session/fork`, so the new session gets a copy of
-    /// the conversation and a fresh ACP session that starts without that context.
+    /// the conversation and a fresh ACP session, whose first prompt carries the copy to the
+    /// agent (`fork_context`).
     ForkByCopy,
 }
 

@@ -172,7 +172,7 @@ fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
         LocalEvent::TurnOver => {}
         LocalEvent::ForkByCopy => ctx.out.warn(
             "the agent does not support session/fork: the new session has a copy of the conversation, \
-             but the agent starts it without that context",
+             which its first prompt sends to the agent before the prompt",
         ),
     }
 }
