@@ -681,12 +681,18 @@ fn a_plan_is_kept_on_the_turn_s_agent_message() {
     l.start("do it");
     let entries = json!([{"content": "Read", "priority": "high", "status": "completed"}]);
     l.update(json!({"sessionUpdate": "plan", "entries": entries}));
-    l.update(json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ok"}}));
+    l.update(
+        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "ok"}}),
+    );
     let Some(Message::Agent(a)) = l.record.thread.messages.last() else {
         panic!("an agent message");
     };
     assert_eq!(a.extra.get(PLAN_KEY), Some(&entries));
-    assert_eq!(a.content.len(), 1, "the reply joins the message holding the plan");
+    assert_eq!(
+        a.content.len(),
+        1,
+        "the reply joins the message holding the plan"
+    );
     let history = crate::transcript::history_text(&l.record, None, false);
     assert!(history.contains("[plan] [x] Read"), "{history}");
 }

@@ -102,11 +102,7 @@ pub(super) async fn apply_model(
     model: &str,
 ) -> RuntimeResult<Vec<Value>> {
     match route {
-        ModelRoute::ConfigOption(id) => {
-            controls
-                .set_config_option_as(id, json!(model), true)
-                .await
-        }
+        ModelRoute::ConfigOption(id) => controls.set_config_option_as(id, json!(model), true).await,
         ModelRoute::SetModel => controls.set_model_rpc(model).await.map(|()| Vec::new()),
         ModelRoute::Unavailable => probe_model(controls, model).await,
     }

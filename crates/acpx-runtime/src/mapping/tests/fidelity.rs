@@ -204,8 +204,10 @@ fn a_terminal_released_unread_keeps_its_output() {
     // captured (issue 46), and the result shows it.
     let mut l = Log::new();
     l.start("run");
-    l.update(json!({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run", "kind": "execute",
-        "status": "in_progress", "content": [{"type": "terminal", "terminalId": "term-9"}]}));
+    l.update(
+        json!({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run", "kind": "execute",
+        "status": "in_progress", "content": [{"type": "terminal", "terminalId": "term-9"}]}),
+    );
     client_op(
         &mut l,
         "terminal/wait_for_exit",
@@ -217,7 +219,9 @@ fn a_terminal_released_unread_keeps_its_output() {
         json!({"terminalId": "term-9", "output": "TERMINAL-OUTPUT-42\n", "truncated": false,
                "exitStatus": {"exitCode": 0, "signal": null}}),
     );
-    l.update(json!({"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": "completed"}));
+    l.update(
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": "completed"}),
+    );
     let term = &l.agent(1).tool_results["t"].extra[TERMINALS_KEY][0];
     assert_eq!(term["output"], "TERMINAL-OUTPUT-42\n");
     assert_eq!(term["exit_status"]["exitCode"], 0);
