@@ -153,6 +153,33 @@ fn acpx_pids_naming(needle: &str) -> Vec<i32> {
 /// A Ctrl-C while the reply streams (issue 51): on a terminal, the reply line is ended once,
 /// the cancel notice follows, then the cancelled tool call, with no blank line in between;
 /// through the queue owner and in one process.
+/// What a terminal shows of `raw`: a carriage return goes back to the line's start, and
+/// erase-line (`ESC [2K`) empties it, as the spinner's redraws do (crate::spinner); so the
+/// spinner's frames, each cleared before the next output, leave nothing.
+fn on_screen(raw: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    let mut rest = raw;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("\x1b[2K") {
+            line.clear();
+            rest = after;
+            continue;
+        }
+        match c {
+            '\r' => {}
+            '\n' => {
+                out.push_str(&line);
+                out.push('\n');
+                line.clear();
+            }
+            c => line.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out + &line
+}
+
 #[test]
 fn a_cancel_leaves_no_blank_line_on_the_terminal() {
     let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
@@ -192,7 +219,7 @@ fn a_cancel_leaves_no_blank_line_on_the_terminal() {
             }
         }
         let out = child.wait_with_output().unwrap();
-        let shown = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+        let shown = on_screen(&String::from_utf8_lossy(&out.stdout));
         let at = shown
             .find("[acpx] cancelling the turn")
             .unwrap_or_else(|| panic!("{shown}"));
