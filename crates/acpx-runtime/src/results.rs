@@ -210,10 +210,16 @@ pub fn session_closed(record: &SessionRecord) -> Value {
     action("session_closed", record_identity(record))
 }
 
-/// `session_deleted` (`deleted`: whether there was anything to delete).
-pub fn session_deleted(record: &SessionRecord, deleted: bool) -> Value {
+/// `session_deleted` (`deleted`: whether there was anything to delete; `agentSessionDelete`:
+/// `deleted`, `failed` or `not_advertised`, what became of the agent's own copy).
+pub fn session_deleted(
+    record: &SessionRecord,
+    deleted: bool,
+    agent: &crate::session::AgentSessionDelete,
+) -> Value {
     let mut m = record_identity(record);
     m.insert("deleted".into(), json!(deleted));
+    m.insert("agentSessionDelete".into(), json!(agent.as_str()));
     action("session_deleted", m)
 }
 

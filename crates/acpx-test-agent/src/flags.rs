@@ -13,6 +13,7 @@ pub(crate) struct Flags {
     pub(crate) fork: bool,
     pub(crate) fork_unsupported: bool,
     pub(crate) close: bool,
+    pub(crate) delete: bool,
     pub(crate) resume_unsupported: bool,
     pub(crate) models: bool,
     /// No model selection in the session answer (modes only), yet `session/set_config_option`
@@ -67,6 +68,7 @@ impl Flags {
                     f.fork_unsupported = true;
                 }
                 "--close" => f.close = true,
+                "--delete" => f.delete = true,
                 "--resume-unsupported" => {
                     f.resume = true;
                     f.resume_unsupported = true;

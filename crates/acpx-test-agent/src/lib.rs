@@ -47,7 +47,8 @@
 //! before), `--start-delay-ms <ms>` (wait that long before serving: an agent slow to start),
 //! `--fork-unsupported` (advertise fork but answer it with -32601, as
 //! pydantic-acp does: its SDK refuses the unstable method), `--close` (advertise
-//! `session/close`), `--resume-unsupported` (advertise resume but answer it with -32601, as
+//! `session/close`), `--delete` (advertise `session/delete`, which removes the session's
+//! history from `--state-dir`), `--resume-unsupported` (advertise resume but answer it with -32601, as
 //! pydantic-acp does), `--models` (no model config
 //! option; answers carry the unstable `models` and `session/set_model` is served),
 //! `--unadvertised-model` (session answers carry modes only, no model option and no `models`;
@@ -90,8 +91,8 @@ use crate::flags::Flags;
 pub use crate::script_words::SCRIPT_WORDS;
 use crate::scripts::prompt;
 use crate::sessions::{
-    authenticate, check_authenticated, close_session, fork_session, initialize, load_session,
-    new_session, resume_session, set_config, set_mode, set_model, AgentState, Shared,
+    authenticate, check_authenticated, close_session, delete_session, fork_session, initialize,
+    load_session, new_session, resume_session, set_config, set_mode, set_model, AgentState, Shared,
 };
 
 /// Serves one client on stdio until it closes stdin. `args` are the flags above; more are
@@ -167,6 +168,9 @@ pub async fn serve(mut args: Vec<String>) {
                     }
                     "session/close" if state.flags.close => {
                         answer(responder, close_session(&state, &req.params))
+                    }
+                    "session/delete" if state.flags.delete => {
+                        answer(responder, delete_session(&state, &req.params))
                     }
                     "session/set_mode" => answer(responder, set_mode(&state, &req.params, &cx)),
                     "session/set_config_option" => {

@@ -1,4 +1,4 @@
-//! The session methods: `initialize`, `session/new`, `load`, `resume`, `fork`, `close`,
+//! The session methods: `initialize`, `session/new`, `load`, `resume`, `fork`, `close`, `delete`,
 //! `set_mode` and `set_config_option`, and the state they keep.
 
 use std::collections::HashMap;
@@ -165,6 +165,9 @@ pub(crate) fn initialize(state: &AgentState, params: &Value) -> Result<Value, Er
     }
     if state.flags.fork {
         session_caps.insert("fork".into(), json!({}));
+    }
+    if state.flags.delete {
+        session_caps.insert("delete".into(), json!({}));
     }
     if state.flags.close {
         session_caps.insert("close".into(), json!({}));
@@ -367,6 +370,24 @@ pub(crate) fn close_session(state: &AgentState, params: &Value) -> Result<Value,
         .unwrap_or_else(|p| p.into_inner())
         .remove(&req.session_id.to_string());
     Ok(json!({}))
+}
+
+/// `session/delete`: forgets the session and removes its history from `--state-dir`; an
+/// unknown session is -32602, as the schema's "Invalid params".
+pub(crate) fn delete_session(state: &AgentState, params: &Value) -> Result<Value, Error> {
+    let req: acp::DeleteSessionRequest = parse(params)?;
+    let id = req.session_id.to_string();
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
+    match state.history_path(&id) {
+        Some(path) if path.exists() => std::fs::remove_file(&path)
+            .map(|()| json!({}))
+            .map_err(|e| Error::new(-32603, format!("cannot delete {}: {e}", path.display()))),
+        _ => Err(invalid_params(format!("no stored session {id:?}"))),
+    }
 }
 
 pub(crate) fn set_mode(

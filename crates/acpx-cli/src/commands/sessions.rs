@@ -10,6 +10,7 @@ use acpx_model::{
 use acpx_runtime::ops::closing::{self, CloseError, DeleteError};
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
+use acpx_runtime::session::AgentSessionDelete;
 use acpx_runtime::transcript::record_facts;
 use acpx_runtime::Runtime;
 use serde_json::Value;
@@ -244,8 +245,8 @@ fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
 /// `sessions delete` ([`closing::delete_session`]).
 pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let r = select(ctx, &a.target).await?;
-    let store = ctx.store().await?;
-    let existed = closing::delete_session(ctx.authority()?, &store, &r, a.force)
+    let runtime = Runtime::new(ctx.store().await?, runtime_cmds::runtime_options(ctx, None));
+    let deleted = closing::delete_session(ctx.authority()?, &runtime, &r, a.force)
         .await
         .map_err(|e| match e {
             DeleteError::Owner(e) => runtime_cmds::submit_error(e),
@@ -263,11 +264,26 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
                 CliError::usage(e.to_string()).with_hint(hint)
             }
         })?;
+    if let AgentSessionDelete::Failed(why) = &deleted.agent {
+        ctx.out.warn(&format!(
+            "the agent's own copy of the session was not deleted (session/delete): {why}"
+        ));
+    }
     if ctx.out.is_json() {
-        ctx.out.json(&results::session_deleted(&r, existed));
+        ctx.out.json(&results::session_deleted(
+            &r,
+            deleted.existed,
+            &deleted.agent,
+        ));
     } else if ctx.out.is_text() {
-        ctx.out
-            .line(&format!("deleted {} and its event log", r.acpx_record_id));
+        let agent = match deleted.agent {
+            AgentSessionDelete::Deleted => " (the agent deleted its copy too)",
+            _ => "",
+        };
+        ctx.out.line(&format!(
+            "deleted {} and its event log{agent}",
+            r.acpx_record_id
+        ));
     } else {
         ctx.out.line(r.acpx_record_id.as_str());
     }

@@ -3,6 +3,7 @@
 //! test file; run one with `cargo test -p acpx-cli --test it <module>::`.
 
 mod acp_format;
+mod agent_session_delete;
 mod auth_policy;
 mod authority;
 mod choices_survive;

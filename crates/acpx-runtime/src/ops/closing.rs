@@ -4,15 +4,15 @@
 //! is cancelled); a one-process prompt running in it is cancelled through its run file and
 //! waited for; without either, the session is closed here ([`Runtime::close_stored`]). Every
 //! path records `session_closed`. A delete stops an idle owner at once and refuses, at once,
-//! a session with a task running or waiting, or an open one unless forced.
+//! a session with a task running or waiting, or an open one unless forced; it sends
+//! `session/delete` when the agent advertises it.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_model::{RecordId, SessionRecord, Store, StoreError};
+use acpx_model::{RecordId, SessionRecord, StoreError};
 
-use crate::session::Runtime;
+use crate::session::{AgentSessionDelete, Runtime};
 
 use super::scope::close_with_retry;
 use super::OpsError;
@@ -87,16 +87,27 @@ pub enum DeleteError {
     Store(#[from] StoreError),
 }
 
-/// Deletes `record` and its whole log: stops its queue owner first, refuses while a prompt
-/// runs in it, and refuses an open session unless `force`. Returns whether there was anything
-/// to delete.
+/// What [`delete_session`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleted {
+    /// Whether the store had anything to delete.
+    pub existed: bool,
+    /// What became of the agent's own copy of the session (`session/delete`).
+    pub agent: AgentSessionDelete,
+}
+
+/// Deletes `record` and its whole log from `runtime`'s store: stops its queue owner first,
+/// refuses while a prompt runs in it, and refuses an open session unless `force`. Before the
+/// store's delete, the agent is asked to delete its own copy when it advertises
+/// `session/delete` ([`Runtime::delete_agent_session`], best effort).
 pub async fn delete_session(
     authority: &Path,
-    store: &Arc<dyn Store>,
+    runtime: &Runtime,
     record: &SessionRecord,
     force: bool,
-) -> Result<bool, DeleteError> {
+) -> Result<Deleted, DeleteError> {
     let id = &record.acpx_record_id;
+    let store = runtime.store();
     submit::release_idle_anywhere(Some(store), authority, id).await?;
     if let Probe::Running(_) = runs::probe(authority, id)? {
         return Err(DeleteError::Running(id.clone()));
@@ -104,5 +115,7 @@ pub async fn delete_session(
     if !record.closed && !force {
         return Err(DeleteError::Open(id.clone()));
     }
-    Ok(store.delete(id).await?)
+    let agent = runtime.delete_agent_session(record).await;
+    let existed = store.delete(id).await?;
+    Ok(Deleted { existed, agent })
 }

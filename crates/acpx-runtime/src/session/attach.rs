@@ -268,7 +268,7 @@ impl Runtime {
         Ok(session)
     }
 
-    async fn start_agent(
+    pub(super) async fn start_agent(
         &self,
         command: &str,
         cwd: &Path,
@@ -402,7 +402,7 @@ pub(crate) fn describe_attempts(attempts: &[FailedAttempt]) -> String {
         .join("; ")
 }
 
-fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
+pub(super) fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
     if !cwd.is_absolute() {
         return Err(RuntimeError::InvalidInput(format!(
             "the session directory {} is not an absolute path",
@@ -418,21 +418,21 @@ fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
     Ok(cwd.to_path_buf())
 }
 
-fn fs_root(cwd: &Path) -> RuntimeResult<FsRoot> {
+pub(super) fn fs_root(cwd: &Path) -> RuntimeResult<FsRoot> {
     FsRoot::new(cwd)
         .map_err(|e| RuntimeError::InvalidInput(format!("cannot resolve {}: {e}", cwd.display())))
 }
 
 /// The requests that set a session up, raced against the agent's exit and a timeout.
-struct Setup<'a> {
-    runtime: &'a Runtime,
-    core: &'a Arc<SessionCore>,
-    agent: &'a AgentProcess,
-    conn: &'a Connection,
+pub(super) struct Setup<'a> {
+    pub(super) runtime: &'a Runtime,
+    pub(super) core: &'a Arc<SessionCore>,
+    pub(super) agent: &'a AgentProcess,
+    pub(super) conn: &'a Connection,
 }
 
 impl Setup<'_> {
-    async fn call(
+    pub(super) async fn call(
         &self,
         method: &str,
         params: Value,
@@ -448,7 +448,7 @@ impl Setup<'_> {
         .await
     }
 
-    async fn initialize(&mut self) -> RuntimeResult<Value> {
+    pub(super) async fn initialize(&mut self) -> RuntimeResult<Value> {
         let opts = &self.runtime.options;
         self.call(
             "initialize",
@@ -470,7 +470,7 @@ impl Setup<'_> {
 
     /// Decides on the methods of `init` and, when a credential matched, sends `authenticate`
     /// (before any session request, as the agent may refuse those until then).
-    async fn authenticate(&self, init: &Value) -> RuntimeResult<AuthDecision> {
+    pub(super) async fn authenticate(&self, init: &Value) -> RuntimeResult<AuthDecision> {
         let opts = &self.runtime.options;
         let decision = auth::decide(init, opts.auth_policy, &opts.auth_credentials, |k| {
             std::env::var(k).ok()

@@ -7,6 +7,7 @@
 //! `controls` (set mode, set config option, raw agent requests), `prompt` (one turn, run by
 //! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
 
+mod agent_delete;
 mod agent_output;
 mod attach;
 pub mod auth;
@@ -37,6 +38,7 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::recorder::{EventDraft, Recorder};
 
 pub use crate::turn::{agent_text_after, agent_text_parts_after, CancelHandle, TurnOutcome};
+pub use agent_delete::{advertises_delete, AgentSessionDelete};
 pub use auth::AuthPolicy;
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,
