@@ -4,10 +4,9 @@ use crate::common;
 
 use std::fs;
 use std::io::Write;
-use std::time::Duration;
 
-use acpx_model::{Durability, EventQuery, EventStream, ReadMode, RecordId, Store, StoreError};
-use acpx_store_fs::{FsStore, PENDING_LIMIT};
+use acpx_model::{Durability, EventQuery, ReadMode, RecordId, Store, StoreError};
+use acpx_store_fs::FsStore;
 use common::*;
 
 pub(crate) fn log_files(store: &FsStore, id: &RecordId) -> Vec<String> {

@@ -5,10 +5,9 @@
 use crate::common;
 
 use std::fs;
-use std::io::Write;
 use std::time::Duration;
 
-use crate::events::{append_raw, lines, log_files, read_all};
+use crate::events::{lines, read_all};
 use acpx_model::{Durability, EventQuery, EventStream, ReadMode, RecordId, Store, StoreError};
 use acpx_store_fs::{FsStore, PENDING_LIMIT};
 use common::*;
