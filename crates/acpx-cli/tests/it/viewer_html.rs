@@ -300,6 +300,9 @@ fn assert_markup_is_the_viewer_s(html: &str, context: &str) {
 
 /// Chromium, when installed (Debian's `chromium`). Under CI it must be there (`.ci/run`
 /// installs it): its absence fails the test instead of skipping it.
+/// The unprivileged user and group Chromium runs as when the tests run as root.
+const NOBODY: libc::uid_t = 65534;
+
 fn chromium() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -317,14 +320,42 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// Runs headless Chromium on `page` with `args`; returns (stdout, stderr). Killed after 90 s.
+///
+/// Chromium runs as an unprivileged user with its sandbox on: when the tests run as root (as
+/// CI does), as `nobody` through util-linux's `setpriv`, with a copy of the page it can read
+/// and `profile` (where a screenshot goes too) owned by it.
 fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], page: &Path) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt;
     let out_path = profile.with_extension("out");
     let err_path = profile.with_extension("err");
-    let mut child = Command::new(chromium)
+    std::fs::create_dir_all(profile).unwrap();
+    let work = profile
+        .parent()
+        .expect("the profile lives in a work directory");
+    let name = profile
+        .file_name()
+        .expect("a profile name")
+        .to_string_lossy();
+    let readable = work.join(format!("{name}.html"));
+    std::fs::copy(page, &readable).unwrap();
+    std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if as_root {
+        let path = std::ffi::CString::new(profile.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: chown of a directory this test just made, through a valid C string.
+        assert_eq!(unsafe { libc::chown(path.as_ptr(), NOBODY, NOBODY) }, 0);
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(chromium);
+        c
+    } else {
+        Command::new(chromium)
+    };
+    let mut child = cmd
         .args([
             "--headless",
-            // Tests run as root: Chromium's sandbox refuses root.
-            "--no-sandbox",
             "--disable-gpu",
             "--disable-quic",
             "--no-first-run",
@@ -336,7 +367,7 @@ fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], page: &Path) -> 
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(args)
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}", readable.display()))
         .env("HOME", profile)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
@@ -387,7 +418,8 @@ fn html_export_in_headless_chromium() {
     // Nothing on the page tried to run or load anything the policy refused.
     assert!(!log.contains("Refused to"), "a policy violation:\n{log}");
 
-    let shot = work.path().join("viewer.png");
+    // In the profile directory: Chromium, unprivileged, writes it.
+    let shot = work.path().join("shot").join("viewer.png");
     let (_, log) = run_chromium(
         &chromium,
         &work.path().join("shot"),
