@@ -16,16 +16,21 @@ The peer offers two models, `alpha` (its default) and `beta`, and each reply end
 list no `model` config option, yet `session/set_config_option` with configId `model` still
 selects one (and the unstable `session/set_model` is refused): the shape acpx must probe.
 
+`PYD_PEER_UNSTABLE=1` serves the unstable `session/fork` and `session/resume` it advertises
+(pydantic-acp's `run_acp` does not: its SDK answers them -32601 unless asked to).
+
 A prompt `read-note <name>` makes the model call the `read_note` tool first (a tool call with
 a result of about 2 KB, as a file read gives), then reply as above.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
-from pydantic_acp import AdapterConfig, AdapterModel, FileSessionStore, ModeState, run_acp
+from acp import run_agent
+from pydantic_acp import AdapterConfig, AdapterModel, FileSessionStore, ModeState, create_acp_agent
 from acp.schema import SessionMode
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
@@ -108,7 +113,7 @@ def main() -> None:
     def read_note(name: str) -> str:
         """Reads the note called `name`."""
         return f"note {name}: " + "lorem ipsum dolor sit amet " * 80
-    run_acp(
+    adapter = create_acp_agent(
         agent=agent,
         config=AdapterConfig(
             session_store=FileSessionStore(root=root),
@@ -121,6 +126,10 @@ def main() -> None:
             enable_model_config_option=os.environ.get("PYD_PEER_MODEL_OPTION") != "hidden",
         ),
     )
+    # `run_acp` as pydantic-acp ships it, unless PYD_PEER_UNSTABLE=1 turns on the SDK's
+    # unstable methods (`session/fork`, `session/resume`), which it advertises either way.
+    unstable = os.environ.get("PYD_PEER_UNSTABLE") == "1"
+    asyncio.run(run_agent(adapter, use_unstable_protocol=unstable))
 
 
 if __name__ == "__main__":

@@ -479,3 +479,73 @@ fn a_hidden_model_option_is_set_and_kept_fs() {
 fn a_hidden_model_option_is_set_and_kept_sqlite() {
     a_hidden_model_option_is_set_and_kept("sqlite");
 }
+
+/// The same peer with its SDK's unstable methods on (`PYD_PEER_UNSTABLE=1`): it serves the
+/// `session/fork` it advertises, so the agent forks its own session and the child continues
+/// the parent's conversation with no copied text; a later process resumes the child's ACP
+/// session, and the parent goes on without the child's turns.
+fn a_fork_by_the_agent_keeps_the_conversation(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let mut env = peer_env(backend);
+    env.extra_env.push(("PYD_PEER_UNSTABLE".into(), "1".into()));
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    let says = |r: &Run, text: &str| {
+        assert!(
+            r.stdout.contains(text),
+            "{text:?}:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    };
+
+    run(&["sessions", "new"]).ok();
+    says(
+        &run(&["prompt", "remember banana"]).ok(),
+        "heard=remember banana;",
+    );
+    let f = run(&["--format", "json", "sessions", "fork", "--name", "child"])
+        .ok()
+        .json();
+    assert_eq!(f["method"], "session/fork", "{f}");
+    says(
+        &run(&["-s", "child", "prompt", "what did I ask you to remember?"]).ok(),
+        "turns=2; heard=remember banana | what did I ask you to remember?; model=alpha",
+    );
+    let later = run(&["--no-owner", "-s", "child", "prompt", "again?"]).ok();
+    says(
+        &later,
+        "turns=3; heard=remember banana | what did I ask you to remember? | again?;",
+    );
+    assert!(
+        !later.stdout.contains("[This conversation"),
+        "{}",
+        later.stdout
+    );
+    let child = f["acpxRecordId"].as_str().unwrap();
+    let events = run(&["--format", "json", "sessions", "events", child])
+        .ok()
+        .json_lines();
+    let attached = lifecycle(&events, "session_attached");
+    assert_eq!(attached.len(), 1, "{attached:?}");
+    assert_eq!(
+        attached[0]["payload"]["method"], "session/resume",
+        "{attached:?}"
+    );
+    says(
+        &run(&["prompt", "parent"]).ok(),
+        "turns=2; heard=remember banana | parent;",
+    );
+    run(&["sessions", "close", "child"]).ok();
+    run(&["sessions", "close"]).ok();
+}
+
+#[test]
+fn a_fork_by_the_agent_keeps_the_conversation_fs() {
+    a_fork_by_the_agent_keeps_the_conversation("fs");
+}
+
+#[test]
+fn a_fork_by_the_agent_keeps_the_conversation_sqlite() {
+    a_fork_by_the_agent_keeps_the_conversation("sqlite");
+}
