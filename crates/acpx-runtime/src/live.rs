@@ -120,6 +120,8 @@ pub struct LiveRenderer {
     cost: Option<Cost>,
     /// Tool calls whose content was previewed, with how many of its items were shown.
     previewed: HashMap<String, usize>,
+    /// Terminals whose output was previewed, with how many of its lines were shown.
+    terminal_lines: HashMap<String, usize>,
     /// What is happening now, in a few words ([`LiveRenderer::activity`]).
     activity: Option<String>,
     /// Tool calls started and not finished, with their titles, in start order.
@@ -191,6 +193,7 @@ impl LiveRenderer {
             failed: false,
             cost: None,
             previewed: HashMap::new(),
+            terminal_lines: HashMap::new(),
             activity: None,
             running_tools: Vec::new(),
         }
@@ -351,12 +354,14 @@ impl LiveRenderer {
                     } else {
                         Tone::Dim
                     };
-                    Some(vec![
+                    let mut line = vec![
                         span(Tone::Dim, "[client]"),
                         plain(format!(" {} (", clip(&summary, 120))),
                         span(colour, status),
                         plain(")"),
-                    ])
+                    ];
+                    line.extend(self.terminal_preview(p));
+                    Some(line)
                 }
             }
             EventType::PromptDone => {
@@ -419,6 +424,40 @@ impl LiveRenderer {
                 Tone::Dim,
                 format!(" · session cost {}", money(c.amount, &c.currency)),
             ));
+        }
+        out
+    }
+
+    /// The end of a terminal's output that a `terminal/output` (all of it so far) or a
+    /// `terminal/release` (what came since the agent last asked) just logged: the lines not
+    /// shown before, the last [`PREVIEW_LINES`] of them, indented under the `[client]` line.
+    fn terminal_preview(&mut self, p: &Value) -> Vec<Span> {
+        let Some(output) = p.get("output").and_then(Value::as_str) else {
+            return Vec::new();
+        };
+        let lines: Vec<&str> = output.lines().collect();
+        let seen = self
+            .terminal_lines
+            .entry(field(p, "terminalId"))
+            .or_insert(0);
+        let new = if field(p, "method") == "terminal/output" {
+            let from = (*seen).min(lines.len());
+            *seen = lines.len();
+            &lines[from..]
+        } else {
+            *seen += lines.len();
+            &lines[..]
+        };
+        let earlier = new.len().saturating_sub(PREVIEW_LINES);
+        let mut out = Vec::new();
+        if earlier > 0 {
+            out.push(span(
+                Tone::Dim,
+                format!("\n  │ … {earlier} earlier line(s)"),
+            ));
+        }
+        for l in &new[earlier..] {
+            out.push(span(Tone::Dim, format!("\n  │ {}", clip(l, 200))));
         }
         out
     }
@@ -669,6 +708,44 @@ mod tests {
             text(r.render(&call("completed"))),
             "[tool] Edit a.py (completed)",
             "content already shown is not shown again"
+        );
+    }
+
+    #[test]
+    fn a_terminal_shows_the_end_of_its_new_output_once() {
+        let mut r = LiveRenderer::new(LiveFormat::Text, false);
+        r.render(&event("prompt_started", Some("t"), json!({})));
+        let op = |method: &str, output: &str| {
+            event(
+                "client_operation",
+                Some("t"),
+                json!({"method": method, "status": "completed", "summary": "s",
+                    "terminalId": "term-1", "output": output}),
+            )
+        };
+        let text = |pieces: Vec<Piece>| -> String {
+            pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::ErrLine(s) => s.iter().map(|s| s.text.as_str()).collect(),
+                    _ => String::new(),
+                })
+                .collect()
+        };
+        let nine: String = (1..=9).map(|i| format!("l{i}\n")).collect();
+        assert_eq!(
+            text(r.render(&op("terminal/output", &nine))),
+            "[client] s (completed)\n  │ … 3 earlier line(s)\n  │ l4\n  │ l5\n  │ l6\n  │ l7\n  │ l8\n  │ l9"
+        );
+        assert_eq!(
+            text(r.render(&op("terminal/output", &format!("{nine}l10\n")))),
+            "[client] s (completed)\n  │ l10",
+            "only what is new"
+        );
+        assert_eq!(
+            text(r.render(&op("terminal/release", "TERMINAL-OUTPUT-42\n"))),
+            "[client] s (completed)\n  │ TERMINAL-OUTPUT-42",
+            "a release logs what came since"
         );
     }
 
