@@ -80,27 +80,28 @@ pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
 }
 
 /// The report as a table: one row per group, a Total row; `—` where nothing was reported.
+/// Headers in capitals, as every table of the binary (`sessions list`, `config show`).
 pub fn usage_table(report: &UsageReport) -> Vec<String> {
     let first = match report.by {
-        UsageGrouping::Session => "Session",
-        UsageGrouping::Agent => "Agent",
-        UsageGrouping::Day => "Date",
-        UsageGrouping::Model => "Model",
+        UsageGrouping::Session => "SESSION",
+        UsageGrouping::Agent => "AGENT",
+        UsageGrouping::Day => "DATE",
+        UsageGrouping::Model => "MODEL",
     };
     let mut header = vec![(first, Align::Left)];
     if report.by != UsageGrouping::Model {
-        header.push(("Models", Align::Left));
+        header.push(("MODELS", Align::Left));
     }
     header.extend([
-        ("Input", Align::Right),
-        ("Output", Align::Right),
-        ("Cache Read", Align::Right),
-        ("Cache Write", Align::Right),
-        ("Total Tokens", Align::Right),
-        ("Cost", Align::Right),
+        ("INPUT", Align::Right),
+        ("OUTPUT", Align::Right),
+        ("CACHE READ", Align::Right),
+        ("CACHE WRITE", Align::Right),
+        ("TOTAL TOKENS", Align::Right),
+        ("COST", Align::Right),
     ]);
     if report.by == UsageGrouping::Session {
-        header.push(("Context", Align::Left));
+        header.push(("CONTEXT", Align::Left));
     }
     let cells = |first: String, row: Option<&UsageRow>, t: &UsageTotals| {
         let mut out = vec![first];

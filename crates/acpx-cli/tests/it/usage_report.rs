@@ -109,7 +109,7 @@ fn sums_on(env: &Env) {
     let text = env.run(&["sessions", "usage"]).ok().stdout;
     let lines: Vec<&str> = text.lines().collect();
     assert!(
-        lines[0].starts_with("Session") && lines[0].contains("Total Tokens"),
+        lines[0].starts_with("SESSION") && lines[0].contains("TOTAL TOKENS"),
         "{text}"
     );
     let total = lines.last().unwrap();
@@ -120,7 +120,7 @@ fn sums_on(env: &Env) {
     );
     let silent_line = lines.iter().find(|l| l.contains("(silent)")).unwrap();
     assert!(silent_line.contains('—'), "{text}");
-    let end = |l: &str| l.find("Total Tokens").map(|i| i + "Total Tokens".len());
+    let end = |l: &str| l.find("TOTAL TOKENS").map(|i| i + "TOTAL TOKENS".len());
     let header_end = end(lines[0]).unwrap();
     let paid_line = lines.iter().find(|l| l.contains("(paid)")).unwrap();
     assert_eq!(
