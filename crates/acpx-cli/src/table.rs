@@ -2,12 +2,16 @@
 //! them, no trailing blanks, and, on a terminal, fitted to its width by cutting the middle of
 //! the one column that may shrink (a path keeps its start and its end). `--format json` never
 //! comes here. Widths are display widths (`console`, which also skips colour codes).
+//! Cells are often text an agent chose (model names, titles): their control characters (ESC,
+//! CR, LF, …) are escaped (`\u{1b}`, `\r`, `\n`) when they are added, so they can neither
+//! break the layout nor reach the terminal; colour is added afterwards, by `render`'s `paint`.
 //!
 //! ```text
 //! ID        STATE  AGENT  CWD
 //! 8e1a7338  open   codex  /home/me/…/project
 //! ```
 
+use acpx_runtime::transcript::printable;
 use console::measure_text_width;
 
 /// Rows of cells under a header, rendered as aligned lines.
@@ -26,7 +30,7 @@ impl Table {
     /// A table with these column headers.
     pub fn new(headers: &[&str]) -> Table {
         Table {
-            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            headers: headers.iter().map(|h| printable(h).into_owned()).collect(),
             ..Table::default()
         }
     }
@@ -44,8 +48,16 @@ impl Table {
         self
     }
 
-    /// Adds a row (missing cells are empty, extra ones are dropped).
-    pub fn row(&mut self, mut cells: Vec<String>) {
+    /// Adds a row (missing cells are empty, extra ones are dropped), its control characters
+    /// escaped.
+    pub fn row(&mut self, cells: Vec<String>) {
+        let mut cells: Vec<String> = cells
+            .into_iter()
+            .map(|c| match printable(&c) {
+                std::borrow::Cow::Borrowed(_) => c,
+                std::borrow::Cow::Owned(escaped) => escaped,
+            })
+            .collect();
         cells.resize(self.headers.len(), String::new());
         self.rows.push(cells);
     }
@@ -219,7 +231,31 @@ mod tests {
     #[test]
     fn colour_codes_do_not_count_as_width() {
         let mut t = Table::new(&["A", "B"]);
-        t.row(vec!["\u{1b}[1mab\u{1b}[0m".into(), "c".into()]);
-        assert_eq!(plain(&t, None)[1], "\u{1b}[1mab\u{1b}[0m  c");
+        t.row(vec!["ab".into(), "c".into()]);
+        let bold = |r: Option<usize>, c: usize, s: &str| match (r, c) {
+            (Some(_), 0) => format!("\u{1b}[1m{s}\u{1b}[0m"),
+            _ => s.to_owned(),
+        };
+        assert_eq!(t.render(None, bold)[1], "\u{1b}[1mab\u{1b}[0m  c");
+    }
+
+    #[test]
+    fn control_characters_in_cells_are_escaped_before_measuring() {
+        let mut t = Table::new(&["MODEL", "TITLE"]);
+        t.row(vec![
+            "gpt\u{1b}[2J".into(),
+            "line one\r\nX-line\ttab\u{7}\u{7f}".into(),
+        ]);
+        t.row(vec!["m".into(), "ok".into()]);
+        let lines = plain(&t, None);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(
+            lines[1],
+            "gpt\\u{1b}[2J  line one\\r\\nX-line\\ttab\\u{7}\\u{7f}"
+        );
+        assert_eq!(lines[2], "m             ok");
+        assert!(lines.iter().all(|l| !l.chars().any(char::is_control)));
+        // Measured after escaping: the second column starts at the same place in each row.
+        assert_eq!(lines[0].find("TITLE"), lines[2].find("ok"));
     }
 }
