@@ -11,7 +11,14 @@
 //! `/v1/traces` appended (so is the flag's URL, unless it already ends with `/v1/traces`).
 //! `OTEL_EXPORTER_OTLP_HEADERS` / `OTEL_EXPORTER_OTLP_TRACES_HEADERS` (`k=v,k2=v2`, values
 //! percent-decoded) are sent; `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT` / `OTEL_EXPORTER_OTLP_TIMEOUT`
-//! (milliseconds) bound the whole exchange, 3 seconds when unset.
+//! (milliseconds) bound the whole exchange, 3 seconds when unset: name resolution runs on a
+//! thread of its own that is given up on at the deadline, and the request is written in
+//! chunks, each write bounded by the time left, so a slow resolver or a collector that reads
+//! slowly cannot keep `prompt` from exiting.
+//!
+//! The URL must not hold a space or a control character (a CR LF in it would add a header
+//! to the request): such a URL is refused, naming the flag or variable it came from. A
+//! `#fragment` is not part of what is sent.
 //!
 //! The client is a minimal HTTP/1.1 POST over `std::net::TcpStream`, `http://` only (an
 //! `https://` endpoint is refused with a clear error): no HTTP or TLS crate in the binary for
@@ -19,7 +26,7 @@
 //! (`http://127.0.0.1:4318`). A collector in front of a TLS backend forwards it.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use acpx_model::{RecordId, Store};
@@ -50,15 +57,29 @@ impl OtlpTarget {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<Self>, String> {
         let var = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-        let url = match (flag, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
-            (Some(f), _) => with_traces_path(f.trim()),
-            (None, Some(t)) => t.trim().to_owned(),
+        let (source, given, url) = match (flag, var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
+            (Some(f), _) => ("--otlp-endpoint", f.to_owned(), with_traces_path(f.trim())),
+            (None, Some(t)) => (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                t.clone(),
+                without_fragment(t.trim()).to_owned(),
+            ),
             (None, None) => match var("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                Some(base) => with_traces_path(base.trim()),
+                Some(base) => (
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    base.clone(),
+                    with_traces_path(base.trim()),
+                ),
                 None => return Ok(None),
             },
         };
-        let (host, port, path) = parse_http_url(&url)?;
+        if let Some(b) = given.trim().bytes().find(|b| *b <= 0x20 || *b == 0x7f) {
+            return Err(format!(
+                "{source}: the OTLP endpoint {given:?} holds a space or control character \
+                 (byte 0x{b:02x}); a URL must not"
+            ));
+        }
+        let (host, port, path) = parse_http_url(&url).map_err(|e| format!("{source}: {e}"))?;
         let mut headers = Vec::new();
         for key in [
             "OTEL_EXPORTER_OTLP_HEADERS",
@@ -102,9 +123,15 @@ impl OtlpTarget {
     }
 }
 
-/// A base endpoint with the traces path (`…/v1/traces`) appended, unless it has it.
+/// `url` without its `#fragment`, which is never sent to a server.
+fn without_fragment(url: &str) -> &str {
+    url.split_once('#').map_or(url, |(before, _)| before)
+}
+
+/// A base endpoint (its fragment dropped) with the traces path (`…/v1/traces`) appended,
+/// unless it has it.
 fn with_traces_path(base: &str) -> String {
-    let base = base.trim_end_matches('/');
+    let base = without_fragment(base).trim_end_matches('/');
     if base.ends_with("/v1/traces") {
         base.to_owned()
     } else {
@@ -217,10 +244,16 @@ fn post(t: &OtlpTarget, body: &[u8]) -> Result<(), String> {
             .max(Duration::from_millis(1))
     };
     let fail = |what: &str, e: std::io::Error| format!("{what} {}: {e}", t.url);
-    let addrs: Vec<_> = (t.host.as_str(), t.port)
-        .to_socket_addrs()
-        .map_err(|e| fail("cannot resolve", e))?
-        .collect();
+    let (host, port) = (t.host.clone(), t.port);
+    let addrs = resolve_within(
+        move || {
+            (host.as_str(), port)
+                .to_socket_addrs()
+                .map(Iterator::collect)
+        },
+        left(),
+    )
+    .map_err(|e| fail("cannot resolve", e))?;
     let mut last = None;
     let mut stream = None;
     for a in addrs {
@@ -253,16 +286,16 @@ fn post(t: &OtlpTarget, body: &[u8]) -> Result<(), String> {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
-    s.set_write_timeout(Some(left()))
-        .map_err(|e| fail("cannot send to", e))?;
-    s.write_all(head.as_bytes())
-        .and_then(|_| s.write_all(body))
-        .and_then(|_| s.flush())
-        .map_err(|e| fail("cannot send to", e))?;
+    for part in [head.as_bytes(), body] {
+        write_before(&mut s, part, deadline).map_err(|e| fail("cannot send to", e))?;
+    }
     // The status line is all that is needed; read until it is whole (bounded).
     let mut answer = Vec::new();
     let mut buf = [0u8; 1024];
     while !answer.windows(2).any(|w| w == b"\r\n") && answer.len() < 8192 {
+        if Instant::now() >= deadline {
+            return Err(fail("no answer from", timed_out("the answer")));
+        }
         s.set_read_timeout(Some(left()))
             .map_err(|e| fail("no answer from", e))?;
         match s.read(&mut buf) {
@@ -282,6 +315,53 @@ fn post(t: &OtlpTarget, body: &[u8]) -> Result<(), String> {
         Some(_) => Err(format!("{} answered {line:?}", t.url)),
         None => Err(format!("{} did not answer HTTP ({line:?})", t.url)),
     }
+}
+
+/// How much one write may hand the kernel: small enough that the deadline is checked often.
+const WRITE_CHUNK: usize = 16 * 1024;
+
+/// Writes all of `data` to `s` before `deadline`: in chunks, each write bounded by the time
+/// left (a socket's write timeout bounds one system call, not the whole of `write_all`).
+fn write_before(s: &mut TcpStream, data: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let mut sent = 0;
+    while sent < data.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timed_out("the request"));
+        }
+        s.set_write_timeout(Some(left))?;
+        let end = data.len().min(sent + WRITE_CHUNK);
+        match s.write(&data[sent..end]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    s.flush()
+}
+
+/// `resolve` (a name lookup, which the standard library cannot bound) run on a thread of its
+/// own, waited for at most `timeout`; a lookup still running then is left to finish alone.
+fn resolve_within(
+    resolve: impl FnOnce() -> std::io::Result<Vec<SocketAddr>> + Send + 'static,
+    timeout: Duration,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("acpx-otlp-resolve".into())
+        .spawn(move || {
+            let _ = tx.send(resolve());
+        })?;
+    rx.recv_timeout(timeout)
+        .unwrap_or_else(|_| Err(timed_out("the name lookup")))
+}
+
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} took longer than the export's timeout"),
+    )
 }
 
 #[cfg(test)]
@@ -356,5 +436,97 @@ mod tests {
             env(&[("OTEL_EXPORTER_OTLP_HEADERS", "novalue")])
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_url_with_a_space_or_control_character_is_refused_naming_its_source() {
+        let injected = "http://h:4318/x\r\nX-Injected: 1";
+        let e = OtlpTarget::resolve(Some(injected), env(&[])).unwrap_err();
+        assert!(e.starts_with("--otlp-endpoint:"), "{e}");
+        assert!(e.contains("control character"), "{e}");
+        for var in [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ] {
+            let e = OtlpTarget::resolve(None, env(&[(var, injected)])).unwrap_err();
+            assert!(e.starts_with(&format!("{var}:")), "{e}");
+        }
+        for bad in [
+            "http://h/a b",
+            "http://h/\u{7f}",
+            "http://h\t:1/",
+            "http://h/\0",
+        ] {
+            assert!(OtlpTarget::resolve(Some(bad), env(&[])).is_err(), "{bad:?}");
+        }
+        // Surrounding blanks are not part of the URL.
+        assert!(OtlpTarget::resolve(Some(" http://h:1 \n"), env(&[])).is_ok());
+        let e = OtlpTarget::resolve(Some("https://x"), env(&[])).unwrap_err();
+        assert!(e.starts_with("--otlp-endpoint:"), "{e}");
+    }
+
+    #[test]
+    fn the_fragment_is_not_sent() {
+        let t = OtlpTarget::resolve(Some("http://h:1/base#frag"), env(&[]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.path.as_str(), t.url.as_str()),
+            ("/base/v1/traces", "http://h:1/base/v1/traces")
+        );
+        let t = OtlpTarget::resolve(
+            None,
+            env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://h/t?x=1#f")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(t.path, "/t?x=1");
+    }
+
+    #[test]
+    fn a_slow_name_lookup_is_given_up_at_the_deadline() {
+        let started = Instant::now();
+        let e = resolve_within(
+            || {
+                std::thread::sleep(Duration::from_secs(5));
+                Ok(Vec::new())
+            },
+            Duration::from_millis(100),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let fast = resolve_within(
+            || Ok(vec![([127, 0, 0, 1], 9).into()]),
+            Duration::from_secs(5),
+        );
+        assert_eq!(fast.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_collector_that_reads_slowly_cannot_hold_the_export_past_its_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Reads a little at a time, far slower than the body arrives, and never answers.
+        std::thread::spawn(move || {
+            if let Ok((mut conn, _)) = listener.accept() {
+                let mut buf = [0u8; 512];
+                while matches!(conn.read(&mut buf), Ok(n) if n > 0) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        let t = OtlpTarget::resolve(
+            Some(&format!("http://127.0.0.1:{port}")),
+            env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "500")]),
+        )
+        .unwrap()
+        .unwrap();
+        let body = vec![b'x'; 64 * 1024 * 1024];
+        let started = Instant::now();
+        let e = post(&t, &body).unwrap_err();
+        let took = started.elapsed();
+        assert!(e.contains("cannot send to"), "{e}");
+        assert!(took < Duration::from_millis(1500), "took {took:?}: {e}");
     }
 }
