@@ -52,6 +52,10 @@ pub(crate) struct TurnCtx {
     pub cancel: watch::Sender<bool>,
     /// Approved tool calls of the turn still open ([`grants`]).
     pub grants: Vec<grants::Grant>,
+    /// What each tool call of the turn named in its `tool_call` / `tool_call_update`
+    /// notifications ([`grants::targets_of`]), for a permission request whose `toolCall`
+    /// carries only its id.
+    pub tool_targets: std::collections::HashMap<String, Vec<String>>,
 }
 
 /// The client capabilities and policies a session serves the agent with.
@@ -218,6 +222,7 @@ impl SessionCore {
             stats: PermissionStats::default(),
             cancel: tx,
             grants: Vec::new(),
+            tool_targets: Default::default(),
         });
         rx
     }
@@ -515,7 +520,7 @@ impl SessionCore {
     }
 
     /// Whether a write or terminal may proceed. Allowed without asking under `approve-all`
-    /// or when an approved tool call covers it ([`grants`]; neither counted); otherwise the
+    /// or when an approved tool call names it ([`grants`]; neither counted); otherwise the
     /// decision (a remembered "always" / "never", a refusal, or a human's answer) counts in
     /// the turn's permission stats.
     async fn gate(&self, question: PermissionQuestion) -> Gated {
@@ -523,9 +528,12 @@ impl SessionCore {
         if self.permission_mode() == PermissionMode::ApproveAll {
             return Gated { ok: true, extra };
         }
-        if let Some(id) = self.covering_grant(&question.method) {
-            extra.insert("coveredBy".into(), json!(id));
-            return Gated { ok: true, extra };
+        // Under `deny-all` nothing is covered: the mode refuses every write and terminal.
+        if self.permission_mode() != PermissionMode::DenyAll {
+            if let Some(id) = self.covering_grant(&question.method, &question.details) {
+                extra.insert("coveredBy".into(), json!(id));
+                return Gated { ok: true, extra };
+            }
         }
         let key = grants::always_key(question.kind.as_deref(), &question.title);
         if self.permission_mode() == PermissionMode::ApproveReads {

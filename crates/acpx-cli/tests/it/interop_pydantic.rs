@@ -278,8 +278,8 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
     let first = run(&["-s", "branch", "prompt", "what did I ask you to remember?"]).ok();
     for heard in [
         "mode=ask; turns=1; heard=[This conversation was forked",
-        "User: one\n\nAgent: mode=ask; turns=1; heard=one",
-        "User: two\n\nAgent: mode=ask; turns=2; heard=one | two",
+        "User:\n> one\n\nAgent:\n> mode=ask; turns=1; heard=one",
+        "User:\n> two\n\nAgent:\n> mode=ask; turns=2; heard=one | two",
         "[End of the earlier conversation.]\n\nwhat did I ask you to remember?; model=alpha",
     ] {
         assert!(
@@ -313,7 +313,7 @@ fn a_fork_is_a_copy_continued_by_its_owner(backend: &'static str) {
             && second
                 .stdout
                 .contains("what did I ask you to remember? | four; model=alpha")
-            && second.stdout.matches("User: one").count() == 1,
+            && second.stdout.matches("User:\n> one").count() == 1,
         "{}\n{}",
         second.stdout,
         second.stderr
