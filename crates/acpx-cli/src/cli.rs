@@ -144,6 +144,11 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
 
+    /// Another workspace root for the session (repeatable; the agent must support it): sent
+    /// to the agent, stored with the session and sent again on every later command
+    #[arg(long = "add-dir", global = true, value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+
     /// Select this model (stored with the session and set again on every later command)
     #[arg(long, global = true, value_name = "MODEL")]
     pub model: Option<String>,

@@ -102,6 +102,9 @@ pub struct Config {
     pub no_owner: bool,
     /// `mcpServers`: the MCP servers of new sessions (and of older records without any).
     pub mcp_servers: Option<McpServers>,
+    /// `additionalDirectories`: the session's additional workspace roots when `--add-dir`
+    /// names none.
+    pub additional_directories: Option<Vec<PathBuf>>,
     /// `nonInteractivePermissions`.
     pub non_interactive: Option<NonInteractivePermissions>,
     /// `resumePolicy`.
@@ -161,6 +164,7 @@ impl Config {
             queue_max_depth: file.queue_max_depth,
             no_owner: file.no_owner,
             mcp_servers: file.mcp_servers,
+            additional_directories: file.additional_directories,
             non_interactive: file.non_interactive,
             resume_policy: file.resume_policy,
             auth_policy: file.auth_policy,

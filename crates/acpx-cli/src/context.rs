@@ -43,6 +43,8 @@ pub struct Ctx {
     pub agent: AgentChoice,
     /// `--mcp-config`: MCP servers for this invocation (stored in the session).
     pub mcp_servers: Option<McpServers>,
+    /// `--add-dir`, else config `additionalDirectories`: canonical (empty: the record's).
+    pub additional_directories: Vec<PathBuf>,
     /// `--model`.
     pub model: Option<String>,
     /// `--resume-policy`, else config `resumePolicy`.
@@ -64,6 +66,13 @@ pub struct Ctx {
     pub settle_loads: bool,
     store: OnceCell<OpenStore>,
     authority: std::sync::OnceLock<PathBuf>,
+}
+
+/// `dirs` canonicalized; one that does not exist or is not a directory is a usage error
+/// naming it and where it came from (`source`).
+fn resolve_dirs(dirs: &[PathBuf], source: &str) -> CliResult<Vec<PathBuf>> {
+    acpx_runtime::session::additional_dirs::resolve(dirs)
+        .map_err(|e| CliError::usage(format!("{source}: {e}")))
 }
 
 /// Reads an `--mcp-config` file: `{"mcpServers": {...}}` or ACP's array. A bad file is a
@@ -246,6 +255,12 @@ impl Ctx {
             Some(p) => Some(read_mcp_config(p)?),
             None => None,
         };
+        let additional_directories = if global.add_dir.is_empty() {
+            let configured = config.additional_directories.clone().unwrap_or_default();
+            resolve_dirs(&configured, "config additionalDirectories")?
+        } else {
+            resolve_dirs(&global.add_dir, "--add-dir")?
+        };
         if global.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(CliError::usage("--model needs a model id"));
         }
@@ -267,6 +282,7 @@ impl Ctx {
         Ok(Ctx {
             auth_policy,
             mcp_servers,
+            additional_directories,
             model: global.model.clone(),
             permission_rules: global
                 .permission_policy

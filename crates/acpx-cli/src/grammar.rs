@@ -42,6 +42,7 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--timeout",
     "--ttl",
     "--mcp-config",
+    "--add-dir",
     "--model",
     "--resume-policy",
     "--non-interactive-permissions",

@@ -356,6 +356,9 @@ impl FsError {
 #[derive(Debug, Clone)]
 pub struct FsRoot {
     root: PathBuf,
+    /// The session's additional workspace roots (`--add-dir`), canonical: paths inside them
+    /// are admitted as paths inside `root` are.
+    additional: Vec<PathBuf>,
 }
 
 impl FsRoot {
@@ -363,7 +366,21 @@ impl FsRoot {
     pub fn new(cwd: &Path) -> std::io::Result<Self> {
         Ok(FsRoot {
             root: std::fs::canonicalize(cwd)?,
+            additional: Vec::new(),
         })
+    }
+
+    /// `self` also admitting paths inside each of `dirs` (which must exist).
+    pub fn with_additional(mut self, dirs: &[PathBuf]) -> std::io::Result<Self> {
+        for d in dirs {
+            self.additional.push(std::fs::canonicalize(d)?);
+        }
+        Ok(self)
+    }
+
+    /// The additional workspace roots, canonical, in the order given.
+    pub fn additional(&self) -> &[PathBuf] {
+        &self.additional
     }
 
     fn check_syntax(&self, raw: &str) -> Result<PathBuf, FsError> {
@@ -382,13 +399,27 @@ impl FsRoot {
     }
 
     fn check_inside(&self, raw: &str, resolved: &Path) -> Result<(), FsError> {
-        if resolved.starts_with(&self.root) {
+        if resolved.starts_with(&self.root)
+            || self.additional.iter().any(|d| resolved.starts_with(d))
+        {
             Ok(())
-        } else {
+        } else if self.additional.is_empty() {
             Err(FsError::Refused(format!(
                 "{raw:?} resolves to {} which is outside the session directory {}",
                 resolved.display(),
                 self.root.display()
+            )))
+        } else {
+            Err(FsError::Refused(format!(
+                "{raw:?} resolves to {} which is outside the session directory {} and its \
+                 additional directories ({})",
+                resolved.display(),
+                self.root.display(),
+                self.additional
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )))
         }
     }

@@ -15,7 +15,9 @@
 //! `{"name": {"argv": ["..."]}}`), `disableExec` (boolean), `ttl` (the queue owner's idle
 //! seconds, 0 = until closed), `queueMaxDepth` (1 or more), `noOwner` (boolean: run the agent
 //! in each command's own process), `mcpServers` (the MCP servers of new sessions:
-//! `{"name": {"command", "args", "env"}}` or ACP's array), `nonInteractivePermissions`
+//! `{"name": {"command", "args", "env"}}` or ACP's array), `additionalDirectories` (the
+//! session's additional workspace roots when `--add-dir` names none: a list of paths, relative
+//! ones taken from the config file's directory), `nonInteractivePermissions`
 //! (`deny` | `fail`), `resumePolicy` (`allow-new` | `same-session-only`), `authPolicy` (`skip` |
 //! `fail`), `auth` (`{"<auth method id>": "<credential>"}`, see `docs/format.md` §
 //! Authentication). Any other key is collected in [`ConfigFile::unknown_keys`].
@@ -85,6 +87,9 @@ pub struct ConfigFile {
     pub no_owner: bool,
     /// `mcpServers`: the MCP servers of new sessions (and of older records without any).
     pub mcp_servers: Option<McpServers>,
+    /// `additionalDirectories`: the session's additional workspace roots when `--add-dir`
+    /// names none (relative paths joined to the config file's directory; not checked here).
+    pub additional_directories: Option<Vec<PathBuf>>,
     /// `nonInteractivePermissions`.
     pub non_interactive: Option<NonInteractivePermissions>,
     /// `resumePolicy`.
@@ -130,6 +135,7 @@ pub const TEMPLATE: &str = r#"{
   "authPolicy": "skip",
   "// auth": "add \"auth\": {\"<auth method id>\": \"<credential>\"} to authenticate; ACPX_AUTH_<METHOD_ID> in the environment wins",
   "// mcpServers": "add \"mcpServers\": {\"<name>\": {\"command\": \"…\", \"args\": [], \"env\": {}}} to give MCP servers to every new session",
+  "// additionalDirectories": "add \"additionalDirectories\": [\"../shared\"] to give every session more workspace roots (like --add-dir; relative to this file's directory); the agent must support them",
   "// agents": "your own agents: \"name\": \"command line\" (or {\"command\": \"…\"}); they override built-in names",
   "agents": {}
 }
@@ -176,6 +182,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "auth",
     "agents",
     "mcpServers",
+    "additionalDirectories",
 ];
 
 /// The known key closest to `key` (a typo of it: at most a third of its letters differ,
@@ -391,6 +398,19 @@ impl ConfigFile {
                     let servers =
                         parse_mcp_servers(value).map_err(|e| config_error(path, key, &e.0))?;
                     self.mcp_servers = Some(servers);
+                }
+                "additionalDirectories" => {
+                    let not_paths = || {
+                        config_error(path, key, &format!("expected a list of paths, got {value}"))
+                    };
+                    let base = path.parent().unwrap_or(Path::new("."));
+                    let dirs = value
+                        .as_array()
+                        .ok_or_else(not_paths)?
+                        .iter()
+                        .map(|d| d.as_str().map(|d| base.join(d)).ok_or_else(not_paths))
+                        .collect::<ConfigResult<Vec<_>>>()?;
+                    self.additional_directories = Some(dirs);
                 }
                 "nonInteractivePermissions" => {
                     self.non_interactive = Some(match expect_string(path, key, value)?.as_str() {

@@ -14,6 +14,8 @@ pub(crate) struct Flags {
     pub(crate) fork_unsupported: bool,
     pub(crate) close: bool,
     pub(crate) delete: bool,
+    /// Advertise `sessionCapabilities.additionalDirectories`.
+    pub(crate) additional_dirs: bool,
     pub(crate) resume_unsupported: bool,
     pub(crate) models: bool,
     /// No model selection in the session answer (modes only), yet `session/set_config_option`
@@ -69,6 +71,7 @@ impl Flags {
                 }
                 "--close" => f.close = true,
                 "--delete" => f.delete = true,
+                "--additional-dirs" => f.additional_dirs = true,
                 "--resume-unsupported" => {
                     f.resume = true;
                     f.resume_unsupported = true;

@@ -30,6 +30,7 @@
 //! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
 //! | `late` | answers, then sends one more chunk after the response |
 //! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
+//! | `dirs` | replies `dirs=<the additionalDirectories of the session's last new/load/resume/fork, comma-separated>` |
 //! | `write-asked <path> <text…>` | like `write-file`, but as qwen-code does: the `tool_call` has an empty input, and the title, path, input and diff come only in the permission request's `toolCall` |
 //! | `recall` | says what this session remembers: `remembered N: TEXTS` (the user texts joined by ` \| `) (its stored history, or the unstored fork's) |
 //! | `write-direct <path> <text…>` | writes through `fs/write_text_file` without asking permission first |
@@ -47,7 +48,8 @@
 //! before), `--start-delay-ms <ms>` (wait that long before serving: an agent slow to start),
 //! `--fork-unsupported` (advertise fork but answer it with -32601, as
 //! pydantic-acp does: its SDK refuses the unstable method), `--close` (advertise
-//! `session/close`), `--delete` (advertise `session/delete`, which removes the session's
+//! `session/close`), `--additional-dirs` (advertise
+//! `sessionCapabilities.additionalDirectories`), `--delete` (advertise `session/delete`, which removes the session's
 //! history from `--state-dir`), `--resume-unsupported` (advertise resume but answer it with -32601, as
 //! pydantic-acp does), `--models` (no model config
 //! option; answers carry the unstable `models` and `session/set_model` is served),

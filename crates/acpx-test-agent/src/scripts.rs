@@ -504,6 +504,7 @@ pub(crate) async fn prompt(
                 None => stop = "cancelled",
             }
         }
+        "dirs" => say(cx, &format!("dirs={}", session.dirs.join(",")))?,
         "state" => say(
             cx,
             &format!(

@@ -21,6 +21,8 @@ pub(crate) struct SessionState {
     pub(crate) model: String,
     /// The names of the MCP servers the client sent with new/load/resume/fork.
     pub(crate) mcp: Vec<String>,
+    /// The `additionalDirectories` the client sent with new/load/resume/fork.
+    pub(crate) dirs: Vec<String>,
 }
 
 pub(crate) struct AgentState {
@@ -131,6 +133,19 @@ pub(crate) fn session_answer(state: &AgentState, s: &SessionState, extra: Value)
     v
 }
 
+fn additional_dirs(params: &Value) -> Vec<String> {
+    params
+        .get("additionalDirectories")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn mcp_names(params: &Value) -> Vec<String> {
     params
         .get("mcpServers")
@@ -171,6 +186,9 @@ pub(crate) fn initialize(state: &AgentState, params: &Value) -> Result<Value, Er
     }
     if state.flags.close {
         session_caps.insert("close".into(), json!({}));
+    }
+    if state.flags.additional_dirs {
+        session_caps.insert("additionalDirectories".into(), json!({}));
     }
     eprintln!(
         "acpx-test-agent: initialize from {:?}, fs={:?} terminal={}",
@@ -263,6 +281,7 @@ pub(crate) fn register(state: &AgentState, id: &str, cwd: String, params: &Value
         mode: "default".into(),
         model: "small".into(),
         mcp: mcp_names(params),
+        dirs: additional_dirs(params),
     };
     state
         .sessions

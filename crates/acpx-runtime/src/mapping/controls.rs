@@ -5,7 +5,8 @@ use acpx_model::{ControlAction, EventEnvelope, LastControlUpdate, SessionRecord,
 use serde_json::{json, Value};
 
 use super::{
-    lifecycle, Effect, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY, MCP_SERVERS_KEY,
+    lifecycle, Effect, ADDITIONAL_DIRECTORIES_KEY, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY,
+    DESIRED_MODE_KEY, MCP_SERVERS_KEY,
 };
 
 /// `last_control_update.payload` in the snake_case shape of `session.json`'s `acpx`
@@ -178,6 +179,12 @@ pub(super) fn apply_lifecycle(
                     .acpx
                     .extra
                     .insert(MCP_SERVERS_KEY.into(), servers.clone());
+            }
+            if let Some(dirs) = extra.get("additionalDirectories").filter(|v| v.is_array()) {
+                record
+                    .acpx
+                    .extra
+                    .insert(ADDITIONAL_DIRECTORIES_KEY.into(), dirs.clone());
             }
         }
         lifecycle::CHOICE_NOT_RESTORED => {

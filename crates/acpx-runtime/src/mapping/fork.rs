@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | `forkedFrom` | `{acpxRecordId, acpSessionId, seq, messageCount, method, forkedAt}`: the parent at the fork point | `acpx.forked_from` |
 //! | `thread` | the parent's thread at the fork point | `thread` |
-//! | `state` | `currentModeId`, `availableCommands`, `configOptions`, `desiredModeId`, `desiredConfigOptions`, `desiredModelId`, `mcpServers`, `protocolVersion`, `agentCapabilities` | each key present sets the field of that name (`acpx.current_mode_id`, …, `protocolVersion`, `agentCapabilities`); `currentModeId: null` clears the mode |
+//! | `state` | `currentModeId`, `availableCommands`, `configOptions`, `desiredModeId`, `desiredConfigOptions`, `desiredModelId`, `mcpServers`, `additionalDirectories`, `protocolVersion`, `agentCapabilities` | each key present sets the field of that name (`acpx.current_mode_id`, …, `protocolVersion`, `agentCapabilities`); `currentModeId: null` clears the mode |
 //!
 //! A `session_forked` event without `forkedFrom` (written before the payload carried the
 //! parent's state) has the origin keys at the top level; they become `acpx.forked_from` and
@@ -19,7 +19,10 @@ use acpx_model::{SessionRecord, Thread};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{Effect, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY, MCP_SERVERS_KEY};
+use super::{
+    Effect, ADDITIONAL_DIRECTORIES_KEY, DESIRED_CONFIG_KEY, DESIRED_MODEL_KEY, DESIRED_MODE_KEY,
+    MCP_SERVERS_KEY,
+};
 
 /// `acpx` key of a forked session: the `forkedFrom` document of its `session_forked` event.
 pub const FORKED_FROM_KEY: &str = "forked_from";
@@ -65,6 +68,9 @@ pub fn session_forked_payload(
     }
     if let Some(v) = parent.acpx.extra.get(MCP_SERVERS_KEY) {
         state.insert("mcpServers".into(), v.clone());
+    }
+    if let Some(v) = parent.acpx.extra.get(ADDITIONAL_DIRECTORIES_KEY) {
+        state.insert("additionalDirectories".into(), v.clone());
     }
     if let Some(v) = child.protocol_version {
         state.insert("protocolVersion".into(), json!(v));
@@ -141,6 +147,7 @@ fn apply_state(record: &mut SessionRecord, state: &Map<String, Value>) {
         ("desiredConfigOptions", DESIRED_CONFIG_KEY),
         ("desiredModelId", DESIRED_MODEL_KEY),
         ("mcpServers", MCP_SERVERS_KEY),
+        ("additionalDirectories", ADDITIONAL_DIRECTORIES_KEY),
     ] {
         if let Some(v) = state.get(key).filter(|v| !v.is_null()) {
             record.acpx.extra.insert(acpx_key.to_owned(), v.clone());

@@ -114,6 +114,9 @@ pub const DESIRED_MODEL_KEY: &str = "desired_model_id";
 /// `acpx` key holding the session's MCP servers in ACP's array form, sent on every
 /// new/load/resume/fork.
 pub const MCP_SERVERS_KEY: &str = "mcp_servers";
+/// `acpx` key holding the session's additional workspace roots (`--add-dir`, absolute paths),
+/// sent as `additionalDirectories` on every new/load/resume/fork.
+pub const ADDITIONAL_DIRECTORIES_KEY: &str = "additional_directories";
 /// `acpx` key holding the session's "always" / "never" permission answers (`{"kind:edit":
 /// "allow"}`), folded from the `always` and `alwaysKey` of `client_operation` events.
 pub const PERMISSION_ALWAYS_KEY: &str = "permission_always";

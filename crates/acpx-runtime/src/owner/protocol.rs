@@ -47,6 +47,9 @@ pub struct TaskOptions {
     /// The configuration's `mcpServers`, in ACP's array form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_mcp_servers: Option<Value>,
+    /// `--add-dir`, absolute (empty: the record's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<std::path::PathBuf>,
     /// `--model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::client_ops::{PermissionMode, PermissionPrompter};
 use crate::error::{RuntimeError, RuntimeResult};
-use crate::mapping::MCP_SERVERS_KEY;
+use crate::mapping::{ADDITIONAL_DIRECTORIES_KEY, MCP_SERVERS_KEY};
 use crate::mcp_servers::{parse_mcp_servers, McpServers};
 use crate::session::{NewSessionSpec, Notice, Runtime, RuntimeOptions, Session, TurnOptions};
 
@@ -43,7 +43,8 @@ pub(super) struct Worker {
     base: RuntimeOptions,
     shared: Arc<Shared>,
     session: Option<Session>,
-    /// The MCP servers (ACP array form) the agent of `session` was given, and whether it was
+    /// The MCP servers (ACP array form) and additional directories the agent of `session` was
+    /// given (`{"mcpServers", "additionalDirectories"}`), and whether it was
     /// offered fs and terminal (`--no-fs`, `--no-terminal`): a task that wants otherwise
     /// reattaches, since capabilities are fixed at `initialize`.
     session_mcp: (Value, bool, bool),
@@ -55,11 +56,22 @@ pub(super) struct Worker {
     pending: Vec<Job>,
 }
 
-/// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and whether fs
-/// and terminal are offered.
+/// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and additional
+/// directories (its own `--add-dir`, else the record's), and whether fs and terminal are
+/// offered.
 fn wanted_agent(options: &TaskOptions, record: &acpx_model::SessionRecord) -> (Value, bool, bool) {
+    let dirs = if options.additional_directories.is_empty() {
+        record
+            .acpx
+            .extra
+            .get(ADDITIONAL_DIRECTORIES_KEY)
+            .cloned()
+            .unwrap_or_else(|| Value::Array(Vec::new()))
+    } else {
+        serde_json::json!(options.additional_directories)
+    };
     (
-        wanted_mcp(options, record),
+        serde_json::json!({"mcpServers": wanted_mcp(options, record), "additionalDirectories": dirs}),
         !options.no_fs,
         !options.no_terminal,
     )
@@ -405,6 +417,7 @@ impl Worker {
             attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
         }
         attach.model = options.model.clone();
+        attach.additional_directories = options.additional_directories.clone();
         // The task's `--timeout` also bounds the agent's start and reattach, as it does in
         // one process (`docs/format.md`, § Durations): an agent that never answers
         // `initialize` must not hold the client longer than it asked to wait.

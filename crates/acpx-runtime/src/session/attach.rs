@@ -11,6 +11,7 @@ use std::sync::Arc;
 use acpx_model::{MemoryStore, Message, NewSession, RecordId, SessionRecord, Timestamp};
 use serde_json::{json, Map, Value};
 
+use super::additional_dirs;
 use crate::agent::{self, AgentProcess, Connection};
 use crate::client_ops::FsRoot;
 use crate::core::{client_builder, Phase, SessionCore};
@@ -71,7 +72,9 @@ impl Runtime {
     /// with `AlreadyExists` once the agent's session is made.
     pub async fn open_new_as(&self, spec: NewSessionSpec, id: RecordId) -> RuntimeResult<Session> {
         let cwd = check_cwd(&spec.cwd)?;
-        let core = Arc::new(SessionCore::new(cwd.clone(), fs_root(&cwd)?, self.policy()));
+        let dirs = additional_dirs::resolve(&self.options.additional_directories)?;
+        let root = with_dirs(fs_root(&cwd)?, &dirs)?;
+        let core = Arc::new(SessionCore::new(cwd.clone(), root, self.policy()));
         let (agent, conn) = self.start_agent(&spec.agent_command, &cwd, &core).await?;
         let mut setup = Setup {
             runtime: self,
@@ -80,7 +83,12 @@ impl Runtime {
             conn: &conn,
         };
         let init = setup.initialize().await?;
-        let auth = match setup.authenticate(&init).await {
+        // An agent that cannot take `--add-dir` is refused before anything is created.
+        let checked = match additional_dirs::check_advertised(&dirs, &init, &spec.agent_command) {
+            Ok(()) => setup.authenticate(&init).await,
+            Err(e) => Err(e),
+        };
+        let auth = match checked {
             Ok(a) => a,
             Err(e) => {
                 let mut conn = conn;
@@ -139,6 +147,7 @@ impl Runtime {
             if let Some(m) = &mcp {
                 facts.insert("mcpServers".into(), m.to_json());
             }
+            additional_dirs::add_to_facts(&mut facts, &dirs);
             core.try_record(lifecycle_draft(lifecycle_payload(
                 lifecycle::SESSION_CREATED,
                 Value::Object(facts),
@@ -202,7 +211,9 @@ impl Runtime {
             return Err(RuntimeError::InvalidInput(why));
         }
         let cwd = check_cwd(Path::new(&record.cwd))?;
-        let core = Arc::new(SessionCore::new(cwd.clone(), fs_root(&cwd)?, self.policy()));
+        let dirs = additional_dirs::for_record(&self.options.additional_directories, &record)?;
+        let root = with_dirs(fs_root(&cwd)?, &dirs)?;
+        let core = Arc::new(SessionCore::new(cwd.clone(), root, self.policy()));
         *core.recorder.lock().await = Some(recorder);
         let (agent, conn) = self.start_agent(&record.agent_command, &cwd, &core).await?;
         let mut setup = Setup {
@@ -418,6 +429,13 @@ pub(super) fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
     Ok(cwd.to_path_buf())
 }
 
+/// `root` also admitting the session's additional directories.
+fn with_dirs(root: FsRoot, dirs: &[std::path::PathBuf]) -> RuntimeResult<FsRoot> {
+    root.with_additional(dirs).map_err(|e| {
+        RuntimeError::InvalidInput(format!("cannot resolve an additional directory: {e}"))
+    })
+}
+
 pub(super) fn fs_root(cwd: &Path) -> RuntimeResult<FsRoot> {
     FsRoot::new(cwd)
         .map_err(|e| RuntimeError::InvalidInput(format!("cannot resolve {}: {e}", cwd.display())))
@@ -522,13 +540,11 @@ impl Setup<'_> {
         Ok(())
     }
 
+    /// `session/new`, with the session's additional directories (its [`FsRoot`]'s).
     async fn new_session(&self, cwd: &Path, mcp_servers: Value) -> RuntimeResult<Value> {
-        self.call(
-            "session/new",
-            json!({"cwd": cwd, "mcpServers": mcp_servers}),
-            |_| {},
-        )
-        .await
+        let mut params = json!({"cwd": cwd, "mcpServers": mcp_servers});
+        additional_dirs::add_to_params(&mut params, self.core.fs_root.additional());
+        self.call("session/new", params, |_| {}).await
     }
 
     fn controls<'b>(&'b self, acp_session_id: &'b str) -> Controls<'b> {
@@ -579,7 +595,10 @@ impl Setup<'_> {
         let (wire, left_out) = mcp_for_agent(mcp.as_ref(), init);
         let mut notices = left_out_notice(left_out);
         let old = record.acp_session_id.clone();
-        let params = json!({"sessionId": old, "cwd": record.cwd, "mcpServers": wire});
+        let dirs = self.core.fs_root.additional();
+        additional_dirs::check_advertised(dirs, init, &record.agent_command)?;
+        let mut params = json!({"sessionId": old, "cwd": record.cwd, "mcpServers": wire});
+        additional_dirs::add_to_params(&mut params, dirs);
         let mut failed: Vec<FailedAttempt> = Vec::new();
         if can_resume {
             match self.call("session/resume", params.clone(), |_| {}).await {
@@ -708,6 +727,7 @@ impl Setup<'_> {
         if let Some(m) = mcp {
             facts.insert("mcpServers".into(), m.to_json());
         }
+        additional_dirs::add_to_facts(&mut facts, self.core.fs_root.additional());
         self.core
             .try_record(lifecycle_draft(lifecycle_payload(
                 lifecycle::SESSION_ATTACHED,
@@ -757,6 +777,7 @@ impl Setup<'_> {
         if let Some(m) = mcp {
             facts.insert("mcpServers".into(), m.to_json());
         }
+        additional_dirs::add_to_facts(&mut facts, self.core.fs_root.additional());
         self.core
             .try_record(lifecycle_draft(lifecycle_payload_with(
                 lifecycle::SESSION_FALLBACK,

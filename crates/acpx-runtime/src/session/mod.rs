@@ -7,6 +7,7 @@
 //! `controls` (set mode, set config option, raw agent requests), `prompt` (one turn, run by
 //! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
 
+pub mod additional_dirs;
 mod agent_delete;
 mod agent_output;
 mod attach;
@@ -244,6 +245,12 @@ impl Session {
     /// The ACP session id in use.
     pub async fn acp_session_id(&self) -> String {
         self.with_record(|r| r.acp_session_id.clone()).await
+    }
+
+    /// The session's additional workspace roots (`--add-dir`), canonical, as sent on its
+    /// last attach.
+    pub fn additional_directories(&self) -> &[std::path::PathBuf] {
+        self.core.fs_root.additional()
     }
 
     /// The agent's `initialize` answer.

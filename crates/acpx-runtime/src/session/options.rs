@@ -66,6 +66,10 @@ pub struct RuntimeOptions {
     /// MCP servers of the configuration: used when neither this invocation nor the record
     /// names any (and stored in a new record).
     pub default_mcp_servers: Option<McpServers>,
+    /// `--add-dir`: additional workspace roots for this invocation, sent as
+    /// `additionalDirectories` and stored in the record, replacing the stored list (empty:
+    /// the record's are sent again).
+    pub additional_directories: Vec<PathBuf>,
     /// A model chosen for this invocation (`--model`): applied after attaching and stored as
     /// the session's desired model.
     pub model: Option<String>,
@@ -154,6 +158,7 @@ impl Default for RuntimeOptions {
             non_interactive: NonInteractivePermissions::default(),
             mcp_servers: None,
             default_mcp_servers: None,
+            additional_directories: Vec::new(),
             model: None,
             permission_rules: None,
             prompt_retries: 0,

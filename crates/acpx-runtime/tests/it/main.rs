@@ -2,6 +2,7 @@
 //! workspace is linked once per crate, not once per test file. Each module is one former
 //! test file; run one with `cargo test -p acpx-runtime --test it <module>::`.
 
+mod additional_dirs;
 mod agent_output;
 mod choices;
 mod client_side;

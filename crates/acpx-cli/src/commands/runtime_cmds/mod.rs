@@ -75,6 +75,7 @@ pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions 
         non_interactive: ctx.non_interactive,
         mcp_servers: ctx.mcp_servers.clone(),
         default_mcp_servers: ctx.config.mcp_servers.clone(),
+        additional_directories: ctx.additional_directories.clone(),
         model: ctx.model.clone(),
         permission_rules: ctx.permission_rules.clone(),
         prompt_retries: ctx.prompt_retries,

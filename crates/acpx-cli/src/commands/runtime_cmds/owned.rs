@@ -98,6 +98,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         resume_policy: Some(ctx.resume_policy),
         mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
+        additional_directories: ctx.additional_directories.clone(),
         model: ctx.model.clone(),
         permission_policy: ctx.permission_rules.clone(),
         prompt_retries: Some(ctx.prompt_retries),

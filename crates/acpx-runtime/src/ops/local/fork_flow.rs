@@ -159,7 +159,20 @@ fn fork_params(session: &Session, parent: &SessionRecord) -> Value {
             .get("agentCapabilities")
             .unwrap_or(&Value::Null),
     );
-    json!({"sessionId": parent.acp_session_id, "cwd": parent.cwd, "mcpServers": wire})
+    let mut params =
+        json!({"sessionId": parent.acp_session_id, "cwd": parent.cwd, "mcpServers": wire});
+    // The parent's additional directories, checked against the agent when it attached.
+    let dirs = session.additional_directories();
+    if let (false, Some(obj)) = (dirs.is_empty(), params.as_object_mut()) {
+        obj.insert(
+            "additionalDirectories".into(),
+            json!(dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()),
+        );
+    }
+    params
 }
 
 /// The agent forked `parent` (`answer`): the child's record is created under `child_id`,
