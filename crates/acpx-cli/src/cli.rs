@@ -179,6 +179,11 @@ pub struct GlobalArgs {
     )]
     pub permission_policy: Option<String>,
 
+    /// Answers to the agent's form elicitations: a JSON object file, by field name; each form
+    /// is answered with the fields it asks for (checked against its schema) or declined
+    #[arg(long, global = true, value_name = "FILE")]
+    pub elicitation_answers: Option<PathBuf>,
+
     /// Retry a prompt up to N times when it fails transiently (agent error -32603 or -32700)
     /// before any update or client operation; each attempt is recorded as a turn [default: 0]
     #[arg(long, allow_negative_numbers = true, global = true, value_name = "N")]

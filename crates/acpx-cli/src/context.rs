@@ -53,6 +53,8 @@ pub struct Ctx {
     pub non_interactive: NonInteractivePermissions,
     /// `--permission-policy` rules.
     pub permission_rules: Option<PermissionRules>,
+    /// `--elicitation-answers`, read.
+    pub elicitation_answers: Option<acpx_runtime::ElicitationAnswers>,
     /// `--prompt-retries`.
     pub prompt_retries: u32,
     /// `--auth-policy`, else config `authPolicy`.
@@ -92,6 +94,22 @@ pub fn read_permission_policy(arg: &str) -> CliResult<PermissionRules> {
         CliError::usage(format!("--permission-policy: {m}"))
             .with_detail("PERMISSION_POLICY_INVALID")
     })
+}
+
+/// `--elicitation-answers FILE`: a JSON object of answers by field name.
+fn read_elicitation_answers(path: &Path) -> CliResult<acpx_runtime::ElicitationAnswers> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--elicitation-answers: cannot read {shown}: {e}")))?;
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(answers)) => Ok(Arc::new(answers)),
+        Ok(_) => Err(CliError::usage(format!(
+            "--elicitation-answers: {shown} must hold a JSON object (answers by field name)"
+        ))),
+        Err(e) => Err(CliError::usage(format!(
+            "--elicitation-answers: {shown} is not valid JSON: {e}"
+        ))),
+    }
 }
 
 /// `~/.acpx`, from `$HOME`.
@@ -288,6 +306,11 @@ impl Ctx {
                 .permission_policy
                 .as_deref()
                 .map(read_permission_policy)
+                .transpose()?,
+            elicitation_answers: global
+                .elicitation_answers
+                .as_deref()
+                .map(read_elicitation_answers)
                 .transpose()?,
             prompt_retries: global.prompt_retries.unwrap_or(0),
             no_fs: global.no_fs,

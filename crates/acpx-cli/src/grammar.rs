@@ -48,6 +48,7 @@ const GLOBAL_VALUE_OPTIONS: &[&str] = &[
     "--non-interactive-permissions",
     "--permission-policy",
     "--policy",
+    "--elicitation-answers",
     "--prompt-retries",
     "--auth-policy",
 ];

@@ -113,6 +113,10 @@ pub trait PermissionPrompter: Send + Sync {
     }
 }
 
+/// `--elicitation-answers`: answers to the agent's form elicitations (`elicitation/create`),
+/// by field name, checked against each form's schema before they are sent.
+pub type ElicitationAnswers = std::sync::Arc<serde_json::Map<String, Value>>;
+
 /// Answers permission questions from a recording before the rules and the mode: `acpx replay`
 /// answers a tool call as the source session's user did when the same call comes up.
 pub trait RecordedPermissions: Send + Sync {

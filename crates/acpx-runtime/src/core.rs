@@ -5,6 +5,8 @@
 //! long (asking a human, waiting for a terminal) runs in a task spawned on the connection, so
 //! the loop keeps going (and a cancel can still reach a pending permission request).
 
+mod elicitation;
+mod elicitation_form;
 mod grants;
 mod permission_request;
 
@@ -66,6 +68,7 @@ pub(crate) struct ClientPolicy {
     pub permission_mode: PermissionMode,
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
     pub non_interactive: NonInteractivePermissions,
+    pub elicitation_answers: Option<crate::ElicitationAnswers>,
     /// `--permission-policy` rules, applied to `session/request_permission` before the mode.
     pub permission_rules: Option<PermissionRules>,
     /// Answers recorded in another session (`acpx replay`), asked before the rules.
@@ -118,6 +121,7 @@ pub(crate) struct TurnPolicy {
     pub prompter: Option<Arc<dyn PermissionPrompter>>,
     pub non_interactive: NonInteractivePermissions,
     pub permission_rules: Option<PermissionRules>,
+    pub elicitation_answers: Option<crate::ElicitationAnswers>,
 }
 
 impl SessionCore {
@@ -401,6 +405,7 @@ impl SessionCore {
         let str_param = |k: &str| params.get(k).and_then(Value::as_str);
         match method {
             "session/request_permission" => Ok(self.request_permission(params).await),
+            elicitation::CREATE => Ok(self.elicitation_create(params).await),
             "fs/read_text_file" if self.policy.fs => {
                 let path = str_param("path").unwrap_or("");
                 if self.permission_mode() == PermissionMode::DenyAll {
@@ -816,6 +821,7 @@ pub(crate) fn client_builder(
     impl agent_client_protocol::HandleDispatchFrom<Agent> + 'static,
 > {
     let for_notifications = core.clone();
+    let for_completions = core.clone();
     let for_requests = core;
     agent_client_protocol::Client
         .v1()
@@ -824,6 +830,14 @@ pub(crate) fn client_builder(
             async move |n: UntypedMessage, cx: ConnectionTo<Agent>| {
                 if n.method == "session/update" {
                     for_notifications.on_session_update(n.params);
+                    return Ok(Handled::Yes);
+                }
+                if n.method == elicitation::COMPLETE {
+                    let core = for_completions.clone();
+                    cx.spawn(async move {
+                        core.elicitation_complete(&n.params).await;
+                        Ok(())
+                    })?;
                     return Ok(Handled::Yes);
                 }
                 Ok(Handled::No {
@@ -837,7 +851,10 @@ pub(crate) fn client_builder(
             async move |req: UntypedMessage, responder: Responder, cx: ConnectionTo<Agent>| {
                 let handled = matches!(
                     req.method.as_str(),
-                    "session/request_permission" | "fs/read_text_file" | "fs/write_text_file"
+                    "session/request_permission"
+                        | "fs/read_text_file"
+                        | "fs/write_text_file"
+                        | elicitation::CREATE
                 ) || req.method.starts_with("terminal/");
                 if !handled {
                     return Ok(Handled::No {

@@ -158,8 +158,8 @@ mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{
-    PermissionAnswer, PermissionDecision, PermissionMode, PermissionPrompter, PermissionQuestion,
-    RecordedPermissions,
+    ElicitationAnswers, PermissionAnswer, PermissionDecision, PermissionMode, PermissionPrompter,
+    PermissionQuestion, RecordedPermissions,
 };
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use output_backlog::OutputBacklog;

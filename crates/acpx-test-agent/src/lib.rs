@@ -16,6 +16,7 @@
 //! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] [--no-output] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`), `--no-output` waits and releases it without `terminal/output` (the call's last update has no text) |
 //! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
+//! | `elicit` | sends a form `elicitation/create` (a required `name`, an optional integer `age`) and replies `elicitation <action> <content JSON>` |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
 //! | `stderr TEXT` | a line on the agent's stderr, then TEXT as the reply |
 //! | `usage [AMOUNT [CURRENCY]]` | a `usage_update` (cost AMOUNT CURRENCY, 0.01 USD by default) and token usage in the prompt response |

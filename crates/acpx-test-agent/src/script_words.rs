@@ -37,6 +37,10 @@ pub const SCRIPT_WORDS: &[(&str, &str)] = &[
         "wait-permission",
         "asks permission and waits for the answer",
     ),
+    (
+        "elicit",
+        "asks for a form (name, age), replies with the answer",
+    ),
     ("plan", "a plan update"),
     ("mode", "a current-mode update"),
     ("config", "a config-option update"),

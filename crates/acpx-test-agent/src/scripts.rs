@@ -504,6 +504,31 @@ pub(crate) async fn prompt(
                 None => stop = "cancelled",
             }
         }
+        // `elicit`: a form elicitation (a required name, an optional integer age); replies
+        // with the action the client answered and the content it sent.
+        "elicit" => {
+            let resp = request(
+                cx,
+                "elicitation/create",
+                json!({
+                    "sessionId": sid,
+                    "mode": "form",
+                    "message": "Who are you?",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string", "title": "Name"},
+                            "age": {"type": "integer", "title": "Age", "minimum": 0}
+                        },
+                        "required": ["name"]
+                    }
+                }),
+            )
+            .await?;
+            let action = resp.get("action").and_then(Value::as_str).unwrap_or("?");
+            let content = resp.get("content").cloned().unwrap_or(Value::Null);
+            say(cx, &format!("elicitation {action} {content}"))?;
+        }
         "dirs" => say(cx, &format!("dirs={}", session.dirs.join(",")))?,
         "state" => say(
             cx,

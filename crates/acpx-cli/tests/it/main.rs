@@ -3,6 +3,7 @@
 //! test file; run one with `cargo test -p acpx-cli --test it <module>::`.
 
 mod acp_format;
+mod add_dir;
 mod agent_session_delete;
 mod auth_policy;
 mod authority;
@@ -11,6 +12,7 @@ mod common;
 mod damaged_events;
 mod damaged_snapshot;
 mod diagnostics;
+mod elicitation;
 mod export_import;
 mod flags;
 mod full_disk;

@@ -38,6 +38,9 @@ pub struct TaskOptions {
     /// `--non-interactive-permissions` (`None`: the owner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_interactive: Option<NonInteractivePermissions>,
+    /// `--elicitation-answers`: answers to form elicitations, by field name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elicitation_answers: Option<serde_json::Map<String, Value>>,
     /// `--resume-policy` (`None`: the owner's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_policy: Option<ResumePolicy>,

@@ -621,6 +621,7 @@ impl Worker {
                     prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
                     non_interactive: options.non_interactive,
                     permission_rules: options.permission_policy.clone(),
+                    elicitation_answers: options.elicitation_answers.clone().map(Arc::new),
                     prompt_retries: options.prompt_retries,
                     prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),

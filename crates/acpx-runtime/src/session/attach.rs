@@ -478,6 +478,9 @@ impl Setup<'_> {
                     // Agents (pydantic-acp) send their config options, the model among them,
                     // only to a client that says it takes them; booleans are set with `set`.
                     "session": {"configOptions": {"boolean": {}}},
+                    // Forms are answered from `--elicitation-answers` or declined (a valid
+                    // answer: the user said no); URL elicitations are not taken.
+                    "elicitation": {"form": {}},
                 },
                 "clientInfo": {"name": "acpx", "version": env!("CARGO_PKG_VERSION")},
             }),

@@ -153,6 +153,7 @@ impl Runtime {
             permission_mode: self.options.permission_mode,
             prompter: self.options.prompter.clone(),
             non_interactive: self.options.non_interactive,
+            elicitation_answers: self.options.elicitation_answers.clone(),
             permission_rules: self.options.permission_rules.clone(),
             recorded_permissions: self.options.recorded_permissions.clone(),
             terminal_output_limit: self.options.terminal_output_limit,

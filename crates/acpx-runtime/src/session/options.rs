@@ -60,6 +60,8 @@ pub struct RuntimeOptions {
     pub resume_policy: ResumePolicy,
     /// What happens when a decision needs a human and there is no prompter.
     pub non_interactive: NonInteractivePermissions,
+    /// `--elicitation-answers`: answers to the agent's form elicitations, by field name.
+    pub elicitation_answers: Option<crate::ElicitationAnswers>,
     /// MCP servers chosen for this invocation (`--mcp-config`): sent to the agent and stored
     /// in the record, replacing the stored list.
     pub mcp_servers: Option<McpServers>,
@@ -156,6 +158,7 @@ impl Default for RuntimeOptions {
             wire_observer: None,
             resume_policy: ResumePolicy::default(),
             non_interactive: NonInteractivePermissions::default(),
+            elicitation_answers: None,
             mcp_servers: None,
             default_mcp_servers: None,
             additional_directories: Vec::new(),

@@ -34,6 +34,9 @@ pub struct TurnOptions {
     /// The `--permission-policy` rules of this turn (used only with `permission_mode`, like
     /// `prompter`).
     pub permission_rules: Option<crate::permission_rules::PermissionRules>,
+    /// The answers to form elicitations of this turn (used only with `permission_mode`;
+    /// `None` there: nobody answers them).
+    pub elicitation_answers: Option<crate::ElicitationAnswers>,
     /// How many times a transient failure is retried (`--prompt-retries`); `None` keeps the
     /// session's.
     pub prompt_retries: Option<u32>,
@@ -66,6 +69,7 @@ impl std::fmt::Debug for TurnOptions {
             .field("prompter", &self.prompter.is_some())
             .field("non_interactive", &self.non_interactive)
             .field("permission_rules", &self.permission_rules)
+            .field("elicitation_answers", &self.elicitation_answers)
             .field("prompt_retries", &self.prompt_retries)
             .field("prompt_timeout", &self.prompt_timeout)
             .field("request_id", &self.request_id)
@@ -157,6 +161,7 @@ impl Session {
                     .non_interactive
                     .unwrap_or(self.options.non_interactive),
                 permission_rules: options.permission_rules.clone(),
+                elicitation_answers: options.elicitation_answers.clone(),
             }));
         }
         self.core.set_output_backlog(options.output_backlog);

@@ -590,7 +590,12 @@ async fn wire_observer(env: Env) {
     assert_eq!(init["method"], "initialize");
     assert_eq!(
         init["params"]["clientCapabilities"],
-        json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true})
+        json!({
+            "fs": {"readTextFile": true, "writeTextFile": true},
+            "terminal": true,
+            "session": {"configOptions": {"boolean": {}}},
+            "elicitation": {"form": {}},
+        })
     );
     assert_eq!(init["params"]["clientInfo"]["name"], "acpx");
     assert!(lines

@@ -73,6 +73,7 @@ pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions 
         observer,
         resume_policy: ctx.resume_policy,
         non_interactive: ctx.non_interactive,
+        elicitation_answers: ctx.elicitation_answers.clone(),
         mcp_servers: ctx.mcp_servers.clone(),
         default_mcp_servers: ctx.config.mcp_servers.clone(),
         additional_directories: ctx.additional_directories.clone(),

@@ -95,6 +95,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         non_interactive: Some(ctx.non_interactive),
+        elicitation_answers: ctx.elicitation_answers.as_deref().cloned(),
         resume_policy: Some(ctx.resume_policy),
         mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
         default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
