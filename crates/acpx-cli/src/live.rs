@@ -218,17 +218,25 @@ impl PermissionPrompter for TtyPrompter {
     }
 
     async fn answer(&self, q: &PermissionQuestion) -> PermissionAnswer {
-        let title = q.title.clone();
+        // The agent's words, with no control character reaching the terminal (a `\r` or an
+        // escape sequence could rewrite the question).
+        let title = acpx_runtime::transcript::printable(&q.title).into_owned();
         let kind = q
             .kind
-            .clone()
-            .map(|k| format!(" [{k}]"))
+            .as_deref()
+            .map(|k| format!(" [{}]", acpx_runtime::transcript::printable(k)))
             .unwrap_or_default();
+        // What "always" covers: every call of this kind (or with this title) in the session.
+        let scope = match q.kind.as_deref() {
+            Some(k) => format!("every [{}] call", acpx_runtime::transcript::printable(k)),
+            None => "this title".to_owned(),
+        };
         // No spinner over the question while it waits for its answer.
         crate::spinner::pause(true);
         let answer = tokio::task::spawn_blocking(move || {
             stderr_text(&format!(
-                "\n[permission] Allow {title}{kind}? (y/N, a = always, v = never) "
+                "\n[permission] Allow {title}{kind}? (y/N; a = always, v = never: {scope} \
+                 for the rest of this session) "
             ));
             let Ok(tty) = std::fs::File::open("/dev/tty") else {
                 return PermissionAnswer::once(false);

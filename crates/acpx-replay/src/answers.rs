@@ -118,7 +118,13 @@ pub fn decide(params: &Value, answer: &RecordedAnswer) -> Option<PermissionDecis
             answer
                 .option_id
                 .as_deref()
-                .and_then(|id| options.iter().find(|(o, _)| *o == id))
+                // The same id, but never one of the other family (an approval must not
+                // pick a reject option that happens to carry the recorded id).
+                .and_then(|id| {
+                    options.iter().find(|(o, kind)| {
+                        *o == id && !kind.starts_with(if approve { "reject" } else { "allow" })
+                    })
+                })
         })
         .or_else(|| options.iter().find(|(_, kind)| kind.starts_with(family)))
         .map(|(id, _)| (*id).to_owned());

@@ -81,6 +81,18 @@ pub async fn replay(
     mut report: impl FnMut(ReplayEvent<'_>),
 ) -> ReplayResult<ReplayOutcome> {
     let recording = read_recording(&*store, &spec.source).await?;
+    // An untrusted import is data (issue 45): its prompts and its recorded approvals are not
+    // replayed against an agent until the user trusts it.
+    if recording
+        .agent_command
+        .starts_with(acpx_runtime::ops::import_trust::UNTRUSTED_PREFIX)
+    {
+        return Err(ReplayError::Invalid(format!(
+            "session {} is an untrusted import: its prompts and recorded permission answers are \
+             not replayed until you trust it (`acpx sessions trust {}`)",
+            spec.source, spec.source
+        )));
+    }
     let count = recording.turns.len().min(spec.until.unwrap_or(usize::MAX));
     if count == 0 {
         return Err(ReplayError::Invalid(format!(

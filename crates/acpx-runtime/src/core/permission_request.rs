@@ -49,11 +49,6 @@ impl SessionCore {
             asked,
         )
         .await;
-        // An answer recorded for the same tool call in a replayed session comes first.
-        let recorded = match &self.policy.recorded_permissions {
-            Some(r) if !already_cancelled => r.answer(params),
-            _ => None,
-        };
         // A `--permission-policy` rule decides before the mode; `escalate` needs a human.
         let rules = self.permission_rules();
         let rule = rules.as_ref().and_then(|r| r.decide(&tool));
@@ -69,6 +64,12 @@ impl SessionCore {
         let remembered = match needs_human && has_options {
             true => self.remembered(&key).await,
             false => None,
+        };
+        // An answer recorded for the same tool call in a replayed session stands in for the
+        // human, as "always" does: never for a rule or the mode (`deny-all` still refuses).
+        let recorded = match &self.policy.recorded_permissions {
+            Some(r) if !already_cancelled && needs_human && has_options => r.answer(params),
+            _ => None,
         };
         let catcher = self.prompter().map(AnswerCatcher::new);
         // Cancelled: the turn was, or nobody can answer under `--non-interactive-permissions
@@ -117,7 +118,7 @@ impl SessionCore {
         };
         if let PermissionDecision::Approved(_) = decision {
             let id = tool.get("toolCallId").and_then(Value::as_str).unwrap_or("");
-            self.grant(id, kind.clone());
+            self.grant(id, kind.clone(), &tool);
         }
         if let Some(t) = Self::lock(&self.turn).as_mut() {
             t.stats.requested += 1;
@@ -201,9 +202,19 @@ fn choose(params: &Value, allow: bool, always: bool) -> PermissionDecision {
     match (found, allow) {
         (Some(id), true) => PermissionDecision::Approved(id),
         (Some(id), false) => PermissionDecision::Denied(id),
-        (None, true) => options.first().map_or(PermissionDecision::Cancelled, |o| {
-            PermissionDecision::Approved(id_of(o))
-        }),
+        // No allow option by kind: the first option that is not a rejection (an agent's own
+        // kind), never a reject option under an "approved" decision.
+        (None, true) => options
+            .iter()
+            .find(|o| {
+                !matches!(
+                    o.get("kind").and_then(Value::as_str),
+                    Some("reject_once" | "reject_always")
+                )
+            })
+            .map_or(PermissionDecision::Cancelled, |o| {
+                PermissionDecision::Approved(id_of(o))
+            }),
         (None, false) => PermissionDecision::Cancelled,
     }
 }

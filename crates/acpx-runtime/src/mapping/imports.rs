@@ -11,7 +11,8 @@ pub const UNTRUSTED_IMPORT_KEY: &str = "untrusted_import";
 /// What an untrusted import's agent command starts with (before the archive's command).
 pub const UNTRUSTED_PREFIX: &str = "untrusted-import:";
 
-/// The fold of `session_imported` (payload `agentCommand`, `mcpServers`): see the module docs.
+/// The fold of `session_imported` (payload `agentCommand`, `mcpServers`): see the module docs;
+/// it also forgets the session's remembered "always" / "never" answers.
 pub fn apply_imported(record: &mut SessionRecord, extra: &Map<String, Value>) {
     let command = extra
         .get("agentCommand")
@@ -21,6 +22,9 @@ pub fn apply_imported(record: &mut SessionRecord, extra: &Map<String, Value>) {
     let servers = extra.get("mcpServers").cloned().unwrap_or(Value::Null);
     record.agent_command = format!("{UNTRUSTED_PREFIX} {command}");
     record.acpx.extra.remove(MCP_SERVERS_KEY);
+    // "Always" answers are the exporting user's decisions, not this user's: an archive that
+    // carries them (in its snapshot or its events, folded before this one) grants nothing.
+    record.acpx.extra.remove(super::PERMISSION_ALWAYS_KEY);
     record.acpx.extra.insert(
         UNTRUSTED_IMPORT_KEY.into(),
         json!({"agentCommand": command, "mcpServers": servers}),

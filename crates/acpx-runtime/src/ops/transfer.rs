@@ -738,6 +738,12 @@ pub(crate) fn admit_imported(record: &mut SessionRecord) -> OpsResult<()> {
     if record.last_used_at.millis() > now.millis() {
         record.last_used_at = now;
     }
+    // Remembered "always" answers are decisions of whoever exported the session, never this
+    // user's (also for `--trust`: trusting a command is not approving every later write).
+    record
+        .acpx
+        .extra
+        .remove(crate::mapping::PERMISSION_ALWAYS_KEY);
     Ok(())
 }
 
