@@ -9,8 +9,14 @@
 //! every span id a hash of the record id and what the span is: exporting a session twice,
 //! or a turn live and then the whole session, gives the same ids.
 //!
-//! No conversation content goes into a trace (prompts, replies, tool inputs and outputs: the
-//! GenAI conventions make content opt-in); `--as atif` carries it.
+//! No conversation content goes into a trace (prompts, replies, reasoning, tool inputs and
+//! outputs: the GenAI conventions make content opt-in); `--as atif` carries it. What does go
+//! in, and may still be sensitive: tool call titles (often a command line or a file name),
+//! the paths of fs operations, terminal ids and exit codes, the model, the agent's name and
+//! version (from `initialize`), a failed turn's error message, the ACP session id and, in
+//! the root span of a whole export, the session's name. The agent command is not sent (it
+//! may hold keys; a stray `OTEL_EXPORTER_OTLP_ENDPOINT` turns the live export on for every
+//! prompt): the agent is named by `gen_ai.agent.name`.
 //!
 //! OTLP/JSON rules kept here: ids are lowercase hex (not base64), 64-bit integers
 //! (`intValue`, `*UnixNano`) are strings, enums are their integer values.
@@ -445,7 +451,6 @@ pub struct OtlpWriter {
     head: Option<String>,
     record_id: String,
     name: Option<String>,
-    agent_command: String,
     acp_session_id: String,
     created_at: Timestamp,
     spans: usize,
@@ -460,7 +465,6 @@ impl OtlpWriter {
             head: Some(request_head(record)),
             record_id: record.acpx_record_id.to_string(),
             name: record.name.clone(),
-            agent_command: record.agent_command.clone(),
             acp_session_id: record.acp_session_id.clone(),
             created_at: record.created_at,
             spans: 0,
@@ -531,7 +535,6 @@ impl OtlpWriter {
                 ),
                 attr("acpx.record_id", self.record_id.as_str()),
                 attr("acpx.session.name", self.name.as_deref()),
-                attr("acpx.agent.command", self.agent_command.as_str()),
                 attr("acpx.turns", facts.turns as i64),
             ]),
             (STATUS_UNSET, None),

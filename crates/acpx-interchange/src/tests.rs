@@ -343,6 +343,14 @@ fn otlp_spans_nest_and_carry_the_conventions() {
     // No conversation content anywhere.
     let text = trace.to_string();
     assert!(!text.contains("Running it.") && !text.contains("fix it") && !text.contains("hmm"));
+    // Nor the agent command (it may hold keys): the agent is named by gen_ai.agent.name.
+    assert!(attr(root, "acpx.agent.command").is_none());
+    assert!(!text.contains("--acp"), "{text}");
+    assert!(attr(root, "gen_ai.agent.name").is_some());
+    assert_eq!(
+        attr(root, "acpx.session.name").unwrap()["stringValue"],
+        "demo"
+    );
 }
 
 #[test]
@@ -362,6 +370,9 @@ fn a_live_turn_has_the_ids_of_the_whole_export() {
         .unwrap();
     assert_eq!(spans.len(), 5);
     assert_eq!(spans[..], all[..5]);
+    // What a live export sends never holds the agent command or the session's name.
+    let text = body.to_string();
+    assert!(!text.contains("--acp") && !text.contains("acpx.session.name"));
     let mut missing = TurnTrace::new(record(), "nope");
     for e in &events {
         missing.push(e);

@@ -268,6 +268,8 @@ fn otlp_is_valid_and_complete(python: &std::path::Path, env: &Env, id: &str) {
     // No conversation content in the trace.
     let text = std::fs::read_to_string(env.home().join("export.otlp.json")).unwrap();
     assert!(!text.contains("# README") && !text.contains("Counted."));
+    // Nor the agent command, which may hold keys (the agent is named from initialize).
+    assert!(!text.contains("acpx.agent.command"), "{text}");
 }
 
 #[test]
@@ -519,6 +521,44 @@ fn live_failures_only_warn(env: &Env, agent: &str) {
     ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("https is not supported"), "{}", r.stderr);
+
+    // A CR LF in the URL would add a header: refused, naming the flag.
+    let r = env.run(&[
+        "--agent",
+        agent,
+        "prompt",
+        "--otlp-endpoint",
+        "http://127.0.0.1:4318/x\r\nX-Injected: 1",
+        "echo four",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--otlp-endpoint") && r.stderr.contains("control character"),
+        "{}",
+        r.stderr
+    );
+
+    // An https variable: the turn runs; one warning that names it and says how to silence it.
+    let out = env
+        .cmd()
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")
+        .args(["--agent", agent, "prompt", "echo five"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "five");
+    assert_eq!(
+        stderr.matches("https is not supported").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("OTEL_EXPORTER_OTLP_ENDPOINT: ")
+            && stderr.contains("unset OTEL_EXPORTER_OTLP_ENDPOINT")
+            && stderr.contains("to silence this warning"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -237,10 +237,25 @@ fn otlp_target(ctx: &Ctx, flag: Option<&str>) -> CliResult<Option<OtlpTarget>> {
         Ok(t) => Ok(t),
         Err(e) if flag.is_some() => Err(CliError::usage(e)),
         Err(e) => {
-            ctx.out.warn(&format!("{e}; the turn is not exported"));
+            ctx.out.warn(&otlp_variable_warning(&e));
             Ok(None)
         }
     }
+}
+
+/// The one warning for an OTEL variable acpx cannot use (`e` starts with its name): what is
+/// wrong, that the turn is not exported, and how to silence it, since it comes at every
+/// prompt while the variable is set.
+fn otlp_variable_warning(e: &str) -> String {
+    let var = e
+        .split_once(':')
+        .map(|(v, _)| v)
+        .filter(|v| v.starts_with("OTEL_"))
+        .unwrap_or("the OTEL_EXPORTER_OTLP_* variable");
+    format!(
+        "{e}; the turn is not exported (unset {var}, or point it at an http:// OpenTelemetry \
+         Collector, to silence this warning)"
+    )
 }
 
 /// Sends a finished turn's spans; a failure is one warning, never the turn's failure.
