@@ -442,7 +442,10 @@ fn a_frozen_owner_on_host_a_is_taken_over_after_its_ttl_and_never_writes_again()
     kill(owner, libc::SIGCONT);
     wait_for("A's thawed owner stopped", || !alive(owner));
     let log = owner_log(&h);
-    assert!(log.contains("TakenOver"), "{log}");
+    assert!(
+        log.contains("its lease was taken over by another owner"),
+        "{log}"
+    );
     let events = h.events();
     assert_eq!(
         events.last().unwrap()["seq"].as_u64().unwrap(),
@@ -541,7 +544,11 @@ fn host_a_cut_off_from_the_database_loses_the_session_to_host_b() {
         "{:?}",
         t1.elapsed()
     );
-    assert!(owner_log(&h).contains("TakenOver"), "{}", owner_log(&h));
+    assert!(
+        owner_log(&h).contains("its lease was taken over by another owner"),
+        "{}",
+        owner_log(&h)
+    );
     let status = h.status(&h.b);
     assert_ne!(status["pid"].as_u64(), Some(owner), "{status}");
 }
