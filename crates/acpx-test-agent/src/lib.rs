@@ -30,6 +30,7 @@
 //! | `die` | sends one chunk, then exits with code 3 mid-turn |
 //! | `unknown-update` | an update with an unknown `sessionUpdate` tag, then text |
 //! | `late` | answers, then sends one more chunk after the response |
+//! | `dirs` | replies `dirs=<the additionalDirectories of the session, comma-separated>` |
 //! | `state` | replies `mode=<mode>; model=<model>; mcp=<MCP server names, comma-separated>` |
 //! | `dirs` | replies `dirs=<the additionalDirectories of the session's last new/load/resume/fork, comma-separated>` |
 //! | `write-asked <path> <text…>` | like `write-file`, but as qwen-code does: the `tool_call` has an empty input, and the title, path, input and diff come only in the permission request's `toolCall` |

@@ -41,6 +41,10 @@ pub const SCRIPT_WORDS: &[(&str, &str)] = &[
         "elicit",
         "asks for a form (name, age), replies with the answer",
     ),
+    (
+        "dirs",
+        "replies dirs=<the session's additional directories>",
+    ),
     ("plan", "a plan update"),
     ("mode", "a current-mode update"),
     ("config", "a config-option update"),
