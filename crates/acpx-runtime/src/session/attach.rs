@@ -71,8 +71,20 @@ impl Runtime {
     /// for that id creates the session it will serve). An id the store already holds fails
     /// with `AlreadyExists` once the agent's session is made.
     pub async fn open_new_as(&self, spec: NewSessionSpec, id: RecordId) -> RuntimeResult<Session> {
+        self.open_new_with_dirs(spec, id, &self.options.additional_directories)
+            .await
+    }
+
+    /// [`Runtime::open_new_as`] with these additional directories instead of the options'
+    /// (a fork by copy gives the child its parent's).
+    pub(crate) async fn open_new_with_dirs(
+        &self,
+        spec: NewSessionSpec,
+        id: RecordId,
+        dirs: &[std::path::PathBuf],
+    ) -> RuntimeResult<Session> {
         let cwd = check_cwd(&spec.cwd)?;
-        let dirs = additional_dirs::resolve(&self.options.additional_directories)?;
+        let dirs = additional_dirs::resolve(dirs)?;
         let root = with_dirs(fs_root(&cwd)?, &dirs)?;
         let core = Arc::new(SessionCore::new(cwd.clone(), root, self.policy()));
         let (agent, conn) = self.start_agent(&spec.agent_command, &cwd, &core).await?;

@@ -5,11 +5,14 @@
 use crate::common;
 use common::*;
 
+use acpx_runtime::ops::local::{self, LocalEvent};
 use acpx_runtime::{text_prompt, Attachment, RuntimeError, RuntimeOptions};
+use tokio::sync::watch;
 
 backend_tests! {
     sent_on_new_and_every_reattach => sent_on_new_and_every_reattach;
     refused_unless_advertised => refused_unless_advertised;
+    a_fork_carries_them => a_fork_carries_them;
 }
 
 async fn sent_on_new_and_every_reattach(env: Env) {
@@ -107,4 +110,57 @@ async fn refused_unless_advertised(env: Env) {
         err.to_string().contains(&missing.display().to_string()),
         "{err}"
     );
+}
+
+/// Both fork paths (the agent's `session/fork`, and by copy in a fresh session) send the
+/// parent's directories, and the child keeps them for its own reattaches.
+async fn a_fork_carries_them(env: Env) {
+    let extra = std::fs::canonicalize(env.dir.path()).unwrap().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let want = format!("dirs={}", extra.display());
+    let home = env.dir.path().join("home");
+    for (flags, method) in [("--fork", "session/fork"), ("", "copy")] {
+        let agent = env.loading_agent(&format!("--additional-dirs {flags}"));
+        let rt = env.runtime(RuntimeOptions {
+            additional_directories: vec![extra.clone()],
+            ..approve_all()
+        });
+        let mut s = rt.open_new(env.spec(agent)).await.unwrap();
+        let id = s.id().clone();
+        s.prompt(text_prompt("hello")).await.unwrap();
+        s.shutdown().await.unwrap();
+        let rt = env.runtime(approve_all());
+        let (_press, interrupts) = watch::channel(0);
+        let mut by_copy = false;
+        let (_, mut child) = local::fork_keeping_agent(
+            &rt,
+            &home,
+            &id,
+            acpx_model::RecordId::generate(),
+            None,
+            None,
+            interrupts,
+            |e| by_copy |= matches!(e, LocalEvent::ForkByCopy),
+        )
+        .await
+        .unwrap();
+        assert_eq!(by_copy, method == "copy");
+        if method == "copy" {
+            // A child by copy gets the parent's conversation quoted with its first prompt.
+            child.prompt(text_prompt("hello again")).await.unwrap();
+        }
+        let out = child.prompt(text_prompt("dirs")).await.unwrap();
+        assert_eq!(out.agent_text, want, "{method}");
+        let child_id = child.id().clone();
+        child.shutdown().await.unwrap();
+        assert_eq!(
+            env.stored(&child_id).await.acpx.extra["additional_directories"],
+            serde_json::json!([extra.display().to_string()]),
+            "{method}"
+        );
+        let mut s = rt.open_existing(&child_id).await.unwrap();
+        let out = s.prompt(text_prompt("dirs")).await.unwrap();
+        assert_eq!(out.agent_text, want, "{method}: the child's reattach");
+        s.shutdown().await.unwrap();
+    }
 }

@@ -111,15 +111,18 @@ pub async fn fork_keeping_agent(
             }
         }
     }
+    // The child works in the parent's additional directories, as a fork by the agent does.
+    let dirs = session.additional_directories().to_vec();
     let parent = session.shutdown().await?;
     events(LocalEvent::ForkByCopy);
-    let open = runtime.open_new_as(
+    let open = runtime.open_new_with_dirs(
         NewSessionSpec {
             agent_command: parent.agent_command.clone(),
             cwd: PathBuf::from(&parent.cwd),
             name,
         },
         child_id,
+        &dirs,
     );
     let fresh = presses
         .unless_pressed(open)
