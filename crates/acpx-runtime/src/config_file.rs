@@ -634,4 +634,30 @@ mod tests {
             c.unknown_keys
         );
     }
+
+    /// `additionalDirectories`: relative paths are taken from the config file's directory;
+    /// anything but a list of strings names the key.
+    #[test]
+    fn additional_directories_are_read_relative_to_the_file() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.json"),
+            r#"{"additionalDirectories": ["shared", "/abs/dir"]}"#,
+        )
+        .unwrap();
+        let c = ConfigFile::load(home.path(), home.path()).unwrap();
+        assert_eq!(
+            c.additional_directories,
+            Some(vec![home.path().join("shared"), PathBuf::from("/abs/dir")])
+        );
+        std::fs::write(
+            home.path().join("config.json"),
+            r#"{"additionalDirectories": "shared"}"#,
+        )
+        .unwrap();
+        let Err(err) = ConfigFile::load(home.path(), home.path()) else {
+            panic!("a string is not a list of paths");
+        };
+        assert!(err.0.contains("additionalDirectories"), "{err}");
+    }
 }
