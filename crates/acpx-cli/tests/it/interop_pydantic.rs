@@ -549,3 +549,49 @@ fn a_fork_by_the_agent_keeps_the_conversation_fs() {
 fn a_fork_by_the_agent_keeps_the_conversation_sqlite() {
     a_fork_by_the_agent_keeps_the_conversation("sqlite");
 }
+
+/// `--add-dir` with pydantic-acp, which advertises `sessionCapabilities.additionalDirectories`:
+/// it takes the directory on `session/new` and again on the `session/load` of a later process
+/// (`--no-owner`) that names none (acpx sends the record's), with no fallback; both lifecycle
+/// events carry it.
+fn add_dir_is_taken_on_new_and_load(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let extra = env.home().join("extra");
+    std::fs::create_dir_all(&extra).unwrap();
+    let extra_s = std::fs::canonicalize(&extra)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let a = ["--agent", agent.as_str(), "--no-owner"];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    let created = run(&["--add-dir", &extra_s, "--format", "json", "sessions", "new"])
+        .ok()
+        .json();
+    let id = created["acpxRecordId"].as_str().unwrap().to_owned();
+    let r = run(&["prompt", "one"]).ok();
+    assert!(r.stdout.contains("turns=1; heard=one"), "{r:?}");
+    assert!(!r.stderr.contains("new ACP session"), "{}", r.stderr);
+    let events = run(&["--format", "json", "sessions", "events", &id])
+        .ok()
+        .json_lines();
+    for phase in ["session_created", "session_attached"] {
+        let found = lifecycle(&events, phase);
+        assert_eq!(found.len(), 1, "{phase}: {events:?}");
+        assert_eq!(
+            found[0]["payload"]["additionalDirectories"],
+            serde_json::json!([extra_s]),
+            "{phase}"
+        );
+    }
+}
+
+#[test]
+fn add_dir_is_taken_on_new_and_load_fs() {
+    add_dir_is_taken_on_new_and_load("fs");
+}
+
+#[test]
+fn add_dir_is_taken_on_new_and_load_sqlite() {
+    add_dir_is_taken_on_new_and_load("sqlite");
+}
