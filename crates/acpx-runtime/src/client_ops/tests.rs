@@ -387,3 +387,30 @@ async fn a_file_with_another_hard_link_is_not_written() {
     root.write(plain.to_str().unwrap(), "b").await.unwrap();
     assert_eq!(std::fs::read_to_string(&plain).unwrap(), "b");
 }
+
+/// `--add-dir`: paths inside an additional root are admitted (read, write, a link into it),
+/// paths outside every root still are not, and the refusal names the additional roots.
+#[tokio::test]
+async fn additional_roots_are_admitted() {
+    let (dir, root, outside) = tree();
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::write(extra.path().join("shared.txt"), "shared").unwrap();
+    let root = root.with_additional(&[extra.path().to_path_buf()]).unwrap();
+    let shared = extra.path().join("shared.txt").display().to_string();
+    assert_eq!(root.read(&shared, None, None).await.unwrap(), "shared");
+    let new = extra.path().join("sub/new.txt").display().to_string();
+    root.write(&new, "made").await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("sub/new.txt")).unwrap(),
+        "made"
+    );
+    std::os::unix::fs::symlink(extra.path(), dir.path().join("to-extra")).unwrap();
+    let via_link = dir.path().join("to-extra/shared.txt").display().to_string();
+    assert!(root.resolve_existing(&via_link).is_ok());
+    let secret = outside.path().join("secret.txt").display().to_string();
+    let err = root.resolve_existing(&secret).unwrap_err();
+    assert!(
+        matches!(&err, FsError::Refused(m) if m.contains("additional directories")),
+        "{err:?}"
+    );
+}
