@@ -86,7 +86,7 @@
 //! | `control_done` / `control_error` payload | `input` | what was asked (`{modeId}`, `{configId, value}`, `{requestId, reason}` for `cancel`) |
 //! | `client_operation` payload | `path`, `bytes`, `terminalId`, `command`, `args`, `outputByteLimit`, `exitStatus`, `decision`, `optionId`, `toolCallId`, `kind`, `policy` | details of the operation |
 //! | `lifecycle_event` payload | see [`mapping::lifecycle`] | per phase |
-//! | `acpx` | `open_tool_calls`, `context_usage`, `desired_mode_id`, `desired_config_options`, `desired_model_id`, `mcp_servers` | see [`mapping`] |
+//! | `acpx` | `open_tool_calls`, `context_usage`, `desired_mode_id`, `desired_config_options`, `desired_model_id`, `mcp_servers`, `additional_directories` | see [`mapping`] |
 //! | Agent message | `acp_message_id` | the ACP `messageId` its chunks carried |
 //! | ToolUse / ToolResult | `input_truncated`, `input_bytes` / `truncated`, `content_bytes`, `output_bytes` | the 10 KB caps of [`mapping`] |
 //!

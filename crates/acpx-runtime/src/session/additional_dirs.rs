@@ -3,9 +3,8 @@
 //! They are made absolute before use, sent on every `session/new`, `session/resume` and
 //! `session/load` when the agent advertises `sessionCapabilities.additionalDirectories`,
 //! kept in the record (`acpx.additional_directories`, `docs/format.md`) so every reattach
-//! sends them again, and admitted by acpx's own fs/terminal confinement ([`FsRoot`]).
-//!
-//! [`FsRoot`]: crate::client_ops::FsRoot
+//! sends them again, and admitted by acpx's own fs/terminal confinement (`FsRoot` in
+//! `client_ops`).
 
 use std::path::PathBuf;
 
