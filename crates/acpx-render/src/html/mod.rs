@@ -44,6 +44,57 @@ use acpx_model::EventEnvelope;
 use fold::{At, Turn};
 use usage::Totals;
 
+/// Every element the page is made of (besides its `<!DOCTYPE html>`): nothing recorded adds
+/// an element, so a page with any other tag has let recorded markup through. The tests of
+/// the viewer and of the `sessions export --as html` command check pages against it.
+pub const PAGE_ELEMENTS: &[&str] = &[
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "header",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "dl",
+    "dt",
+    "dd",
+    "div",
+    "span",
+    "input",
+    "label",
+    "button",
+    "main",
+    "section",
+    "details",
+    "summary",
+    "pre",
+    "code",
+    "a",
+    "p",
+    "ul",
+    "ol",
+    "li",
+    "em",
+    "strong",
+    "del",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "blockquote",
+    "hr",
+    "br",
+    "script",
+];
+
 /// Page text is handed to the writer once it is this long.
 const FLUSH_AT: usize = 256 * 1024;
 
