@@ -51,6 +51,9 @@ pub(crate) fn covers(kind: Option<&str>, method: &str) -> bool {
 /// The most strings kept of one tool call's `rawInput` (a call naming more is unusual).
 const MAX_TARGETS: usize = 64;
 
+/// The longest `rawInput` string kept as a target: longer ones are contents, not names.
+const MAX_TARGET_BYTES: usize = 4096;
+
 /// What a tool call (a `tool_call`, a `tool_call_update` or a permission request's
 /// `toolCall`) names as its objects: its `locations`' paths, its diffs' paths and the strings
 /// of its `rawInput` (nested a few levels; an array of strings also joined with spaces, the
@@ -61,10 +64,13 @@ pub(crate) fn targets_of(call: &Value) -> Vec<String> {
             return;
         }
         match v {
-            Value::String(s) => out.push(s.clone()),
+            // Paths and command lines are short; a file's content in `rawInput` is not kept
+            // (this runs on every tool call update of a turn).
+            Value::String(s) if s.len() <= MAX_TARGET_BYTES => out.push(s.clone()),
             Value::Array(items) => {
                 let words: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
-                if words.len() == items.len() && words.len() > 1 {
+                let bytes: usize = words.iter().map(|w| w.len() + 1).sum();
+                if words.len() == items.len() && words.len() > 1 && bytes <= MAX_TARGET_BYTES {
                     out.push(words.join(" "));
                 }
                 for i in items {
