@@ -260,7 +260,7 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
         "copy_store_with_progress",
     ),
     ("crates/acpx-runtime/src/agent.rs", "spawn"),
-    ("crates/acpx-runtime/src/config_file.rs", "merge_key"),
+    ("crates/acpx-app/src/config_file.rs", "merge_key"),
     (
         "crates/acpx-runtime/src/core/permission_request.rs",
         "request_permission",
@@ -274,8 +274,8 @@ const LONG_FUNCTIONS: &[(&str, &str)] = &[
         "crates/acpx-runtime/src/ops/node_import/journal.rs",
         "convert_journal",
     ),
-    ("crates/acpx-runtime/src/owner/dispatch.rs", "dispatch"),
-    ("crates/acpx-runtime/src/owner/worker.rs", "run_job"),
+    ("crates/acpx-owner/src/dispatch.rs", "dispatch"),
+    ("crates/acpx-owner/src/worker.rs", "run_job"),
     ("crates/acpx-runtime/src/turn.rs", "drive"),
     (
         "crates/acpx-store-sqlite/tests/it/docs_queries.rs",
@@ -411,7 +411,7 @@ fn each_crate_links_its_integration_tests_once() {
 /// covered (they kill processes and set resource limits through libc).
 const UNSAFE_ALLOWED: &[(&str, &str)] = &[
     (
-        "crates/acpx-runtime/src/allocator.rs",
+        "crates/acpx-app/src/allocator.rs",
         "the counting global allocator of the benchmarks implements GlobalAlloc",
     ),
     (
@@ -423,7 +423,7 @@ const UNSAFE_ALLOWED: &[(&str, &str)] = &[
         "the terminals' tests check that a grandchild is gone (kill with signal 0)",
     ),
     (
-        "crates/acpx-runtime/src/owner/frozen.rs",
+        "crates/acpx-owner/src/frozen.rs",
         "a frozen queue owner, named by its own lease, is ended (kill SIGKILL)",
     ),
     (

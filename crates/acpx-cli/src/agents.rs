@@ -1,10 +1,10 @@
-//! The `acpx` binary's agent registry: the library's ([`acpx_runtime::agents`]) plus the
+//! The `acpx` binary's agent registry: the library's ([`acpx_app::agents`]) plus the
 //! built-in `demo` agent, which is this very executable.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use acpx_runtime::agents::AgentRegistry;
+pub use acpx_app::agents::AgentRegistry;
 
 /// The built-in agent that runs the scripted test agent inside this executable.
 pub const DEMO_AGENT: &str = "demo";

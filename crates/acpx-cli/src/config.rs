@@ -1,13 +1,13 @@
 //! Configuration files: `<home>/config.json` (global) and `.acpxrc.json` (project), read by
-//! `acpx_runtime::config_file`; this module maps them to the CLI's settings.
+//! `acpx_app::config_file`; this module maps them to the CLI's settings.
 //!
-//! Where the files are found, their keys and how they merge: `acpx_runtime::config_file`.
+//! Where the files are found, their keys and how they merge: `acpx_app::config_file`.
 //! Unknown keys are reported with `--verbose`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use acpx_runtime::config_file::{ConfigFile, ConfigFileError, OutputFormat, StoreKind};
+use acpx_app::config_file::{ConfigFile, ConfigFileError, OutputFormat, StoreKind};
 use acpx_runtime::mcp_servers::McpServers;
 use acpx_runtime::PermissionMode as RuntimePermission;
 use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
@@ -131,7 +131,7 @@ impl Config {
         }
     }
 
-    /// The files as `acpx_runtime::config_file` reads them, leniently: a file that cannot be
+    /// The files as `acpx_app::config_file` reads them, leniently: a file that cannot be
     /// read or parsed is left out, a key with a bad value is left out, and the first such
     /// problem is returned next to the settings that were good (what commands that do not
     /// need the config run with).

@@ -10,8 +10,8 @@ use acpx_runtime::permission_rules::PermissionRules;
 use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
-pub use acpx_runtime::agents::AgentChoice;
-use acpx_runtime::agents::AgentChoiceError;
+pub use acpx_app::agents::AgentChoice;
+use acpx_app::agents::AgentChoiceError;
 
 use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
@@ -148,7 +148,7 @@ pub fn resolve_cwd(flag: Option<&Path>) -> CliResult<PathBuf> {
 /// (it need not exist yet).
 ///
 /// Every spelling of one home must give one path: the private socket of a queue owner whose
-/// home path is long is named by a hash of that path (`acpx_runtime::private_socket`), and a
+/// home path is long is named by a hash of that path (`acpx_owner::private_socket`), and a
 /// client that spelled the home another way (`./h`, `a/../h`, a symlink) looked for the
 /// owner's socket elsewhere; the sessions' log locations also record it.
 pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
@@ -236,11 +236,11 @@ impl Ctx {
         let ttl = global
             .ttl
             .or(config.ttl)
-            .unwrap_or(acpx_runtime::owner::DEFAULT_TTL.as_secs());
+            .unwrap_or(acpx_owner::DEFAULT_TTL.as_secs());
         let no_owner = global.no_owner || config.no_owner;
         let queue_max_depth = config
             .queue_max_depth
-            .unwrap_or(acpx_runtime::owner::DEFAULT_QUEUE_MAX_DEPTH);
+            .unwrap_or(acpx_owner::DEFAULT_QUEUE_MAX_DEPTH);
         let default = config.default_agent.as_deref();
         let agent = registry
             .choose(agent_word, global.agent, default)
@@ -351,7 +351,7 @@ impl Ctx {
             .await
     }
 
-    /// The authority directory of the store of `--store` (`acpx_runtime::authority`): where
+    /// The authority directory of the store of `--store` (`acpx_owner::authority`): where
     /// its sessions' queue owners, `--no-owner` runs and scope locks are found. Created on
     /// first use.
     pub fn authority(&self) -> CliResult<&Path> {
@@ -367,7 +367,7 @@ impl Ctx {
     pub fn authority_of(&self, backend: Backend) -> CliResult<PathBuf> {
         let identity =
             crate::backends::identity(backend, &self.home, self.config.store_url.as_ref())?;
-        acpx_runtime::authority::authority_dir(&identity).map_err(|e| {
+        acpx_owner::authority::authority_dir(&identity).map_err(|e| {
             CliError::runtime(format!("cannot prepare the runtime directory: {e}")).with_hint(
                 "set XDG_RUNTIME_DIR to a directory of yours with mode 0700, or remove the one named",
             )

@@ -3,9 +3,9 @@
 use std::fmt;
 
 use acpx_model::StoreError;
+use acpx_owner::private_socket::PrivateDirError;
+use acpx_owner::runs::RunsError;
 use acpx_runtime::ops::OpsError;
-use acpx_runtime::private_socket::PrivateDirError;
-use acpx_runtime::runs::RunsError;
 use acpx_runtime::RuntimeError;
 use serde_json::{json, Map, Value};
 

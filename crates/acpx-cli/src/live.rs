@@ -1,5 +1,5 @@
 //! Live output of a turn, fed by the runtime's event observer, and the terminal permission
-//! prompt. What is shown is `acpx_runtime::live`'s ([`LiveRenderer`]); this module writes its
+//! prompt. What is shown is `acpx_printer::live`'s ([`LiveRenderer`]); this module writes its
 //! pieces to stdout and stderr, in colour where the terminal has it.
 //!
 //! - `text`: the agent's reply streams to stdout as it arrives; thoughts, tool calls, plans,
@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use acpx_model::EventEnvelope;
+use acpx_printer::live::{LiveFormat, LiveRenderer, Piece, Span, Tone};
 use acpx_runtime::acp_frames::FrameFilter;
-use acpx_runtime::live::{LiveFormat, LiveRenderer, Piece, Span, Tone};
 use acpx_runtime::{
     Observer, PermissionAnswer, PermissionPrompter, PermissionQuestion, WireDirection, WireObserver,
 };
@@ -220,15 +220,15 @@ impl PermissionPrompter for TtyPrompter {
     async fn answer(&self, q: &PermissionQuestion) -> PermissionAnswer {
         // The agent's words, with no control character reaching the terminal (a `\r` or an
         // escape sequence could rewrite the question).
-        let title = acpx_runtime::transcript::printable(&q.title).into_owned();
+        let title = acpx_runtime::text::printable(&q.title).into_owned();
         let kind = q
             .kind
             .as_deref()
-            .map(|k| format!(" [{}]", acpx_runtime::transcript::printable(k)))
+            .map(|k| format!(" [{}]", acpx_runtime::text::printable(k)))
             .unwrap_or_default();
         // What "always" covers: every call of this kind (or with this title) in the session.
         let scope = match q.kind.as_deref() {
-            Some(k) => format!("every [{}] call", acpx_runtime::transcript::printable(k)),
+            Some(k) => format!("every [{}] call", acpx_runtime::text::printable(k)),
             None => "this title".to_owned(),
         };
         // No spinner over the question while it waits for its answer.

@@ -10,7 +10,7 @@ pub use acpx_runtime::ops::lookup::{
 };
 
 use crate::error::CliError;
-use acpx_runtime::agents::AgentChoice;
+use acpx_app::agents::AgentChoice;
 
 /// The "no session" error, saying where acpx looked and how to create one.
 pub fn no_session_error(agent: &AgentChoice, cwd: &Path, name: Option<&str>) -> CliError {

@@ -44,8 +44,8 @@ use crate::output::Out;
 // The system allocator, with huge pages under its multi-megabyte buffers once
 // `bound_large_allocations` turns them on (not in the test agent): see the type.
 #[global_allocator]
-static ALLOCATOR: acpx_runtime::allocator::LargeBufferAllocator =
-    acpx_runtime::allocator::LargeBufferAllocator;
+static ALLOCATOR: acpx_app::allocator::LargeBufferAllocator =
+    acpx_app::allocator::LargeBufferAllocator;
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
@@ -74,7 +74,7 @@ fn main() {
     // Before any thread starts: see the function. Not in the test agent above: the ACP crate's
     // stdio transport allocates an 8 MiB pipe buffer each time it starts writing after a
     // flush, which under this bound became an mmap and a munmap per streamed chunk.
-    acpx_runtime::allocator::bound_large_allocations();
+    acpx_app::allocator::bound_large_allocations();
     std::process::exit(run(args));
 }
 

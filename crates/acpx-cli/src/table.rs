@@ -11,7 +11,7 @@
 //! 8e1a7338  open   codex  /home/me/…/project
 //! ```
 
-use acpx_runtime::transcript::printable;
+use acpx_runtime::text::printable;
 use console::measure_text_width;
 
 /// Rows of cells under a header, rendered as aligned lines.

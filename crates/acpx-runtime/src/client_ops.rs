@@ -17,8 +17,9 @@
 
 mod terminals;
 
+pub use terminals::signal_group;
 pub(crate) use terminals::{
-    signal_group, signal_name, TerminalSpec, Terminals, DEFAULT_TERMINAL_OUTPUT_CEILING,
+    signal_name, TerminalSpec, Terminals, DEFAULT_TERMINAL_OUTPUT_CEILING,
     DEFAULT_TERMINAL_OUTPUT_LIMIT,
 };
 

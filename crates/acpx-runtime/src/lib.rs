@@ -35,6 +35,10 @@
 //!
 //! ## The pieces
 //!
+//! This crate is the session engine. Which process runs it (a warm queue owner or the
+//! invoking command, under the run registry) is `acpx-owner`; what a command prints is
+//! `acpx-printer`; config files, the agent registry and allocator settings are `acpx-app`.
+//!
 //! | module | job |
 //! |---|---|
 //! | [`mapping`] | the pure reducer: [`mapping::apply_event`], [`mapping::roll_forward`] |
@@ -42,18 +46,13 @@
 //! | `agent` (internal) | the agent process (pid, exit, process group) and the ACP connection |
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
-//! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (export/import), [`ops::node_import`], [`ops::scope`], [`ops::ensure`], [`ops::local`] (a turn or control in this process, with Ctrl-C and remote cancel) |
-//! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
+//! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (archive, import), [`ops::node_import`], [`ops::scope`] |
 //! | [`record_json`] | the JSON objects that name and describe a session (identity triple, listed session, record without its conversation) |
-//! | [`config_file`] | the global and project config files, read and checked; [`durations`]: seconds from a user, bounded |
-//! | [`agents`] | the agent registry: built-in names → command lines |
-//! | [`owner`] | the queue owner: one warm agent per session shared by separate processes (lease, socket protocol, FIFO queue, client) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
-//! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
-//! | [`authority`] | where the processes driving one store's sessions meet (owner leases, run files, scope locks): a directory per store under the user's runtime directory |
-//! | [`private_socket`] | where a control socket lives when its natural path is too long |
+//! | [`durations`] | seconds from a user, bounded |
+//! | [`text`] | text an agent chose, made safe to print (control characters escaped, clipped) |
+//! | [`capped_lines`] | lines read with a bound on their length (an agent's messages, an owner's requests) |
 //! | [`text_spill`] | a streamed reply past 256 KiB moved to the session's unlinked temp file, so a long turn does not hold it in memory (docs/format.md decision 16) |
-//! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`) |
 //!
 //! ## What a session records
 //!
@@ -125,41 +124,31 @@
 
 pub mod acp_frames;
 mod agent;
-pub mod agents;
-pub mod allocator;
-pub mod authority;
-mod capped_lines;
+pub mod capped_lines;
 mod client_ops;
-pub mod config_file;
 mod core;
 pub mod durations;
 pub mod error;
 pub mod error_kind;
 pub(crate) mod flow;
 mod fork_context;
-pub mod live;
 pub mod mapping;
 pub mod mcp_servers;
-pub mod notices;
 pub mod ops;
 pub mod output_backlog;
-pub mod owner;
 pub mod permission_rules;
-pub mod private_socket;
 pub mod record_json;
 pub mod recorder;
-pub mod results;
-pub mod runs;
 pub mod session;
+pub mod text;
 pub mod text_spill;
-pub mod transcript;
 mod turn;
 mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{
-    ElicitationAnswers, PermissionAnswer, PermissionDecision, PermissionMode, PermissionPrompter,
-    PermissionQuestion, RecordedPermissions,
+    signal_group, ElicitationAnswers, PermissionAnswer, PermissionDecision, PermissionMode,
+    PermissionPrompter, PermissionQuestion, RecordedPermissions,
 };
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use output_backlog::OutputBacklog;
@@ -169,3 +158,4 @@ pub use session::{
     AuthPolicy, CancelHandle, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice,
     Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };
+pub use turn::reply_texts_after;

@@ -196,7 +196,7 @@ impl StoreConfig {
     /// every process that opens that data (pass the home resolved) and different for any
     /// other store: `fs:<home>/sessions`, `sqlite:<home>/acpx.db`, or
     /// `postgres:<URL without its password>#<schema>`. What keys the processes that drive
-    /// the store's sessions (`acpx_runtime::authority`), so that an owner of a session in one
+    /// the store's sessions (`acpx_owner::authority`), so that an owner of a session in one
     /// store never serves a command meant for the same record id in another.
     pub fn identity(&self) -> String {
         match self.backend {

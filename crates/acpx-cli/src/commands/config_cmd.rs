@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use acpx_runtime::config_file::TEMPLATE;
+use acpx_app::config_file::TEMPLATE;
 
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};

@@ -1,6 +1,6 @@
 //! `fsck [--repair]`: checks every stored session with [`acpx_runtime::ops::repair::fsck`]
 //! (see there for the checks and repairs) and renders its report. Sessions in use (a queue
-//! owner or a one-process prompt, [`acpx_runtime::runs::in_use`]) are skipped. On a terminal a progress
+//! owner or a one-process prompt, [`acpx_owner::runs::in_use`]) are skipped. On a terminal a progress
 //! bar ([`crate::progress`]) counts the sessions on stderr.
 
 use acpx_runtime::ops::repair::{fsck_with_progress, FsckOptions};
@@ -9,7 +9,7 @@ use crate::cli::FsckArgs;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
-use acpx_runtime::results;
+use acpx_printer::results;
 
 /// `fsck`.
 pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
@@ -28,7 +28,7 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         options,
         // In use: a one-process prompt, or a queue owner (it saves its snapshot when due and
         // runs the agent the record names; `--repair` released the owners above).
-        |id| acpx_runtime::runs::in_use(ctx.authority()?, id).map_err(CliError::from),
+        |id| acpx_owner::runs::in_use(ctx.authority()?, id).map_err(CliError::from),
         &bar,
     )
     .await?;

@@ -13,7 +13,7 @@ use acpx_model::migrate::copy_store_with_progress;
 use crate::cli::MigrateArgs;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_runtime::results;
+use acpx_printer::results;
 
 /// `migrate`.
 pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {

@@ -11,7 +11,7 @@ use acpx_runtime::ops::OpsError;
 
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_runtime::results;
+use acpx_printer::results;
 
 const HOME_HINT: &str = "pass the Node acpx home (usually ~/.acpx) or its sessions/ directory";
 

@@ -3,10 +3,10 @@
 
 use std::io::IsTerminal;
 
+use acpx_owner::interrupts::ctrl_c;
 use acpx_replay::compare::{self, CompareAgent};
 use acpx_replay::replay::{self, ReplayEvent, ReplaySpec};
 use acpx_replay::{diff, read_recording, serve_agent, ReplayError};
-use acpx_runtime::ops::interrupts::ctrl_c;
 use serde_json::json;
 
 use crate::cli::{CompareArgs, DiffArgs, ReplayArgs, ServeAgentArgs, Target};

@@ -7,11 +7,11 @@ use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
     SearchQuery, SessionRecord, SessionSummary, Timestamp,
 };
-use acpx_runtime::ops::closing::{self, CloseError, DeleteError};
+use acpx_owner::closing::{self, CloseError, DeleteError};
+use acpx_printer::transcript::record_facts;
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
 use acpx_runtime::session::AgentSessionDelete;
-use acpx_runtime::transcript::record_facts;
 use acpx_runtime::Runtime;
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render;
 use crate::table::{self, Table};
-use acpx_runtime::results;
+use acpx_printer::results;
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {
@@ -94,7 +94,7 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
 /// The text listing: one aligned row per session under a header, the working directory cut in
 /// its middle when the terminal is narrower than the table.
 fn sessions_table(ctx: &Ctx, sessions: &[acpx_model::SessionSummary]) -> Vec<String> {
-    let printable = acpx_runtime::transcript::printable;
+    let printable = acpx_runtime::text::printable;
     let mut t = Table::new(&[
         "ID",
         "STATE",
@@ -316,7 +316,7 @@ pub async fn history(ctx: &Ctx, a: HistoryArgs) -> CliResult<()> {
         return Ok(());
     }
     // In pieces as it is rendered: a long conversation is never one string.
-    acpx_runtime::transcript::write_history(&r, a.limit, a.full, &mut |piece| {
+    acpx_printer::transcript::write_history(&r, a.limit, a.full, &mut |piece| {
         ctx.out.raw(piece);
         crate::output::stdout_failure().is_none()
     });

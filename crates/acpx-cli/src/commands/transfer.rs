@@ -6,10 +6,10 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use acpx_model::{EventQuery, SessionRecord};
+use acpx_printer::export::{write_export, ExportError, ExportFormat};
 use acpx_runtime::ops::import_trust::{trust_import, untrusted_import, ImportTrust};
 use acpx_runtime::ops::transfer::{
-    create_file_for_user, import_event_lines_with, read_import_source, write_export, EventLines,
-    ExportError, ExportFormat, ImportSource,
+    create_file_for_user, import_event_lines_with, read_import_source, EventLines, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
 use serde_json::{json, Value};
@@ -18,7 +18,7 @@ use crate::cli::{ExportArgs, ExportKind, ImportArgs, TrustArgs};
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_runtime::results;
+use acpx_printer::results;
 
 /// `sessions export`.
 pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
@@ -278,7 +278,7 @@ pub async fn trust(ctx: &Ctx, a: TrustArgs) -> CliResult<()> {
 
 /// A command line as shown to a person: quoted, control characters escaped.
 fn shown(command: &str) -> String {
-    format!("`{}`", acpx_runtime::transcript::printable(command))
+    format!("`{}`", acpx_runtime::text::printable(command))
 }
 
 /// `, and MCP servers a (`cmd args`), b (http URL)` for ACP's array form; empty for none.
@@ -308,11 +308,7 @@ fn shown_servers(servers: &Value) -> String {
                     .unwrap_or("?")
                     .to_owned(),
             };
-            format!(
-                "{} ({})",
-                acpx_runtime::transcript::printable(name),
-                shown(&what)
-            )
+            format!("{} ({})", acpx_runtime::text::printable(name), shown(&what))
         })
         .collect();
     format!(", and the MCP servers {}", named.join(", "))

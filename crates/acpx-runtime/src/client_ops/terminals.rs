@@ -79,7 +79,7 @@ pub fn signal_name(n: i32) -> String {
 }
 
 /// Sends `signal` to the process group led by `pgid`. An error means the group is gone.
-pub(crate) fn signal_group(pgid: u32, signal: i32) {
+pub fn signal_group(pgid: u32, signal: i32) {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {
         return;
     };

@@ -67,7 +67,7 @@ pub fn refusal(record: &SessionRecord) -> Option<String> {
          names and accepts it, `acpx <agent> sessions trust {}` (or --agent) continues it with \
          your agent instead",
         record.acpx_record_id,
-        crate::transcript::printable(&command),
+        crate::text::printable(&command),
         record.acpx_record_id,
         record.acpx_record_id
     ))

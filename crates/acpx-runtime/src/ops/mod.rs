@@ -14,35 +14,23 @@
 //! | [`fork`] | record-level fork: a new record that starts from a parent's conversation and state |
 //! | [`repair`] | `fsck`: the checks of every stored session, and their repair, as a typed report |
 //! | [`transfer`] | export archives, reading them back, storing an imported session |
-//! | [`viewer`] | the HTML viewer export of a session (`sessions export --as html`) |
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
-//! | [`closing`] | closing (through the queue owner, or after cancelling a running prompt) and deleting a stored session safely |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
-//! | [`ensure`] | `sessions new` / `sessions ensure`: find or create a scope's session under the scope lock, resume an existing ACP session |
-//! | [`interrupts`] | Ctrl-C and SIGTERM counted for a turn (cancel, then stop), and whether the process was interrupted |
-//! | [`local`] | a turn or control run in this process (`--no-owner`, `exec`), registered in the run registry, with Ctrl-C and remote cancel |
 //! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
-//! | [`status`] | a session's local health (`acpx status`): its state, JSON object and readable lines |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 //! | [`usage`] | `sessions usage`: the agents' reports of tokens and cost, summed over sessions from their summaries |
 
-pub mod closing;
-pub mod ensure;
 pub mod fork;
 pub mod import_trust;
-pub mod interrupts;
-pub mod local;
 pub mod lookup;
 pub mod node_import;
 pub mod otlp_live;
 pub mod prune;
 pub mod repair;
 pub mod scope;
-pub mod status;
 pub mod transfer;
 pub mod usage;
-pub mod viewer;
 pub mod watch;
 
 use std::path::PathBuf;

@@ -166,111 +166,6 @@ pub async fn write_log_file(store: &dyn Store, id: &RecordId, path: &Path) -> Op
     Ok(n)
 }
 
-/// What [`write_export`] writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExportFormat {
-    /// The session document and its whole log in one NDJSON file ([`archive_head`], then the
-    /// events), what [`parse_import_file`] reads back.
-    Archive,
-    /// A readable Markdown transcript ([`crate::transcript::markdown`]).
-    Markdown,
-    /// The `session.json` document.
-    Json,
-    /// The NDJSON event log.
-    Ndjson,
-    /// An ATIF v1.8 trajectory ([`acpx_interchange::atif`]).
-    Atif,
-    /// An OTLP/JSON trace ([`acpx_interchange::otlp`]).
-    Otlp,
-    /// The self-contained HTML viewer ([`super::viewer`]).
-    Html,
-}
-
-/// Why [`write_export`] stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// Reading the log failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// Writing to the sink failed.
-    #[error("{0}")]
-    Write(#[from] std::io::Error),
-    /// The session cannot be written in the asked format (an ATIF trajectory of a session
-    /// without a turn).
-    #[error("{0}")]
-    Unsupported(String),
-}
-
-/// Writes `record` (and for [`ExportFormat::Archive`] and [`ExportFormat::Ndjson`] its whole
-/// log, page by page: never the whole log in memory) to `sink`, then flushes it. Returns the
-/// number of events written.
-pub async fn write_export(
-    store: &dyn Store,
-    record: &SessionRecord,
-    format: ExportFormat,
-    sink: &mut dyn std::io::Write,
-) -> Result<u64, ExportError> {
-    let mut events = 0;
-    match format {
-        ExportFormat::Markdown => {
-            // Written a piece at a time: a long conversation is never one string. The
-            // first failed write ends it and is the export's error.
-            let mut failed = None;
-            crate::transcript::write_markdown(record, &mut |piece| {
-                failed = sink.write_all(piece.as_bytes()).err();
-                failed.is_none()
-            });
-            if let Some(e) = failed {
-                return Err(ExportError::Write(e));
-            }
-        }
-        ExportFormat::Html => events = super::viewer::write_html(store, record, sink).await?,
-        ExportFormat::Atif | ExportFormat::Otlp => {
-            events = write_interchange(store, record, format, sink).await?
-        }
-        // Streamed: a long reply still in its spill file is never held whole.
-        ExportFormat::Json => record.write_json(&mut *sink)?,
-        ExportFormat::Ndjson | ExportFormat::Archive => {
-            if format == ExportFormat::Archive {
-                write_archive_head(record, Timestamp::now(), &mut *sink)?;
-            }
-            let mut buf = Vec::new();
-            events = for_each_event(store, &record.acpx_record_id, |e| {
-                buf.clear();
-                e.write_ndjson_line(&mut buf);
-                sink.write_all(&buf).map_err(ExportError::Write)
-            })
-            .await?;
-        }
-    }
-    sink.flush()?;
-    Ok(events)
-}
-
-/// Writes `record` as an ATIF trajectory or an OTLP trace, walking its log once, a turn at
-/// a time (`acpx-interchange`).
-async fn write_interchange(
-    store: &dyn Store,
-    record: &SessionRecord,
-    format: ExportFormat,
-    sink: &mut dyn std::io::Write,
-) -> Result<u64, ExportError> {
-    let kind = match format {
-        ExportFormat::Atif => acpx_interchange::Format::Atif,
-        _ => acpx_interchange::Format::Otlp,
-    };
-    let mut export = acpx_interchange::Export::new(kind, record);
-    let n = for_each_event(store, &record.acpx_record_id, |e| {
-        export.push(e, &mut *sink).map_err(ExportError::Write)
-    })
-    .await?;
-    export.finish(&mut *sink).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => ExportError::Unsupported(e.to_string()),
-        _ => ExportError::Write(e),
-    })?;
-    Ok(n)
-}
-
 /// The first line of an archive of `record` (with its `\n`). Fails only when a long reply of
 /// the live record cannot be read back from its spill file.
 pub fn archive_head(record: &SessionRecord, exported_at: Timestamp) -> std::io::Result<Vec<u8>> {
@@ -762,7 +657,7 @@ fn refuse_future_event(id: &RecordId, e: &EventEnvelope) -> OpsResult<()> {
 }
 
 fn transcript_printable(s: &str) -> String {
-    crate::transcript::printable(s).into_owned()
+    crate::text::printable(s).into_owned()
 }
 
 /// Imports an [`ImportedSession`]: under a fresh id with `new_id`, else under its own (every

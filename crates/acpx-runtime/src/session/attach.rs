@@ -77,7 +77,7 @@ impl Runtime {
 
     /// [`Runtime::open_new_as`] with these additional directories instead of the options'
     /// (a fork by copy gives the child its parent's).
-    pub(crate) async fn open_new_with_dirs(
+    pub async fn open_new_with_dirs(
         &self,
         spec: NewSessionSpec,
         id: RecordId,

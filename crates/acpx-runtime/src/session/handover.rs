@@ -83,7 +83,7 @@ impl Session {
     /// what a fork made in this process needs, since the agent starts its fork (or the fresh
     /// session of a copy) in its defaults. Every choice is sent, the current values being
     /// unknown; one that cannot be set is recorded and told as after an attach.
-    pub(crate) async fn restore_choices(&mut self) -> RuntimeResult<()> {
+    pub async fn restore_choices(&mut self) -> RuntimeResult<()> {
         let (desired, acp, options) = self
             .with_record(|r| {
                 (
@@ -123,7 +123,7 @@ impl Session {
 
     /// Flushes the log and saves the snapshot now (not at the next debounce): what readers of
     /// the store must see at once, such as a fork just made.
-    pub(crate) async fn save_now(&self) -> RuntimeResult<()> {
+    pub async fn save_now(&self) -> RuntimeResult<()> {
         let mut guard = self.core.recorder.lock().await;
         if let Some(r) = guard.as_mut() {
             r.flush_log().await?;
@@ -135,7 +135,7 @@ impl Session {
     /// Records `draft` in this session's log and saves the snapshot (what ops record through
     /// a live session, such as the `session_forked` of a fork it serves, which readers of
     /// the store must see at once).
-    pub(crate) async fn record_and_save(&self, draft: EventDraft) -> RuntimeResult<()> {
+    pub async fn record_and_save(&self, draft: EventDraft) -> RuntimeResult<()> {
         self.core.try_record(draft).await?;
         self.save_now().await
     }

@@ -5,7 +5,7 @@
 use crate::common;
 use common::*;
 
-use acpx_runtime::ops::local::{self, LocalEvent};
+use acpx_owner::local::{self, LocalEvent};
 use acpx_runtime::{text_prompt, Attachment, RuntimeError, RuntimeOptions};
 use tokio::sync::watch;
 

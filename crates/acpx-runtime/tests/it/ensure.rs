@@ -3,7 +3,7 @@
 //! every backend against the scripted agent.
 use crate::common;
 
-use acpx_runtime::ops::ensure::{self, EnsureError, EnsureEvent, Scope};
+use acpx_owner::ensure::{self, EnsureError, EnsureEvent, Scope};
 use acpx_runtime::ops::scope::open_in_exact_scope;
 use acpx_runtime::RuntimeOptions;
 use common::*;

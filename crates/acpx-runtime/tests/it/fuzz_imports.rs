@@ -32,6 +32,8 @@ use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, ListQuery, MemoryStore, NewSession, RecordId,
     SessionRecord, Store, StoreError, Timestamp,
 };
+use acpx_owner::runs::Probe;
+use acpx_printer::transcript::{markdown, record_facts};
 use acpx_runtime::mcp_servers::McpServers;
 use acpx_runtime::ops::repair::{fsck, FsckOptions};
 use acpx_runtime::ops::transfer::{
@@ -39,8 +41,6 @@ use acpx_runtime::ops::transfer::{
     EventLines, ImportFile, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
-use acpx_runtime::runs::Probe;
-use acpx_runtime::transcript::{markdown, record_facts};
 use acpx_store_fs::FsStore;
 use acpx_store_sqlite::SqliteStore;
 use fuzz_support::{bytes_of, fuzz_with, interesting_value, Input};

@@ -6,14 +6,14 @@
 use std::fs;
 
 use acpx_model::{MemoryStore, SessionRecord, Store, Timestamp};
+use acpx_owner::runs::Probe;
+use acpx_printer::transcript::{markdown, record_facts};
 use acpx_runtime::ops::node_import::import_node_home;
 use acpx_runtime::ops::transfer::{
     import_event_lines, import_session, parse_import_file, read_import_source, EventLines,
     ImportFile, ImportSource,
 };
 use acpx_runtime::ops::OpsError;
-use acpx_runtime::runs::Probe;
-use acpx_runtime::transcript::{markdown, record_facts};
 use acpx_test_support::fuzz as fuzz_support;
 use serde_json::{json, Value};
 

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use acpx_model::{EventType, RecordId};
+use acpx_owner::local::{self, LocalError, LocalEvent};
+use acpx_owner::runs::{self, Probe};
 use acpx_runtime::ops::fork::FORKED_FROM_KEY;
-use acpx_runtime::ops::local::{self, LocalError, LocalEvent};
-use acpx_runtime::runs::{self, Probe};
 use acpx_runtime::{text_prompt, Runtime, RuntimeOptions};
 use common::*;
 use tokio::sync::{mpsc, watch};
@@ -357,7 +357,7 @@ async fn long_reply(env: Env) {
             .collect::<String>(),
         reply
     );
-    assert!(acpx_runtime::transcript::markdown(&turn.record).contains(&reply[reply.len() - 100..]));
+    assert!(acpx_printer::transcript::markdown(&turn.record).contains(&reply[reply.len() - 100..]));
 }
 
 /// Reasoning past `text_spill::SPILL_AT` (40,000 8-byte thought chunks) leaves memory while
@@ -374,6 +374,6 @@ async fn long_reasoning(env: Env) {
     assert_eq!(live[0].to_text().unwrap(), expected);
     let stored = env.stored(&id).await;
     assert_eq!(agent_texts(&stored, reasoning_text), live);
-    let markdown = acpx_runtime::transcript::markdown(&turn.record);
+    let markdown = acpx_printer::transcript::markdown(&turn.record);
     assert!(markdown.contains(expected.trim_end()));
 }

@@ -8,8 +8,8 @@ use crate::common;
 use std::time::Duration;
 
 use acpx_model::TurnState;
-use acpx_runtime::owner::client;
-use acpx_runtime::owner::protocol::{Request, Response, TaskOptions};
+use acpx_owner::client;
+use acpx_owner::protocol::{Request, Response, TaskOptions};
 use acpx_runtime::{text_prompt, RuntimeOptions};
 use common::*;
 

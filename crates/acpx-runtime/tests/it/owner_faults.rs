@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use acpx_model::testing::{FaultStore, Faults};
 use acpx_model::{RecordId, Store};
-use acpx_runtime::owner::client;
-use acpx_runtime::owner::protocol::{Request, Response, TaskOptions};
+use acpx_owner::client;
+use acpx_owner::protocol::{Request, Response, TaskOptions};
 use acpx_runtime::{text_prompt, Runtime, RuntimeOptions};
 use common::*;
 

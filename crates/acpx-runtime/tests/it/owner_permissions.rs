@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use acpx_model::RecordId;
-use acpx_runtime::owner::client::{self, Answer};
-use acpx_runtime::owner::protocol::{Request, Response, TaskOptions};
+use acpx_owner::client::{self, Answer};
+use acpx_owner::protocol::{Request, Response, TaskOptions};
 use acpx_runtime::{
     text_prompt, PermissionMode, PermissionPrompter, PermissionQuestion, RuntimeOptions,
     TurnOutcome,

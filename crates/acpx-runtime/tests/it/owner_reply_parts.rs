@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 use acpx_model::TurnState;
-use acpx_runtime::owner::client::{self, Answer};
-use acpx_runtime::owner::protocol::{Request, Response, TaskOptions, WireOutcome};
+use acpx_owner::client::{self, Answer};
+use acpx_owner::protocol::{Request, Response, TaskOptions, WireOutcome};
 use acpx_runtime::{agent_text_after, text_prompt, RuntimeOptions};
 use common::*;
 

@@ -166,22 +166,22 @@ async fn turns_settle(env: Env) {
     let indexes: Vec<_> = hits.iter().map(|h| h.message_index).collect();
     assert_eq!(indexes, [4, 5], "{hits:?}");
     // History and export show every turn.
-    let history = acpx_runtime::transcript::history_text(&record, None, false);
+    let history = acpx_printer::transcript::history_text(&record, None, false);
     assert_eq!(
         history,
-        acpx_runtime::transcript::history_text(&stored, None, false)
+        acpx_printer::transcript::history_text(&stored, None, false)
     );
     for i in 0..5 {
         assert!(history.contains(&format!("word{i}")), "{history}");
     }
-    let short = acpx_runtime::transcript::history_text(&record, Some(3), false);
+    let short = acpx_printer::transcript::history_text(&record, Some(3), false);
     assert_eq!(
         short,
-        acpx_runtime::transcript::history_text(&stored, Some(3), false)
+        acpx_printer::transcript::history_text(&stored, Some(3), false)
     );
     assert_eq!(
-        acpx_runtime::transcript::markdown(&record),
-        acpx_runtime::transcript::markdown(&stored)
+        acpx_printer::transcript::markdown(&record),
+        acpx_printer::transcript::markdown(&stored)
     );
     // A turn's token usage settles with it, and still counts in the cumulative usage.
     s.prompt(text_prompt("usage")).await.unwrap();
@@ -215,7 +215,7 @@ async fn turns_settle(env: Env) {
     s.shutdown().await.unwrap();
     let stored = env.stored(&id).await;
     assert_eq!(stored.thread.messages.len(), count + 2);
-    let history = acpx_runtime::transcript::history_text(&stored, None, false);
+    let history = acpx_printer::transcript::history_text(&stored, None, false);
     assert!(
         history.contains("word0") && history.contains("again"),
         "{history}"

@@ -1,8 +1,8 @@
 //! `cancel`, `set-mode` and `set`: controls of the scope's (or a chosen) session.
 
 use acpx_model::SessionRecord;
-use acpx_runtime::ops::local;
-use acpx_runtime::owner::protocol::Request;
+use acpx_owner::local;
+use acpx_owner::protocol::Request;
 use acpx_runtime::{Runtime, RuntimeError, Session};
 use serde_json::{json, Value};
 
@@ -11,8 +11,8 @@ use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::commands::select_in_scope as scope_session;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_runtime::results;
-use acpx_runtime::runs;
+use acpx_owner::runs;
+use acpx_printer::results;
 
 /// `cancel`: through the session's queue owner when one runs, else through the run file of
 /// a one-process prompt.

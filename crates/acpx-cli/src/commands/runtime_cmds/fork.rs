@@ -1,9 +1,9 @@
-//! `sessions fork` (the flow is [`acpx_runtime::ops::local::fork`]'s, the record bookkeeping
+//! `sessions fork` (the flow is [`acpx_owner::local::fork`]'s, the record bookkeeping
 //! [`acpx_runtime::ops::fork`]'s).
 
 use acpx_model::RecordId;
-use acpx_runtime::ops::local::{self, Forked};
-use acpx_runtime::owner::protocol::Request;
+use acpx_owner::local::{self, Forked};
+use acpx_owner::protocol::Request;
 use acpx_runtime::Runtime;
 
 use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
@@ -11,8 +11,8 @@ use crate::cli::ForkArgs;
 use crate::commands::select;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
+use acpx_printer::results;
 use acpx_runtime::ops::fork::FORKED_FROM_KEY;
-use acpx_runtime::results;
 
 /// `sessions fork`: a new session that starts from the parent's conversation. With an agent
 /// that advertises `session/fork`, the agent forks its own session (it keeps the context);

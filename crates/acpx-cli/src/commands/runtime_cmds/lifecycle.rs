@@ -1,8 +1,8 @@
 //! `sessions new` (also `--resume-session`) and `sessions ensure`: a session for a scope.
-//! The flows are [`acpx_runtime::ops::ensure`]'s; this renders their results and errors.
+//! The flows are [`acpx_owner::ensure`]'s; this renders their results and errors.
 
 use acpx_model::SessionRecord;
-use acpx_runtime::ops::ensure::{self, Creator, EnsureError, EnsureEvent, OwnerLaunch, Scope};
+use acpx_owner::ensure::{self, Creator, EnsureError, EnsureEvent, OwnerLaunch, Scope};
 use acpx_runtime::Runtime;
 
 use super::{
@@ -12,7 +12,7 @@ use super::{
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use acpx_runtime::results;
+use acpx_printer::results;
 
 fn print_ensured(
     ctx: &Ctx,

@@ -2,14 +2,14 @@
 //! `sessions new`, `sessions ensure` and `sessions fork`.
 //!
 //! `prompt`, `set-mode`, `set`, `cancel` and `status` of a stored session go to the session's
-//! queue owner ([`owned`], `acpx_runtime::owner`): one detached process that keeps the agent
+//! queue owner ([`owned`], `acpx_owner`): one detached process that keeps the agent
 //! warm and runs the session's tasks one at a time, in order. With `--no-owner` (config
 //! `noOwner`) each invocation starts the agent itself, reattaches to the session (the runtime
 //! resumes or loads it, or falls back to a fresh ACP session under the same record id), does
-//! its work and stops the agent; its prompts hold the session's run lock ([`acpx_runtime::runs`])
+//! its work and stops the agent; its prompts hold the session's run lock ([`acpx_owner::runs`])
 //! for their whole turn, and a second one waits for it. `exec` always runs in one process.
 //! Those one-process flows, Ctrl-C and remote cancel included, are
-//! `acpx_runtime::ops::local`'s; the commands here build their inputs and render their events.
+//! `acpx_owner::local`'s; the commands here build their inputs and render their events.
 
 //!
 //! | module | commands |
@@ -17,13 +17,13 @@
 //! | [`prompt`](mod@prompt) | `prompt`, `exec` |
 //! | [`controls`] | `cancel`, `set-mode`, `set` |
 //! | [`status`](mod@status) | `status` |
-//! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` (the flows are `acpx_runtime::ops::ensure`'s) |
+//! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` (the flows are `acpx_owner::ensure`'s) |
 //! | [`fork`](mod@fork) | `sessions fork` |
 //! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
 //! and telling the user what opening a session changed (the sentences are
-//! `acpx_runtime::notices`'s; Ctrl-C counting is `acpx_runtime::ops::interrupts`'s).
+//! `acpx_printer::notices`'s; Ctrl-C counting is `acpx_owner::interrupts`'s).
 
 mod controls;
 mod fork;
@@ -40,13 +40,13 @@ pub(crate) use prompt::read_prompt;
 pub use prompt::{exec, prompt};
 pub use status::status;
 
-pub use acpx_runtime::ops::interrupts::was_interrupted;
+pub use acpx_owner::interrupts::was_interrupted;
 
 use std::time::Duration;
 
-use acpx_runtime::notices;
-use acpx_runtime::ops::interrupts::{ctrl_c, interrupt_count as sigint_count};
-use acpx_runtime::ops::local::{LocalError, LocalEvent};
+use acpx_owner::interrupts::{ctrl_c, interrupt_count as sigint_count};
+use acpx_owner::local::{LocalError, LocalEvent};
+use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
 use crate::config::PermissionMode as CliPermission;

@@ -1,4 +1,4 @@
-//! Commands served by the session's queue owner (`acpx_runtime::owner`): this module only
+//! Commands served by the session's queue owner (`acpx_owner`): this module only
 //! finds or starts the owner, sends the request and renders the answer with the same
 //! renderers and exit codes as the one-process path.
 
@@ -7,10 +7,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use acpx_model::RecordId;
-use acpx_runtime::owner::lease;
-use acpx_runtime::owner::protocol::{OwnerStatus, Request, TaskOptions, WireError};
-use acpx_runtime::owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
-use acpx_runtime::owner::{run_owner, OwnerConfig, OwnerExit};
+use acpx_owner::lease;
+use acpx_owner::protocol::{OwnerStatus, Request, TaskOptions, WireError};
+use acpx_owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
+use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
 use serde_json::{json, Value};
 
@@ -19,8 +19,8 @@ use crate::config::{Format, PermissionMode as CliPermission};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::{LiveOutput, TtyPrompter};
-use acpx_runtime::results;
-use acpx_runtime::runs::Probe;
+use acpx_owner::runs::Probe;
+use acpx_printer::results;
 
 use super::prompt::QuietReply;
 use super::{
@@ -163,7 +163,7 @@ pub(super) async fn prompt(
         task_options(ctx),
         !no_wait,
         prompter.as_deref(),
-        acpx_runtime::ops::interrupts::interrupt_count(),
+        acpx_owner::interrupts::interrupt_count(),
         |event| match event {
             SubmitEvent::Queued(depth) => {
                 ctx.out.note(&format!(

@@ -1,12 +1,12 @@
 //! `prompt` and `exec`: one turn with live output. Ctrl-C and remote cancel of a one-process
-//! turn are [`acpx_runtime::ops::local`]'s.
+//! turn are [`acpx_owner::local`]'s.
 
 use std::borrow::Cow;
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
+use acpx_owner::local::{self, LocalEvent};
 use acpx_runtime::error_kind::turn_failure;
-use acpx_runtime::ops::local::{self, LocalEvent};
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
 use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, TurnOutcome};
 

@@ -1,16 +1,16 @@
 //! `status`: local health of a session, no ACP call (a running queue owner is asked for its
 //! state over its socket). What the state is and how it reads is
-//! [`acpx_runtime::ops::status`]'s; this gathers the facts and prints.
+//! [`acpx_owner::status`]'s; this gathers the facts and prints.
 
-use acpx_runtime::ops::status::{log_shows_unfinished_turn, SessionStatus};
+use acpx_owner::status::{log_shows_unfinished_turn, SessionStatus};
 
 use crate::cli::SessionSelect;
 use crate::context::Ctx;
 use crate::error::CliResult;
 use crate::lookup::find_in_scope;
-use acpx_runtime::owner::remote_client;
-use acpx_runtime::owner::submit::SubmitError;
-use acpx_runtime::runs;
+use acpx_owner::remote_client;
+use acpx_owner::runs;
+use acpx_owner::submit::SubmitError;
 
 use super::owned;
 

@@ -100,7 +100,7 @@ impl Env {
         self.home.path()
     }
 
-    /// The authority directory of this home's store (`acpx_runtime::authority`): where its
+    /// The authority directory of this home's store (`acpx_owner::authority`): where its
     /// owners' leases and sockets live, found by the identity it names in its `store` file.
     pub fn authority(&self) -> PathBuf {
         let home = std::fs::canonicalize(self.home()).unwrap();
@@ -109,7 +109,7 @@ impl Env {
             "sqlite" => format!("sqlite:{}", home.join("acpx.db").display()),
             other => panic!("no local authority for --store {other}"),
         };
-        let root = acpx_runtime::authority::runtime_root();
+        let root = acpx_owner::authority::runtime_root();
         std::fs::read_dir(&root)
             .unwrap()
             .flatten()

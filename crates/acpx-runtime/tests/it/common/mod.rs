@@ -308,8 +308,8 @@ macro_rules! backend_tests {
 /// so it gets its own thread and multi-threaded runtime, as it has its own process in
 /// production.
 pub async fn start_owner(env: &Env, rt: Runtime, id: &RecordId) -> PathBuf {
-    use acpx_runtime::owner::protocol::Request;
-    use acpx_runtime::owner::{client, run_owner, OwnerConfig};
+    use acpx_owner::protocol::Request;
+    use acpx_owner::{client, run_owner, OwnerConfig};
     let home = env.dir.path().join("home");
     let config = OwnerConfig {
         authority: home.clone(),

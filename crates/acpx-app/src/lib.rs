@@ -1,0 +1,28 @@
+//! # acpx-app
+//!
+//! What the `acpx` program needs around the session engine, and a library user driving
+//! sessions from their own program usually does not: the config files a person writes,
+//! the registry of agent names, and the process-wide allocator settings. Kept out of
+//! `acpx-runtime` so the engine reads no file of the user's and sets nothing process-wide.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`config_file`] | the global and project config files, read and checked (unknown keys named, with a suggestion) |
+//! | [`agents`] | the agent registry: built-in names → command lines, plus the config file's own |
+//! | [`allocator`] | the allocation settings of a program that records long turns (the only `unsafe` here) |
+//!
+//! ```no_run
+//! let agents = acpx_app::agents::AgentRegistry::new(&Default::default());
+//! println!("codex runs as {:?}", agents.command("codex"));
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod agents;
+pub mod allocator;
+pub mod config_file;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;

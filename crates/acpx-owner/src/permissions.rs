@@ -1,0 +1,152 @@
+//! Permission questions of an owner's turn, asked at the terminal of the client that
+//! submitted it (`docs/format.md`, § Queue owner, "Permission questions").
+//!
+//! The owner cannot ask anyone itself: it has no terminal. A client whose user can answer
+//! (its task's `options.interactive`) keeps its connection open for writing; the owner's
+//! [`ForwardingPrompter`] sends it `permission_request {id, question}` and waits for its
+//! `permission_answer {id, approved}` line. When the client goes away, every open question
+//! and every later one of the turn is refused, as the non-interactive rule `deny` would.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::OwnedReadHalf;
+use tokio::sync::oneshot;
+
+use acpx_runtime::{PermissionAnswer, PermissionPrompter, PermissionQuestion};
+
+use super::protocol::{line, ClientLine, Response, WireQuestion};
+use super::server::ReplyTx;
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<PermissionAnswer>>>>;
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The owner's prompter for one interactive client's turn.
+pub(super) struct ForwardingPrompter {
+    reply: ReplyTx,
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+    next_id: AtomicU64,
+}
+
+impl ForwardingPrompter {
+    /// A prompter sending its questions on `reply`, and the task that reads the client's
+    /// answers from `reader` (it ends when the client closes its side).
+    pub(super) fn new(
+        reply: ReplyTx,
+        reader: BufReader<OwnedReadHalf>,
+    ) -> (Arc<ForwardingPrompter>, tokio::task::JoinHandle<()>) {
+        let prompter = Arc::new(ForwardingPrompter {
+            reply,
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            gone: Arc::new(AtomicBool::new(false)),
+            next_id: AtomicU64::new(1),
+        });
+        let reading = tokio::spawn(read_answers(
+            reader,
+            prompter.pending.clone(),
+            prompter.gone.clone(),
+        ));
+        (prompter, reading)
+    }
+}
+
+impl ForwardingPrompter {
+    /// Set once the client has closed its side of the connection.
+    pub(super) fn client_gone(&self) -> Arc<AtomicBool> {
+        self.gone.clone()
+    }
+}
+
+/// Refuses what the client was asked (the senders drop) and what comes, when the reading
+/// ends: the client closed its side, or its connection ended the task (a stalled client cut).
+struct RefuseOnEnd {
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+}
+
+impl Drop for RefuseOnEnd {
+    fn drop(&mut self) {
+        self.gone.store(true, Ordering::SeqCst);
+        locked(&self.pending).clear();
+    }
+}
+
+async fn read_answers(
+    mut reader: BufReader<OwnedReadHalf>,
+    pending: Pending,
+    gone: Arc<AtomicBool>,
+) {
+    // Also when this task is aborted.
+    let _refuse = RefuseOnEnd {
+        pending: pending.clone(),
+        gone,
+    };
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        match reader.read_line(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => match serde_json::from_str::<ClientLine>(buf.trim_end()) {
+                Ok(ClientLine::PermissionAnswer {
+                    id,
+                    approved,
+                    always,
+                }) => {
+                    if let Some(tx) = locked(&pending).remove(&id) {
+                        let _ = tx.send(PermissionAnswer { approved, always });
+                    }
+                }
+                Err(e) => tracing::warn!("ignoring an unreadable client line: {e}"),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl PermissionPrompter for ForwardingPrompter {
+    async fn ask(&self, question: &PermissionQuestion) -> bool {
+        self.answer(question).await.approved
+    }
+
+    async fn answer(&self, question: &PermissionQuestion) -> PermissionAnswer {
+        let refused = PermissionAnswer::once(false);
+        if self.gone.load(Ordering::SeqCst) {
+            return refused;
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        locked(&self.pending).insert(id, tx);
+        // Checked again under the map: the reader may have cleared it just before.
+        if self.gone.load(Ordering::SeqCst) {
+            locked(&self.pending).remove(&id);
+            return refused;
+        }
+        let sent = self.reply.send(
+            line(&Response::PermissionRequest {
+                id,
+                question: WireQuestion::from(question),
+            })
+            .into(),
+        );
+        if sent.is_err() {
+            locked(&self.pending).remove(&id);
+            return refused;
+        }
+        // A connection that ended without the client closing its side (a stalled client cut
+        // by the owner) drops its receiver of lines: the question is refused then too.
+        tokio::select! {
+            answer = rx => answer.unwrap_or(refused),
+            () = self.reply.closed() => {
+                locked(&self.pending).remove(&id);
+                refused
+            }
+        }
+    }
+}
