@@ -23,7 +23,7 @@ pub(crate) use terminals::{
     DEFAULT_TERMINAL_OUTPUT_LIMIT,
 };
 
-use crate::permission_rules::{PermissionRules, RuleAction};
+use crate::permission_rules::{tool_kind, PermissionRules, RuleAction};
 use std::path::{Component, Path, PathBuf};
 
 use agent_client_protocol::Error as SdkError;
@@ -147,21 +147,6 @@ impl PermissionDecision {
             }
             PermissionDecision::Cancelled => json!({"outcome": "cancelled"}),
         }
-    }
-}
-
-/// The kind of a tool call: `toolCall.kind`, else inferred from the title's first word
-/// (read/cat → read; search/find/grep → search).
-pub fn tool_kind(tool_call: &Value) -> Option<String> {
-    if let Some(k) = tool_call.get("kind").and_then(Value::as_str) {
-        return Some(k.to_owned());
-    }
-    let title = tool_call.get("title").and_then(Value::as_str)?;
-    let first = title.split_whitespace().next()?.to_ascii_lowercase();
-    match first.as_str() {
-        "read" | "cat" => Some("read".into()),
-        "search" | "find" | "grep" => Some("search".into()),
-        _ => None,
     }
 }
 

@@ -8,7 +8,9 @@
 mod elicitation;
 mod elicitation_form;
 mod grants;
+mod output_wait;
 mod permission_request;
+pub(crate) mod update_queue;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -32,8 +34,8 @@ use crate::flow::UpdateGate;
 use crate::output_backlog::OutputBacklog;
 use crate::permission_rules::PermissionRules;
 use crate::recorder::{EventDraft, Recorder};
-use crate::session::NonInteractivePermissions;
-use crate::update_queue::PendingUpdate;
+use crate::session::options::NonInteractivePermissions;
+use update_queue::PendingUpdate;
 
 /// Where incoming `session/update`s go.
 #[derive(Debug)]

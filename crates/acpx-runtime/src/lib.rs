@@ -143,7 +143,6 @@ pub mod session;
 pub mod text;
 pub mod text_spill;
 mod turn;
-mod update_queue;
 
 pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{

@@ -73,7 +73,7 @@ impl PermissionRules {
     /// What the rules say about a tool call (the `toolCall` of a permission request, or the
     /// title and kind of acpx's own write and terminal gates); `None` leaves it to the mode.
     pub fn decide(&self, tool_call: &Value) -> Option<RuleAction> {
-        let kind = crate::client_ops::tool_kind(tool_call);
+        let kind = tool_kind(tool_call);
         let title = tool_call.get("title").and_then(Value::as_str).unwrap_or("");
         let matches = |rule: &String| {
             let rule = rule.trim();
@@ -102,6 +102,21 @@ fn tokens(title: &str) -> impl Iterator<Item = &str> {
     title
         .split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.')))
         .filter(|t| !t.is_empty())
+}
+
+/// The kind of a tool call: `toolCall.kind`, else inferred from the title's first word
+/// (read/cat → read; search/find/grep → search).
+pub fn tool_kind(tool_call: &Value) -> Option<String> {
+    if let Some(k) = tool_call.get("kind").and_then(Value::as_str) {
+        return Some(k.to_owned());
+    }
+    let title = tool_call.get("title").and_then(Value::as_str)?;
+    let first = title.split_whitespace().next()?.to_ascii_lowercase();
+    match first.as_str() {
+        "read" | "cat" => Some("read".into()),
+        "search" | "find" | "grep" => Some("search".into()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ impl SessionCore {
             .is_some_and(|o| !o.is_empty());
         let tool = params.get("toolCall").cloned().unwrap_or(Value::Null);
         let is_read = matches!(
-            crate::client_ops::tool_kind(&tool).as_deref(),
+            crate::permission_rules::tool_kind(&tool).as_deref(),
             Some("read" | "search")
         );
         let title = tool
@@ -59,7 +59,7 @@ impl SessionCore {
         };
         // A question that would go to a human is answered by the session's "always" /
         // "never" for its kind, if there is one (core::grants).
-        let kind = crate::client_ops::tool_kind(&tool);
+        let kind = crate::permission_rules::tool_kind(&tool);
         let key = always_key(kind.as_deref(), &title);
         let remembered = match needs_human && has_options {
             true => self.remembered(&key).await,
@@ -147,7 +147,7 @@ impl SessionCore {
         );
         extra.insert(
             "kind".into(),
-            json!(crate::client_ops::tool_kind(&tool_call)),
+            json!(crate::permission_rules::tool_kind(&tool_call)),
         );
         extra.insert("policy".into(), json!(self.permission_mode().as_str()));
         if recorded.is_some() {

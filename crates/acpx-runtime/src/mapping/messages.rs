@@ -1,15 +1,13 @@
 //! `session/update` notifications: message and thought chunks, and the session-level updates
 //! (plan, commands, mode, config options, title, usage); tool calls go to [`super::tool_calls`].
 
-use acpx_model::{
-    AgentContent, AgentMessage, EventEnvelope, Message, PlanState, SessionRecord, Thinking,
-    Timestamp,
-};
+use acpx_model::{AgentContent, EventEnvelope, PlanState, SessionRecord, Thinking, Timestamp};
 use serde_json::{json, Map, Value};
 
+use super::agent_message::current_agent_message;
 use super::tool_calls::upsert_tool_call;
 use super::usage::{set_request_usage, token_usage_from};
-use super::{turn_is_running, Effect, CONTEXT_USAGE_KEY, MESSAGE_ID_KEY, PLAN_KEY};
+use super::{turn_is_running, Effect, CONTEXT_USAGE_KEY, PLAN_KEY};
 
 /// One `session/update` notification: its `sessionId` and `update` object.
 pub(super) fn apply_session_update(
@@ -176,44 +174,4 @@ pub(super) fn apply_session_update(
         "" => Effect::ignored("update without a sessionUpdate tag"),
         other => Effect::ignored(format!("unknown update kind {other:?}")),
     }
-}
-
-/// The Agent message new content goes to, starting one when needed (see the module docs).
-pub(super) fn current_agent_message<'r>(
-    record: &'r mut SessionRecord,
-    message_id: Option<&str>,
-    is_text: bool,
-) -> &'r mut AgentMessage {
-    let start_new = match record.thread.messages.last() {
-        Some(Message::Agent(m)) => {
-            let id_changed = match (
-                message_id,
-                m.extra.get(MESSAGE_ID_KEY).and_then(Value::as_str),
-            ) {
-                (Some(new), Some(old)) => new != old,
-                _ => false,
-            };
-            let after_finished_tool = is_text
-                && m.content.iter().any(
-                    |c| matches!(c, AgentContent::ToolUse(t) if m.tool_results.contains_key(&t.id)),
-                );
-            id_changed || after_finished_tool
-        }
-        _ => true,
-    };
-    if start_new {
-        record
-            .thread
-            .messages
-            .push(Message::Agent(AgentMessage::new()));
-    }
-    let Some(Message::Agent(msg)) = record.thread.messages.last_mut() else {
-        unreachable!("an Agent message was just ensured at the end of the thread")
-    };
-    if let Some(id) = message_id {
-        msg.extra
-            .entry(MESSAGE_ID_KEY)
-            .or_insert_with(|| Value::String(id.to_owned()));
-    }
-    msg
 }

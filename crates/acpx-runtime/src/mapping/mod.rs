@@ -69,6 +69,7 @@
 //! fork starts from (see [`fork`]). Every event bumps `acpx.audit_seq` and pushes a compact
 //! summary into the `acpx.audit_events` ring.
 
+mod agent_message;
 mod controls;
 pub mod fork;
 pub mod imports;

@@ -11,8 +11,10 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::messages::current_agent_message;
-use super::tool_content::{clear_terminal_outputs, content_extras, ToolCallEnd, UNFINISHED_KEY};
+use super::agent_message::current_agent_message;
+use super::tool_content::{
+    clear_terminal_outputs, content_extras, cut_at_char_boundary, ToolCallEnd, UNFINISHED_KEY,
+};
 use super::{Effect, OPEN_TOOL_CALLS_KEY, TOOL_OUTPUT_CAP_BYTES};
 
 /// The ACP state of a tool call that has not finished.
@@ -285,17 +287,6 @@ pub(super) fn set_tool_input(tool_use: &mut ToolUse, input: &Value) {
         tool_use.input = input.clone().into();
         tool_use.raw_input = text.into();
     }
-}
-
-pub(super) fn cut_at_char_boundary(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 pub(super) fn build_result(id: &str, tool_name: &str, state: &OpenToolCall) -> ToolResult {

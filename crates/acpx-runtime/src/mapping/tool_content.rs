@@ -10,7 +10,6 @@ use acpx_model::event::ClientOperationPayload;
 use acpx_model::SessionRecord;
 use serde_json::{json, Map, Value};
 
-use super::tool_calls::cut_at_char_boundary;
 use super::{Effect, TOOL_OUTPUT_CAP_BYTES};
 
 /// `acpx` key holding the latest output of the terminals of the running turn
@@ -247,4 +246,15 @@ pub(super) fn apply_client_operation(
     }
     store_terminal_outputs(record, outputs);
     Effect::Applied
+}
+/// `s` cut to at most `max` bytes, at a character boundary.
+pub(super) fn cut_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }

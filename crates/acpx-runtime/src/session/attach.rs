@@ -308,7 +308,7 @@ impl Runtime {
             &env,
             self.options.wire_observer.clone(),
             super::agent_output::recording_sink(core),
-            crate::update_queue::new_update_gate(core),
+            crate::core::update_queue::new_update_gate(core),
         )?;
         let conn = Connection::start(client_builder(core.clone()), transport).await?;
         Ok((agent, conn))

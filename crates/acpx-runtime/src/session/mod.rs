@@ -17,7 +17,7 @@ mod controls;
 mod handover;
 mod lifecycle;
 mod offered;
-mod options;
+pub(crate) mod options;
 mod prompt;
 mod queue_log;
 mod recover;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::core::{update_draft, Phase, SessionCore};
+use super::{update_draft, Phase, SessionCore};
 use crate::error::RuntimeResult;
 use crate::flow::UpdateGate;
 use crate::recorder::{EventDraft, Recorder};
