@@ -7,7 +7,7 @@
 //!
 //! Written as the log is read: [`HtmlExport::event`] takes events one at a time, in seq
 //! order, and a turn is written and dropped when it ends, so a log of any length is never in
-//! memory; one turn's text is (capped at [`fold::TEXT_CAP`] per message or output).
+//! memory; one turn's text is (capped at [`items::TEXT_CAP`] per message or output).
 //!
 //! # Safety of the page
 //!
@@ -27,9 +27,11 @@
 //! # Ok(()) }
 //! ```
 
+mod blocks;
 pub mod escape;
 pub mod fold;
 mod highlight;
+pub mod items;
 pub mod markdown;
 mod notes;
 pub mod page;
@@ -41,7 +43,7 @@ use std::io::Write;
 
 use acpx_model::EventEnvelope;
 
-use fold::{At, Turn};
+use items::{At, Turn};
 use usage::Totals;
 
 /// Every element the page is made of (besides its `<!DOCTYPE html>`): nothing recorded adds

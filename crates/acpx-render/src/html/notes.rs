@@ -5,7 +5,7 @@
 use acpx_model::EventEnvelope;
 use serde_json::Value;
 
-use super::fold::{exit_text, str_of, At, Item, NoteKind};
+use super::items::{exit_text, str_of, At, Item, NoteKind};
 
 fn push(items: &mut Vec<Item>, e: &EventEnvelope, kind: NoteKind, label: &str, text: String) {
     items.push(Item::Note {

@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
+use super::blocks::{duration, push_item_open, push_pre};
 use super::escape::{class_token, push_escaped};
-use super::fold::{Permission, ToolCall, Turn};
-use super::turns::{duration, push_item_open, push_pre};
+use super::items::{Permission, ToolCall, Turn};
 use crate::diff::{self, LineKind};
 
 /// Diffs with more lines than this are collapsed.

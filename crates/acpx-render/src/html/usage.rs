@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::escape::push_escaped;
-use super::fold::{Cost, Turn};
+use super::items::{Cost, Turn};
 
 /// The token counts of a prompt response's `usage`, in the order shown.
 pub const TOKEN_KEYS: [(&str, &str); 6] = [
