@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::bench_owner::{build_release, loadavg};
+use crate::bench_proc::{build_release, loadavg};
 
 type BenchResult<T> = Result<T, String>;
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 
-use crate::bench_owner::build_release;
+use crate::bench_proc::build_release;
 
 type BenchResult<T> = Result<T, String>;
 
@@ -83,7 +83,7 @@ fn acpx(exe: &Path, home: &Path, cwd: &Path, args: &[&str]) -> BenchResult<(Dura
         .current_dir(cwd)
         .env_remove("ACPX_HOME")
         .stdin(Stdio::null());
-    crate::bench_owner::run_timed(cmd, args)
+    crate::bench_proc::run_timed(cmd, args)
 }
 
 /// Session lock files in a home: the file store's `sessions/<id>.lock` (not its store-wide

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bench_owner::{build_release, loadavg, rss_kb, run_timed};
+use crate::bench_proc::{build_release, loadavg, rss_kb, run_timed};
 
 type BenchResult<T> = Result<T, String>;
 

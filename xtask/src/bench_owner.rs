@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::bench_proc::{build_release, loadavg, rss_kb, run_timed};
+
 type BenchResult<T> = Result<T, String>;
 
 /// Parsed options of `bench owner`.
@@ -183,41 +185,6 @@ fn quantile(v: &mut [Duration], q: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// Builds the release `acpx` and returns its path.
-pub(crate) fn build_release() -> BenchResult<PathBuf> {
-    let root = workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-q", "-p", "acpx-cli"])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err("cargo build --release -p acpx-cli failed".into());
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let acpx = target.join("release").join("acpx");
-    if !acpx.is_file() {
-        return Err(format!("{} was not built", acpx.display()));
-    }
-    Ok(acpx)
 }
 
 pub fn run(opts: &Options) -> BenchResult<()> {
@@ -372,20 +339,6 @@ pub fn run(opts: &Options) -> BenchResult<()> {
     Ok(())
 }
 
-/// `VmRSS`, `VmHWM` and `RssAnon` of `pid` in kB, from `/proc/<pid>/status`.
-pub(crate) fn rss_kb(pid: u64) -> BenchResult<(u64, u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|e| format!("cannot read /proc/{pid}/status: {e}"))?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
-    };
-    Ok((field("VmRSS:")?, field("VmHWM:")?, field("RssAnon:")?))
-}
-
 /// The queue owner's memory over `turns` warm turns of `chunks` streamed chunks each: its
 /// resident set after turns 1, 10, 50, … and at the end (the owner must stay flat, issue 15),
 /// and how much its anonymous memory (heap and stacks, not code) grew a turn after the tenth:
@@ -416,13 +369,13 @@ fn owner_memory(
     // The owner's CPU time a turn: what a turn costs it as the session grows (issue 15: cost
     // flat in session size), steadier than the client's wall time.
     let owner_pid = u32::try_from(pid).map_err(|e| e.to_string())?;
-    let mut cpu_mark = (0, crate::bench_turn::own_cpu(owner_pid)?);
+    let mut cpu_mark = (0, crate::bench_proc::own_cpu(owner_pid)?);
     for turn in 1..=turns {
         bench.timed(&["--format", "quiet", script, arg])?;
         std::thread::sleep(pause);
         if marks.contains(&turn) || turn == turns {
             let (rss, hwm, anon) = rss_kb(pid)?;
-            let cpu = crate::bench_turn::own_cpu(owner_pid)?;
+            let cpu = crate::bench_proc::own_cpu(owner_pid)?;
             let per_turn = (cpu - cpu_mark.1).as_secs_f64() * 1e3 / (turn - cpu_mark.0) as f64;
             cpu_mark = (turn, cpu);
             println!("| {turn} | {rss} | {hwm} | {anon} | {per_turn:.2} |");
@@ -489,19 +442,4 @@ fn against_node(bench: &Bench, node: &Path, runs: usize) -> BenchResult<()> {
     // Node's owner exits with its TTL; close the session so it does not wait for it.
     let _ = node_run(&["sessions", "close"]);
     Ok(())
-}
-
-/// Runs `cmd` (`acpx <args>`) to its end: its wall time and stdout; its stderr in the error
-/// when it fails.
-pub(crate) fn run_timed(mut cmd: Command, args: &[&str]) -> BenchResult<(Duration, String)> {
-    let start = Instant::now();
-    let out = cmd.output().map_err(|e| format!("cannot run acpx: {e}"))?;
-    let wall = start.elapsed();
-    if !out.status.success() {
-        return Err(format!(
-            "acpx {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok((wall, String::from_utf8_lossy(&out.stdout).into_owned()))
 }

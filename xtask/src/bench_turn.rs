@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::bench_owner::build_release;
+use crate::bench_proc::{build_release, own_cpu};
 
 type BenchResult<T> = Result<T, String>;
 
@@ -408,32 +408,6 @@ fn exited_unreaped(pid: u32) -> BenchResult<bool> {
     }
     // SAFETY: si_pid is set by waitid when a child changed state, and zero otherwise.
     Ok(unsafe { info.si_pid() } != 0)
-}
-
-/// `utime + stime` of `/proc/<pid>/stat` (all of the process's threads; not its children).
-pub(crate) fn own_cpu(pid: u32) -> BenchResult<Duration> {
-    let path = format!("/proc/{pid}/stat");
-    let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| format!("{path}: no command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the line; `rest` starts at field 3.
-    let ticks = |i: usize| -> BenchResult<u64> {
-        fields
-            .get(i - 3)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| format!("{path}: field {i} is not a number"))
-    };
-    // SAFETY: sysconf has no preconditions.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
-        .ok()
-        .filter(|h| *h > 0)
-        .unwrap_or(100);
-    let t = ticks(14)? + ticks(15)?;
-    Ok(Duration::from_nanos(t.saturating_mul(1_000_000_000) / hz))
 }
 
 /// Bytes of every file under `dir`.

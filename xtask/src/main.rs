@@ -14,8 +14,10 @@ mod bench_import;
 mod bench_migrate;
 mod bench_open;
 mod bench_owner;
+mod bench_proc;
 mod bench_turn;
 mod tidy;
+mod tidy_structure;
 mod torture;
 
 use std::process::ExitCode;

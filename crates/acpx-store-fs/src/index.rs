@@ -27,9 +27,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use acpx_model::{
-    RecordId, SessionRecord, SessionSummary, SkippedEntry, StoreError, StoreResult, SESSION_SCHEMA,
-};
+use acpx_model::{RecordId, SessionSummary, SkippedEntry, StoreError, StoreResult, SESSION_SCHEMA};
 use serde::{Deserialize, Serialize};
 
 use crate::fsutil::{
@@ -228,38 +226,6 @@ impl LogsWithoutSnapshot {
         out.sort();
         out
     }
-}
-
-/// Parses and validates a snapshot the way `load` does: the document must validate and the
-/// record id inside must equal the file name's.
-pub(crate) fn parse_snapshot(
-    id: &RecordId,
-    path: &Path,
-    bytes: &[u8],
-) -> Result<SessionRecord, (String, String)> {
-    let origin = path.display().to_string();
-    let record =
-        SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
-    check_snapshot_id(id, record)
-}
-
-/// The record of a parsed snapshot, if the id inside equals the file name's.
-pub(crate) fn check_snapshot_id(
-    id: &RecordId,
-    record: SessionRecord,
-) -> Result<SessionRecord, (String, String)> {
-    if record.acpx_record_id != *id {
-        return Err((
-            "acpxRecordId".to_owned(),
-            format!(
-                "is {:?}, but the file name says {:?}; a snapshot must be named after the id it \
-                 holds (was it copied or renamed by hand?)",
-                record.acpx_record_id.as_str(),
-                id.as_str()
-            ),
-        ));
-    }
-    Ok(record)
 }
 
 /// The revision of a snapshot as this store writes it, read from its first bytes: the
@@ -692,7 +658,7 @@ fn write_index(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acpx_model::{NewSession, Timestamp};
+    use acpx_model::{NewSession, SessionRecord, Timestamp};
 
     #[test]
     fn revision_prefix_matches_what_the_store_writes() {

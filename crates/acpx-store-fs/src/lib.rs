@@ -353,11 +353,9 @@ mod fsutil;
 mod index;
 mod layout;
 mod log;
-mod rotate;
 mod search_index;
 mod stage;
 mod summary;
-mod zseg;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //!
 //! Segment 0 is the active file `<id>.events.ndjson`; older segments are `<id>.events.<n>.ndjson`
 //! with `1` the newest, compressed into `<id>.events.<n>.ndjson.zst` once closed
-//! ([`crate::zseg`], [`crate::rotate`]). Only the writer holding the session lock modifies these
+//! ([`crate::log::zseg`], [`crate::rotate`]). Only the writer holding the session lock modifies these
 //! files; readers take no lock and work on descriptors opened up front, bounded by the length
 //! they saw.
 
@@ -20,10 +20,11 @@ use crate::fsutil::{
     create_new_file, fsync_dir, io_err, open_append_create, stat_opt, unix_millis, FileIdent,
 };
 use crate::layout::Layout;
-use crate::zseg;
 
 mod damage;
 mod lines;
+pub(crate) mod rotate;
+pub(crate) mod zseg;
 
 pub(crate) use lines::{content_end, last_seq_lenient, probe_seq};
 use lines::{
@@ -204,7 +205,7 @@ fn segment_ident(layout: &Layout, id: &RecordId, n: u32) -> StoreResult<Option<(
 #[derive(Debug)]
 enum Body {
     Plain,
-    /// Compressed ([`crate::zseg`]), with its index when that is usable.
+    /// Compressed ([`crate::log::zseg`]), with its index when that is usable.
     Zst(Option<zseg::Index>),
 }
 
@@ -491,7 +492,7 @@ pub(crate) fn open_writer(
         .iter()
         .any(|&n| stat_opt(&layout.segment(id, n)).is_ok_and(|m| m.is_some()));
     if left_plain {
-        if let Err(e) = crate::rotate::compress_closed(layout, id, max_segments) {
+        if let Err(e) = crate::log::rotate::compress_closed(layout, id, max_segments) {
             tracing::warn!(session = %id, error = %e, "could not compress a closed event-log segment; it stays plain");
         }
     }

@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use acpx_model::{RecordId, SessionRecord, SessionSummary, SettleOnLoad, TextSpill};
 
 use crate::fsutil::{open_read, FileIdent};
-use crate::index::{check_snapshot_id, parse_snapshot};
 
 /// Snapshots this large or larger are summarized from a stream. Below it a whole read costs
 /// less (one buffer, the slice parser) and holds little.
@@ -111,6 +110,38 @@ impl TextSpill for CountingSpill {
             "a summary's settled messages were counted, not kept",
         ))
     }
+}
+
+/// Parses and validates a snapshot the way `load` does: the document must validate and the
+/// record id inside must equal the file name's.
+pub(crate) fn parse_snapshot(
+    id: &RecordId,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<SessionRecord, (String, String)> {
+    let origin = path.display().to_string();
+    let record =
+        SessionRecord::from_json_slice(bytes, &origin).map_err(|v| (v.field, v.message))?;
+    check_snapshot_id(id, record)
+}
+
+/// The record of a parsed snapshot, if the id inside equals the file name's.
+pub(crate) fn check_snapshot_id(
+    id: &RecordId,
+    record: SessionRecord,
+) -> Result<SessionRecord, (String, String)> {
+    if record.acpx_record_id != *id {
+        return Err((
+            "acpxRecordId".to_owned(),
+            format!(
+                "is {:?}, but the file name says {:?}; a snapshot must be named after the id it \
+                 holds (was it copied or renamed by hand?)",
+                record.acpx_record_id.as_str(),
+                id.as_str()
+            ),
+        ));
+    }
+    Ok(record)
 }
 
 #[cfg(test)]

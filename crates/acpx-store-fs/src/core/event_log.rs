@@ -320,7 +320,7 @@ impl FsCore {
             && w.len >= self.opts.turn_end_rotate_bytes
             && w.segment_count.saturating_sub(1) < TURN_END_ROTATE_MAX_OLDER;
         if w.len > self.opts.max_segment_bytes || turn_end_rotate {
-            if let Err(e) = crate::rotate::rotate(
+            if let Err(e) = crate::log::rotate::rotate(
                 &self.layout,
                 id,
                 self.opts.max_segments,

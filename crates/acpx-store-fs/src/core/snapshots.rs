@@ -18,12 +18,12 @@ use crate::fsutil::{
     stat_opt, FileIdent,
 };
 use crate::index::{
-    check_snapshot_id, journal_saved, now_ns, parse_snapshot, read_revision_prefix, reason,
-    Listing, MISSING_SNAPSHOT,
+    journal_saved, now_ns, read_revision_prefix, reason, Listing, MISSING_SNAPSHOT,
 };
 use crate::layout::{classify, is_log_file_of, temp_writer_alive, Entry};
 use crate::log::{self};
 use crate::search_index;
+use crate::summary::{check_snapshot_id, parse_snapshot};
 use crate::summary::{summarize_file, STREAMED_FROM};
 
 /// A search reads a snapshot larger than this settling, when the store settles its loads
@@ -529,7 +529,7 @@ impl FsCore {
         let active = self.layout.segment(id, 0);
         any |= remove_if_exists(&active).map_err(|e| io_err(&active, e))?;
         for n in older {
-            any |= crate::rotate::remove_segment_files(&self.layout, id, n)?;
+            any |= crate::log::rotate::remove_segment_files(&self.layout, id, n)?;
         }
         Ok(any)
     }

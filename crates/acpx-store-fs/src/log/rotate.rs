@@ -5,14 +5,14 @@ use std::io;
 
 use acpx_model::{RecordId, StoreResult};
 
+use super::zseg;
+use super::{probe_older, LogWriter};
 use crate::failpoint::failpoint;
 use crate::fsutil::{
     create_new_file, fsync_dir, io_err, open_append_create, open_read, remove_if_exists, stat_opt,
     FileIdent,
 };
 use crate::layout::Layout;
-use crate::log::{probe_older, LogWriter};
-use crate::zseg;
 
 /// Rotates the active segment (grown past the size limit, or ended a turn past
 /// `turn_end_rotate_bytes`): older segments move up one index (those beyond retention are

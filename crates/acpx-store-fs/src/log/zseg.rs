@@ -214,11 +214,11 @@ impl Index {
 /// The first and last seq of the lines in `buf` that parse (damaged lines skipped).
 fn seq_bounds(buf: &[u8]) -> (Option<u64>, Option<u64>) {
     let lines = || buf.split(|&b| b == b'\n').filter(|l| !l.is_empty());
-    let first = lines().find_map(crate::log::probe_seq);
+    let first = lines().find_map(super::lines::probe_seq);
     let last = buf
         .rsplit(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
-        .find_map(crate::log::probe_seq);
+        .find_map(super::lines::probe_seq);
     (first, last)
 }
 
