@@ -64,7 +64,9 @@ pub async fn write_export(
                 return Err(ExportError::Write(e));
             }
         }
-        ExportFormat::Html => events = crate::viewer::write_html::<ExportError>(store, record, sink).await?,
+        ExportFormat::Html => {
+            events = crate::viewer::write_html::<ExportError>(store, record, sink).await?
+        }
         ExportFormat::Atif | ExportFormat::Otlp => {
             events = write_interchange(store, record, format, sink).await?
         }
