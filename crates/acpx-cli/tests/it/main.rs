@@ -19,6 +19,7 @@ mod full_disk;
 mod grammar_strict;
 mod import_kill;
 mod interchange;
+mod interop_codex;
 mod interop_pydantic;
 mod interop_qwen;
 mod live_turn;
