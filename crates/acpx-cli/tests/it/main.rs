@@ -20,6 +20,7 @@ mod grammar_strict;
 mod import_kill;
 mod interchange;
 mod interop_codex;
+mod interop_fast_agent;
 mod interop_pydantic;
 mod interop_qwen;
 mod live_turn;
