@@ -23,6 +23,7 @@ mod interop_codex;
 mod interop_fast_agent;
 mod interop_pydantic;
 mod interop_qwen;
+mod interop_ts_example;
 mod live_turn;
 mod long_session_reads;
 mod lookup_walk;
