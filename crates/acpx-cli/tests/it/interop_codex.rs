@@ -116,8 +116,9 @@ impl Codex {
 /// conversation, the model chosen with `set model` and the mode chosen with `set-mode` (in
 /// `full-access` codex edits without asking, so a write under `--deny-all` succeeds: it would
 /// be refused, exit 5, had the mode fallen back to `read-only`). `auto` would not do here:
-/// it applies edits in codex's Linux sandbox, which cannot start in these containers, and
-/// then asks to retry unsandboxed.
+/// it applies edits in codex's Linux sandbox, which fails in these tests (their homes are
+/// under /tmp, where codex refuses to create its helper binaries), and then asks to retry
+/// unsandboxed.
 fn context_mode_and_model_are_kept(backend: &'static str) {
     let Some(c) = Codex::new(backend) else { return };
     let created = c.peer.new_session();
