@@ -20,7 +20,11 @@ selects one (and the unstable `session/set_model` is refused): the shape acpx mu
 (pydantic-acp's `run_acp` does not: its SDK answers them -32601 unless asked to).
 
 A prompt `read-note <name>` makes the model call the `read_note` tool first (a tool call with
-a result of about 2 KB, as a file read gives), then reply as above.
+a result of about 2 KB, as a file read gives), then reply as above. A prompt
+`write-file <absolute path> <content…>` makes it call the `write_file` tool, which needs the
+user's approval (pydantic-ai's `requires_approval`: pydantic-acp asks the client with
+`session/request_permission`), then reply `written` or `not written` as the tool's result says.
+A prompt `slow` makes the model think for a minute before it answers (a turn to cancel).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
     TextPart,
     ToolCallPart,
     ToolReturnPart,
@@ -70,7 +75,12 @@ class InMemoryModes:
 def _model(name: str) -> FunctionModel:
     """The scripted model called `name`: its replies say which model answered."""
 
-    def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    async def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = messages[-1] if messages else None
+        if isinstance(last, ModelRequest) and any(
+            isinstance(p, UserPromptPart) and _text(p) == "slow" for p in last.parts
+        ):
+            await asyncio.sleep(60)
         response = _reply(messages, info)
         if isinstance(response.parts[0], TextPart):
             response.parts[0] = TextPart(f"{response.parts[0].content}; model={name}")
@@ -89,11 +99,18 @@ def _text(part: UserPromptPart) -> str:
 def _reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     last = messages[-1] if messages else None
     if isinstance(last, ModelRequest):
-        returned = any(isinstance(p, ToolReturnPart) for p in last.parts)
+        returned = [p for p in last.parts if isinstance(p, (ToolReturnPart, RetryPromptPart))]
         prompt = next((_text(p) for p in last.parts if isinstance(p, UserPromptPart)), "")
+        if returned and any(getattr(p, "tool_name", "") == "write_file" for p in returned):
+            done = any(isinstance(p, ToolReturnPart) and p.content == "written" for p in returned)
+            return ModelResponse(parts=[TextPart("written" if done else "not written")])
         if not returned and prompt.startswith("read-note "):
             name = prompt.split(" ", 1)[1].strip()
             return ModelResponse(parts=[ToolCallPart(tool_name="read_note", args={"name": name})])
+        if not returned and prompt.startswith("write-file "):
+            _, path, content = (prompt.split(" ", 2) + [""])[:3]
+            args = {"path": path, "content": content}
+            return ModelResponse(parts=[ToolCallPart(tool_name="write_file", args=args)])
     heard: list[str] = []
     for message in messages:
         if isinstance(message, ModelRequest):
@@ -113,6 +130,13 @@ def main() -> None:
     def read_note(name: str) -> str:
         """Reads the note called `name`."""
         return f"note {name}: " + "lorem ipsum dolor sit amet " * 80
+
+    @agent.tool_plain(requires_approval=True)
+    def write_file(path: str, content: str) -> str:
+        """Writes `content` to the file at `path` (asks the user first)."""
+        Path(path).write_text(content, encoding="utf-8")
+        return "written"
+
     adapter = create_acp_agent(
         agent=agent,
         config=AdapterConfig(

@@ -595,3 +595,131 @@ fn add_dir_is_taken_on_new_and_load_fs() {
 fn add_dir_is_taken_on_new_and_load_sqlite() {
     add_dir_is_taken_on_new_and_load("sqlite");
 }
+
+/// A write the agent asks about (its `write_file` tool needs approval, so pydantic-acp sends
+/// `session/request_permission`) refused by `--deny-all`: the agent hears the refusal and ends
+/// its turn normally, the file is not written, and acpx exits 5 (a turn with a denied
+/// permission). The log has the question with the agent's tool call and the failed call.
+fn a_denied_write_exits_5(backend: &'static str) {
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    run(&["sessions", "new"]).ok();
+    let path = env.cwd().join("denied.txt");
+    let path_str = path.to_string_lossy().into_owned();
+    let r = run(&[
+        "--deny-all",
+        "prompt",
+        &format!("write-file {path_str} never"),
+    ]);
+    assert_eq!(r.code, 5, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("not written"), "{}", r.stdout);
+    assert!(!path.exists(), "the refused write happened");
+
+    let events = run(&["--format", "json", "sessions", "events"])
+        .ok()
+        .json_lines();
+    let done = events.iter().rfind(|e| e["type"] == "prompt_done").unwrap();
+    assert_eq!(done["payload"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(done["payload"]["permissionStats"]["denied"], 1, "{done}");
+    let asked = events
+        .iter()
+        .find(|e| {
+            e["type"] == "client_operation"
+                && e["payload"]["method"] == "session/request_permission"
+                && e["payload"].get("toolCall").is_some()
+        })
+        .expect("the permission question in the log");
+    assert_eq!(
+        asked["payload"]["toolCall"]["rawInput"]["path"],
+        path_str.as_str(),
+        "{asked}"
+    );
+    assert!(
+        events.iter().any(|e| {
+            e["payload"]["update"]["sessionUpdate"] == "tool_call_update"
+                && e["payload"]["update"]["status"] == "failed"
+        }),
+        "the refused call is recorded as failed"
+    );
+    // Approved, the same write happens (the agent writes itself).
+    let ok = run(&[
+        "--approve-all",
+        "prompt",
+        &format!("write-file {path_str} yes"),
+    ])
+    .ok();
+    assert!(ok.stdout.contains("written;"), "{}", ok.stdout);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "yes");
+    run(&["sessions", "close"]).ok();
+}
+
+#[test]
+fn a_denied_write_exits_5_fs() {
+    a_denied_write_exits_5("fs");
+}
+
+#[test]
+fn a_denied_write_exits_5_sqlite() {
+    a_denied_write_exits_5("sqlite");
+}
+
+/// `acpx cancel` from another process while the agent's model thinks (`slow`): pydantic-acp
+/// cancels the run, the turn ends `cancelled` with exit 0, and the next prompt continues the
+/// conversation.
+fn a_cancel_ends_a_slow_turn(backend: &'static str) {
+    use common::process::{spawn_until, STARTED};
+    let Some(agent) = require_peer() else { return };
+    let env = peer_env(backend);
+    let a = ["--agent", agent.as_str()];
+    let run = |args: &[&str]| env.run(&[&a[..], args].concat());
+    run(&["sessions", "new"]).ok();
+    says_turn(&run(&["prompt", "one"]).ok(), "turns=1; heard=one");
+    let started = std::time::Instant::now();
+    let running = spawn_until(
+        &env,
+        &[&a[..], &["--format", "json", "prompt", "slow"]].concat(),
+        STARTED,
+    );
+    // The prompt has reached the agent once the owner says the turn is running.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let c = run(&["--format", "json", "cancel"]).ok().json();
+    assert_eq!(c["cancelled"], true, "{c}");
+    let (code, lines, stderr) = running.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the cancel did not stop the minute-long turn"
+    );
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "prompt_done", "{last}");
+    assert_eq!(last["payload"]["stopReason"], "cancelled", "{last}");
+    let after = run(&["prompt", "after"]).ok();
+    assert!(after.stdout.contains("heard=one |"), "{}", after.stdout);
+    assert!(
+        after.stdout.contains("after; model=alpha"),
+        "{}",
+        after.stdout
+    );
+    run(&["sessions", "close"]).ok();
+}
+
+fn says_turn(r: &Run, text: &str) {
+    assert!(
+        r.stdout.contains(text),
+        "{text:?}:\n{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn a_cancel_ends_a_slow_turn_fs() {
+    a_cancel_ends_a_slow_turn("fs");
+}
+
+#[test]
+fn a_cancel_ends_a_slow_turn_sqlite() {
+    a_cancel_ends_a_slow_turn("sqlite");
+}

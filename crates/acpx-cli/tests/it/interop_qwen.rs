@@ -27,24 +27,10 @@
 //! under `CI=true` and is skipped (with a message) otherwise.
 use crate::common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
+use common::peers::{repo, runs, FakeModel};
 use common::process::*;
 use common::*;
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python_runs() -> bool {
-    Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn peer_command() -> Option<String> {
     if let Ok(cmd) = std::env::var("ACPX_INTEROP_QWEN_AGENT") {
@@ -53,16 +39,12 @@ fn peer_command() -> Option<String> {
         }
     }
     let qwen = repo().join("peers/node/node_modules/.bin/qwen");
-    let installed = qwen.exists()
-        && Command::new("node")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
+    let installed = qwen.exists() && runs("node");
     installed.then(|| format!("'{}' --acp", qwen.display()))
 }
 
 fn require_peer() -> Option<String> {
-    match peer_command().filter(|_| python_runs()) {
+    match peer_command().filter(|_| runs("python3")) {
         Some(c) => Some(c),
         None if std::env::var("CI").as_deref() == Ok("true") => panic!(
             "the qwen-code interop peer (or python3 for its fake model) is missing; run \
@@ -75,58 +57,6 @@ fn require_peer() -> Option<String> {
             );
             None
         }
-    }
-}
-
-/// The fake OpenAI-compatible server of one test, stopped when it goes.
-struct FakeModel {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl FakeModel {
-    fn start(dir: &Path) -> FakeModel {
-        let log = dir.join("model-requests.ndjson");
-        let mut child = Command::new("python3")
-            .arg(repo().join("scripts/peers/fake_openai.py"))
-            .args(["--port", "0", "--log"])
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the fake model");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .strip_prefix("PORT ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("the fake model did not say its port: {line:?}"));
-        FakeModel {
-            child,
-            url: format!("http://127.0.0.1:{port}/v1"),
-            log,
-        }
-    }
-
-    /// The bodies of the requests the agent sent, in order.
-    fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
-            .collect()
-    }
-}
-
-impl Drop for FakeModel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -153,13 +83,19 @@ struct Qwen {
 
 impl Qwen {
     fn new(backend: &'static str) -> Option<Qwen> {
+        Qwen::with_settings(backend, SETTINGS)
+    }
+
+    /// [`Qwen::new`] with other user settings (`{BASE_URL}` in them is the fake model's).
+    fn with_settings(backend: &'static str, settings: &str) -> Option<Qwen> {
         let agent = require_peer()?;
         let mut env = Env::new(backend);
-        let model = FakeModel::start(env.home());
+        let model = FakeModel::start("fake_openai.py", env.home());
         let agent_home = env.home().join("agent-home");
         let qwen_dir = agent_home.join(".qwen");
         std::fs::create_dir_all(&qwen_dir).unwrap();
-        std::fs::write(qwen_dir.join("settings.json"), SETTINGS).unwrap();
+        let settings = settings.replace("{BASE_URL}", &model.url);
+        std::fs::write(qwen_dir.join("settings.json"), settings).unwrap();
         let vars = [
             ("HOME", agent_home.to_string_lossy().into_owned()),
             ("QWEN_HOME", qwen_dir.to_string_lossy().into_owned()),
@@ -623,4 +559,124 @@ fn a_cancel_ends_a_long_answer_fs() {
 #[test]
 fn a_cancel_ends_a_long_answer_sqlite() {
     a_cancel_ends_a_long_answer("sqlite");
+}
+
+/// qwen-code's settings with two models of the fake server (`modelProviders`), so a model
+/// can be chosen: qwen-code names them `fake-a(openai)` and `fake-b(openai)`.
+const TWO_MODELS: &str = r#"{
+  "security": {"auth": {"selectedType": "openai"}},
+  "modelProviders": {"openai": [
+    {"id": "fake-a", "name": "Fake A", "baseUrl": "{BASE_URL}", "envKey": "OPENAI_API_KEY"},
+    {"id": "fake-b", "name": "Fake B", "baseUrl": "{BASE_URL}", "envKey": "OPENAI_API_KEY"}
+  ]},
+  "model": {"name": "fake-a"},
+  "privacy": {"usageStatisticsEnabled": false},
+  "telemetry": {"enabled": false},
+  "general": {"enableAutoUpdate": false},
+  "ui": {"enableFollowupSuggestions": false},
+  "tools": {"approvalMode": "default"},
+  "memory": {"enableManagedAutoMemory": false, "enableManagedAutoDream": false}
+}
+"#;
+
+/// The mode and the model chosen in the warm owner are kept by a later command with an agent
+/// process of its own (`--no-owner`, qwen-code's `session/resume`): in `auto-edit` qwen-code
+/// writes without asking (in `default` it sends `session/request_permission` first), and
+/// every model request after `set model` names `fake-b`. `--approve-all` lets acpx's own
+/// write gate admit the `fs/write_text_file` that no approved tool call covers.
+fn mode_and_model_are_kept_across_commands(backend: &'static str) {
+    let Some(mut q) = Qwen::with_settings(backend, TWO_MODELS) else {
+        return;
+    };
+    // The model comes from the settings here, not from the environment.
+    q.env.extra_env.retain(|(k, _)| k != "OPENAI_MODEL");
+    q.new_session();
+    q.run(&["set-mode", "auto-edit"]).ok();
+    q.run(&["set", "model", "fake-b(openai)"]).ok();
+    let first = q.run(&["--timeout", "60", "prompt", "p: one"]).ok();
+    assert!(first.stdout.contains("turns=1; heard=one"), "{first:?}");
+
+    let path = q.env.cwd().join("kept-mode.txt");
+    let prompt = format!("p: write-file {} in auto-edit", path.display());
+    q.run(&[
+        "--no-owner",
+        "--approve-all",
+        "--timeout",
+        "60",
+        "prompt",
+        &prompt,
+    ])
+    .ok();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "in auto-edit");
+
+    let events = q.events();
+    let attached = lifecycle(&events, "session_attached");
+    assert_eq!(
+        attached.len(),
+        1,
+        "only --no-owner reattached: {attached:?}"
+    );
+    assert_eq!(attached[0]["payload"]["method"], "session/resume");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["payload"]["method"] == "session/request_permission"),
+        "qwen-code asked: the auto-edit mode was lost"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["payload"]["method"] == "fs/write_text_file"));
+    let shown = q.run(&["--format", "json", "sessions", "show"]).ok().json();
+    assert_eq!(shown["acpx"]["current_mode_id"], "auto-edit", "{shown}");
+    assert_eq!(
+        shown["acpx"]["desired_model_id"], "fake-b(openai)",
+        "{shown}"
+    );
+    let models: Vec<_> = q
+        .model
+        .requests()
+        .iter()
+        .map(|b| b["model"].clone())
+        .collect();
+    assert!(
+        !models.is_empty() && models.iter().all(|m| m == "fake-b"),
+        "{models:?}"
+    );
+    q.close();
+}
+
+#[test]
+fn mode_and_model_are_kept_across_commands_sqlite() {
+    mode_and_model_are_kept_across_commands("sqlite");
+}
+
+/// In its `default` mode qwen-code asks before a write; `--deny-all` refuses it, the file is
+/// not written, and acpx exits 5. The conversation goes on in the next command. (qwen-code
+/// starts slowly, so this test and the one above run on one backend each; the others cover
+/// both.)
+fn a_denied_write_exits_5(backend: &'static str) {
+    let Some(q) = Qwen::new(backend) else { return };
+    q.new_session();
+    let path = q.env.cwd().join("denied.txt");
+    let prompt = format!("p: write-file {} never", path.display());
+    let r = q.run(&["--deny-all", "--timeout", "60", "prompt", &prompt]);
+    assert_eq!(r.code, 5, "{}\n{}", r.stdout, r.stderr);
+    assert!(!path.exists(), "the refused write happened");
+    let events = q.events();
+    let done = events.iter().rfind(|e| e["type"] == "prompt_done").unwrap();
+    assert_eq!(done["payload"]["permissionStats"]["denied"], 1, "{done}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["payload"]["method"] == "fs/write_text_file"),
+        "nothing was written through the client"
+    );
+    let after = q.run(&["--timeout", "60", "prompt", "p: after"]).ok();
+    assert!(after.stdout.contains("| after"), "{}", after.stdout);
+    q.close();
+}
+
+#[test]
+fn a_denied_write_exits_5_fs() {
+    a_denied_write_exits_5("fs");
 }

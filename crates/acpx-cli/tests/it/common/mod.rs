@@ -11,6 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
+pub mod peers;
 pub mod postgres;
 pub mod process;
 
