@@ -133,6 +133,7 @@ mod client_ops;
 pub mod config_file;
 mod core;
 pub mod durations;
+pub mod elicitation_question;
 pub mod error;
 pub mod error_kind;
 pub(crate) mod flow;
@@ -160,6 +161,9 @@ pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{
     ElicitationAnswers, PermissionAnswer, PermissionDecision, PermissionMode, PermissionPrompter,
     PermissionQuestion, RecordedPermissions,
+};
+pub use elicitation_question::{
+    ElicitationAsk, ElicitationForm, ElicitationQuestion, ElicitationReply, FormField,
 };
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use output_backlog::OutputBacklog;
