@@ -39,6 +39,27 @@ fn recorded(env: &Env, agent: &str) -> Vec<Value> {
     .collect()
 }
 
+/// The session as the HTML viewer shows it (`sessions export --as html`).
+fn viewer_page(env: &Env, agent: &str) -> String {
+    let events = env
+        .run(&["--format", "json", "--agent", agent, "sessions", "events"])
+        .ok()
+        .json_lines();
+    let id = events[0]["acpxRecordId"].as_str().unwrap().to_owned();
+    let out = env.home().join("page.html");
+    env.run(&[
+        "sessions",
+        "export",
+        &id,
+        "--as",
+        "html",
+        "-o",
+        out.to_str().unwrap(),
+    ])
+    .ok();
+    std::fs::read_to_string(out).unwrap()
+}
+
 /// The last recorded answer to an `elicitation/create`.
 fn last_answer(env: &Env, agent: &str) -> Value {
     recorded(env, agent)
@@ -177,6 +198,23 @@ fn a_person_at_the_terminal_answers_forms_and_urls() {
                 "{ctx}: {screen}"
             );
             assert_eq!(last_answer(&env, &agent)["answeredBy"], "answers-file");
+
+            // The viewer shows each question and its answer.
+            let page = viewer_page(&env, &agent);
+            for shown in [
+                "Who are you? — form: name*, age*, colour, subscribe",
+                &format!(
+                    "accept by {person} {{&quot;name&quot;:&quot;Ada&quot;,&quot;age&quot;:36"
+                ),
+                &format!("decline by {person}"),
+                "Sign in to continue — URL https://example.com/authorize?session=1",
+                "accept by agent-complete",
+                "url-1 (ended the wait for the person)",
+                "decline by acpx: acpx takes only http and https URLs",
+                "accept by answers-file",
+            ] {
+                assert!(page.contains(shown), "{ctx}: {shown} is not in the viewer");
+            }
         }
     }
 }
