@@ -22,7 +22,8 @@ use acpx_model::EventEnvelope;
 use acpx_printer::live::{LiveFormat, LiveRenderer, Piece, Span, Tone};
 use acpx_runtime::acp_frames::FrameFilter;
 use acpx_runtime::{
-    Observer, PermissionAnswer, PermissionPrompter, PermissionQuestion, WireDirection, WireObserver,
+    ElicitationQuestion, ElicitationReply, Observer, PermissionAnswer, PermissionPrompter,
+    PermissionQuestion, WireDirection, WireObserver,
 };
 
 use crate::config::Format;
@@ -262,5 +263,32 @@ impl PermissionPrompter for TtyPrompter {
         .unwrap_or(PermissionAnswer::once(false));
         crate::spinner::pause(false);
         answer
+    }
+
+    async fn elicit(&self, q: &ElicitationQuestion) -> Option<ElicitationReply> {
+        /// Stops the dialog, and brings the spinner back, when the answer is no longer
+        /// needed (this future dropped) or given. A stopped dialog is given a moment to say
+        /// so before what ended it is shown.
+        struct Done(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+                let _ = self.1.recv_timeout(std::time::Duration::from_millis(500));
+                crate::spinner::pause(false);
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ended, ended_rx) = std::sync::mpsc::channel();
+        let _done = Done(stop.clone(), ended_rx);
+        crate::spinner::pause(true);
+        let q = q.clone();
+        tokio::task::spawn_blocking(move || {
+            let reply = crate::elicit_tty::ask(&q, &stop);
+            let _ = ended.send(());
+            reply
+        })
+        .await
+        .ok()
+        .flatten()
     }
 }

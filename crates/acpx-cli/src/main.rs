@@ -13,6 +13,7 @@ mod commands;
 mod config;
 mod context;
 mod diagnostics;
+mod elicit_tty;
 use acpx_runtime::durations;
 mod error;
 mod grammar;

@@ -36,7 +36,12 @@ pub struct Answer {
     /// permission questions (interactive prompts only).
     writer: Option<OwnedWriteHalf>,
     interactive: bool,
-    pending: Option<Response>,
+    /// Lines read and not yet taken: the first answer, and those read while a forwarded
+    /// elicitation was asked ([`Answer::put_back`]).
+    pending: std::collections::VecDeque<Response>,
+    /// A line read in part: [`Answer::next`] may be dropped mid-line (it is raced against
+    /// the user's questions and interrupts) and goes on where it stopped.
+    partial: String,
     finished: bool,
 }
 
@@ -44,15 +49,16 @@ impl Answer {
     /// The next response; `Ok(None)` after the final one. An owner that goes away before
     /// the final response is [`WireError::disconnected`].
     pub async fn next(&mut self) -> Result<Option<Response>, WireError> {
-        if let Some(r) = self.pending.take() {
+        if let Some(r) = self.pending.pop_front() {
             self.finished = r.is_final();
             return Ok(Some(r));
         }
         if self.finished {
             return Ok(None);
         }
-        let mut buf = String::new();
-        match self.reader.read_line(&mut buf).await {
+        let read = self.reader.read_line(&mut self.partial).await;
+        let buf = std::mem::take(&mut self.partial);
+        match read {
             // A line cut by the end of the stream is the owner going away mid-line (killed,
             // or it dropped a client that read nothing for too long), not a bad line.
             Ok(0) | Err(_) => {
@@ -75,6 +81,29 @@ impl Answer {
                 Ok(Some(r))
             }
         }
+    }
+
+    /// Puts `lines` back, in order, to be taken by [`Answer::next`] before anything else.
+    pub fn put_back(&mut self, lines: Vec<Response>) {
+        for r in lines.into_iter().rev() {
+            self.pending.push_front(r);
+        }
+    }
+
+    /// Sends the user's answer to the owner's `elicitation_request` `id` (the ACP response;
+    /// `None`: nobody could be asked).
+    pub async fn answer_elicitation(
+        &mut self,
+        id: u64,
+        answer: Option<serde_json::Value>,
+    ) -> std::io::Result<()> {
+        let Some(w) = self.writer.as_mut().filter(|_| self.interactive) else {
+            return Err(std::io::Error::other(
+                "this request was not interactive; the owner reads no answers",
+            ));
+        };
+        w.write_all(line(&ClientLine::ElicitationAnswer { id, answer }).as_bytes())
+            .await
     }
 
     /// Sends the user's answer to the owner's `permission_request` `id`.
@@ -191,7 +220,8 @@ pub async fn send(paths: &LeasePaths, request: &Request) -> std::io::Result<Opti
         reader,
         writer,
         interactive,
-        pending: Some(first),
+        pending: [first].into(),
+        partial: String::new(),
         finished: false,
     }))
 }
@@ -300,14 +330,14 @@ pub async fn send_or_spawn_or<T>(
             Ok(Some(mut answer)) => {
                 // An owner on its way out refuses; the next one will take the task.
                 let shutting = matches!(
-                    &answer.pending,
+                    answer.pending.front(),
                     Some(Response::Error { error })
                         if error.detail_code.as_deref() == Some("QUEUE_OWNER_SHUTTING_DOWN")
                 );
                 if !shutting {
                     return Ok(Reached::Local(Box::new(answer)));
                 }
-                answer.pending = None;
+                answer.pending.clear();
             }
             Ok(None) => {}
             Err(e) => return Err(io_wire(&e)),

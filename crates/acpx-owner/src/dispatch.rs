@@ -110,7 +110,8 @@ pub(super) async fn dispatch(
             };
             let prompter = match answers {
                 Some(reader) if options.interactive && wait => {
-                    let (p, task) = ForwardingPrompter::new(reply.clone(), reader);
+                    let (p, task) =
+                        ForwardingPrompter::new(reply.clone(), reader, options.elicitations);
                     reading_answers = Some(AbortOnDrop(task));
                     client_gone = Some(p.client_gone());
                     Some(p)

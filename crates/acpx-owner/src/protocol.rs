@@ -76,6 +76,10 @@ pub struct TaskOptions {
     /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// The interactive client answers elicitations too: the owner sends it
+    /// [`Response::ElicitationRequest`] lines. An owner that predates the flag ignores it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub elicitations: bool,
     /// The client renders none of the turn's events (`--format quiet`): the owner sends it
     /// only the answer, so a streamed turn costs no socket traffic per event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -131,6 +135,14 @@ pub enum ClientLine {
         /// older clients: this question only).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         always: bool,
+    },
+    /// The user's answer to an `elicitation_request`: the ACP response (`action`, `content`),
+    /// or null when the client could not ask.
+    ElicitationAnswer {
+        /// The question's id.
+        id: u64,
+        /// The answer.
+        answer: Option<Value>,
     },
 }
 
@@ -667,6 +679,21 @@ pub enum Response {
         /// The question.
         question: WireQuestion,
     },
+    /// An agent's elicitation for the client's user (only to a client whose task is
+    /// `interactive` and takes `elicitations`): the `elicitation/create` params as the agent
+    /// sent them; answered with [`ClientLine::ElicitationAnswer`].
+    ElicitationRequest {
+        /// The question's id within the connection.
+        id: u64,
+        /// The request.
+        request: Value,
+    },
+    /// The elicitation `id` needs no answer any more (the agent completed the URL visit, the
+    /// turn was cancelled): the client stops asking.
+    ElicitationEnded {
+        /// The question's id.
+        id: u64,
+    },
     /// One recorded event of the turn, after its append returned.
     Event {
         /// The event exactly as in the log.
@@ -743,6 +770,8 @@ impl Response {
                 | Response::Started { .. }
                 | Response::Event { .. }
                 | Response::PermissionRequest { .. }
+                | Response::ElicitationRequest { .. }
+                | Response::ElicitationEnded { .. }
                 | Response::ReplyPart { .. }
                 | Response::Frame { .. }
         )

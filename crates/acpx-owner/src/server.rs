@@ -745,11 +745,13 @@ impl Drop for ClosesBacklog {
 }
 
 /// The `type` of the lines that do not end an answer (see [`Response::is_final`]).
-const NOT_FINAL: [&str; 5] = [
+const NOT_FINAL: [&str; 7] = [
     "accepted",
     "started",
     "event",
     "permission_request",
+    "elicitation_request",
+    "elicitation_ended",
     "reply_part",
 ];
 

@@ -249,6 +249,7 @@ pub async fn prompt(
 ) -> SubmitResult<Submitted> {
     let request_id = uuid::Uuid::new_v4().to_string();
     options.interactive = prompter.is_some();
+    options.elicitations = prompter.is_some();
     let request = Request::SubmitPrompt {
         request_id: request_id.clone(),
         prompt,
@@ -371,6 +372,20 @@ pub async fn prompt(
                     events(SubmitEvent::PermissionAnswerFailed(&e));
                 }
             }
+            Some(Response::ElicitationRequest { id: qid, request }) => {
+                use super::forwarded_elicitation::{answer as ask, Asked};
+                match ask(&mut answer, qid, &request, prompter, &mut presses).await {
+                    // As for a permission question: the owner answers it `cancel`.
+                    Ok(Asked::Interrupted(new)) => {
+                        cancels += new;
+                        events(SubmitEvent::CancellingTurn);
+                        let _ = cancel_anywhere(target.store, target.authority, target.id).await;
+                    }
+                    Ok(Asked::Sent | Asked::Ended) => {}
+                    Err(e) => events(SubmitEvent::PermissionAnswerFailed(&e)),
+                }
+            }
+            Some(Response::ElicitationEnded { .. }) => {}
             Some(Response::ReplyPart { text }) => {
                 over(&mut events);
                 events(SubmitEvent::ReplyPart(&text));

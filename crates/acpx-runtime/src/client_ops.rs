@@ -23,6 +23,7 @@ pub(crate) use terminals::{
     DEFAULT_TERMINAL_OUTPUT_LIMIT,
 };
 
+use crate::elicitation_question::{ElicitationQuestion, ElicitationReply};
 use crate::permission_rules::{tool_kind, PermissionRules, RuleAction};
 use std::path::{Component, Path, PathBuf};
 
@@ -111,6 +112,21 @@ pub trait PermissionPrompter: Send + Sync {
     /// session. By default every answer is for this question only.
     async fn answer(&self, question: &PermissionQuestion) -> PermissionAnswer {
         PermissionAnswer::once(self.ask(question).await)
+    }
+
+    /// Asks a human the agent's elicitation: a form field by field, or a visit to a URL.
+    /// `None` when this prompter cannot (acpx then answers as when nobody can be asked; the
+    /// default). The future may be dropped before it ends (the agent said the URL visit is
+    /// complete, or the turn was cancelled): asking must stop then.
+    async fn elicit(&self, question: &ElicitationQuestion) -> Option<ElicitationReply> {
+        let _ = question;
+        None
+    }
+
+    /// Who answers through this prompter, as an elicitation's record names it
+    /// (`answeredBy`, docs/format.md § Elicitations).
+    fn answerer(&self) -> &'static str {
+        "terminal"
     }
 }
 

@@ -6,7 +6,7 @@
 //! the loop keeps going (and a cancel can still reach a pending permission request).
 
 mod elicitation;
-mod elicitation_form;
+pub(crate) mod elicitation_form;
 mod grants;
 mod output_wait;
 mod permission_request;
@@ -114,6 +114,8 @@ pub(crate) struct SessionCore {
     /// ([`crate::TurnOptions::output_backlog`]): while it is behind, no more updates are
     /// recorded (see [`crate::output_backlog`]).
     pub(crate) output_backlog: Mutex<Option<Arc<OutputBacklog>>>,
+    /// The URL elicitations waiting for a person, by `elicitationId` ([`elicitation`]).
+    pub(crate) url_waits: elicitation::UrlWaits,
 }
 
 /// A permission policy chosen for one turn.
@@ -147,6 +149,7 @@ impl SessionCore {
             pending_updates: Mutex::new(Vec::new()),
             draining: AtomicBool::new(false),
             output_backlog: Mutex::new(None),
+            url_waits: Default::default(),
         }
     }
 
@@ -264,7 +267,15 @@ impl SessionCore {
         let unavailable = needs_human
             && self.prompter().is_none()
             && self.non_interactive() == NonInteractivePermissions::Fail;
-        if unavailable && Self::lock(&self.turn).is_some() {
+        if unavailable {
+            self.mark_prompt_unavailable(what);
+        }
+        unavailable
+    }
+
+    /// Fails the turn in progress, if any, for want of a human (`what` needed one).
+    fn mark_prompt_unavailable(&self, what: &str) {
+        if Self::lock(&self.turn).is_some() {
             let mut slot = Self::lock(&self.prompt_unavailable);
             if slot.is_none() {
                 *slot = Some(format!(
@@ -274,7 +285,6 @@ impl SessionCore {
             drop(slot);
             self.prompt_unavailable_notify.notify_one();
         }
-        unavailable
     }
 
     /// Counts a decision of acpx's own write and terminal gates in the turn's permission

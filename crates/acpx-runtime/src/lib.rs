@@ -128,6 +128,7 @@ pub mod capped_lines;
 mod client_ops;
 mod core;
 pub mod durations;
+pub mod elicitation_question;
 pub mod error;
 pub mod error_kind;
 pub(crate) mod flow;
@@ -148,6 +149,9 @@ pub use agent::{AgentExit, WireDirection, WireObserver};
 pub use client_ops::{
     signal_group, ElicitationAnswers, PermissionAnswer, PermissionDecision, PermissionMode,
     PermissionPrompter, PermissionQuestion, RecordedPermissions,
+};
+pub use elicitation_question::{
+    ElicitationAsk, ElicitationForm, ElicitationQuestion, ElicitationReply, FormField,
 };
 pub use error::{AcpError, RuntimeError, RuntimeResult};
 pub use output_backlog::OutputBacklog;

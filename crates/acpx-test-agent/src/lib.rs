@@ -16,7 +16,8 @@
 //! | `terminal [--limit N] [--kill-after MS] [--keep] [--detach] [--no-output] <cmd…>` | asks permission (execute), runs `sh -c <cmd>` through `terminal/*`; `--keep` never releases the terminal, `--detach` does not wait for it either (says `started <id>`), `--no-output` waits and releases it without `terminal/output` (the call's last update has no text) |
 //! | `permission <kind> [title…]` | asks permission for a tool of that kind (`-`: no kind) and reports the decision |
 //! | `wait-permission` | asks permission (execute) and waits for the answer (cancel tests) |
-//! | `elicit` | sends a form `elicitation/create` (a required `name`, an optional integer `age`) and replies `elicitation <action> <content JSON>` |
+//! | `elicit [rich]` | sends a form `elicitation/create` (a required `name`, an optional integer `age`; `rich`: a titled form with a described `name`, a required `age` from 0 to 150, a `colour` of titled choices defaulting to `red`, a yes/no `subscribe`) and replies `elicitation <action> <content JSON>` |
+//! | `elicit-url [URL] [complete]` | sends a URL `elicitation/create` (id `url-1`, URL `https://example.com/authorize?session=1` unless given; `complete`: `elicitation/complete` for it a second later) and replies `elicitation <action>` |
 //! | `plan`, `mode`, `config`, `commands` | a `plan` / `current_mode_update` / `config_option_update` / `available_commands_update` |
 //! | `stderr TEXT` | a line on the agent's stderr, then TEXT as the reply |
 //! | `usage [AMOUNT [CURRENCY]]` | a `usage_update` (cost AMOUNT CURRENCY, 0.01 USD by default) and token usage in the prompt response |

@@ -38,8 +38,12 @@ pub const SCRIPT_WORDS: &[(&str, &str)] = &[
         "asks permission and waits for the answer",
     ),
     (
-        "elicit",
+        "elicit [rich]",
         "asks for a form (name, age), replies with the answer",
+    ),
+    (
+        "elicit-url [URL] [complete]",
+        "asks for a URL visit (completed a second later), replies with the answer",
     ),
     (
         "dirs",

@@ -506,7 +506,34 @@ pub(crate) async fn prompt(
         }
         // `elicit`: a form elicitation (a required name, an optional integer age); replies
         // with the action the client answered and the content it sent.
+        // `elicit rich`: a form with a description, bounds, titled choices with a default
+        // and a yes/no field.
         "elicit" => {
+            let schema = if rest.first() == Some(&"rich") {
+                json!({
+                    "type": "object",
+                    "title": "Profile",
+                    "properties": {
+                        "name": {"type": "string", "title": "Name",
+                                 "description": "Your full name", "minLength": 1},
+                        "age": {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+                        "colour": {"type": "string", "title": "Colour", "default": "red",
+                                   "oneOf": [{"const": "red", "title": "Red"},
+                                             {"const": "blue", "title": "Blue"}]},
+                        "subscribe": {"type": "boolean", "title": "Subscribe"}
+                    },
+                    "required": ["name", "age"]
+                })
+            } else {
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "title": "Name"},
+                        "age": {"type": "integer", "title": "Age", "minimum": 0}
+                    },
+                    "required": ["name"]
+                })
+            };
             let resp = request(
                 cx,
                 "elicitation/create",
@@ -514,20 +541,41 @@ pub(crate) async fn prompt(
                     "sessionId": sid,
                     "mode": "form",
                     "message": "Who are you?",
-                    "requestedSchema": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "title": "Name"},
-                            "age": {"type": "integer", "title": "Age", "minimum": 0}
-                        },
-                        "required": ["name"]
-                    }
+                    "requestedSchema": schema
                 }),
             )
             .await?;
             let action = resp.get("action").and_then(Value::as_str).unwrap_or("?");
             let content = resp.get("content").cloned().unwrap_or(Value::Null);
             say(cx, &format!("elicitation {action} {content}"))?;
+        }
+        // `elicit-url [URL] [complete]`: a URL elicitation (id `url-1`); with `complete`, the
+        // agent sends `elicitation/complete` for it a second later, unanswered or not.
+        "elicit-url" => {
+            let url = rest
+                .first()
+                .filter(|u| **u != "complete")
+                .copied()
+                .unwrap_or("https://example.com/authorize?session=1");
+            if rest.contains(&"complete") {
+                let later = cx.clone();
+                cx.spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(1000)).await;
+                    later.send_notification(UntypedMessage::new(
+                        "elicitation/complete",
+                        json!({"elicitationId": "url-1"}),
+                    )?)
+                })?;
+            }
+            let resp = request(
+                cx,
+                "elicitation/create",
+                json!({"sessionId": sid, "mode": "url", "message": "Sign in to continue",
+                       "elicitationId": "url-1", "url": url}),
+            )
+            .await?;
+            let action = resp.get("action").and_then(Value::as_str).unwrap_or("?");
+            say(cx, &format!("elicitation {action}"))?;
         }
         "dirs" => say(cx, &format!("dirs={}", session.dirs.join(",")))?,
         "state" => say(

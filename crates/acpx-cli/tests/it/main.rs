@@ -13,6 +13,7 @@ mod damaged_events;
 mod damaged_snapshot;
 mod diagnostics;
 mod elicitation;
+mod elicitation_tty;
 mod export_import;
 mod flags;
 mod full_disk;

@@ -257,6 +257,9 @@ impl Turn {
         if method == "session/request_permission" {
             return self.permission(e, status);
         }
+        if method.starts_with("elicitation/") {
+            return super::notes::elicitation_note(e, method, status, &mut self.items);
+        }
         if let Some(tid) = str_of(p, "terminalId") {
             let term = self.terminals.entry(tid.to_owned()).or_default();
             if method == "terminal/create" {

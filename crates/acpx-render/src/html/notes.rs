@@ -1,6 +1,7 @@
 //! The one-line items of the viewer: mode, model and config changes, fallbacks, agent
-//! starts and exits, controls, the agent's file and terminal requests, and anything the
-//! viewer does not know (shown by its type, never dropped silently).
+//! starts and exits, controls, the agent's file and terminal requests, its elicitations and
+//! their answers, and anything the viewer does not know (shown by its type, never dropped
+//! silently).
 
 use acpx_model::EventEnvelope;
 use serde_json::Value;
@@ -194,6 +195,62 @@ pub fn client_note(e: &EventEnvelope, method: &str, status: &str, items: &mut Ve
         _ => NoteKind::Internal,
     };
     push(items, e, kind, method, text);
+}
+
+/// The note of an elicitation (docs/format.md § Elicitations), shown with the turn: the
+/// question (its message, then a form's fields, `*` marking required ones, or the URL), the
+/// answer (action, who gave it, the content sent, why when nobody chose it), and the agent's
+/// `elicitation/complete`.
+pub fn elicitation_note(e: &EventEnvelope, method: &str, status: &str, items: &mut Vec<Item>) {
+    let p = &e.payload;
+    if method != "elicitation/create" {
+        let params = p.get("params").unwrap_or(&Value::Null);
+        let mut text = str_of(params, "elicitationId").unwrap_or("?").to_owned();
+        if p.get("endedWait").and_then(Value::as_bool) == Some(true) {
+            text.push_str(" (ended the wait for the person)");
+        }
+        return push(items, e, NoteKind::Change, "elicitation complete", text);
+    }
+    if status == "running" {
+        let params = p.get("params").unwrap_or(&Value::Null);
+        let mut text = str_of(params, "message").unwrap_or("").to_owned();
+        if let Some(url) = str_of(params, "url") {
+            text.push_str(&format!(" — URL {url}"));
+        }
+        let schema = params.get("requestedSchema").unwrap_or(&Value::Null);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            let fields: Vec<String> = props
+                .keys()
+                .map(|k| match required.contains(&k.as_str()) {
+                    true => format!("{k}*"),
+                    false => k.clone(),
+                })
+                .collect();
+            text.push_str(&format!(" — form: {}", fields.join(", ")));
+        }
+        return push(items, e, NoteKind::Change, "elicitation", text);
+    }
+    let action = str_of(p, "action").unwrap_or("answered");
+    let mut text = action.to_owned();
+    if let Some(by) = str_of(p, "answeredBy") {
+        text.push_str(&format!(" by {by}"));
+    }
+    if let Some(content) = p.get("content").filter(|c| !c.is_null()) {
+        text.push_str(&format!(" {}", short_json(content)));
+    }
+    if let Some(why) = str_of(p, "details") {
+        text.push_str(&format!(": {why}"));
+    }
+    let kind = match action {
+        "accept" => NoteKind::Change,
+        _ => NoteKind::Warning,
+    };
+    push(items, e, kind, "elicitation answer", text);
 }
 
 /// A JSON value on one line, at most 300 characters.

@@ -380,3 +380,59 @@ fn a_long_turn_is_written_as_it_goes_in_order() {
         .collect();
     assert!(pos.windows(2).all(|w| w[0] < w[1]), "items in log order");
 }
+
+/// An elicitation and its answer are on the page with the turn: the question's message and
+/// fields (or URL), the answer's action, who gave it and what was sent; agent text escaped.
+#[test]
+fn elicitations_and_their_answers_are_shown() {
+    let r = Some("req_1");
+    let op = |p: Value| ("client_operation", r, p);
+    let page = render(&log(&[
+        (
+            "prompt_started",
+            r,
+            json!({"prompt": [{"type": "text", "text": "sign me up"}]}),
+        ),
+        op(json!({"method": "elicitation/create", "status": "running",
+            "summary": "Elicitation (form): Who <b>are</b> you?",
+            "params": {"mode": "form", "message": "Who <b>are</b> you?", "requestedSchema": {
+                "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+                "required": ["name"]}}})),
+        op(
+            json!({"method": "elicitation/create", "status": "completed",
+            "summary": "Elicitation accept: Who are you?", "action": "accept", "mode": "form",
+            "answeredBy": "terminal", "content": {"name": "Ada"}}),
+        ),
+        op(json!({"method": "elicitation/create", "status": "running",
+            "summary": "Elicitation (url): Sign in",
+            "params": {"mode": "url", "message": "Sign in", "elicitationId": "url-1",
+                       "url": "https://example.com/auth"}})),
+        op(
+            json!({"method": "elicitation/complete", "status": "completed",
+            "summary": "Elicitation url-1 complete", "params": {"elicitationId": "url-1"},
+            "endedWait": true}),
+        ),
+        op(
+            json!({"method": "elicitation/create", "status": "completed",
+            "summary": "Elicitation accept: Sign in", "action": "accept", "mode": "url",
+            "answeredBy": "agent-complete"}),
+        ),
+        op(
+            json!({"method": "elicitation/create", "status": "completed",
+            "summary": "Elicitation decline: x", "action": "decline", "mode": "form",
+            "answeredBy": "non-interactive", "details": "nobody to ask"}),
+        ),
+        ("prompt_done", r, json!({"stopReason": "end_turn"})),
+    ]));
+    for shown in [
+        "Who &lt;b&gt;are&lt;/b&gt; you? — form: name*, age",
+        "accept by terminal {&quot;name&quot;:&quot;Ada&quot;}",
+        "Sign in — URL https://example.com/auth",
+        "url-1 (ended the wait for the person)",
+        "accept by agent-complete",
+        "decline by non-interactive: nobody to ask",
+    ] {
+        assert!(page.contains(shown), "{shown} is not on the page");
+    }
+    assert!(!page.contains("<b>are</b>"), "agent text is escaped");
+}

@@ -37,7 +37,7 @@ pub(crate) fn fill(
 }
 
 /// Whether `value` fits the property `field`.
-fn check(field: &Value, value: &Value) -> Result<(), String> {
+pub(crate) fn check(field: &Value, value: &Value) -> Result<(), String> {
     let kind = field
         .get("type")
         .and_then(Value::as_str)
@@ -91,7 +91,7 @@ fn check(field: &Value, value: &Value) -> Result<(), String> {
 
 /// The allowed values of a string (or of a multi-select's items): `enum`, or the `const`s of
 /// `oneOf` / `anyOf`. Empty: any string.
-fn choices(field: &Value) -> Vec<&str> {
+pub(crate) fn choices(field: &Value) -> Vec<&str> {
     if let Some(e) = field.get("enum").and_then(Value::as_array) {
         return e.iter().filter_map(Value::as_str).collect();
     }

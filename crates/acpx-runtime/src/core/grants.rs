@@ -194,6 +194,17 @@ impl PermissionPrompter for AnswerCatcher {
         *SessionCore::lock(&self.last) = Some(a);
         a
     }
+
+    async fn elicit(
+        &self,
+        question: &crate::ElicitationQuestion,
+    ) -> Option<crate::ElicitationReply> {
+        self.inner.elicit(question).await
+    }
+
+    fn answerer(&self) -> &'static str {
+        self.inner.answerer()
+    }
 }
 
 impl SessionCore {

@@ -490,9 +490,10 @@ impl Setup<'_> {
                     // Agents (pydantic-acp) send their config options, the model among them,
                     // only to a client that says it takes them; booleans are set with `set`.
                     "session": {"configOptions": {"boolean": {}}},
-                    // Forms are answered from `--elicitation-answers` or declined (a valid
-                    // answer: the user said no); URL elicitations are not taken.
-                    "elicitation": {"form": {}},
+                    // Forms and URLs are asked at the terminal (forms answered from
+                    // `--elicitation-answers` when given); with nobody to ask, declined (a
+                    // valid answer: the user said no).
+                    "elicitation": {"form": {}, "url": {}},
                 },
                 "clientInfo": {"name": "acpx", "version": env!("CARGO_PKG_VERSION")},
             }),

@@ -594,7 +594,7 @@ async fn wire_observer(env: Env) {
             "fs": {"readTextFile": true, "writeTextFile": true},
             "terminal": true,
             "session": {"configOptions": {"boolean": {}}},
-            "elicitation": {"form": {}},
+            "elicitation": {"form": {}, "url": {}},
         })
     );
     assert_eq!(init["params"]["clientInfo"]["name"], "acpx");

@@ -107,6 +107,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
         no_terminal: ctx.no_terminal,
         auth_policy: Some(ctx.auth_policy),
         interactive: false,
+        elicitations: false,
         // Quiet output prints only the answer, and `acp` the frames: the owner need not
         // stream the events.
         no_events: matches!(ctx.out.format, Format::Quiet | Format::Acp),

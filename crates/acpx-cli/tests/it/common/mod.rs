@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 pub mod peers;
 pub mod postgres;
 pub mod process;
+pub mod terminal;
 
 pub const BACKENDS: [&str; 2] = ["fs", "sqlite"];
 

@@ -1,0 +1,219 @@
+//! An agent's elicitation asked at the terminal (README § Elicitations): a form field by
+//! field, or a URL to visit. Questions go to stderr, answers are read from `/dev/tty` (as for
+//! permission questions), so a prompt piped on stdin does not interfere.
+//!
+//! - Each field shows its title, name, type, whether it is required, its default, its bounds,
+//!   its description and its numbered choices; a number picks a choice (comma-separated for a
+//!   multi-select), `y`/`n` answer yes/no. A value that does not fit is named and asked again.
+//!   Enter takes the default, or leaves an optional field out.
+//! - `:decline` declines the form, `:cancel` or Ctrl-D cancels it.
+//! - A URL is printed, never opened; Enter says the visit is done (accept), `d` declines,
+//!   `c` or Ctrl-D cancels. The agent's `elicitation/complete` ends the wait.
+//!
+//! Reading stops as soon as the runtime no longer needs the answer (the `stop` flag: the
+//! agent completed the URL visit, or the turn was cancelled), so no later question loses a
+//! line typed for it.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use acpx_runtime::text::printable;
+use acpx_runtime::{
+    ElicitationAsk, ElicitationForm, ElicitationQuestion, ElicitationReply, FormField,
+};
+use serde_json::{Map, Value};
+
+use crate::output::{stderr_line, stderr_text};
+
+/// One dialog at a time on the terminal.
+static ASKING: Mutex<()> = Mutex::new(());
+
+/// How often a waiting read looks at its `stop` flag.
+const STOP_CHECK_MS: i32 = 100;
+
+/// What was typed: a line, or the end of input (Ctrl-D, the terminal gone), or nothing
+/// because the answer is no longer needed.
+enum Typed {
+    Line(String),
+    End,
+    Stopped,
+}
+
+/// Asks `question` at the terminal. `None` when `/dev/tty` cannot be opened.
+pub fn ask(question: &ElicitationQuestion, stop: &AtomicBool) -> Option<ElicitationReply> {
+    let _one = ASKING.lock().unwrap_or_else(|p| p.into_inner());
+    let tty = File::open("/dev/tty").ok()?;
+    stderr_line(&format!("\n[elicitation] {}", printable(&question.message)));
+    let reply = match &question.ask {
+        ElicitationAsk::Form(form) => ask_form(form, &tty, stop),
+        ElicitationAsk::Url { url, .. } => ask_url(url, &tty, stop),
+    };
+    match &reply {
+        Some(r) => stderr_line(&format!("[elicitation] {}", said(r))),
+        // The prompt line is still open.
+        None => stderr_line("\n[elicitation] no answer needed any more"),
+    }
+    // Stopped: the runtime answered already; what is returned here is not used.
+    Some(reply.unwrap_or(ElicitationReply::Cancel))
+}
+
+fn said(r: &ElicitationReply) -> &'static str {
+    match r {
+        ElicitationReply::Accept(_) => "accepted",
+        ElicitationReply::Decline => "declined",
+        ElicitationReply::Cancel => "cancelled",
+    }
+}
+
+/// `None`: stopped.
+fn ask_form(form: &ElicitationForm, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply> {
+    if let Some(t) = &form.title {
+        stderr_line(&format!("  {}", printable(t)));
+    }
+    if let Some(d) = &form.description {
+        stderr_line(&format!("  {}", printable(d)));
+    }
+    stderr_line(
+        "  Answer each field: Enter takes the default (or leaves an optional field out); \
+         :decline declines the form, :cancel or Ctrl-D cancels it.",
+    );
+    let mut content = Map::new();
+    for field in &form.fields {
+        describe(field);
+        loop {
+            stderr_text("  > ");
+            let typed = match read_line(tty, stop) {
+                Typed::Stopped => return None,
+                Typed::End => return Some(ElicitationReply::Cancel),
+                Typed::Line(l) => l,
+            };
+            match typed.trim() {
+                ":decline" => return Some(ElicitationReply::Decline),
+                ":cancel" => return Some(ElicitationReply::Cancel),
+                _ => {}
+            }
+            match field.answer(&typed) {
+                Ok(Some(v)) => {
+                    content.insert(field.name.clone(), v);
+                    break;
+                }
+                Ok(None) => break,
+                Err(why) => stderr_line(&format!("  ! {}; try again", printable(&why))),
+            }
+        }
+    }
+    Some(ElicitationReply::Accept(content))
+}
+
+/// The field's heading, description and choices.
+fn describe(field: &FormField) {
+    let kind = match field.kind.as_str() {
+        "array" => "several of the choices, comma-separated",
+        "boolean" => "yes/no",
+        _ if !field.choices.is_empty() => "one of the choices",
+        k => k,
+    };
+    let mut head = match &field.title {
+        Some(t) => format!("{} (`{}`, {kind}", printable(t), printable(&field.name)),
+        None => format!("`{}` ({kind}", printable(&field.name)),
+    };
+    head.push_str(if field.required {
+        ", required"
+    } else {
+        ", optional"
+    });
+    if let Some(b) = field.bounds() {
+        head.push_str(&format!(", {b}"));
+    }
+    if let Some(d) = &field.default {
+        head.push_str(&format!(", default {}", printable(&shown(d))));
+    }
+    stderr_line(&format!("  ? {head})"));
+    if let Some(d) = &field.description {
+        stderr_line(&format!("    {}", printable(d)));
+    }
+    for (i, (value, title)) in field.choices.iter().enumerate() {
+        let title = title
+            .as_deref()
+            .map(|t| format!(" ({})", printable(t)))
+            .unwrap_or_default();
+        stderr_line(&format!("    {}) {}{title}", i + 1, printable(value)));
+    }
+}
+
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(true) => "yes".into(),
+        Value::Bool(false) => "no".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `None`: stopped.
+fn ask_url(url: &str, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply> {
+    stderr_line("  Open this URL in your browser (acpx does not open it):");
+    stderr_line(&format!("    {url}"));
+    stderr_line("  Press Enter when you are done; d declines, c or Ctrl-D cancels.");
+    loop {
+        stderr_text("  > ");
+        let typed = match read_line(tty, stop) {
+            Typed::Stopped => return None,
+            Typed::End => return Some(ElicitationReply::Cancel),
+            Typed::Line(l) => l,
+        };
+        match typed.trim().to_ascii_lowercase().as_str() {
+            "" | "y" | "yes" | "done" => return Some(ElicitationReply::Accept(Map::new())),
+            "d" | "decline" | ":decline" => return Some(ElicitationReply::Decline),
+            "c" | "cancel" | ":cancel" => return Some(ElicitationReply::Cancel),
+            _ => stderr_line("  ! Enter (done), d (decline) or c (cancel)"),
+        }
+    }
+}
+
+/// One line typed at the terminal, waiting in short polls so that `stop` is seen.
+fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
+    let mut line = Vec::new();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Typed::Stopped;
+        }
+        let mut fd = libc::pollfd {
+            fd: tty.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) on one valid pollfd that lives across the call.
+        let ready = unsafe { libc::poll(&mut fd, 1, STOP_CHECK_MS) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Typed::End;
+        }
+        if ready == 0 {
+            continue;
+        }
+        let mut buf = [0u8; 1024];
+        match (&*tty).read(&mut buf) {
+            // Ctrl-D on an empty line, or the terminal went away (the prompt line is open).
+            Ok(0) if line.is_empty() => {
+                stderr_line("");
+                return Typed::End;
+            }
+            Ok(0) => return Typed::Line(String::from_utf8_lossy(&line).into_owned()),
+            Ok(n) => {
+                line.extend_from_slice(&buf[..n]);
+                if line.ends_with(b"\n") {
+                    line.pop();
+                    return Typed::Line(String::from_utf8_lossy(&line).into_owned());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Typed::End,
+        }
+    }
+}
