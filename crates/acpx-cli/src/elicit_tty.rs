@@ -16,7 +16,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -31,8 +31,8 @@ use crate::output::{stderr_line, stderr_text};
 /// One dialog at a time on the terminal.
 static ASKING: Mutex<()> = Mutex::new(());
 
-/// How often a waiting read looks at its `stop` flag.
-const STOP_CHECK_MS: i32 = 100;
+/// How often a waiting read looks for a line and at its `stop` flag.
+const STOP_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What was typed: a line, or the end of input (Ctrl-D, the terminal gone), or nothing
 /// because the answer is no longer needed.
@@ -45,7 +45,13 @@ enum Typed {
 /// Asks `question` at the terminal. `None` when `/dev/tty` cannot be opened.
 pub fn ask(question: &ElicitationQuestion, stop: &AtomicBool) -> Option<ElicitationReply> {
     let _one = ASKING.lock().unwrap_or_else(|p| p.into_inner());
-    let tty = File::open("/dev/tty").ok()?;
+    // Its own open file description, non-blocking: a read that finds no line returns at
+    // once, and acpx's stdin and stderr (the same terminal) are untouched.
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/tty")
+        .ok()?;
     stderr_line(&format!("\n[elicitation] {}", printable(&question.message)));
     let reply = match &question.ask {
         ElicitationAsk::Form(form) => ask_form(form, &tty, stop),
@@ -174,28 +180,13 @@ fn ask_url(url: &str, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply>
     }
 }
 
-/// One line typed at the terminal, waiting in short polls so that `stop` is seen.
+/// One line typed at the terminal (`tty` is non-blocking), looked for every
+/// [`STOP_CHECK`] so that `stop` is seen.
 fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
             return Typed::Stopped;
-        }
-        let mut fd = libc::pollfd {
-            fd: tty.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll(2) on one valid pollfd that lives across the call.
-        let ready = unsafe { libc::poll(&mut fd, 1, STOP_CHECK_MS) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Typed::End;
-        }
-        if ready == 0 {
-            continue;
         }
         let mut buf = [0u8; 1024];
         match (&*tty).read(&mut buf) {
@@ -212,7 +203,10 @@ fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
                     return Typed::Line(String::from_utf8_lossy(&line).into_owned());
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(STOP_CHECK);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Typed::End,
         }
     }

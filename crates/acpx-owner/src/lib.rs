@@ -24,7 +24,7 @@
 //! | `worker` | the one task holding the [`acpx_runtime::Session`]: (re)attach with the task's options, run jobs in order, agent restart |
 //! | `reply_parts` | a reply in parts and the bounded writes every answer line goes through |
 //! | `permissions` | permission questions and elicitations forwarded to the submitting client's user |
-//! | `forwarded_elicitation` | the client side of a forwarded elicitation, asked while the owner's lines are read |
+//! | `forwarded_questions` | the client side of forwarded permission questions and elicitations (an elicitation asked while the owner's lines are read) |
 //! | `frames` | a task's raw ACP frames, for the client that asked for them (`--format acp`) |
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //! | [`submit`] | a prompt or control submitted and followed (events, questions, interrupts), cancel, status, close, release |
@@ -60,7 +60,7 @@ mod arrival;
 pub mod client;
 mod connections;
 mod dispatch;
-mod forwarded_elicitation;
+mod forwarded_questions;
 mod frames;
 mod frozen;
 pub mod lease;

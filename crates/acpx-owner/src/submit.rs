@@ -23,6 +23,7 @@ use std::sync::Arc;
 use acpx_model::Store;
 
 use super::client::{self, Reached};
+use super::forwarded_questions::{Asking, ForPrompt};
 use super::lease::{self, LeasePaths};
 use super::protocol::{OwnerStatus, Request, Response, TaskOptions, WireError, WireNotice};
 use super::remote_client::{self, Following};
@@ -345,45 +346,14 @@ pub async fn prompt(
                 events(SubmitEvent::Frame(direction, &line));
             }
             Some(Response::PermissionRequest { id: qid, question }) => {
-                // Only an interactive request is asked; refuse anything else.
-                let answered = match prompter {
-                    Some(p) => {
-                        let asked = tokio::select! {
-                            a = answer.answer_with(qid, question, p) => Some(a),
-                            new = presses.next() => { cancels += new; None }
-                        };
-                        match asked {
-                            Some(a) => a,
-                            None => {
-                                // An interrupt while the question is open: the turn is
-                                // cancelled through the owner, which answers the open
-                                // question as cancelled; the refusal sent after it only
-                                // closes ours.
-                                events(SubmitEvent::CancellingTurn);
-                                let _ = cancel_anywhere(target.store, target.authority, target.id)
-                                    .await;
-                                answer.answer_permission(qid, false).await.map(|_| false)
-                            }
-                        }
-                    }
-                    None => answer.answer_permission(qid, false).await.map(|_| false),
-                };
-                if let Err(e) = answered {
-                    events(SubmitEvent::PermissionAnswerFailed(&e));
-                }
+                let mut prompt = Prompting(target, &mut events);
+                let asking = Asking::new(&mut answer, prompter, &mut presses, &mut prompt);
+                cancels += asking.permission(qid, question).await;
             }
             Some(Response::ElicitationRequest { id: qid, request }) => {
-                use super::forwarded_elicitation::{answer as ask, Asked};
-                match ask(&mut answer, qid, &request, prompter, &mut presses).await {
-                    // As for a permission question: the owner answers it `cancel`.
-                    Ok(Asked::Interrupted(new)) => {
-                        cancels += new;
-                        events(SubmitEvent::CancellingTurn);
-                        let _ = cancel_anywhere(target.store, target.authority, target.id).await;
-                    }
-                    Ok(Asked::Sent | Asked::Ended) => {}
-                    Err(e) => events(SubmitEvent::PermissionAnswerFailed(&e)),
-                }
+                let mut prompt = Prompting(target, &mut events);
+                let asking = Asking::new(&mut answer, prompter, &mut presses, &mut prompt);
+                cancels += asking.elicitation(qid, &request).await;
             }
             Some(Response::ElicitationEnded { .. }) => {}
             Some(Response::ReplyPart { text }) => {
@@ -400,6 +370,21 @@ pub async fn prompt(
             }
             Some(other) => return Err(unexpected("a prompt", &other)),
         }
+    }
+}
+
+/// A prompt's side of a forwarded question: the caller told, the turn cancelled.
+struct Prompting<'a, 'b, E>(&'a OwnerTarget<'b>, &'a mut E);
+
+#[async_trait::async_trait(?Send)]
+impl<E: FnMut(SubmitEvent<'_>)> ForPrompt for Prompting<'_, '_, E> {
+    async fn cancel_turn(&mut self) {
+        (self.1)(SubmitEvent::CancellingTurn);
+        let _ = cancel_anywhere(self.0.store, self.0.authority, self.0.id).await;
+    }
+
+    fn answer_failed(&mut self, e: &std::io::Error) {
+        (self.1)(SubmitEvent::PermissionAnswerFailed(e));
     }
 }
 

@@ -46,6 +46,7 @@
 //! | `agent` (internal) | the agent process (pid, exit, process group) and the ACP connection |
 //! | [`session`] | [`Runtime`] (open new / existing, recover, exec) and [`Session`] (prompt, controls, cancel, shutdown/close) |
 //! | `client_ops` (internal) | what the agent may ask of acpx: fs confined to the cwd, terminals, permission policies ([`PermissionMode`], [`PermissionPrompter`]) |
+//! | [`elicitation_question`] | an agent's elicitation as a person is asked it: a form's fields (typed answers checked against the schema) or a URL; asked through [`PermissionPrompter::elicit`] |
 //! | [`ops`] | session operations without a UI: [`ops::lookup`] (directory walk, id resolution), [`ops::fork`], [`ops::watch`] (follow a log), [`ops::prune`], [`ops::repair`] (fsck), [`ops::transfer`] (archive, import), [`ops::node_import`], [`ops::scope`] |
 //! | [`record_json`] | the JSON objects that name and describe a session (identity triple, listed session, record without its conversation) |
 //! | [`mcp_servers`] | MCP server lists: the common `mcpServers` file and ACP's array form |
