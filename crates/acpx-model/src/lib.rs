@@ -69,8 +69,8 @@ pub mod usage;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
-    ClientOperationStatus, ControlAction, EventColumns, EventContext, EventEnvelope, EventPayload,
-    EventSource, EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
+    ClientOperationStatus, ControlAction, EventContext, EventEnvelope, EventPayload, EventSource,
+    EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use lease::{

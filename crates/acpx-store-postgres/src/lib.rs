@@ -71,9 +71,8 @@ mod stage;
 mod tasks;
 mod watch;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::search::{SearchHit, SearchQuery};
@@ -90,7 +89,7 @@ use tokio_postgres::Config;
 pub use crate::connection::redact_url;
 use crate::connection::{parse_config, pool};
 use crate::lock::HeldLocks;
-use crate::rows::{message_rows, SessionColumns};
+use crate::rows::message_rows;
 pub use crate::schema::SCHEMA_VERSION;
 use crate::watch::Watcher;
 
@@ -173,7 +172,7 @@ pub(crate) struct Inner {
     /// The error of the last append per session, while that session's last append through
     /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md §
     /// Write ordering: never silent). Only failing sessions have an entry.
-    write_errors: Mutex<HashMap<RecordId, String>>,
+    write_errors: acpx_store_sql::WriteErrors,
     watcher: Watcher,
     /// The owner leases held through this store, each with its lock's connection.
     leases: lease::HeldLeases,
@@ -216,7 +215,7 @@ impl PostgresStore {
             location,
             options,
             held: HeldLocks::default(),
-            write_errors: Mutex::new(HashMap::new()),
+            write_errors: Default::default(),
             watcher: Watcher::new(config),
             leases: Default::default(),
         };
@@ -315,7 +314,7 @@ impl Store for PostgresStore {
         record.validate(&self.inner.row_location(id.as_str()))?;
         let previous = record.revision;
         record.revision = 1;
-        let cols = SessionColumns::from_record(record);
+        let cols = crate::rows::session_columns(record);
         let msgs = message_rows(record);
         record.revision = previous;
         self.inner.create(&id, cols?, msgs?, 0).await?;
@@ -364,7 +363,7 @@ impl Store for PostgresStore {
         record.revision = expected.checked_add(1).ok_or_else(|| {
             StoreError::InvalidArgument(format!("session {id}: revision {expected} overflows"))
         })?;
-        let cols = SessionColumns::from_record(record);
+        let cols = crate::rows::session_columns(record);
         let msgs = message_rows(record);
         record.revision = expected;
         self.inner.save(&id, expected, cols?, msgs?).await?;

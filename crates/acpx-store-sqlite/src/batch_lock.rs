@@ -72,7 +72,7 @@ impl Inner {
                 None => false,
             };
             if linked {
-                self.held.insert(&lock_path);
+                self.held.insert(lock_path.clone(), ());
                 guard.linked.push((id.clone(), lock_path));
             } else {
                 let l = lock::acquire(&lock_path, id, timeout)?;

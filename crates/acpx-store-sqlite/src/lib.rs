@@ -111,7 +111,7 @@ use crate::checkpoint::Checkpointer;
 use crate::connection::{create_private_dir, open_connection};
 use crate::events::SeqPrecheck;
 use crate::lock::HeldLocks;
-use crate::rows::{message_texts, EventBatch, MessageText, SessionColumns};
+use crate::rows::{message_texts, EventBatch, MessageText};
 pub use crate::schema::SCHEMA_VERSION;
 
 const BACKEND: &str = "sqlite";
@@ -195,7 +195,7 @@ struct Inner {
     /// The error of the last append per session, while that session's last append through
     /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md § Write ordering:
     /// never silent). Only failing sessions have an entry.
-    write_errors: Mutex<HashMap<RecordId, String>>,
+    write_errors: acpx_store_sql::WriteErrors,
     /// Batches appended with `Durability::None`, not yet committed (see `pending`).
     pending: Mutex<pending::PendingMap>,
     /// The fence checks of appends under a lock that carries a lease generation.
@@ -298,7 +298,7 @@ impl SqliteStore {
                 held: HeldLocks::default(),
                 fences: Default::default(),
                 leases: Default::default(),
-                write_errors: Mutex::new(HashMap::new()),
+                write_errors: Default::default(),
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,
             }),
@@ -348,11 +348,11 @@ impl SqliteStore {
         record: &SessionRecord,
     ) -> StoreResult<()> {
         if self.runs_in_place(id) {
-            let cols = SessionColumns::streamed(record)?;
+            let cols = rows::streamed_columns(record)?;
             let msgs = message_texts(record)?;
             return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
         }
-        let cols = SessionColumns::from_record(record)?;
+        let cols = rows::session_columns(record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(record)?
             .into_iter()
             .map(MessageText::into_owned)
@@ -403,7 +403,7 @@ impl Store for SqliteStore {
         record.validate(&self.inner.row_location(id.as_str()))?;
         let previous = record.revision;
         record.revision = 1;
-        let cols = SessionColumns::from_record(record);
+        let cols = rows::session_columns(record);
         let msgs = message_texts(record).map(|msgs| {
             msgs.into_iter()
                 .map(MessageText::into_owned)

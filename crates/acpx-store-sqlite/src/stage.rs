@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use crate::batch::insert_session;
 use crate::connection::create_private_dir;
 use crate::events::{insert_events, trim_step};
-use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
+use crate::rows::{self, message_texts, ts_text, EventBatch, MessageText, SessionColumns};
 use crate::Inner;
 
 /// Lines read back from the spill file per insert at the commit.
@@ -373,7 +373,7 @@ impl StagedSession for SqliteStage {
             ..self.inner.log_state_of(&id, retained)
         };
         record.revision = 2;
-        let cols = SessionColumns::from_record(&record)?;
+        let cols = rows::session_columns(&record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(&record)?
             .into_iter()
             .map(MessageText::into_owned)
