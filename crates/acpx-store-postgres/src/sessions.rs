@@ -247,7 +247,7 @@ impl Inner {
     }
 
     /// Marks a session closed; idempotent. With `settle`, the document is parsed settling
-    /// (`PostgresStore::settling_every_load`); its text is received whole all the same.
+    /// (`Store::close_settling`); its text is received whole all the same.
     pub(crate) async fn close(
         &self,
         id: &RecordId,

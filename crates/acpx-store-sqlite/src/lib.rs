@@ -182,8 +182,6 @@ impl Default for SqliteStoreOptions {
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
-    /// Set by [`SqliteStore::settling_every_load`].
-    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 struct Inner {
@@ -227,25 +225,6 @@ impl SqliteStore {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(|h| PathBuf::from(h).join(".acpx").join("acpx.db"))
-    }
-
-    /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
-    /// the conversation as it reads it ([`Store::load_settling`], with a
-    /// [`SettleOnLoad::another_load`] of `settle` each time): a long session is never whole in memory, its turns before the last two being
-    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
-    /// The `acpx` command line opens its store this way for the commands that read sessions
-    /// (docs/format.md decision 17).
-    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
-        self.settle_on_load = Some(settle);
-        self
-    }
-
-    /// A settling read of its own for one call ([`SettleOnLoad::another_load`]), when this
-    /// store settles its loads: concurrent calls each report their own failure.
-    fn settling_this_call(&self) -> Option<Arc<SettleOnLoad>> {
-        self.settle_on_load
-            .as_ref()
-            .map(|s| Arc::new(s.another_load()))
     }
 
     /// Opens (creating it if needed) the database at `path` with default options.
@@ -302,7 +281,6 @@ impl SqliteStore {
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,
             }),
-            settle_on_load: None,
         })
     }
 
@@ -419,11 +397,6 @@ impl Store for SqliteStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        if let Some(settle) = self.settling_this_call() {
-            let record = self.load_settling(id, settle.clone()).await;
-            report_settling(id, &settle);
-            return record;
-        }
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
     }
@@ -531,16 +504,20 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let settle = self.settling_this_call();
-        let record = {
-            let (owned, settle) = (id.clone(), settle.clone());
-            self.run_held(id, move |inner| inner.close(&owned, at, settle.as_deref()))
-                .await
-        };
-        if let Some(settle) = &settle {
-            report_settling(id, settle);
-        }
-        record
+        let owned = id.clone();
+        self.run_held(id, move |inner| inner.close(&owned, at, None))
+            .await
+    }
+
+    async fn close_settling(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let owned = id.clone();
+        self.run_held(id, move |inner| inner.close(&owned, at, Some(&settle)))
+            .await
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -641,13 +618,5 @@ impl Store for SqliteStore {
             Ok(SessionLock::new(id, inner.held.issuer(), Box::new(guard)))
         })
         .await
-    }
-}
-
-/// Logs why a settling read left the conversation in memory, if it did (the record is the
-/// same either way).
-fn report_settling(id: &RecordId, settle: &SettleOnLoad) {
-    if let Some(warning) = settle.failure_warning() {
-        tracing::warn!(session = %id, "{warning}");
     }
 }

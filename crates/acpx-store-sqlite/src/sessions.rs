@@ -303,7 +303,7 @@ impl Inner {
     }
 
     /// Marks a session closed; idempotent. With `settle`, the document is read settling,
-    /// through the incremental blob I/O (`SqliteStore::settling_every_load`).
+    /// through the incremental blob I/O (`Store::close_settling`).
     pub(crate) fn close(
         &self,
         id: &RecordId,
