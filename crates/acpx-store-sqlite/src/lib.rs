@@ -186,7 +186,8 @@ pub struct SqliteStore {
 
 struct Inner {
     path: PathBuf,
-    locks_dir: PathBuf,
+    /// `<db>.locks/`: the sessions' lock files, the batches' and the leases'.
+    locks: acpx_lock::SessionLockDir,
     options: SqliteStoreOptions,
     conn: Mutex<Connection>,
     held: HeldLocks,
@@ -266,12 +267,13 @@ impl SqliteStore {
             .map_err(|e| StoreError::io(path.display(), e))?;
         let conn = open_connection(&path, &options)?;
         let locks_dir = connection::locks_dir(&path);
-        create_private_dir(&locks_dir)?;
+        let locks = acpx_lock::SessionLockDir::create(&locks_dir)
+            .map_err(|e| StoreError::io(locks_dir.display(), e))?;
         let checkpointer = Checkpointer::start(&path);
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
-                locks_dir,
+                locks,
                 options,
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
@@ -613,7 +615,7 @@ impl Store for SqliteStore {
         let id = id.clone();
         let store = Arc::clone(&self.inner);
         self.run(move |inner| {
-            let lock = lock::acquire(&inner.lock_path(&id), &id, timeout)?;
+            let lock = lock::acquire(&inner.locks, &id, timeout)?;
             let guard = lock::session_guard(lock, store, id.clone());
             Ok(SessionLock::new(id, inner.held.issuer(), Box::new(guard)))
         })

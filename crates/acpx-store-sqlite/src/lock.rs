@@ -7,12 +7,11 @@
 //! trait), while any other mutation, including one through a separately opened store in the
 //! same process, takes the lock for the duration of the call.
 
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_lock::{FileLock, LockError};
+use acpx_lock::{FileLock, LockError, SessionLockDir};
 use acpx_model::{LockGuard, RecordId, StoreError, StoreResult};
 
 use crate::Inner;
@@ -21,26 +20,19 @@ use crate::Inner;
 /// their [`acpx_model::SessionLock`]s carry.
 pub(crate) type HeldLocks = acpx_store_sql::HeldLocks<PathBuf>;
 
-/// Takes the exclusive lock on `path`, polling with backoff until `timeout`.
-pub(crate) fn acquire(path: &Path, id: &RecordId, timeout: Duration) -> StoreResult<FileLock> {
-    let mut result = FileLock::exclusive(path, timeout);
-    if matches!(&result, Err(LockError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound) {
-        // The lock directory was removed while the store was open: make it again.
-        if let Some(dir) = path.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| StoreError::io(dir.display(), e))?;
-        }
-        result = FileLock::exclusive(path, timeout);
-    }
-    result.map_err(|e| match e {
+/// Takes the exclusive lock of session `id` in `locks`, polling with backoff until `timeout`
+/// (a lock directory removed while the store was open is made again).
+pub(crate) fn acquire(
+    locks: &SessionLockDir,
+    id: &RecordId,
+    timeout: Duration,
+) -> StoreResult<FileLock> {
+    locks.lock(id, timeout).map_err(|e| match e {
         LockError::TimedOut { waited } => StoreError::Locked {
             id: id.clone(),
             waited,
         },
-        LockError::Io(e) => StoreError::io(path.display(), e),
+        LockError::Io(e) => StoreError::io(locks.path(id).display(), e),
     })
 }
 

@@ -30,7 +30,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acpx_lock::FileLock;
+use acpx_lock::TakenLock;
 use acpx_model::stage::StagedSeqs;
 use acpx_model::{
     EventEnvelope, RecordId, SessionLock, SessionRecord, StagedSession, StaleStage, StoreError,
@@ -118,8 +118,12 @@ impl Inner {
             if self.held.contains(&lock_path) {
                 continue;
             }
-            let existed = lock_path.exists();
-            let Some(lock) = FileLock::try_exclusive(&lock_path)
+            let Some(TakenLock {
+                lock,
+                created: made_the_file,
+            }) = self
+                .locks
+                .try_lock(&id)
                 .map_err(|e| StoreError::io(lock_path.display(), e))?
             else {
                 continue;
@@ -132,7 +136,7 @@ impl Inner {
                     Err(e) => return Err(StoreError::io(path.display(), e)),
                 }
             }
-            if remove || !existed {
+            if remove || made_the_file {
                 crate::lock::remove_lock_file(&lock);
             }
             drop(lock);
