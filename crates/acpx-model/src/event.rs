@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::id::RecordId;
-use crate::session::PermissionStats;
 use crate::time::Timestamp;
 
 /// The envelope version this crate writes.
@@ -244,6 +243,19 @@ impl EventEnvelope {
     pub fn payload_typed(&self) -> Result<EventPayload, serde_json::Error> {
         EventPayload::from_parts(self.event_type.as_str(), &self.payload)
     }
+}
+
+/// Permission requests of one turn (a `prompt_done`'s, and the session's last turn's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionStats {
+    /// Requests the agent made.
+    pub requested: u64,
+    /// Requests approved.
+    pub approved: u64,
+    /// Requests denied.
+    pub denied: u64,
+    /// Requests cancelled (the turn ended first).
+    pub cancelled: u64,
 }
 
 /// Typed payloads of the event types listed in `docs/format.md`, "`events.ndjson`".
