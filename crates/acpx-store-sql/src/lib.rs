@@ -15,7 +15,36 @@
 //! - [`held_locks`]: the writer locks a store holds through `Store::lock` ([`HeldLocks`]).
 //! - [`messages`]: the searchable texts of a record ([`message_texts`]).
 //!
-//! It depends on no database driver: nothing here opens, binds or steps anything.
+//! It depends on no database driver: nothing here opens, binds or steps anything. A list
+//! query and the page made from its rows:
+//!
+//! ```
+//! use acpx_model::ListQuery;
+//! use acpx_store_sql::{ListDialect, ListPageBuilder, ListSql};
+//!
+//! struct Sqlite;
+//! impl ListDialect for Sqlite {
+//!     const TRUE: &'static str = "1";
+//!     const OPEN: &'static str = "closed = 0";
+//!     const CLOSED: &'static str = "closed = 1";
+//!     fn placeholder(n: usize) -> String {
+//!         format!("?{n}")
+//!     }
+//!     fn after_cursor(t: &str, last: &str) -> String {
+//!         format!("(last_used_ms < {t} OR acpx_record_id > {last})")
+//!     }
+//! }
+//!
+//! let query = ListQuery { limit: Some(50), ..ListQuery::default() };
+//! let (sql, params) = ListSql::new::<Sqlite>(&query, "acpx_record_id", "session_rows")?.ordered();
+//! assert!(sql.ends_with("ORDER BY last_used_ms DESC, acpx_record_id ASC"));
+//! assert!(params.is_empty());
+//! let page = ListPageBuilder::new(&query);
+//! // For each row, in order: page.push(key, summary_or_reason, location); stop at Next::Full.
+//! let page = page.finish();
+//! assert!(page.sessions.is_empty());
+//! # Ok::<(), acpx_model::StoreError>(())
+//! ```
 
 pub mod columns;
 pub mod event_columns;
