@@ -9,7 +9,8 @@
 //! - Each crate links its integration tests once: one `tests/it/main.rs` binary, not a binary
 //!   per test file.
 //! - Dependency direction: `acpx-model` depends on no async runtime, database, lock or ACP
-//!   crate; the stores depend on no other acpx crate than `acpx-model` and `acpx-lock`; the
+//!   crate; the stores depend on no other acpx crate than `acpx-model` and `acpx-lock` (the
+//!   database stores also on `acpx-store-sql`, which depends on no database driver); the
 //!   runtime depends on no backend (`acpx-stores` opens them by name); only
 //!   `acpx-cli` uses clap and the terminal crates; nothing depends on `acpx-cli`.
 //! - The `acpx` binary has no `unsafe` code; a library has it only in the files of
@@ -170,15 +171,33 @@ fn stores_depend_only_on_the_model_and_the_lock_crate() {
         "crates/acpx-store-sqlite",
         "crates/acpx-store-postgres",
     ] {
+        let database = store != "crates/acpx-store-fs";
         for dep in deps_of(store) {
             if dep.starts_with("acpx-") {
                 assert!(
-                    dep == "acpx-model" || dep == "acpx-lock",
-                    "{store} depends on {dep}: a backend knows only the Store contract"
+                    dep == "acpx-model"
+                        || dep == "acpx-lock"
+                        || (database && dep == "acpx-store-sql"),
+                    "{store} depends on {dep}: a backend knows only the Store contract (and a \
+                     database store the SQL layer)"
                 );
             }
             assert!(dep != "agent-client-protocol", "{store} must not speak ACP");
         }
+    }
+}
+
+#[test]
+fn the_sql_layer_depends_on_no_driver_and_no_backend() {
+    for dep in deps_of("crates/acpx-store-sql") {
+        assert!(
+            dep == "acpx-model" || !dep.starts_with("acpx-"),
+            "acpx-store-sql depends on {dep}: it is below the backends, over the model only"
+        );
+        assert!(
+            !["rusqlite", "tokio-postgres", "deadpool-postgres", "tokio"].contains(&dep.as_str()),
+            "acpx-store-sql depends on {dep}: each backend keeps its driver code"
+        );
     }
 }
 

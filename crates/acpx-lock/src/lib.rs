@@ -33,8 +33,10 @@
 
 mod batch;
 pub mod lease_file;
+mod session_dir;
 
 pub use batch::BatchLock;
+pub use session_dir::{SessionLockDir, TakenLock};
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions, Permissions, TryLockError};

@@ -69,8 +69,8 @@ pub mod usage;
 
 pub use error::{StoreError, StoreResult, ValidationError};
 pub use event::{
-    ClientOperationStatus, ControlAction, EventColumns, EventContext, EventEnvelope, EventPayload,
-    EventSource, EventStream, EventType, LifecyclePhase, QueuePhase, EVENT_VERSION,
+    ClientOperationStatus, ControlAction, EventContext, EventEnvelope, EventPayload, EventSource,
+    EventStream, EventType, LifecyclePhase, PermissionStats, QueuePhase, EVENT_VERSION,
 };
 pub use id::{InvalidRecordId, RecordId, MAX_RECORD_ID_LEN};
 pub use lease::{
@@ -81,8 +81,8 @@ pub use load::{SettleOnLoad, KEEP_TURNS_ON_LOAD};
 pub use memory::MemoryStore;
 pub use search::{match_text, search_record, SearchHit, SearchQuery};
 pub use session::{
-    AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PermissionStats,
-    PlanState, SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
+    AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PlanState,
+    SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
 };
 pub use settled::{SettledMessages, SettledStores, SettledText};
 pub use stage::{StagedSession, StaleStage};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::error::ValidationError;
-use crate::event::{ControlAction, EventType};
+use crate::event::{ControlAction, EventType, PermissionStats};
 use crate::id::RecordId;
 use crate::thread::Thread;
 use crate::time::Timestamp;
@@ -527,19 +527,6 @@ pub struct TurnError {
     /// Whether trying again may succeed.
     #[serde(default)]
     pub retryable: bool,
-}
-
-/// Permission requests of one turn.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PermissionStats {
-    /// Requests the agent made.
-    pub requested: u64,
-    /// Requests approved.
-    pub approved: u64,
-    /// Requests denied.
-    pub denied: u64,
-    /// Requests cancelled (the turn ended first).
-    pub cancelled: u64,
 }
 
 /// The latest non-prompt control mutation (mode, config option, cancel).

@@ -299,6 +299,19 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// session returns it unchanged. The session stays listable and loadable.
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord>;
 
+    /// [`Store::close`], reading the session as [`Store::load_settling`] does (a store that
+    /// reads its document as a stream settles while it reads, and the write streams the
+    /// settled turns back). The default closes as `close` does.
+    async fn close_settling(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let _ = settle;
+        self.close(id, at).await
+    }
+
     /// Removes the snapshot and every event-log segment. Returns whether anything existed.
     async fn delete(&self, id: &RecordId) -> StoreResult<bool>;
 
@@ -381,6 +394,17 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Full-text search over conversation text (see [`crate::search`] for the matching rule).
     /// Hits are ordered by session (`list` order) then message index.
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>>;
+
+    /// [`Store::search`], where a store that reads documents to search them reads a large one
+    /// settling with `settle` (the file store). The default searches as `search` does.
+    async fn search_settling(
+        &self,
+        query: &SearchQuery,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<Vec<SearchHit>> {
+        let _ = settle;
+        self.search(query).await
+    }
 
     /// Takes the exclusive writer lock of a session, waiting up to `timeout`, then failing
     /// with [`StoreError::Locked`]. Released when the returned guard is dropped, and by the

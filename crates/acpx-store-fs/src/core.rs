@@ -28,7 +28,7 @@ use crate::index::IndexCache;
 use crate::layout::{classify, temp_writer_alive, tombstone_owner, Entry, Layout};
 use crate::log::{self, LogWriter};
 use crate::summary::SummaryMemo;
-use acpx_lock::FileLock;
+use acpx_lock::{FileLock, SessionLockDir};
 
 /// Default of [`FsStoreOptions::turn_end_rotate_bytes`]: 1 MiB (docs/format.md § Rotation and
 /// retention says why).
@@ -93,11 +93,6 @@ struct SlotState {
 }
 
 type Slot = Mutex<SlotState>;
-
-/// Whether the lock file is there (an error counts as there: then nothing is removed).
-fn lock_file_exists(path: &Path) -> bool {
-    !matches!(stat_opt(path), Ok(None))
-}
 
 fn lock_slot(slot: &Slot) -> MutexGuard<'_, SlotState> {
     // A panic while holding the mutex leaves the state structurally valid; the next flock
@@ -215,7 +210,10 @@ impl FsCore {
         }
         let core = FsCore {
             root,
-            layout: Layout { sessions },
+            layout: Layout {
+                locks: SessionLockDir::new(&sessions),
+                sessions,
+            },
             opts,
             slots: Mutex::new(HashMap::new()),
             index: Mutex::new(IndexCache::default()),
@@ -332,13 +330,15 @@ impl FsCore {
             if st.held > 0 {
                 break None;
             }
-            let existed = lock_file_exists(&lock_path);
-            if let Some(fl) =
-                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            if let Some(taken) = self
+                .layout
+                .locks
+                .try_lock(id)
+                .map_err(|e| io_err(&lock_path, e))?
             {
                 st.validated = false;
-                st.created_lock_file = !existed;
-                break Some(fl);
+                st.created_lock_file = taken.created;
+                break Some(taken.lock);
             }
             let waited = started.elapsed();
             if waited >= self.opts.lock_timeout {
@@ -461,12 +461,15 @@ impl FsCore {
         loop {
             {
                 let mut st = lock_slot(&slot);
-                let existed = st.held > 0 || lock_file_exists(&lock_path);
-                if let Some(fl) =
-                    FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+                if let Some(taken) = self
+                    .layout
+                    .locks
+                    .try_lock(id)
+                    .map_err(|e| io_err(&lock_path, e))?
                 {
+                    let fl = taken.lock;
                     if st.held == 0 {
-                        st.created_lock_file = !existed;
+                        st.created_lock_file = taken.created;
                     }
                     st.held += 1;
                     st.validated = false;
@@ -529,8 +532,12 @@ impl FsCore {
         let mut removed = self.finish_interrupted_deletes(tombstones)?.len();
         for (id, temps) in by_session {
             let lock_path = self.layout.lock(&id);
-            let Some(flock) =
-                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            let Some(flock) = self
+                .layout
+                .locks
+                .try_lock(&id)
+                .map_err(|e| io_err(&lock_path, e))?
+                .map(|taken| taken.lock)
             else {
                 tracing::debug!(session = %id, "session is locked; leaving its temp files to their writer");
                 continue;
@@ -582,8 +589,12 @@ impl FsCore {
                 continue;
             }
             let lock_path = self.layout.lock(&id);
-            let Some(flock) =
-                FileLock::try_exclusive(&lock_path).map_err(|e| io_err(&lock_path, e))?
+            let Some(flock) = self
+                .layout
+                .locks
+                .try_lock(&id)
+                .map_err(|e| io_err(&lock_path, e))?
+                .map(|taken| taken.lock)
             else {
                 continue;
             };

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use acpx_lock::SessionLockDir;
 use acpx_model::RecordId;
 
 /// The store's own listing cache.
@@ -33,6 +34,8 @@ pub(crate) const CLEANUP_MARK_FILE: &str = ".cleanup";
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub sessions: PathBuf,
+    /// The sessions' lock files, `<id>.lock` beside their snapshots.
+    pub locks: SessionLockDir,
 }
 
 /// What a file name in the sessions directory is, when it belongs to the store.
@@ -59,7 +62,7 @@ impl Layout {
     }
 
     pub fn lock(&self, id: &RecordId) -> PathBuf {
-        self.sessions.join(format!("{id}.lock"))
+        self.locks.path(id)
     }
 
     /// `<id>.lease`: the session's owner lease (`acpx_lock::lease_file`).

@@ -384,8 +384,6 @@ pub use crate::failpoint::{FAILPOINTS, FAILPOINT_ENV};
 #[derive(Debug, Clone)]
 pub struct FsStore {
     core: Arc<FsCore>,
-    /// Set by [`FsStore::settling_every_load`].
-    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 impl FsStore {
@@ -400,27 +398,7 @@ impl FsStore {
     pub fn open_with(root: impl Into<PathBuf>, opts: FsStoreOptions) -> StoreResult<Self> {
         Ok(FsStore {
             core: Arc::new(FsCore::open(root, opts)?),
-            settle_on_load: None,
         })
-    }
-
-    /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
-    /// the conversation as it reads it ([`Store::load_settling`], with a
-    /// [`SettleOnLoad::another_load`] of `settle` each time): a long session is never whole in memory, its turns before the last two being
-    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
-    /// The `acpx` command line opens its store this way for the commands that read sessions
-    /// (docs/format.md decision 17).
-    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
-        self.settle_on_load = Some(settle);
-        self
-    }
-
-    /// A settling read of its own for one call ([`SettleOnLoad::another_load`]), when this
-    /// store settles its loads: concurrent calls each report their own failure.
-    fn settling_this_call(&self) -> Option<Arc<SettleOnLoad>> {
-        self.settle_on_load
-            .as_ref()
-            .map(|s| Arc::new(s.another_load()))
     }
 
     /// `$HOME/.acpx`, or `None` when `HOME` is not set.
@@ -567,11 +545,6 @@ impl Store for FsStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        if let Some(settle) = self.settling_this_call() {
-            let record = self.load_settling(id, settle.clone()).await;
-            report_settling(id, &settle);
-            return record;
-        }
         let id = id.clone();
         self.run(move |c| c.load(&id)).await
     }
@@ -678,15 +651,18 @@ impl Store for FsStore {
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let settle = self.settling_this_call();
-        let record = {
-            let (id, settle) = (id.clone(), settle.clone());
-            self.run(move |c| c.close(&id, at, settle.as_deref())).await
-        };
-        if let Some(settle) = &settle {
-            report_settling(id, settle);
-        }
-        record
+        let id = id.clone();
+        self.run(move |c| c.close(&id, at, None)).await
+    }
+
+    async fn close_settling(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let id = id.clone();
+        self.run(move |c| c.close(&id, at, Some(&settle))).await
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -776,8 +752,16 @@ impl Store for FsStore {
 
     async fn search(&self, query: &SearchQuery) -> StoreResult<Vec<SearchHit>> {
         let query = query.clone();
-        let settle = self.settle_on_load.clone();
-        self.run(move |c| c.search(&query, settle.as_deref())).await
+        self.run(move |c| c.search(&query, None)).await
+    }
+
+    async fn search_settling(
+        &self,
+        query: &SearchQuery,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<Vec<SearchHit>> {
+        let query = query.clone();
+        self.run(move |c| c.search(&query, Some(&settle))).await
     }
 
     async fn lock(&self, id: &RecordId, timeout: Duration) -> StoreResult<SessionLock> {
@@ -814,13 +798,5 @@ impl Store for FsStore {
             .await?;
         record.revision = revision;
         Ok(())
-    }
-}
-
-/// Logs why a settling read left the conversation in memory, if it did (the record is the
-/// same either way).
-fn report_settling(id: &RecordId, settle: &SettleOnLoad) {
-    if let Some(warning) = settle.failure_warning() {
-        tracing::warn!(session = %id, "{warning}");
     }
 }

@@ -1,9 +1,6 @@
 //! The event log: appends (one call of the schema's `acpx_append` function: lock and seq
 //! checks, the rows, retention trimming, the notification), reads and the log state.
 
-use std::collections::HashMap;
-use std::sync::MutexGuard;
-
 use acpx_model::{
     check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery,
     EventType, ReadMode, RecordId, StoreError, StoreResult, Timestamp,
@@ -12,9 +9,10 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use crate::lock::lock_halves;
-use crate::rows::{event_from_row, ts_text, EventColumns, EVENT_COLUMNS};
+use crate::rows::{event_from_row, ts_text, EventArrays, EVENT_COLUMNS};
 use crate::watch::NOTIFY_CHANNEL;
 use crate::Inner;
+use acpx_store_sql::{LogRow, LogShape};
 
 /// Rows the first fetch from the portal asks for when a page is bounded by bytes: few, in
 /// case the events are large. Later fetches ask for as many as the bytes left would hold at
@@ -22,14 +20,6 @@ use crate::Inner;
 const FIRST_ROWS_PER_FETCH: i32 = 16;
 /// See [`FIRST_ROWS_PER_FETCH`].
 const MAX_ROWS_PER_FETCH: i32 = 4096;
-
-/// A session's key and its `event_logs` row.
-pub(crate) struct LogRow {
-    key: i64,
-    last_seq: i64,
-    retained: i64,
-    last_write_at: Option<String>,
-}
 
 impl Inner {
     pub(crate) async fn append(
@@ -39,7 +29,7 @@ impl Inner {
         fsync: bool,
         fence: Option<u64>,
     ) -> StoreResult<EventLogState> {
-        let columns = EventColumns::new(events)?;
+        let columns = EventArrays::new(events)?;
         let result = match self.conn().await {
             Ok(conn) => {
                 self.append_rows(&conn, id, events, columns, fsync, fence)
@@ -48,12 +38,12 @@ impl Inner {
             Err(e) => Err(e),
         };
         match &result {
-            Ok(_) => self.note_write_error(id, None),
+            Ok(_) => self.write_errors.note(id, None),
             // A failed transaction (lost connection, lost lock, server error) is a failed
             // write and stays reported until the next append succeeds. A refused call (wrong
             // seq, unknown session) wrote nothing and is only the caller's error.
             Err(e @ (StoreError::Backend { .. } | StoreError::Io { .. })) => {
-                self.note_write_error(id, Some(e.to_string()))
+                self.write_errors.note(id, Some(e.to_string()))
             }
             Err(_) => {}
         }
@@ -69,7 +59,7 @@ impl Inner {
         conn: &deadpool_postgres::Object,
         id: &RecordId,
         events: &[EventEnvelope],
-        columns: EventColumns,
+        columns: EventArrays,
         fsync: bool,
         fence: Option<u64>,
     ) -> StoreResult<EventLogState> {
@@ -156,58 +146,19 @@ impl Inner {
         }
     }
 
-    pub(crate) fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
-        // The map stays consistent even if a holder panicked.
-        self.write_errors.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn note_write_error(&self, id: &RecordId, error: Option<String>) {
-        let mut errors = self.write_errors();
-        match error {
-            Some(e) => {
-                errors.insert(id.clone(), e);
-            }
-            None => {
-                if !errors.is_empty() {
-                    errors.remove(id);
-                }
-            }
-        }
-    }
-
+    /// The state of session `id`'s log `log` ([`LogShape::state`]).
     fn log_state(
         &self,
         id: &RecordId,
         log: LogRow,
         last_write_error: Option<String>,
     ) -> StoreResult<EventLogState> {
-        let max = self.options.max_segment_bytes;
-        let retained = u64::try_from(log.retained).unwrap_or(0);
-        Ok(EventLogState {
-            format_version: 1,
-            active_path: format!("{}/{id}", self.location),
-            // Retained bytes in units of max_segment_bytes: how many file segments the same
-            // events would fill. See docs/format.md.
-            segment_count: u32::try_from(retained.div_ceil(max))
-                .unwrap_or(u32::MAX)
-                .min(self.options.max_segments),
-            max_segment_bytes: max,
+        let shape = LogShape {
+            max_segment_bytes: self.options.max_segment_bytes,
             max_segments: self.options.max_segments,
-            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
-            last_write_at: log
-                .last_write_at
-                .map(|t| {
-                    Timestamp::parse(&t).map_err(|e| {
-                        StoreError::corrupt(
-                            format!("{} event_logs row {:?}", self.location, id.as_str()),
-                            None,
-                            format!("column `last_write_at`: {e}"),
-                        )
-                    })
-                })
-                .transpose()?,
-            last_write_error,
-        })
+        };
+        let active_path = format!("{}/{id}", self.location);
+        shape.state(id, log, last_write_error, active_path, &self.location)
     }
 
     /// A session's key and log row; `NotFound` without a session.
@@ -243,7 +194,7 @@ impl Inner {
     pub(crate) async fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
         let conn = self.conn().await?;
         let log = self.log_row(&conn, id).await?;
-        let error = self.write_errors().get(id).cloned();
+        let error = self.write_errors.get(id);
         self.log_state(id, log, error)
     }
 

@@ -71,9 +71,8 @@ mod stage;
 mod tasks;
 mod watch;
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use acpx_model::search::{SearchHit, SearchQuery};
@@ -90,7 +89,7 @@ use tokio_postgres::Config;
 pub use crate::connection::redact_url;
 use crate::connection::{parse_config, pool};
 use crate::lock::HeldLocks;
-use crate::rows::{message_rows, SessionColumns};
+use crate::rows::message_rows;
 pub use crate::schema::SCHEMA_VERSION;
 use crate::watch::Watcher;
 
@@ -158,8 +157,6 @@ impl Default for PostgresStoreOptions {
 #[derive(Clone)]
 pub struct PostgresStore {
     inner: Arc<Inner>,
-    /// Set by [`PostgresStore::settling_every_load`].
-    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 pub(crate) struct Inner {
@@ -173,7 +170,7 @@ pub(crate) struct Inner {
     /// The error of the last append per session, while that session's last append through
     /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md §
     /// Write ordering: never silent). Only failing sessions have an entry.
-    write_errors: Mutex<HashMap<RecordId, String>>,
+    write_errors: acpx_store_sql::WriteErrors,
     watcher: Watcher,
     /// The owner leases held through this store, each with its lock's connection.
     leases: lease::HeldLeases,
@@ -216,7 +213,7 @@ impl PostgresStore {
             location,
             options,
             held: HeldLocks::default(),
-            write_errors: Mutex::new(HashMap::new()),
+            write_errors: Default::default(),
             watcher: Watcher::new(config),
             leases: Default::default(),
         };
@@ -225,27 +222,7 @@ impl PostgresStore {
         drop(conn);
         Ok(PostgresStore {
             inner: Arc::new(inner),
-            settle_on_load: None,
         })
-    }
-
-    /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
-    /// the conversation as it reads it ([`Store::load_settling`], with a
-    /// [`SettleOnLoad::another_load`] of `settle` each time): a long session is never whole in memory, its turns before the last two being
-    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
-    /// The `acpx` command line opens its store this way for the commands that read sessions
-    /// (docs/format.md decision 17).
-    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
-        self.settle_on_load = Some(settle);
-        self
-    }
-
-    /// A settling read of its own for one call ([`SettleOnLoad::another_load`]), when this
-    /// store settles its loads: concurrent calls each report their own failure.
-    fn settling_this_call(&self) -> Option<Arc<SettleOnLoad>> {
-        self.settle_on_load
-            .as_ref()
-            .map(|s| Arc::new(s.another_load()))
     }
 
     /// The URL (password redacted) and schema, as messages name this store.
@@ -315,7 +292,7 @@ impl Store for PostgresStore {
         record.validate(&self.inner.row_location(id.as_str()))?;
         let previous = record.revision;
         record.revision = 1;
-        let cols = SessionColumns::from_record(record);
+        let cols = crate::rows::session_columns(record);
         let msgs = message_rows(record);
         record.revision = previous;
         self.inner.create(&id, cols?, msgs?, 0).await?;
@@ -324,11 +301,6 @@ impl Store for PostgresStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        if let Some(settle) = self.settling_this_call() {
-            let record = self.load_settling(id, settle.clone()).await;
-            report_settling(id, &settle);
-            return record;
-        }
         read_once_more(|| self.inner.load(id)).await
     }
 
@@ -364,7 +336,7 @@ impl Store for PostgresStore {
         record.revision = expected.checked_add(1).ok_or_else(|| {
             StoreError::InvalidArgument(format!("session {id}: revision {expected} overflows"))
         })?;
-        let cols = SessionColumns::from_record(record);
+        let cols = crate::rows::session_columns(record);
         let msgs = message_rows(record);
         record.revision = expected;
         self.inner.save(&id, expected, cols?, msgs?).await?;
@@ -396,12 +368,16 @@ impl Store for PostgresStore {
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let settle = self.settling_this_call();
-        let record = self.inner.close(id, at, settle.as_deref()).await;
-        if let Some(settle) = &settle {
-            report_settling(id, settle);
-        }
-        record
+        self.inner.close(id, at, None).await
+    }
+
+    async fn close_settling(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        self.inner.close(id, at, Some(&settle)).await
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -474,13 +450,5 @@ impl Store for PostgresStore {
         timeout: Duration,
     ) -> StoreResult<()> {
         self.inner.wait_for_events(id, after_seq, timeout).await
-    }
-}
-
-/// Logs why a settling read left the conversation in memory, if it did (the record is the
-/// same either way).
-fn report_settling(id: &RecordId, settle: &SettleOnLoad) {
-    if let Some(warning) = settle.failure_warning() {
-        tracing::warn!(session = %id, "{warning}");
     }
 }

@@ -13,11 +13,9 @@
 //! `pg_terminate_backend`, a server restart) gets a clear error instead of writing beside
 //! the writer that may have taken the lock since.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use acpx_model::{LockGuard, LockIssuer, RecordId, StoreError, StoreResult};
+use acpx_model::{LockGuard, RecordId, StoreError, StoreResult};
 use tokio_postgres::Client;
 
 use crate::connection::{dedicated, is_lock_timeout, locked, pg_error};
@@ -45,39 +43,9 @@ pub(crate) struct HeldLock {
     pub key: i64,
 }
 
-/// Locks held through `Store::lock` by one store and its clones, and the issuer token their
-/// [`acpx_model::SessionLock`]s carry.
-#[derive(Debug, Clone)]
-pub(crate) struct HeldLocks {
-    locks: Arc<Mutex<HashMap<RecordId, HeldLock>>>,
-    issuer: LockIssuer,
-}
-
-impl Default for HeldLocks {
-    fn default() -> Self {
-        HeldLocks {
-            locks: Arc::default(),
-            issuer: LockIssuer::unique(),
-        }
-    }
-}
-
-impl HeldLocks {
-    fn map(&self) -> MutexGuard<'_, HashMap<RecordId, HeldLock>> {
-        // The map stays consistent even if a holder panicked.
-        self.locks.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The lock this store holds on `id` through `Store::lock`, if any.
-    pub(crate) fn get(&self, id: &RecordId) -> Option<HeldLock> {
-        self.map().get(id).copied()
-    }
-
-    /// The token of the locks this store (and its clones) issue.
-    pub(crate) fn issuer(&self) -> LockIssuer {
-        self.issuer
-    }
-}
+/// Locks held through `Store::lock` by one store and its clones, by session, and the issuer
+/// token their [`acpx_model::SessionLock`]s carry.
+pub(crate) type HeldLocks = acpx_store_sql::HeldLocks<RecordId, HeldLock>;
 
 /// The guard behind a [`acpx_model::SessionLock`] of this backend: the connection holding
 /// the advisory lock. Dropping it closes the connection, which releases the lock.
@@ -101,7 +69,7 @@ impl Drop for PostgresLockGuard {
     fn drop(&mut self) {
         // Unregister first: a mutation that starts now must take the lock itself, and it
         // gets it once the server has seen this connection close (just below).
-        self.held.map().remove(&self.id);
+        self.held.remove(&self.id);
         drop(self.client.take());
     }
 }
@@ -132,7 +100,7 @@ impl Inner {
             Err(e) => return Err(pg_error(&self.location, ctx, e)),
         };
         let pid: i32 = row.get(1);
-        self.held.map().insert(id.clone(), HeldLock { pid, key });
+        self.held.insert(id.clone(), HeldLock { pid, key });
         Ok(PostgresLockGuard {
             id: id.clone(),
             client: Some(client),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use acpx_model::migrate::{append_new_log, remove_created};
 use acpx_model::{NewSessionData, RecordId, SessionRecord, Store, StoreResult};
 
-use crate::rows::{message_rows, SessionColumns};
+use crate::rows::message_rows;
 use crate::PostgresStore;
 
 /// How long a new session's writer waits for its lock (a fresh id: normally free at once).
@@ -47,7 +47,7 @@ async fn create_one(
     record.validate(&store.inner.row_location(id.as_str()))?;
     let writer = store.lock(&id, NEW_SESSION_LOCK_TIMEOUT).await?;
     record.revision = 1;
-    let cols = SessionColumns::from_record(&record)?;
+    let cols = crate::rows::session_columns(&record)?;
     let msgs = message_rows(&record)?;
     store.inner.create(&id, cols, msgs, log_after).await?;
     created.push(id.clone());

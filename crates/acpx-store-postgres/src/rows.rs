@@ -1,35 +1,19 @@
 //! Conversions between model types and table rows.
 
-use acpx_model::search::message_text;
+use std::borrow::Cow;
+
 use acpx_model::{
-    normalize_cwd, EventEnvelope, RecordId, SessionRecord, SessionSummary, SettleOnLoad,
-    StoreError, StoreResult, Timestamp,
+    EventEnvelope, RecordId, SessionRecord, SessionSummary, SettleOnLoad, StoreError, StoreResult,
 };
-use serde_json::Value;
+use acpx_store_sql::{message_texts, EventColumns, SearchText};
 use tokio_postgres::Row;
 
-/// The columns of a `sessions` row, all derived from one record in one place so that they
-/// can never disagree with the document written next to them.
-pub(crate) struct SessionColumns {
-    pub acp_session_id: String,
-    pub agent_session_id: Option<String>,
-    pub agent_command: String,
-    pub cwd: String,
-    pub cwd_key: Option<String>,
-    pub name: Option<String>,
-    pub title: Option<String>,
-    pub created_at: String,
-    pub last_used_at: String,
-    pub last_used_ms: i64,
-    pub closed: bool,
-    pub closed_at: Option<String>,
-    pub last_prompt_at: Option<String>,
-    pub message_count: i64,
-    pub revision: i64,
-    /// The session's `SessionUsage` as JSON (schema version 3).
-    pub usage: String,
-    pub document: String,
-}
+/// The columns of a `sessions` row ([`acpx_store_sql::SessionColumns`]) with the document's
+/// text.
+pub(crate) type SessionColumns = acpx_store_sql::SessionColumns<String>;
+
+/// The database, as errors name it.
+const DB: &str = "PostgreSQL";
 
 /// `INSERT`/`UPDATE` column list of `sessions`, bound as `$2 … $18` (`$1` is the id).
 pub(crate) const WRITE_COLUMNS: &str =
@@ -41,75 +25,49 @@ pub(crate) const WRITE_COLUMNS: &str =
 pub(crate) const WRITE_VALUES: &str =
     "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18";
 
-impl SessionColumns {
-    /// The row for `record` as it will be stored (its `revision` already set).
-    pub(crate) fn from_record(record: &SessionRecord) -> StoreResult<Self> {
-        let document = record
-            .to_json_string()
-            .map_err(|message| StoreError::Backend {
-                backend: crate::BACKEND,
-                message,
-            })?;
-        Ok(SessionColumns {
-            acp_session_id: record.acp_session_id.clone(),
-            agent_session_id: record.agent_session_id.clone(),
-            agent_command: record.agent_command.clone(),
-            cwd: record.cwd.clone(),
-            cwd_key: normalize_cwd(&record.cwd).ok(),
-            name: record.name.clone(),
-            title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
-            created_at: ts_text(&record.created_at),
-            last_used_at: ts_text(&record.last_used_at),
-            last_used_ms: record.last_used_at.millis(),
-            closed: record.closed,
-            closed_at: record.closed_at.as_ref().map(ts_text),
-            last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
-            message_count: to_i64(record.thread.message_count() as u64, "message count")?,
-            revision: to_i64(record.revision, "revision")?,
-            usage: acpx_model::SessionUsage::of(record).to_json_text(),
-            document,
-        })
-    }
-
-    /// The values of [`WRITE_COLUMNS`], after the id.
-    pub(crate) fn params<'a>(
-        &'a self,
-        id: &'a String,
-    ) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 18] {
-        [
-            id,
-            &self.acp_session_id,
-            &self.agent_session_id,
-            &self.agent_command,
-            &self.cwd,
-            &self.cwd_key,
-            &self.name,
-            &self.title,
-            &self.created_at,
-            &self.last_used_at,
-            &self.last_used_ms,
-            &self.closed,
-            &self.closed_at,
-            &self.last_prompt_at,
-            &self.message_count,
-            &self.revision,
-            &self.usage,
-            &self.document,
-        ]
-    }
+/// The row for `record` as it will be stored (its `revision` already set).
+pub(crate) fn session_columns(record: &SessionRecord) -> StoreResult<SessionColumns> {
+    let document = record
+        .to_json_string()
+        .map_err(|message| StoreError::Backend {
+            backend: crate::BACKEND,
+            message,
+        })?;
+    SessionColumns::with_document(record, document, DB)
 }
 
-/// A timestamp exactly as the JSON documents write it (`2026-02-27T12:00:00.000Z`).
-pub(crate) fn ts_text(t: &Timestamp) -> String {
-    match serde_json::to_value(t) {
-        Ok(Value::String(s)) => s,
-        _ => t.to_rfc3339(),
-    }
+/// The values of [`WRITE_COLUMNS`] of `cols`, after the id.
+pub(crate) fn session_params<'a>(
+    cols: &'a SessionColumns,
+    id: &'a String,
+) -> [&'a (dyn tokio_postgres::types::ToSql + Sync); 18] {
+    [
+        id,
+        &cols.acp_session_id,
+        &cols.agent_session_id,
+        &cols.agent_command,
+        &cols.cwd,
+        &cols.cwd_key,
+        &cols.name,
+        &cols.title,
+        &cols.created_at,
+        &cols.last_used_at,
+        &cols.last_used_ms,
+        &cols.closed,
+        &cols.closed_at,
+        &cols.last_prompt_at,
+        &cols.message_count,
+        &cols.revision,
+        &cols.usage,
+        &cols.document,
+    ]
 }
 
+pub(crate) use acpx_store_sql::ts_text;
+
+/// `v` as PostgreSQL's `bigint`; `what` names it when it does not fit.
 pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
-    i64::try_from(v)
-        .map_err(|_| StoreError::InvalidArgument(format!("{what} {v} does not fit in PostgreSQL")))
+    acpx_store_sql::to_i64(v, what, DB)
 }
 
 /// The columns `list` reads, in this order. A row without `usage` (one whose document did not
@@ -120,90 +78,35 @@ pub(crate) const SUMMARY_COLUMNS: &str = "acpx_record_id, acp_session_id, agent_
      last_prompt_at, message_count, revision, last_used_ms, \
      (document_checked AND usage IS NOT NULL), usage";
 
+/// A row selected with [`SUMMARY_COLUMNS`], read through tokio-postgres.
+struct SummaryColumns<'r>(&'r Row);
+
+impl acpx_store_sql::SummaryRow for SummaryColumns<'_> {
+    const FALSE: &'static str = "false";
+
+    fn text(&self, i: usize) -> Result<String, String> {
+        self.0.try_get::<_, String>(i).map_err(|e| e.to_string())
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String> {
+        self.0
+            .try_get::<_, Option<String>>(i)
+            .map_err(|e| e.to_string())
+    }
+
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.0.try_get::<_, i64>(i).map_err(|e| e.to_string())
+    }
+
+    fn closed(&self, i: usize) -> Result<bool, String> {
+        self.0.try_get::<_, bool>(i).map_err(|e| e.to_string())
+    }
+}
+
 /// Reads a summary from a row selected with [`SUMMARY_COLUMNS`]. Errors are the reason the
 /// row is skipped, naming the column.
 pub(crate) fn summary_from_row(row: &Row) -> Result<SessionSummary, String> {
-    let text = |i: usize, name: &str| -> Result<String, String> {
-        row.try_get::<_, String>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let opt_text = |i: usize, name: &str| -> Result<Option<String>, String> {
-        row.try_get::<_, Option<String>>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let int = |i: usize, name: &str| -> Result<i64, String> {
-        row.try_get::<_, i64>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let ts = |s: String, name: &str| -> Result<Timestamp, String> {
-        Timestamp::parse(&s).map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let non_negative = |v: i64, name: &str| -> Result<u64, String> {
-        u64::try_from(v).map_err(|_| format!("column `{name}`: {v} is negative"))
-    };
-    let id = RecordId::parse(&text(0, "acpx_record_id")?)
-        .map_err(|e| format!("column `acpx_record_id`: {e}"))?;
-    let acp_session_id = text(1, "acp_session_id")?;
-    if acp_session_id.is_empty() {
-        return Err("column `acp_session_id`: must not be empty".into());
-    }
-    let closed: bool = row
-        .try_get(9)
-        .map_err(|e| format!("column `closed`: {e}"))?;
-    let closed_at = opt_text(10, "closed_at")?
-        .map(|s| ts(s, "closed_at"))
-        .transpose()?;
-    if closed_at.is_some() && !closed {
-        return Err("column `closed_at` is set but `closed` is false".into());
-    }
-    let last_used_at = ts(text(8, "last_used_at")?, "last_used_at")?;
-    if last_used_at.millis() != int(14, "last_used_ms")? {
-        return Err("column `last_used_ms` does not match `last_used_at`".into());
-    }
-    Ok(SessionSummary {
-        acpx_record_id: id,
-        acp_session_id,
-        agent_session_id: opt_text(2, "agent_session_id")?.filter(|s| !s.is_empty()),
-        agent_command: text(3, "agent_command")?,
-        cwd: text(4, "cwd")?,
-        name: opt_text(5, "name")?,
-        title: opt_text(6, "title")?.filter(|s| !s.is_empty()),
-        created_at: ts(text(7, "created_at")?, "created_at")?,
-        last_used_at,
-        closed,
-        closed_at,
-        last_prompt_at: opt_text(11, "last_prompt_at")?
-            .map(|s| ts(s, "last_prompt_at"))
-            .transpose()?,
-        message_count: non_negative(int(12, "message_count")?, "message_count")?,
-        revision: non_negative(int(13, "revision")?, "revision")?,
-        usage: match opt_text(16, "usage")? {
-            Some(t) => acpx_model::SessionUsage::from_json_text(&t)
-                .map_err(|e| format!("column `usage`: {e}"))?,
-            None => Default::default(),
-        },
-    })
-}
-
-/// The first field in which two summaries differ, if any.
-pub(crate) fn summary_difference(a: &SessionSummary, b: &SessionSummary) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 14] = [
-        ("acpxRecordId", a.acpx_record_id == b.acpx_record_id),
-        ("acpSessionId", a.acp_session_id == b.acp_session_id),
-        ("agentSessionId", a.agent_session_id == b.agent_session_id),
-        ("agentCommand", a.agent_command == b.agent_command),
-        ("cwd", a.cwd == b.cwd),
-        ("name", a.name == b.name),
-        ("thread.title", a.title == b.title),
-        ("createdAt", a.created_at == b.created_at),
-        ("lastUsedAt", a.last_used_at == b.last_used_at),
-        ("closed", a.closed == b.closed),
-        ("closedAt", a.closed_at == b.closed_at),
-        ("lastPromptAt", a.last_prompt_at == b.last_prompt_at),
-        ("thread.messages", a.message_count == b.message_count),
-        ("revision", a.revision == b.revision),
-    ];
-    checks.iter().find(|(_, same)| !same).map(|(name, _)| *name)
+    acpx_store_sql::summary_from_row(&SummaryColumns(row))
 }
 
 /// Parses a stored document (the text of the `document` column), settling its conversation
@@ -223,34 +126,14 @@ pub(crate) fn parse_document(
                 .map_err(|e| StoreError::io(location, e))?
         }
     };
-    let mut record = parsed.map_err(|e| {
-        StoreError::corrupt(
-            location,
-            None,
-            format!("document field `{}`: {}", e.field, e.message),
-        )
-    })?;
-    if record.acpx_record_id.as_str() != id {
-        return Err(StoreError::corrupt(
-            location,
-            None,
-            format!(
-                "document field `acpxRecordId` is {:?} but the row's key is {id:?}",
-                record.acpx_record_id.as_str()
-            ),
-        ));
-    }
-    // The column is what the revision check compares against, so it is the truth.
-    record.revision = u64::try_from(revision).map_err(|_| {
-        StoreError::corrupt(location, None, format!("column `revision` is {revision}"))
-    })?;
-    Ok(record)
+    acpx_store_sql::checked_document(parsed, id, revision, location)
 }
 
 /// The rows of one appended batch as column arrays, inserted by the schema's `acpx_append`
-/// function with one `INSERT … SELECT FROM unnest(…)` whatever the batch size.
+/// function with one `INSERT … SELECT FROM unnest(…)` whatever the batch size: the
+/// [`EventColumns`] of each event, a column at a time.
 #[derive(Default)]
-pub(crate) struct EventColumns {
+pub(crate) struct EventArrays {
     pub seq: Vec<i64>,
     pub event_version: Vec<i32>,
     pub timestamp: Vec<String>,
@@ -264,52 +147,42 @@ pub(crate) struct EventColumns {
     pub bytes: Vec<i64>,
 }
 
-impl EventColumns {
+impl EventArrays {
     pub(crate) fn new(events: &[EventEnvelope]) -> StoreResult<Self> {
-        let mut c = EventColumns::default();
+        let mut c = EventArrays::default();
         for e in events {
-            let json_err = |err: serde_json::Error| {
-                StoreError::InvalidArgument(format!("event seq {}: {err}", e.seq))
-            };
-            // The NDJSON line is the unit of the retention budget (the file store's size).
-            let line_len = serde_json::to_vec(e).map_err(json_err)?.len();
-            c.seq.push(to_i64(e.seq, "event seq")?);
+            let (row, bytes) = EventColumns::from_event(e, DB)?;
+            c.seq.push(row.seq);
             c.event_version
-                .push(i32::try_from(e.event_version).map_err(|_| {
+                .push(i32::try_from(row.event_version).map_err(|_| {
                     StoreError::InvalidArgument(format!(
                         "event seq {}: eventVersion {} is out of range",
                         e.seq, e.event_version
                     ))
                 })?);
-            c.timestamp.push(ts_text(&e.timestamp));
-            c.acp_session_id.push(e.acp_session_id.clone());
-            c.request_id.push(e.request_id.clone());
-            c.stream.push(e.stream.as_str().to_owned());
-            c.source.push(e.source.as_str().to_owned());
-            c.event_type.push(e.event_type.as_str().to_owned());
-            c.payload
-                .push(serde_json::to_string(&e.payload).map_err(json_err)?);
-            c.extra.push(if e.extra.is_empty() {
-                None
-            } else {
-                Some(serde_json::to_string(&e.extra).map_err(json_err)?)
-            });
-            c.bytes
-                .push(to_i64(line_len as u64 + 1, "event line length")?);
+            c.timestamp.push(row.timestamp);
+            c.acp_session_id.push(row.acp_session_id);
+            c.request_id.push(row.request_id);
+            c.stream.push(row.stream);
+            c.source.push(row.source);
+            c.event_type.push(row.event_type);
+            c.payload.push(row.payload);
+            c.extra.push(row.extra);
+            c.bytes.push(bytes);
         }
         Ok(c)
     }
 }
 
 /// The columns `read_events` selects, in this order.
-pub(crate) const EVENT_COLUMNS: &str = acpx_model::EventColumns::SELECT;
+pub(crate) const EVENT_COLUMNS: &str = EventColumns::SELECT;
 
 /// Rebuilds an envelope from a row selected with [`EVENT_COLUMNS`]; errors name the column.
 pub(crate) fn event_from_row(row: &Row, id: &RecordId) -> Result<EventEnvelope, String> {
     let version: i32 = row
         .try_get(1)
         .map_err(|e| format!("column `event_version`: {e}"))?;
-    acpx_model::EventColumns::from_columns(
+    EventColumns::from_columns(
         row.try_get(0).map_err(|e| format!("column `seq`: {e}"))?,
         i64::from(version),
         |i, name| {
@@ -329,26 +202,29 @@ pub(crate) struct MessageRow {
     pub hash: i64,
 }
 
-/// The searchable messages of a record (resume markers have no text and no row), settled
-/// ones (a queue owner's earlier turns) read back from their spill file.
+/// The searchable messages of a record ([`acpx_store_sql::message_texts`]), read whole:
+/// settled ones (a queue owner's earlier turns) from their spill file, which must be readable;
+/// a reply still streaming into its spill as [`acpx_model::search::message_text`] reads it.
 pub(crate) fn message_rows(record: &SessionRecord) -> StoreResult<Vec<MessageRow>> {
     let unreadable = |e: std::io::Error| StoreError::Backend {
-        backend: "postgres",
+        backend: crate::BACKEND,
         message: format!(
             "session {}: its settled messages could not be read back: {e}",
             record.acpx_record_id
         ),
     };
+    let settled = record.thread.settled.len();
     let mut rows = Vec::new();
-    for t in record.thread.settled.searchable().map_err(unreadable)? {
-        let text = t.text.to_text().map_err(unreadable)?;
-        rows.extend(message_row(t.index, t.role, t.message_id.as_deref(), &text));
-    }
-    let start = record.thread.settled.len();
-    for (i, m) in record.thread.messages.iter().enumerate() {
-        if let Some((role, id, text)) = message_text(m) {
-            rows.extend(message_row(start + i, role, id, &text));
-        }
+    for m in message_texts(record, crate::BACKEND)? {
+        let text = match &m.text {
+            SearchText::Str(t) => Cow::Borrowed(t.as_ref()),
+            SearchText::Spilled(t) if usize::try_from(m.index).is_ok_and(|i| i < settled) => {
+                Cow::Owned(t.to_text().map_err(unreadable)?)
+            }
+            SearchText::Spilled(t) => Cow::Owned(t.to_text_lossy()),
+        };
+        let index = usize::try_from(m.index).unwrap_or(usize::MAX);
+        rows.extend(message_row(index, m.role, m.message_id.as_deref(), &text));
     }
     Ok(rows)
 }

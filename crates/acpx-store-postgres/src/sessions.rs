@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use acpx_model::{
-    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
-    SettleOnLoad, SkippedEntry, StoreError, StoreResult, Timestamp,
+    ListPage, ListQuery, RecordId, SessionRecord, SessionSummary, SettleOnLoad, StoreError,
+    StoreResult, Timestamp,
 };
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::types::ToSql;
@@ -12,10 +12,29 @@ use tokio_postgres::types::ToSql;
 use crate::connection::{is_unique_violation, pg_error};
 use crate::lock::{lock_for_transaction, lock_key};
 use crate::rows::{
-    parse_document, summary_difference, summary_from_row, to_i64, MessageRow, SessionColumns,
+    parse_document, session_params, summary_from_row, to_i64, MessageRow, SessionColumns,
     SUMMARY_COLUMNS, WRITE_COLUMNS, WRITE_VALUES,
 };
 use crate::Inner;
+use acpx_store_sql::list_page::Next;
+use acpx_store_sql::{summary_matching_columns, ListDialect, ListPageBuilder, ListSql, Param};
+
+/// How PostgreSQL writes the list query.
+struct Postgres;
+
+impl ListDialect for Postgres {
+    const TRUE: &'static str = "true";
+    const OPEN: &'static str = "NOT closed";
+    const CLOSED: &'static str = "closed";
+
+    fn placeholder(n: usize) -> String {
+        format!("${n}")
+    }
+
+    fn after_cursor(t: &str, last: &str) -> String {
+        format!("(last_used_ms < {t} OR (last_used_ms = {t} AND acpx_record_id > {last}))")
+    }
+}
 
 impl Inner {
     /// Maps a client error of the step `context`.
@@ -81,7 +100,7 @@ impl Inner {
                      VALUES ($1, {WRITE_VALUES}, true) \
                      ON CONFLICT (acpx_record_id) DO NOTHING RETURNING session_key"
                 ),
-                &cols.params(&key),
+                &session_params(cols, &key),
             )
             .await;
         let session_key: i64 = match inserted {
@@ -128,7 +147,7 @@ impl Inner {
         let ctx = "save the session";
         let expected_i = to_i64(expected, "revision")?;
         let key = id.as_str().to_owned();
-        let mut params: Vec<&(dyn ToSql + Sync)> = cols.params(&key).to_vec();
+        let mut params: Vec<&(dyn ToSql + Sync)> = session_params(cols, &key).to_vec();
         params.push(&expected_i);
         let updated = tx
             .query_opt(
@@ -228,7 +247,7 @@ impl Inner {
     }
 
     /// Marks a session closed; idempotent. With `settle`, the document is parsed settling
-    /// (`PostgresStore::settling_every_load`); its text is received whole all the same.
+    /// (`Store::close_settling`); its text is received whole all the same.
     pub(crate) async fn close(
         &self,
         id: &RecordId,
@@ -258,9 +277,9 @@ impl Inner {
         record.closed_at = Some(at);
         record.pid = None;
         record.revision += 1;
-        let cols = SessionColumns::from_record(&record)?;
+        let cols = crate::rows::session_columns(&record)?;
         let key = id.as_str().to_owned();
-        let mut params: Vec<&(dyn ToSql + Sync)> = cols.params(&key).to_vec();
+        let mut params: Vec<&(dyn ToSql + Sync)> = session_params(&cols, &key).to_vec();
         params.push(&revision);
         tx.execute(
             &format!(
@@ -289,49 +308,21 @@ impl Inner {
             .await
             .map_err(self.pg(ctx))?;
         tx.commit().await.map_err(self.pg(ctx))?;
-        self.write_errors().remove(id);
+        self.write_errors.forget(id);
         Ok(deleted > 0)
     }
 
     pub(crate) async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
-        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
-        let after = query.decode_cursor()?;
-        if query.limit == Some(0) {
-            return Err(StoreError::InvalidArgument(
-                "limit must be at least 1".into(),
-            ));
-        }
-        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM sessions WHERE true");
-        let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
-        let mut bind = |value: Box<dyn ToSql + Sync + Send>| {
-            args.push(value);
-            format!("${}", args.len())
-        };
-        if let Some(cwd) = cwd {
-            sql.push_str(&format!(" AND cwd_key = {}", bind(Box::new(cwd))));
-        }
-        if let Some(a) = &query.agent_command {
-            sql.push_str(&format!(
-                " AND agent_command = {}",
-                bind(Box::new(a.clone()))
-            ));
-        }
-        if let Some(n) = &query.name {
-            sql.push_str(&format!(" AND name = {}", bind(Box::new(n.clone()))));
-        }
-        match query.closed {
-            ClosedFilter::Any => {}
-            ClosedFilter::Open => sql.push_str(" AND NOT closed"),
-            ClosedFilter::Closed => sql.push_str(" AND closed"),
-        }
-        if let Some((t, last_id)) = after {
-            let t = bind(Box::new(t));
-            let last_id = bind(Box::new(last_id));
-            sql.push_str(&format!(
-                " AND (last_used_ms < {t} OR (last_used_ms = {t} AND acpx_record_id > {last_id}))"
-            ));
-        }
-        sql.push_str(" ORDER BY last_used_ms DESC, acpx_record_id ASC");
+        let (sql, params) = ListSql::new::<Postgres>(query, SUMMARY_COLUMNS, "sessions")?.ordered();
+        let args: Vec<Box<dyn ToSql + Sync + Send>> = params
+            .into_iter()
+            .map(|p| -> Box<dyn ToSql + Sync + Send> {
+                match p {
+                    Param::Text(t) => Box::new(t),
+                    Param::Int(i) => Box::new(i),
+                }
+            })
+            .collect();
         let ctx = "list sessions";
         let conn = self.conn().await?;
         let params: Vec<&(dyn ToSql + Sync)> = args
@@ -367,10 +358,7 @@ impl Inner {
         query: &ListQuery,
         rows: &[tokio_postgres::Row],
     ) -> ListPage {
-        let mut page = ListPage::default();
-        // Bad rows between the last session of this page and the first of the next one are
-        // reported by the next page (which reads them again), not twice.
-        let mut pending: Vec<SkippedEntry> = Vec::new();
+        let mut page = ListPageBuilder::new(query);
         for row in rows {
             let key: String = row.try_get(0).unwrap_or_default();
             let checked: bool = row.try_get(15).unwrap_or(false);
@@ -379,31 +367,11 @@ impl Inner {
                 Ok(s) => self.check_document(conn, &s).await,
                 Err(reason) => Err(reason),
             };
-            match summary {
-                Ok(s) => {
-                    if query.limit.is_some_and(|l| page.sessions.len() >= l) {
-                        page.next_cursor = page.sessions.last().map(|l| query.cursor_after(l));
-                        pending.clear();
-                        break;
-                    }
-                    page.skipped.append(&mut pending);
-                    page.sessions.push(s);
-                }
-                Err(reason) => pending.push(SkippedEntry {
-                    acpx_record_id: RecordId::parse(&key).ok(),
-                    location: self.row_location(&key),
-                    reason,
-                }),
+            if page.push(&key, summary, |k| self.row_location(k)) == Next::Full {
+                break;
             }
         }
-        page.skipped.append(&mut pending);
-        for s in &page.skipped {
-            // Debug, not warn: the skipped entry goes back to the caller, which reports it (the
-            // CLI's `warning:` line, fsck, the lookup's damaged-session error); a warning here
-            // printed the same problem twice, and at every command that lists.
-            tracing::debug!(location = %s.location, reason = %s.reason, "skipping malformed session row");
-        }
-        page
+        page.finish()
     }
 
     /// For a row changed outside acpx: the columns are used only if the document validates
@@ -422,19 +390,8 @@ impl Inner {
             )
             .await
             .map_err(|e| format!("reading the document: {e}"))?;
-        let record = parse_document(row.get(0), id, revision, &self.row_location(id), None)
-            .map_err(|e| match e {
-                StoreError::Corrupt { reason, .. } => reason,
-                other => other.to_string(),
-            })?;
-        let from_document = record.summary();
-        match summary_difference(&from_document, columns) {
-            None => Ok(from_document),
-            Some(field) => Err(format!(
-                "the document was edited outside acpx and its field `{field}` no longer \
-                 matches the row's columns"
-            )),
-        }
+        let record = parse_document(row.get(0), id, revision, &self.row_location(id), None);
+        summary_matching_columns(record, columns)
     }
 
     pub(crate) async fn exists(&self, id: &RecordId) -> StoreResult<bool> {

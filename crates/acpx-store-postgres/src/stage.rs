@@ -27,7 +27,7 @@ use acpx_model::{
 use async_trait::async_trait;
 use deadpool_postgres::Object;
 
-use crate::rows::{message_rows, EventColumns, SessionColumns};
+use crate::rows::{message_rows, EventArrays};
 use crate::PostgresStore;
 
 /// A session staged in PostgreSQL: its writer lock and the connection of its transaction.
@@ -99,7 +99,7 @@ impl PostgresStage {
         }
         let mut record = self.record.clone();
         record.revision = 1;
-        let cols = SessionColumns::from_record(&record)?;
+        let cols = crate::rows::session_columns(&record)?;
         let inner = &self.store.inner;
         let conn = self.conn()?;
         inner
@@ -147,7 +147,7 @@ impl StagedSession for PostgresStage {
         }
         let id = self.record.acpx_record_id.clone();
         self.seqs.check(&id, events)?;
-        let columns = EventColumns::new(events)?;
+        let columns = EventArrays::new(events)?;
         self.insert(self.seqs.before(events)).await?;
         let conn = self.conn()?;
         // Synchronous: `fsync` false would switch the whole transaction's commit to
@@ -170,7 +170,7 @@ impl StagedSession for PostgresStage {
             let mut record = self.record.clone();
             record.acpx.event_log = inner.event_log_state_on(conn, &id).await?;
             record.revision = 2;
-            let cols = SessionColumns::from_record(&record)?;
+            let cols = crate::rows::session_columns(&record)?;
             let msgs = message_rows(&record)?;
             inner.update_row(conn, &id, 1, &cols, &msgs).await?;
             conn.batch_execute("SET LOCAL synchronous_commit = on; COMMIT")

@@ -12,7 +12,7 @@ use rusqlite::{params, Transaction};
 use crate::connection::TxResult;
 
 use crate::events::insert_events;
-use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
+use crate::rows::{self, message_texts, ts_text, EventBatch, MessageText, SessionColumns};
 use crate::sessions::{sync_messages, INSERT_ROW};
 use crate::Inner;
 
@@ -76,7 +76,7 @@ pub(crate) fn prepare(inner: &Inner, sessions: Vec<NewSessionData>) -> StoreResu
             ..inner.log_state_of(&id, retained)
         };
         record.revision = 2;
-        let cols = SessionColumns::from_record(&record)?;
+        let cols = rows::session_columns(&record)?;
         let msgs = message_texts(&record)?
             .into_iter()
             .map(MessageText::into_owned)

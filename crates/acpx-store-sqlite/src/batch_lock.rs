@@ -55,7 +55,7 @@ impl Inner {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let path = self.locks_dir.join(name);
+        let path = self.locks.dir().join(name);
         let batch = BatchLock::create(path.clone()).map_err(|e| io(&path, e))?;
         let mut guard = SqliteBatchGuard {
             store: Arc::clone(self),
@@ -72,10 +72,10 @@ impl Inner {
                 None => false,
             };
             if linked {
-                self.held.insert(&lock_path);
+                self.held.insert(lock_path.clone(), ());
                 guard.linked.push((id.clone(), lock_path));
             } else {
-                let l = lock::acquire(&lock_path, id, timeout)?;
+                let l = lock::acquire(&self.locks, id, timeout)?;
                 guard
                     ._guards
                     .push(lock::session_guard(l, Arc::clone(self), id.clone()));

@@ -381,7 +381,7 @@ impl Inner {
     }
 
     pub(crate) fn lock_path(&self, id: &RecordId) -> PathBuf {
-        self.locks_dir.join(format!("{id}.lock"))
+        self.locks.path(id)
     }
 
     pub(crate) fn sql(&self, context: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -398,11 +398,10 @@ impl Inner {
 
     /// The per-call writer lock, unless this store holds the session's lock already.
     pub(crate) fn call_lock(&self, id: &RecordId) -> StoreResult<Option<FileLock>> {
-        let path = self.lock_path(id);
-        if self.held.contains(&path) {
+        if self.held.contains(&self.lock_path(id)) {
             return Ok(None);
         }
-        lock::acquire(&path, id, self.options.lock_timeout).map(Some)
+        lock::acquire(&self.locks, id, self.options.lock_timeout).map(Some)
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction; `fsync` commits it with

@@ -10,7 +10,8 @@
 //! ([`EventColumns::into_event`]). (A lenient read parses each row as it steps: a damaged row
 //! must not fill a place of the page's events, and only parsing tells it is damaged.)
 
-use acpx_model::{EventColumns, EventEnvelope, RecordId};
+use acpx_model::{EventEnvelope, RecordId};
+use acpx_store_sql::EventColumns;
 use rusqlite::Row;
 
 /// The columns `read_events` selects, in this order.

@@ -1,9 +1,6 @@
 //! The event log: appends (seq checks, multi-row inserts, retention trimming), reads and
 //! the log state.
 
-use std::collections::HashMap;
-use std::sync::MutexGuard;
-
 use acpx_model::{
     check_append_batch, DamagedLine, EventEnvelope, EventLogState, EventPage, EventQuery,
     EventType, ReadMode, RecordId, StoreError, StoreResult, Timestamp,
@@ -16,6 +13,7 @@ use crate::event_row::{take_event_row, EVENT_COLUMNS};
 use crate::rows::{ts_text, EventBatch, INSERT_COLUMNS};
 use crate::schema::TYPED_ROWS;
 use crate::Inner;
+use acpx_store_sql::LogShape;
 
 impl Inner {
     /// Commits in one transaction the batches `earlier` (accepted before, with
@@ -96,7 +94,7 @@ impl Inner {
         });
         match result {
             Ok(log) => {
-                self.note_write_error(id, None);
+                self.write_errors.note(id, None);
                 Ok(log)
             }
             Err(e) => {
@@ -105,76 +103,39 @@ impl Inner {
                 // (wrong seq, unknown session) wrote nothing and is only
                 // the caller's error.
                 if matches!(e, StoreError::Backend { .. } | StoreError::Io { .. }) {
-                    self.note_write_error(id, Some(e.to_string()));
+                    self.write_errors.note(id, Some(e.to_string()));
                 }
                 Err(e)
             }
         }
     }
 
-    pub(crate) fn write_errors(&self) -> MutexGuard<'_, HashMap<RecordId, String>> {
-        // The map stays consistent even if a holder panicked.
-        self.write_errors.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn note_write_error(&self, id: &RecordId, error: Option<String>) {
-        let mut errors = self.write_errors();
-        match error {
-            Some(e) => {
-                errors.insert(id.clone(), e);
-            }
-            None => {
-                // Most appends succeed: look before cloning the id.
-                if !errors.is_empty() {
-                    errors.remove(id);
-                }
-            }
-        }
-    }
-
+    /// The state of session `id`'s log `log` ([`LogShape::state`]).
     pub(crate) fn log_state(
         &self,
         id: &RecordId,
         log: LogRow,
         last_write_error: Option<String>,
     ) -> StoreResult<EventLogState> {
-        Ok(EventLogState {
-            last_seq: u64::try_from(log.last_seq).unwrap_or(0),
-            last_write_at: log
-                .last_write_at
-                .map(|t| {
-                    Timestamp::parse(&t).map_err(|e| {
-                        StoreError::corrupt(
-                            format!("{} event_logs row {:?}", self.db(), id.as_str()),
-                            None,
-                            format!("column `last_write_at`: {e}"),
-                        )
-                    })
-                })
-                .transpose()?,
-            last_write_error,
-            // Retained bytes in units of max_segment_bytes: how many file segments the same
-            // events would fill. See docs/format.md.
-            ..self.log_state_of(id, log.retained)
-        })
+        self.log_shape()
+            .state(id, log, last_write_error, self.active_path(id), &self.db())
     }
 
     /// The state of a log holding `retained` bytes of events, without its seq and write time.
     pub(crate) fn log_state_of(&self, id: &RecordId, retained: i64) -> EventLogState {
-        let max = self.options.max_segment_bytes;
-        let retained = u64::try_from(retained).unwrap_or(0);
-        EventLogState {
-            format_version: 1,
-            active_path: format!("sqlite:{}#{id}", self.db()),
-            segment_count: u32::try_from(retained.div_ceil(max))
-                .unwrap_or(u32::MAX)
-                .min(self.options.max_segments),
-            max_segment_bytes: max,
+        self.log_shape().state_of(self.active_path(id), retained)
+    }
+
+    fn log_shape(&self) -> LogShape {
+        LogShape {
+            max_segment_bytes: self.options.max_segment_bytes,
             max_segments: self.options.max_segments,
-            last_seq: 0,
-            last_write_at: None,
-            last_write_error: None,
         }
+    }
+
+    /// What a log's state names as its place: `sqlite:<db>#<id>`.
+    fn active_path(&self, id: &RecordId) -> String {
+        format!("sqlite:{}#{id}", self.db())
     }
 
     pub(crate) fn event_log_state(&self, id: &RecordId) -> StoreResult<EventLogState> {
@@ -184,7 +145,7 @@ impl Inner {
             let conn = self.conn();
             log_row(&conn, id).map_err(|e| self.tx_error("read the event log state", e))?
         };
-        let error = self.write_errors().get(id).cloned();
+        let error = self.write_errors.get(id);
         self.log_state(id, log, error)
     }
 
@@ -406,13 +367,7 @@ pub(crate) fn insert_events(tx: &Transaction<'_>, key: i64, batch: &EventBatch) 
 }
 
 /// A session's key and its `event_logs` row.
-#[derive(Debug, Clone)]
-pub(crate) struct LogRow {
-    pub key: i64,
-    pub last_seq: i64,
-    pub retained: i64,
-    pub last_write_at: Option<String>,
-}
+pub(crate) use acpx_store_sql::LogRow;
 
 /// A session's key and log row; `NotFound` without a session. A session row without a log
 /// row (made by hand) gets one, computed from its events.

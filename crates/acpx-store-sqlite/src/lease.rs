@@ -3,7 +3,6 @@
 //! one machine, like the lock files, so it lives with them rather than in the database,
 //! whose writes it would otherwise add a transaction to every few seconds per owner.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,19 +16,15 @@ use crate::{Inner, SqliteStore};
 
 impl Inner {
     pub(crate) fn lease_path(&self, id: &RecordId) -> PathBuf {
-        self.locks_dir.join(format!("{id}.lease"))
+        self.locks.dir().join(format!("{id}.lease"))
     }
 
     /// The lease path, with its directory made when missing (the lock files' directory is
     /// made on the first lock).
     fn lease_path_made(&self, id: &RecordId) -> StoreResult<PathBuf> {
-        if !self.locks_dir.is_dir() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&self.locks_dir)
-                .map_err(|e| StoreError::io(self.locks_dir.display(), e))?;
-        }
+        self.locks
+            .make()
+            .map_err(|e| StoreError::io(self.locks.dir().display(), e))?;
         Ok(self.lease_path(id))
     }
 

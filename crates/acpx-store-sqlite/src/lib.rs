@@ -111,7 +111,7 @@ use crate::checkpoint::Checkpointer;
 use crate::connection::{create_private_dir, open_connection};
 use crate::events::SeqPrecheck;
 use crate::lock::HeldLocks;
-use crate::rows::{message_texts, EventBatch, MessageText, SessionColumns};
+use crate::rows::{message_texts, EventBatch, MessageText};
 pub use crate::schema::SCHEMA_VERSION;
 
 const BACKEND: &str = "sqlite";
@@ -182,20 +182,19 @@ impl Default for SqliteStoreOptions {
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
-    /// Set by [`SqliteStore::settling_every_load`].
-    settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
 struct Inner {
     path: PathBuf,
-    locks_dir: PathBuf,
+    /// `<db>.locks/`: the sessions' lock files, the batches' and the leases'.
+    locks: acpx_lock::SessionLockDir,
     options: SqliteStoreOptions,
     conn: Mutex<Connection>,
     held: HeldLocks,
     /// The error of the last append per session, while that session's last append through
     /// this handle (or a clone) failed; reported as `last_write_error` (docs/format.md § Write ordering:
     /// never silent). Only failing sessions have an entry.
-    write_errors: Mutex<HashMap<RecordId, String>>,
+    write_errors: acpx_store_sql::WriteErrors,
     /// Batches appended with `Durability::None`, not yet committed (see `pending`).
     pending: Mutex<pending::PendingMap>,
     /// The fence checks of appends under a lock that carries a lease generation.
@@ -227,25 +226,6 @@ impl SqliteStore {
         std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(|h| PathBuf::from(h).join(".acpx").join("acpx.db"))
-    }
-
-    /// This store with every [`Store::load`] (and the read inside [`Store::close`]) settling
-    /// the conversation as it reads it ([`Store::load_settling`], with a
-    /// [`SettleOnLoad::another_load`] of `settle` each time): a long session is never whole in memory, its turns before the last two being
-    /// read back from spill stores when asked for ([`acpx_model::Thread::messages_from`]).
-    /// The `acpx` command line opens its store this way for the commands that read sessions
-    /// (docs/format.md decision 17).
-    pub fn settling_every_load(mut self, settle: Arc<SettleOnLoad>) -> Self {
-        self.settle_on_load = Some(settle);
-        self
-    }
-
-    /// A settling read of its own for one call ([`SettleOnLoad::another_load`]), when this
-    /// store settles its loads: concurrent calls each report their own failure.
-    fn settling_this_call(&self) -> Option<Arc<SettleOnLoad>> {
-        self.settle_on_load
-            .as_ref()
-            .map(|s| Arc::new(s.another_load()))
     }
 
     /// Opens (creating it if needed) the database at `path` with default options.
@@ -287,22 +267,22 @@ impl SqliteStore {
             .map_err(|e| StoreError::io(path.display(), e))?;
         let conn = open_connection(&path, &options)?;
         let locks_dir = connection::locks_dir(&path);
-        create_private_dir(&locks_dir)?;
+        let locks = acpx_lock::SessionLockDir::create(&locks_dir)
+            .map_err(|e| StoreError::io(locks_dir.display(), e))?;
         let checkpointer = Checkpointer::start(&path);
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 path,
-                locks_dir,
+                locks,
                 options,
                 conn: Mutex::new(conn),
                 held: HeldLocks::default(),
                 fences: Default::default(),
                 leases: Default::default(),
-                write_errors: Mutex::new(HashMap::new()),
+                write_errors: Default::default(),
                 pending: Mutex::new(HashMap::new()),
                 checkpointer,
             }),
-            settle_on_load: None,
         })
     }
 
@@ -348,11 +328,11 @@ impl SqliteStore {
         record: &SessionRecord,
     ) -> StoreResult<()> {
         if self.runs_in_place(id) {
-            let cols = SessionColumns::streamed(record)?;
+            let cols = rows::streamed_columns(record)?;
             let msgs = message_texts(record)?;
             return tokio::task::block_in_place(|| self.inner.save(id, expected, cols, &msgs));
         }
-        let cols = SessionColumns::from_record(record)?;
+        let cols = rows::session_columns(record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(record)?
             .into_iter()
             .map(MessageText::into_owned)
@@ -403,7 +383,7 @@ impl Store for SqliteStore {
         record.validate(&self.inner.row_location(id.as_str()))?;
         let previous = record.revision;
         record.revision = 1;
-        let cols = SessionColumns::from_record(record);
+        let cols = rows::session_columns(record);
         let msgs = message_texts(record).map(|msgs| {
             msgs.into_iter()
                 .map(MessageText::into_owned)
@@ -419,11 +399,6 @@ impl Store for SqliteStore {
     }
 
     async fn load(&self, id: &RecordId) -> StoreResult<SessionRecord> {
-        if let Some(settle) = self.settling_this_call() {
-            let record = self.load_settling(id, settle.clone()).await;
-            report_settling(id, &settle);
-            return record;
-        }
         let id = id.clone();
         self.run(move |inner| inner.load(&id)).await
     }
@@ -531,16 +506,20 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self, id: &RecordId, at: Timestamp) -> StoreResult<SessionRecord> {
-        let settle = self.settling_this_call();
-        let record = {
-            let (owned, settle) = (id.clone(), settle.clone());
-            self.run_held(id, move |inner| inner.close(&owned, at, settle.as_deref()))
-                .await
-        };
-        if let Some(settle) = &settle {
-            report_settling(id, settle);
-        }
-        record
+        let owned = id.clone();
+        self.run_held(id, move |inner| inner.close(&owned, at, None))
+            .await
+    }
+
+    async fn close_settling(
+        &self,
+        id: &RecordId,
+        at: Timestamp,
+        settle: Arc<SettleOnLoad>,
+    ) -> StoreResult<SessionRecord> {
+        let owned = id.clone();
+        self.run_held(id, move |inner| inner.close(&owned, at, Some(&settle)))
+            .await
     }
 
     async fn delete(&self, id: &RecordId) -> StoreResult<bool> {
@@ -636,18 +615,10 @@ impl Store for SqliteStore {
         let id = id.clone();
         let store = Arc::clone(&self.inner);
         self.run(move |inner| {
-            let lock = lock::acquire(&inner.lock_path(&id), &id, timeout)?;
+            let lock = lock::acquire(&inner.locks, &id, timeout)?;
             let guard = lock::session_guard(lock, store, id.clone());
             Ok(SessionLock::new(id, inner.held.issuer(), Box::new(guard)))
         })
         .await
-    }
-}
-
-/// Logs why a settling read left the conversation in memory, if it did (the record is the
-/// same either way).
-fn report_settling(id: &RecordId, settle: &SettleOnLoad) {
-    if let Some(warning) = settle.failure_warning() {
-        tracing::warn!(session = %id, "{warning}");
     }
 }

@@ -7,81 +7,32 @@
 //! trait), while any other mutation, including one through a separately opened store in the
 //! same process, takes the lock for the duration of the call.
 
-use std::collections::HashSet;
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use acpx_lock::{FileLock, LockError};
-use acpx_model::{LockGuard, LockIssuer, RecordId, StoreError, StoreResult};
+use acpx_lock::{FileLock, LockError, SessionLockDir};
+use acpx_model::{LockGuard, RecordId, StoreError, StoreResult};
 
 use crate::Inner;
 
 /// Lock files held through `Store::lock` by one store and its clones, and the issuer token
 /// their [`acpx_model::SessionLock`]s carry.
-#[derive(Debug, Clone)]
-pub(crate) struct HeldLocks {
-    paths: Arc<Mutex<HashSet<PathBuf>>>,
-    issuer: LockIssuer,
-}
+pub(crate) type HeldLocks = acpx_store_sql::HeldLocks<PathBuf>;
 
-impl Default for HeldLocks {
-    fn default() -> Self {
-        HeldLocks {
-            paths: Arc::default(),
-            issuer: LockIssuer::unique(),
-        }
-    }
-}
-
-impl HeldLocks {
-    fn set(&self) -> MutexGuard<'_, HashSet<PathBuf>> {
-        // The set stays consistent even if a holder panicked.
-        self.paths.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether this store holds the lock file at `path` through `Store::lock`.
-    pub(crate) fn contains(&self, path: &Path) -> bool {
-        self.set().contains(path)
-    }
-
-    /// Records `path` as held by this store (a batch's link, see `batch_lock`).
-    pub(crate) fn insert(&self, path: &Path) {
-        self.set().insert(path.to_owned());
-    }
-
-    /// Forgets `path` (a batch's link, released).
-    pub(crate) fn remove(&self, path: &Path) {
-        self.set().remove(path);
-    }
-
-    /// The token of the locks this store (and its clones) issue.
-    pub(crate) fn issuer(&self) -> LockIssuer {
-        self.issuer
-    }
-}
-
-/// Takes the exclusive lock on `path`, polling with backoff until `timeout`.
-pub(crate) fn acquire(path: &Path, id: &RecordId, timeout: Duration) -> StoreResult<FileLock> {
-    let mut result = FileLock::exclusive(path, timeout);
-    if matches!(&result, Err(LockError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound) {
-        // The lock directory was removed while the store was open: make it again.
-        if let Some(dir) = path.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| StoreError::io(dir.display(), e))?;
-        }
-        result = FileLock::exclusive(path, timeout);
-    }
-    result.map_err(|e| match e {
+/// Takes the exclusive lock of session `id` in `locks`, polling with backoff until `timeout`
+/// (a lock directory removed while the store was open is made again).
+pub(crate) fn acquire(
+    locks: &SessionLockDir,
+    id: &RecordId,
+    timeout: Duration,
+) -> StoreResult<FileLock> {
+    locks.lock(id, timeout).map_err(|e| match e {
         LockError::TimedOut { waited } => StoreError::Locked {
             id: id.clone(),
             waited,
         },
-        LockError::Io(e) => StoreError::io(path.display(), e),
+        LockError::Io(e) => StoreError::io(locks.path(id).display(), e),
     })
 }
 
@@ -109,7 +60,7 @@ pub(crate) fn commit_before_release(store: &Inner, id: &RecordId) {
 
 /// Turns a lock into a `Store::lock` guard, recorded in the store's held locks.
 pub(crate) fn session_guard(lock: FileLock, store: Arc<Inner>, id: RecordId) -> SqliteLockGuard {
-    store.held.set().insert(lock.path().to_owned());
+    store.held.insert(lock.path().to_owned(), ());
     SqliteLockGuard {
         lock: Some(lock),
         store,
@@ -142,7 +93,7 @@ impl Drop for SqliteLockGuard {
             commit_before_release(&self.store, &self.id);
             // Unregister first: a mutation that starts now must take the file lock itself,
             // and it will get it as soon as the file is closed just below.
-            self.store.held.set().remove(lock.path());
+            self.store.held.remove(lock.path());
             remove_lock_file(&lock);
             drop(lock);
         }

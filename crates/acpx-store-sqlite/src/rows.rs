@@ -1,15 +1,8 @@
 //! Conversions between model types and table rows.
 
-use std::borrow::Cow;
-
-use acpx_model::search::message_text;
-use acpx_model::{
-    normalize_cwd, AgentContent, EventEnvelope, Message, RecordId, SessionRecord, SessionSummary,
-    StoreError, StoreResult, ThreadText, Timestamp,
-};
+use acpx_model::{EventEnvelope, SessionRecord, SessionSummary, StoreError, StoreResult};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::Row;
-use serde_json::Value;
 
 /// The document of a session as a write stores it (see `document::write`).
 pub(crate) enum Document<'a> {
@@ -43,84 +36,36 @@ impl Document<'_> {
     }
 }
 
-/// The columns of a `sessions` row, all derived from one record in one place so that they
-/// can never disagree with the document written next to them.
-pub(crate) struct SessionColumns<'a> {
-    pub acp_session_id: String,
-    pub agent_session_id: Option<String>,
-    pub agent_command: String,
-    pub cwd: String,
-    pub cwd_key: Option<String>,
-    pub name: Option<String>,
-    pub title: Option<String>,
-    pub created_at: String,
-    pub last_used_at: String,
-    pub last_used_ms: i64,
-    pub closed: i64,
-    pub closed_at: Option<String>,
-    pub last_prompt_at: Option<String>,
-    pub message_count: i64,
-    pub revision: i64,
-    /// `SessionUsage` as JSON (`usage_column.rs`).
-    pub usage: String,
-    pub document: Document<'a>,
+/// The columns of a `sessions` row ([`acpx_store_sql::SessionColumns`]) with the document
+/// as a write stores it.
+pub(crate) type SessionColumns<'a> = acpx_store_sql::SessionColumns<Document<'a>>;
+
+/// The row for `record` as it will be stored (its `revision` already set), with the document
+/// serialized.
+pub(crate) fn session_columns(record: &SessionRecord) -> StoreResult<SessionColumns<'static>> {
+    let document = record
+        .to_json_string()
+        .map_err(|message| StoreError::Backend {
+            backend: crate::BACKEND,
+            message,
+        })?;
+    SessionColumns::with_document(record, Document::Text(document), DB)
 }
 
-impl SessionColumns<'static> {
-    /// The row for `record` as it will be stored (its `revision` already set), with the
-    /// document serialized.
-    pub(crate) fn from_record(record: &SessionRecord) -> StoreResult<Self> {
-        let document = record
-            .to_json_string()
-            .map_err(|message| StoreError::Backend {
-                backend: crate::BACKEND,
-                message,
-            })?;
-        SessionColumns::with_document(record, Document::Text(document))
-    }
+/// The row for `record`, its document to be streamed into the row by the write
+/// ([`Document::Streamed`]).
+pub(crate) fn streamed_columns(record: &SessionRecord) -> StoreResult<SessionColumns<'_>> {
+    SessionColumns::with_document(record, Document::Streamed { record }, DB)
 }
 
-impl<'a> SessionColumns<'a> {
-    /// The row for `record`, its document to be streamed into the row by the write
-    /// ([`Document::Streamed`]).
-    pub(crate) fn streamed(record: &'a SessionRecord) -> StoreResult<Self> {
-        SessionColumns::with_document(record, Document::Streamed { record })
-    }
+/// The database, as errors name it.
+const DB: &str = "SQLite";
 
-    fn with_document(record: &SessionRecord, document: Document<'a>) -> StoreResult<Self> {
-        Ok(SessionColumns {
-            acp_session_id: record.acp_session_id.clone(),
-            agent_session_id: record.agent_session_id.clone(),
-            agent_command: record.agent_command.clone(),
-            cwd: record.cwd.clone(),
-            cwd_key: normalize_cwd(&record.cwd).ok(),
-            name: record.name.clone(),
-            title: (!record.thread.title.is_empty()).then(|| record.thread.title.clone()),
-            created_at: ts_text(&record.created_at),
-            last_used_at: ts_text(&record.last_used_at),
-            last_used_ms: record.last_used_at.millis(),
-            closed: i64::from(record.closed),
-            closed_at: record.closed_at.as_ref().map(ts_text),
-            last_prompt_at: record.last_prompt_at.as_ref().map(ts_text),
-            message_count: to_i64(record.thread.message_count() as u64, "message count")?,
-            revision: to_i64(record.revision, "revision")?,
-            usage: acpx_model::SessionUsage::of(record).to_json_text(),
-            document,
-        })
-    }
-}
+pub(crate) use acpx_store_sql::ts_text;
 
-/// A timestamp exactly as the JSON documents write it (`2026-02-27T12:00:00.000Z`).
-pub(crate) fn ts_text(t: &Timestamp) -> String {
-    match serde_json::to_value(t) {
-        Ok(Value::String(s)) => s,
-        _ => t.to_rfc3339(),
-    }
-}
-
+/// `v` as SQLite's `i64`; `what` names it when it does not fit.
 pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
-    i64::try_from(v)
-        .map_err(|_| StoreError::InvalidArgument(format!("{what} {v} does not fit in SQLite")))
+    acpx_store_sql::to_i64(v, what, DB)
 }
 
 /// The columns `list` reads, in this order. A row without `usage` (written before schema
@@ -131,92 +76,39 @@ pub(crate) const SUMMARY_COLUMNS: &str = "acpx_record_id, acp_session_id, agent_
      last_prompt_at, message_count, revision, last_used_ms, \
      document_checked AND usage IS NOT NULL, usage";
 
+/// A row selected with [`SUMMARY_COLUMNS`], read through rusqlite.
+struct SummaryColumns<'r, 's>(&'r Row<'s>);
+
+impl acpx_store_sql::SummaryRow for SummaryColumns<'_, '_> {
+    const FALSE: &'static str = "0";
+
+    fn text(&self, i: usize) -> Result<String, String> {
+        self.0.get::<_, String>(i).map_err(|e| e.to_string())
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>, String> {
+        self.0
+            .get::<_, Option<String>>(i)
+            .map_err(|e| e.to_string())
+    }
+
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.0.get::<_, i64>(i).map_err(|e| e.to_string())
+    }
+
+    fn closed(&self, i: usize) -> Result<bool, String> {
+        match self.int(i)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(format!("{other} is neither 0 nor 1")),
+        }
+    }
+}
+
 /// Reads a summary from a row selected with [`SUMMARY_COLUMNS`]. Errors are the reason the
 /// row is skipped, naming the column.
 pub(crate) fn summary_from_row(row: &Row<'_>) -> Result<SessionSummary, String> {
-    let text = |i: usize, name: &str| -> Result<String, String> {
-        row.get::<_, String>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let opt_text = |i: usize, name: &str| -> Result<Option<String>, String> {
-        row.get::<_, Option<String>>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let int = |i: usize, name: &str| -> Result<i64, String> {
-        row.get::<_, i64>(i)
-            .map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let ts = |s: String, name: &str| -> Result<Timestamp, String> {
-        Timestamp::parse(&s).map_err(|e| format!("column `{name}`: {e}"))
-    };
-    let non_negative = |v: i64, name: &str| -> Result<u64, String> {
-        u64::try_from(v).map_err(|_| format!("column `{name}`: {v} is negative"))
-    };
-    let id = RecordId::parse(&text(0, "acpx_record_id")?)
-        .map_err(|e| format!("column `acpx_record_id`: {e}"))?;
-    let acp_session_id = text(1, "acp_session_id")?;
-    if acp_session_id.is_empty() {
-        return Err("column `acp_session_id`: must not be empty".into());
-    }
-    let closed = match int(9, "closed")? {
-        0 => false,
-        1 => true,
-        other => return Err(format!("column `closed`: {other} is neither 0 nor 1")),
-    };
-    let closed_at = opt_text(10, "closed_at")?
-        .map(|s| ts(s, "closed_at"))
-        .transpose()?;
-    if closed_at.is_some() && !closed {
-        return Err("column `closed_at` is set but `closed` is 0".into());
-    }
-    let last_used_at = ts(text(8, "last_used_at")?, "last_used_at")?;
-    if last_used_at.millis() != int(14, "last_used_ms")? {
-        return Err("column `last_used_ms` does not match `last_used_at`".into());
-    }
-    Ok(SessionSummary {
-        acpx_record_id: id,
-        acp_session_id,
-        agent_session_id: opt_text(2, "agent_session_id")?.filter(|s| !s.is_empty()),
-        agent_command: text(3, "agent_command")?,
-        cwd: text(4, "cwd")?,
-        name: opt_text(5, "name")?,
-        title: opt_text(6, "title")?.filter(|s| !s.is_empty()),
-        created_at: ts(text(7, "created_at")?, "created_at")?,
-        last_used_at,
-        closed,
-        closed_at,
-        last_prompt_at: opt_text(11, "last_prompt_at")?
-            .map(|s| ts(s, "last_prompt_at"))
-            .transpose()?,
-        message_count: non_negative(int(12, "message_count")?, "message_count")?,
-        revision: non_negative(int(13, "revision")?, "revision")?,
-        usage: match opt_text(16, "usage")? {
-            Some(t) => acpx_model::SessionUsage::from_json_text(&t)
-                .map_err(|e| format!("column `usage`: {e}"))?,
-            None => Default::default(),
-        },
-    })
-}
-
-/// The first field in which two summaries differ, if any.
-pub(crate) fn summary_difference(a: &SessionSummary, b: &SessionSummary) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 14] = [
-        ("acpxRecordId", a.acpx_record_id == b.acpx_record_id),
-        ("acpSessionId", a.acp_session_id == b.acp_session_id),
-        ("agentSessionId", a.agent_session_id == b.agent_session_id),
-        ("agentCommand", a.agent_command == b.agent_command),
-        ("cwd", a.cwd == b.cwd),
-        ("name", a.name == b.name),
-        ("thread.title", a.title == b.title),
-        ("createdAt", a.created_at == b.created_at),
-        ("lastUsedAt", a.last_used_at == b.last_used_at),
-        ("closed", a.closed == b.closed),
-        ("closedAt", a.closed_at == b.closed_at),
-        ("lastPromptAt", a.last_prompt_at == b.last_prompt_at),
-        ("thread.messages", a.message_count == b.message_count),
-        ("revision", a.revision == b.revision),
-    ];
-    checks.iter().find(|(_, same)| !same).map(|(name, _)| *name)
+    acpx_store_sql::summary_from_row(&SummaryColumns(row))
 }
 
 /// Parses a stored document: the bytes of the `document` column, whatever their SQL type.
@@ -243,37 +135,7 @@ pub(crate) fn parse_document(
     checked_document(record, id, revision, location)
 }
 
-/// A parsed document, if it parsed and is the row's: its id must be the row's key, and its
-/// revision becomes the row's.
-pub(crate) fn checked_document(
-    parsed: Result<SessionRecord, acpx_model::ValidationError>,
-    id: &str,
-    revision: i64,
-    location: &str,
-) -> StoreResult<SessionRecord> {
-    let mut record = parsed.map_err(|e| {
-        StoreError::corrupt(
-            location,
-            None,
-            format!("document field `{}`: {}", e.field, e.message),
-        )
-    })?;
-    if record.acpx_record_id.as_str() != id {
-        return Err(StoreError::corrupt(
-            location,
-            None,
-            format!(
-                "document field `acpxRecordId` is {:?} but the row's key is {id:?}",
-                record.acpx_record_id.as_str()
-            ),
-        ));
-    }
-    // The column is what the revision check compares against, so it is the truth.
-    record.revision = u64::try_from(revision).map_err(|_| {
-        StoreError::corrupt(location, None, format!("column `revision` is {revision}"))
-    })?;
-    Ok(record)
-}
+pub(crate) use acpx_store_sql::checked_document;
 
 /// The rows of one appended batch, prepared before its transaction. Every text column of
 /// every row lives in one buffer: a batch costs a few allocations instead of about ten per
@@ -480,159 +342,18 @@ pub(crate) const PART_BYTES: usize = 64 * 1024;
 /// that crosses a part boundary is still found in one row, and a snippet has its context.
 pub(crate) const OVERLAP_BYTES: usize = 1024;
 
-/// The searchable text of one message, which the `messages` table holds in parts
-/// ([`part_ranges`]). Borrowed from the record when the save runs in place, so a long reply
-/// is not copied for it; owned when the save runs on a pool thread.
-pub(crate) struct MessageText<'a> {
-    pub index: i64,
-    pub role: &'static str,
-    pub message_id: Option<Cow<'a, str>>,
-    pub text: SearchText<'a>,
-}
+pub(crate) use acpx_store_sql::{JoinedText, MessageText, SearchText};
 
-/// What a message's parts are cut from.
-pub(crate) enum SearchText<'a> {
-    /// Text in memory.
-    Str(Cow<'a, str>),
-    /// An agent message holding a reply still in its spill file (in the process recording
-    /// the turn): read a part at a time, never whole.
-    Spilled(JoinedText),
-}
-
-/// The text and thinking pieces of an agent message joined by newlines, as
-/// [`message_text`] joins them, without building the joined text: copies of the pieces (a
-/// spilled one shares its file).
-pub(crate) struct JoinedText {
-    pieces: Vec<ThreadText>,
-}
-
-impl JoinedText {
-    /// The joined length in bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.pieces.iter().map(ThreadText::len).sum::<usize>() + self.pieces.len().saturating_sub(1)
-    }
-
-    /// Bytes `start..end` of the joined text.
-    pub(crate) fn read_bytes(&self, start: usize, end: usize) -> std::io::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(end.saturating_sub(start));
-        let mut at = 0;
-        for (i, piece) in self.pieces.iter().enumerate() {
-            if i > 0 {
-                if (start..end).contains(&at) {
-                    out.push(b'\n');
-                }
-                at += 1;
-            }
-            let (from, to) = (at.max(start), (at + piece.len()).min(end));
-            if from < to {
-                out.extend_from_slice(&piece.read_bytes(from - at, to - at)?);
-            }
-            at += piece.len();
-            if at >= end {
-                break;
-            }
-        }
-        Ok(out)
-    }
-}
-
-impl MessageText<'_> {
-    /// The same text, owned (to move to another thread).
-    pub(crate) fn into_owned(self) -> MessageText<'static> {
-        MessageText {
-            index: self.index,
-            role: self.role,
-            message_id: self.message_id.map(|m| Cow::Owned(m.into_owned())),
-            text: match self.text {
-                SearchText::Str(t) => SearchText::Str(Cow::Owned(t.into_owned())),
-                SearchText::Spilled(t) => SearchText::Spilled(t),
-            },
-        }
-    }
-
-    /// The hash of role, message id and a part's text: what `messages.text_hash` holds.
-    pub(crate) fn part_hash(&self, part: &str) -> i64 {
-        crate::text_hash::part_hash(self.role, self.message_id.as_deref(), part)
-    }
-}
-
-/// The searchable messages of a record (resume markers have no text and no row). The texts
-/// of settled messages (a queue owner's earlier turns) stay in their spill file, read a part
-/// at a time as a spilled reply's are.
+/// The searchable messages of a record ([`acpx_store_sql::message_texts`]), which the
+/// `messages` table holds in parts ([`part_ranges`]).
 pub(crate) fn message_texts(record: &SessionRecord) -> StoreResult<Vec<MessageText<'_>>> {
-    let settled = record
-        .thread
-        .settled
-        .searchable()
-        .map_err(|e| StoreError::Backend {
-            backend: "sqlite",
-            message: format!(
-                "session {}: its settled messages could not be read back: {e}",
-                record.acpx_record_id
-            ),
-        })?;
-    let start = record.thread.settled.len();
-    let mut texts: Vec<MessageText<'_>> = settled
-        .into_iter()
-        .map(|t| MessageText {
-            index: t.index as i64,
-            role: t.role,
-            message_id: t.message_id.map(Cow::Owned),
-            text: SearchText::Spilled(JoinedText {
-                pieces: vec![t.text],
-            }),
-        })
-        .collect();
-    texts.extend(
-        record
-            .thread
-            .messages
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                let index = (start + i) as i64;
-                if let Some(joined) = spilled_pieces(m) {
-                    return Some(MessageText {
-                        index,
-                        role: "agent",
-                        message_id: None,
-                        text: SearchText::Spilled(joined),
-                    });
-                }
-                let (role, id, text) = message_text(m)?;
-                Some(MessageText {
-                    index,
-                    role,
-                    message_id: id.map(Cow::Borrowed),
-                    text: SearchText::Str(text),
-                })
-            }),
-    );
-    Ok(texts)
+    acpx_store_sql::message_texts(record, crate::BACKEND)
 }
 
-/// The searchable pieces of an agent message that holds a spilled text (a reply or its
-/// reasoning: what [`message_text`] would read back whole and join), if it holds one.
-fn spilled_pieces(m: &Message) -> Option<JoinedText> {
-    let Message::Agent(a) = m else {
-        return None;
-    };
-    let spilled = a.content.iter().any(|c| match c {
-        AgentContent::Text(t) => t.is_spilled(),
-        AgentContent::Thinking(t) => t.text.is_spilled(),
-        _ => false,
-    });
-    spilled.then(|| JoinedText {
-        pieces: a
-            .content
-            .iter()
-            .filter_map(|c| match c {
-                AgentContent::Text(t) => Some(t.clone()),
-                AgentContent::Thinking(t) => Some(t.text.clone()),
-                _ => None,
-            })
-            .collect(),
-    })
+/// The hash of role, message id and a part's text of message `m`: what `messages.text_hash`
+/// holds.
+pub(crate) fn part_hash(m: &MessageText<'_>, part: &str) -> i64 {
+    crate::text_hash::part_hash(m.role, m.message_id.as_deref(), part)
 }
 
 /// The stored byte range of each part of `text`: part `p` owns the bytes from its own start
@@ -711,7 +432,7 @@ fn spilled_floor_char_boundary(text: &JoinedText, at: usize) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acpx_model::{EventContext, EventPayload, EventSource, EventStream};
+    use acpx_model::{EventContext, EventPayload, EventSource, EventStream, RecordId, Timestamp};
     use serde_json::json;
 
     /// A list reads only the `sessions_list` index (schema version 5), never the table rows

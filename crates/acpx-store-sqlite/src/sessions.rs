@@ -1,8 +1,8 @@
 //! The `sessions` and `messages` rows: create, save, load, close, delete and list.
 
 use acpx_model::{
-    normalize_cwd, ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary,
-    SettleOnLoad, SkippedEntry, StoreError, StoreResult, Timestamp,
+    ClosedFilter, ListPage, ListQuery, RecordId, SessionRecord, SessionSummary, SettleOnLoad,
+    StoreError, StoreResult, Timestamp,
 };
 use rusqlite::types::Value as SqlValue;
 
@@ -10,9 +10,29 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, MAIN_DB};
 
 use crate::connection::{TxError, TxResult};
 use crate::rows::{
-    parse_document, part_ranges, spilled_part_ranges, summary_difference, summary_from_row,
-    MessageText, SearchText, SessionColumns, SUMMARY_COLUMNS,
+    parse_document, part_ranges, spilled_part_ranges, summary_from_row, MessageText, SearchText,
+    SessionColumns, SUMMARY_COLUMNS,
 };
+use acpx_store_sql::list_page::Next;
+use acpx_store_sql::{summary_matching_columns, ListDialect, ListPageBuilder, ListSql, Param};
+
+/// How SQLite writes the list query.
+struct Sqlite;
+
+impl ListDialect for Sqlite {
+    const TRUE: &'static str = "1";
+    const OPEN: &'static str = "closed = 0";
+    const CLOSED: &'static str = "closed = 1";
+
+    fn placeholder(n: usize) -> String {
+        format!("?{n}")
+    }
+
+    fn after_cursor(t: &str, last: &str) -> String {
+        // The redundant `<=` lets SQLite start the index scan at the cursor.
+        format!("last_used_ms <= {t} AND (last_used_ms < {t} OR acpx_record_id > {last})")
+    }
+}
 use crate::{lock, rows, Inner};
 
 /// `UPDATE` of a row's columns to `?2 … ?17` (the document written before it), against
@@ -283,7 +303,7 @@ impl Inner {
     }
 
     /// Marks a session closed; idempotent. With `settle`, the document is read settling,
-    /// through the incremental blob I/O (`SqliteStore::settling_every_load`).
+    /// through the incremental blob I/O (`Store::close_settling`).
     pub(crate) fn close(
         &self,
         id: &RecordId,
@@ -316,7 +336,7 @@ impl Inner {
             {
                 // Serialized by the write itself, straight into the row (this runs on the
                 // thread that does the write): the document is never whole in memory.
-                let cols = SessionColumns::streamed(&record)?;
+                let cols = rows::streamed_columns(&record)?;
                 crate::document::write(tx, id, key, &cols.document, false)?;
                 update_row(tx, key, &cols, revision)?;
             }
@@ -345,7 +365,7 @@ impl Inner {
             }
             Ok(true)
         })?;
-        self.write_errors().remove(id);
+        self.write_errors.forget(id);
         acpx_lock::lease_file::remove_unheld(&self.lease_path(id))?;
         // Only a lock this call took is removed; a caller's held lock stays valid.
         if let Some(lock) = &lock {
@@ -385,54 +405,21 @@ impl Inner {
 
     /// `list`, with the rows also restricted to those a typed id `id_text` could designate.
     fn list_where(&self, query: &ListQuery, id_text: Option<&str>) -> StoreResult<ListPage> {
-        let cwd = query.cwd.as_deref().map(normalize_cwd).transpose()?;
-        let after = query.decode_cursor()?;
-        if query.limit == Some(0) {
-            return Err(StoreError::InvalidArgument(
-                "limit must be at least 1".into(),
-            ));
-        }
-        let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM session_rows WHERE 1");
-        let mut args: Vec<SqlValue> = Vec::new();
-        let mut bind = |value: SqlValue| {
-            args.push(value);
-            format!("?{}", args.len())
-        };
-        if let Some(cwd) = cwd {
-            sql.push_str(&format!(" AND cwd_key = {}", bind(SqlValue::Text(cwd))));
-        }
-        if let Some(a) = &query.agent_command {
-            sql.push_str(&format!(
-                " AND agent_command = {}",
-                bind(SqlValue::Text(a.clone()))
-            ));
-        }
-        if let Some(n) = &query.name {
-            sql.push_str(&format!(" AND name = {}", bind(SqlValue::Text(n.clone()))));
-        }
+        let mut list = ListSql::new::<Sqlite>(query, SUMMARY_COLUMNS, "session_rows")?;
         if let Some(t) = id_text {
-            let t = bind(SqlValue::Text(t.to_owned()));
-            sql.push_str(&format!(
-                " AND (acp_session_id = {t} OR substr(acpx_record_id, -length({t})) = {t} \
+            let t = list.bind(Param::Text(t.to_owned()));
+            list.and(&format!(
+                "(acp_session_id = {t} OR substr(acpx_record_id, -length({t})) = {t} \
                  OR substr(acp_session_id, -length({t})) = {t} \
                  OR substr(acpx_record_id, 1, length({t})) = {t} \
                  OR substr(acp_session_id, 1, length({t})) = {t})"
             ));
         }
-        match query.closed {
-            ClosedFilter::Any => {}
-            ClosedFilter::Open => sql.push_str(" AND closed = 0"),
-            ClosedFilter::Closed => sql.push_str(" AND closed = 1"),
-        }
-        if let Some((t, last_id)) = after {
-            // The redundant `<=` lets SQLite start the index scan at the cursor.
-            let t = bind(SqlValue::Integer(t));
-            let last_id = bind(SqlValue::Text(last_id));
-            sql.push_str(&format!(
-                " AND last_used_ms <= {t} AND (last_used_ms < {t} OR acpx_record_id > {last_id})"
-            ));
-        }
-        sql.push_str(" ORDER BY last_used_ms DESC, acpx_record_id ASC");
+        let (sql, params) = list.ordered();
+        let args = params.into_iter().map(|p| match p {
+            Param::Text(t) => SqlValue::Text(t),
+            Param::Int(i) => SqlValue::Integer(i),
+        });
 
         let conn = self.conn();
         let ctx = "list sessions";
@@ -440,10 +427,7 @@ impl Inner {
         let mut rows = stmt
             .query(rusqlite::params_from_iter(args))
             .map_err(self.sql(ctx))?;
-        let mut page = ListPage::default();
-        // Bad rows between the last session of this page and the first of the next one are
-        // reported by the next page (which reads them again), not twice.
-        let mut pending: Vec<SkippedEntry> = Vec::new();
+        let mut page = ListPageBuilder::new(query);
         while let Some(row) = rows.next().map_err(self.sql(ctx))? {
             let key = row
                 .get_ref(0)
@@ -458,31 +442,11 @@ impl Inner {
                     self.check_document(&conn, &s)
                 }
             });
-            match summary {
-                Ok(s) => {
-                    if query.limit.is_some_and(|l| page.sessions.len() >= l) {
-                        page.next_cursor = page.sessions.last().map(|l| query.cursor_after(l));
-                        pending.clear();
-                        break;
-                    }
-                    page.skipped.append(&mut pending);
-                    page.sessions.push(s);
-                }
-                Err(reason) => pending.push(SkippedEntry {
-                    acpx_record_id: RecordId::parse(&key).ok(),
-                    location: self.row_location(&key),
-                    reason,
-                }),
+            if page.push(&key, summary, |k| self.row_location(k)) == Next::Full {
+                break;
             }
         }
-        page.skipped.append(&mut pending);
-        for s in &page.skipped {
-            // Debug, not warn: the skipped entry goes back to the caller, which reports it (the
-            // CLI's `warning:` line, fsck, the lookup's damaged-session error); a warning here
-            // printed the same problem twice, and at every command that lists.
-            tracing::debug!(location = %s.location, reason = %s.reason, "skipping malformed session row");
-        }
-        Ok(page)
+        Ok(page.finish())
     }
 
     /// For a row whose document was changed outside acpx: the columns are used only if the
@@ -506,19 +470,8 @@ impl Inner {
                     ))
                 })
             })
-            .map_err(|e| format!("reading the document: {e}"))?
-            .map_err(|e| match e {
-                StoreError::Corrupt { reason, .. } => reason,
-                other => other.to_string(),
-            })?;
-        let from_document = record.summary();
-        match summary_difference(&from_document, columns) {
-            None => Ok(from_document),
-            Some(field) => Err(format!(
-                "the document was edited outside acpx and its field `{field}` no longer \
-                 matches the row's columns"
-            )),
-        }
+            .map_err(|e| format!("reading the document: {e}"))?;
+        summary_matching_columns(record, columns)
     }
 
     pub(crate) fn exists(&self, id: &RecordId) -> StoreResult<bool> {
@@ -568,7 +521,7 @@ pub(crate) fn sync_messages(
          text_start = ?8 WHERE acpx_record_id = ?1 AND message_index = ?2 AND part = ?3",
     )?;
     let mut sync_part = |m: &MessageText<'_>, part: usize, start: usize, text: &str| {
-        let hash = m.part_hash(text);
+        let hash = rows::part_hash(m, text);
         let part = part as i64;
         let start = start as i64;
         let args = params![

@@ -30,7 +30,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use acpx_lock::FileLock;
+use acpx_lock::TakenLock;
 use acpx_model::stage::StagedSeqs;
 use acpx_model::{
     EventEnvelope, RecordId, SessionLock, SessionRecord, StagedSession, StaleStage, StoreError,
@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use crate::batch::insert_session;
 use crate::connection::create_private_dir;
 use crate::events::{insert_events, trim_step};
-use crate::rows::{message_texts, ts_text, EventBatch, MessageText, SessionColumns};
+use crate::rows::{self, message_texts, ts_text, EventBatch, MessageText, SessionColumns};
 use crate::Inner;
 
 /// Lines read back from the spill file per insert at the commit.
@@ -118,8 +118,12 @@ impl Inner {
             if self.held.contains(&lock_path) {
                 continue;
             }
-            let existed = lock_path.exists();
-            let Some(lock) = FileLock::try_exclusive(&lock_path)
+            let Some(TakenLock {
+                lock,
+                created: made_the_file,
+            }) = self
+                .locks
+                .try_lock(&id)
                 .map_err(|e| StoreError::io(lock_path.display(), e))?
             else {
                 continue;
@@ -132,7 +136,7 @@ impl Inner {
                     Err(e) => return Err(StoreError::io(path.display(), e)),
                 }
             }
-            if remove || !existed {
+            if remove || made_the_file {
                 crate::lock::remove_lock_file(&lock);
             }
             drop(lock);
@@ -373,7 +377,7 @@ impl StagedSession for SqliteStage {
             ..self.inner.log_state_of(&id, retained)
         };
         record.revision = 2;
-        let cols = SessionColumns::from_record(&record)?;
+        let cols = rows::session_columns(&record)?;
         let msgs: Vec<MessageText<'static>> = message_texts(&record)?
             .into_iter()
             .map(MessageText::into_owned)

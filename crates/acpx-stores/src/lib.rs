@@ -42,6 +42,9 @@ use acpx_store_postgres::{PostgresStore, PostgresStoreOptions};
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
 
 pub use acpx_store_postgres::redact_url;
+pub use settling::Settling;
+
+mod settling;
 
 /// Environment variable: rotate the active segment above this many bytes.
 pub const ENV_MAX_SEGMENT_BYTES: &str = "ACPX_MAX_SEGMENT_BYTES";
@@ -171,8 +174,8 @@ pub struct StoreConfig {
     /// (default 1 MiB; 0: off). See
     /// `acpx_store_fs::FsStoreOptions::turn_end_rotate_bytes`.
     pub turn_end_rotate_bytes: Option<u64>,
-    /// Settle every load of a session ([`FsStore::settling_every_load`] and its like on the
-    /// other backends; default: loads read the conversation whole).
+    /// Settle every load of a session (the store [`OpenStore::as_dyn`] gives is then a
+    /// [`Settling`] store; default: loads read the conversation whole).
     pub settle_on_load: Option<Arc<SettleOnLoad>>,
 }
 
@@ -267,9 +270,9 @@ fn env_flag(name: &'static str) -> Result<Option<bool>, OpenError> {
     }
 }
 
-/// An opened store, keeping the concrete type for backend-specific operations.
+/// An opened backend, of its concrete type for backend-specific operations.
 #[derive(Debug, Clone)]
-pub enum OpenStore {
+pub enum OpenBackend {
     /// The file store.
     Fs(Arc<FsStore>),
     /// The SQLite store.
@@ -278,7 +281,20 @@ pub enum OpenStore {
     Postgres(Arc<PostgresStore>),
 }
 
+/// An opened store: its backend, and whether its loads settle ([`StoreConfig::settle_on_load`]),
+/// which [`OpenStore::as_dyn`] applies as a [`Settling`] wrapper.
+#[derive(Debug, Clone)]
+pub struct OpenStore {
+    backend: OpenBackend,
+    settle_on_load: Option<Arc<SettleOnLoad>>,
+}
+
 impl OpenStore {
+    /// The backend, of its concrete type (its loads do not settle: see [`OpenStore::as_dyn`]).
+    pub fn backend(&self) -> &OpenBackend {
+        &self.backend
+    }
+
     /// Opens the backend `config` names, creating it (and the home) when absent.
     pub async fn open(config: &StoreConfig) -> Result<OpenStore, OpenError> {
         let home = &config.home;
@@ -300,7 +316,7 @@ impl OpenStore {
                 "keep_rotated_segments applies to the file store only; this backend keeps its retention budget"
             );
         }
-        Ok(match config.backend {
+        let backend = match config.backend {
             Backend::Fs => {
                 let mut opts = FsStoreOptions::default();
                 if let Some(b) = config.max_segment_bytes {
@@ -315,12 +331,8 @@ impl OpenStore {
                 if let Some(b) = config.turn_end_rotate_bytes {
                     opts.turn_end_rotate_bytes = b;
                 }
-                let mut store =
-                    FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
-                if let Some(settle) = &config.settle_on_load {
-                    store = store.settling_every_load(settle.clone());
-                }
-                OpenStore::Fs(Arc::new(store))
+                let store = FsStore::open_with(home.clone(), opts).map_err(|e| failed(e, home))?;
+                OpenBackend::Fs(Arc::new(store))
             }
             Backend::Sqlite => {
                 let path = sqlite_path(home);
@@ -335,12 +347,8 @@ impl OpenStore {
                 if let Some(s) = config.max_segments {
                     opts.max_segments = s;
                 }
-                let mut store =
-                    SqliteStore::open_with(&path, opts).map_err(|e| failed(e, &path))?;
-                if let Some(settle) = &config.settle_on_load {
-                    store = store.settling_every_load(settle.clone());
-                }
-                OpenStore::Sqlite(Arc::new(store))
+                let store = SqliteStore::open_with(&path, opts).map_err(|e| failed(e, &path))?;
+                OpenBackend::Sqlite(Arc::new(store))
             }
             Backend::Postgres => {
                 let url = config.url.as_ref().ok_or(OpenError::MissingUrl)?;
@@ -354,49 +362,55 @@ impl OpenStore {
                 if let Some(s) = config.max_segments {
                     opts.max_segments = s;
                 }
-                let mut store = PostgresStore::connect(&url.0, opts)
+                let store = PostgresStore::connect(&url.0, opts)
                     .await
                     .map_err(|source| OpenError::Store {
                         backend: Backend::Postgres,
                         location: redact_url(&url.0),
                         source,
                     })?;
-                if let Some(settle) = &config.settle_on_load {
-                    store = store.settling_every_load(settle.clone());
-                }
-                OpenStore::Postgres(Arc::new(store))
+                OpenBackend::Postgres(Arc::new(store))
             }
+        };
+        Ok(OpenStore {
+            backend,
+            settle_on_load: config.settle_on_load.clone(),
         })
     }
 
-    /// The store as a trait object.
+    /// The store as a trait object: the backend, wrapped in [`Settling`] when its loads
+    /// settle.
     pub fn as_dyn(&self) -> Arc<dyn Store> {
-        match self {
-            OpenStore::Fs(s) => s.clone(),
-            OpenStore::Sqlite(s) => s.clone(),
-            OpenStore::Postgres(s) => s.clone(),
+        let store: Arc<dyn Store> = match &self.backend {
+            OpenBackend::Fs(s) => s.clone(),
+            OpenBackend::Sqlite(s) => s.clone(),
+            OpenBackend::Postgres(s) => s.clone(),
+        };
+        match &self.settle_on_load {
+            Some(settle) => Arc::new(Settling::new(store, settle.clone())),
+            None => store,
         }
     }
 
     /// Moves an incomplete last log line aside (fs only; the databases commit whole batches,
     /// so they never have one).
     pub fn set_aside_torn_tail(&self, id: &RecordId) -> StoreResult<Option<TornTail>> {
-        match self {
-            OpenStore::Fs(s) => s.set_aside_torn_tail(id),
-            OpenStore::Sqlite(_) | OpenStore::Postgres(_) => Ok(None),
+        match &self.backend {
+            OpenBackend::Fs(s) => s.set_aside_torn_tail(id),
+            OpenBackend::Sqlite(_) | OpenBackend::Postgres(_) => Ok(None),
         }
     }
 
     /// Where the backend keeps session `id`, for messages: its snapshot file, or the database
     /// and its row (a URL without its password).
     pub fn record_location(&self, home: &Path, id: &RecordId) -> String {
-        match self {
-            OpenStore::Fs(_) => home
+        match &self.backend {
+            OpenBackend::Fs(_) => home
                 .join("sessions")
                 .join(format!("{id}.json"))
                 .display()
                 .to_string(),
-            OpenStore::Sqlite(_) | OpenStore::Postgres(_) => {
+            OpenBackend::Sqlite(_) | OpenBackend::Postgres(_) => {
                 format!("{} (sessions row {id})", self.location(home))
             }
         }
@@ -404,10 +418,10 @@ impl OpenStore {
 
     /// Where the backend keeps its data, for messages (a URL without its password).
     pub fn location(&self, home: &Path) -> String {
-        match self {
-            OpenStore::Fs(_) => home.join("sessions").display().to_string(),
-            OpenStore::Sqlite(_) => sqlite_path(home).display().to_string(),
-            OpenStore::Postgres(s) => s.location().to_owned(),
+        match &self.backend {
+            OpenBackend::Fs(_) => home.join("sessions").display().to_string(),
+            OpenBackend::Sqlite(_) => sqlite_path(home).display().to_string(),
+            OpenBackend::Postgres(s) => s.location().to_owned(),
         }
     }
 }
@@ -499,7 +513,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut config = StoreConfig::new(Backend::Fs, dir.path().to_path_buf());
         config.keep_rotated_segments = Some(true);
-        let OpenStore::Fs(fs) = OpenStore::open(&config).await.unwrap() else {
+        let opened = OpenStore::open(&config).await.unwrap();
+        let OpenBackend::Fs(fs) = opened.backend() else {
             panic!("not the file store");
         };
         assert!(fs.options().keep_rotated_segments);
@@ -525,7 +540,8 @@ mod tests {
         let mut config = StoreConfig::new(Backend::Fs, dir.path().to_path_buf());
         assert_eq!(config.turn_end_rotate_bytes, None);
         config.turn_end_rotate_bytes = Some(0);
-        let OpenStore::Fs(fs) = OpenStore::open(&config).await.unwrap() else {
+        let opened = OpenStore::open(&config).await.unwrap();
+        let OpenBackend::Fs(fs) = opened.backend() else {
             panic!("not the file store");
         };
         assert_eq!(fs.options().turn_end_rotate_bytes, 0);

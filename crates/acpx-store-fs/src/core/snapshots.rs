@@ -397,7 +397,7 @@ impl FsCore {
     }
 
     /// Marks a session closed; idempotent. With `settle`, the document is read settling
-    /// (`FsStore::settling_every_load`).
+    /// (`Store::close_settling`).
     pub fn close(
         &self,
         id: &RecordId,

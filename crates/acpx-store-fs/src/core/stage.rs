@@ -38,7 +38,7 @@ use acpx_model::{
 };
 
 use super::{lock_slot, snapshots::PreparedSnapshot, FsCore, PreparedBatch};
-use crate::fsutil::{create_new_file, fsync_dir, io_err, open_read, stat_opt};
+use crate::fsutil::{create_new_file, fsync_dir, io_err, open_read};
 use crate::log;
 
 /// How a stage's tombstone starts (the rest of its line says who staged it, when): what tells
@@ -254,11 +254,15 @@ impl FsCore {
             }
         }
         let path = self.layout.lock(id);
-        let existed = stat_opt(&path).map_err(|e| io_err(&path, e))?.is_some();
-        match acpx_lock::FileLock::try_exclusive(&path).map_err(|e| io_err(&path, e))? {
-            Some(flock) => {
-                if !existed {
-                    let _ = flock.unlink();
+        match self
+            .layout
+            .locks
+            .try_lock(id)
+            .map_err(|e| io_err(&path, e))?
+        {
+            Some(taken) => {
+                if taken.created {
+                    let _ = taken.lock.unlink();
                 }
                 Ok(true)
             }
