@@ -19,6 +19,8 @@ pub(super) fn apply_prompt_started(
     event: &EventEnvelope,
     at: Timestamp,
 ) -> Effect {
+    // An adoption whose replay never closed (a crash) is closed before a turn opens.
+    super::adopt::close_replay(record, None, at);
     // A turn that never ended (a crash) is closed before the next one opens.
     if turn_is_running(record) {
         flush_open_tool_uses(record, at, &ToolCallEnd::Interrupted);
