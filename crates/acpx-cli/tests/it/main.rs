@@ -4,9 +4,11 @@
 
 mod acp_format;
 mod add_dir;
+mod adopt;
 mod agent_session_delete;
 mod auth_policy;
 mod authority;
+mod cancel_request;
 mod choices_survive;
 mod common;
 mod damaged_events;
