@@ -22,6 +22,7 @@ mod grammar_strict;
 mod import_kill;
 mod interchange;
 mod interop_pydantic;
+mod interop_pydantic_adopt;
 mod interop_qwen;
 mod live_turn;
 mod long_session_reads;
