@@ -26,37 +26,39 @@ fn session_made_elsewhere(agent_flags: &[&str], cwd: &Path, prompts: &[&str]) ->
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut next_id = 0;
-    let mut call = |method: &str, params: Value| -> Value {
-        next_id += 1;
-        let line = json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
-        writeln!(stdin, "{line}").unwrap();
-        loop {
-            let mut l = String::new();
-            assert!(stdout.read_line(&mut l).unwrap() > 0, "the agent closed");
-            let v: Value = serde_json::from_str(&l).unwrap();
-            if v["id"] == json!(next_id) {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
+    // The client's end of the pipes lives in this block: the agent ends when stdin closes.
+    let id = {
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut next_id = 0;
+        let mut call = |method: &str, params: Value| -> Value {
+            next_id += 1;
+            let line = json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params});
+            writeln!(stdin, "{line}").unwrap();
+            loop {
+                let mut l = String::new();
+                assert!(stdout.read_line(&mut l).unwrap() > 0, "the agent closed");
+                let v: Value = serde_json::from_str(&l).unwrap();
+                if v["id"] == json!(next_id) {
+                    assert!(v.get("error").is_none(), "{method}: {v}");
+                    return v["result"].clone();
+                }
             }
-        }
-    };
-    call(
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {}}),
-    );
-    let created = call("session/new", json!({"cwd": cwd, "mcpServers": []}));
-    let id = created["sessionId"].as_str().unwrap().to_owned();
-    for p in prompts {
+        };
         call(
-            "session/prompt",
-            json!({"sessionId": id, "prompt": [{"type": "text", "text": p}]}),
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
         );
-    }
-    drop(call);
-    drop(stdin);
+        let created = call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        let id = created["sessionId"].as_str().unwrap().to_owned();
+        for p in prompts {
+            call(
+                "session/prompt",
+                json!({"sessionId": id, "prompt": [{"type": "text", "text": p}]}),
+            );
+        }
+        id
+    };
     child.wait().unwrap();
     id
 }
@@ -95,50 +97,8 @@ fn sessions_made_elsewhere_are_listed_adopted_and_continued() {
         let elsewhere_dir = std::fs::canonicalize(elsewhere_dir).unwrap();
         let far = session_made_elsewhere(&flags, &elsewhere_dir, &["echo far away"]);
         let agent = env.agent_cmd(&flags.join(" "));
-        let list = |extra: &[&str]| {
-            let args = [
-                &[
-                    "--format",
-                    "json",
-                    "--agent",
-                    &agent,
-                    "sessions",
-                    "list",
-                    "--from-agent",
-                ],
-                extra,
-            ]
-            .concat();
-            env.run(&args).ok().json()
-        };
-
-        // This directory's sessions, every page (one session a page), newest first.
-        let here = list(&[]);
-        assert_eq!(here["action"], "agent_sessions_list", "{here}");
-        assert_eq!(ids(&here), [other.clone(), door.clone()], "{here}");
-        assert!(here.get("nextCursor").is_none(), "{here}");
-        let listed_door = &here["sessions"][1];
-        assert_eq!(listed_door["title"], "Door talk", "{here}");
-        assert_eq!(listed_door["cwd"], env.cwd_str(), "{here}");
-        assert!(listed_door["updatedAt"].is_string(), "{here}");
-        // --limit stops at a page's end and gives the cursor that continues.
-        let first = list(&["--limit", "1"]);
-        assert_eq!(ids(&first), [other.clone()], "{first}");
-        let cursor = first["nextCursor"].as_str().unwrap().to_owned();
-        assert_eq!(ids(&list(&["--cursor", &cursor])), [door.clone()]);
-        // Every directory, and another directory.
-        let all = ids(&list(&["--all-cwds"]));
-        assert!(all.contains(&far) && all.len() == 3, "{all:?}");
-        let dir = elsewhere_dir.display().to_string();
-        assert_eq!(ids(&list(&["--filter-cwd", &dir])), [far.clone()]);
-        // The text table names the sessions and their titles.
-        let text = env
-            .run(&["--agent", &agent, "sessions", "list", "--from-agent"])
-            .ok();
-        assert!(
-            text.stdout.contains(&door) && text.stdout.contains("Door talk"),
-            "{text:?}"
-        );
+        listing_follows_pages_and_filters(&env, &agent, [&door, &other, &far], &elsewhere_dir);
+        let list = |extra: &[&str]| agent_list(&env, &agent, extra);
 
         // Adopted: the history the agent replays becomes the record's conversation.
         let adopted = env
@@ -222,6 +182,69 @@ fn sessions_made_elsewhere_are_listed_adopted_and_continued() {
             .json();
         assert_eq!(before["sessions"], after["sessions"]);
     }
+}
+
+/// `sessions list --from-agent --format json` with `extra` arguments.
+fn agent_list(env: &Env, agent: &str, extra: &[&str]) -> Value {
+    let args = [
+        &[
+            "--format",
+            "json",
+            "--agent",
+            agent,
+            "sessions",
+            "list",
+            "--from-agent",
+        ],
+        extra,
+    ]
+    .concat();
+    env.run(&args).ok().json()
+}
+
+/// The listing of three sessions (`door` and `other` in the project, `far` elsewhere), one a
+/// page: this directory's by default, every page followed, `--limit` with the cursor that
+/// continues, `--all-cwds`, `--filter-cwd`, and the text table.
+fn listing_follows_pages_and_filters(
+    env: &Env,
+    agent: &str,
+    [door, other, far]: [&String; 3],
+    elsewhere_dir: &Path,
+) {
+    let list = |extra: &[&str]| agent_list(env, agent, extra);
+    // This directory's sessions, every page (one session a page), newest first.
+    let here = list(&[]);
+    assert_eq!(here["action"], "agent_sessions_list", "{here}");
+    assert_eq!(ids(&here), [other.clone(), door.clone()], "{here}");
+    assert!(here.get("nextCursor").is_none(), "{here}");
+    let listed_door = &here["sessions"][1];
+    assert_eq!(listed_door["title"], "Door talk", "{here}");
+    assert_eq!(listed_door["cwd"], env.cwd_str(), "{here}");
+    assert!(listed_door["updatedAt"].is_string(), "{here}");
+    // --limit stops at a page's end and gives the cursor that continues.
+    let first = list(&["--limit", "1"]);
+    assert_eq!(ids(&first), std::slice::from_ref(other), "{first}");
+    let cursor = first["nextCursor"].as_str().unwrap().to_owned();
+    assert_eq!(
+        ids(&list(&["--cursor", &cursor])),
+        std::slice::from_ref(door)
+    );
+    // Every directory, and another directory.
+    let all = ids(&list(&["--all-cwds"]));
+    assert!(all.contains(far) && all.len() == 3, "{all:?}");
+    let dir = elsewhere_dir.display().to_string();
+    assert_eq!(
+        ids(&list(&["--filter-cwd", &dir])),
+        std::slice::from_ref(far)
+    );
+    // The text table names the sessions and their titles.
+    let text = env
+        .run(&["--agent", agent, "sessions", "list", "--from-agent"])
+        .ok();
+    assert!(
+        text.stdout.contains(door.as_str()) && text.stdout.contains("Door talk"),
+        "{text:?}"
+    );
 }
 
 #[test]

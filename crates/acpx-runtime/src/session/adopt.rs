@@ -112,71 +112,25 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let mut record = SessionRecord::new(
-            NewSession {
-                acpx_record_id: RecordId::generate(),
-                acp_session_id: spec.acp_session_id.clone(),
-                agent_session_id: None,
-                agent_command: spec.agent_command.clone(),
-                cwd: cwd.display().to_string(),
-                name: spec.name.clone(),
-            },
-            Timestamp::now(),
-        );
-        self.store.create(&mut record).await?;
-        let id = record.acpx_record_id.clone();
-        let lock = self.lock_session(&id).await?;
-        *core.recorder.lock().await = Some(self.new_recorder(&lock, record));
-        let replayed = std::mem::take(&mut *replay.lock().unwrap_or_else(|p| p.into_inner()));
-        let replayed_updates = replayed.len() as u64;
-        let recorded = async {
-            setup.record_started(&init).await?;
-            setup.record_auth(&auth).await?;
-            let mut facts = session_facts(&response);
-            facts.insert("acpSessionId".into(), json!(spec.acp_session_id));
-            facts.insert("method".into(), json!(method));
-            facts.insert("agentCommand".into(), json!(spec.agent_command));
-            facts.insert("cwd".into(), json!(cwd.display().to_string()));
-            if let Some(name) = &spec.name {
-                facts.insert("name".into(), json!(name));
-            }
-            if let Some(m) = &mcp {
-                facts.insert("mcpServers".into(), m.to_json());
-            }
-            additional_dirs::add_to_facts(&mut facts, &dirs);
-            core.try_record(lifecycle_draft(lifecycle_payload(
-                lifecycle::SESSION_ADOPTED,
-                serde_json::Value::Object(facts),
-            )))
-            .await?;
-            for params in replayed {
-                core.try_record(crate::core::update_draft(None, params))
-                    .await?;
-            }
-            core.try_record(lifecycle_draft(lifecycle_payload(
-                lifecycle::ADOPTION_REPLAYED,
-                json!({"replayedUpdates": replayed_updates}),
-            )))
-            .await?;
-            let controls = setup.controls(&spec.acp_session_id);
-            choices::restore(
-                &controls,
-                &Desired::default(),
-                &response,
-                self.options.model.as_deref(),
+        let stored = self
+            .store_adoption(
+                &spec,
+                &cwd,
+                &dirs,
+                (&core, &agent, &conn),
+                (&init, &auth, method, &response, mcp.as_ref()),
+                &replay,
             )
-            .await
-        }
-        .await;
-        let mut notices = left_out_notice(left_out);
-        match recorded {
-            Ok(n) => notices.extend(n),
+            .await;
+        let (id, lock, replayed_updates, restored) = match stored {
+            Ok(v) => v,
             Err(e) => {
                 abandon(&core, conn, agent).await;
-                drop(lock);
                 return Err(e);
             }
-        }
+        };
+        let mut notices = left_out_notice(left_out);
+        notices.extend(restored);
         core.go_live().await?;
         let mut session = Session::assemble(
             self,
@@ -202,6 +156,97 @@ impl Runtime {
                 replayed_updates,
             },
         ))
+    }
+
+    /// Stores the adopted session: the record, its lock and recorder, then its log
+    /// (`agent_started`, `initialized`, authentication, `session_adopted`, the replay,
+    /// `adoption_replayed`) and the `--model` of the options. Returns the record id, its lock,
+    /// how many updates were replayed and the notices of the choices set.
+    #[allow(clippy::type_complexity)]
+    async fn store_adoption(
+        &self,
+        spec: &AdoptSpec,
+        cwd: &std::path::Path,
+        dirs: &[PathBuf],
+        (core, agent, conn): (
+            &Arc<SessionCore>,
+            &crate::agent::AgentProcess,
+            &crate::agent::Connection,
+        ),
+        (init, auth, method, response, mcp): (
+            &Value,
+            &auth::AuthDecision,
+            &str,
+            &Value,
+            Option<&crate::mcp_servers::McpServers>,
+        ),
+        replay: &Mutex<Vec<Value>>,
+    ) -> RuntimeResult<(
+        RecordId,
+        Arc<acpx_model::SessionLock>,
+        u64,
+        Vec<super::Notice>,
+    )> {
+        let setup = Setup {
+            runtime: self,
+            core,
+            agent,
+            conn,
+        };
+        let mut record = SessionRecord::new(
+            NewSession {
+                acpx_record_id: RecordId::generate(),
+                acp_session_id: spec.acp_session_id.clone(),
+                agent_session_id: None,
+                agent_command: spec.agent_command.clone(),
+                cwd: cwd.display().to_string(),
+                name: spec.name.clone(),
+            },
+            Timestamp::now(),
+        );
+        self.store.create(&mut record).await?;
+        let id = record.acpx_record_id.clone();
+        let lock = self.lock_session(&id).await?;
+        *core.recorder.lock().await = Some(self.new_recorder(&lock, record));
+        let replayed = std::mem::take(&mut *replay.lock().unwrap_or_else(|p| p.into_inner()));
+        let replayed_updates = replayed.len() as u64;
+        setup.record_started(init).await?;
+        setup.record_auth(auth).await?;
+        let mut facts = session_facts(response);
+        facts.insert("acpSessionId".into(), json!(spec.acp_session_id));
+        facts.insert("method".into(), json!(method));
+        facts.insert("agentCommand".into(), json!(spec.agent_command));
+        facts.insert("cwd".into(), json!(cwd.display().to_string()));
+        if let Some(name) = &spec.name {
+            facts.insert("name".into(), json!(name));
+        }
+        if let Some(m) = mcp {
+            facts.insert("mcpServers".into(), m.to_json());
+        }
+        additional_dirs::add_to_facts(&mut facts, dirs);
+        core.try_record(lifecycle_draft(lifecycle_payload(
+            lifecycle::SESSION_ADOPTED,
+            Value::Object(facts),
+        )))
+        .await?;
+        for params in replayed {
+            core.try_record(crate::core::update_draft(None, params))
+                .await?;
+        }
+        core.try_record(lifecycle_draft(lifecycle_payload(
+            lifecycle::ADOPTION_REPLAYED,
+            json!({"replayedUpdates": replayed_updates}),
+        )))
+        .await?;
+        let controls = setup.controls(&spec.acp_session_id);
+        let restored = choices::restore(
+            &controls,
+            &Desired::default(),
+            response,
+            self.options.model.as_deref(),
+        )
+        .await?;
+        Ok((id, lock, replayed_updates, restored))
     }
 }
 

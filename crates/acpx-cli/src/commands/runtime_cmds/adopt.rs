@@ -35,7 +35,7 @@ async fn records_by_acp_id(store: &dyn Store) -> CliResult<Vec<(String, String)>
             )
         }));
         match page.next_cursor {
-            Some(c) if page.sessions.len() > 0 => cursor = Some(c),
+            Some(c) if !page.sessions.is_empty() => cursor = Some(c),
             _ => return Ok(out),
         }
     }
