@@ -28,7 +28,7 @@ const KNOWN_CIRCLES: &[&str] = &[
     "crates/acpx-cli: backends <-> config",
     "crates/acpx-cli: commands/runtime_cmds/owned <-> commands/runtime_cmds/prompt",
     "crates/acpx-cli: output <-> spinner",
-    "crates/acpx-model: event <-> load <-> search <-> session <-> settled <-> thread",
+    "crates/acpx-model: load <-> search <-> session <-> settled <-> thread",
     "crates/acpx-model: migrate <-> stage <-> store",
     "crates/acpx-owner: arrival <-> connections <-> dispatch <-> frames <-> permissions <-> remote_inbox <-> server <-> store_lease <-> worker",
     "crates/acpx-test-agent: scripts <-> showcase",

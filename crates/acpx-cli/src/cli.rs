@@ -572,6 +572,11 @@ pub enum SessionsCommand {
     Delete(DeleteArgs),
     /// Fork a session into a new one that starts from the same conversation
     Fork(ForkArgs),
+    /// Adopt a session the agent made elsewhere (an editor, another client): a new record
+    /// attached to it through session/load (or session/resume), with the history the agent
+    /// replays recorded; then an ordinary session (`sessions list --from-agent` lists the
+    /// agent's sessions)
+    Adopt(AdoptArgs),
     /// Show the conversation
     History(HistoryArgs),
     /// Show the session's event log
@@ -615,7 +620,7 @@ pub struct EnsureArgs {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct ListArgs {
-    /// Only sessions whose directory is DIR
+    /// Only sessions whose directory is DIR (with --from-agent: instead of the current one)
     #[arg(long, value_name = "DIR")]
     pub filter_cwd: Option<PathBuf>,
     /// Only sessions with this name
@@ -627,12 +632,29 @@ pub struct ListArgs {
     /// Only closed sessions
     #[arg(long)]
     pub closed: bool,
-    /// At most this many sessions per page
+    /// At most this many sessions per page (with --from-agent: in all)
     #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
-    /// Continue after the page that printed this cursor
+    /// Continue after the page that printed this cursor (with --from-agent: the agent's cursor)
     #[arg(long, value_name = "CURSOR")]
     pub cursor: Option<String>,
+    /// The sessions the agent itself keeps (ACP session/list), of the current directory
+    /// unless --filter-cwd or --all-cwds; every page unless --limit
+    #[arg(long, conflicts_with_all = ["name", "open", "closed"])]
+    pub from_agent: bool,
+    /// With --from-agent: the agent's sessions of every directory
+    #[arg(long, requires = "from_agent", conflicts_with = "filter_cwd")]
+    pub all_cwds: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The agent's ACP session id (`sessions list --from-agent` lists them)
+    #[arg(value_name = "ACP_SESSION_ID")]
+    pub acp_session_id: String,
+    /// Name the new session
+    #[arg(long, short = 's', visible_alias = "session", value_name = "NAME", value_parser = session_name)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Args)]

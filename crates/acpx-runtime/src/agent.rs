@@ -417,8 +417,67 @@ impl CallError {
     }
 }
 
-/// A pending request.
-pub(crate) type Pending = oneshot::Receiver<Result<Value, CallError>>;
+/// A request sent to the agent and not answered yet: a future of its answer, and what it takes
+/// to give up on it.
+///
+/// Giving up ([`Pending::give_up`], and dropping it unanswered) sends the ACP
+/// `$/cancel_request` notification with the request's JSON-RPC id, so an agent that can stop
+/// the work stops it (docs/format.md § Requests acpx gives up on). The SDK sends at most one
+/// per request, and none once the answer arrived.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    answer: oneshot::Receiver<Result<Value, CallError>>,
+    /// The request's JSON-RPC id as sent (`null` when the request could not be sent).
+    id: Value,
+    cancel: Option<agent_client_protocol::RequestCancellationHandle>,
+}
+
+impl Pending {
+    fn failed(error: CallError) -> Pending {
+        let (tx, rx) = oneshot::channel();
+        let _ = tx.send(Err(error));
+        Pending {
+            answer: rx,
+            id: Value::Null,
+            cancel: None,
+        }
+    }
+
+    /// The request's JSON-RPC id, as it went to the agent.
+    pub fn rpc_id(&self) -> &Value {
+        &self.id
+    }
+
+    /// Sends `$/cancel_request` for this request unless it was answered (or already given up
+    /// on). `Err`: the notification could not be queued (the connection is gone).
+    pub fn give_up(&self) -> Result<(), String> {
+        match &self.cancel {
+            Some(handle) => handle.cancel().map_err(|e| e.message),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::future::Future for Pending {
+    type Output = Result<Result<Value, CallError>, oneshot::error::RecvError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.answer).poll(cx)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // Dropped unanswered (an interrupt or a timeout above this request): acpx gave up on
+        // it. After the answer this is a no-op.
+        if let Err(e) = self.give_up() {
+            tracing::debug!("cannot send $/cancel_request for request {}: {e}", self.id);
+        }
+    }
+}
 
 impl Connection {
     /// Runs `builder` over `transport` in a background task until [`Connection::shutdown`] or
@@ -472,31 +531,33 @@ impl Connection {
         let (tx, rx) = oneshot::channel();
         let message = match UntypedMessage::new(method, params) {
             Ok(m) => m,
-            Err(e) => {
-                let _ = tx.send(Err(CallError::Disconnected(e.message)));
-                return rx;
-            }
+            Err(e) => return Pending::failed(CallError::Disconnected(e.message)),
         };
-        let sent = self.cx.send_request(message).on_receiving_result(
-            move |result: Result<Value, SdkError>| async move {
-                on_result(&result);
-                let mapped = result.map_err(|e| {
-                    if agent_client_protocol::is_incoming_transport_closed(&e)
-                        || agent_client_protocol::is_connection_terminated(&e)
-                    {
-                        CallError::Disconnected("the agent closed the connection".into())
-                    } else {
-                        CallError::Rpc(AcpError::from_sdk(&e))
-                    }
-                });
-                let _ = tx.send(mapped);
-                Ok(())
-            },
-        );
+        let request = self.cx.send_request(message);
+        let id = serde_json::to_value(request.raw_id()).unwrap_or(Value::Null);
+        let cancel = Some(request.cancellation_handle());
+        let sent = request.on_receiving_result(move |result: Result<Value, SdkError>| async move {
+            on_result(&result);
+            let mapped = result.map_err(|e| {
+                if agent_client_protocol::is_incoming_transport_closed(&e)
+                    || agent_client_protocol::is_connection_terminated(&e)
+                {
+                    CallError::Disconnected("the agent closed the connection".into())
+                } else {
+                    CallError::Rpc(AcpError::from_sdk(&e))
+                }
+            });
+            let _ = tx.send(mapped);
+            Ok(())
+        });
         if let Err(e) = sent {
             tracing::debug!("cannot send {method}: {e}");
         }
-        rx
+        Pending {
+            answer: rx,
+            id,
+            cancel,
+        }
     }
 
     /// Sends a notification.

@@ -172,6 +172,7 @@ async fn drive(
                     "the agent did not answer within {} s after session/cancel",
                     p.cancel_grace.as_secs()
                 ));
+                crate::session::given_up::give_up(p.core, &pending, "session/prompt", "cancel_unanswered").await;
                 break End::CancelUnanswered;
             }
             _ = exit.wait_for(Option::is_some) => {
@@ -192,6 +193,10 @@ async fn drive(
             _ = p.core.fatal_notify.notified() => {
                 let msg = p.core.fatal().unwrap_or_default();
                 send_cancel(p, acp, request_id, "recording failed").await;
+                // Nothing more can be recorded: the agent is only told.
+                if let Err(e) = pending.give_up() {
+                    tracing::debug!("cannot send $/cancel_request for the prompt: {e}");
+                }
                 break End::Fatal(msg);
             }
         }

@@ -31,6 +31,14 @@ pub(crate) struct Flags {
     /// A fork is kept in this process only until its first turn, which stores it (as some
     /// agents do): another process cannot load or resume it before.
     pub(crate) lazy_fork: bool,
+    /// Advertise and serve `session/list` (`crate::listing`).
+    pub(crate) list: bool,
+    /// Sessions per `session/list` page.
+    pub(crate) list_page_size: Option<usize>,
+    /// A request method never answered until the client cancels it (`crate::stall`).
+    pub(crate) stall: Option<String>,
+    /// Where stalled requests and `$/cancel_request`s are noted (`crate::stall`).
+    pub(crate) cancel_log: Option<PathBuf>,
 }
 
 impl Flags {
@@ -70,6 +78,20 @@ impl Flags {
                     f.fork_unsupported = true;
                 }
                 "--close" => f.close = true,
+                "--list" => f.list = true,
+                "--list-page-size" => {
+                    f.list_page_size = Some(
+                        it.next()
+                            .and_then(|v| v.parse().ok())
+                            .filter(|n| *n > 0)
+                            .ok_or("--list-page-size needs a positive number")?,
+                    )
+                }
+                "--stall" => f.stall = Some(it.next().ok_or("--stall needs a method")?),
+                "--cancel-log" => {
+                    f.cancel_log =
+                        Some(PathBuf::from(it.next().ok_or("--cancel-log needs a file")?))
+                }
                 "--delete" => f.delete = true,
                 "--additional-dirs" => f.additional_dirs = true,
                 "--resume-unsupported" => {

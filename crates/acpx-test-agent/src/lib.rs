@@ -51,7 +51,12 @@
 //! before), `--start-delay-ms <ms>` (wait that long before serving: an agent slow to start),
 //! `--fork-unsupported` (advertise fork but answer it with -32601, as
 //! pydantic-acp does: its SDK refuses the unstable method), `--close` (advertise
-//! `session/close`), `--additional-dirs` (advertise
+//! `session/close`), `--list` (advertise and serve `session/list`: the sessions of
+//! `--state-dir`, whichever process made them, newest first), `--list-page-size <n>`
+//! (`session/list` pages of n sessions, default 50), `--stall <method>` (never answer that
+//! request until the client sends `$/cancel_request` for it, then answer -32800),
+//! `--cancel-log <file>` (note each stalled request's id and each `$/cancel_request` received,
+//! one JSON line each), `--additional-dirs` (advertise
 //! `sessionCapabilities.additionalDirectories`), `--delete` (advertise `session/delete`, which removes the session's
 //! history from `--state-dir`), `--resume-unsupported` (advertise resume but answer it with -32601, as
 //! pydantic-acp does), `--models` (no model config
@@ -73,15 +78,18 @@
 //! ## Modules
 //!
 //! `flags` parses the flags, `sessions` serves the session methods (initialize, new, load,
-//! resume, fork, close, set_mode, set_config_option) and `scripts` plays the prompt scripts.
+//! resume, fork, close, set_mode, set_config_option), `listing` serves `session/list`, `stall`
+//! holds `--stall` requests until they are cancelled, and `scripts` plays the prompt scripts.
 
 #![warn(missing_docs)]
 
 mod flags;
+mod listing;
 mod script_words;
 mod scripts;
 mod sessions;
 mod showcase;
+mod stall;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -130,6 +138,10 @@ pub async fn serve(mut args: Vec<String>) {
         .name("acpx-test-agent")
         .on_receive_notification(
             async move |n: UntypedMessage, cx: ConnectionTo<Client>| {
+                if n.method == "$/cancel_request" {
+                    stall::note_cancel_request(&s_not, &n.params);
+                    return Ok(Handled::Yes);
+                }
                 if n.method == "session/cancel" {
                     if let Ok(c) = parse::<acp::CancelNotification>(&n.params) {
                         s_not
@@ -151,6 +163,9 @@ pub async fn serve(mut args: Vec<String>) {
                 let answer = |responder: Responder, r: Result<Value, Error>| {
                     responder.respond_with_result(r).map(|()| Handled::Yes)
                 };
+                if state.stalls(&req.method) {
+                    return stall::stall(&state, &req, responder, &cx);
+                }
                 match req.method.as_str() {
                     "initialize" => answer(responder, initialize(&state, &req.params)),
                     "authenticate" => answer(responder, authenticate(&state, &req.params)),
@@ -170,6 +185,9 @@ pub async fn serve(mut args: Vec<String>) {
                     ),
                     "session/fork" if state.flags.fork => {
                         answer(responder, fork_session(&state, &req.params))
+                    }
+                    "session/list" if state.flags.list => {
+                        answer(responder, listing::list_sessions(&state, &req.params))
                     }
                     "session/close" if state.flags.close => {
                         answer(responder, close_session(&state, &req.params))

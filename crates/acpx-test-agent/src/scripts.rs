@@ -773,6 +773,7 @@ pub(crate) async fn prompt(
             history.push(chunk(&reply));
         }
         state.save_history(&sid, &history);
+        state.touch_meta(&sid, &session.cwd, Some(&text));
     }
     let mut resp = json!({"stopReason": stop});
     if let Some(u) = usage {

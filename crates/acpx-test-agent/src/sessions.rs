@@ -187,6 +187,9 @@ pub(crate) fn initialize(state: &AgentState, params: &Value) -> Result<Value, Er
     if state.flags.close {
         session_caps.insert("close".into(), json!({}));
     }
+    if state.flags.list {
+        session_caps.insert("list".into(), json!({}));
+    }
     if state.flags.additional_dirs {
         session_caps.insert("additionalDirectories".into(), json!({}));
     }
@@ -300,6 +303,7 @@ pub(crate) fn new_session(state: &AgentState, params: &Value) -> Result<Value, E
     let s = register(state, &id, req.cwd.display().to_string(), params);
     if state.flags.load {
         state.save_history(&id, &[]);
+        state.touch_meta(&id, &req.cwd.display().to_string(), None);
     }
     Ok(with_meta(
         session_answer(state, &s, json!({"sessionId": id})),

@@ -43,11 +43,16 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             ConfigCommand::Init(a) => config_cmd::init(ctx, a.force),
         },
         Command::Sessions(s) => match s.command {
+            None if s.list.from_agent => runtime_cmds::list_from_agent(ctx, s.list).await,
             None => sessions::list(ctx, s.list).await,
+            Some(SessionsCommand::List(a)) if a.from_agent => {
+                runtime_cmds::list_from_agent(ctx, a).await
+            }
             Some(SessionsCommand::List(a)) => sessions::list(ctx, a).await,
             Some(SessionsCommand::New(a)) => runtime_cmds::new_session(ctx, a).await,
             Some(SessionsCommand::Ensure(a)) => runtime_cmds::ensure(ctx, a).await,
             Some(SessionsCommand::Fork(a)) => runtime_cmds::fork(ctx, a).await,
+            Some(SessionsCommand::Adopt(a)) => runtime_cmds::adopt(ctx, a).await,
             Some(SessionsCommand::Show(a)) => sessions::show(ctx, a).await,
             Some(SessionsCommand::Close(a)) => sessions::close(ctx, a).await,
             Some(SessionsCommand::Trust(a)) => transfer::trust(ctx, a).await,

@@ -37,7 +37,7 @@ fn peer_command() -> Option<String> {
     installed.then(|| format!("'{}' '{}'", python.display(), script.display()))
 }
 
-fn require_peer() -> Option<String> {
+pub(crate) fn require_peer() -> Option<String> {
     match peer_command() {
         Some(c) => Some(c),
         None if std::env::var("CI").as_deref() == Ok("true") => panic!(
@@ -55,7 +55,7 @@ fn require_peer() -> Option<String> {
 }
 
 /// An environment whose agent keeps its sessions in a directory of the test.
-fn peer_env(backend: &'static str) -> Env {
+pub(crate) fn peer_env(backend: &'static str) -> Env {
     let mut env = Env::new(backend);
     let sessions = env.home().join("peer-sessions");
     env.extra_env.push((

@@ -4,9 +4,11 @@
 
 mod acp_format;
 mod add_dir;
+mod adopt;
 mod agent_session_delete;
 mod auth_policy;
 mod authority;
+mod cancel_request;
 mod choices_survive;
 mod common;
 mod damaged_events;
@@ -23,6 +25,7 @@ mod interchange;
 mod interop_codex;
 mod interop_fast_agent;
 mod interop_pydantic;
+mod interop_pydantic_adopt;
 mod interop_qwen;
 mod interop_ts_example;
 mod live_turn;

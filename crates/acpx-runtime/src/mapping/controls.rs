@@ -156,7 +156,13 @@ pub(super) fn apply_lifecycle(
                 record.agent_capabilities = caps.clone();
             }
         }
-        lifecycle::SESSION_CREATED | lifecycle::SESSION_ATTACHED | lifecycle::SESSION_FALLBACK => {
+        lifecycle::SESSION_CREATED
+        | lifecycle::SESSION_ATTACHED
+        | lifecycle::SESSION_FALLBACK
+        | lifecycle::SESSION_ADOPTED => {
+            if p.phase == lifecycle::SESSION_ADOPTED {
+                super::adopt::open_replay(record, extra, at);
+            }
             if let Some(id) = non_empty("acpSessionId") {
                 record.acp_session_id = id;
             }
@@ -189,6 +195,12 @@ pub(super) fn apply_lifecycle(
         }
         lifecycle::CHOICE_NOT_RESTORED => {
             return Effect::ignored("a choice that could not be restored is logged only")
+        }
+        lifecycle::ADOPTION_REPLAYED => {
+            return super::adopt::close_replay(record, extra.get("replayedUpdates"), at)
+        }
+        lifecycle::REQUEST_ABANDONED => {
+            return Effect::ignored("a request acpx gave up on is logged only")
         }
         lifecycle::AGENT_EXIT => {
             record.pid = None;

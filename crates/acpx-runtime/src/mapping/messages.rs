@@ -30,7 +30,9 @@ pub(super) fn apply_session_update(
         .get("sessionUpdate")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let in_turn = turn_is_running(record);
+    // An adopted session's replayed history is mapped as a turn's updates are.
+    let adopting = super::adopt::is_adopting(record);
+    let in_turn = turn_is_running(record) || adopting;
     match kind {
         "agent_message_chunk" | "agent_thought_chunk" => {
             if !in_turn {
@@ -72,6 +74,9 @@ pub(super) fn apply_session_update(
                 record.thread.updated_at = at;
             }
             effect
+        }
+        "user_message_chunk" if adopting => {
+            super::adopt::apply_user_chunk(record, update, event, at)
         }
         "user_message_chunk" => {
             Effect::ignored("user chunks are not mapped: the prompt is recorded as sent")

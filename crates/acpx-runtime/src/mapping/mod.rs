@@ -19,7 +19,8 @@
 //! | `config_option_update` | `acpx.config_options` |
 //! | `session_info_update` | `thread.title` (`null` clears), `thread.updated_at` |
 //! | `usage_update` | `acpx.context_usage` (`used`, `size`, `cost`); token counts found in its `_meta` go to the turn's `request_token_usage` (thought and total tokens included) |
-//! | `user_message_chunk`, non-text chunks, unknown kinds | nothing (the event log keeps them) |
+//! | `user_message_chunk` | a `User` message while an adopted session's replayed history is recorded ([`adopt`]); otherwise nothing (the prompt is recorded as sent) |
+//! | non-text chunks, unknown kinds | nothing (the event log keeps them) |
 //!
 //! A `client_operation` of `session/request_permission` with status `running` (recorded when
 //! the agent asks, before anyone decides) carries the request's `toolCall`, an ACP
@@ -33,9 +34,9 @@
 //! thinking arrives after a tool use of that message has finished (a new model round).
 //!
 //! Chunks and tool calls change the thread only while a turn is running (`acpx.last_turn` has
-//! outcome `running`); updates that arrive after the turn ended are logged as late and do not
-//! reopen it. Session-level updates (mode, commands, config, plan, title, usage) apply at any
-//! time.
+//! outcome `running`) or an adopted session's replayed history is recorded ([`adopt`]);
+//! updates that arrive after the turn ended are logged as late and do not reopen it.
+//! Session-level updates (mode, commands, config, plan, title, usage) apply at any time.
 //!
 //! # Tool calls (`docs/format.md`, § Keys the runtime adds)
 //!
@@ -69,6 +70,7 @@
 //! fork starts from (see [`fork`]). Every event bumps `acpx.audit_seq` and pushes a compact
 //! summary into the `acpx.audit_events` ring.
 
+pub mod adopt;
 mod agent_message;
 mod controls;
 pub mod fork;
@@ -79,6 +81,7 @@ mod summary;
 mod tool_calls;
 pub mod tool_content;
 mod usage;
+mod user_content;
 
 use acpx_model::session::DEFAULT_AUDIT_RING_CAPACITY;
 use acpx_model::{AuditEvent, EventEnvelope, EventPayload, SessionRecord};
@@ -86,12 +89,12 @@ use acpx_model::{AuditEvent, EventEnvelope, EventPayload, SessionRecord};
 use controls::{apply_control_done, apply_control_error, apply_lifecycle};
 pub use fork::{session_forked_payload, FORKED_FROM_KEY};
 use messages::apply_session_update;
-pub use prompt::user_content_from_acp;
 use prompt::{apply_prompt_done, apply_prompt_error, apply_prompt_started};
 pub use summary::summarize;
 pub use tool_calls::flush_open_tool_uses;
 pub use tool_content::ToolCallEnd;
 pub use usage::token_usage_from;
+pub use user_content::user_content_from_acp;
 
 /// Most bytes of tool output (result text, and separately the `rawOutput` JSON) and tool input
 /// kept in the thread for one tool call.
@@ -186,6 +189,17 @@ pub mod lifecycle {
     /// [`super::fork`]). Sets `acpx.forked_from`, the thread and the session state the child
     /// starts from.
     pub const SESSION_FORKED: &str = "session_forked";
+    /// A session the agent made elsewhere was attached (`acpx sessions adopt`): the keys of
+    /// [`SESSION_CREATED`] and `method`; opens the recording of its replayed history
+    /// (see [`super::adopt`]).
+    pub const SESSION_ADOPTED: &str = "session_adopted";
+    /// The replayed history of an adopted session ends: `replayedUpdates`. See
+    /// [`super::adopt`].
+    pub const ADOPTION_REPLAYED: &str = "adoption_replayed";
+    /// acpx gave up on a request it sent and told the agent with `$/cancel_request`:
+    /// `method`, `rpcId` (the JSON-RPC id), `reason` (`timeout`, `cancel_unanswered`,
+    /// `recording_failed`), `cancelRequestSent`, `error`. No snapshot effect.
+    pub const REQUEST_ABANDONED: &str = "request_abandoned";
     /// The session replays another one's prompts (`acpx replay`): `replayOf` (the source's
     /// record id). Sets `acpx.replayOf`.
     pub const SESSION_REPLAY_OF: &str = "session_replay_of";

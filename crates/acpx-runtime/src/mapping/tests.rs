@@ -146,6 +146,7 @@ fn message_id_change_and_text_after_finished_tool_start_new_agent_messages() {
     );
 }
 
+mod adopted;
 mod fidelity;
 
 #[test]

@@ -40,6 +40,9 @@ pub enum ToolCallEnd {
     TimedOut,
     /// acpx itself stopped mid-turn (the turn has no end in the log).
     Interrupted,
+    /// The history an adopted session's agent replayed ended while the call was still open
+    /// (see [`super::adopt`]).
+    HistoryEnded,
 }
 
 impl ToolCallEnd {
@@ -52,6 +55,7 @@ impl ToolCallEnd {
             ToolCallEnd::AgentExited(_) => "agent_exited",
             ToolCallEnd::TimedOut => "timeout",
             ToolCallEnd::Interrupted => "interrupted",
+            ToolCallEnd::HistoryEnded => "history_ended",
         }
     }
 
@@ -69,6 +73,10 @@ impl ToolCallEnd {
             ToolCallEnd::TimedOut => "Tool call unfinished: the turn timed out".into(),
             ToolCallEnd::Interrupted => {
                 "Tool call unfinished: acpx stopped before the turn ended".into()
+            }
+            ToolCallEnd::HistoryEnded => {
+                "Tool call unfinished: the history the agent replayed ended before the tool did"
+                    .into()
             }
         }
     }

@@ -627,7 +627,9 @@ impl LogIdentity {
         let p = &e.payload;
         let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
         match p.get("phase").and_then(Value::as_str) {
-            Some("session_created" | "session_forked") if self.cwd.is_none() => {
+            Some("session_created" | "session_forked" | "session_adopted")
+                if self.cwd.is_none() =>
+            {
                 if let Some(c) = text("agentCommand") {
                     self.agent_command = Some(c);
                 }
@@ -643,9 +645,9 @@ impl LogIdentity {
 }
 
 /// Rebuilds the snapshot of session `id` from its log alone, with the reducer: the identity
-/// from the log's envelopes and lifecycle events (`session_created` / `session_forked` carry
-/// `agentCommand`, `cwd` and `name`; `agent_started` the command), everything else by
-/// rolling the log forward. The result is not stored (revision 0). Fails, saying why, when
+/// from the log's envelopes and lifecycle events (`session_created` / `session_forked` /
+/// `session_adopted` carry `agentCommand`, `cwd` and `name`; `agent_started` the command),
+/// everything else by rolling the log forward. The result is not stored (revision 0). Fails, saying why, when
 /// the log is empty or does not tell the session's directory or agent (logs written before
 /// the identity keys existed).
 pub async fn rebuild_from_log(store: &dyn Store, id: &RecordId) -> Result<SessionRecord, String> {

@@ -45,7 +45,7 @@ fn agent_session_id(response: &Value) -> Option<String> {
 }
 
 /// The parts of a new/load/resume response the record keeps.
-fn session_facts(response: &Value) -> Map<String, Value> {
+pub(super) fn session_facts(response: &Value) -> Map<String, Value> {
     let mut m = Map::new();
     if let Some(id) = agent_session_id(response) {
         m.insert("agentSessionId".into(), json!(id));
@@ -336,7 +336,7 @@ impl Runtime {
 }
 
 /// Stops the agent of a session that failed to open and records how it ended.
-async fn abandon(core: &Arc<SessionCore>, conn: Connection, agent: AgentProcess) {
+pub(super) async fn abandon(core: &Arc<SessionCore>, conn: Connection, agent: AgentProcess) {
     let mut conn = conn;
     conn.shutdown().await;
     let (exit, _) = agent.stop().await;
@@ -348,14 +348,14 @@ async fn abandon(core: &Arc<SessionCore>, conn: Connection, agent: AgentProcess)
 
 /// The MCP servers to send to the agent whose `initialize` answer is `init`, and the notice
 /// for those it cannot take.
-fn mcp_for_agent(mcp: Option<&McpServers>, init: &Value) -> (Value, Vec<String>) {
+pub(super) fn mcp_for_agent(mcp: Option<&McpServers>, init: &Value) -> (Value, Vec<String>) {
     match mcp {
         Some(m) => m.for_agent(init.get("agentCapabilities").unwrap_or(&Value::Null)),
         None => (json!([]), Vec::new()),
     }
 }
 
-fn left_out_notice(left_out: Vec<String>) -> Vec<Notice> {
+pub(super) fn left_out_notice(left_out: Vec<String>) -> Vec<Notice> {
     if left_out.is_empty() {
         Vec::new()
     } else {
@@ -442,7 +442,7 @@ pub(super) fn check_cwd(cwd: &Path) -> RuntimeResult<PathBuf> {
 }
 
 /// `root` also admitting the session's additional directories.
-fn with_dirs(root: FsRoot, dirs: &[std::path::PathBuf]) -> RuntimeResult<FsRoot> {
+pub(super) fn with_dirs(root: FsRoot, dirs: &[std::path::PathBuf]) -> RuntimeResult<FsRoot> {
     root.with_additional(dirs).map_err(|e| {
         RuntimeError::InvalidInput(format!("cannot resolve an additional directory: {e}"))
     })
@@ -470,6 +470,7 @@ impl Setup<'_> {
     ) -> RuntimeResult<Value> {
         let pending = self.conn.call(method, params, on_result);
         call_with_deadline(
+            self.core,
             self.agent,
             pending,
             method,
@@ -526,7 +527,7 @@ impl Setup<'_> {
         Ok(decision)
     }
 
-    async fn record_auth(&self, decision: &AuthDecision) -> RuntimeResult<()> {
+    pub(super) async fn record_auth(&self, decision: &AuthDecision) -> RuntimeResult<()> {
         if let Some((phase, facts)) = auth::lifecycle_facts(decision) {
             self.core
                 .try_record(lifecycle_draft(lifecycle_payload(phase, facts)))
@@ -535,7 +536,7 @@ impl Setup<'_> {
         Ok(())
     }
 
-    async fn record_started(&self, init: &Value) -> RuntimeResult<()> {
+    pub(super) async fn record_started(&self, init: &Value) -> RuntimeResult<()> {
         self.core
             .try_record(lifecycle_draft(lifecycle_payload(
                 lifecycle::AGENT_STARTED,
@@ -563,7 +564,7 @@ impl Setup<'_> {
         self.call("session/new", params, |_| {}).await
     }
 
-    fn controls<'b>(&'b self, acp_session_id: &'b str) -> Controls<'b> {
+    pub(super) fn controls<'b>(&'b self, acp_session_id: &'b str) -> Controls<'b> {
         Controls {
             core: self.core,
             conn: self.conn,

@@ -19,6 +19,7 @@ use super::Session;
 
 /// Waits for a request's answer, the agent's exit, or the deadline.
 pub(super) async fn call_with_deadline(
+    core: &SessionCore,
     agent: &AgentProcess,
     pending: agent::Pending,
     method: &str,
@@ -50,11 +51,14 @@ pub(super) async fn call_with_deadline(
                 detail: exit_detail(exit.as_ref(), agent).await,
             })
         }
-        _ = tokio::time::sleep(timeout) => Err(RuntimeError::Timeout {
-            agent: agent.command.clone(),
-            method: method.to_owned(),
-            seconds: timeout.as_secs(),
-        }),
+        _ = tokio::time::sleep(timeout) => {
+            super::given_up::give_up(core, &pending, method, "timeout").await;
+            Err(RuntimeError::Timeout {
+                agent: agent.command.clone(),
+                method: method.to_owned(),
+                seconds: timeout.as_secs(),
+            })
+        }
     }
 }
 
@@ -109,7 +113,7 @@ impl Controls<'_> {
             })))
             .await?;
         let pending = self.conn.call(method, params, |_| {});
-        match call_with_deadline(self.agent, pending, method, self.timeout).await {
+        match call_with_deadline(self.core, self.agent, pending, method, self.timeout).await {
             Ok(result) => {
                 let mut extra = Map::new();
                 extra.insert("input".into(), input);
@@ -298,7 +302,14 @@ impl Session {
     pub async fn agent_request(&self, method: &str, params: Value) -> RuntimeResult<Value> {
         self.ensure_connected()?;
         let pending = self.conn.call(method, params, |_| {});
-        call_with_deadline(&self.agent, pending, method, self.options.request_timeout).await
+        call_with_deadline(
+            &self.core,
+            &self.agent,
+            pending,
+            method,
+            self.options.request_timeout,
+        )
+        .await
     }
 }
 

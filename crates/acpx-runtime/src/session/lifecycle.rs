@@ -138,6 +138,7 @@ impl Session {
                 .conn
                 .call("session/close", json!({"sessionId": acp}), |_| {});
             if let Err(e) = call_with_deadline(
+                &self.core,
                 &self.agent,
                 pending,
                 "session/close",

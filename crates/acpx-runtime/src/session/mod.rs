@@ -8,12 +8,15 @@
 //! the `turn` module) and `lifecycle` (the background tasks, shutdown and close).
 
 pub mod additional_dirs;
+mod adopt;
 mod agent_delete;
 mod agent_output;
+mod agent_sessions;
 mod attach;
 pub mod auth;
 mod choices;
 mod controls;
+pub(crate) mod given_up;
 mod handover;
 mod lifecycle;
 mod offered;
@@ -39,7 +42,9 @@ use crate::error::{RuntimeError, RuntimeResult};
 use crate::recorder::{EventDraft, Recorder};
 
 pub use crate::turn::{agent_text_after, agent_text_parts_after, CancelHandle, TurnOutcome};
+pub use adopt::{AdoptSpec, Adopted};
 pub use agent_delete::{advertises_delete, AgentSessionDelete};
+pub use agent_sessions::{advertises_list, AgentListQuery, AgentSession, AgentSessionList};
 pub use auth::AuthPolicy;
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,

@@ -1,4 +1,4 @@
-//! `ops::ensure`: finding or creating a scope's session under the scope lock, replacing the
+//! `acpx_owner::ensure`: finding or creating a scope's session under the scope lock, replacing the
 //! scope's open sessions, attaching an existing ACP session, and giving up on interrupt, on
 //! every backend against the scripted agent.
 use crate::common;

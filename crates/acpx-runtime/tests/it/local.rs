@@ -1,4 +1,4 @@
-//! `ops::local`: turns, controls and forks run in this process, registered in the run
+//! `acpx_owner::local`: turns, controls and forks run in this process, registered in the run
 //! registry, with interrupts and remote cancel, on every backend against the scripted agent.
 use crate::common;
 

@@ -1,5 +1,6 @@
 //! Commands that run the agent: `prompt`, `exec`, `cancel`, `set-mode`, `set`, `status`,
-//! `sessions new`, `sessions ensure` and `sessions fork`.
+//! `sessions new`, `sessions ensure`, `sessions fork`, `sessions adopt` and `sessions list
+//! --from-agent`.
 //!
 //! `prompt`, `set-mode`, `set`, `cancel` and `status` of a stored session go to the session's
 //! queue owner ([`owned`], `acpx_owner`): one detached process that keeps the agent
@@ -19,12 +20,14 @@
 //! | [`status`](mod@status) | `status` |
 //! | [`lifecycle`] | `sessions new` (and `--resume-session`), `sessions ensure` (the flows are `acpx_owner::ensure`'s) |
 //! | [`fork`](mod@fork) | `sessions fork` |
+//! | [`adopt`](mod@adopt) | `sessions list --from-agent`, `sessions adopt` |
 //! | [`owned`] | the queue owner's client side, and the hidden `__owner` command |
 //!
 //! This module holds what they share: the runtime's options, the mapping of runtime errors,
 //! and telling the user what opening a session changed (the sentences are
 //! `acpx_printer::notices`'s; Ctrl-C counting is `acpx_owner::interrupts`'s).
 
+mod adopt;
 mod controls;
 mod fork;
 mod lifecycle;
@@ -32,6 +35,7 @@ mod owned;
 mod prompt;
 mod status;
 
+pub use adopt::{adopt, list_from_agent};
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
