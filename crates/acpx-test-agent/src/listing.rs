@@ -19,7 +19,8 @@ const DEFAULT_PAGE_SIZE: usize = 50;
 const CURSOR_PREFIX: &str = "page-";
 
 impl AgentState {
-    fn meta_path(&self, id: &str) -> Option<std::path::PathBuf> {
+    /// Where session `id`'s listing record is kept (beside its history).
+    pub(crate) fn meta_path(&self, id: &str) -> Option<std::path::PathBuf> {
         let history = self.history_path(id)?;
         Some(history.with_extension("meta.json"))
     }

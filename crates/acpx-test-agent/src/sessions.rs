@@ -405,6 +405,10 @@ pub(crate) fn delete_session(state: &AgentState, params: &Value) -> Result<Value
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(&id);
+    if let Some(meta) = state.meta_path(&id) {
+        // No longer listed by `session/list`.
+        let _ = std::fs::remove_file(meta);
+    }
     match state.history_path(&id) {
         Some(path) if path.exists() => std::fs::remove_file(&path)
             .map(|()| json!({}))
