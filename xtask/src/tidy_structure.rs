@@ -31,7 +31,6 @@ const KNOWN_CIRCLES: &[&str] = &[
     "crates/acpx-model: load <-> search <-> session <-> settled <-> thread",
     "crates/acpx-model: migrate <-> stage <-> store",
     "crates/acpx-owner: arrival <-> connections <-> dispatch <-> frames <-> permissions <-> remote_inbox <-> server <-> store_lease <-> worker",
-    "crates/acpx-test-agent: scripts <-> showcase",
 ];
 
 /// The largest share of the workspace's library source lines one crate may hold, in percent.

@@ -85,6 +85,7 @@
 
 mod flags;
 mod listing;
+mod permission;
 mod script_words;
 mod scripts;
 mod sessions;

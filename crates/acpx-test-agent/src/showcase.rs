@@ -7,7 +7,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 use serde_json::{json, Value};
 
-use crate::scripts::ask_permission_for;
+use crate::permission::ask_permission_for;
 use crate::send;
 
 /// What a hostile agent writes: a script, an image with a handler, script links, a style
