@@ -7,9 +7,9 @@ use std::borrow::Cow;
 use acpx_model::search::message_text;
 use acpx_model::{AgentContent, Message, SessionRecord, StoreError, StoreResult, ThreadText};
 
-/// The searchable text of one message, which the `messages` table holds in parts
-/// ([`part_ranges`]). Borrowed from the record when the save runs in place, so a long reply
-/// is not copied for it; owned when the save runs on a pool thread.
+/// The searchable text of one message, which SQLite's `messages` table holds in parts.
+/// Borrowed from the record when the save runs in place, so a long reply is not copied for
+/// it; owned when the save runs on a pool thread.
 pub struct MessageText<'a> {
     pub index: i64,
     pub role: &'static str,
