@@ -253,3 +253,26 @@ fn a_client_gone_while_asked_leaves_the_answer_to_the_non_interactive_rule() {
         }
     }
 }
+
+/// Ctrl-C while a form is asked cancels the turn, and the cancel answers the open elicitation
+/// `cancel` (as it answers an open permission question), in one process and through the owner.
+#[test]
+fn an_interrupt_while_asked_cancels_the_elicitation() {
+    for mode in MODES {
+        let env = Env::new("fs");
+        let agent = env.agent_cmd("");
+        env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+        let mut t = Terminal::start(&env, &args(&agent, mode, &["elicit"]));
+        t.expect("? Name (`name`, string, required)");
+        kill(t.acpx_pid(), libc::SIGINT);
+        let (code, screen) = t.finish();
+        assert!([0, 130].contains(&code), "{mode:?}: {code} {screen}");
+        let a = last_answer(&env, &agent);
+        assert_eq!(a["action"], "cancel", "{mode:?}: {a}");
+        assert_eq!(a["answeredBy"], "cancelled-turn", "{mode:?}: {a}");
+        assert!(
+            screen.contains("[elicitation] no answer needed any more"),
+            "{mode:?}: {screen}"
+        );
+    }
+}
