@@ -4,8 +4,9 @@
 //! by the agent's `elicitation/complete`; a URL of another scheme declined unasked; the
 //! answers file winning over the terminal. With `--no-owner` (the command's own terminal) and
 //! through the warm queue owner (forwarded to the submitting client's terminal), on both
-//! stores, each answer checked in the record with who gave it. And a client that goes away
-//! while asked: the owner answers by the non-interactive rule.
+//! stores, each answer checked in the record with who gave it, and in the viewer. A client
+//! that goes away while asked: the owner answers by the non-interactive rule. Ctrl-C while
+//! asked: the turn's cancel answers `cancel`.
 
 use serde_json::{json, Value};
 
