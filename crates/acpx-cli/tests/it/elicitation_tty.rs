@@ -4,8 +4,9 @@
 //! by the agent's `elicitation/complete`; a URL of another scheme declined unasked; the
 //! answers file winning over the terminal. With `--no-owner` (the command's own terminal) and
 //! through the warm queue owner (forwarded to the submitting client's terminal), on both
-//! stores, each answer checked in the record with who gave it. And a client that goes away
-//! while asked: the owner answers by the non-interactive rule.
+//! stores, each answer checked in the record with who gave it, and in the viewer. A client
+//! that goes away while asked: the owner answers by the non-interactive rule. Ctrl-C while
+//! asked: the turn's cancel answers `cancel`.
 
 use serde_json::{json, Value};
 
@@ -251,5 +252,28 @@ fn a_client_gone_while_asked_leaves_the_answer_to_the_non_interactive_rule() {
             assert_eq!(a["answeredBy"], "non-interactive", "{backend} {rule}: {a}");
             env.run(&["--agent", &agent, "sessions", "close"]);
         }
+    }
+}
+
+/// Ctrl-C while a form is asked cancels the turn, and the cancel answers the open elicitation
+/// `cancel` (as it answers an open permission question), in one process and through the owner.
+#[test]
+fn an_interrupt_while_asked_cancels_the_elicitation() {
+    for mode in MODES {
+        let env = Env::new("fs");
+        let agent = env.agent_cmd("");
+        env.run(&args(&agent, mode, &["sessions", "new"])).ok();
+        let mut t = Terminal::start(&env, &args(&agent, mode, &["elicit"]));
+        t.expect("? Name (`name`, string, required)");
+        kill(t.acpx_pid(), libc::SIGINT);
+        let (code, screen) = t.finish();
+        assert!([0, 130].contains(&code), "{mode:?}: {code} {screen}");
+        let a = last_answer(&env, &agent);
+        assert_eq!(a["action"], "cancel", "{mode:?}: {a}");
+        assert_eq!(a["answeredBy"], "cancelled-turn", "{mode:?}: {a}");
+        assert!(
+            screen.contains("[elicitation] no answer needed any more"),
+            "{mode:?}: {screen}"
+        );
     }
 }
