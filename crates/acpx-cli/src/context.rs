@@ -7,7 +7,7 @@ use std::time::Duration;
 use acpx_model::Store;
 use acpx_runtime::mcp_servers::{read_mcp_servers_file, McpServers};
 use acpx_runtime::permission_rules::PermissionRules;
-use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
+use acpx_runtime::{AuthPolicy, Invocation, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
 pub use acpx_app::agents::AgentChoice;
@@ -15,7 +15,7 @@ use acpx_app::agents::AgentChoiceError;
 
 use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
-use crate::cli::{AuthPolicyArg, GlobalArgs, NonInteractiveArg, ResumePolicyArg};
+use crate::cli::GlobalArgs;
 use crate::config::{Backend, Config, Format, PermissionMode};
 use crate::error::{CliError, CliResult};
 use crate::output::Out;
@@ -282,21 +282,18 @@ impl Ctx {
         if global.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(CliError::usage("--model needs a model id"));
         }
-        let resume_policy = match global.resume_policy {
-            Some(ResumePolicyArg::AllowNew) => ResumePolicy::AllowNew,
-            Some(ResumePolicyArg::SameSessionOnly) => ResumePolicy::SameSessionOnly,
-            None => config.resume_policy.unwrap_or_default(),
-        };
-        let non_interactive = match global.non_interactive_permissions {
-            Some(NonInteractiveArg::Deny) => NonInteractivePermissions::Deny,
-            Some(NonInteractiveArg::Fail) => NonInteractivePermissions::Fail,
-            None => config.non_interactive.unwrap_or_default(),
-        };
-        let auth_policy = match global.auth_policy {
-            Some(AuthPolicyArg::Skip) => AuthPolicy::Skip,
-            Some(AuthPolicyArg::Fail) => AuthPolicy::Fail,
-            None => config.auth_policy.unwrap_or_default(),
-        };
+        let resume_policy = global
+            .resume_policy
+            .or(config.resume_policy)
+            .unwrap_or_default();
+        let non_interactive = global
+            .non_interactive_permissions
+            .or(config.non_interactive)
+            .unwrap_or_default();
+        let auth_policy = global
+            .auth_policy
+            .or(config.auth_policy)
+            .unwrap_or_default();
         Ok(Ctx {
             auth_policy,
             mcp_servers,
@@ -334,6 +331,27 @@ impl Ctx {
             store: OnceCell::new(),
             authority: std::sync::OnceLock::new(),
         })
+    }
+
+    /// This command's options for the session engine, decided once: the one-process path
+    /// applies them to its runtime, the queue owner receives them with the task.
+    pub fn invocation(&self) -> Invocation {
+        Invocation {
+            permission_mode: self.permission,
+            timeout: self.timeout,
+            non_interactive: Some(self.non_interactive),
+            elicitation_answers: self.elicitation_answers.as_deref().cloned(),
+            resume_policy: Some(self.resume_policy),
+            mcp_servers: self.mcp_servers.clone(),
+            default_mcp_servers: self.config.mcp_servers.clone(),
+            additional_directories: self.additional_directories.clone(),
+            model: self.model.clone(),
+            prompt_retries: Some(self.prompt_retries),
+            permission_policy: self.permission_rules.clone(),
+            auth_policy: Some(self.auth_policy),
+            no_fs: self.no_fs,
+            no_terminal: self.no_terminal,
+        }
     }
 
     /// The store of `--store`, opened on first use.

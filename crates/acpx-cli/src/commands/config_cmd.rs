@@ -231,7 +231,7 @@ mod tests {
     fn the_template_loads_without_warnings() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.json"), super::TEMPLATE).unwrap();
-        let c = crate::config::Config::load(home.path(), home.path()).unwrap();
+        let c = crate::config::load(home.path(), home.path()).unwrap();
         assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
         assert_eq!(c.ttl, Some(300));
         assert_eq!(c.queue_max_depth, Some(16));

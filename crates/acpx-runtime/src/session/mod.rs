@@ -15,6 +15,7 @@ pub mod auth;
 mod choices;
 mod controls;
 mod handover;
+pub mod invocation;
 mod lifecycle;
 mod offered;
 mod options;
@@ -41,6 +42,7 @@ use crate::recorder::{EventDraft, Recorder};
 pub use crate::turn::{agent_text_after, agent_text_parts_after, CancelHandle, TurnOutcome};
 pub use agent_delete::{advertises_delete, AgentSessionDelete};
 pub use auth::AuthPolicy;
+pub use invocation::{effective_mcp_servers, Invocation};
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,
     ResumePolicy, RuntimeOptions, PROTOCOL_VERSION,

@@ -49,49 +49,29 @@ use acpx_owner::local::{LocalError, LocalEvent};
 use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
-use crate::config::PermissionMode as CliPermission;
 use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
 use crate::live::TtyPrompter;
 
-/// The runtime's options for this invocation.
+/// The runtime's options for this invocation: the configuration's request timeout and
+/// credentials, a terminal to ask when the mode asks, then the command's own options
+/// ([`Ctx::invocation`], applied as the queue owner applies them).
 pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
-    let permission_mode = match ctx.permission {
-        CliPermission::ApproveAll => PermissionMode::ApproveAll,
-        CliPermission::ApproveReads => PermissionMode::ApproveReads,
-        CliPermission::DenyAll => PermissionMode::DenyAll,
-    };
-    let prompter = if permission_mode == PermissionMode::ApproveReads {
+    let prompter = if ctx.permission == PermissionMode::ApproveReads {
         TtyPrompter::available()
     } else {
         None
     };
     let mut o = RuntimeOptions {
-        permission_mode,
         prompter,
-        prompt_timeout: ctx.timeout,
         observer,
-        resume_policy: ctx.resume_policy,
-        non_interactive: ctx.non_interactive,
-        elicitation_answers: ctx.elicitation_answers.clone(),
-        mcp_servers: ctx.mcp_servers.clone(),
-        default_mcp_servers: ctx.config.mcp_servers.clone(),
-        additional_directories: ctx.additional_directories.clone(),
-        model: ctx.model.clone(),
-        permission_rules: ctx.permission_rules.clone(),
-        prompt_retries: ctx.prompt_retries,
-        fs: !ctx.no_fs,
-        terminal: !ctx.no_terminal,
-        auth_policy: ctx.auth_policy,
         auth_credentials: ctx.config.auth.clone(),
         ..RuntimeOptions::default()
     };
     if let Some(t) = ctx.config.request_timeout {
         o.request_timeout = Duration::from_secs_f64(t);
     }
-    if let Some(t) = ctx.timeout {
-        o.request_timeout = o.request_timeout.min(t.max(Duration::from_secs(1)));
-    }
+    ctx.invocation().apply(&mut o);
     o
 }
 

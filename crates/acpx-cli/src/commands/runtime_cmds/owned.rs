@@ -90,22 +90,7 @@ pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
 /// runtime (`runtime_options`).
 pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
     TaskOptions {
-        permission_mode: ctx.permission.as_str().to_owned(),
-        timeout_ms: ctx
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        non_interactive: Some(ctx.non_interactive),
-        elicitation_answers: ctx.elicitation_answers.as_deref().cloned(),
-        resume_policy: Some(ctx.resume_policy),
-        mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
-        default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
-        additional_directories: ctx.additional_directories.clone(),
-        model: ctx.model.clone(),
-        permission_policy: ctx.permission_rules.clone(),
-        prompt_retries: Some(ctx.prompt_retries),
-        no_fs: ctx.no_fs,
-        no_terminal: ctx.no_terminal,
-        auth_policy: Some(ctx.auth_policy),
+        invocation: ctx.invocation(),
         interactive: false,
         // Quiet output prints only the answer, and `acp` the frames: the owner need not
         // stream the events.
