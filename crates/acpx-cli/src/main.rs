@@ -23,7 +23,6 @@ mod output;
 mod progress;
 mod render;
 mod spinner;
-mod table;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
 #[cfg(test)]

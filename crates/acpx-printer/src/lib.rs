@@ -13,6 +13,7 @@
 //! | [`results`] | the JSON results of session commands (`--format json`) |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
+//! | [`table`] | aligned text tables for people, fitted to the terminal's width |
 //! | [`viewer`] | the HTML page of a stored session, its log read page by page |
 //!
 //! ```no_run
@@ -28,6 +29,7 @@ pub mod export;
 pub mod live;
 pub mod notices;
 pub mod results;
+pub mod table;
 pub mod transcript;
 pub mod viewer;
 

@@ -24,7 +24,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render;
-use crate::table::{self, Table};
+use acpx_printer::table::{self, Table};
 use acpx_printer::results;
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).

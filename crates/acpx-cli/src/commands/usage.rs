@@ -12,7 +12,7 @@ use crate::cli::{Target, UsageArgs};
 use crate::commands::select_summary;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::table::{self, Align};
+use acpx_printer::table::{self, Align};
 
 /// `sessions usage [SESSION] [--by …] [--since DAY] [--until DAY]`.
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
