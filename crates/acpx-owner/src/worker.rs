@@ -22,6 +22,7 @@ use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOu
 use super::server::{
     event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
 };
+use crate::drive::Control;
 
 /// The session a task makes rather than opens: a new one, or a fork of a stored one (its
 /// parent and the fork's name).
@@ -85,6 +86,18 @@ fn wanted_agent(
         !task.no_fs,
         !task.no_terminal,
     ))
+}
+
+/// A control run on the owner's session, answered with its value.
+async fn run_control(
+    session: &mut Session,
+    control: Control,
+    resumed: bool,
+) -> RuntimeResult<Response> {
+    control
+        .run(session)
+        .await
+        .map(|value| Response::ControlResult { resumed, value })
 }
 
 impl Worker {
@@ -606,30 +619,15 @@ impl Worker {
                     outcome: WireOutcome::from(o),
                 })
             }
+            // A control answers as it does in one process (`Control::run`).
             JobKind::SetMode(mode, _) => {
-                session
-                    .set_mode(&mode)
-                    .await
-                    .map(|()| Response::ControlResult {
-                        resumed,
-                        value: Value::Null,
-                    })
+                run_control(session, Control::SetMode(mode), resumed).await
             }
-            JobKind::SetConfigOption(id, value, _) => session
-                .set_config_option(&id, value)
-                .await
-                .map(|opts| Response::ControlResult {
-                    resumed,
-                    value: Value::Array(opts),
-                }),
+            JobKind::SetConfigOption(id, value, _) => {
+                run_control(session, Control::SetConfigOption(id, value), resumed).await
+            }
             JobKind::SetModel(model, _) => {
-                session
-                    .set_model(&model)
-                    .await
-                    .map(|(opts, via_config)| Response::ControlResult {
-                        resumed,
-                        value: json!({"configOptions": opts, "viaConfigOption": via_config}),
-                    })
+                run_control(session, Control::SetModel(model), resumed).await
             }
             // The session was made by `ensure_session`; the agent stays warm for its turns.
             JobKind::Create(..) => Ok(Response::ControlResult {
