@@ -12,6 +12,7 @@ use tokio::sync::OnceCell;
 
 pub use acpx_app::agents::AgentChoice;
 use acpx_app::agents::AgentChoiceError;
+use acpx_app::paths::{self, PathError};
 
 use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
@@ -112,90 +113,35 @@ fn read_elicitation_answers(path: &Path) -> CliResult<acpx_runtime::ElicitationA
     }
 }
 
-/// `~/.acpx`, from `$HOME`.
-pub fn default_home() -> CliResult<PathBuf> {
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".acpx")),
-        _ => Err(
-            CliError::usage("cannot find the home directory: $HOME is not set")
-                .with_hint("pass --home <dir> or set ACPX_HOME"),
-        ),
-    }
-}
-
 /// The working directory: `--cwd` (made absolute, symlinks resolved like the process cwd)
-/// or the process's own.
+/// or the process's own ([`paths::resolve_cwd`]).
 pub fn resolve_cwd(flag: Option<&Path>) -> CliResult<PathBuf> {
-    let raw = match flag {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::runtime(format!("cannot read the current directory: {e}")))?,
-    };
-    let abs = std::fs::canonicalize(&raw).map_err(|e| {
-        CliError::usage(format!("--cwd {}: {e}", raw.display()))
-            .with_hint("pass an existing directory")
-    })?;
-    if !abs.is_dir() {
-        return Err(CliError::usage(format!(
-            "--cwd {}: not a directory",
-            raw.display()
-        )));
-    }
-    Ok(abs)
+    paths::resolve_cwd(flag).map_err(|e| match e {
+        PathError::CurrentDir(e) => {
+            CliError::runtime(format!("cannot read the current directory: {e}"))
+        }
+        PathError::Resolve { path, source } => {
+            CliError::usage(format!("--cwd {}: {source}", path.display()))
+                .with_hint("pass an existing directory")
+        }
+        PathError::NotADirectory(path) => {
+            CliError::usage(format!("--cwd {}: not a directory", path.display()))
+        }
+        e => CliError::usage(format!("--cwd: {e}")),
+    })
 }
 
 /// `--home`/`ACPX_HOME` made absolute, with symlinks and `..` resolved as far as it exists
-/// (it need not exist yet).
-///
-/// Every spelling of one home must give one path: the private socket of a queue owner whose
-/// home path is long is named by a hash of that path (`acpx_owner::private_socket`), and a
-/// client that spelled the home another way (`./h`, `a/../h`, a symlink) looked for the
-/// owner's socket elsewhere; the sessions' log locations also record it.
+/// (it need not exist yet; [`paths::resolve_home`], default `~/.acpx`).
 pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
-    let home = match flag {
-        Some(h) => h.to_path_buf(),
-        None => default_home()?,
-    };
-    let abs = std::path::absolute(&home)
-        .map_err(|e| CliError::usage(format!("--home {}: {e}", home.display())))?;
-    Ok(resolve_existing_part(&abs))
-}
-
-/// `abs` with its longest existing prefix canonicalized and the rest (components that do not
-/// exist yet, `..` among them resolved lexically) appended. `abs` as it is when a component
-/// exists but does not resolve (a dangling symlink, a file, a directory it may not search):
-/// the kernel would not read `..` after it lexically, and the later use reports the error.
-fn resolve_existing_part(abs: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut prefix = abs;
-    loop {
-        let resolved = std::fs::canonicalize(prefix);
-        if let Err(e) = &resolved {
-            let absent = e.kind() == std::io::ErrorKind::NotFound
-                && std::fs::symlink_metadata(prefix).is_err();
-            if !absent {
-                return abs.to_path_buf();
-            }
+    paths::resolve_home(flag).map_err(|e| match e {
+        PathError::NoHome => CliError::usage("cannot find the home directory: $HOME is not set")
+            .with_hint("pass --home <dir> or set ACPX_HOME"),
+        PathError::Resolve { path, source } => {
+            CliError::usage(format!("--home {}: {source}", path.display()))
         }
-        if let Ok(real) = resolved {
-            let mut out = real;
-            for part in missing.iter().rev() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        out.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => out.push(other.as_os_str()),
-                }
-            }
-            return out;
-        }
-        let (Some(parent), Some(last)) = (prefix.parent(), prefix.components().next_back()) else {
-            return abs.to_path_buf();
-        };
-        missing.push(last);
-        prefix = parent;
-    }
+        e => CliError::usage(format!("--home: {e}")),
+    })
 }
 
 impl Ctx {
@@ -400,47 +346,5 @@ impl Ctx {
     /// The store as a trait object.
     pub async fn store(&self) -> CliResult<Arc<dyn Store>> {
         Ok(self.opened().await?.as_dyn())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_spelling_of_a_home_gives_one_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir(real.join("h")).unwrap();
-        std::os::unix::fs::symlink(real.join("h"), real.join("link")).unwrap();
-        for spelling in ["h", "h/", "./h", "x/../h", "link"] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                real.join("h"),
-                "{spelling}"
-            );
-        }
-        // A dangling symlink, or a file, on the way: the path as given (its use reports it).
-        std::os::unix::fs::symlink(real.join("nowhere"), real.join("dangling")).unwrap();
-        std::fs::write(real.join("file"), b"").unwrap();
-        for spelling in ["dangling/../h", "file/../h", "dangling/new"] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                std::path::absolute(real.join(spelling)).unwrap(),
-                "{spelling}"
-            );
-        }
-        // Not created yet: the existing part resolved, the rest kept.
-        for (spelling, want) in [
-            ("new/sub", "new/sub"),
-            ("link/new/./sub", "h/new/sub"),
-            ("h/../new/sub", "new/sub"),
-        ] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                real.join(want),
-                "{spelling}"
-            );
-        }
     }
 }
