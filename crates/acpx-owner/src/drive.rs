@@ -61,8 +61,10 @@ pub struct Driver<'a> {
     /// The runtime options of the in-process path (observer, prompter, and the command's
     /// invocation applied); called only on that path.
     pub local_options: Box<dyn Fn() -> RuntimeOptions + 'a>,
-    /// The user's interrupts (Ctrl-C, [`crate::interrupts::interrupt_count`]).
-    pub interrupts: watch::Receiver<u32>,
+    /// Starts counting the user's interrupts (Ctrl-C: [`crate::interrupts::interrupt_count`]),
+    /// called when a flow starts to watch them: after releasing a busy owner, so that until
+    /// then an interrupt has its default effect and stops the waiting command.
+    pub interrupts: fn() -> watch::Receiver<u32>,
 }
 
 /// What happens while a command is driven.
@@ -221,7 +223,7 @@ impl Driver<'_> {
                 self.task.clone(),
                 wait,
                 prompter,
-                self.interrupts.clone(),
+                (self.interrupts)(),
                 |e| events(DriveEvent::Owner(e)),
             )
             .await?;
@@ -236,7 +238,7 @@ impl Driver<'_> {
             id,
             prompt,
             self.task.invocation.timeout,
-            self.interrupts.clone(),
+            (self.interrupts)(),
             |e| events(DriveEvent::Local(e)),
         )
         .await?;
@@ -274,7 +276,7 @@ impl Driver<'_> {
             self.authority,
             id,
             self.task.invocation.timeout,
-            self.interrupts.clone(),
+            (self.interrupts)(),
             |e| events(DriveEvent::Local(e)),
             async |s: &mut Session| control.run(s).await,
         )
@@ -302,7 +304,7 @@ impl Driver<'_> {
                 parent,
                 name,
                 self.task.invocation.timeout,
-                self.interrupts.clone(),
+                (self.interrupts)(),
                 |e| events(DriveEvent::Local(e)),
             )
             .await?;

@@ -175,7 +175,7 @@ fn driver<'a>(
         in_process: ctx.no_owner,
         spawn: Box::new(move |id| owned::spawn_owner(ctx, id)),
         local_options: local,
-        interrupts: sigint_count(),
+        interrupts: sigint_count,
     })
 }
 
