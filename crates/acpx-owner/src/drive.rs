@@ -45,6 +45,9 @@ use crate::submit::{self, CancelAnswer, OwnerTarget, SubmitError, SubmitEvent, S
 /// command has no timeout: a day, as good as without limit.
 const NO_TIMEOUT_WAIT: Duration = Duration::from_secs(24 * 3600);
 
+/// Starts a detached queue owner for a session ([`Driver::spawn`]).
+pub type SpawnOwner<'a> = Box<dyn Fn(&RecordId) -> std::io::Result<()> + Send + Sync + 'a>;
+
 /// Everything needed to drive one command's work on the sessions of one store.
 pub struct Driver<'a> {
     /// The store holding the sessions.
@@ -57,7 +60,7 @@ pub struct Driver<'a> {
     /// Run the agent in this process (`--no-owner`) instead of in the session's owner.
     pub in_process: bool,
     /// Starts a detached owner for a session when none runs (see [`OwnerTarget::spawn`]).
-    pub spawn: Box<dyn Fn(&RecordId) -> std::io::Result<()> + Send + Sync + 'a>,
+    pub spawn: SpawnOwner<'a>,
     /// The runtime options of the in-process path (observer, prompter, and the command's
     /// invocation applied); called only on that path.
     pub local_options: Box<dyn Fn() -> RuntimeOptions + 'a>,
@@ -112,7 +115,7 @@ pub enum Prompted {
     /// Through the owner: the turn's outcome, or its place in the queue without waiting.
     Owner(Submitted),
     /// In process: the turn and the record after it.
-    Local(Turn),
+    Local(Box<Turn>),
 }
 
 /// How a cancel went.
@@ -242,7 +245,7 @@ impl Driver<'_> {
             |e| events(DriveEvent::Local(e)),
         )
         .await?;
-        Ok(Prompted::Local(turn))
+        Ok(Prompted::Local(Box::new(turn)))
     }
 
     /// Runs a control of session `id` and returns its answer, whether the session was
