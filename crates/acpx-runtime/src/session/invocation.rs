@@ -6,7 +6,7 @@
 //! ([`Invocation::apply`]); a queue owner receives it inside each task's options (it is
 //! serde-able, and its JSON is the task options' decision fields on the owner's wire), applies
 //! it to the runtime it (re)attaches with, and takes each turn's part of it as
-//! [`TurnOptions`](super::TurnOptions) ([`Invocation::turn_options`]). The MCP servers of a
+//! [`TurnOptions`] ([`Invocation::turn_options`]). The MCP servers of a
 //! reattach are chosen by one function, [`effective_mcp_servers`], on both paths.
 
 use std::path::PathBuf;
