@@ -31,6 +31,7 @@ use acpx_runtime::durations::{check_seconds, Range};
 use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
 use acpx_runtime::ops::lookup::walk_dirs;
 use acpx_runtime::{AuthPolicy, NonInteractivePermissions, PermissionMode, ResumePolicy};
+pub use acpx_stores::{Backend, StoreUrl};
 
 /// `format`: how a command shows its results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,20 +46,43 @@ pub enum OutputFormat {
     Acp,
 }
 
-/// `store`: the storage backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreKind {
-    /// `fs`: files under `<home>/sessions/`.
-    Fs,
-    /// `sqlite`: one SQLite database, `<home>/acpx.db`.
-    Sqlite,
-    /// `postgres`: a PostgreSQL database (`storeUrl`).
-    Postgres,
+impl OutputFormat {
+    /// The spelling of `format` and `--format`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputFormat::Text => "text",
+            OutputFormat::Json => "json",
+            OutputFormat::Quiet => "quiet",
+            OutputFormat::Acp => "acp",
+        }
+    }
+
+    /// Whether stdout carries JSON lines only (`json` and `acp`).
+    pub fn is_json(self) -> bool {
+        matches!(self, OutputFormat::Json | OutputFormat::Acp)
+    }
+}
+
+/// With the `clap` feature, `--format` takes the spellings of [`OutputFormat::as_str`].
+#[cfg(feature = "clap")]
+impl clap::ValueEnum for OutputFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            OutputFormat::Text,
+            OutputFormat::Json,
+            OutputFormat::Quiet,
+            OutputFormat::Acp,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
 }
 
 /// The merged configuration of the global and the project file.
 ///
-/// Not `Debug`: `store_url` may hold a password.
+/// Its `Debug` shows neither the password of `storeUrl` nor the credentials of `auth`.
 #[derive(Clone, Default)]
 pub struct ConfigFile {
     /// `defaultAgent`: an agent name or command line.
@@ -68,9 +92,9 @@ pub struct ConfigFile {
     /// `format`.
     pub format: Option<OutputFormat>,
     /// `store`.
-    pub store: Option<StoreKind>,
-    /// `storeUrl`: the PostgreSQL URL.
-    pub store_url: Option<String>,
+    pub store: Option<Backend>,
+    /// `storeUrl`: the PostgreSQL URL (its `Debug` hides the password).
+    pub store_url: Option<StoreUrl>,
     /// `timeout`: seconds a turn may take.
     pub timeout: Option<f64>,
     /// `requestTimeout`: seconds every ACP request but the prompt may take.
@@ -102,6 +126,25 @@ pub struct ConfigFile {
     pub files: Vec<PathBuf>,
     /// Unknown keys, as `file: unknown key ...`.
     pub unknown_keys: Vec<String>,
+}
+
+impl std::fmt::Debug for ConfigFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigFile")
+            .field("default_agent", &self.default_agent)
+            .field("default_permissions", &self.default_permissions)
+            .field("format", &self.format)
+            .field("store", &self.store)
+            .field("store_url", &self.store_url)
+            .field("timeout", &self.timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("agents", &self.agents)
+            .field("ttl", &self.ttl)
+            .field("no_owner", &self.no_owner)
+            .field("auth_methods", &self.auth.keys().collect::<Vec<_>>())
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What `config init` writes: every key at its default, explained by the "// key" entry
@@ -315,9 +358,9 @@ impl ConfigFile {
                 }
                 "store" => {
                     self.store = Some(match expect_string(path, key, value)?.as_str() {
-                        "fs" => StoreKind::Fs,
-                        "sqlite" => StoreKind::Sqlite,
-                        "postgres" => StoreKind::Postgres,
+                        "fs" => Backend::Fs,
+                        "sqlite" => Backend::Sqlite,
+                        "postgres" => Backend::Postgres,
                         other => {
                             return Err(config_error(
                                 path,
@@ -330,7 +373,7 @@ impl ConfigFile {
                     });
                 }
                 "storeUrl" => {
-                    self.store_url = Some(expect_string(path, key, value)?);
+                    self.store_url = Some(StoreUrl(expect_string(path, key, value)?));
                 }
                 "timeout" => self.timeout = Some(seconds(path, key, value, Range::Positive)?),
                 "requestTimeout" => {

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`config_file`] | the global and project config files, read and checked (unknown keys named, with a suggestion) |
 //! | [`agents`] | the agent registry: built-in names → command lines, plus the config file's own |
+//! | [`paths`] | the acpx home and the working directory, each resolved to one path whatever its spelling |
 //! | [`allocator`] | the allocation settings of a program that records long turns (the only `unsafe` here) |
 //!
 //! ```no_run
@@ -21,6 +22,7 @@
 pub mod agents;
 pub mod allocator;
 pub mod config_file;
+pub mod paths;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -26,7 +26,7 @@ pub async fn open(
     config_url: Option<&StoreUrl>,
     settle_loads: bool,
 ) -> CliResult<OpenStore> {
-    let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
+    let mut config = StoreConfig::new(backend, home.to_path_buf());
     config.url = config_url.cloned();
     if settle_loads {
         // A reading command does not hold a long session whole: its turns before the last
@@ -46,7 +46,7 @@ pub async fn open(
 /// The identity of the store `open` would open ([`StoreConfig::identity`]), without opening
 /// it: what keys the processes that drive its sessions.
 pub fn identity(backend: Backend, home: &Path, config_url: Option<&StoreUrl>) -> CliResult<String> {
-    let mut config = StoreConfig::new(backend.to_store(), home.to_path_buf());
+    let mut config = StoreConfig::new(backend, home.to_path_buf());
     config.url = config_url.cloned();
     Ok(config.from_env().map_err(open_error)?.identity())
 }

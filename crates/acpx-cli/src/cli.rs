@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Backend, Format};
+use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
 
 const ABOUT: &str =
     "Run ACP coding agents from the command line, with persistent, auditable sessions.";
@@ -132,12 +133,12 @@ pub struct GlobalArgs {
 
     /// Without a terminal to ask: deny the operation (default), or fail the turn (exit 5)
     #[arg(long, global = true, value_enum, value_name = "POLICY")]
-    pub non_interactive_permissions: Option<NonInteractiveArg>,
+    pub non_interactive_permissions: Option<NonInteractivePermissions>,
 
     /// When the agent cannot restore the session's ACP session: continue in a new one
     /// (allow-new, the default, said on stderr) or fail (same-session-only)
     #[arg(long, global = true, value_enum, value_name = "POLICY")]
-    pub resume_policy: Option<ResumePolicyArg>,
+    pub resume_policy: Option<ResumePolicy>,
 
     /// MCP servers for the agent, from a JSON file ({"mcpServers": {...}} or ACP's array);
     /// stored with the session and sent again on every later command
@@ -207,34 +208,7 @@ pub struct GlobalArgs {
     /// the config) matches: go on (skip) or fail (exit 1) [default: `authPolicy` from the
     /// config, else skip]
     #[arg(long, global = true, value_enum, value_name = "POLICY")]
-    pub auth_policy: Option<AuthPolicyArg>,
-}
-
-/// `--auth-policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AuthPolicyArg {
-    // Go on without authenticating (the agent may handle it itself).
-    Skip,
-    // Fail before any session request (exit 1, AUTH_REQUIRED).
-    Fail,
-}
-
-/// `--non-interactive-permissions`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum NonInteractiveArg {
-    // Refuse the operation; the turn goes on.
-    Deny,
-    // Refuse it and fail the turn with PERMISSION_PROMPT_UNAVAILABLE (exit 5).
-    Fail,
-}
-
-/// `--resume-policy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ResumePolicyArg {
-    // Continue in a new ACP session (the agent forgets earlier turns; said on stderr).
-    AllowNew,
-    // Fail instead of starting a new ACP session.
-    SameSessionOnly,
+    pub auth_policy: Option<AuthPolicy>,
 }
 
 fn parse_config_option(s: &str) -> Result<(String, String), String> {

@@ -7,15 +7,16 @@ use std::time::Duration;
 use acpx_model::Store;
 use acpx_runtime::mcp_servers::{read_mcp_servers_file, McpServers};
 use acpx_runtime::permission_rules::PermissionRules;
-use acpx_runtime::{AuthPolicy, NonInteractivePermissions, ResumePolicy};
+use acpx_runtime::{AuthPolicy, Invocation, NonInteractivePermissions, ResumePolicy};
 use tokio::sync::OnceCell;
 
 pub use acpx_app::agents::AgentChoice;
 use acpx_app::agents::AgentChoiceError;
+use acpx_app::paths::{self, PathError};
 
 use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
-use crate::cli::{AuthPolicyArg, GlobalArgs, NonInteractiveArg, ResumePolicyArg};
+use crate::cli::GlobalArgs;
 use crate::config::{Backend, Config, Format, PermissionMode};
 use crate::error::{CliError, CliResult};
 use crate::output::Out;
@@ -112,90 +113,35 @@ fn read_elicitation_answers(path: &Path) -> CliResult<acpx_runtime::ElicitationA
     }
 }
 
-/// `~/.acpx`, from `$HOME`.
-pub fn default_home() -> CliResult<PathBuf> {
-    match std::env::var_os("HOME") {
-        Some(h) if !h.is_empty() => Ok(PathBuf::from(h).join(".acpx")),
-        _ => Err(
-            CliError::usage("cannot find the home directory: $HOME is not set")
-                .with_hint("pass --home <dir> or set ACPX_HOME"),
-        ),
-    }
-}
-
 /// The working directory: `--cwd` (made absolute, symlinks resolved like the process cwd)
-/// or the process's own.
+/// or the process's own ([`paths::resolve_cwd`]).
 pub fn resolve_cwd(flag: Option<&Path>) -> CliResult<PathBuf> {
-    let raw = match flag {
-        Some(p) => p.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::runtime(format!("cannot read the current directory: {e}")))?,
-    };
-    let abs = std::fs::canonicalize(&raw).map_err(|e| {
-        CliError::usage(format!("--cwd {}: {e}", raw.display()))
-            .with_hint("pass an existing directory")
-    })?;
-    if !abs.is_dir() {
-        return Err(CliError::usage(format!(
-            "--cwd {}: not a directory",
-            raw.display()
-        )));
-    }
-    Ok(abs)
+    paths::resolve_cwd(flag).map_err(|e| match e {
+        PathError::CurrentDir(e) => {
+            CliError::runtime(format!("cannot read the current directory: {e}"))
+        }
+        PathError::Resolve { path, source } => {
+            CliError::usage(format!("--cwd {}: {source}", path.display()))
+                .with_hint("pass an existing directory")
+        }
+        PathError::NotADirectory(path) => {
+            CliError::usage(format!("--cwd {}: not a directory", path.display()))
+        }
+        e => CliError::usage(format!("--cwd: {e}")),
+    })
 }
 
 /// `--home`/`ACPX_HOME` made absolute, with symlinks and `..` resolved as far as it exists
-/// (it need not exist yet).
-///
-/// Every spelling of one home must give one path: the private socket of a queue owner whose
-/// home path is long is named by a hash of that path (`acpx_owner::private_socket`), and a
-/// client that spelled the home another way (`./h`, `a/../h`, a symlink) looked for the
-/// owner's socket elsewhere; the sessions' log locations also record it.
+/// (it need not exist yet; [`paths::resolve_home`], default `~/.acpx`).
 pub fn resolve_home(flag: Option<&Path>) -> CliResult<PathBuf> {
-    let home = match flag {
-        Some(h) => h.to_path_buf(),
-        None => default_home()?,
-    };
-    let abs = std::path::absolute(&home)
-        .map_err(|e| CliError::usage(format!("--home {}: {e}", home.display())))?;
-    Ok(resolve_existing_part(&abs))
-}
-
-/// `abs` with its longest existing prefix canonicalized and the rest (components that do not
-/// exist yet, `..` among them resolved lexically) appended. `abs` as it is when a component
-/// exists but does not resolve (a dangling symlink, a file, a directory it may not search):
-/// the kernel would not read `..` after it lexically, and the later use reports the error.
-fn resolve_existing_part(abs: &Path) -> PathBuf {
-    let mut missing = Vec::new();
-    let mut prefix = abs;
-    loop {
-        let resolved = std::fs::canonicalize(prefix);
-        if let Err(e) = &resolved {
-            let absent = e.kind() == std::io::ErrorKind::NotFound
-                && std::fs::symlink_metadata(prefix).is_err();
-            if !absent {
-                return abs.to_path_buf();
-            }
+    paths::resolve_home(flag).map_err(|e| match e {
+        PathError::NoHome => CliError::usage("cannot find the home directory: $HOME is not set")
+            .with_hint("pass --home <dir> or set ACPX_HOME"),
+        PathError::Resolve { path, source } => {
+            CliError::usage(format!("--home {}: {source}", path.display()))
         }
-        if let Ok(real) = resolved {
-            let mut out = real;
-            for part in missing.iter().rev() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        out.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    other => out.push(other.as_os_str()),
-                }
-            }
-            return out;
-        }
-        let (Some(parent), Some(last)) = (prefix.parent(), prefix.components().next_back()) else {
-            return abs.to_path_buf();
-        };
-        missing.push(last);
-        prefix = parent;
-    }
+        e => CliError::usage(format!("--home: {e}")),
+    })
 }
 
 impl Ctx {
@@ -282,21 +228,18 @@ impl Ctx {
         if global.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(CliError::usage("--model needs a model id"));
         }
-        let resume_policy = match global.resume_policy {
-            Some(ResumePolicyArg::AllowNew) => ResumePolicy::AllowNew,
-            Some(ResumePolicyArg::SameSessionOnly) => ResumePolicy::SameSessionOnly,
-            None => config.resume_policy.unwrap_or_default(),
-        };
-        let non_interactive = match global.non_interactive_permissions {
-            Some(NonInteractiveArg::Deny) => NonInteractivePermissions::Deny,
-            Some(NonInteractiveArg::Fail) => NonInteractivePermissions::Fail,
-            None => config.non_interactive.unwrap_or_default(),
-        };
-        let auth_policy = match global.auth_policy {
-            Some(AuthPolicyArg::Skip) => AuthPolicy::Skip,
-            Some(AuthPolicyArg::Fail) => AuthPolicy::Fail,
-            None => config.auth_policy.unwrap_or_default(),
-        };
+        let resume_policy = global
+            .resume_policy
+            .or(config.resume_policy)
+            .unwrap_or_default();
+        let non_interactive = global
+            .non_interactive_permissions
+            .or(config.non_interactive)
+            .unwrap_or_default();
+        let auth_policy = global
+            .auth_policy
+            .or(config.auth_policy)
+            .unwrap_or_default();
         Ok(Ctx {
             auth_policy,
             mcp_servers,
@@ -334,6 +277,27 @@ impl Ctx {
             store: OnceCell::new(),
             authority: std::sync::OnceLock::new(),
         })
+    }
+
+    /// This command's options for the session engine, decided once: the one-process path
+    /// applies them to its runtime, the queue owner receives them with the task.
+    pub fn invocation(&self) -> Invocation {
+        Invocation {
+            permission_mode: self.permission,
+            timeout: self.timeout,
+            non_interactive: Some(self.non_interactive),
+            elicitation_answers: self.elicitation_answers.as_deref().cloned(),
+            resume_policy: Some(self.resume_policy),
+            mcp_servers: self.mcp_servers.clone(),
+            default_mcp_servers: self.config.mcp_servers.clone(),
+            additional_directories: self.additional_directories.clone(),
+            model: self.model.clone(),
+            prompt_retries: Some(self.prompt_retries),
+            permission_policy: self.permission_rules.clone(),
+            auth_policy: Some(self.auth_policy),
+            no_fs: self.no_fs,
+            no_terminal: self.no_terminal,
+        }
     }
 
     /// The store of `--store`, opened on first use.
@@ -382,47 +346,5 @@ impl Ctx {
     /// The store as a trait object.
     pub async fn store(&self) -> CliResult<Arc<dyn Store>> {
         Ok(self.opened().await?.as_dyn())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_spelling_of_a_home_gives_one_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir(real.join("h")).unwrap();
-        std::os::unix::fs::symlink(real.join("h"), real.join("link")).unwrap();
-        for spelling in ["h", "h/", "./h", "x/../h", "link"] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                real.join("h"),
-                "{spelling}"
-            );
-        }
-        // A dangling symlink, or a file, on the way: the path as given (its use reports it).
-        std::os::unix::fs::symlink(real.join("nowhere"), real.join("dangling")).unwrap();
-        std::fs::write(real.join("file"), b"").unwrap();
-        for spelling in ["dangling/../h", "file/../h", "dangling/new"] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                std::path::absolute(real.join(spelling)).unwrap(),
-                "{spelling}"
-            );
-        }
-        // Not created yet: the existing part resolved, the rest kept.
-        for (spelling, want) in [
-            ("new/sub", "new/sub"),
-            ("link/new/./sub", "h/new/sub"),
-            ("h/../new/sub", "new/sub"),
-        ] {
-            assert_eq!(
-                resolve_home(Some(&real.join(spelling))).unwrap(),
-                real.join(want),
-                "{spelling}"
-            );
-        }
     }
 }

@@ -68,7 +68,7 @@ pub fn global_help() -> String {
 
 /// `acpx demo --help`: what the built-in demo agent answers to (the first word of a prompt).
 pub fn demo_help() -> String {
-    let mut t = crate::table::Table::new(&["PROMPT", "WHAT THE DEMO AGENT DOES"]);
+    let mut t = acpx_printer::table::Table::new(&["PROMPT", "WHAT THE DEMO AGENT DOES"]);
     for (usage, what) in acpx_test_agent::SCRIPT_WORDS {
         t.row(vec![(*usage).to_owned(), (*what).to_owned()]);
     }

@@ -24,7 +24,6 @@ mod output;
 mod progress;
 mod render;
 mod spinner;
-mod table;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
 #[cfg(test)]
@@ -120,7 +119,7 @@ fn run(args: Vec<OsString>) -> i32 {
     let setup = (|| -> Result<_, CliError> {
         let home = resolve_home(home_flag.as_deref())?;
         let cwd = resolve_cwd(pre.cwd.as_deref().map(std::path::Path::new))?;
-        let (config, config_problem) = Config::load_lenient(&home, &cwd);
+        let (config, config_problem) = config::load_lenient(&home, &cwd);
         Ok((home, cwd, config, config_problem))
     })();
     let (home, cwd, config, config_problem) = match setup {

@@ -29,6 +29,7 @@
 //! | [`client`] | connect-or-spawn, streamed answers, answering forwarded questions, release |
 //! | [`submit`] | a prompt or control submitted and followed (events, questions, interrupts), cancel, status, close, release |
 //! | [`runs`] | the run registry of turns run without an owner (run lock, cancel socket) and the scope locks |
+//! | [`drive`] | one call that runs a prompt, control or cancel through the owner or in this process, the same options either way |
 //! | [`local`] | a turn, control or fork in this process under the run registry, with Ctrl-C and remote cancel |
 //! | [`interrupts`] | Ctrl-C, SIGTERM and SIGHUP counted for a turn run here or followed at an owner |
 //! | [`ensure`] | `sessions ensure` / `sessions new`: the scope's session found or made, atomically across processes |
@@ -49,6 +50,7 @@
 
 pub mod authority;
 pub mod closing;
+pub mod drive;
 pub mod ensure;
 pub mod interrupts;
 pub mod local;

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use acpx_runtime::error::{AcpError, RuntimeError};
-use acpx_runtime::session::{FailedAttempt, NonInteractivePermissions, Notice, ResumePolicy};
+use acpx_runtime::session::Invocation;
+use acpx_runtime::session::{FailedAttempt, Notice};
 use acpx_runtime::PermissionQuestion;
 use acpx_runtime::TurnOutcome;
 
@@ -30,47 +31,11 @@ use acpx_runtime::TurnOutcome;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskOptions {
-    /// `approve-all`, `approve-reads` or `deny-all`.
-    pub permission_mode: String,
-    /// The turn's timeout in milliseconds (`None`: no timeout).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// `--non-interactive-permissions` (`None`: the owner's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub non_interactive: Option<NonInteractivePermissions>,
-    /// `--elicitation-answers`: answers to form elicitations, by field name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elicitation_answers: Option<serde_json::Map<String, Value>>,
-    /// `--resume-policy` (`None`: the owner's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_policy: Option<ResumePolicy>,
-    /// `--mcp-config`, in ACP's array form.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp_servers: Option<Value>,
-    /// The configuration's `mcpServers`, in ACP's array form.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default_mcp_servers: Option<Value>,
-    /// `--add-dir`, absolute (empty: the record's).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub additional_directories: Vec<std::path::PathBuf>,
-    /// `--model`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// `--prompt-retries` (`None`: the owner's, 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prompt_retries: Option<u32>,
-    /// `--permission-policy` rules for this task's permission requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission_policy: Option<acpx_runtime::permission_rules::PermissionRules>,
-    /// `--auth-policy` (`None`: the owner's), for the attach this task causes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth_policy: Option<acpx_runtime::session::AuthPolicy>,
-    /// `--no-fs`: the agent is neither offered nor served `fs/*`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_fs: bool,
-    /// `--no-terminal`: the agent is neither offered nor served `terminal/*`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_terminal: bool,
+    /// The command's own options ([`Invocation`]): the same ones the one-process path
+    /// applies to its runtime, read back strictly (an unknown permission mode or a malformed
+    /// MCP server list fails the request).
+    #[serde(flatten)]
+    pub invocation: Invocation,
     /// Whether the client's user can answer permission questions (it would ask at its
     /// terminal on the one-process path): the owner then sends it `permission_request` lines
     /// and reads [`ClientLine::PermissionAnswer`] lines from the same connection.
@@ -817,7 +782,10 @@ mod tests {
     fn unknown_option_fields_are_ignored() {
         let newer = r#"{"permissionMode":"approve-all","replyInParts":true,"fromTheFuture":1}"#;
         let o: TaskOptions = serde_json::from_str(newer).unwrap();
-        assert_eq!(o.permission_mode, "approve-all");
+        assert_eq!(
+            o.invocation.permission_mode,
+            acpx_runtime::PermissionMode::ApproveAll
+        );
     }
 
     #[test]

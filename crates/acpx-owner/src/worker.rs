@@ -11,18 +11,18 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use acpx_runtime::error::{RuntimeError, RuntimeResult};
-use acpx_runtime::mapping::{ADDITIONAL_DIRECTORIES_KEY, MCP_SERVERS_KEY};
-use acpx_runtime::mcp_servers::{parse_mcp_servers, McpServers};
+use acpx_runtime::mapping::ADDITIONAL_DIRECTORIES_KEY;
 use acpx_runtime::session::{
     NewSessionSpec, Notice, Runtime, RuntimeOptions, Session, TurnOptions,
 };
-use acpx_runtime::{PermissionMode, PermissionPrompter};
+use acpx_runtime::PermissionPrompter;
 
 use super::arrival::{Earlier, ORDER_GRACE, QUEUEING_GRACE};
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
 use super::server::{
     event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
 };
+use crate::drive::Control;
 
 /// The session a task makes rather than opens: a new one, or a fork of a stored one (its
 /// parent and the fork's name).
@@ -58,11 +58,17 @@ pub(super) struct Worker {
     pending: Vec<Job>,
 }
 
-/// What a task wants of the agent process: its MCP servers ([`wanted_mcp`]) and additional
-/// directories (its own `--add-dir`, else the record's), and whether fs and terminal are
-/// offered.
-fn wanted_agent(options: &TaskOptions, record: &acpx_model::SessionRecord) -> (Value, bool, bool) {
-    let dirs = if options.additional_directories.is_empty() {
+/// What a task wants of the agent process: its MCP servers (the task's own, else the
+/// record's, else the configuration's: [`acpx_runtime::Invocation::mcp_servers_for`], the choice a reattach
+/// makes) and additional directories (its own `--add-dir`, else the record's), and whether
+/// fs and terminal are offered. A stored MCP server list that is not valid is an error, as it
+/// is when the session reattaches.
+fn wanted_agent(
+    options: &TaskOptions,
+    record: &acpx_model::SessionRecord,
+) -> RuntimeResult<(Value, bool, bool)> {
+    let task = &options.invocation;
+    let dirs = if task.additional_directories.is_empty() {
         record
             .acpx
             .extra
@@ -70,32 +76,28 @@ fn wanted_agent(options: &TaskOptions, record: &acpx_model::SessionRecord) -> (V
             .cloned()
             .unwrap_or_else(|| Value::Array(Vec::new()))
     } else {
-        serde_json::json!(options.additional_directories)
+        serde_json::json!(task.additional_directories)
     };
-    (
-        serde_json::json!({"mcpServers": wanted_mcp(options, record), "additionalDirectories": dirs}),
-        !options.no_fs,
-        !options.no_terminal,
-    )
+    let mcp = task
+        .mcp_servers_for(record)?
+        .map_or_else(|| Value::Array(Vec::new()), |m| m.to_json());
+    Ok((
+        serde_json::json!({"mcpServers": mcp, "additionalDirectories": dirs}),
+        !task.no_fs,
+        !task.no_terminal,
+    ))
 }
 
-/// The MCP servers a task wants: its own (`--mcp-config`), else the record's, else the
-/// configuration's (the order of `docs/format.md`, "Reattach and the user's choices").
-fn wanted_mcp(options: &TaskOptions, record: &acpx_model::SessionRecord) -> Value {
-    options
-        .mcp_servers
-        .clone()
-        .or_else(|| record.acpx.extra.get(MCP_SERVERS_KEY).cloned())
-        .or_else(|| options.default_mcp_servers.clone())
-        .unwrap_or_else(|| Value::Array(Vec::new()))
-}
-
-fn parse_mcp(v: Option<&Value>) -> RuntimeResult<Option<McpServers>> {
-    v.map(|v| {
-        parse_mcp_servers(v)
-            .map_err(|e| RuntimeError::InvalidInput(format!("bad MCP server list: {e}")))
-    })
-    .transpose()
+/// A control run on the owner's session, answered with its value.
+async fn run_control(
+    session: &mut Session,
+    control: Control,
+    resumed: bool,
+) -> RuntimeResult<Response> {
+    control
+        .run(session)
+        .await
+        .map(|value| Response::ControlResult { resumed, value })
 }
 
 impl Worker {
@@ -388,7 +390,7 @@ impl Worker {
             let agent = *locked(&self.shared.agent_pid);
             let alive = agent.is_none_or(|(pid, ticks)| super::lease::process_running(pid, ticks));
             if s.is_connected() && alive {
-                if s.with_record(|r| wanted_agent(options, r)).await == self.session_mcp {
+                if s.with_record(|r| wanted_agent(options, r)).await? == self.session_mcp {
                     return Ok(None);
                 }
                 tracing::info!("the task names other MCP servers or capabilities; reattaching");
@@ -404,31 +406,10 @@ impl Worker {
                 let _ = s.shutdown().await;
             }
         }
+        // The task's own options, applied as the one-process path applies them; its
+        // `--timeout` also bounds the agent's start and reattach (`Invocation::apply`).
         let mut attach = self.base.clone();
-        if let Some(p) = options.resume_policy {
-            attach.resume_policy = p;
-        }
-        if let Some(n) = options.non_interactive {
-            attach.non_interactive = n;
-        }
-        if let Some(a) = options.auth_policy {
-            attach.auth_policy = a;
-        }
-        attach.mcp_servers = parse_mcp(options.mcp_servers.as_ref())?;
-        if options.default_mcp_servers.is_some() {
-            attach.default_mcp_servers = parse_mcp(options.default_mcp_servers.as_ref())?;
-        }
-        attach.model = options.model.clone();
-        attach.additional_directories = options.additional_directories.clone();
-        // The task's `--timeout` also bounds the agent's start and reattach, as it does in
-        // one process (`docs/format.md`, § Durations): an agent that never answers
-        // `initialize` must not hold the client longer than it asked to wait.
-        if let Some(ms) = options.timeout_ms {
-            let task = Duration::from_millis(ms).max(Duration::from_secs(1));
-            attach.request_timeout = attach.request_timeout.min(task);
-        }
-        attach.fs = !options.no_fs;
-        attach.terminal = !options.no_terminal;
+        options.invocation.apply(&mut attach);
         // The session lives on in this process: its conversation settles while it loads.
         attach.lives_on = true;
         let runtime = self.fenced(Runtime::new(self.store.clone(), attach));
@@ -475,7 +456,7 @@ impl Worker {
                 // task's end (an event that cannot be appended forces a save of its own).
                 s.set_task_ends_saved_by_queue_event(true).await;
                 self.shared.write_lease(Some(s.pid()));
-                self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await;
+                self.session_mcp = s.with_record(|r| wanted_agent(options, r)).await?;
                 let notices = s.notices().to_vec();
                 self.session = Some(s);
                 Ok(Some(notices))
@@ -546,7 +527,7 @@ impl Worker {
         let mut extra = Map::new();
         extra.insert("task".into(), json!(job.kind.name()));
         // `--model` on a warm session: selected before the task, as an attach would.
-        if let (None, Some(model)) = (&attached, &options.model) {
+        if let (None, Some(model)) = (&attached, &options.invocation.model) {
             if let Err(e) = session.set_model(model).await {
                 let error = WireError::from_runtime(&e);
                 // The task ends here: its queue events say so (an accepted task always ends
@@ -614,24 +595,14 @@ impl Worker {
                 });
                 let turn = TurnOptions {
                     observer,
-                    permission_mode: Some(
-                        options
-                            .permission_mode
-                            .parse::<PermissionMode>()
-                            .unwrap_or(PermissionMode::DenyAll),
-                    ),
                     prompter: prompter.map(|p| p as Arc<dyn PermissionPrompter>),
-                    non_interactive: options.non_interactive,
-                    permission_rules: options.permission_policy.clone(),
-                    elicitation_answers: options.elicitation_answers.clone().map(Arc::new),
-                    prompt_retries: options.prompt_retries,
-                    prompt_timeout: Some(options.timeout_ms.map(Duration::from_millis)),
                     request_id: Some(rid.clone()),
                     // A reply sent in parts is read from the thread afterwards, never joined.
                     without_agent_text: options.no_agent_text || options.reply_in_parts,
                     // The owner's session lives on: each turn's end is saved at once.
                     session_ends_after: false,
                     output_backlog: (!options.no_events || options.acp_frames).then_some(backlog),
+                    ..options.invocation.turn_options()
                 };
                 let outcome = session.prompt_with_options(prompt, turn).await;
                 if let (true, Ok(o)) = (options.reply_in_parts, &outcome) {
@@ -648,30 +619,15 @@ impl Worker {
                     outcome: WireOutcome::from(o),
                 })
             }
+            // A control answers as it does in one process (`Control::run`).
             JobKind::SetMode(mode, _) => {
-                session
-                    .set_mode(&mode)
-                    .await
-                    .map(|()| Response::ControlResult {
-                        resumed,
-                        value: Value::Null,
-                    })
+                run_control(session, Control::SetMode(mode), resumed).await
             }
-            JobKind::SetConfigOption(id, value, _) => session
-                .set_config_option(&id, value)
-                .await
-                .map(|opts| Response::ControlResult {
-                    resumed,
-                    value: Value::Array(opts),
-                }),
+            JobKind::SetConfigOption(id, value, _) => {
+                run_control(session, Control::SetConfigOption(id, value), resumed).await
+            }
             JobKind::SetModel(model, _) => {
-                session
-                    .set_model(&model)
-                    .await
-                    .map(|(opts, via_config)| Response::ControlResult {
-                        resumed,
-                        value: json!({"configOptions": opts, "viaConfigOption": via_config}),
-                    })
+                run_control(session, Control::SetModel(model), resumed).await
             }
             // The session was made by `ensure_session`; the agent stays warm for its turns.
             JobKind::Create(..) => Ok(Response::ControlResult {

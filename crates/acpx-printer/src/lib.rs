@@ -13,6 +13,8 @@
 //! | [`results`] | the JSON results of session commands (`--format json`) |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
+//! | [`table`] | aligned text tables for people, fitted to the terminal's width |
+//! | [`usage`] | the tokens and cost of `sessions usage` as a table |
 //! | [`viewer`] | the HTML page of a stored session, its log read page by page |
 //!
 //! ```no_run
@@ -28,7 +30,9 @@ pub mod export;
 pub mod live;
 pub mod notices;
 pub mod results;
+pub mod table;
 pub mod transcript;
+pub mod usage;
 pub mod viewer;
 
 /// The README's examples, compiled and run as doc tests.

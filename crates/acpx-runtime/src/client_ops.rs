@@ -31,8 +31,10 @@ use agent_client_protocol::Error as SdkError;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-/// How permission requests (and writes and terminals) are decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How permission requests (and writes and terminals) are decided. Serialized (and, with
+/// the `clap` feature, parsed on a command line) in its CLI spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
     /// Allow everything.
     ApproveAll,

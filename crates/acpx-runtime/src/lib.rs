@@ -126,6 +126,8 @@
 pub mod acp_frames;
 mod agent;
 pub mod capped_lines;
+#[cfg(feature = "clap")]
+mod clap_values;
 mod client_ops;
 mod core;
 pub mod durations;
@@ -159,7 +161,7 @@ pub use output_backlog::OutputBacklog;
 pub use recorder::{EventDraft, Observer, Recorder};
 pub use session::{
     agent_text_after, agent_text_parts_after, load_rolled_forward, text_prompt, Attachment,
-    AuthPolicy, CancelHandle, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice,
-    Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
+    AuthPolicy, CancelHandle, FailedAttempt, Invocation, NewSessionSpec, NonInteractivePermissions,
+    Notice, Recovery, ResumePolicy, Runtime, RuntimeOptions, Session, TurnOptions, TurnOutcome,
 };
 pub use turn::reply_texts_after;

@@ -84,6 +84,18 @@ impl Backend {
     }
 }
 
+/// With the `clap` feature, a command line names a backend by [`Backend::as_str`].
+#[cfg(feature = "clap")]
+impl clap::ValueEnum for Backend {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Backend::Fs, Backend::Sqlite, Backend::Postgres]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
+}
+
 /// A database URL. Its `Debug` shows it without its password.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StoreUrl(pub String);

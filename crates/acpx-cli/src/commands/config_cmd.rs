@@ -8,7 +8,7 @@ use acpx_app::config_file::TEMPLATE;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render::action;
-use crate::table::Table;
+use acpx_printer::table::Table;
 
 /// `config show`.
 pub fn show(ctx: &Ctx) -> CliResult<()> {
@@ -132,7 +132,7 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
         agent,
         source(ctx, &["--agent"], None, Some("defaultAgent")),
     );
-    for line in t.render(crate::table::stdout_width(), |r, _, c| match r {
+    for line in t.render(acpx_printer::table::stdout_width(), |r, _, c| match r {
         None => o.paint_out(crate::output::Style::Bold, c),
         Some(_) => c.to_owned(),
     }) {
@@ -231,7 +231,7 @@ mod tests {
     fn the_template_loads_without_warnings() {
         let home = tempfile::tempdir().unwrap();
         std::fs::write(home.path().join("config.json"), super::TEMPLATE).unwrap();
-        let c = crate::config::Config::load(home.path(), home.path()).unwrap();
+        let c = crate::config::load(home.path(), home.path()).unwrap();
         assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
         assert_eq!(c.ttl, Some(300));
         assert_eq!(c.queue_max_depth, Some(16));

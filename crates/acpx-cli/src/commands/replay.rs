@@ -14,7 +14,7 @@ use crate::commands::runtime_cmds::{read_prompt, runtime_options};
 use crate::commands::select_summary;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::table::{stdout_width, Table};
+use acpx_printer::table::{stdout_width, Table};
 
 /// A session named on the command line (id, prefix, suffix or name in scope).
 fn target(id: &str) -> Target {

@@ -24,8 +24,8 @@ use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
 use crate::render;
-use crate::table::{self, Table};
 use acpx_printer::results;
+use acpx_printer::table::{self, Table};
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {

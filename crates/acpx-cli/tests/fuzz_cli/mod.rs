@@ -1,5 +1,5 @@
 //! Fuzz targets (property tests) of the binary's readers of outside bytes: the config files
-//! (`<home>/config.json` and the project's `.acpxrc.json`, through `Config::load` on real
+//! (`<home>/config.json` and the project's `.acpxrc.json`, through `config::load` on real
 //! files) and the command line (`grammar::prescan`, `grammar::split_agent`, then clap).
 //!
 //! The CLI crate is a binary, so these run as its unit tests: `main.rs` includes this module
@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use crate::cli::Cli;
-use crate::config::Config;
+use crate::config;
 use crate::grammar;
 
 /// A config file using every key, in the shapes the config accepts.
@@ -73,7 +73,7 @@ fn fuzz_config_files() {
                 let bytes = fuzz_support::bytes_of(&local, &samples);
                 std::fs::write(&local_path, bytes).expect("write");
             }
-            if let Err(e) = Config::load(home.path(), project.path()) {
+            if let Err(e) = config::load(home.path(), project.path()) {
                 // A refusal names the file it comes from.
                 assert!(
                     e.message.contains("config.json") || e.message.contains(".acpxrc.json"),

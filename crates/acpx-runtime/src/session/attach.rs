@@ -16,7 +16,7 @@ use crate::agent::{self, AgentProcess, Connection};
 use crate::client_ops::FsRoot;
 use crate::core::{client_builder, Phase, SessionCore};
 use crate::error::{AcpError, RuntimeError, RuntimeResult};
-use crate::mapping::{lifecycle, MCP_SERVERS_KEY};
+use crate::mapping::lifecycle;
 use crate::mcp_servers::McpServers;
 
 use super::auth::{self, AuthDecision};
@@ -575,20 +575,14 @@ impl Setup<'_> {
     }
 
     /// The MCP servers of a reattach: this invocation's, else the record's, else the
-    /// configuration's.
+    /// configuration's ([`super::invocation::effective_mcp_servers`]).
     fn effective_mcp(&self, record: &SessionRecord) -> RuntimeResult<Option<McpServers>> {
-        if let Some(m) = &self.runtime.options.mcp_servers {
-            return Ok(Some(m.clone()));
-        }
-        if let Some(stored) = record.acpx.extra.get(MCP_SERVERS_KEY) {
-            return McpServers::from_stored(stored).map(Some).map_err(|e| {
-                RuntimeError::InvalidInput(format!(
-                    "session {}: acpx.{MCP_SERVERS_KEY} is not a valid MCP server list: {e}",
-                    record.acpx_record_id
-                ))
-            });
-        }
-        Ok(self.runtime.options.default_mcp_servers.clone())
+        let o = &self.runtime.options;
+        super::invocation::effective_mcp_servers(
+            o.mcp_servers.as_ref(),
+            record,
+            o.default_mcp_servers.as_ref(),
+        )
     }
 
     /// Resume (if advertised), then load (if advertised), then a fallback to `session/new`.

@@ -18,6 +18,7 @@ mod choices;
 mod controls;
 pub(crate) mod given_up;
 mod handover;
+pub mod invocation;
 mod lifecycle;
 mod offered;
 pub(crate) mod options;
@@ -46,6 +47,7 @@ pub use adopt::{AdoptSpec, Adopted};
 pub use agent_delete::{advertises_delete, AgentSessionDelete};
 pub use agent_sessions::{advertises_list, AgentListQuery, AgentSession, AgentSessionList};
 pub use auth::AuthPolicy;
+pub use invocation::{effective_mcp_servers, Invocation};
 pub use options::{
     Attachment, FailedAttempt, NewSessionSpec, NonInteractivePermissions, Notice, Recovery,
     ResumePolicy, RuntimeOptions, PROTOCOL_VERSION,

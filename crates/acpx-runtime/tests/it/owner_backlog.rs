@@ -22,7 +22,10 @@ fn prompt(text: &str, no_events: bool) -> Request {
         request_id: uuid::Uuid::new_v4().to_string(),
         prompt: text_prompt(text),
         options: TaskOptions {
-            permission_mode: "approve-all".into(),
+            invocation: acpx_runtime::Invocation {
+                permission_mode: acpx_runtime::PermissionMode::ApproveAll,
+                ..Default::default()
+            },
             no_events,
             ..TaskOptions::default()
         },

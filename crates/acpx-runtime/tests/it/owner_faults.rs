@@ -22,7 +22,10 @@ async fn prompt(home: &std::path::Path, id: &RecordId, text: &str) -> Response {
         request_id: uuid::Uuid::new_v4().to_string(),
         prompt: text_prompt(text),
         options: TaskOptions {
-            permission_mode: "approve-all".into(),
+            invocation: acpx_runtime::Invocation {
+                permission_mode: acpx_runtime::PermissionMode::ApproveAll,
+                ..Default::default()
+            },
             ..TaskOptions::default()
         },
         wait: true,

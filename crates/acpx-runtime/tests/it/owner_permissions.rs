@@ -54,7 +54,10 @@ async fn submit(home: &std::path::Path, id: &RecordId, interactive: bool) -> Ans
         request_id: uuid::Uuid::new_v4().to_string(),
         prompt: text_prompt("permission execute run it"),
         options: TaskOptions {
-            permission_mode: "approve-reads".into(),
+            invocation: acpx_runtime::Invocation {
+                permission_mode: acpx_runtime::PermissionMode::ApproveReads,
+                ..Default::default()
+            },
             interactive,
             ..TaskOptions::default()
         },

@@ -20,7 +20,10 @@ async fn submit(home: &Path, id: &RecordId, text: &str, in_parts: bool) -> Answe
         request_id: uuid::Uuid::new_v4().to_string(),
         prompt: text_prompt(text),
         options: TaskOptions {
-            permission_mode: "approve-all".into(),
+            invocation: acpx_runtime::Invocation {
+                permission_mode: acpx_runtime::PermissionMode::ApproveAll,
+                ..Default::default()
+            },
             no_events: true,
             reply_in_parts: in_parts,
             ..TaskOptions::default()

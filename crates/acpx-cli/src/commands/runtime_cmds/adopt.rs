@@ -14,7 +14,7 @@ use crate::commands::sessions::dir_filter;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::output::Style;
-use crate::table::{self, Table};
+use acpx_printer::table::{self, Table};
 
 /// The record of each stored session by its ACP session id (any agent, open or closed).
 async fn records_by_acp_id(store: &dyn Store) -> CliResult<Vec<(String, String)>> {

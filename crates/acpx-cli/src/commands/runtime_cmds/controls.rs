@@ -1,51 +1,49 @@
 //! `cancel`, `set-mode` and `set`: controls of the scope's (or a chosen) session.
 
 use acpx_model::SessionRecord;
-use acpx_owner::local;
-use acpx_owner::protocol::Request;
-use acpx_runtime::{Runtime, RuntimeError, Session};
+use acpx_owner::drive::{self, Cancelled, Control};
 use serde_json::{json, Value};
 
-use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
+use super::{drive_error, driver, report_drive, runtime_options, WAITING_FOR_PROMPT};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::commands::select_in_scope as scope_session;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult};
-use acpx_owner::runs;
+use crate::error::CliResult;
 use acpx_printer::results;
 
 /// `cancel`: through the session's queue owner when one runs, else through the run file of
 /// a one-process prompt.
 pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     let r = scope_session(ctx, a.session.as_deref()).await?;
-    if let Some(answer) = owned::cancel_request(ctx, &r.acpx_record_id).await? {
-        if ctx.out.is_json() {
-            let rid = answer.request_id.as_deref();
-            let mut result = results::cancel_result(&r, answer.cancelled, rid, None);
-            if answer.withdrawn {
-                result["withdrawn"] = json!(true);
-            }
-            ctx.out.json(&result);
-        } else if ctx.out.is_text() {
-            ctx.out.line(&match (answer.cancelled, answer.withdrawn) {
-                (true, true) => format!(
-                    "withdrew prompt {} before its turn started (its agent was starting); \
-                     nothing of it was sent to the agent",
-                    answer.request_id.as_deref().unwrap_or("?")
-                ),
-                (true, false) => {
-                    "cancel requested (the turn ends with stopReason cancelled)".into()
-                }
-                (false, _) => "nothing to cancel".into(),
-            });
-        }
-        return Ok(());
-    }
-    let authority = ctx.authority()?.to_owned();
-    let id = r.acpx_record_id.clone();
-    let sent = tokio::task::spawn_blocking(move || runs::request_cancel(&authority, &id))
+    let cancelled = drive::cancel(&ctx.store().await?, ctx.authority()?, &r.acpx_record_id)
         .await
-        .map_err(|e| CliError::runtime(format!("cancel failed: {e}")))??;
+        .map_err(|e| drive_error(ctx, e))?;
+    let sent = match cancelled {
+        Cancelled::Run(sent) => sent,
+        Cancelled::Owner(answer) => {
+            if ctx.out.is_json() {
+                let rid = answer.request_id.as_deref();
+                let mut result = results::cancel_result(&r, answer.cancelled, rid, None);
+                if answer.withdrawn {
+                    result["withdrawn"] = json!(true);
+                }
+                ctx.out.json(&result);
+            } else if ctx.out.is_text() {
+                ctx.out.line(&match (answer.cancelled, answer.withdrawn) {
+                    (true, true) => format!(
+                        "withdrew prompt {} before its turn started (its agent was starting); \
+                     nothing of it was sent to the agent",
+                        answer.request_id.as_deref().unwrap_or("?")
+                    ),
+                    (true, false) => {
+                        "cancel requested (the turn ends with stopReason cancelled)".into()
+                    }
+                    (false, _) => "nothing to cancel".into(),
+                });
+            }
+            return Ok(());
+        }
+    };
     if ctx.out.is_json() {
         let rid = sent.as_ref().map(|i| i.request_id.as_str());
         let pid = sent.as_ref().map(|i| i.pid);
@@ -63,51 +61,32 @@ pub async fn cancel(ctx: &Ctx, a: SessionSelect) -> CliResult<()> {
     Ok(())
 }
 
-/// Runs a control: through the session's queue owner (`request`), or with `--no-owner` in
-/// this process ([`local::control`]: opening the session, running `f` on it, shutting it
-/// down).
+/// Runs a control of the scope's (or the named) session, through its queue owner or with
+/// `--no-owner` in this process ([`acpx_owner::drive::Driver::control`]); `answer` reads the control's value.
 async fn with_session<T>(
     ctx: &Ctx,
     name: Option<&str>,
-    request: Request,
-    from_owner: impl FnOnce(Value) -> T,
-    f: impl AsyncFnOnce(&mut Session) -> Result<T, RuntimeError>,
+    control: Control,
+    answer: impl FnOnce(Value) -> T,
 ) -> CliResult<(T, bool, SessionRecord)> {
     let r = scope_session(ctx, name).await?;
-    let id = r.acpx_record_id.clone();
-    if !ctx.no_owner {
-        let (value, resumed) = owned::control(ctx, &id, request).await?;
-        let record = ctx.store().await?.load(&id).await?;
-        return Ok((from_owner(value), resumed, record));
-    }
-    owned::release_owner_of(ctx, &id).await?;
-    let runtime = Runtime::new(ctx.store().await?, runtime_options(ctx, None));
-    let done = local::control(
-        &runtime,
-        ctx.authority()?,
-        &id,
-        ctx.timeout,
-        sigint_count(),
-        |event| report_local(ctx, event, WAITING_FOR_PROMPT),
-        f,
-    )
-    .await
-    .map_err(|e| local_error(ctx, e))?;
-    Ok((done.value, done.resumed, done.record))
+    let local = Box::new(|| runtime_options(ctx, None));
+    let done = driver(ctx, ctx.store().await?, local)?
+        .control(&r.acpx_record_id, control, |event| {
+            report_drive(ctx, event, WAITING_FOR_PROMPT)
+        })
+        .await
+        .map_err(|e| drive_error(ctx, e))?;
+    Ok((answer(done.value), done.resumed, done.record))
 }
 
 /// `set-mode`.
 pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
-    let mode = a.mode.clone();
     let ((), resumed, record) = with_session(
         ctx,
         a.select.session.as_deref(),
-        Request::SetMode {
-            mode_id: a.mode.clone(),
-            options: owned::task_options(ctx),
-        },
+        Control::SetMode(a.mode.clone()),
         |_| (),
-        async |s: &mut Session| s.set_mode(&mode).await,
     )
     .await?;
     if ctx.out.is_json() {
@@ -130,20 +109,14 @@ pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
     if a.key == "model" {
         return set_model(ctx, a).await;
     }
-    let (key, v) = (a.key.clone(), value.clone());
     let (options, resumed, record) = with_session(
         ctx,
         a.select.session.as_deref(),
-        Request::SetConfigOption {
-            config_id: a.key.clone(),
-            value: value.clone(),
-            options: owned::task_options(ctx),
-        },
+        Control::SetConfigOption(a.key.clone(), value.clone()),
         |v| match v {
             Value::Array(a) => a,
             _ => Vec::new(),
         },
-        async |s: &mut Session| s.set_config_option(&key, v).await,
     )
     .await?;
     print_config_set(ctx, &a.key, value, resumed, options, &record);
@@ -171,14 +144,10 @@ fn print_config_set(
 
 /// `set model <id>`.
 async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
-    let model = a.value.clone();
     let ((options, via_config), resumed, record) = with_session(
         ctx,
         a.select.session.as_deref(),
-        Request::SetModel {
-            model_id: a.value.clone(),
-            options: owned::task_options(ctx),
-        },
+        Control::SetModel(a.value.clone()),
         |v| {
             let options = match v.get("configOptions") {
                 Some(Value::Array(a)) => a.clone(),
@@ -187,7 +156,6 @@ async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
             let via_config = v.get("viaConfigOption").and_then(Value::as_bool) == Some(true);
             (options, via_config)
         },
-        async |s: &mut Session| s.set_model(&model).await,
     )
     .await?;
     if via_config {

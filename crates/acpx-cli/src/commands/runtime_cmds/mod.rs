@@ -48,54 +48,36 @@ pub use acpx_owner::interrupts::was_interrupted;
 
 use std::time::Duration;
 
+use acpx_owner::drive::{DriveError, DriveEvent, Driver};
 use acpx_owner::interrupts::{ctrl_c, interrupt_count as sigint_count};
 use acpx_owner::local::{LocalError, LocalEvent};
+use acpx_owner::submit::SubmitEvent;
 use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
-use crate::config::PermissionMode as CliPermission;
 use crate::context::Ctx;
-use crate::error::{CliError, ErrorKind};
+use crate::error::{CliError, CliResult, ErrorKind};
 use crate::live::TtyPrompter;
 
-/// The runtime's options for this invocation.
+/// The runtime's options for this invocation: the configuration's request timeout and
+/// credentials, a terminal to ask when the mode asks, then the command's own options
+/// ([`Ctx::invocation`], applied as the queue owner applies them).
 pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
-    let permission_mode = match ctx.permission {
-        CliPermission::ApproveAll => PermissionMode::ApproveAll,
-        CliPermission::ApproveReads => PermissionMode::ApproveReads,
-        CliPermission::DenyAll => PermissionMode::DenyAll,
-    };
-    let prompter = if permission_mode == PermissionMode::ApproveReads {
+    let prompter = if ctx.permission == PermissionMode::ApproveReads {
         TtyPrompter::available()
     } else {
         None
     };
     let mut o = RuntimeOptions {
-        permission_mode,
         prompter,
-        prompt_timeout: ctx.timeout,
         observer,
-        resume_policy: ctx.resume_policy,
-        non_interactive: ctx.non_interactive,
-        elicitation_answers: ctx.elicitation_answers.clone(),
-        mcp_servers: ctx.mcp_servers.clone(),
-        default_mcp_servers: ctx.config.mcp_servers.clone(),
-        additional_directories: ctx.additional_directories.clone(),
-        model: ctx.model.clone(),
-        permission_rules: ctx.permission_rules.clone(),
-        prompt_retries: ctx.prompt_retries,
-        fs: !ctx.no_fs,
-        terminal: !ctx.no_terminal,
-        auth_policy: ctx.auth_policy,
         auth_credentials: ctx.config.auth.clone(),
         ..RuntimeOptions::default()
     };
     if let Some(t) = ctx.config.request_timeout {
         o.request_timeout = Duration::from_secs_f64(t);
     }
-    if let Some(t) = ctx.timeout {
-        o.request_timeout = o.request_timeout.min(t.max(Duration::from_secs(1)));
-    }
+    ctx.invocation().apply(&mut o);
     o
 }
 
@@ -180,6 +162,52 @@ fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
             "the agent does not support session/fork: the new session has a copy of the conversation, \
              which its first prompt sends to the agent before the prompt",
         ),
+    }
+}
+
+/// This command's [`Driver`]: its options, the store, and `local` (the runtime's options of
+/// the one-process path, built only on that path).
+fn driver<'a>(
+    ctx: &'a Ctx,
+    store: std::sync::Arc<dyn acpx_model::Store>,
+    local: Box<dyn Fn() -> RuntimeOptions + 'a>,
+) -> CliResult<Driver<'a>> {
+    Ok(Driver {
+        store,
+        authority: ctx.authority()?,
+        task: owned::task_options(ctx),
+        in_process: ctx.no_owner,
+        spawn: Box::new(move |id| owned::spawn_owner(ctx, id)),
+        local_options: local,
+        interrupts: sigint_count,
+    })
+}
+
+/// What the user is told while a control or a fork is driven (`waiting`: see
+/// [`report_local`]).
+fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, waiting: &str) {
+    match event {
+        DriveEvent::WaitingForOwner { why, limit } => ctx.out.note(&format!(
+            "[acpx] {why}; waiting for its queue to finish{}",
+            match limit {
+                Some(t) => format!(" (up to {} s, --timeout)", t.as_secs()),
+                None => " (Ctrl-C to stop waiting)".to_owned(),
+            }
+        )),
+        DriveEvent::Owner(SubmitEvent::Started(notices)) => report_notices(ctx, notices),
+        DriveEvent::Local(event) => report_local(ctx, event, waiting),
+        _ => {}
+    }
+}
+
+/// A [`DriveError`] as the user sees it.
+fn drive_error(ctx: &Ctx, e: DriveError) -> CliError {
+    match e {
+        DriveError::Owner(e) => owned::submit_error(e),
+        DriveError::Local(e) => local_error(ctx, e),
+        DriveError::Runs(e) => e.into(),
+        DriveError::Store(e) => e.into(),
+        e @ DriveError::CancelTask(_) => CliError::runtime(e.to_string()),
     }
 }
 

@@ -1,6 +1,6 @@
-//! Commands served by the session's queue owner (`acpx_owner`): this module only
-//! finds or starts the owner, sends the request and renders the answer with the same
-//! renderers and exit codes as the one-process path.
+//! The queue owner's client side (`acpx_owner`): how the owner process is started, the
+//! options a task carries to it, and its errors as the user sees them; the hidden `__owner`
+//! command. Driving a command through the owner or in process is `acpx_owner::drive`'s.
 
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
@@ -8,23 +8,20 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 use acpx_owner::lease;
-use acpx_owner::protocol::{OwnerStatus, Request, TaskOptions, WireError};
-use acpx_owner::submit::{self, OwnerTarget, SubmitError, SubmitEvent, Submitted};
+use acpx_owner::protocol::{OwnerStatus, TaskOptions, WireError};
+use acpx_owner::runs::Probe;
+use acpx_owner::submit::{self, SubmitError};
 use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
-use acpx_runtime::{text_prompt, Runtime, TurnOutcome};
-use serde_json::{json, Value};
+use acpx_runtime::Runtime;
+use serde_json::json;
 
 use crate::cli::OwnerArgs;
-use crate::config::{Format, PermissionMode as CliPermission};
+use crate::config::Format;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::{LiveOutput, TtyPrompter};
-use acpx_owner::runs::Probe;
-use acpx_printer::results;
 
-use super::prompt::QuietReply;
 use super::{
-    report_notices, runtime_options, AUTH_REFUSED_HINT, AUTH_REQUIRED_HINT, MODE_NOT_RESTORED_HINT,
+    runtime_options, AUTH_REFUSED_HINT, AUTH_REQUIRED_HINT, MODE_NOT_RESTORED_HINT,
     RESUME_REQUIRED_HINT,
 };
 
@@ -90,22 +87,7 @@ pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
 /// runtime (`runtime_options`).
 pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
     TaskOptions {
-        permission_mode: ctx.permission.as_str().to_owned(),
-        timeout_ms: ctx
-            .timeout
-            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
-        non_interactive: Some(ctx.non_interactive),
-        elicitation_answers: ctx.elicitation_answers.as_deref().cloned(),
-        resume_policy: Some(ctx.resume_policy),
-        mcp_servers: ctx.mcp_servers.as_ref().map(|m| m.to_json()),
-        default_mcp_servers: ctx.config.mcp_servers.as_ref().map(|m| m.to_json()),
-        additional_directories: ctx.additional_directories.clone(),
-        model: ctx.model.clone(),
-        permission_policy: ctx.permission_rules.clone(),
-        prompt_retries: Some(ctx.prompt_retries),
-        no_fs: ctx.no_fs,
-        no_terminal: ctx.no_terminal,
-        auth_policy: Some(ctx.auth_policy),
+        invocation: ctx.invocation(),
         interactive: false,
         elicitations: false,
         // Quiet output prints only the answer, and `acp` the frames: the owner need not
@@ -133,114 +115,6 @@ pub fn submit_error(e: SubmitError) -> CliError {
     }
 }
 
-/// `prompt` through the owner. Returns the turn's outcome, or `None` for `--no-wait`. The
-/// reply's parts (`--format quiet`) are printed through `quiet` as they arrive.
-pub(super) async fn prompt(
-    ctx: &Ctx,
-    id: &RecordId,
-    text: &str,
-    no_wait: bool,
-    live: &LiveOutput,
-    quiet: &mut QuietReply,
-) -> CliResult<Option<TurnOutcome>> {
-    // The same prompter the one-process path would use (`runtime_options`): when there is
-    // one, the owner forwards the turn's permission questions here.
-    let prompter = if ctx.permission == CliPermission::ApproveReads {
-        TtyPrompter::available()
-    } else {
-        None
-    };
-    let spawn = || spawn_owner(ctx, id);
-    let store = ctx.store().await?;
-    let target = OwnerTarget {
-        authority: ctx.authority()?,
-        id,
-        spawn: &spawn,
-        store: Some(&store),
-    };
-    let submitted = submit::prompt(
-        &target,
-        text_prompt(text),
-        task_options(ctx),
-        !no_wait,
-        prompter.as_deref(),
-        acpx_owner::interrupts::interrupt_count(),
-        |event| match event {
-            SubmitEvent::Queued(depth) => {
-                ctx.out.note(&format!(
-                    "[acpx] queued behind {depth} task(s) of this session"
-                ));
-                live.activity("waiting for the tasks ahead");
-            }
-            SubmitEvent::Started(notices) => report_notices(ctx, notices),
-            SubmitEvent::Event(envelope) => live.on_event(envelope),
-            SubmitEvent::CancellingTurn => {
-                live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop waiting)")
-            }
-            SubmitEvent::PermissionAnswerFailed(e) => ctx.out.warn(&format!(
-                "could not send the permission answer to the queue owner: {e}"
-            )),
-            SubmitEvent::TurnOver => live.finish(),
-            SubmitEvent::ReplyPart(part) => quiet.piece(ctx, part),
-            SubmitEvent::Frame(direction, line) => live.on_frame(direction, line),
-        },
-    )
-    .await
-    .map_err(submit_error)?;
-    match submitted {
-        Submitted::Finished(outcome) => Ok(Some(*outcome)),
-        Submitted::Queued {
-            request_id,
-            queue_depth,
-        } => {
-            let position = queue_depth + 1;
-            if ctx.out.is_json() {
-                ctx.out
-                    .json(&results::prompt_queued(id, &request_id, position));
-            } else if ctx.out.is_text() {
-                ctx.out.line(&format!(
-                    "queued {request_id} as #{position} (see `acpx status`)"
-                ));
-            } else {
-                ctx.out.line(&request_id);
-            }
-            Ok(None)
-        }
-    }
-}
-
-/// `set-mode` / `set` through the owner: the agent's answer and whether the session was
-/// reattached.
-pub(super) async fn control(
-    ctx: &Ctx,
-    id: &RecordId,
-    request: Request,
-) -> CliResult<(Value, bool)> {
-    let spawn = || spawn_owner(ctx, id);
-    let store = ctx.store().await?;
-    let target = OwnerTarget {
-        authority: ctx.authority()?,
-        id,
-        spawn: &spawn,
-        store: Some(&store),
-    };
-    submit::control(&target, request, |notices| report_notices(ctx, notices))
-        .await
-        .map_err(submit_error)
-}
-
-/// Asks a running owner to cancel its turn (or withdraw the prompt whose agent is starting):
-/// `None` when no owner runs.
-pub(super) async fn cancel_request(
-    ctx: &Ctx,
-    id: &RecordId,
-) -> CliResult<Option<submit::CancelAnswer>> {
-    let store = ctx.store().await?;
-    submit::cancel_anywhere(Some(&store), ctx.authority()?, id)
-        .await
-        .map_err(submit_error)
-}
-
 /// A running owner's state, `None` when none runs.
 pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
     submit::status(ctx.authority()?, id)
@@ -255,36 +129,6 @@ pub async fn probe_run(ctx: &Ctx, record: &acpx_model::SessionRecord) -> CliResu
         .await
         .map_err(submit_error)
 }
-
-/// Stops a running owner of session `id` (the session stays open), so this process can take
-/// the session's writer lock.
-pub async fn release_owner_of(ctx: &Ctx, id: &RecordId) -> CliResult<()> {
-    let store = ctx.store().await?;
-    let authority = ctx.authority()?;
-    match submit::release_idle_anywhere(Some(&store), authority, id).await {
-        Ok(()) => return Ok(()),
-        Err(SubmitError::Wire(e)) if e.detail_code.as_deref() == Some("SESSION_BUSY") => {
-            // Waiting its turn, and saying so: up to --timeout, else as long as it takes.
-            ctx.out.note(&format!(
-                "[acpx] {}; waiting for its queue to finish{}",
-                e.message,
-                match ctx.timeout {
-                    Some(t) => format!(" (up to {} s, --timeout)", t.as_secs()),
-                    None => " (Ctrl-C to stop waiting)".to_owned(),
-                }
-            ));
-        }
-        Err(e) => return Err(submit_error(e)),
-    }
-    let max = ctx.timeout.unwrap_or(NO_OWNER_WAIT);
-    submit::release_anywhere(Some(&store), authority, id, max)
-        .await
-        .map_err(submit_error)
-}
-
-/// How long a `--no-owner` command waits for a busy owner without `--timeout`: a day, as
-/// good as without limit.
-const NO_OWNER_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// Stops every running owner under the home (their sessions stay open), for commands that
 /// write every session (`migrate`, `fsck --repair`).

@@ -5,17 +5,23 @@ use std::borrow::Cow;
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
+use acpx_owner::drive::{DriveEvent, Prompted};
 use acpx_owner::local::{self, LocalEvent};
+use acpx_owner::submit::{SubmitEvent, Submitted};
+use acpx_printer::results;
 use acpx_runtime::error_kind::turn_failure;
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
-use acpx_runtime::{text_prompt, NewSessionSpec, Runtime, TurnOutcome};
+use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOutcome};
 
-use super::{local_error, owned, report_local, runtime_options, sigint_count, WAITING_FOR_PROMPT};
+use super::{
+    drive_error, driver, local_error, report_drive, report_local, runtime_options, sigint_count,
+    WAITING_FOR_PROMPT,
+};
 use crate::cli::{ExecArgs, PromptArgs};
-use crate::config::{Format, PermissionMode as CliPermission};
+use crate::config::Format;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::LiveOutput;
+use crate::live::{LiveOutput, TtyPrompter};
 use crate::lookup::{find_in_scope, no_session_error};
 
 /// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
@@ -79,7 +85,7 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
                     "a --permission-policy rule or the permission mode refused it: change the \
                      rule (autoApprove), or re-run with --approve-all"
                 }
-                (None, CliPermission::ApproveReads) => {
+                (None, PermissionMode::ApproveReads) => {
                     "answer on a terminal, or re-run with --approve-all"
                 }
                 // --approve-reads would refuse anything but reads and searches again.
@@ -173,14 +179,14 @@ fn finish_turn<'a>(
 /// joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be held whole.
 /// Both paths end it the same way ([`QuietReply::end`]).
 #[derive(Debug, Default)]
-pub(super) struct QuietReply {
+struct QuietReply {
     /// Whether the last non-empty piece ended with a newline (`None`: nothing printed).
     ends_with_newline: Option<bool>,
 }
 
 impl QuietReply {
     /// Prints one piece.
-    pub(super) fn piece(&mut self, ctx: &Ctx, p: &str) {
+    fn piece(&mut self, ctx: &Ctx, p: &str) {
         if !p.is_empty() {
             ctx.out.raw(p);
             self.ends_with_newline = Some(p.ends_with('\n'));
@@ -286,51 +292,97 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     let id = found.acpx_record_id;
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
     let otlp = otlp_target(ctx, a.otlp_endpoint.as_deref())?;
-    if !ctx.no_owner {
-        let live = LiveOutput::new(ctx.out.clone());
-        live.activity("waiting for the queue owner");
-        let mut quiet = QuietReply::default();
-        let Some(outcome) = owned::prompt(ctx, &id, &text, a.no_wait, &live, &mut quiet).await?
-        else {
-            return Ok(());
-        };
-        // The owner sent the reply in parts, printed as they came (`agent_text` is empty), or,
-        // an owner that predates them, whole in `agent_text`. Either way it says when a part
-        // could not be read back.
-        let reply = match &outcome.agent_text_error {
-            None => Ok(Cow::Borrowed(outcome.agent_text.as_str())),
-            Some(e) => Err(std::io::Error::other(e.clone())),
-        };
-        export_otlp(ctx, &*store, &id, &outcome, otlp.as_ref()).await;
-        return finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet);
-    }
-    if a.no_wait {
+    if ctx.no_owner && a.no_wait {
         return Err(CliError::usage("--no-wait needs the queue owner")
             .with_hint("leave out --no-owner (or config `noOwner`)"));
     }
-    owned::release_owner_of(ctx, &id).await?;
     let live = LiveOutput::new(ctx.out.clone());
-    live.activity("starting the agent");
-    let runtime = Runtime::new(store.clone(), live_options(ctx, &live));
-    let turn = local::prompt(
-        &runtime,
-        ctx.authority()?,
-        &id,
-        text_prompt(&text),
-        ctx.timeout,
-        sigint_count(),
-        |event| turn_event(ctx, &live, event),
-    )
-    .await
-    .map_err(|e| local_error(ctx, e))?;
-    export_otlp(ctx, &*store, &id, &turn.outcome, otlp.as_ref()).await;
-    finish_turn(
-        ctx,
-        &turn.outcome,
-        turn.agent_text(),
-        &live,
-        QuietReply::default(),
-    )
+    let mut quiet = QuietReply::default();
+    // The same prompter the one-process path would use (`runtime_options`): when there is
+    // one, the owner forwards the turn's permission questions here.
+    let prompter = if ctx.permission == PermissionMode::ApproveReads {
+        TtyPrompter::available()
+    } else {
+        None
+    };
+    let local = Box::new(|| live_options(ctx, &live));
+    let prompted = driver(ctx, store.clone(), local)?
+        .prompt(
+            &id,
+            text_prompt(&text),
+            !a.no_wait,
+            prompter.as_deref(),
+            |event| prompt_event(ctx, &live, &mut quiet, event),
+        )
+        .await
+        .map_err(|e| drive_error(ctx, e))?;
+    match prompted {
+        Prompted::Owner(Submitted::Finished(outcome)) => {
+            // The owner sent the reply in parts, printed as they came (`agent_text` is
+            // empty), or, an owner that predates them, whole in `agent_text`. Either way it
+            // says when a part could not be read back.
+            let reply = match &outcome.agent_text_error {
+                None => Ok(Cow::Borrowed(outcome.agent_text.as_str())),
+                Some(e) => Err(std::io::Error::other(e.clone())),
+            };
+            export_otlp(ctx, &*store, &id, &outcome, otlp.as_ref()).await;
+            finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet)
+        }
+        Prompted::Owner(Submitted::Queued {
+            request_id,
+            queue_depth,
+        }) => {
+            let position = queue_depth + 1;
+            if ctx.out.is_json() {
+                ctx.out
+                    .json(&results::prompt_queued(&id, &request_id, position));
+            } else if ctx.out.is_text() {
+                ctx.out.line(&format!(
+                    "queued {request_id} as #{position} (see `acpx status`)"
+                ));
+            } else {
+                ctx.out.line(&request_id);
+            }
+            Ok(())
+        }
+        Prompted::Local(turn) => {
+            export_otlp(ctx, &*store, &id, &turn.outcome, otlp.as_ref()).await;
+            finish_turn(
+                ctx,
+                &turn.outcome,
+                turn.agent_text(),
+                &live,
+                QuietReply::default(),
+            )
+        }
+    }
+}
+
+/// What the user is told while a prompt is driven: the reply and the turn's events stream
+/// through `live`, the reply's parts in the quiet format through `quiet`.
+fn prompt_event(ctx: &Ctx, live: &LiveOutput, quiet: &mut QuietReply, event: DriveEvent<'_>) {
+    match event {
+        DriveEvent::ViaOwner => live.activity("waiting for the queue owner"),
+        DriveEvent::StartingAgent => live.activity("starting the agent"),
+        DriveEvent::Local(event) => turn_event(ctx, live, event),
+        DriveEvent::Owner(SubmitEvent::Queued(depth)) => {
+            ctx.out.note(&format!(
+                "[acpx] queued behind {depth} task(s) of this session"
+            ));
+            live.activity("waiting for the tasks ahead");
+        }
+        DriveEvent::Owner(SubmitEvent::Event(envelope)) => live.on_event(envelope),
+        DriveEvent::Owner(SubmitEvent::CancellingTurn) => {
+            live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop waiting)")
+        }
+        DriveEvent::Owner(SubmitEvent::PermissionAnswerFailed(e)) => ctx.out.warn(&format!(
+            "could not send the permission answer to the queue owner: {e}"
+        )),
+        DriveEvent::Owner(SubmitEvent::TurnOver) => live.finish(),
+        DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => quiet.piece(ctx, part),
+        DriveEvent::Owner(SubmitEvent::Frame(direction, line)) => live.on_frame(direction, line),
+        other => report_drive(ctx, other, WAITING_FOR_PROMPT),
+    }
 }
 
 /// `exec`: a fresh session in memory, one prompt, nothing stored.
