@@ -4,7 +4,7 @@
 //!
 //! - `text`: the agent's reply streams to stdout as it arrives; thoughts, tool calls, plans,
 //!   mode changes, client operations and permission decisions go to stderr as short lines;
-//!   on a terminal, a spinner says what happens meanwhile (`crate::spinner`).
+//!   on a terminal, a spinner says what happens meanwhile (`crate::output::spinner`).
 //! - `json`: every recorded event envelope, one per line, exactly as in the log, up to and
 //!   including the turn's `prompt_done` / `prompt_error`.
 //! - `quiet`: nothing while streaming (the caller prints the final text).
@@ -53,7 +53,7 @@ impl LiveOutput {
         let frames = out
             .is_acp()
             .then(|| Arc::new(Mutex::new(FrameFilter::new())));
-        crate::spinner::enable(&out);
+        crate::output::spinner::enable(&out);
         LiveOutput {
             out,
             renderer: Arc::new(Mutex::new(renderer)),
@@ -66,7 +66,7 @@ impl LiveOutput {
     /// agent`); the turn's events say the rest ([`LiveRenderer::activity`]).
     pub fn activity(&self, what: &str) {
         if !self.stderr_mid_line.load(Ordering::SeqCst) {
-            crate::spinner::show(what, crate::output::stdout_mid_line());
+            crate::output::spinner::show(what, crate::output::stdout_mid_line());
         }
     }
 
@@ -117,7 +117,7 @@ impl LiveOutput {
     /// Ends the reply line on stdout if it is open (text format), or prints the frames held
     /// back while it was not known whether they would be (`acp` format).
     pub fn finish(&self) {
-        crate::spinner::hide();
+        crate::output::spinner::hide();
         let piece = self.lock().finish();
         if let Some(piece) = piece {
             self.write(&piece);
@@ -233,7 +233,7 @@ impl PermissionPrompter for TtyPrompter {
             None => "this title".to_owned(),
         };
         // No spinner over the question while it waits for its answer.
-        crate::spinner::pause(true);
+        crate::output::spinner::pause(true);
         let answer = tokio::task::spawn_blocking(move || {
             stderr_text(&format!(
                 "\n[permission] Allow {title}{kind}? (y/N; a = always, v = never: {scope} \
@@ -261,7 +261,7 @@ impl PermissionPrompter for TtyPrompter {
         })
         .await
         .unwrap_or(PermissionAnswer::once(false));
-        crate::spinner::pause(false);
+        crate::output::spinner::pause(false);
         answer
     }
 
@@ -274,13 +274,13 @@ impl PermissionPrompter for TtyPrompter {
             fn drop(&mut self) {
                 self.0.store(true, Ordering::SeqCst);
                 let _ = self.1.recv_timeout(std::time::Duration::from_millis(500));
-                crate::spinner::pause(false);
+                crate::output::spinner::pause(false);
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (ended, ended_rx) = std::sync::mpsc::channel();
         let _done = Done(stop.clone(), ended_rx);
-        crate::spinner::pause(true);
+        crate::output::spinner::pause(true);
         let q = q.clone();
         tokio::task::spawn_blocking(move || {
             let reply = crate::elicit_tty::ask(&q, &stop);

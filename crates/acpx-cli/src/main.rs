@@ -23,7 +23,6 @@ mod lookup;
 mod output;
 mod progress;
 mod render;
-mod spinner;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //! - `acp`: a turn's raw ACP JSON-RPC frames on stdout, one per line (`crate::live`); every
 //!   other command prints what `json` prints. Errors are Node acpx's synthetic lines in both.
 
+pub mod spinner;
+
 use std::io::{IsTerminal, Write};
 
 use serde_json::Value;
@@ -287,8 +289,8 @@ fn write_stdout(bytes: &[u8]) {
     if STDOUT_STATE.load(Ordering::SeqCst) != 0 {
         return;
     }
-    // The output replaces the spinner's line (crate::spinner).
-    crate::spinner::hide();
+    // The output replaces the spinner's line (crate::output::spinner).
+    crate::output::spinner::hide();
     if let Some(last) = bytes.last() {
         STDOUT_MID_LINE.store(*last != b'\n', Ordering::SeqCst);
     }
@@ -364,7 +366,7 @@ pub fn stderr_bytes(b: &[u8]) {
     if STDERR_SILENT.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
-    crate::spinner::hide();
+    crate::output::spinner::hide();
     let mut err = std::io::stderr().lock();
     let _ = err.write_all(b).and_then(|_| err.flush());
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::output::Out;
+use super::Out;
 
 /// Whether this process may draw a spinner at all ([`enable`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
