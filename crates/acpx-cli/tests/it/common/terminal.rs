@@ -26,7 +26,11 @@ fn quoted(s: &str) -> String {
 impl Terminal {
     /// Starts `acpx --home … --store … args…` in `env`'s project on a new pseudo-terminal.
     pub fn start(env: &Env, args: &[&str]) -> Terminal {
+        // `exec`, so script's child is acpx itself whatever shell runs the line: dash (the
+        // `/bin/sh` script(1) falls back to without `$SHELL`) would otherwise stay between
+        // them, and a signal sent to "acpx" would reach only the shell.
         let mut line = vec![
+            "exec".into(),
             quoted(&acpx_bin().to_string_lossy()),
             "--home".into(),
             quoted(&env.home().to_string_lossy()),
@@ -40,6 +44,7 @@ impl Terminal {
             .arg("/dev/null")
             .current_dir(env.cwd())
             .env("NO_COLOR", "1")
+            .env("SHELL", "/bin/sh")
             .env_remove("ACPX_HOME")
             .env_remove("ACPX_STORE")
             .stdin(Stdio::piped())
@@ -99,7 +104,11 @@ impl Terminal {
         loop {
             let text = std::fs::read_to_string(&children).unwrap_or_default();
             if let Some(pid) = text.split_whitespace().next() {
-                return pid.parse().unwrap();
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                // Until the shell has exec'd, the child is the shell.
+                if comm.trim() == "acpx" {
+                    return pid.parse().unwrap();
+                }
             }
             assert!(Instant::now() < deadline, "script(1) started no acpx");
             std::thread::sleep(Duration::from_millis(20));
