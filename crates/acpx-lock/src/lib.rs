@@ -389,3 +389,8 @@ mod tests {
         assert_eq!(fs::metadata(dir.path()).unwrap().uid(), current_uid());
     }
 }
+
+// The README's examples are compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -15,3 +15,8 @@
 
 pub mod diff;
 pub mod html;
+
+// The README's examples are compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -45,3 +45,8 @@ pub enum ReplayError {
 
 /// A result of this crate.
 pub type ReplayResult<T> = Result<T, ReplayError>;
+
+// The README's examples are compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -17,24 +17,7 @@ use crate::rows::{
 };
 use crate::Inner;
 use acpx_store_sql::list_page::Next;
-use acpx_store_sql::{summary_matching_columns, ListDialect, ListPageBuilder, ListSql, Param};
-
-/// How PostgreSQL writes the list query.
-struct Postgres;
-
-impl ListDialect for Postgres {
-    const TRUE: &'static str = "true";
-    const OPEN: &'static str = "NOT closed";
-    const CLOSED: &'static str = "closed";
-
-    fn placeholder(n: usize) -> String {
-        format!("${n}")
-    }
-
-    fn after_cursor(t: &str, last: &str) -> String {
-        format!("(last_used_ms < {t} OR (last_used_ms = {t} AND acpx_record_id > {last}))")
-    }
-}
+use acpx_store_sql::{summary_matching_columns, ListPageBuilder, ListSql, Param, PostgresDialect};
 
 impl Inner {
     /// Maps a client error of the step `context`.
@@ -313,7 +296,8 @@ impl Inner {
     }
 
     pub(crate) async fn list(&self, query: &ListQuery) -> StoreResult<ListPage> {
-        let (sql, params) = ListSql::new::<Postgres>(query, SUMMARY_COLUMNS, "sessions")?.ordered();
+        let (sql, params) =
+            ListSql::new::<PostgresDialect>(query, SUMMARY_COLUMNS, "sessions")?.ordered();
         let args: Vec<Box<dyn ToSql + Sync + Send>> = params
             .into_iter()
             .map(|p| -> Box<dyn ToSql + Sync + Send> {

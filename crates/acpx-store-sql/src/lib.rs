@@ -8,7 +8,7 @@
 //!   checked against its row ([`checked_document`], [`summary_matching_columns`]).
 //! - [`event_columns`]: an event as a row ([`EventColumns`]), both ways.
 //! - [`list_sql`]: the query of `Store::list` ([`ListSql`]), in each database's words
-//!   ([`ListDialect`]).
+//!   ([`ListDialect`]: [`SqliteDialect`], [`PostgresDialect`]).
 //! - [`list_page`]: the page of `Store::list` built from rows in list order ([`ListPageBuilder`]).
 //! - [`log_state`]: the `event_logs` row and the state a store reports for it, and the
 //!   per-session errors of failed appends ([`WriteErrors`]).
@@ -20,23 +20,10 @@
 //!
 //! ```
 //! use acpx_model::ListQuery;
-//! use acpx_store_sql::{ListDialect, ListPageBuilder, ListSql};
-//!
-//! struct Sqlite;
-//! impl ListDialect for Sqlite {
-//!     const TRUE: &'static str = "1";
-//!     const OPEN: &'static str = "closed = 0";
-//!     const CLOSED: &'static str = "closed = 1";
-//!     fn placeholder(n: usize) -> String {
-//!         format!("?{n}")
-//!     }
-//!     fn after_cursor(t: &str, last: &str) -> String {
-//!         format!("(last_used_ms < {t} OR acpx_record_id > {last})")
-//!     }
-//! }
+//! use acpx_store_sql::{ListPageBuilder, ListSql, SqliteDialect};
 //!
 //! let query = ListQuery { limit: Some(50), ..ListQuery::default() };
-//! let (sql, params) = ListSql::new::<Sqlite>(&query, "acpx_record_id", "session_rows")?.ordered();
+//! let (sql, params) = ListSql::new::<SqliteDialect>(&query, "acpx_record_id", "session_rows")?.ordered();
 //! assert!(sql.ends_with("ORDER BY last_used_ms DESC, acpx_record_id ASC"));
 //! assert!(params.is_empty());
 //! let page = ListPageBuilder::new(&query);
@@ -59,9 +46,14 @@ pub use columns::{to_i64, ts_text, SessionColumns};
 pub use event_columns::EventColumns;
 pub use held_locks::HeldLocks;
 pub use list_page::ListPageBuilder;
-pub use list_sql::{ListDialect, ListSql, Param};
+pub use list_sql::{ListDialect, ListSql, Param, PostgresDialect, SqliteDialect};
 pub use log_state::{LogRow, LogShape, WriteErrors};
 pub use messages::{message_texts, JoinedText, MessageText, SearchText};
 pub use summary::{
     checked_document, summary_difference, summary_from_row, summary_matching_columns, SummaryRow,
 };
+
+// The README's examples are compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

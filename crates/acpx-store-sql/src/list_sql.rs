@@ -27,6 +27,43 @@ pub trait ListDialect {
     fn after_cursor(t: &str, last: &str) -> String;
 }
 
+/// SQLite's words: numbered `?N` parameters, booleans as integers.
+#[derive(Debug)]
+pub struct SqliteDialect;
+
+impl ListDialect for SqliteDialect {
+    const TRUE: &'static str = "1";
+    const OPEN: &'static str = "closed = 0";
+    const CLOSED: &'static str = "closed = 1";
+
+    fn placeholder(n: usize) -> String {
+        format!("?{n}")
+    }
+
+    fn after_cursor(t: &str, last: &str) -> String {
+        // The redundant `<=` lets SQLite start the index scan at the cursor.
+        format!("last_used_ms <= {t} AND (last_used_ms < {t} OR acpx_record_id > {last})")
+    }
+}
+
+/// PostgreSQL's words: `$N` parameters, real booleans.
+#[derive(Debug)]
+pub struct PostgresDialect;
+
+impl ListDialect for PostgresDialect {
+    const TRUE: &'static str = "true";
+    const OPEN: &'static str = "NOT closed";
+    const CLOSED: &'static str = "closed";
+
+    fn placeholder(n: usize) -> String {
+        format!("${n}")
+    }
+
+    fn after_cursor(t: &str, last: &str) -> String {
+        format!("(last_used_ms < {t} OR (last_used_ms = {t} AND acpx_record_id > {last}))")
+    }
+}
+
 /// The list query being built: its SQL and its parameters.
 #[derive(Debug)]
 pub struct ListSql {

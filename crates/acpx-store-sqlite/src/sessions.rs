@@ -14,25 +14,8 @@ use crate::rows::{
     SessionColumns, SUMMARY_COLUMNS,
 };
 use acpx_store_sql::list_page::Next;
-use acpx_store_sql::{summary_matching_columns, ListDialect, ListPageBuilder, ListSql, Param};
+use acpx_store_sql::{summary_matching_columns, ListPageBuilder, ListSql, Param, SqliteDialect};
 
-/// How SQLite writes the list query.
-struct Sqlite;
-
-impl ListDialect for Sqlite {
-    const TRUE: &'static str = "1";
-    const OPEN: &'static str = "closed = 0";
-    const CLOSED: &'static str = "closed = 1";
-
-    fn placeholder(n: usize) -> String {
-        format!("?{n}")
-    }
-
-    fn after_cursor(t: &str, last: &str) -> String {
-        // The redundant `<=` lets SQLite start the index scan at the cursor.
-        format!("last_used_ms <= {t} AND (last_used_ms < {t} OR acpx_record_id > {last})")
-    }
-}
 use crate::{lock, rows, Inner};
 
 /// `UPDATE` of a row's columns to `?2 … ?17` (the document written before it), against
@@ -405,7 +388,7 @@ impl Inner {
 
     /// `list`, with the rows also restricted to those a typed id `id_text` could designate.
     fn list_where(&self, query: &ListQuery, id_text: Option<&str>) -> StoreResult<ListPage> {
-        let mut list = ListSql::new::<Sqlite>(query, SUMMARY_COLUMNS, "session_rows")?;
+        let mut list = ListSql::new::<SqliteDialect>(query, SUMMARY_COLUMNS, "session_rows")?;
         if let Some(t) = id_text {
             let t = list.bind(Param::Text(t.to_owned()));
             list.and(&format!(

@@ -5,3 +5,8 @@
 
 pub mod fuzz;
 pub mod records;
+
+// The README's example is compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
