@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use acpx_app::problem::Problem;
 use acpx_model::StoreError;
 use acpx_owner::private_socket::PrivateDirError;
 use acpx_owner::runs::RunsError;
@@ -150,40 +151,19 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
+impl From<Problem> for CliError {
+    fn from(p: Problem) -> Self {
+        let mut err = CliError::new(p.kind, p.message);
+        err.hint = p.hint;
+        err.detail_code = p.detail_code;
+        err
+    }
+}
+
+/// A store's error with its kind and remedy ([`Problem`]'s).
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
-        let (kind, hint) = match &e {
-            StoreError::NotFound(_) => (
-                ErrorKind::NoSession,
-                Some("list the stored sessions with `acpx sessions list`".to_owned()),
-            ),
-            StoreError::Locked { .. } => (
-                ErrorKind::Runtime,
-                Some(
-                    "another acpx process is writing this session; wait for it to finish (see `acpx status`)"
-                        .to_owned(),
-                ),
-            ),
-            StoreError::Corrupt { .. } | StoreError::Invalid(_) => (
-                ErrorKind::Runtime,
-                Some("run `acpx fsck` to check the store, and `acpx fsck --repair` to fix what can be fixed".to_owned()),
-            ),
-            StoreError::InvalidCursor(_) => (
-                ErrorKind::Usage,
-                Some("pass a cursor exactly as printed by the previous page, or start again without --cursor".to_owned()),
-            ),
-            StoreError::InvalidArgument(_) | StoreError::InvalidId(_) => (ErrorKind::Usage, None),
-            StoreError::TooNew(_) => (ErrorKind::Runtime, None),
-            StoreError::Conflict { .. } => (
-                ErrorKind::Runtime,
-                Some("another process changed the session at the same time; run the command again".to_owned()),
-            ),
-            _ => (ErrorKind::Runtime, None),
-        };
-        let mut err = CliError::new(kind, e.to_string())
-            .with_detail(&format!("STORE_{}", e.kind().to_ascii_uppercase()));
-        err.hint = hint;
-        err
+        Problem::from(e).into()
     }
 }
 

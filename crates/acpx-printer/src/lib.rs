@@ -15,6 +15,7 @@
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
 //! | [`table`] | aligned text tables for people, fitted to the terminal's width |
 //! | [`usage`] | the tokens and cost of `sessions usage` as a table |
+//! | [`settings`] | `config show`: the settings with their sources as a table, the config files, the agents |
 //! | [`viewer`] | the HTML page of a stored session, its log read page by page |
 //!
 //! ```no_run
@@ -30,6 +31,7 @@ pub mod export;
 pub mod live;
 pub mod notices;
 pub mod results;
+pub mod settings;
 pub mod table;
 pub mod transcript;
 pub mod usage;
