@@ -14,6 +14,7 @@
 //! | [`allocator`] | the allocation settings of a program that records long turns (the only `unsafe` here) |
 //! | [`settings`] | one invocation's settings: flags over environment over config over defaults, with their sources |
 //! | [`problem`] | a failure as the user is told it: kind (exit code), message, what to do |
+//! | [`session_lookup`] | a session that cannot be found, with where acpx looked and what to do |
 //! | [`store_open`] | opening the store of `--store`, each failure with its remedy |
 //! | [`diagnostics`] | the `tracing` subscriber that prints the runtime's and the stores' diagnostics on stderr |
 //! | [`terminal_elicitation`] | an agent's elicitation (a form, a URL) asked of a person at the terminal |
@@ -31,6 +32,7 @@ pub mod config_file;
 pub mod diagnostics;
 pub mod paths;
 pub mod problem;
+pub mod session_lookup;
 pub mod settings;
 pub mod store_open;
 pub mod terminal_elicitation;

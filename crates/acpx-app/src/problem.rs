@@ -6,7 +6,11 @@
 use std::fmt;
 
 use acpx_model::StoreError;
+use acpx_owner::private_socket::PrivateDirError;
+use acpx_owner::runs::RunsError;
 pub use acpx_runtime::error_kind::ErrorKind;
+use acpx_runtime::ops::OpsError;
+use acpx_runtime::RuntimeError;
 
 /// A failure with its remedy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +106,37 @@ impl From<StoreError> for Problem {
             .with_detail(&format!("STORE_{}", e.kind().to_ascii_uppercase()));
         problem.hint = hint.map(str::to_owned);
         problem
+    }
+}
+
+impl From<OpsError> for Problem {
+    /// A session operation's error: a store's as [`From<StoreError>`] says, a bad argument or
+    /// an ambiguous id a usage error, anything else at run time.
+    fn from(e: OpsError) -> Self {
+        match e {
+            OpsError::Store(s) => s.into(),
+            OpsError::Runtime(RuntimeError::Store(s)) => s.into(),
+            OpsError::Invalid(m) => Problem::usage(m),
+            e @ OpsError::AmbiguousId { .. } => Problem::usage(e.to_string())
+                .with_hint("type more of the id, or the full record id")
+                .with_detail("AMBIGUOUS_ID"),
+            other => Problem::runtime(other.to_string()),
+        }
+    }
+}
+
+impl From<RunsError> for Problem {
+    /// The run registry's error; a socket directory that is not private says what to do.
+    fn from(e: RunsError) -> Self {
+        let private_dir = matches!(e, RunsError::PrivateDir(PrivateDirError::NotPrivate(_)));
+        let problem = Problem::runtime(e.to_string());
+        if private_dir {
+            problem.with_hint(
+                "remove it, or use a shorter --home so the socket fits under <home>/runs/",
+            )
+        } else {
+            problem
+        }
     }
 }
 

@@ -152,10 +152,8 @@ impl Settings {
     ) -> Result<Settings, Problem> {
         let format = Settings::output_format(&flags, &config);
         if flags.json_strict && !format.is_json() {
-            return Err(
-                Problem::usage("--json-strict needs --format json (or acp)")
-                    .with_hint("add --format json (or set `format` to json in the config)"),
-            );
+            return Err(Problem::usage("--json-strict needs --format json (or acp)")
+                .with_hint("add --format json (or set `format` to json in the config)"));
         }
         let backend = flags.store.or(config.store).unwrap_or(Backend::Fs);
         let permission = if flags.approve_all {
@@ -207,10 +205,7 @@ impl Settings {
             .non_interactive_permissions
             .or(config.non_interactive)
             .unwrap_or_default();
-        let auth_policy = flags
-            .auth_policy
-            .or(config.auth_policy)
-            .unwrap_or_default();
+        let auth_policy = flags.auth_policy.or(config.auth_policy).unwrap_or_default();
         Ok(Settings {
             format,
             verbose: flags.verbose,
@@ -252,10 +247,7 @@ impl Settings {
     /// The output format: `--format`, else the config's `format`, else text (known before
     /// the rest is resolved, to say what resolving finds).
     pub fn output_format(flags: &Flags, config: &ConfigFile) -> OutputFormat {
-        flags
-            .format
-            .or(config.format)
-            .unwrap_or(OutputFormat::Text)
+        flags.format.or(config.format).unwrap_or(OutputFormat::Text)
     }
 
     /// This command's options for the session engine, decided once: the one-process path
@@ -351,4 +343,24 @@ fn config_problem(e: ConfigFileError) -> Problem {
     Problem::runtime(e.0)
         .with_hint("fix that file or remove it (the file `acpx config init` writes explains every accepted key); `acpx fsck`, `acpx sessions list`, --help and --version work without it")
         .with_detail("CONFIG_INVALID")
+}
+
+/// `config init`: writes the commented template of the global config file
+/// ([`crate::config_file::TEMPLATE`]) to `<home>/config.json` and returns its path. An
+/// existing file is replaced only when `force`.
+pub fn init_config_file(home: &Path, force: bool) -> Result<PathBuf, Problem> {
+    let path = home.join("config.json");
+    if path.exists() && !force {
+        return Err(Problem::usage(format!("{} already exists", path.display()))
+            .with_detail("CONFIG_EXISTS")
+            .with_hint("pass --force to replace it, or edit it"));
+    }
+    // Private (it may come to hold a store URL with its password), and never written through
+    // a link planted at its path unless `--force` (a config kept in a dotfiles repository and
+    // linked here is the user's own).
+    let mut file = acpx_runtime::ops::transfer::create_file_for_user(&path, force)
+        .map_err(|e| Problem::runtime(e.to_string()))?;
+    std::io::Write::write_all(&mut file, crate::config_file::TEMPLATE.as_bytes())
+        .map_err(|e| Problem::runtime(format!("cannot write {}: {e}", path.display())))?;
+    Ok(path)
 }

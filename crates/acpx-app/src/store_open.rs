@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use acpx_model::SettleOnLoad;
 
-use acpx_stores::{OpenStore, StoreUrl};
 use acpx_stores::{OpenError, StoreConfig, ENV_STORE_URL};
+use acpx_stores::{OpenStore, StoreUrl};
 
 use crate::config_file::Backend;
 use crate::problem::Problem;
@@ -47,7 +47,11 @@ pub async fn open(
 
 /// The identity of the store `open` would open ([`StoreConfig::identity`]), without opening
 /// it: what keys the processes that drive its sessions.
-pub fn identity(backend: Backend, home: &Path, config_url: Option<&StoreUrl>) -> Result<String, Problem> {
+pub fn identity(
+    backend: Backend,
+    home: &Path,
+    config_url: Option<&StoreUrl>,
+) -> Result<String, Problem> {
     let mut config = StoreConfig::new(backend, home.to_path_buf());
     config.url = config_url.cloned();
     Ok(config.from_env().map_err(open_error)?.identity())

@@ -10,7 +10,6 @@ use acpx_app::settings::{Flags, Settings};
 use acpx_model::Store;
 use tokio::sync::OnceCell;
 
-
 use crate::agents::AgentRegistry;
 use crate::backends::OpenStore;
 use crate::cli::GlobalArgs;

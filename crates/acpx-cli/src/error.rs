@@ -4,10 +4,8 @@ use std::fmt;
 
 use acpx_app::problem::Problem;
 use acpx_model::StoreError;
-use acpx_owner::private_socket::PrivateDirError;
 use acpx_owner::runs::RunsError;
 use acpx_runtime::ops::OpsError;
-use acpx_runtime::RuntimeError;
 use serde_json::{json, Map, Value};
 
 /// The kinds of failure and their exit codes are `acpx_runtime::error_kind`'s.
@@ -167,31 +165,17 @@ impl From<StoreError> for CliError {
     }
 }
 
+/// A session operation's error with its kind and remedy ([`Problem`]'s).
 impl From<OpsError> for CliError {
     fn from(e: OpsError) -> Self {
-        match e {
-            OpsError::Store(s) => s.into(),
-            OpsError::Runtime(RuntimeError::Store(s)) => s.into(),
-            OpsError::Invalid(m) => CliError::usage(m),
-            e @ OpsError::AmbiguousId { .. } => CliError::usage(e.to_string())
-                .with_hint("type more of the id, or the full record id")
-                .with_detail("AMBIGUOUS_ID"),
-            other => CliError::runtime(other.to_string()),
-        }
+        Problem::from(e).into()
     }
 }
 
+/// The run registry's error with its remedy ([`Problem`]'s).
 impl From<RunsError> for CliError {
     fn from(e: RunsError) -> Self {
-        let private_dir = matches!(e, RunsError::PrivateDir(PrivateDirError::NotPrivate(_)));
-        let err = CliError::runtime(e.to_string());
-        if private_dir {
-            err.with_hint(
-                "remove it, or use a shorter --home so the socket fits under <home>/runs/",
-            )
-        } else {
-            err
-        }
+        Problem::from(e).into()
     }
 }
 

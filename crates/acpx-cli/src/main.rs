@@ -35,9 +35,9 @@ use clap::Parser;
 use crate::cli::Cli;
 use crate::config::{Config, Format};
 use crate::context::Ctx;
-use acpx_app::settings::read;
 use crate::error::{CliError, ErrorKind};
 use crate::output::Out;
+use acpx_app::settings::read;
 
 // The system allocator, with huge pages under its multi-megabyte buffers once
 // `bound_large_allocations` turns them on (not in the test agent): see the type.

@@ -32,19 +32,15 @@ pub fn mcp_config(path: &Path) -> Result<McpServers, Problem> {
 /// Anything wrong is a usage error naming the problem.
 pub fn permission_policy(arg: &str) -> Result<PermissionRules, Problem> {
     PermissionRules::from_arg(arg).map_err(|m| {
-        Problem::usage(format!("--permission-policy: {m}"))
-            .with_detail("PERMISSION_POLICY_INVALID")
+        Problem::usage(format!("--permission-policy: {m}")).with_detail("PERMISSION_POLICY_INVALID")
     })
 }
 
 /// `--elicitation-answers FILE`: a JSON object of answers by field name.
 pub fn elicitation_answers(path: &Path) -> Result<ElicitationAnswers, Problem> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Problem::usage(format!(
-            "--elicitation-answers: cannot read {shown}: {e}"
-        ))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Problem::usage(format!("--elicitation-answers: cannot read {shown}: {e}")))?;
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(serde_json::Value::Object(answers)) => Ok(Arc::new(answers)),
         Ok(_) => Err(Problem::usage(format!(

@@ -66,7 +66,11 @@ impl Settings {
         row("format", self.format_name(), format);
         let perm_flags = ["--approve-all", "--approve-reads", "--deny-all"];
         let origins = from(&perm_flags, None, Some("defaultPermissions"));
-        row("defaultPermissions", self.permission.as_str().into(), origins);
+        row(
+            "defaultPermissions",
+            self.permission.as_str().into(),
+            origins,
+        );
         let flags = ["--non-interactive-permissions"];
         let origins = from(&flags, None, Some("nonInteractivePermissions"));
         let value = self.non_interactive.as_str().into();
@@ -74,9 +78,17 @@ impl Settings {
         let timeout = self
             .timeout
             .map_or("none".into(), |t| human_seconds(t.as_secs_f64()));
-        row("timeout", timeout, from(&["--timeout"], None, Some("timeout")));
+        row(
+            "timeout",
+            timeout,
+            from(&["--timeout"], None, Some("timeout")),
+        );
         let origins = from(&[], None, Some("requestTimeout"));
-        row("requestTimeout", human_seconds(self.request_timeout()), origins);
+        row(
+            "requestTimeout",
+            human_seconds(self.request_timeout()),
+            origins,
+        );
         let ttl = human_seconds(self.ttl as f64);
         row("ttl", ttl, from(&["--ttl"], None, Some("ttl")));
         let origins = from(&[], None, Some("queueMaxDepth"));
@@ -212,7 +224,10 @@ mod tests {
         let ttl = from(&["--ttl"], None, Some("ttl"));
         let flag = "--ttl=9".to_owned();
         assert_eq!(source(&files, &[&flag], &ttl), "flag --ttl");
-        assert_eq!(source(&files, &[], &ttl), format!("file {}", file.display()));
+        assert_eq!(
+            source(&files, &[], &ttl),
+            format!("file {}", file.display())
+        );
         let timeout = from(&["--timeout"], None, Some("timeout"));
         assert_eq!(source(&files, &[], &timeout), "default");
     }

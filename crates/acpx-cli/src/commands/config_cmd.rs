@@ -3,12 +3,10 @@
 
 use serde_json::{json, Map};
 
-use acpx_app::config_file::TEMPLATE;
-
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult};
-use crate::render::action;
+use crate::error::CliResult;
 use crate::output::Style;
+use crate::render::action;
 use acpx_printer::settings::settings_report;
 
 /// `config show`: the settings with their sources ([`acpx_app::settings::sources`]) as a
@@ -36,23 +34,9 @@ pub fn show(ctx: &Ctx) -> CliResult<()> {
     Ok(())
 }
 
-/// `config init`.
+/// `config init`: the template written ([`acpx_app::settings::init_config_file`]).
 pub fn init(ctx: &Ctx, force: bool) -> CliResult<()> {
-    let path = ctx.home.join("config.json");
-    if path.exists() && !force {
-        return Err(
-            CliError::usage(format!("{} already exists", path.display()))
-                .with_detail("CONFIG_EXISTS")
-                .with_hint("pass --force to replace it, or edit it"),
-        );
-    }
-    // Private (it may come to hold a store URL with its password), and never written through
-    // a link planted at its path unless `--force` (a config kept in a dotfiles repository and
-    // linked here is the user's own).
-    let mut file = acpx_runtime::ops::transfer::create_file_for_user(&path, force)
-        .map_err(|e| CliError::runtime(e.to_string()))?;
-    std::io::Write::write_all(&mut file, TEMPLATE.as_bytes())
-        .map_err(|e| CliError::runtime(format!("cannot write {}: {e}", path.display())))?;
+    let path = acpx_app::settings::init_config_file(&ctx.home, force)?;
     if ctx.out.is_json() {
         let mut m = Map::new();
         m.insert("path".into(), json!(path.to_string_lossy()));
