@@ -5,8 +5,9 @@ use std::fmt;
 use acpx_app::problem::Problem;
 use acpx_model::StoreError;
 use acpx_owner::runs::RunsError;
+use acpx_printer::error_line::{acp_error_line, json_error_line, ErrorFields};
 use acpx_runtime::ops::OpsError;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The kinds of failure and their exit codes are `acpx_runtime::error_kind`'s.
 pub use acpx_runtime::error_kind::ErrorKind;
@@ -75,65 +76,27 @@ impl CliError {
         self
     }
 
+    /// The fields of its JSON error line ([`acpx_printer::error_line`]).
+    fn fields(&self) -> ErrorFields<'_> {
+        ErrorFields {
+            kind: self.kind,
+            message: &self.message,
+            hint: self.hint.as_deref(),
+            detail_code: self.detail_code.as_deref(),
+            data: self.data.as_deref(),
+        }
+    }
+
     /// The synthetic JSON-RPC error line printed in `--format json` (Node acpx's shape).
     pub fn to_json(&self) -> Value {
-        let mut data = Map::new();
-        data.insert("acpxCode".into(), json!(self.kind.acpx_code()));
-        if let Some(d) = &self.detail_code {
-            data.insert("detailCode".into(), json!(d));
-        }
-        data.insert("origin".into(), json!("cli"));
-        if let Some(h) = &self.hint {
-            data.insert("hint".into(), json!(h));
-        }
-        for (k, v) in self.data.iter().flat_map(|d| d.iter()) {
-            data.insert(k.clone(), v.clone());
-        }
-        json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {
-                "code": self.kind.rpc_code(),
-                "message": self.message,
-                "data": Value::Object(data),
-            }
-        })
+        json_error_line(&self.fields())
     }
-}
 
-impl CliError {
     /// The error line of `--format acp`: [`CliError::to_json`], except that a failure the
-    /// agent answered with keeps the agent's own `code` and `message`, acpx's fields merged
-    /// into its `data` (Node acpx's rule, behaviour notes §6).
+    /// agent answered with keeps the agent's own `code` and `message`
+    /// ([`acp_error_line`]).
     pub fn to_node_json(&self) -> Value {
-        let mut v = self.to_json();
-        let agent = self
-            .data
-            .as_ref()
-            .and_then(|d| d.get("acp"))
-            .filter(|a| a.get("code").is_some_and(Value::is_i64))
-            .cloned();
-        let Some(agent) = agent else {
-            return v;
-        };
-        let mut data = match agent.get("data") {
-            Some(Value::Object(d)) => d.clone(),
-            _ => Map::new(),
-        };
-        if let Some(Value::Object(ours)) = v["error"].get_mut("data").map(std::mem::take) {
-            for (k, val) in ours {
-                if k != "acp" {
-                    data.insert(k, val);
-                }
-            }
-        }
-        data.insert("origin".into(), json!("acp"));
-        v["error"] = json!({
-            "code": agent["code"],
-            "message": agent.get("message").cloned().unwrap_or_else(|| json!(self.message)),
-            "data": data,
-        });
-        v
+        acp_error_line(&self.fields())
     }
 }
 
@@ -187,40 +150,3 @@ impl From<std::io::Error> for CliError {
 
 /// The result type of every command.
 pub type CliResult<T> = Result<T, CliError>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_errors_have_the_node_shape() {
-        let e = CliError::no_session("No acpx session found (searched up to /repo).")
-            .with_hint("create one with `acpx sessions new`");
-        let v = e.to_json();
-        assert_eq!(v["error"]["code"], -32002);
-        assert_eq!(v["error"]["data"]["acpxCode"], "NO_SESSION");
-        assert_eq!(v["error"]["data"]["origin"], "cli");
-        assert!(v["id"].is_null());
-        assert!(v["error"]["data"].get("detailCode").is_none());
-        assert_eq!(e.to_node_json(), v, "acpx's own error: the same line");
-    }
-
-    #[test]
-    fn an_agent_error_keeps_its_code_and_message_in_the_acp_format() {
-        let e = CliError::runtime("the agent failed the prompt: boom")
-            .with_detail("AGENT_ERROR")
-            .with_data(
-                "acp",
-                json!({"code": -32000, "message": "boom", "data": {"why": "x"}}),
-            );
-        let v = e.to_node_json();
-        assert_eq!(v["error"]["code"], -32000);
-        assert_eq!(v["error"]["message"], "boom");
-        assert_eq!(v["error"]["data"]["why"], "x");
-        assert_eq!(v["error"]["data"]["acpxCode"], "RUNTIME");
-        assert_eq!(v["error"]["data"]["detailCode"], "AGENT_ERROR");
-        assert_eq!(v["error"]["data"]["origin"], "acp");
-        assert!(v["error"]["data"].get("acp").is_none());
-        assert!(v["id"].is_null());
-    }
-}

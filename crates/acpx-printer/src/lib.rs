@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`), `sessions show` |
+//! | [`error_line`] | a failure as the JSON error line of `--format json` and `--format acp` |
 //! | [`results`] | the JSON results of session commands (`--format json`) |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
@@ -27,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod error_line;
 pub mod export;
 pub mod live;
 pub mod notices;
