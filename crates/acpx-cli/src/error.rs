@@ -2,12 +2,12 @@
 
 use std::fmt;
 
+use acpx_app::problem::Problem;
 use acpx_model::StoreError;
-use acpx_owner::private_socket::PrivateDirError;
 use acpx_owner::runs::RunsError;
+use acpx_printer::error_line::{acp_error_line, json_error_line, ErrorFields};
 use acpx_runtime::ops::OpsError;
-use acpx_runtime::RuntimeError;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// The kinds of failure and their exit codes are `acpx_runtime::error_kind`'s.
 pub use acpx_runtime::error_kind::ErrorKind;
@@ -76,65 +76,27 @@ impl CliError {
         self
     }
 
+    /// The fields of its JSON error line ([`acpx_printer::error_line`]).
+    fn fields(&self) -> ErrorFields<'_> {
+        ErrorFields {
+            kind: self.kind,
+            message: &self.message,
+            hint: self.hint.as_deref(),
+            detail_code: self.detail_code.as_deref(),
+            data: self.data.as_deref(),
+        }
+    }
+
     /// The synthetic JSON-RPC error line printed in `--format json` (Node acpx's shape).
     pub fn to_json(&self) -> Value {
-        let mut data = Map::new();
-        data.insert("acpxCode".into(), json!(self.kind.acpx_code()));
-        if let Some(d) = &self.detail_code {
-            data.insert("detailCode".into(), json!(d));
-        }
-        data.insert("origin".into(), json!("cli"));
-        if let Some(h) = &self.hint {
-            data.insert("hint".into(), json!(h));
-        }
-        for (k, v) in self.data.iter().flat_map(|d| d.iter()) {
-            data.insert(k.clone(), v.clone());
-        }
-        json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {
-                "code": self.kind.rpc_code(),
-                "message": self.message,
-                "data": Value::Object(data),
-            }
-        })
+        json_error_line(&self.fields())
     }
-}
 
-impl CliError {
     /// The error line of `--format acp`: [`CliError::to_json`], except that a failure the
-    /// agent answered with keeps the agent's own `code` and `message`, acpx's fields merged
-    /// into its `data` (Node acpx's rule, behaviour notes §6).
+    /// agent answered with keeps the agent's own `code` and `message`
+    /// ([`acp_error_line`]).
     pub fn to_node_json(&self) -> Value {
-        let mut v = self.to_json();
-        let agent = self
-            .data
-            .as_ref()
-            .and_then(|d| d.get("acp"))
-            .filter(|a| a.get("code").is_some_and(Value::is_i64))
-            .cloned();
-        let Some(agent) = agent else {
-            return v;
-        };
-        let mut data = match agent.get("data") {
-            Some(Value::Object(d)) => d.clone(),
-            _ => Map::new(),
-        };
-        if let Some(Value::Object(ours)) = v["error"].get_mut("data").map(std::mem::take) {
-            for (k, val) in ours {
-                if k != "acp" {
-                    data.insert(k, val);
-                }
-            }
-        }
-        data.insert("origin".into(), json!("acp"));
-        v["error"] = json!({
-            "code": agent["code"],
-            "message": agent.get("message").cloned().unwrap_or_else(|| json!(self.message)),
-            "data": data,
-        });
-        v
+        acp_error_line(&self.fields())
     }
 }
 
@@ -150,68 +112,33 @@ impl fmt::Display for CliError {
 
 impl std::error::Error for CliError {}
 
-impl From<StoreError> for CliError {
-    fn from(e: StoreError) -> Self {
-        let (kind, hint) = match &e {
-            StoreError::NotFound(_) => (
-                ErrorKind::NoSession,
-                Some("list the stored sessions with `acpx sessions list`".to_owned()),
-            ),
-            StoreError::Locked { .. } => (
-                ErrorKind::Runtime,
-                Some(
-                    "another acpx process is writing this session; wait for it to finish (see `acpx status`)"
-                        .to_owned(),
-                ),
-            ),
-            StoreError::Corrupt { .. } | StoreError::Invalid(_) => (
-                ErrorKind::Runtime,
-                Some("run `acpx fsck` to check the store, and `acpx fsck --repair` to fix what can be fixed".to_owned()),
-            ),
-            StoreError::InvalidCursor(_) => (
-                ErrorKind::Usage,
-                Some("pass a cursor exactly as printed by the previous page, or start again without --cursor".to_owned()),
-            ),
-            StoreError::InvalidArgument(_) | StoreError::InvalidId(_) => (ErrorKind::Usage, None),
-            StoreError::TooNew(_) => (ErrorKind::Runtime, None),
-            StoreError::Conflict { .. } => (
-                ErrorKind::Runtime,
-                Some("another process changed the session at the same time; run the command again".to_owned()),
-            ),
-            _ => (ErrorKind::Runtime, None),
-        };
-        let mut err = CliError::new(kind, e.to_string())
-            .with_detail(&format!("STORE_{}", e.kind().to_ascii_uppercase()));
-        err.hint = hint;
+impl From<Problem> for CliError {
+    fn from(p: Problem) -> Self {
+        let mut err = CliError::new(p.kind, p.message);
+        err.hint = p.hint;
+        err.detail_code = p.detail_code;
         err
     }
 }
 
-impl From<OpsError> for CliError {
-    fn from(e: OpsError) -> Self {
-        match e {
-            OpsError::Store(s) => s.into(),
-            OpsError::Runtime(RuntimeError::Store(s)) => s.into(),
-            OpsError::Invalid(m) => CliError::usage(m),
-            e @ OpsError::AmbiguousId { .. } => CliError::usage(e.to_string())
-                .with_hint("type more of the id, or the full record id")
-                .with_detail("AMBIGUOUS_ID"),
-            other => CliError::runtime(other.to_string()),
-        }
+/// A store's error with its kind and remedy ([`Problem`]'s).
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> Self {
+        Problem::from(e).into()
     }
 }
 
+/// A session operation's error with its kind and remedy ([`Problem`]'s).
+impl From<OpsError> for CliError {
+    fn from(e: OpsError) -> Self {
+        Problem::from(e).into()
+    }
+}
+
+/// The run registry's error with its remedy ([`Problem`]'s).
 impl From<RunsError> for CliError {
     fn from(e: RunsError) -> Self {
-        let private_dir = matches!(e, RunsError::PrivateDir(PrivateDirError::NotPrivate(_)));
-        let err = CliError::runtime(e.to_string());
-        if private_dir {
-            err.with_hint(
-                "remove it, or use a shorter --home so the socket fits under <home>/runs/",
-            )
-        } else {
-            err
-        }
+        Problem::from(e).into()
     }
 }
 
@@ -223,40 +150,3 @@ impl From<std::io::Error> for CliError {
 
 /// The result type of every command.
 pub type CliResult<T> = Result<T, CliError>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_errors_have_the_node_shape() {
-        let e = CliError::no_session("No acpx session found (searched up to /repo).")
-            .with_hint("create one with `acpx sessions new`");
-        let v = e.to_json();
-        assert_eq!(v["error"]["code"], -32002);
-        assert_eq!(v["error"]["data"]["acpxCode"], "NO_SESSION");
-        assert_eq!(v["error"]["data"]["origin"], "cli");
-        assert!(v["id"].is_null());
-        assert!(v["error"]["data"].get("detailCode").is_none());
-        assert_eq!(e.to_node_json(), v, "acpx's own error: the same line");
-    }
-
-    #[test]
-    fn an_agent_error_keeps_its_code_and_message_in_the_acp_format() {
-        let e = CliError::runtime("the agent failed the prompt: boom")
-            .with_detail("AGENT_ERROR")
-            .with_data(
-                "acp",
-                json!({"code": -32000, "message": "boom", "data": {"why": "x"}}),
-            );
-        let v = e.to_node_json();
-        assert_eq!(v["error"]["code"], -32000);
-        assert_eq!(v["error"]["message"], "boom");
-        assert_eq!(v["error"]["data"]["why"], "x");
-        assert_eq!(v["error"]["data"]["acpxCode"], "RUNTIME");
-        assert_eq!(v["error"]["data"]["detailCode"], "AGENT_ERROR");
-        assert_eq!(v["error"]["data"]["origin"], "acp");
-        assert!(v["error"]["data"].get("acp").is_none());
-        assert!(v["id"].is_null());
-    }
-}

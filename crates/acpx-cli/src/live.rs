@@ -283,7 +283,7 @@ impl PermissionPrompter for TtyPrompter {
         crate::output::spinner::pause(true);
         let q = q.clone();
         tokio::task::spawn_blocking(move || {
-            let reply = crate::elicit_tty::ask(&q, &stop);
+            let reply = acpx_app::terminal_elicitation::ask(&q, &stop, crate::output::stderr_bytes);
             let _ = ended.send(());
             reply
         })

@@ -1,92 +1,33 @@
 //! Finding a session: the directory walk of a scope and id resolution are
-//! [`acpx_runtime::ops::lookup`]'s; this adds the error the user sees when nothing is found.
+//! [`acpx_runtime::ops::lookup`]'s, the error the user sees when nothing is found
+//! [`acpx_app::session_lookup`]'s.
 
 use std::path::Path;
 
-use acpx_model::{ClosedFilter, ListQuery, SessionSummary, Store};
+use acpx_app::agents::AgentChoice;
+use acpx_app::session_lookup;
+use acpx_model::Store;
 
 pub use acpx_runtime::ops::lookup::{
-    find_in_scope, load_in_scope, resolve_id_or_name, resolve_summary_id_or_name, walk_dirs,
+    find_in_scope, load_in_scope, resolve_id_or_name, resolve_summary_id_or_name,
 };
 
 use crate::error::CliError;
-use acpx_app::agents::AgentChoice;
 
-/// The "no session" error, saying where acpx looked and how to create one.
+/// The "no session" error ([`session_lookup::no_session_error`]).
 pub fn no_session_error(agent: &AgentChoice, cwd: &Path, name: Option<&str>) -> CliError {
-    let agent_label = agent.label();
-    let dirs = walk_dirs(cwd);
-    let top = dirs
-        .last()
-        .map(|d| d.display().to_string())
-        .unwrap_or_default();
-    let named = name.map(|n| format!(" named {n:?}")).unwrap_or_default();
-    let create = match name {
-        Some(n) => format!(
-            "acpx {agent_label} sessions new --name {}",
-            shell_words::quote(n)
-        ),
-        None => format!("acpx {agent_label} sessions new"),
-    };
-    CliError::no_session(format!(
-        "No acpx session{named} found for agent {} in {} (searched up to {top}).",
-        agent.display(),
-        cwd.display()
-    ))
-    .with_hint(format!(
-        "create one with `{create}` (or `sessions ensure`), then prompt again"
-    ))
+    session_lookup::no_session_error(agent, cwd, name).into()
 }
 
-/// The most recently used closed session of this agent named `name` in one of the scope's
-/// directories: a named session is found by its name only while it is open, so when a
-/// lookup by name fails, this is what the user most likely meant. `None` when there is none
-/// or the store cannot say.
-pub async fn closed_named(
-    store: &dyn Store,
-    agent_command: &str,
-    cwd: &Path,
-    name: &str,
-) -> Option<SessionSummary> {
-    let dirs: Vec<String> = walk_dirs(cwd)
-        .iter()
-        .map(|d| d.to_string_lossy().into_owned())
-        .collect();
-    let query = ListQuery {
-        name: Some(name.to_owned()),
-        agent_command: Some(agent_command.to_owned()),
-        closed: ClosedFilter::Closed,
-        ..ListQuery::default()
-    };
-    let page = store.list(&query).await.ok()?;
-    page.sessions.into_iter().find(|s| {
-        dirs.iter()
-            .any(|d| d == s.cwd.trim_end_matches('/') || *d == s.cwd)
-    })
-}
-
-/// [`no_session_error`], pointing at a closed session of that name when there is one.
+/// The "no session" error pointing at a closed session of that name when there is one
+/// ([`session_lookup::no_session_error_named`]).
 pub async fn no_session_error_named(
     store: &dyn Store,
     agent: &AgentChoice,
     cwd: &Path,
     name: Option<&str>,
 ) -> CliError {
-    let command = &agent.command;
-    let label = agent.label();
-    let err = no_session_error(agent, cwd, name);
-    let Some(n) = name else {
-        return err;
-    };
-    match closed_named(store, command, cwd, n).await {
-        Some(s) => {
-            let id = s.acpx_record_id;
-            err.with_hint(format!(
-                "a closed session is named {n:?}: {id}; closed sessions are found by id (`acpx \
-                 sessions show {id}`), and `acpx {label} sessions new --name {}` starts a new one",
-                shell_words::quote(n)
-            ))
-        }
-        None => err,
-    }
+    session_lookup::no_session_error_named(store, agent, cwd, name)
+        .await
+        .into()
 }

@@ -12,8 +12,6 @@ mod cli;
 mod commands;
 mod config;
 mod context;
-mod diagnostics;
-mod elicit_tty;
 use acpx_runtime::durations;
 mod error;
 mod grammar;
@@ -36,9 +34,10 @@ use clap::Parser;
 
 use crate::cli::Cli;
 use crate::config::{Config, Format};
-use crate::context::{resolve_cwd, resolve_home, Ctx};
+use crate::context::Ctx;
 use crate::error::{CliError, ErrorKind};
 use crate::output::Out;
+use acpx_app::settings::read;
 
 // The system allocator, with huge pages under its multi-megabyte buffers once
 // `bound_large_allocations` turns them on (not in the test agent): see the type.
@@ -116,9 +115,10 @@ fn run(args: Vec<OsString>) -> i32 {
         .or_else(|| std::env::var_os("ACPX_HOME").filter(|h| !h.is_empty()))
         .map(PathBuf::from);
     let setup = (|| -> Result<_, CliError> {
-        let home = resolve_home(home_flag.as_deref())?;
-        let cwd = resolve_cwd(pre.cwd.as_deref().map(std::path::Path::new))?;
+        let home = read::home(home_flag.as_deref())?;
+        let cwd = read::cwd(pre.cwd.as_deref().map(std::path::Path::new))?;
         let (config, config_problem) = config::load_lenient(&home, &cwd);
+        let config_problem = config_problem.map(CliError::from);
         Ok((home, cwd, config, config_problem))
     })();
     let (home, cwd, config, config_problem) = match setup {
@@ -177,7 +177,7 @@ fn run(args: Vec<OsString>) -> i32 {
         Err(e) => return clap_error(format, e),
     };
     let json_strict = cli.global.json_strict;
-    diagnostics::install(format, cli.global.verbose);
+    acpx_app::diagnostics::install(format, cli.global.verbose, output::stderr_bytes);
     if let Some(e) = config_problem {
         if !works_without_config(&cli.command) {
             return fail(format, &e);

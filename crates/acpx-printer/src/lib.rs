@@ -10,11 +10,13 @@
 //! |---|---|
 //! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`), `sessions show` |
+//! | [`error_line`] | a failure as the JSON error line of `--format json` and `--format acp` |
 //! | [`results`] | the JSON results of session commands (`--format json`) |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
 //! | [`table`] | aligned text tables for people, fitted to the terminal's width |
 //! | [`usage`] | the tokens and cost of `sessions usage` as a table |
+//! | [`settings`] | `config show`: the settings with their sources as a table, the config files, the agents |
 //! | [`viewer`] | the HTML page of a stored session, its log read page by page |
 //!
 //! ```no_run
@@ -26,10 +28,12 @@
 
 #![warn(missing_docs)]
 
+pub mod error_line;
 pub mod export;
 pub mod live;
 pub mod notices;
 pub mod results;
+pub mod settings;
 pub mod table;
 pub mod transcript;
 pub mod usage;

@@ -13,6 +13,9 @@
 //! Reading stops as soon as the runtime no longer needs the answer (the `stop` flag: the
 //! agent completed the URL visit, or the turn was cancelled), so no later question loses a
 //! line typed for it.
+//!
+//! The front end hands [`ask`] its way of writing to stderr, so the dialog shares the
+//! terminal with its other output (a spinner cleared first).
 
 use std::fs::File;
 use std::io::Read;
@@ -26,7 +29,8 @@ use acpx_runtime::{
 };
 use serde_json::{Map, Value};
 
-use crate::output::{stderr_line, stderr_text};
+/// How the dialog writes to stderr (the front end's; it must not fail or panic).
+pub type WriteStderr = fn(&[u8]);
 
 /// One dialog at a time on the terminal.
 static ASKING: Mutex<()> = Mutex::new(());
@@ -42,8 +46,14 @@ enum Typed {
     Stopped,
 }
 
-/// Asks `question` at the terminal. `None` when `/dev/tty` cannot be opened.
-pub fn ask(question: &ElicitationQuestion, stop: &AtomicBool) -> Option<ElicitationReply> {
+/// Asks `question` at the terminal, writing with `write`. `None` when `/dev/tty` cannot be
+/// opened.
+pub fn ask(
+    question: &ElicitationQuestion,
+    stop: &AtomicBool,
+    write: WriteStderr,
+) -> Option<ElicitationReply> {
+    let err = Stderr(write);
     let _one = ASKING.lock().unwrap_or_else(|p| p.into_inner());
     // Its own open file description, non-blocking: a read that finds no line returns at
     // once, and acpx's stdin and stderr (the same terminal) are untouched.
@@ -52,15 +62,15 @@ pub fn ask(question: &ElicitationQuestion, stop: &AtomicBool) -> Option<Elicitat
         .custom_flags(libc::O_NONBLOCK)
         .open("/dev/tty")
         .ok()?;
-    stderr_line(&format!("\n[elicitation] {}", printable(&question.message)));
+    err.line(&format!("\n[elicitation] {}", printable(&question.message)));
     let reply = match &question.ask {
-        ElicitationAsk::Form(form) => ask_form(form, &tty, stop),
-        ElicitationAsk::Url { url, .. } => ask_url(url, &tty, stop),
+        ElicitationAsk::Form(form) => ask_form(form, &tty, stop, &err),
+        ElicitationAsk::Url { url, .. } => ask_url(url, &tty, stop, &err),
     };
     match &reply {
-        Some(r) => stderr_line(&format!("[elicitation] {}", said(r))),
+        Some(r) => err.line(&format!("[elicitation] {}", said(r))),
         // The prompt line is still open.
-        None => stderr_line("\n[elicitation] no answer needed any more"),
+        None => err.line("\n[elicitation] no answer needed any more"),
     }
     // Stopped: the runtime answered already; what is returned here is not used.
     Some(reply.unwrap_or(ElicitationReply::Cancel))
@@ -75,23 +85,28 @@ fn said(r: &ElicitationReply) -> &'static str {
 }
 
 /// `None`: stopped.
-fn ask_form(form: &ElicitationForm, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply> {
+fn ask_form(
+    form: &ElicitationForm,
+    tty: &File,
+    stop: &AtomicBool,
+    err: &Stderr,
+) -> Option<ElicitationReply> {
     if let Some(t) = &form.title {
-        stderr_line(&format!("  {}", printable(t)));
+        err.line(&format!("  {}", printable(t)));
     }
     if let Some(d) = &form.description {
-        stderr_line(&format!("  {}", printable(d)));
+        err.line(&format!("  {}", printable(d)));
     }
-    stderr_line(
+    err.line(
         "  Answer each field: Enter takes the default (or leaves an optional field out); \
          :decline declines the form, :cancel or Ctrl-D cancels it.",
     );
     let mut content = Map::new();
     for field in &form.fields {
-        describe(field);
+        describe(field, err);
         loop {
-            stderr_text("  > ");
-            let typed = match read_line(tty, stop) {
+            err.text("  > ");
+            let typed = match read_line(tty, stop, err) {
                 Typed::Stopped => return None,
                 Typed::End => return Some(ElicitationReply::Cancel),
                 Typed::Line(l) => l,
@@ -107,7 +122,7 @@ fn ask_form(form: &ElicitationForm, tty: &File, stop: &AtomicBool) -> Option<Eli
                     break;
                 }
                 Ok(None) => break,
-                Err(why) => stderr_line(&format!("  ! {}; try again", printable(&why))),
+                Err(why) => err.line(&format!("  ! {}; try again", printable(&why))),
             }
         }
     }
@@ -115,7 +130,7 @@ fn ask_form(form: &ElicitationForm, tty: &File, stop: &AtomicBool) -> Option<Eli
 }
 
 /// The field's heading, description and choices.
-fn describe(field: &FormField) {
+fn describe(field: &FormField, err: &Stderr) {
     let kind = match field.kind.as_str() {
         "array" => "several of the choices, comma-separated",
         "boolean" => "yes/no",
@@ -137,16 +152,16 @@ fn describe(field: &FormField) {
     if let Some(d) = &field.default {
         head.push_str(&format!(", default {}", printable(&shown(d))));
     }
-    stderr_line(&format!("  ? {head})"));
+    err.line(&format!("  ? {head})"));
     if let Some(d) = &field.description {
-        stderr_line(&format!("    {}", printable(d)));
+        err.line(&format!("    {}", printable(d)));
     }
     for (i, (value, title)) in field.choices.iter().enumerate() {
         let title = title
             .as_deref()
             .map(|t| format!(" ({})", printable(t)))
             .unwrap_or_default();
-        stderr_line(&format!("    {}) {}{title}", i + 1, printable(value)));
+        err.line(&format!("    {}) {}{title}", i + 1, printable(value)));
     }
 }
 
@@ -160,13 +175,13 @@ fn shown(v: &Value) -> String {
 }
 
 /// `None`: stopped.
-fn ask_url(url: &str, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply> {
-    stderr_line("  Open this URL in your browser (acpx does not open it):");
-    stderr_line(&format!("    {url}"));
-    stderr_line("  Press Enter when you are done; d declines, c or Ctrl-D cancels.");
+fn ask_url(url: &str, tty: &File, stop: &AtomicBool, err: &Stderr) -> Option<ElicitationReply> {
+    err.line("  Open this URL in your browser (acpx does not open it):");
+    err.line(&format!("    {url}"));
+    err.line("  Press Enter when you are done; d declines, c or Ctrl-D cancels.");
     loop {
-        stderr_text("  > ");
-        let typed = match read_line(tty, stop) {
+        err.text("  > ");
+        let typed = match read_line(tty, stop, err) {
             Typed::Stopped => return None,
             Typed::End => return Some(ElicitationReply::Cancel),
             Typed::Line(l) => l,
@@ -175,14 +190,14 @@ fn ask_url(url: &str, tty: &File, stop: &AtomicBool) -> Option<ElicitationReply>
             "" | "y" | "yes" | "done" => return Some(ElicitationReply::Accept(Map::new())),
             "d" | "decline" | ":decline" => return Some(ElicitationReply::Decline),
             "c" | "cancel" | ":cancel" => return Some(ElicitationReply::Cancel),
-            _ => stderr_line("  ! Enter (done), d (decline) or c (cancel)"),
+            _ => err.line("  ! Enter (done), d (decline) or c (cancel)"),
         }
     }
 }
 
 /// One line typed at the terminal (`tty` is non-blocking), looked for every
 /// [`STOP_CHECK`] so that `stop` is seen.
-fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
+fn read_line(tty: &File, stop: &AtomicBool, err: &Stderr) -> Typed {
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -192,7 +207,7 @@ fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
         match (&*tty).read(&mut buf) {
             // Ctrl-D on an empty line, or the terminal went away (the prompt line is open).
             Ok(0) if line.is_empty() => {
-                stderr_line("");
+                err.line("");
                 return Typed::End;
             }
             Ok(0) => return Typed::Line(String::from_utf8_lossy(&line).into_owned()),
@@ -209,5 +224,20 @@ fn read_line(tty: &File, stop: &AtomicBool) -> Typed {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Typed::End,
         }
+    }
+}
+
+/// The front end's stderr, by lines or pieces of one.
+struct Stderr(WriteStderr);
+
+impl Stderr {
+    /// A piece of a line (a prompt the answer follows).
+    fn text(&self, s: &str) {
+        (self.0)(s.as_bytes());
+    }
+
+    /// A whole line.
+    fn line(&self, s: &str) {
+        self.text(&format!("{s}\n"));
     }
 }

@@ -12,6 +12,9 @@
 //! - `RUST_LOG` (when set and not empty) replaces these defaults entirely, with the usual
 //!   `EnvFilter` syntax (`RUST_LOG=acpx_store_fs=debug`); invalid directives are ignored.
 //!
+//! The front end hands [`install`] its way of writing to stderr, so a diagnostic shares the
+//! terminal with its other output (a spinner cleared first, `--json-strict` silence).
+//!
 //! Diagnostics go to stderr only: stdout carries the reply or, with `--format json`, JSON
 //! lines and nothing else. A closed or broken stderr silences them rather than failing the
 //! command.
@@ -22,7 +25,7 @@ use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::config::Format;
+use crate::config_file::OutputFormat as Format;
 
 /// The filter when `RUST_LOG` is not set: acpx's own targets only (`acpx` matches every
 /// target that starts with it: `acpx_runtime`, `acpx_store_fs`, `acpx::agent_stderr`, …).
@@ -34,9 +37,10 @@ fn default_directives(format: Format, verbose: bool) -> &'static str {
     }
 }
 
-/// Installs the stderr subscriber for this process. Called once, after the command line is
-/// parsed (the level depends on `-v` and on the output format).
-pub fn install(format: Format, verbose: bool) {
+/// Installs the stderr subscriber for this process, writing with `write_stderr` (which must
+/// not fail or panic). Called once, after the command line is parsed (the level depends on
+/// `-v` and on the output format).
+pub fn install(format: Format, verbose: bool, write_stderr: fn(&[u8])) {
     let rust_log = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());
@@ -49,7 +53,7 @@ pub fn install(format: Format, verbose: bool) {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(QuietStderr)
+        .with_writer(QuietStderr(write_stderr))
         .with_ansi(!no_color && io::stderr().is_terminal())
         .without_time()
         // The target (the crate and module) helps when debugging, and is noise otherwise.
@@ -61,24 +65,24 @@ pub fn install(format: Format, verbose: bool) {
     let _ = subscriber.try_init();
 }
 
-/// Makes [`StderrIgnoringErrors`] writers for the subscriber.
-struct QuietStderr;
+/// Makes [`StderrIgnoringErrors`] writers for the subscriber, writing with its function.
+struct QuietStderr(fn(&[u8]));
 
 impl<'a> MakeWriter<'a> for QuietStderr {
     type Writer = StderrIgnoringErrors;
 
     fn make_writer(&'a self) -> Self::Writer {
-        StderrIgnoringErrors
+        StderrIgnoringErrors(self.0)
     }
 }
 
 /// Stderr, where a failed write (a closed pipe, a full disk behind a redirect) counts as
 /// written: a diagnostic that cannot be shown must not end or disturb the command.
-struct StderrIgnoringErrors;
+struct StderrIgnoringErrors(fn(&[u8]));
 
 impl Write for StderrIgnoringErrors {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        crate::output::stderr_bytes(buf);
+        (self.0)(buf);
         Ok(buf.len())
     }
 
@@ -102,7 +106,7 @@ mod tests {
 
     #[test]
     fn writes_never_fail() {
-        let mut w = StderrIgnoringErrors;
+        let mut w = StderrIgnoringErrors(|_| {});
         assert_eq!(w.write(b"").ok(), Some(0));
         assert!(w.flush().is_ok());
     }
