@@ -44,6 +44,7 @@
 #[macro_use]
 mod open_enum;
 
+mod append_batch;
 pub mod error;
 pub mod event;
 pub mod id;
