@@ -30,8 +30,9 @@ pub(crate) use one_by_one::{report_cleanup_failure, NEW_SESSION_LOCK_TIMEOUT};
 /// could not be read; its payload holds what was stored (`docs/format.md` § Damaged events).
 pub const DAMAGED_EVENT_TYPE: &str = "event_damaged";
 use crate::search::{SearchHit, SearchQuery};
-use crate::session::{EventLogState, SessionRecord, SessionSummary};
+use crate::session::{EventLogState, SessionRecord};
 use crate::stage::{StagedSession, StaleStage};
+use crate::summary::SessionSummary;
 use crate::time::Timestamp;
 
 /// How far an append is pushed towards the disk before `append` returns.
