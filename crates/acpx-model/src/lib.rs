@@ -44,27 +44,34 @@
 #[macro_use]
 mod open_enum;
 
+mod append_batch;
 pub mod error;
 pub mod event;
 pub mod id;
 mod json_pretty;
+mod json_scan;
 pub mod lease;
 pub mod load;
 pub mod lock;
 pub mod memory;
+mod message;
+mod message_text;
 pub mod migrate;
 pub mod progress;
 pub mod search;
 pub mod session;
+mod session_usage;
 pub mod settled;
 pub mod stage;
 pub mod store;
+mod summary;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod thread;
 pub mod thread_json;
 pub mod thread_text;
 pub mod time;
+mod token_usage;
 pub mod usage;
 
 pub use error::{StoreError, StoreResult, ValidationError};
@@ -82,7 +89,7 @@ pub use memory::MemoryStore;
 pub use search::{match_text, search_record, SearchHit, SearchQuery};
 pub use session::{
     AcpxState, AuditEvent, EventLogState, LastControlUpdate, LastTurn, NewSession, PlanState,
-    SessionRecord, SessionSummary, TurnError, TurnState, SESSION_SCHEMA,
+    SessionRecord, TurnError, TurnState, SESSION_SCHEMA,
 };
 pub use settled::{SettledMessages, SettledStores, SettledText};
 pub use stage::{StagedSession, StaleStage};
@@ -92,6 +99,7 @@ pub use store::{
     NewSessionData, ReadMode, SessionLock, SkippedEntry, Store, TornTail, DAMAGED_EVENT_TYPE,
     PAGE_BYTES,
 };
+pub use summary::SessionSummary;
 pub use thread::{
     AgentContent, AgentMessage, Image, ImageSize, Mention, Message, ResultContent, Speed, Thinking,
     Thread, TokenUsage, ToolResult, ToolUse, UserContent, UserMessage, THREAD_VERSION,

@@ -219,7 +219,7 @@ impl Store for MemoryStore {
         sessions: Vec<crate::NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
         if sessions.iter().all(|s| s.seq_before() == 0) {
-            return crate::migrate::create_sessions_one_by_one(self, sessions).await;
+            return crate::store::create_sessions_one_by_one(self, sessions).await;
         }
         // A log retention trimmed starts above seq 1: stored as given, in one step.
         self.insert_whole(sessions)

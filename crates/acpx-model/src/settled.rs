@@ -31,8 +31,10 @@ use indexmap::IndexMap;
 use serde::ser::{self, SerializeSeq};
 use serde::{Serialize, Serializer};
 
-use crate::search::message_text;
-use crate::{AgentContent, Message, TextSpill, ThreadText, TokenUsage};
+use crate::message::{AgentContent, Message};
+use crate::message_text::message_text;
+use crate::thread_text::{TextSpill, ThreadText};
+use crate::token_usage::TokenUsage;
 
 /// The three spill stores of the settled runs (messages, search, usage), each theirs alone.
 pub type SettledStores = [Arc<dyn TextSpill>; 3];
@@ -213,20 +215,21 @@ impl SettledMessages {
         let Some(runs) = &self.0 else {
             return Ok(Ok(()));
         };
-        // Each message parsed from a slice of a 64 KiB read (`load::each_listed`).
+        // Each message parsed from a slice of a 64 KiB read (`json_scan::each_listed`).
         let reader = RunReader::new(&*runs.messages, 0, runs.messages_len);
         let mut failed = None;
         let mut index = 0;
-        let read = crate::load::each_listed::<Message>(reader, |message| match f(index, message) {
-            Ok(()) => {
-                index += 1;
-                true
-            }
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
-        });
+        let read =
+            crate::json_scan::each_listed::<Message>(reader, |message| match f(index, message) {
+                Ok(()) => {
+                    index += 1;
+                    true
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            });
         if let Some(e) = failed {
             return Ok(Err(e));
         }

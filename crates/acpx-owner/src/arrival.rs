@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::server::locked;
+use super::mutex::locked;
 
 /// The longest the worker waits for an earlier connection's request line before it takes a
 /// later one's task: a client sends its request as soon as it is connected, so an earlier

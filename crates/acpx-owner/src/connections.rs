@@ -4,15 +4,16 @@
 //! (`docs/format.md` § Connections to an owner). The accept loop (`server`) asks
 //! [`Shared::band_for_new`] where a new connection goes, and [`refuse`]s one past both.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
+use super::mutex::locked;
 use super::protocol::{line, Request, Response, WireError};
-use super::server::{locked, Shared};
+use super::shared::Shared;
 
 /// The most connections an owner serves at once when `ACPX_OWNER_MAX_CONNECTIONS` does not
 /// say: far more than its clients ever hold (the running task's, the queued ones', a few
@@ -116,6 +117,14 @@ pub(super) fn answered_in_reserve(request: &Request) -> bool {
 }
 
 impl Shared {
+    /// The count of connections served in `band`.
+    pub(super) fn band_count(&self, band: Band) -> &AtomicUsize {
+        match band {
+            Band::Limit => &self.in_limit,
+            Band::Reserve => &self.in_reserve,
+        }
+    }
+
     /// The band a new connection is served in, `None` when both are full.
     pub(super) fn band_for_new(&self) -> Option<Band> {
         if self.in_limit.load(Ordering::SeqCst) < self.max_connections {

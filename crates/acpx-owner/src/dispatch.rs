@@ -16,9 +16,13 @@ use tokio::sync::mpsc;
 use acpx_runtime::output_backlog::OutputBacklog;
 use acpx_runtime::session::NewSessionSpec;
 
+use super::exit::OwnerExit;
+use super::job::{Job, JobKind};
+use super::mutex::locked;
+use super::outgoing::ReplyTx;
 use super::permissions::ForwardingPrompter;
 use super::protocol::{line, Request, Response, WireError};
-use super::server::{locked, Job, JobKind, OwnerExit, ReplyTx, Shared};
+use super::shared::Shared;
 
 /// Stops the task reading a client's permission answers when its connection ends, however it
 /// ends (its questions are then refused: `permissions`).

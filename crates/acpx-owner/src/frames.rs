@@ -14,8 +14,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::mutex::locked;
+use super::outgoing::{Outgoing, ReplyTx};
 use super::protocol::{line, Response};
-use super::server::{locked, Outgoing, ReplyTx};
 use acpx_runtime::output_backlog::OutputBacklog;
 use acpx_runtime::session::RuntimeOptions;
 use acpx_runtime::WireDirection;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use acpx_model::{RecordId, Store, Timestamp};
 
+use super::host::host_name;
 use super::lease::{self, LeasePaths};
-use super::store_lease::{host_name, lease_ttl};
+use super::store_lease::lease_ttl;
 
 /// How long after the lease's expiry a client still waits for it to be renewed (clock skew
 /// between the owner's heartbeat and this reading).

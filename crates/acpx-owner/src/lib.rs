@@ -18,6 +18,13 @@
 //! | [`lease`] | where an owner is found on this host; its lock is the liveness truth |
 //! | [`store_lease`] | the owner's lease in the store: acquired, renewed, fencing its writes, released |
 //! | `server` | the owner: local lease, accept loop, TTL, signals, shutdown |
+//! | `config`, `exit` | what an owner is started with ([`OwnerConfig`]) and why it stopped ([`OwnerExit`]) |
+//! | `shared` | the state the owner's tasks share: status, stop, withdrawable prompts, TTL |
+//! | `job` | a task queued for the worker and what it asks for |
+//! | `outgoing` | what the owner sends one client: response lines, event lines, a reply in parts |
+//! | `connections` | the bound on an owner's connections, and the refusal past it |
+//! | `arrival` | queue order is arrival order: connections numbered as accepted |
+//! | `host`, `mutex` | this host's name as leases show it; a mutex taken whatever a panicked holder left |
 //! | `dispatch` | a request answered at once (status, cancel) or queued as a job, from a socket or another host |
 //! | `remote_inbox` | the tasks other hosts queue in a shared store (PostgreSQL), served like socket requests |
 //! | [`remote_client`] | a task queued for another host's owner, followed (answers, and events from the log) |
@@ -60,23 +67,32 @@ pub mod status;
 
 mod arrival;
 pub mod client;
+mod config;
 mod connections;
 mod dispatch;
+mod exit;
 mod forwarded_questions;
 mod frames;
 mod frozen;
+mod host;
+mod job;
 pub mod lease;
+mod mutex;
+mod outgoing;
 mod permissions;
 pub mod protocol;
 pub mod remote_client;
 mod remote_inbox;
 mod reply_parts;
 mod server;
+mod shared;
 pub mod store_lease;
 pub mod submit;
 mod worker;
 
-pub use server::{run_owner, OwnerConfig, OwnerExit, DEFAULT_QUEUE_MAX_DEPTH, DEFAULT_TTL};
+pub use config::{OwnerConfig, DEFAULT_QUEUE_MAX_DEPTH, DEFAULT_TTL};
+pub use exit::OwnerExit;
+pub use server::run_owner;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

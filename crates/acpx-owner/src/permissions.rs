@@ -26,16 +26,13 @@ use tokio::sync::oneshot;
 use acpx_runtime::elicitation_question::{ElicitationQuestion, ElicitationReply};
 use acpx_runtime::{PermissionAnswer, PermissionPrompter, PermissionQuestion};
 
+use super::mutex::locked;
+use super::outgoing::ReplyTx;
 use super::protocol::{line, ClientLine, Response, WireQuestion};
-use super::server::ReplyTx;
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<PermissionAnswer>>>>;
 /// Open elicitations: the client's answer is the ACP response, or `None` (it could not ask).
 type PendingElicitations = Arc<Mutex<HashMap<u64, oneshot::Sender<Option<Value>>>>>;
-
-fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// The owner's prompter for one interactive client's turn.
 pub(super) struct ForwardingPrompter {

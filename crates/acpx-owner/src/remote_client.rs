@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use acpx_model::{EventQuery, OwnerLease, RecordId, Store, StoreError};
 
 use super::client::{self, Answer};
+use super::host::host_name;
 use super::lease::{self, LeasePaths};
 use super::protocol::{Request, Response, WireError, WireQuestion};
-use super::store_lease::host_name;
 use acpx_runtime::PermissionPrompter;
 
 /// The detail code of a wait that ended because the owner the task was queued for stopped

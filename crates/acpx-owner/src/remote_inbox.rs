@@ -20,9 +20,10 @@ use tokio::sync::mpsc;
 use acpx_runtime::output_backlog::OutputBacklog;
 
 use super::dispatch::dispatch;
+use super::exit::OwnerExit;
+use super::outgoing::{Outgoing, CLIENT_BACKLOG_MAX};
 use super::protocol::{Request, Response, WireError};
-use super::server::{Outgoing, Shared, CLIENT_BACKLOG_MAX};
-use super::OwnerExit;
+use super::shared::Shared;
 
 /// How long the inbox waits for a wake-up before looking anyway.
 const POLL: Duration = Duration::from_secs(1);

@@ -1,29 +1,31 @@
-//! The owner process's work: take the lease, listen, keep one [`Session`] warm and run the
+//! The owner process's work: take the lease, listen, keep one [`Session`](acpx_runtime::Session) warm and run the
 //! queued tasks one at a time, in order; exit when idle for the TTL, on `close` / `release`,
 //! or on SIGTERM / SIGINT / SIGHUP.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acpx_model::{EventEnvelope, RecordId, ThreadText, Timestamp};
-use serde_json::Value;
+use acpx_model::Timestamp;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Notify};
 
 use acpx_runtime::error::{RuntimeError, RuntimeResult};
 use acpx_runtime::output_backlog::OutputBacklog;
-use acpx_runtime::session::{CancelHandle, NewSessionSpec, QueueLog, Runtime};
+use acpx_runtime::session::Runtime;
 use acpx_runtime::signal_group;
 
+use super::config::OwnerConfig;
 use super::connections::{answered_in_reserve, max_connections, refuse, tell, Band, Serving};
 use super::dispatch::dispatch;
-use super::lease::{self, Lease, LeasePaths};
-use super::permissions::ForwardingPrompter;
-use super::protocol::{line, OwnerStatus, Request, Response, TaskOptions, WireError, WireOutcome};
+use super::exit::OwnerExit;
+use super::lease::{self, LeasePaths};
+use super::mutex::locked;
+use super::outgoing::{Outgoing, CLIENT_BACKLOG_MAX};
+use super::protocol::{line, Request, Response, WireError};
 use super::reply_parts::{write_reply, write_within};
+use super::shared::Shared;
 use super::worker::Worker;
 use super::{remote_inbox, store_lease};
 
@@ -35,370 +37,6 @@ const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// is connected); then it is told so and closed. Only the request is bounded so: a client
 /// that sent it waits its turn as long as the queue takes.
 const FIRST_LINE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// The idle time-to-live when none is configured.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(300);
-/// The most tasks queued behind the running one when none is configured.
-pub const DEFAULT_QUEUE_MAX_DEPTH: usize = 16;
-
-/// What an owner serves.
-#[derive(Debug, Clone)]
-pub struct OwnerConfig {
-    /// The store's authority directory ([`crate::authority`]): the lease and the socket
-    /// live under `<authority>/owners/`.
-    pub authority: PathBuf,
-    /// A path whose disappearance ends the owner (the data home): removing a home does not
-    /// leave its owners running until their TTL.
-    pub home: PathBuf,
-    /// The session.
-    pub record_id: RecordId,
-    /// Exit after this long without a task; `None` keeps the owner until the session is
-    /// closed.
-    pub ttl: Option<Duration>,
-    /// The most tasks waiting behind the running one; more are refused (overloaded).
-    pub queue_max_depth: usize,
-}
-
-/// Why an owner stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OwnerExit {
-    /// Another owner holds the lease; this one did nothing.
-    AlreadyRunning,
-    /// Idle for the TTL.
-    Idle,
-    /// The session was closed.
-    Closed,
-    /// A client asked it to stop (`release`).
-    Released,
-    /// SIGTERM, SIGINT or SIGHUP.
-    Signalled,
-    /// Its lease file or its data home disappeared (removed under it).
-    LeaseGone,
-    /// The agent could not be started; the tasks were answered with the error.
-    OpenFailed(String),
-    /// Another owner's lease of the session (in the store, maybe on another host) is live;
-    /// this one did nothing.
-    HeldElsewhere(Box<acpx_model::OwnerLease>),
-    /// Its lease in the store was taken over by another owner, or could not be renewed for
-    /// its whole TTL: it stopped at once (none of its later appends could land anyway).
-    TakenOver,
-}
-
-impl OwnerExit {
-    /// Why the owner stopped, for people (its log line).
-    pub fn describe(&self) -> String {
-        match self {
-            OwnerExit::AlreadyRunning => "another owner already serves the session".into(),
-            OwnerExit::Idle => "idle for its ttl".into(),
-            OwnerExit::Closed => "the session was closed".into(),
-            OwnerExit::Released => "released by a client".into(),
-            OwnerExit::Signalled => "stopped by a signal".into(),
-            OwnerExit::LeaseGone => "its lease file or data home was removed".into(),
-            OwnerExit::OpenFailed(why) => format!("the agent could not be started: {why}"),
-            OwnerExit::HeldElsewhere(l) => format!(
-                "the owner on host {} (pid {}) holds the session",
-                l.holder.host, l.holder.pid
-            ),
-            OwnerExit::TakenOver => "its lease was taken over by another owner".into(),
-        }
-    }
-}
-
-pub(super) enum JobKind {
-    Prompt {
-        prompt: Vec<Value>,
-        options: TaskOptions,
-        /// Asks the client's user (an interactive client only).
-        prompter: Option<Arc<ForwardingPrompter>>,
-        /// The event lines handed to the client's connection and not written yet.
-        backlog: Arc<OutputBacklog>,
-    },
-    SetMode(String, TaskOptions),
-    SetConfigOption(String, Value, TaskOptions),
-    SetModel(String, TaskOptions),
-    /// Create the session (see [`Request::CreateSession`]).
-    Create(NewSessionSpec, TaskOptions),
-    /// Make the session a fork of another one, keeping the agent that forked (see
-    /// [`Request::ForkSession`]): the parent's id and the new session's name.
-    Fork(RecordId, Option<String>, TaskOptions),
-    Close,
-    Release,
-}
-
-impl JobKind {
-    /// The command's own options (`None` for close and release).
-    pub(super) fn options(&self) -> Option<&TaskOptions> {
-        match self {
-            JobKind::Prompt { options, .. }
-            | JobKind::SetMode(_, options)
-            | JobKind::SetConfigOption(_, _, options)
-            | JobKind::SetModel(_, options)
-            | JobKind::Create(_, options)
-            | JobKind::Fork(_, _, options) => Some(options),
-            JobKind::Close | JobKind::Release => None,
-        }
-    }
-
-    pub(super) fn name(&self) -> &'static str {
-        match self {
-            JobKind::Prompt { .. } => "prompt",
-            JobKind::SetMode(..) => "set_mode",
-            JobKind::SetConfigOption(..) => "set_config_option",
-            JobKind::SetModel(..) => "set_model",
-            JobKind::Create(..) => "create",
-            JobKind::Fork(..) => "fork",
-            JobKind::Close => "close",
-            JobKind::Release => "release",
-        }
-    }
-}
-
-/// What the owner has for one client, in order: written to its connection by that
-/// connection's task, so the worker never waits for a client.
-pub(super) enum Outgoing {
-    /// One response line (with its newline).
-    Line(String),
-    /// One event line of a turn (with its newline), counted in the connection's
-    /// [`OutputBacklog`] until written.
-    Event(String),
-    /// The answer to a task that set [`TaskOptions::reply_in_parts`]: the reply's texts, sent
-    /// as `reply_part` lines, then the `result`. The connection's task reads the texts (a
-    /// long one from its spill file, 64 KiB at a time) only as fast as the socket takes the
-    /// lines, so the owner holds one part, not the reply, however slowly the client reads;
-    /// and the worker has gone on to the next task meanwhile.
-    Reply {
-        /// See [`acpx_runtime::reply_texts_after`].
-        texts: Vec<ThreadText>,
-        /// The result, `agentText` empty.
-        outcome: Box<WireOutcome>,
-        /// Held until the reply is written or dropped.
-        sending: Replying,
-    },
-}
-
-impl From<String> for Outgoing {
-    fn from(line: String) -> Self {
-        Outgoing::Line(line)
-    }
-}
-
-/// Where a task's answer goes (see [`Job::reply`]).
-pub(super) type ReplyTx = mpsc::UnboundedSender<Outgoing>;
-
-pub(super) struct Job {
-    /// Its arrival number (`arrival`): the worker runs tasks in this order.
-    pub(super) arrival: u64,
-    pub(super) request_id: String,
-    pub(super) kind: JobKind,
-    /// Response lines for the client; a client that went away leaves sends failing, and the
-    /// task still runs and is recorded. Unbounded, so the worker never waits for a client:
-    /// what travels on it is small (events, one at a time as recorded) except a reply, which
-    /// travels as [`Outgoing::Reply`], by reference to the thread's texts.
-    pub(super) reply: ReplyTx,
-    /// Whether `accepted` reached the log already (the session may not be open yet).
-    pub(super) accepted_logged: bool,
-}
-
-pub(super) struct Shared {
-    pub(super) paths: LeasePaths,
-    pub(super) config: OwnerConfig,
-    pub(super) started: Instant,
-    pub(super) started_at: Timestamp,
-    pub(super) generation: u64,
-    /// Tasks waiting behind the running one.
-    pub(super) depth: AtomicUsize,
-    pub(super) accepting: AtomicBool,
-    pub(super) stopping: Notify,
-    pub(super) stop_reason: Mutex<Option<OwnerExit>>,
-    pub(super) current: Mutex<Option<(String, CancelHandle)>>,
-    /// The task the worker is on, from the moment it takes it (before its agent is started
-    /// or attached) to its end: its request id and when it was taken. What makes the owner
-    /// busy for [`Request::ReleaseIdle`].
-    pub(super) task: Mutex<Option<(String, Timestamp)>>,
-    /// The idle time-to-live: the owner's config's, until a task brings another
-    /// ([`TaskOptions::ttl_seconds`]).
-    pub(super) ttl: Mutex<Option<Duration>>,
-    /// The agent's pid and start time (`/proc` ticks) while the owner has one attached.
-    pub(super) agent_pid: Mutex<Option<(u32, Option<u64>)>>,
-    pub(super) queue_log: Mutex<Option<QueueLog>>,
-    pub(super) jobs: mpsc::UnboundedSender<Job>,
-    /// Connections still being served (their last lines may not be written yet), in the
-    /// limit and in the reserve.
-    pub(super) connections: AtomicUsize,
-    /// The most connections served at once for any request ([`max_connections`]).
-    pub(super) max_connections: usize,
-    /// Connections served within that limit, and beyond it in the [`CONTROL_RESERVE`].
-    pub(super) in_limit: AtomicUsize,
-    pub(super) in_reserve: AtomicUsize,
-    /// Refused connections still open while their request is drained ([`REFUSING_MAX`]).
-    pub(super) refusing: AtomicUsize,
-    /// Connections refused for the limit, and when the log last said so.
-    pub(super) refused: AtomicU64,
-    pub(super) refusal_logged: Mutex<Option<Instant>>,
-    /// Connections sending a reply in parts right now ([`write_reply`]): the idle exit waits
-    /// for them (each bounded by [`reply_stall`]), and for no other connection, so a client
-    /// that stopped reading its events cannot keep the owner past its TTL.
-    pub(super) replying: AtomicUsize,
-    /// Woken when the task the worker is on changes, so the store lease says so at once.
-    pub(super) activity_changed: Notify,
-    /// The "client gone" flags of the prompts not started yet (queued, or taken while their
-    /// agent starts or attaches), by request id, for `withdraw` and `cancel`.
-    pub(super) queued: Mutex<std::collections::HashMap<String, Arc<AtomicBool>>>,
-    /// The prompt the worker took and whose agent is starting or attaching (no turn yet):
-    /// its request id and its client's reply channel, so `cancel` can withdraw it and tell
-    /// its client at once rather than after the agent is up.
-    pub(super) starting: Mutex<Option<(String, ReplyTx)>>,
-    /// The arrival numbers of connections and tasks (`arrival`).
-    pub(super) arrivals: Arc<super::arrival::Arrivals>,
-    /// Connections that could not be accepted, and the last error.
-    pub(super) accept_errors: AtomicU64,
-    pub(super) accept_error: Mutex<Option<String>>,
-}
-
-/// Counts a reply in parts as being sent from when the worker hands it over until it is
-/// written or dropped (a client gone before it was taken drops it unsent), so the idle exit
-/// never sees it between the two tasks.
-pub(super) struct Replying(Arc<Shared>);
-
-impl Replying {
-    pub(super) fn new(shared: &Arc<Shared>) -> Replying {
-        shared.replying.fetch_add(1, Ordering::SeqCst);
-        Replying(shared.clone())
-    }
-}
-
-impl Drop for Replying {
-    fn drop(&mut self) {
-        self.0.replying.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-pub(super) fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Shared {
-    pub(super) fn stop(&self, why: OwnerExit) {
-        self.accepting.store(false, Ordering::SeqCst);
-        locked(&self.stop_reason).get_or_insert(why);
-        if let Some((_, c)) = locked(&self.current).as_ref() {
-            c.cancel();
-        }
-        self.stopping.notify_one();
-    }
-
-    pub(super) fn status(&self) -> OwnerStatus {
-        // An agent killed while the owner is idle is noticed by the next task, which attaches
-        // a new one; until then say so rather than show the dead process as the agent.
-        let agent = *locked(&self.agent_pid);
-        let agent_exited = agent.is_some_and(|(pid, ticks)| !lease::process_running(pid, ticks));
-        OwnerStatus {
-            pid: std::process::id(),
-            started_at: self.started_at,
-            uptime_seconds: self.started.elapsed().as_secs(),
-            agent_pid: agent.filter(|_| !agent_exited).map(|(pid, _)| pid),
-            agent_exited,
-            queue_depth: self.depth.load(Ordering::SeqCst),
-            running: locked(&self.current).as_ref().map(|(r, _)| r.clone()),
-            starting: locked(&self.starting).as_ref().map(|(r, _)| r.clone()),
-            running_since: locked(&self.task).as_ref().map(|(_, since)| *since),
-            generation: self.generation,
-            ttl_seconds: self.ttl().map_or(0, |t| t.as_secs()),
-            accept_errors: self.accept_errors.load(Ordering::SeqCst),
-            last_accept_error: locked(&self.accept_error).clone(),
-            connections: self.connections.load(Ordering::SeqCst),
-            max_connections: self.max_connections,
-            refused_connections: self.refused.load(Ordering::SeqCst),
-        }
-    }
-
-    pub(super) fn band_count(&self, band: Band) -> &AtomicUsize {
-        match band {
-            Band::Limit => &self.in_limit,
-            Band::Reserve => &self.in_reserve,
-        }
-    }
-
-    /// Ends the prompt `request_id`'s time as withdrawable (it starts now, or is dropped):
-    /// whether it was withdrawn. Under the same lock as [`Shared::withdraw`], so a withdrawal
-    /// either lands before this (and the prompt is dropped) or finds nothing to withdraw.
-    pub(super) fn take_withdrawn(&self, request_id: &str) -> bool {
-        locked(&self.queued)
-            .remove(request_id)
-            .is_some_and(|gone| gone.load(Ordering::SeqCst))
-    }
-
-    /// Whether the prompt `request_id` was withdrawn (it stays withdrawable).
-    pub(super) fn withdrawn(&self, request_id: &str) -> bool {
-        locked(&self.queued)
-            .get(request_id)
-            .is_some_and(|gone| gone.load(Ordering::SeqCst))
-    }
-
-    /// Withdraws the prompt `request_id` if it has not started: whether it was still
-    /// withdrawable.
-    pub(super) fn withdraw(&self, request_id: &str) -> bool {
-        locked(&self.queued).get(request_id).is_some_and(|gone| {
-            gone.store(true, Ordering::SeqCst);
-            true
-        })
-    }
-
-    /// The idle time-to-live now (`None`: until the session is closed).
-    pub(super) fn ttl(&self) -> Option<Duration> {
-        *locked(&self.ttl)
-    }
-
-    /// Takes the time-to-live a task brought, if any.
-    pub(super) fn take_ttl(&self, options: &TaskOptions) {
-        if let Some(secs) = options.ttl_seconds {
-            *locked(&self.ttl) = (secs > 0).then(|| Duration::from_secs(secs));
-        }
-    }
-
-    /// Why the owner cannot let go of its session at once: the task it is on (with how long
-    /// it has run) and how many wait; `None` when idle.
-    pub(super) fn busy(&self) -> Option<WireError> {
-        let task = locked(&self.task).clone();
-        let waiting = self.depth.load(Ordering::SeqCst);
-        if task.is_none() && waiting == 0 {
-            return None;
-        }
-        let id = &self.config.record_id;
-        let mut message = match task {
-            Some((rid, since)) => format!(
-                "session {id} is busy: its queue owner (pid {} on host {}) is running task {rid}, started {} ({} s ago)",
-                std::process::id(),
-                store_lease::host_name(),
-                since.to_rfc3339(),
-                Timestamp::now().millis().saturating_sub(since.millis()) / 1000
-            ),
-            None => format!(
-                "session {id} is busy: its queue owner (pid {} on host {}) is about to run a task",
-                std::process::id(),
-                store_lease::host_name()
-            ),
-        };
-        if waiting > 0 {
-            message.push_str(&format!(", and {waiting} more wait"));
-        }
-        Some(WireError::runtime("SESSION_BUSY", message, true))
-    }
-
-    pub(super) fn write_lease(&self, agent_pid: Option<u32>) {
-        let lease = Lease {
-            pid: std::process::id(),
-            socket: self.paths.socket.clone(),
-            started_at: self.started_at,
-            generation: self.generation,
-            agent_pid,
-            agent_start_ticks: agent_pid.and_then(lease::process_start_ticks),
-        };
-        if let Err(e) = lease::write(&self.paths, &lease) {
-            tracing::warn!("cannot write the owner lease: {e}");
-        }
-    }
-}
 
 /// Runs an owner for `config.record_id` until it stops (see [`OwnerExit`]). Returns
 /// [`OwnerExit::AlreadyRunning`] at once when another owner holds the lease, so several
@@ -468,7 +106,7 @@ pub async fn run_owner(runtime: Runtime, config: OwnerConfig) -> RuntimeResult<O
         refusing: AtomicUsize::new(0),
         refused: AtomicU64::new(0),
         refusal_logged: Mutex::new(None),
-        replying: AtomicUsize::new(0),
+        replying: Arc::default(),
         activity_changed: Notify::new(),
         queued: Mutex::new(std::collections::HashMap::new()),
         starting: Mutex::new(None),
@@ -730,11 +368,6 @@ fn add_to_batch(batch: &mut String, line: String) {
 /// write of its own).
 const BATCH_MAX: usize = 64 << 10;
 
-/// How far a client may fall behind a turn's events, in bytes of event lines, before the
-/// turn waits for it (`acpx_runtime::output_backlog`): a few thousand events, far more than a client
-/// that reads as they come ever has outstanding.
-pub(super) const CLIENT_BACKLOG_MAX: usize = 1 << 20;
-
 /// Closes a connection's backlog when the connection ends.
 struct ClosesBacklog(Arc<OutputBacklog>);
 
@@ -773,20 +406,6 @@ const SHUTDOWN_REPLY_WAIT: Duration = Duration::from_secs(10);
 /// than by parsing the line again: a streamed turn sends one line per event.
 fn response_type(line: &str) -> Option<&str> {
     line.strip_prefix("{\"type\":\"")?.split('"').next()
-}
-
-/// An `event` line for `envelope`, serialized from the borrowed envelope (no copy).
-pub(super) fn event_line(envelope: &EventEnvelope) -> String {
-    #[derive(serde::Serialize)]
-    struct EventLine<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        envelope: &'a EventEnvelope,
-    }
-    line(&EventLine {
-        kind: "event",
-        envelope,
-    })
 }
 
 #[cfg(test)]

@@ -16,19 +16,10 @@ use acpx_model::{
     DEFAULT_LEASE_TTL,
 };
 
-use super::server::{locked, Shared};
-use super::OwnerExit;
-
-/// This machine's name, as leases show it: `/proc/sys/kernel/hostname`, else `$HOSTNAME`,
-/// else `localhost`.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| "localhost".to_owned())
-}
+use super::exit::OwnerExit;
+pub use super::host::host_name;
+use super::mutex::locked;
+use super::shared::Shared;
 
 /// The lease's TTL: [`DEFAULT_LEASE_TTL`], or `ACPX_LEASE_TTL_MS` (milliseconds, 500 to
 /// 600,000), which the tests of a host's death set short.

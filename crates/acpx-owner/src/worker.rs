@@ -18,10 +18,12 @@ use acpx_runtime::session::{
 use acpx_runtime::PermissionPrompter;
 
 use super::arrival::{Earlier, ORDER_GRACE, QUEUEING_GRACE};
+use super::exit::OwnerExit;
+use super::job::{Job, JobKind};
+use super::mutex::locked;
+use super::outgoing::{event_line, Outgoing, ReplyTx, Replying};
 use super::protocol::{line, Response, TaskOptions, WireError, WireNotice, WireOutcome};
-use super::server::{
-    event_line, locked, Job, JobKind, Outgoing, OwnerExit, ReplyTx, Replying, Shared,
-};
+use super::shared::Shared;
 use crate::drive::Control;
 
 /// The session a task makes rather than opens: a new one, or a fork of a stored one (its
@@ -664,7 +666,7 @@ impl Worker {
                     let _ = job.reply.send(Outgoing::Reply {
                         texts,
                         outcome: Box::new(outcome),
-                        sending: Replying::new(&self.shared),
+                        sending: Replying::new(&self.shared.replying),
                     });
                 }
                 None => send(Response::Result { outcome }),

@@ -589,8 +589,8 @@ impl Store for FsStore {
             // so that a log retention trimmed can always be started from its first event.
             if log.len() > budget && s.events.len() > 1 {
                 let max = budget as u64;
-                return acpx_model::migrate::create_sessions_in_parts(self, sessions, |s| {
-                    Some(acpx_model::migrate::prefix_within(&s.events, max))
+                return acpx_model::store::create_sessions_in_parts(self, sessions, |s| {
+                    Some(acpx_model::store::prefix_within(&s.events, max))
                 })
                 .await;
             }

@@ -317,7 +317,7 @@ impl Store for PostgresStore {
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
         if sessions.iter().all(|s| s.seq_before() == 0) {
-            return acpx_model::migrate::create_sessions_one_by_one(self, sessions).await;
+            return acpx_model::store::create_sessions_one_by_one(self, sessions).await;
         }
         retained::create_sessions(self, sessions).await
     }

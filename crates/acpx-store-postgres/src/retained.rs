@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use acpx_model::migrate::{append_new_log, remove_created};
+use acpx_model::store::{append_new_log, remove_created};
 use acpx_model::{NewSessionData, RecordId, SessionRecord, Store, StoreResult};
 
 use crate::rows::message_rows;

@@ -439,8 +439,8 @@ impl Store for SqliteStore {
                     .options
                     .max_segment_bytes
                     .saturating_mul(u64::from(self.inner.options.max_segments));
-                acpx_model::migrate::create_sessions_in_parts(self, sessions, |s| {
-                    Some(acpx_model::migrate::prefix_within(&s.events, budget))
+                acpx_model::store::create_sessions_in_parts(self, sessions, |s| {
+                    Some(acpx_model::store::prefix_within(&s.events, budget))
                 })
                 .await
             }

@@ -14,8 +14,6 @@
 
 mod stream;
 
-pub(crate) use stream::each_listed;
-
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
@@ -24,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use serde::de::DeserializeOwned;
 
+use crate::json_scan::{join_path, without_place, Invalid};
 use crate::settled::{SettledMessages, SettledStores};
 use crate::{Message, SessionRecord, Thread, ValidationError};
 
@@ -180,9 +179,6 @@ impl SessionRecord {
     }
 }
 
-/// A field's path and what is wrong with it.
-type Invalid = (String, String);
-
 /// An object's keys but the one read apart, as their JSON text (`{"key": value, …}`, the
 /// one read apart as a small stand-in in its place), for `T`'s derived `Deserialize` to read:
 /// its duplicate checks, defaults, aliases and errors are then a slice's. An error names its
@@ -206,24 +202,6 @@ fn parse_tracking_path_on_error<T: DeserializeOwned>(
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
         }
     }
-}
-
-/// The path of a field at `inner` (serde_path_to_error's, `.` for the value itself) in a value
-/// at `outer` (`""` or `.` for the document).
-fn join_path(outer: &str, inner: &str) -> String {
-    match (outer, inner) {
-        ("", ".") => ".".to_owned(),
-        (o, ".") => o.to_owned(),
-        ("" | ".", i) => i.to_owned(),
-        (o, i) if i.starts_with('[') => format!("{o}{i}"),
-        (o, i) => format!("{o}.{i}"),
-    }
-}
-
-/// A serde_json error's message without its place (` at line L column C`), which is in a
-/// slice or a text of this module's, not in the document.
-fn without_place(message: &str) -> &str {
-    message.rsplit_once(" at line ").map_or(message, |(m, _)| m)
 }
 
 /// The record of its other keys (`rest`, see [`from_rest`]) and its thread, read apart.

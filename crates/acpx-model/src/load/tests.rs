@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::json_scan::each_listed;
 use crate::testing::MemorySpill;
 use crate::{NewSession, RecordId, TextSpill, Timestamp, TokenUsage};
 

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use acpx_model::migrate::create_sessions_one_by_one;
+use acpx_model::store::create_sessions_one_by_one;
 use acpx_model::{Durability, EventQuery, ListQuery, NewSessionData, Store, StoreError};
 use common::*;
 

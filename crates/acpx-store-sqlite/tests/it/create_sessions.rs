@@ -5,7 +5,7 @@
 use crate::common;
 use crate::support;
 
-use acpx_model::migrate::create_sessions_one_by_one;
+use acpx_model::store::create_sessions_one_by_one;
 use acpx_model::{EventQuery, ListQuery, NewSessionData, SearchQuery, Store, StoreError};
 use common::*;
 use support::{assert_fts_in_step, open, raw};

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
+pub use crate::append_batch::check_append_batch;
 use crate::error::{StoreError, StoreResult};
 use crate::event::{EventEnvelope, EventStream, EventType};
 use crate::id::RecordId;
@@ -15,12 +16,23 @@ use crate::lease::{RemoteTasks, SessionLeases};
 use crate::load::SettleOnLoad;
 pub use crate::lock::{LockGuard, LockIssuer, ManyLocks, SessionLock};
 
+mod direct_stage;
+mod one_by_one;
+
+pub use direct_stage::{refuse_taken, DirectStage};
+pub use one_by_one::{
+    append_new_log, create_sessions_in_parts, create_sessions_one_by_one, prefix_within,
+    remove_created,
+};
+pub(crate) use one_by_one::{report_cleanup_failure, NEW_SESSION_LOCK_TIMEOUT};
+
 /// The type of the event [`Store::replace_damaged_events`] puts in place of a stored event that
 /// could not be read; its payload holds what was stored (`docs/format.md` § Damaged events).
 pub const DAMAGED_EVENT_TYPE: &str = "event_damaged";
 use crate::search::{SearchHit, SearchQuery};
-use crate::session::{EventLogState, SessionRecord, SessionSummary};
+use crate::session::{EventLogState, SessionRecord};
 use crate::stage::{StagedSession, StaleStage};
+use crate::summary::SessionSummary;
 use crate::time::Timestamp;
 
 /// How far an append is pushed towards the disk before `append` returns.
@@ -430,7 +442,7 @@ pub trait Store: Send + Sync + fmt::Debug {
         &self,
         sessions: Vec<NewSessionData>,
     ) -> StoreResult<Vec<SessionRecord>> {
-        crate::migrate::create_sessions_one_by_one(self, sessions).await
+        create_sessions_one_by_one(self, sessions).await
     }
 
     /// Begins writing a new session whose log comes a batch at a time (an imported archive of
@@ -444,15 +456,13 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// A taken id is refused with [`StoreError::AlreadyExists`] before anything is written,
     /// and a `record` that does not validate at the latest by the commit (the stores of this
     /// workspace at once). See [`crate::stage`] for how each backend stages. The default
-    /// is [`crate::stage::DirectStage`]: today's `create`, `append`, `save`, which is not one
+    /// is [`DirectStage`]: today's `create`, `append`, `save`, which is not one
     /// step (documented there), for a store without staging of its own.
     async fn stage_session<'s>(
         &'s self,
         record: SessionRecord,
     ) -> StoreResult<Box<dyn StagedSession + 's>> {
-        Ok(Box::new(
-            crate::stage::DirectStage::begin(self, record).await?,
-        ))
+        Ok(Box::new(DirectStage::begin(self, record).await?))
     }
 
     /// What stages interrupted by a kill left behind (see [`Store::stage_session`]): invisible
@@ -709,34 +719,6 @@ pub fn list_order_key(s: &SessionSummary) -> (std::cmp::Reverse<i64>, &str) {
         std::cmp::Reverse(s.last_used_at.millis()),
         s.acpx_record_id.as_str(),
     )
-}
-
-/// Checks an append batch against the log's last seq and the session id. Shared by every
-/// backend so that they refuse exactly the same batches.
-pub fn check_append_batch(
-    id: &RecordId,
-    last_seq: u64,
-    events: &[EventEnvelope],
-) -> StoreResult<()> {
-    for (i, e) in events.iter().enumerate() {
-        if e.acpx_record_id != *id {
-            return Err(StoreError::InvalidArgument(format!(
-                "event seq {} belongs to session {}, not {id}",
-                e.seq, e.acpx_record_id
-            )));
-        }
-        // Checked: a log ending at u64::MAX (or a hostile seq) must be refused, not overflow.
-        let previous = last_seq.checked_add(i as u64);
-        let expected = previous.and_then(|p| p.checked_add(1));
-        if expected != Some(e.seq) {
-            return Err(StoreError::SeqMismatch {
-                id: id.clone(),
-                last: previous.unwrap_or(u64::MAX),
-                got: e.seq,
-            });
-        }
-    }
-    Ok(())
 }
 
 /// One session of the default [`Store::load_many_with_events`].
