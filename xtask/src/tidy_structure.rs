@@ -166,10 +166,55 @@ fn named_paths(code: &str, here: &ModPath) -> Vec<ModPath> {
     out
 }
 
+/// The names the crate root re-exports from its modules (`pub use a::b::{X, Y as Z};`,
+/// `pub use a::X;`), each with the module it comes from: a file that names `crate::X`
+/// depends on that module, not on the root (which every file is related to, so a circle
+/// through a re-export would go unseen).
+fn root_reexports(src: &Path) -> BTreeMap<String, ModPath> {
+    let mut names = BTreeMap::new();
+    let Some(root) = ["lib.rs", "main.rs"]
+        .iter()
+        .find_map(|f| fs::read_to_string(src.join(f)).ok())
+    else {
+        return names;
+    };
+    let code = code_of(&root);
+    for stmt in code.split(';') {
+        let Some(path) = stmt.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let (module, items) = match path.find("::{") {
+            Some(at) => (&path[..at], path[at + 3..].trim_end_matches('}')),
+            None => match path.rfind("::") {
+                Some(at) => (&path[..at], &path[at + 2..]),
+                None => continue,
+            },
+        };
+        let module: ModPath = module
+            .split("::")
+            .map(str::trim)
+            .filter(|s| *s != "crate" && *s != "self")
+            .map(str::to_owned)
+            .collect();
+        // Another crate's items (`pub use acpx_model::X`) are not this crate's files.
+        if module.is_empty() || module.iter().any(|s| !is_ident(s)) {
+            continue;
+        }
+        for item in items.split(',') {
+            let name = item.rsplit(" as ").next().unwrap_or("").trim();
+            if is_ident(name) && !item.contains("::") {
+                names.insert(name.to_owned(), module.clone());
+            }
+        }
+    }
+    names
+}
+
 /// The module files each module file of `src` names (the longest prefix of each named path
 /// that is a module file), parent–child pairs left out.
 fn file_graph(src: &Path) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let mods = module_files(src);
+    let reexported = root_reexports(src);
     let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
     for (here, file) in &mods {
         if file.file_name().is_some_and(|n| n == "tests.rs") {
@@ -192,7 +237,15 @@ fn file_graph(src: &Path) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
                 paths.push(p);
             }
         }
-        for p in paths {
+        for mut p in paths {
+            // `crate::X` of a root re-export is a name of the module it comes from.
+            if let Some(module) = p
+                .first()
+                .filter(|f| !mods.contains_key(&vec![(*f).clone()]))
+                .and_then(|f| reexported.get(f))
+            {
+                p.splice(..1, module.iter().cloned());
+            }
             let target = (0..=p.len())
                 .rev()
                 .map(|n| p[..n].to_vec())
@@ -351,6 +404,32 @@ fn the_detector_sees_a_circle_and_ignores_a_parent() {
         vec![vec![vec!["a".to_owned()], vec!["b".to_owned()]]]
     );
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// A circle through the crate root's re-exports (`crate::A` where lib.rs has
+/// `pub use a::A;`) is a circle all the same.
+#[test]
+fn the_detector_follows_root_reexports() {
+    let dir = tempfile_dir("tidy-reexport");
+    let src = dir.join("src");
+    fs::create_dir_all(&src).expect("mkdir");
+    fs::write(
+        src.join("lib.rs"),
+        "//! root\nmod a;\nmod b;\npub use a::A;\npub use b::{B, Bee as Bumble};\n",
+    )
+    .expect("write");
+    fs::write(
+        src.join("a.rs"),
+        "//! a\nuse crate::Bumble;\npub struct A;\n",
+    )
+    .expect("write");
+    fs::write(src.join("b.rs"), "//! b\nuse crate::A;\npub struct B;\n").expect("write");
+    let found = circles(&file_graph(&src));
+    let _ = fs::remove_dir_all(&dir);
+    assert_eq!(
+        found,
+        vec![vec![vec!["a".to_owned()], vec!["b".to_owned()]]]
+    );
 }
 
 fn tempfile_dir(name: &str) -> PathBuf {
