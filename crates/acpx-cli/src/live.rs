@@ -168,18 +168,9 @@ impl LiveOutput {
     fn paint(&self, spans: &[Span]) -> String {
         spans
             .iter()
-            .map(|s| {
-                let style = match s.tone {
-                    Tone::Plain => return s.text.clone(),
-                    Tone::Dim => Style::Dim,
-                    Tone::Red => Style::Red,
-                    Tone::Green => Style::Green,
-                    Tone::Yellow => Style::Yellow,
-                    Tone::Blue => Style::Blue,
-                    Tone::Magenta => Style::Magenta,
-                    Tone::Cyan => Style::Cyan,
-                };
-                self.out.paint_err(style, &s.text)
+            .map(|s| match style_of(s.tone) {
+                Some(style) => self.out.paint_err(style, &s.text),
+                None => s.text.clone(),
             })
             .collect()
     }
@@ -191,6 +182,21 @@ impl LiveOutput {
             Piece::ErrText(spans) => stderr_text(&self.paint(spans)),
         }
     }
+}
+
+/// The terminal style of a printer's tone (none: plain).
+pub fn style_of(tone: Tone) -> Option<Style> {
+    Some(match tone {
+        Tone::Plain => return None,
+        Tone::Bold => Style::Bold,
+        Tone::Dim => Style::Dim,
+        Tone::Red => Style::Red,
+        Tone::Green => Style::Green,
+        Tone::Yellow => Style::Yellow,
+        Tone::Blue => Style::Blue,
+        Tone::Magenta => Style::Magenta,
+        Tone::Cyan => Style::Cyan,
+    })
 }
 
 /// Asks on the terminal under `--approve-reads`:

@@ -21,7 +21,6 @@ mod help;
 mod live;
 mod lookup;
 mod output;
-mod progress;
 mod render;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).

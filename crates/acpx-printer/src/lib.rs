@@ -10,7 +10,9 @@
 //! |---|---|
 //! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`), `sessions show` |
+//! | [`reports`] | what a command prints once done, in every format at once ([`reports::Printed`]), and its tables |
 //! | [`results`] | the JSON results of session commands (`--format json`) |
+//! | [`progress`] | the progress bars of the commands that go through many sessions, on a terminal |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
 //! | [`table`] | aligned text tables for people, fitted to the terminal's width |
@@ -29,6 +31,8 @@
 pub mod export;
 pub mod live;
 pub mod notices;
+pub mod progress;
+pub mod reports;
 pub mod results;
 pub mod table;
 pub mod transcript;

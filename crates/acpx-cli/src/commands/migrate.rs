@@ -3,7 +3,7 @@
 //! count, last seq, and SHA-256 digests of the log lines and of the snapshot). Run again (after
 //! an interruption, or once new sessions appeared), it copies only what the target lacks and
 //! reports the identical copies already there; a different one is refused. On a terminal
-//! a progress bar ([`crate::progress`]) counts the sessions on stderr.
+//! a progress bar ((`acpx_printer::progress`)) counts the sessions on stderr.
 //!
 //! The source is left as it is; after a successful migration, pass `--store <to>` (or set
 //! `store` in the config) to use the copy.
@@ -11,9 +11,10 @@
 use acpx_model::migrate::copy_store_with_progress;
 
 use crate::cli::MigrateArgs;
+use crate::commands::print;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::results;
+use acpx_printer::reports::maintenance as reports;
 
 /// `migrate`.
 pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
@@ -31,7 +32,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     crate::commands::runtime_cmds::release_all_owners_of(ctx, a.to).await?;
     let from = ctx.opened().await?;
     let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref(), false).await?;
-    let bar = crate::progress::Bar::new(&ctx.out, "migrating");
+    let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "migrating");
     let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
     drop(bar);
     let report = copied.map_err(|e| {
@@ -55,60 +56,9 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
         }
         err
     })?;
-    let events: u64 = report.sessions.iter().map(|s| s.events).sum();
-    for s in &report.skipped {
-        ctx.out.warn(&format!(
-            "not copied: {}: {} (run `acpx fsck`)",
-            s.location, s.reason
-        ));
-    }
-    if ctx.out.is_json() {
-        let (from, to_name) = (ctx.backend.as_str(), a.to.as_str());
-        let location = to.location(&ctx.home);
-        ctx.out
-            .json(&results::migrated(from, to_name, &location, &report));
-    } else if ctx.out.is_text() {
-        for s in &report.sessions {
-            let trimmed = if s.trimmed {
-                "; older events had been removed by retention, the retained part was copied"
-            } else {
-                ""
-            };
-            ctx.out.line(&format!(
-                "copied {} ({} events, seq {}..{}{trimmed}), verified",
-                s.acpx_record_id, s.events, s.first_seq, s.last_seq
-            ));
-        }
-        for id in &report.recopied {
-            ctx.out.line(&format!(
-                "copied {id} again: the target held an unfinished copy of it (an earlier run \
-                 stopped before its last save)"
-            ));
-        }
-        for s in &report.already_copied {
-            ctx.out.line(&format!(
-                "already copied {} ({} events, seq {}..{}), verified identical",
-                s.acpx_record_id, s.events, s.first_seq, s.last_seq
-            ));
-        }
-        let trimmed = report.sessions.iter().filter(|s| s.trimmed).count();
-        let trimmed = if trimmed > 0 {
-            format!(" ({trimmed} with a log trimmed by retention)")
-        } else {
-            String::new()
-        };
-        ctx.out.line(&format!(
-            "migrated {} session(s){trimmed}, {events} event(s) from {} to {} ({}), {} already copied; use --store {} to work with the copy",
-            report.sessions.len(),
-            ctx.backend.as_str(),
-            a.to.as_str(),
-            to.location(&ctx.home),
-            report.already_copied.len(),
-            a.to.as_str()
-        ));
-    } else {
-        ctx.out.line(&report.sessions.len().to_string());
-    }
+    let location = to.location(&ctx.home);
+    let (from, to) = (ctx.backend.as_str(), a.to.as_str());
+    print(ctx, reports::migrated(from, to, &location, &report));
     if !report.skipped.is_empty() {
         return Err(CliError::runtime(format!(
             "{} stored session(s) could not be read and were not copied",

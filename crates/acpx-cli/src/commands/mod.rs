@@ -12,6 +12,8 @@ pub mod transfer;
 pub mod usage;
 
 use acpx_model::{SessionRecord, SessionSummary};
+use acpx_printer::live::Tone;
+use acpx_printer::reports::Printed;
 
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
@@ -68,6 +70,34 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Diff(a)) => replay::diff(ctx, a).await,
             Some(SessionsCommand::Usage(a)) => usage::usage(ctx, a).await,
         },
+    }
+}
+
+/// Writes what a command prints ([`Printed`]): its warnings, the part of this invocation's
+/// format, its notes.
+pub fn print(ctx: &Ctx, p: Printed) {
+    for w in &p.warnings {
+        ctx.out.warn(w);
+    }
+    if ctx.out.is_json() {
+        if let Some(v) = &p.json {
+            ctx.out.json(v);
+        }
+    } else if ctx.out.is_text() {
+        ctx.out.lines(p.text);
+    } else {
+        ctx.out.lines(p.quiet);
+    }
+    for n in &p.notes {
+        ctx.out.note(n);
+    }
+}
+
+/// Colours for stdout, as it takes them ([`acpx_printer::reports::Paint`]).
+pub fn paint_out(ctx: &Ctx) -> impl Fn(Tone, &str) -> String + '_ {
+    move |tone, text| match crate::live::style_of(tone) {
+        Some(style) => ctx.out.paint_out(style, text),
+        None => text.to_owned(),
     }
 }
 

@@ -5,27 +5,24 @@ use std::path::Path;
 
 use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
-    SearchQuery, SessionRecord, SessionSummary, Timestamp,
+    SearchQuery, SessionSummary, Timestamp,
 };
 use acpx_owner::closing::{self, CloseError, DeleteError};
 use acpx_printer::transcript::record_facts;
 use acpx_runtime::ops::prune::{self, PruneOptions};
 use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
-use acpx_runtime::session::AgentSessionDelete;
 use acpx_runtime::Runtime;
-use serde_json::Value;
 
 use crate::cli::{
     DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
     WatchArgs,
 };
-use crate::commands::{runtime_cmds, select, select_summary};
+use crate::commands::{paint_out, print, runtime_cmds, select, select_summary};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::output::Style;
 use crate::render;
+use acpx_printer::reports::sessions as reports;
 use acpx_printer::results;
-use acpx_printer::table::{self, Table};
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {
@@ -65,123 +62,18 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
         });
         return Ok(());
     }
-    if page.sessions.is_empty() {
-        ctx.out
-            .note("no sessions (create one with `acpx sessions new`)");
-        if let Some(other) = other_store_in_home(ctx).await {
-            ctx.out.note(&other);
-        }
-    }
+    let elsewhere = match page.sessions.is_empty() {
+        true => acpx_stores::other_local_store(&ctx.home, ctx.backend).await,
+        false => None,
+    };
     // One write for the whole listing: a flushed write per line was most of the cost of
     // printing 10k sessions.
-    if !ctx.out.is_text() {
-        ctx.out.lines(
-            page.sessions
-                .iter()
-                .map(|s| s.acpx_record_id.as_str().to_owned()),
-        );
-    } else if !page.sessions.is_empty() {
-        ctx.out.lines(sessions_table(ctx, &page.sessions));
-    }
-    if let Some(c) = &page.next_cursor {
-        ctx.out.note(&format!(
-            "more: acpx sessions list --cursor {c} (with the same filters)"
-        ));
-    }
+    let agent_name = |command: &str| ctx.registry.name_of(command);
+    print(
+        ctx,
+        reports::sessions_list(&page, elsewhere, &agent_name, &paint_out(ctx)),
+    );
     Ok(())
-}
-
-/// The text listing: one aligned row per session under a header, the working directory cut in
-/// its middle when the terminal is narrower than the table.
-fn sessions_table(ctx: &Ctx, sessions: &[acpx_model::SessionSummary]) -> Vec<String> {
-    let printable = acpx_runtime::text::printable;
-    let mut t = Table::new(&[
-        "ID",
-        "STATE",
-        "LAST USED",
-        "AGENT",
-        "NAME",
-        "CWD",
-        "MSGS",
-        "TITLE",
-    ])
-    .right(6)
-    .shrink(7)
-    .shrink(5)
-    .shrink(3);
-    for s in sessions {
-        let agent = ctx
-            .registry
-            .name_of(&s.agent_command)
-            .unwrap_or(&s.agent_command);
-        t.row(vec![
-            s.acpx_record_id.as_str().to_owned(),
-            if s.closed { "closed" } else { "open" }.to_owned(),
-            s.last_used_at.to_string(),
-            printable(agent).into_owned(),
-            printable(s.name.as_deref().unwrap_or("-")).into_owned(),
-            printable(&s.cwd).into_owned(),
-            s.message_count.to_string(),
-            s.title
-                .as_deref()
-                .map(|t| render::clip(t, 50))
-                .unwrap_or_default(),
-        ]);
-    }
-    t.render(table::stdout_width(), |row, col, cell| match (row, col) {
-        (None, _) => ctx.out.paint_out(Style::Bold, cell),
-        (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
-        _ => cell.to_owned(),
-    })
-}
-
-/// When the listed store is empty, whether this home holds sessions of the other local
-/// backend (made with the other `--store`, or left by a `migrate`): said, not listed. The file
-/// store is looked at without opening it (opening sweeps its directory): a snapshot file
-/// `<id>.json` is enough. A SQLite store is opened only when its file exists, and named only
-/// when it has a session (any `--store sqlite` command creates an empty `acpx.db`).
-async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
-    use crate::config::Backend;
-    let (flag, location) = match ctx.backend {
-        Backend::Sqlite | Backend::Postgres => {
-            let dir = ctx.home.join("sessions");
-            let any_snapshot = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                !name.starts_with('.')
-                    && name
-                        .strip_suffix(".json")
-                        .is_some_and(|id| acpx_model::RecordId::parse(id).is_ok())
-            });
-            if !any_snapshot {
-                return None;
-            }
-            ("fs", dir)
-        }
-        Backend::Fs => {
-            let db = acpx_stores::sqlite_path(&ctx.home);
-            if !db.is_file() {
-                return None;
-            }
-            let store = crate::backends::open(Backend::Sqlite, &ctx.home, None, false)
-                .await
-                .ok()?;
-            let query = ListQuery {
-                closed: ClosedFilter::Any,
-                limit: Some(1),
-                ..ListQuery::default()
-            };
-            let page = store.as_dyn().list(&query).await.ok()?;
-            if page.sessions.is_empty() {
-                return None;
-            }
-            ("sqlite", db)
-        }
-    };
-    Some(format!(
-        "this home also has sessions in the {flag} store ({}): `acpx --store {flag} sessions list` lists them",
-        location.display()
-    ))
 }
 
 /// `sessions show`.
@@ -215,7 +107,7 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     })
     .await
     .map_err(close_error)?;
-    print_closed(ctx, &closed);
+    print(ctx, reports::closed(&closed));
     Ok(())
 }
 
@@ -229,16 +121,6 @@ pub fn close_error(e: CloseError) -> CliError {
         CloseError::Store(e) => e.into(),
         e @ CloseError::StillRunning(_) => CliError::runtime(e.to_string())
             .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"),
-    }
-}
-
-fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
-    if ctx.out.is_json() {
-        ctx.out.json(&results::session_closed(closed));
-    } else if ctx.out.is_text() {
-        ctx.out.line(&format!("closed {}", closed.acpx_record_id));
-    } else {
-        ctx.out.line(closed.acpx_record_id.as_str());
     }
 }
 
@@ -264,29 +146,7 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
                 CliError::usage(e.to_string()).with_hint(hint)
             }
         })?;
-    if let AgentSessionDelete::Failed(why) = &deleted.agent {
-        ctx.out.warn(&format!(
-            "the agent's own copy of the session was not deleted (session/delete): {why}"
-        ));
-    }
-    if ctx.out.is_json() {
-        ctx.out.json(&results::session_deleted(
-            &r,
-            deleted.existed,
-            &deleted.agent,
-        ));
-    } else if ctx.out.is_text() {
-        let agent = match deleted.agent {
-            AgentSessionDelete::Deleted => " (the agent deleted its copy too)",
-            _ => "",
-        };
-        ctx.out.line(&format!(
-            "deleted {} and its event log{agent}",
-            r.acpx_record_id
-        ));
-    } else {
-        ctx.out.line(r.acpx_record_id.as_str());
-    }
+    print(ctx, reports::deleted(&r, deleted.existed, &deleted.agent));
     Ok(())
 }
 
@@ -541,30 +401,10 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
         dry_run: a.dry_run,
     };
     let pruned = {
-        let bar = crate::progress::Bar::new(&ctx.out, "pruning");
+        let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "pruning");
         prune::prune_with_progress(&*store, &options, &bar).await?
     };
-    let reported: Vec<_> = pruned.iter().map(results::pruned_entry).collect();
-    if ctx.out.is_json() {
-        ctx.out.json(&results::sessions_pruned(reported, a.dry_run));
-        return Ok(());
-    }
-    let verb = if a.dry_run { "would prune" } else { "pruned" };
-    for m in &reported {
-        let id = m["acpxRecordId"].as_str().unwrap_or_default();
-        let kept = m
-            .get("keptLog")
-            .and_then(Value::as_str)
-            .map(|p| format!(" (log kept in {p})"))
-            .unwrap_or_default();
-        if ctx.out.is_text() {
-            ctx.out.line(&format!("{verb} {id}{kept}"));
-        } else {
-            ctx.out.line(id);
-        }
-    }
-    ctx.out
-        .note(&format!("{verb} {} closed session(s)", reported.len()));
+    print(ctx, reports::pruned(&pruned, a.dry_run));
     Ok(())
 }
 
@@ -577,38 +417,6 @@ pub async fn search(ctx: &Ctx, a: SearchArgs) -> CliResult<()> {
         limit: Some(a.limit.max(1)),
     };
     let hits = store.search(&query).await?;
-    if ctx.out.is_json() {
-        ctx.out.json(&results::sessions_search(&query.text, &hits));
-        return Ok(());
-    }
-    if hits.is_empty() {
-        ctx.out.note("no matches");
-    }
-    if !ctx.out.is_text() {
-        ctx.out
-            .lines(hits.iter().map(|h| h.acpx_record_id.as_str().to_owned()));
-        return Ok(());
-    }
-    // MESSAGE is the index in the thread (`sessions history`), not an event's seq (which
-    // `sessions events` shows as `#N`).
-    let mut t = Table::new(&["ID", "MESSAGE", "ROLE", "MATCH"])
-        .right(1)
-        .shrink(3);
-    for h in &hits {
-        t.row(vec![
-            h.acpx_record_id.as_str().to_owned(),
-            h.message_index.to_string(),
-            h.role.to_string(),
-            h.snippet.clone(),
-        ]);
-    }
-    if !hits.is_empty() {
-        ctx.out.lines(
-            t.render(table::stdout_width(), |row, col, cell| match (row, col) {
-                (None, _) | (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
-                _ => cell.to_owned(),
-            }),
-        );
-    }
+    print(ctx, reports::search(&query.text, &hits, &paint_out(ctx)));
     Ok(())
 }

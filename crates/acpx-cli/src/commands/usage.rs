@@ -3,13 +3,13 @@
 
 use acpx_model::usage::UsageFilter;
 use acpx_runtime::ops::usage as ops;
-use serde_json::json;
 
 use crate::cli::{Target, UsageArgs};
+use crate::commands::print;
 use crate::commands::select_summary;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::usage::usage_table;
+use acpx_printer::reports::maintenance as reports;
 
 /// `sessions usage [SESSION] [--by …] [--since DAY] [--until DAY]`.
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
@@ -52,26 +52,7 @@ pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
             report
         }
     };
-    if ctx.out.is_json() {
-        ctx.out
-            .json(&json!({"action": "sessions_usage", "report": report}));
-        return Ok(());
-    }
-    if !ctx.out.is_text() {
-        for row in &report.rows {
-            ctx.out.line(&row.key);
-        }
-        return Ok(());
-    }
-    if report.rows.is_empty() {
-        let filtered = filter.since.is_some() || filter.until.is_some();
-        ctx.out.note(if filtered {
-            "no sessions in that range"
-        } else {
-            "no sessions"
-        });
-        return Ok(());
-    }
-    ctx.out.lines(usage_table(&report));
+    let filtered = filter.since.is_some() || filter.until.is_some();
+    print(ctx, reports::usage(&report, filtered));
     Ok(())
 }

@@ -12,7 +12,7 @@ use super::{
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
-use acpx_printer::results;
+use acpx_printer::reports::sessions as reports;
 
 fn print_ensured(
     ctx: &Ctx,
@@ -20,39 +20,14 @@ fn print_ensured(
     created: bool,
     replaced: Option<&SessionRecord>,
 ) {
-    if ctx.out.is_json() {
-        ctx.out
-            .json(&results::session_ensured(record, created, replaced));
-        return;
-    }
-    if !ctx.out.is_text() {
-        ctx.out.line(record.acpx_record_id.as_str());
-        return;
-    }
-    let verb = if created { "created" } else { "found" };
     // The store is open by now: the session was just found or created in it.
-    let where_ = ctx
+    let location = ctx
         .opened_now()
         .map(|s| s.record_location(&ctx.home, &record.acpx_record_id))
         .unwrap_or_else(|| ctx.backend.as_str().to_owned());
-    ctx.out.line(&format!(
-        "{verb} session {}{} for agent {} in {}",
-        record.acpx_record_id,
-        record
-            .name
-            .as_deref()
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default(),
-        ctx.agent.display(),
-        record.cwd
-    ));
-    ctx.out.line(&format!("  stored in {where_}"));
-    if let Some(r) = replaced {
-        ctx.out.line(&format!(
-            "  closed the previous session {}",
-            r.acpx_record_id
-        ));
-    }
+    let agent = ctx.agent.display();
+    let p = reports::ensured(record, created, replaced, &agent, &location);
+    crate::commands::print(ctx, p);
 }
 
 /// An [`EnsureError`] as the user sees it.

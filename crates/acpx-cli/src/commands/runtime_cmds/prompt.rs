@@ -8,7 +8,7 @@ use std::sync::Arc;
 use acpx_owner::drive::{DriveEvent, Prompted};
 use acpx_owner::local::{self, LocalEvent};
 use acpx_owner::submit::{SubmitEvent, Submitted};
-use acpx_printer::results;
+use acpx_printer::reports::controls as reports;
 use acpx_runtime::error_kind::turn_failure;
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
 use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOutcome};
@@ -332,17 +332,8 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
             request_id,
             queue_depth,
         }) => {
-            let position = queue_depth + 1;
-            if ctx.out.is_json() {
-                ctx.out
-                    .json(&results::prompt_queued(&id, &request_id, position));
-            } else if ctx.out.is_text() {
-                ctx.out.line(&format!(
-                    "queued {request_id} as #{position} (see `acpx status`)"
-                ));
-            } else {
-                ctx.out.line(&request_id);
-            }
+            let queued = reports::prompt_queued(&id, &request_id, queue_depth);
+            crate::commands::print(ctx, queued);
             Ok(())
         }
         Prompted::Local(turn) => {
