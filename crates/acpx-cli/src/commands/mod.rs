@@ -13,7 +13,7 @@ pub mod usage;
 
 use acpx_model::{SessionRecord, SessionSummary};
 use acpx_printer::live::Tone;
-use acpx_printer::reports::Printed;
+use acpx_printer::reports::{Printed, Said};
 
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
@@ -90,6 +90,16 @@ pub fn print(ctx: &Ctx, p: Printed) {
     }
     for n in &p.notes {
         ctx.out.note(n);
+    }
+}
+
+/// Says a line on stderr to whom it is for ([`Said`]); nothing for `None`.
+pub fn say(ctx: &Ctx, said: Option<Said>) {
+    match said {
+        Some(Said::Warning(w)) => ctx.out.warn(&w),
+        Some(Said::Note(n)) => ctx.out.note(&n),
+        Some(Said::Verbose(v)) => ctx.out.verbose(&v),
+        None => {}
     }
 }
 

@@ -9,18 +9,20 @@ use acpx_model::{
 };
 use acpx_owner::closing::{self, CloseError, DeleteError};
 use acpx_printer::transcript::record_facts;
+use acpx_runtime::ops::log_pages::{self, LogItem};
 use acpx_runtime::ops::prune::{self, PruneOptions};
-use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
+use acpx_runtime::ops::watch::{self, Followed};
 use acpx_runtime::Runtime;
 
 use crate::cli::{
     DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
     WatchArgs,
 };
-use crate::commands::{paint_out, print, runtime_cmds, select, select_summary};
+use crate::commands::{paint_out, print, runtime_cmds, say, select, select_summary};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
 use crate::render;
+use acpx_printer::reports::events as events_said;
 use acpx_printer::reports::sessions as reports;
 use acpx_printer::results;
 
@@ -255,117 +257,49 @@ pub async fn events(ctx: &Ctx, a: EventsArgs) -> CliResult<()> {
     follow(ctx, &r, &query).await
 }
 
-/// Events read and printed per store call: a log of a million events is printed without
-/// ever being in memory at once.
-const EVENTS_PAGE: usize = 5_000;
-
-/// Prints the events `query` selects a page at a time (at most [`EVENTS_PAGE`] events and
-/// about `query.max_bytes` of them), then notes where to go on
-/// when `query.limit` stopped it before the end of the log.
+/// Prints the events `query` selects a page at a time ([`log_pages::read_log`]), and what the
+/// pages say about the log.
 async fn print_events(
     ctx: &Ctx,
     store: &dyn acpx_model::Store,
     id: &acpx_model::RecordId,
-    mut query: EventQuery,
+    query: EventQuery,
 ) -> CliResult<()> {
-    let mut remaining = query.limit;
-    // A store may report a damaged line again on a later page (its seek can start before
-    // `from_seq`): each is reported once.
-    let mut reported = std::collections::HashSet::new();
-    let asked_from = query.from_seq;
-    loop {
-        query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
-        let mut page = store.read_events(id, &query).await.map_err(|e| {
-            let corrupt = matches!(e, acpx_model::StoreError::Corrupt { .. });
-            let err = CliError::from(e);
-            // The generic hint sends the user to `fsck --repair`, which cannot replace a
-            // damaged line of the file store or PostgreSQL: name what reads past it.
-            if corrupt && query.mode == ReadMode::Strict {
-                err.with_hint(
-                    "--lenient prints the rest of the log and reports each damaged line; \
-                     `acpx fsck` names them, and `acpx fsck --repair` replaces them where the \
-                     store can (SQLite)",
-                )
-            } else {
-                err
-            }
-        })?;
-        if query.from_seq == asked_from && asked_from > 1 && page.oldest_seq > asked_from {
-            // Asked for events retention already removed: say so rather than start later
-            // without a word.
-            ctx.out.warn(&format!(
-                "events {asked_from}..{} were removed by retention; the log starts at seq {}",
-                page.oldest_seq - 1,
-                page.oldest_seq
-            ));
+    let strict = query.mode == ReadMode::Strict;
+    let read = log_pages::read_log(store, id, query, |item| match item {
+        LogItem::Event(e) => print_event(ctx, e),
+        other => say(ctx, events_said::log_item(&other)),
+    });
+    read.await.map_err(|e| {
+        let corrupt = matches!(e, acpx_model::StoreError::Corrupt { .. });
+        let err = CliError::from(e);
+        // The generic hint sends the user to `fsck --repair`, which cannot replace a damaged
+        // line of the file store or PostgreSQL: name what reads past it.
+        if corrupt && strict {
+            err.with_hint(
+                "--lenient prints the rest of the log and reports each damaged line; \
+                 `acpx fsck` names them, and `acpx fsck --repair` replaces them where the \
+                 store can (SQLite)",
+            )
+        } else {
+            err
         }
-        for e in &page.events {
-            print_event(ctx, e);
-        }
-        page.damaged
-            .retain(|d| reported.insert((d.location.clone(), d.line)));
-        if page.next_seq.is_some() {
-            // The torn tail is at the end of the log: said once, with the last page.
-            page.torn_tail = None;
-        }
-        report_page_damage(ctx, &page);
-        if let Some(r) = remaining.as_mut() {
-            *r = r.saturating_sub(page.events.len());
-        }
-        match page.next_seq {
-            Some(n) if remaining == Some(0) => {
-                ctx.out.note(&format!("more: --from-seq {n}"));
-                return Ok(());
-            }
-            Some(n) if n > query.from_seq => query.from_seq = n,
-            _ => return Ok(()),
-        }
-    }
-}
-
-fn report_page_damage(ctx: &Ctx, page: &acpx_model::EventPage) {
-    if let Some(t) = &page.torn_tail {
-        ctx.out.warn(&format!(
-            "{}: an incomplete last line ({} bytes) was withheld; `acpx fsck --repair` sets it aside",
-            t.location, t.bytes
-        ));
-    }
-    for d in &page.damaged {
-        ctx.out.warn(&format!(
-            "{} line {}: skipped: {}",
-            d.location, d.line, d.reason
-        ));
-    }
+    })
 }
 
 /// Prints every event from `query.from_seq` on as the log grows, until the session is closed
 /// or deleted ([`watch::follow`]).
 async fn follow(ctx: &Ctx, r: &SessionSummary, query: &EventQuery) -> CliResult<()> {
     let store = ctx.store().await?;
-    let end = watch::follow(
-        &*store,
-        &r.acpx_record_id,
-        query,
-        watch::DEFAULT_POLL_INTERVAL,
-        |item| match item {
-            Followed::Event(e) => print_event(ctx, &e),
-            Followed::Damaged(d) => ctx.out.warn(&format!(
-                "{} line {}: skipped: {}",
-                d.location, d.line, d.reason
-            )),
-            Followed::IncompleteTail => ctx
-                .out
-                .verbose("the log ends with an incomplete line; waiting for it to be completed"),
-            Followed::Missed { from, to } => ctx.out.warn(&format!(
-                "events {from}..{to} were rotated out of the log before they could be read"
-            )),
-        },
-    )
+    let id = &r.acpx_record_id;
+    let interval = watch::DEFAULT_POLL_INTERVAL;
+    let end = watch::follow(&*store, id, query, interval, |item| match item {
+        Followed::Event(e) => print_event(ctx, &e),
+        other => say(ctx, events_said::followed(&other)),
+    })
     .await?;
-    match end {
-        FollowEnd::Closed => ctx.out.note("the session was closed; stopping"),
-        FollowEnd::Deleted => ctx.out.note("the session was deleted; stopping"),
-        FollowEnd::LimitReached => {}
+    if let Some(why) = events_said::follow_end(end) {
+        ctx.out.note(why);
     }
     Ok(())
 }

@@ -8,10 +8,12 @@
 //! |---|---|
 //! | [`sessions`] | `sessions list` (table), `search`, `close`, `delete`, `prune`, `new`, `ensure`, `fork`, `adopt`, `list --from-agent` |
 //! | [`controls`] | `cancel`, `set-mode`, `set`, a queued `prompt` |
+//! | [`events`] | what `sessions events` and `watch` say beside the events |
 //! | [`maintenance`] | `migrate`, `fsck`, `sessions import --from-node-acpx`, `sessions usage` |
 //! | [`transfer`] | `sessions export`, `sessions import`, `sessions trust` |
 
 pub mod controls;
+pub mod events;
 pub mod maintenance;
 pub mod sessions;
 pub mod transfer;
@@ -27,6 +29,17 @@ pub type Paint<'a> = &'a dyn Fn(Tone, &str) -> String;
 /// A [`Paint`] that adds no colour.
 pub fn plain(_: Tone, text: &str) -> String {
     text.to_owned()
+}
+
+/// A line for stderr and who hears it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Said {
+    /// A warning: every format but quiet.
+    Warning(String),
+    /// A note: the text format.
+    Note(String),
+    /// With `--verbose` only.
+    Verbose(String),
 }
 
 /// What one command prints, for each format. The front end writes [`Printed::warnings`]

@@ -17,12 +17,14 @@
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
 //! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
+//! | [`log_pages`] | a log read a page at a time for a command that prints it (`sessions events`) |
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 //! | [`usage`] | `sessions usage`: the agents' reports of tokens and cost, summed over sessions from their summaries |
 
 pub mod fork;
 pub mod import_trust;
+pub mod log_pages;
 pub mod lookup;
 pub mod node_import;
 pub mod otlp_live;

@@ -52,6 +52,7 @@ use acpx_owner::drive::{DriveError, DriveEvent, Driver};
 use acpx_owner::interrupts::{ctrl_c, interrupt_count as sigint_count};
 use acpx_owner::local::{LocalError, LocalEvent};
 use acpx_owner::submit::SubmitEvent;
+use acpx_printer::failure::{self, Failure};
 use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
@@ -81,65 +82,30 @@ pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions 
     o
 }
 
-/// Said with `AGENT_TIMEOUT` for a request other than the prompt.
-const REQUEST_TIMEOUT_HINT: &str = "ACP requests other than the prompt wait 120 s by default; set `requestTimeout` (seconds) in config.json to wait longer";
-/// Said with `MODE_NOT_RESTORED`, on either path.
-const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`";
-/// Said with `SESSION_RESUME_REQUIRED`, on either path.
-const RESUME_REQUIRED_HINT: &str = "start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new";
-
-/// Said with `AUTH_REQUIRED`.
-pub(super) const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy skip goes on without authenticating";
-
-/// Said with `AUTH_REQUIRED` when the agent itself refused a session request (`--auth-policy
-/// skip`, the default, went on without a credential).
-pub(super) const AUTH_REFUSED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy fail stops before any session request when no credential is found";
-
-/// A runtime error as the user sees it.
+/// A runtime error as the user sees it ([`failure::runtime_failure`]).
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
-    match e {
-        RuntimeError::Store(s) => s.into(),
-        RuntimeError::Spawn { .. } => CliError::runtime(e.to_string()).with_hint(format!(
-            "the agent command is `{}`; `acpx config show` lists the agents, and --agent \"<command>\" runs any ACP agent",
-            ctx.agent.command
-        ))
-        .with_detail("AGENT_SPAWN_FAILED"),
-        RuntimeError::Timeout { .. } => CliError::new(ErrorKind::Timeout, e.to_string())
-            .with_detail("AGENT_TIMEOUT")
-            .with_hint(REQUEST_TIMEOUT_HINT),
-        RuntimeError::UnknownMode { .. } => {
-            CliError::usage(e.to_string()).with_detail("UNKNOWN_MODE")
+    match failure::runtime_failure(e, &ctx.agent.command) {
+        Ok(f) => f.into(),
+        Err(store) => store.into(),
+    }
+}
+
+impl From<Failure> for CliError {
+    fn from(f: Failure) -> CliError {
+        let mut err = CliError::new(f.kind, f.message);
+        err.hint = f.hint;
+        err.detail_code = f.detail_code;
+        if let Some(a) = f.acp {
+            err = err.with_data("acp", a);
         }
-        RuntimeError::NotOffered { ref acp, .. } => {
-            let acp = acp.as_ref().map(|a| a.to_json());
-            let mut err = CliError::usage(e.to_string()).with_detail("NOT_OFFERED");
-            if let Some(a) = acp {
-                err = err.with_data("acp", a);
-            }
+        if f.retryable {
+            err = err.with_data("retryable", serde_json::json!(true));
+        }
+        if f.shown {
+            err.reported()
+        } else {
             err
         }
-        RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
-            .with_detail("MODE_NOT_RESTORED")
-            .with_hint(MODE_NOT_RESTORED_HINT),
-        RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
-            .with_detail("SESSION_RESUME_REQUIRED")
-            .with_hint(RESUME_REQUIRED_HINT),
-        RuntimeError::AuthRequired {
-            ref agent_said, ..
-        } => {
-            let hint = match agent_said {
-                None => AUTH_REQUIRED_HINT,
-                Some(_) => AUTH_REFUSED_HINT,
-            };
-            CliError::runtime(e.to_string())
-                .with_detail("AUTH_REQUIRED")
-                .with_hint(hint)
-        }
-        RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
-            CliError::no_session(e.to_string())
-                .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")
-        }
-        other => CliError::runtime(other.to_string()),
     }
 }
 

@@ -13,47 +13,17 @@ use acpx_owner::runs::Probe;
 use acpx_owner::submit::{self, SubmitError};
 use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::Runtime;
-use serde_json::json;
 
 use crate::cli::OwnerArgs;
 use crate::config::Format;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult, ErrorKind};
 
-use super::{
-    runtime_options, AUTH_REFUSED_HINT, AUTH_REQUIRED_HINT, MODE_NOT_RESTORED_HINT,
-    RESUME_REQUIRED_HINT,
-};
+use super::runtime_options;
 
-/// A wire error as the user sees it.
+/// A wire error as the user sees it ([`acpx_printer::failure::wire_failure`]).
 pub(super) fn wire_error(e: WireError) -> CliError {
-    let mut err = CliError::new(ErrorKind::from_acpx_code(&e.code), e.message);
-    if let Some(d) = &e.detail_code {
-        err = err.with_detail(d);
-        match d.as_str() {
-            "QUEUE_OWNER_START_FAILED" => {
-                err = err.with_hint(
-                    "see <home>/owners/<record id>.log, or run this command with --no-owner",
-                )
-            }
-            "MODE_NOT_RESTORED" => err = err.with_hint(MODE_NOT_RESTORED_HINT),
-            "SESSION_BUSY" => {
-                err = err.with_hint(
-                    "cancel it with `acpx cancel` (naming the session as here), or run this again once it ends",
-                )
-            }
-            "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
-            "AUTH_REQUIRED" if err.message.starts_with("the agent refused") => {
-                err = err.with_hint(AUTH_REFUSED_HINT)
-            }
-            "AUTH_REQUIRED" => err = err.with_hint(AUTH_REQUIRED_HINT),
-            _ => {}
-        }
-    }
-    if e.retryable {
-        err = err.with_data("retryable", json!(true));
-    }
-    err
+    acpx_printer::failure::wire_failure(e).into()
 }
 
 /// Starts a detached owner for session `id`: the `acpx` binary itself in its own process

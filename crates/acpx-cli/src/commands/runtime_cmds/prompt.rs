@@ -8,8 +8,8 @@ use std::sync::Arc;
 use acpx_owner::drive::{DriveEvent, Prompted};
 use acpx_owner::local::{self, LocalEvent};
 use acpx_owner::submit::{SubmitEvent, Submitted};
+use acpx_printer::failure::{turn_failed, PermissionSetup};
 use acpx_printer::reports::controls as reports;
-use acpx_runtime::error_kind::turn_failure;
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
 use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOutcome};
 
@@ -20,8 +20,8 @@ use super::{
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::Format;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::{LiveOutput, TtyPrompter};
+use crate::error::{CliError, CliResult};
+use crate::live::{live_output, LiveOutput, TtyPrompter};
 use crate::lookup::{find_in_scope, no_session_error};
 
 /// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
@@ -54,80 +54,19 @@ pub(crate) fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> Cl
     Ok(text)
 }
 
-/// The exit status a finished turn maps to (the kind is [`turn_failure`]'s, Node acpx's rules;
-/// this adds the message and the hint). `shown` says the turn's terminal event was
-/// printed: in JSON mode that line is the last one and carries the outcome, so no error line
-/// follows it; in text mode its `[error]` line said what went wrong. (In the `acp` format
-/// the frames never say it: the error line always follows, as in Node acpx.)
+/// The exit status a finished turn maps to, and its error line
+/// ([`acpx_printer::failure::turn_failed`]). `shown` says the turn's terminal event was
+/// printed. (In the `acp` format the frames never say it: the error line always follows, as
+/// in Node acpx.)
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
-    let reported = |e: CliError| if shown { e.reported() } else { e };
-    let Some(kind) = turn_failure(outcome) else {
+    let permissions = PermissionSetup {
+        rules: ctx.permission_rules.is_some(),
+        mode: ctx.permission,
+    };
+    let Some(f) = turn_failed(outcome, permissions, shown, ctx.out.is_json()) else {
         return Ok(());
     };
-    let message = outcome.error.as_ref().map(|e| e.message.clone());
-    match kind {
-        ErrorKind::PermissionPromptUnavailable => Err(reported(
-            CliError::new(kind, message.unwrap_or_default()).with_hint(
-                "run on a terminal, pass --approve-all, or use --non-interactive-permissions deny",
-            ),
-        )),
-        ErrorKind::PermissionDenied => {
-            let e = CliError::new(
-                kind,
-                format!(
-                    "the agent asked for permission {} time(s) and was refused",
-                    outcome.permission_stats.requested
-                ),
-            )
-            .with_hint(match (&ctx.permission_rules, ctx.permission) {
-                // Rules decide before the mode: a mode flag alone may change nothing.
-                (Some(_), _) => {
-                    "a --permission-policy rule or the permission mode refused it: change the \
-                     rule (autoApprove), or re-run with --approve-all"
-                }
-                (None, PermissionMode::ApproveReads) => {
-                    "answer on a terminal, or re-run with --approve-all"
-                }
-                // --approve-reads would refuse anything but reads and searches again.
-                (None, _) => {
-                    "re-run with --approve-all (--approve-reads approves reads and searches only)"
-                }
-            });
-            Err(if shown && ctx.out.is_json() {
-                e.reported()
-            } else {
-                e
-            })
-        }
-        ErrorKind::Timeout => {
-            let stuck = outcome
-                .error
-                .as_ref()
-                .and_then(|e| e.detail_code.as_deref())
-                == Some("CANCEL_UNANSWERED");
-            let hint = if stuck {
-                "the agent answered neither the prompt nor its cancel: it is stuck, and the \
-                 session's next prompt starts a new agent process (raise --timeout if the turn \
-                 only needs longer)"
-            } else {
-                "raise --timeout, or leave it out"
-            };
-            Err(reported(
-                CliError::new(kind, message.unwrap_or_else(|| "the turn timed out".into()))
-                    .with_hint(hint),
-            ))
-        }
-        _ => {
-            let mut err = CliError::new(kind, message.unwrap_or_else(|| "the turn failed".into()));
-            if let Some(d) = outcome.error.as_ref().and_then(|e| e.detail_code.clone()) {
-                err = err.with_detail(&d);
-            }
-            if let Some(a) = &outcome.acp_error {
-                err = err.with_data("acp", a.to_json());
-            }
-            Err(reported(err))
-        }
-    }
+    Err(f.into())
 }
 
 /// What the user is told while a one-process turn runs: the reply and the turn's events
@@ -296,7 +235,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         return Err(CliError::usage("--no-wait needs the queue owner")
             .with_hint("leave out --no-owner (or config `noOwner`)"));
     }
-    let live = LiveOutput::new(ctx.out.clone());
+    let live = live_output(&ctx.out);
     let mut quiet = QuietReply::default();
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
@@ -386,7 +325,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         );
     }
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
-    let live = LiveOutput::new(ctx.out.clone());
+    let live = live_output(&ctx.out);
     live.activity("starting the agent");
     let runtime = Runtime::new(
         Arc::new(acpx_model::MemoryStore::new()),
