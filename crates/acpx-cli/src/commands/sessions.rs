@@ -7,7 +7,7 @@ use acpx_model::{
     ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
     SearchQuery, SessionSummary, Timestamp,
 };
-use acpx_owner::closing::{self, CloseError, DeleteError};
+use acpx_owner::closing::{self, CloseError};
 use acpx_printer::transcript::record_facts;
 use acpx_runtime::ops::log_pages::{self, LogItem};
 use acpx_runtime::ops::prune::{self, PruneOptions};
@@ -113,17 +113,9 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     Ok(())
 }
 
-/// A [`CloseError`] as the user sees it (`sessions close`, and the sessions `sessions new`
-/// replaces).
-pub fn close_error(e: CloseError) -> CliError {
-    match e {
-        CloseError::Owner(e) => runtime_cmds::submit_error(e),
-        CloseError::Runs(e) => e.into(),
-        CloseError::Ops(e) => e.into(),
-        CloseError::Store(e) => e.into(),
-        e @ CloseError::StillRunning(_) => CliError::runtime(e.to_string())
-            .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"),
-    }
+/// A [`CloseError`] as the user sees it (`sessions close`).
+fn close_error(e: CloseError) -> CliError {
+    acpx_printer::failure::flows::close_failure(e).into()
 }
 
 /// `sessions delete` ([`closing::delete_session`]).
@@ -132,22 +124,7 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let runtime = Runtime::new(ctx.store().await?, runtime_cmds::runtime_options(ctx, None));
     let deleted = closing::delete_session(ctx.authority()?, &runtime, &r, a.force)
         .await
-        .map_err(|e| match e {
-            DeleteError::Owner(e) => runtime_cmds::submit_error(e),
-            DeleteError::Runs(e) => e.into(),
-            DeleteError::Store(e) => e.into(),
-            e @ DeleteError::Running(_) => CliError::runtime(e.to_string())
-                .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"),
-            DeleteError::Open(ref id) => {
-                // By id both times: once closed, the session is no longer found by its name
-                // or scope, so repeating this command's `-s NAME` would answer "no session".
-                let hint = format!(
-                    "close it, then delete it by id: `acpx sessions close {id} && acpx sessions \
-                     delete {id}`; or pass --force"
-                );
-                CliError::usage(e.to_string()).with_hint(hint)
-            }
-        })?;
+        .map_err(|e| CliError::from(acpx_printer::failure::flows::delete_failure(e)))?;
     print(ctx, reports::deleted(&r, deleted.existed, &deleted.agent));
     Ok(())
 }

@@ -5,13 +5,10 @@ use acpx_model::SessionRecord;
 use acpx_owner::ensure::{self, Creator, EnsureError, EnsureEvent, OwnerLaunch, Scope};
 use acpx_runtime::Runtime;
 
-use super::{
-    ctrl_c, interrupted_error, report_attachment, report_notices, runtime_error, runtime_options,
-    start_timeout_error,
-};
+use super::{ctrl_c, report_attachment, report_notices, runtime_options};
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, CliResult};
 use acpx_printer::reports::sessions as reports;
 
 fn print_ensured(
@@ -32,24 +29,7 @@ fn print_ensured(
 
 /// An [`EnsureError`] as the user sees it.
 fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
-    match e {
-        EnsureError::Interrupted => interrupted_error(),
-        EnsureError::StartTimeout(t) => start_timeout_error(t),
-        EnsureError::Runtime(e) => runtime_error(ctx, e),
-        EnsureError::Ops(e) => e.into(),
-        EnsureError::Runs(e) => e.into(),
-        EnsureError::Owner(e) => super::submit_error(e),
-        EnsureError::Close(e) => crate::commands::sessions::close_error(e).with_hint(
-            "the new session was created; close the old one with `acpx sessions close <id>`",
-        ),
-        e @ EnsureError::ResumeFellBack { .. } => {
-            CliError::new(ErrorKind::NoSession, e.to_string())
-        }
-        e @ EnsureError::ResumeNotAttached { .. } => CliError::runtime(e.to_string()),
-        EnsureError::Resume(inner) => ensure_error(ctx, *inner).with_hint(
-            "check the id (the agent's own session list), and that the agent supports session/resume or session/load",
-        ),
-    }
+    acpx_printer::failure::flows::ensure_failure(e, &ctx.agent.command).into()
 }
 
 /// What the user is told while a session is being found or created.

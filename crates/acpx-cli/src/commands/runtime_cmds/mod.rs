@@ -39,7 +39,7 @@ pub use adopt::{adopt, list_from_agent};
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
-pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of, submit_error};
+pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of};
 pub(crate) use prompt::read_prompt;
 pub use prompt::{exec, prompt};
 pub use status::status;
@@ -52,12 +52,13 @@ use acpx_owner::drive::{DriveError, DriveEvent, Driver};
 use acpx_owner::interrupts::{ctrl_c, interrupt_count as sigint_count};
 use acpx_owner::local::{LocalError, LocalEvent};
 use acpx_owner::submit::SubmitEvent;
-use acpx_printer::failure::{self, Failure};
+use acpx_printer::failure::flows::{drive_failure, interrupted, local_failure};
+use acpx_printer::failure::{self, Cause, Failure};
 use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, CliResult};
 use crate::live::TtyPrompter;
 
 /// The runtime's options for this invocation: the configuration's request timeout and
@@ -84,14 +85,24 @@ pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions 
 
 /// A runtime error as the user sees it ([`failure::runtime_failure`]).
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
-    match failure::runtime_failure(e, &ctx.agent.command) {
-        Ok(f) => f.into(),
-        Err(store) => store.into(),
-    }
+    failure::runtime_failure(e, &ctx.agent.command).into()
 }
 
+/// A failure as `acpx_printer::failure` explains it; one it leaves to the binary's own
+/// mapping ([`Cause`]) keeps that mapping's kind and message, and the hint it was given.
 impl From<Failure> for CliError {
     fn from(f: Failure) -> CliError {
+        if let Some(cause) = f.cause {
+            let err = match cause {
+                Cause::Store(e) => CliError::from(e),
+                Cause::Ops(e) => e.into(),
+                Cause::Runs(e) => e.into(),
+            };
+            return match f.hint {
+                Some(h) => err.with_hint(h),
+                None => err,
+            };
+        }
         let mut err = CliError::new(f.kind, f.message);
         err.hint = f.hint;
         err.detail_code = f.detail_code;
@@ -168,13 +179,7 @@ fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, waiting: &str) {
 
 /// A [`DriveError`] as the user sees it.
 fn drive_error(ctx: &Ctx, e: DriveError) -> CliError {
-    match e {
-        DriveError::Owner(e) => owned::submit_error(e),
-        DriveError::Local(e) => local_error(ctx, e),
-        DriveError::Runs(e) => e.into(),
-        DriveError::Store(e) => e.into(),
-        e @ DriveError::CancelTask(_) => CliError::runtime(e.to_string()),
-    }
+    drive_failure(e, &ctx.agent.command).into()
 }
 
 /// What a prompt, a control or a fork waits with while another process's prompt holds the
@@ -184,35 +189,12 @@ const WAITING_FOR_PROMPT: &str =
 
 /// A [`LocalError`] as the user sees it.
 fn local_error(ctx: &Ctx, e: LocalError) -> CliError {
-    match e {
-        LocalError::Interrupted => interrupted_error(),
-        e @ LocalError::Withdrawn => {
-            CliError::new(ErrorKind::Interrupted, e.to_string()).with_detail("QUEUE_TASK_WITHDRAWN")
-        }
-        LocalError::StartTimeout(t) => start_timeout_error(t),
-        LocalError::Runtime(e) => runtime_error(ctx, e),
-        LocalError::Runs(e) => e.into(),
-        LocalError::Ops(e) => e.into(),
-    }
+    local_failure(e, &ctx.agent.command).into()
 }
 
-/// The agent did not start within `--timeout`.
-fn start_timeout_error(t: Duration) -> CliError {
-    CliError::new(
-        ErrorKind::Timeout,
-        format!(
-            "the agent did not start within {} s (--timeout)",
-            t.as_secs_f64()
-        ),
-    )
-}
-
+/// A second Ctrl-C stopped the agent of a one-process command.
 pub(crate) fn interrupted_error() -> CliError {
-    CliError::new(
-        ErrorKind::Interrupted,
-        "interrupted: the agent was stopped; what it did so far is in the event log",
-    )
-    .with_hint("the next prompt records the unfinished turn as interrupted")
+    interrupted().into()
 }
 
 /// Says (with `--verbose`) how an opened session got its ACP session, and whether an

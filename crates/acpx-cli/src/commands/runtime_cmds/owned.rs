@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 use acpx_owner::lease;
-use acpx_owner::protocol::{OwnerStatus, TaskOptions, WireError};
+use acpx_owner::protocol::{OwnerStatus, TaskOptions};
 use acpx_owner::runs::Probe;
 use acpx_owner::submit::{self, SubmitError};
 use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
@@ -17,14 +17,9 @@ use acpx_runtime::Runtime;
 use crate::cli::OwnerArgs;
 use crate::config::Format;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, CliResult};
 
 use super::runtime_options;
-
-/// A wire error as the user sees it ([`acpx_printer::failure::wire_failure`]).
-pub(super) fn wire_error(e: WireError) -> CliError {
-    acpx_printer::failure::wire_failure(e).into()
-}
 
 /// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
 /// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
@@ -74,15 +69,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
 
 /// A failure to talk to the queue owner as the user sees it.
 pub fn submit_error(e: SubmitError) -> CliError {
-    match e {
-        SubmitError::Wire(e) => wire_error(e),
-        SubmitError::Interrupted => CliError::new(
-            ErrorKind::Interrupted,
-            "interrupted: the turn goes on in the session's queue owner (`acpx cancel` stops it)",
-        ),
-        SubmitError::Runs(e) => e.into(),
-        other => CliError::runtime(other.to_string()),
-    }
+    acpx_printer::failure::flows::submit_failure(e).into()
 }
 
 /// A running owner's state, `None` when none runs.

@@ -2,16 +2,33 @@
 //! command is told them: the kind (the exit status; a turn's is
 //! [`acpx_runtime::error_kind::turn_failure`]'s, Node acpx's rules), the message, what to do
 //! about it, and the machine-readable details of the error line. The front end writes the
-//! line ([`Failure`]).
+//! line ([`Failure`]). The errors of the flows that drive a session (the owner's, the
+//! one-process path's, `sessions new`, closing) are [`flows`]'s.
+
+pub mod flows;
 
 use acpx_model::StoreError;
 use acpx_owner::protocol::WireError;
+use acpx_owner::runs::RunsError;
 use acpx_runtime::error_kind::{turn_failure, ErrorKind};
+use acpx_runtime::ops::OpsError;
 use acpx_runtime::{PermissionMode, RuntimeError, TurnOutcome};
 use serde_json::Value;
 
+/// An error the front end maps itself, as it maps it for every command: the store's, an
+/// operation's, the run registry's.
+#[derive(Debug)]
+pub enum Cause {
+    /// The store's.
+    Store(StoreError),
+    /// A session operation's.
+    Ops(OpsError),
+    /// The run registry's.
+    Runs(RunsError),
+}
+
 /// A failure, for the front end's error line.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Failure {
     /// The kind (the exit status).
     pub kind: ErrorKind,
@@ -27,6 +44,9 @@ pub struct Failure {
     pub retryable: bool,
     /// Whether what was printed already said it: the error line is left out.
     pub shown: bool,
+    /// An error the front end maps itself ([`Cause`]): its kind, message and hint are the
+    /// front end's; a [`Failure::hint`] set here replaces that hint.
+    pub cause: Option<Cause>,
 }
 
 impl Failure {
@@ -40,10 +60,20 @@ impl Failure {
             acp: None,
             retryable: false,
             shown: false,
+            cause: None,
         }
     }
 
-    fn hint(mut self, hint: &str) -> Failure {
+    /// An error the front end maps itself.
+    pub fn caused_by(cause: Cause) -> Failure {
+        Failure {
+            cause: Some(cause),
+            ..Failure::new(ErrorKind::Runtime, String::new())
+        }
+    }
+
+    /// The same failure, with what to do about it.
+    pub fn hint(mut self, hint: &str) -> Failure {
         self.hint = Some(hint.to_owned());
         self
     }
@@ -66,11 +96,10 @@ const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active co
 /// skip`, the default, went on without a credential).
 const AUTH_REFUSED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy fail stops before any session request when no credential is found";
 
-/// A runtime error as the user sees it (`agent_command`: the command that was run); a
-/// store's error is handed back as it is, for the front end's own mapping.
-pub fn runtime_failure(e: RuntimeError, agent_command: &str) -> Result<Failure, StoreError> {
-    Ok(match e {
-        RuntimeError::Store(s) => return Err(s),
+/// A runtime error as the user sees it (`agent_command`: the command that was run).
+pub fn runtime_failure(e: RuntimeError, agent_command: &str) -> Failure {
+    match e {
+        RuntimeError::Store(s) => Failure::caused_by(Cause::Store(s)),
         RuntimeError::Spawn { .. } => Failure::new(ErrorKind::Runtime, e.to_string())
             .hint(&format!(
                 "the agent command is `{agent_command}`; `acpx config show` lists the agents, and --agent \"<command>\" runs any ACP agent"
@@ -107,7 +136,7 @@ pub fn runtime_failure(e: RuntimeError, agent_command: &str) -> Result<Failure, 
             )
         }
         other => Failure::new(ErrorKind::Runtime, other.to_string()),
-    })
+    }
 }
 
 /// An error the queue owner sent, as the user sees it: its kind and detail code as sent,
