@@ -1,10 +1,11 @@
 //! The errors of the flows that drive a session, as the user is told them: a prompt or a
 //! control through the queue owner ([`submit_failure`]) or in this process
 //! ([`local_failure`]), either way ([`drive_failure`]), `sessions new` / `ensure`
-//! ([`ensure_failure`]), `sessions close` and `delete`.
+//! ([`ensure_failure`]), `sessions adopt`, `sessions close` and `delete`.
 
 use std::time::Duration;
 
+use acpx_owner::adopt::AdoptError;
 use acpx_owner::closing::{CloseError, DeleteError};
 use acpx_owner::drive::DriveError;
 use acpx_owner::ensure::EnsureError;
@@ -124,6 +125,27 @@ pub fn ensure_failure(e: EnsureError, agent_command: &str) -> Failure {
         EnsureError::Resume(inner) => ensure_failure(*inner, agent_command).hint(
             "check the id (the agent's own session list), and that the agent supports session/resume or session/load",
         ),
+    }
+}
+
+/// `sessions adopt`'s failure (`agent_command`: the agent it ran).
+pub fn adopt_failure(e: AdoptError, agent_command: &str) -> Failure {
+    match e {
+        AdoptError::AlreadyRecorded { ref record, .. } => {
+            let hint = format!(
+                "continue it with `acpx prompt` in its scope, or see it with `acpx sessions show {record}`"
+            );
+            Failure::new(ErrorKind::Usage, e.to_string()).hint(&hint)
+        }
+        e @ AdoptError::ScopeTaken { .. } => Failure::new(ErrorKind::Usage, e.to_string())
+            .hint("give the adopted session another name with --name, or close that one first"),
+        AdoptError::Attach(e) => runtime_failure(e, agent_command).hint(
+            "`acpx sessions list --from-agent` lists the agent's sessions (run it in the session's directory, or pass --cwd)",
+        ),
+        AdoptError::Shutdown(e) => runtime_failure(e, agent_command),
+        AdoptError::Runs(e) => Failure::caused_by(Cause::Runs(e)),
+        AdoptError::Ops(e) => Failure::caused_by(Cause::Ops(e)),
+        AdoptError::Store(e) => Failure::caused_by(Cause::Store(e)),
     }
 }
 

@@ -6,6 +6,7 @@
 //!
 //! | module | commands |
 //! |---|---|
+//! | [`replay`] | `replay` (its progress too) and `compare` |
 //! | [`sessions`] | `sessions list` (table), `search`, `close`, `delete`, `prune`, `new`, `ensure`, `fork`, `adopt`, `list --from-agent` |
 //! | [`controls`] | `cancel`, `set-mode`, `set`, a queued `prompt` |
 //! | [`events`] | what `sessions events` and `watch` say beside the events |
@@ -15,6 +16,7 @@
 pub mod controls;
 pub mod events;
 pub mod maintenance;
+pub mod replay;
 pub mod sessions;
 pub mod transfer;
 
