@@ -50,6 +50,9 @@ pub struct LiveOutput {
     /// Whether the last thing written left a stderr line open (a thought streaming): the
     /// activity line waits for it to end.
     stderr_mid_line: Arc<AtomicBool>,
+    /// The reply in the quiet format: whether its last non-empty piece ended with a newline
+    /// (`None`: nothing printed).
+    reply_ends_with_newline: Arc<Mutex<Option<bool>>>,
 }
 
 impl LiveOutput {
@@ -62,6 +65,45 @@ impl LiveOutput {
             renderer: Arc::new(Mutex::new(LiveRenderer::new(format, verbose))),
             frames,
             stderr_mid_line: Arc::default(),
+            reply_ends_with_newline: Arc::default(),
+        }
+    }
+
+    /// Prints one piece of the reply in the quiet format. The reply is written piece by piece
+    /// as the thread holds it (a long one read from its spill file) or as the queue owner
+    /// sends it (`reply_part` lines), never joined or copied: a long reply (8 MB after a
+    /// 1M-chunk turn) would otherwise be held whole.
+    pub fn reply_piece(&self, piece: &str) {
+        if !piece.is_empty() {
+            self.term.out(piece);
+            *self
+                .reply_ends_with_newline
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(piece.ends_with('\n'));
+        }
+    }
+
+    /// Prints the pieces of a reply in the quiet format ([`LiveOutput::reply_piece`]). A
+    /// piece that cannot be read back ends it with that error: what was printed stays as it
+    /// is, and the reply is not ended ([`LiveOutput::end_reply`]).
+    pub fn write_reply<'a>(
+        &self,
+        reply: impl Iterator<Item = std::io::Result<std::borrow::Cow<'a, str>>>,
+    ) -> std::io::Result<()> {
+        for piece in reply {
+            self.reply_piece(&piece?);
+        }
+        Ok(())
+    }
+
+    /// Ends a whole reply in the quiet format with a newline unless it has one (or is empty).
+    pub fn end_reply(&self) {
+        let ends = *self
+            .reply_ends_with_newline
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if ends == Some(false) {
+            self.term.out("\n");
         }
     }
 
@@ -236,6 +278,24 @@ mod tests {
             .any(|l| l.starts_with("line:") && l.contains("cancelling")));
         assert_eq!(got.last().map(String::as_str), Some("hide"));
         assert!(!live.saw_end());
+    }
+
+    #[test]
+    fn a_quiet_reply_ends_with_one_newline_and_stops_at_an_unreadable_piece() {
+        let term = Arc::new(Recorded::default());
+        let live = LiveOutput::new(LiveFormat::Quiet, false, term.clone());
+        live.reply_piece("");
+        live.end_reply();
+        assert!(
+            term.0.lock().unwrap().is_empty(),
+            "an empty reply prints nothing"
+        );
+        let pieces = vec![Ok("a".into()), Ok("b".into())];
+        live.write_reply(pieces.into_iter()).unwrap();
+        live.end_reply();
+        assert_eq!(*term.0.lock().unwrap(), ["out:a", "out:b", "out:\n"]);
+        let broken = vec![Ok("c\n".into()), Err(std::io::Error::other("gone"))];
+        assert!(live.write_reply(broken.into_iter()).is_err());
     }
 
     #[test]

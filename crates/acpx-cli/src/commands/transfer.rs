@@ -2,15 +2,14 @@
 //! (`--as archive`, the default), reading it back and storing the session are
 //! [`acpx_runtime::ops::transfer`]'s; `--from-node-acpx` is [`crate::commands::node_import`].
 
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use acpx_model::{EventQuery, SessionRecord};
 use acpx_printer::export::{write_export, ExportError, ExportFormat};
+use acpx_runtime::ops::import_files::{open_import_files, ImportEvents, ImportFileError};
 use acpx_runtime::ops::import_trust::{trust_import, ImportTrust};
-use acpx_runtime::ops::transfer::{
-    create_file_for_user, import_event_lines_with, read_import_source, EventLines, ImportSource,
-};
+use acpx_runtime::ops::transfer::{create_file_for_user, import_event_lines_with};
 use acpx_runtime::ops::OpsError;
 
 use crate::cli::{ExportArgs, ExportKind, ImportArgs, TrustArgs};
@@ -88,53 +87,17 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// Events of an import, read as they are stored.
-type ImportEvents = EventLines<Box<dyn BufRead + Send>>;
-
-fn open_reader(path: &Path) -> CliResult<Box<dyn BufRead + Send>> {
-    std::fs::File::open(path)
-        .map(|f| {
-            Box::new(std::io::BufReader::with_capacity(256 * 1024, f)) as Box<dyn BufRead + Send>
-        })
-        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
-}
-
-/// Reads the snapshot of an import (an archive's first line, or a `session.json`) and opens
-/// its events (the rest of the archive, or `--events`), which are read while they are stored.
-fn open_import(file: &Path, events: Option<&PathBuf>) -> CliResult<(SessionRecord, ImportEvents)> {
-    let origin = file.display().to_string();
-    let parsed = read_import_source(open_reader(file)?, &origin).map_err(|e| match e {
-        OpsError::Invalid(m) if m.contains("neither an acpx archive nor a session.json") => {
-            CliError::usage(m)
-                .with_hint("export a session with `acpx sessions export --as archive -o FILE`")
-        }
-        other => other.into(),
-    })?;
-    match parsed {
-        ImportSource::Archive(record, lines) => {
-            if events.is_some() {
-                return Err(CliError::usage(
-                    "--events is for a session.json import; an archive carries its own events",
-                ));
-            }
-            Ok((record, lines))
-        }
-        ImportSource::NodeRecord => Err(CliError::usage(format!(
-            "{origin} is a session written by the Node acpx"
-        ))
-        .with_hint("import Node sessions with `acpx sessions import --from-node-acpx <dir>`")),
-        ImportSource::Snapshot(record) => {
-            let lines = match events {
-                Some(p) => EventLines::new(open_reader(p)?, &p.display().to_string(), 1),
-                None => EventLines::new(
-                    Box::new(std::io::empty()) as Box<dyn BufRead + Send>,
-                    &origin,
-                    1,
-                ),
-            };
-            Ok((record, lines))
-        }
-    }
+/// The snapshot and events of an import ([`open_import_files`]), its refusals as the user
+/// sees them.
+fn open_import(file: &Path, events: Option<&Path>) -> CliResult<(SessionRecord, ImportEvents)> {
+    open_import_files(file, events).map_err(|e| match e {
+        ImportFileError::Ops(e) => e.into(),
+        e @ ImportFileError::NotASession(_) => CliError::usage(e.to_string())
+            .with_hint("export a session with `acpx sessions export --as archive -o FILE`"),
+        e @ ImportFileError::NodeRecord(_) => CliError::usage(e.to_string())
+            .with_hint("import Node sessions with `acpx sessions import --from-node-acpx <dir>`"),
+        e => CliError::usage(e.to_string()),
+    })
 }
 
 /// `sessions import`.
@@ -147,7 +110,7 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             "sessions import needs a FILE or --from-node-acpx <dir>",
         ));
     };
-    let (record, lines) = open_import(file, a.events.as_ref())?;
+    let (record, lines) = open_import(file, a.events.as_deref())?;
     let store = ctx.store().await?;
     let original = record.acpx_record_id.clone();
     let trust = if a.trust {

@@ -175,6 +175,19 @@ pub struct PermissionSetup {
     pub mode: PermissionMode,
 }
 
+/// A reply that could not be read back whole (from its spill file, here or in the queue
+/// owner) for the quiet format.
+pub fn unreadable_reply(e: std::io::Error) -> Failure {
+    Failure::new(
+        ErrorKind::Runtime,
+        format!("the reply could not be read back whole from its spill file: {e}"),
+    )
+    .hint(
+        "its chunks are in the session's event log, as far as retention keeps them: \
+         `acpx sessions events`",
+    )
+}
+
 /// How `outcome` failed, `None` when it did not. `shown` says the turn's terminal event was
 /// printed and `json` that it was printed as JSON: in JSON mode that line is the last one and
 /// carries the outcome, so no error line follows it; in text mode its `[error]` line said

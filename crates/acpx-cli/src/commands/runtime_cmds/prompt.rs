@@ -88,14 +88,13 @@ fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
 }
 
 /// After a turn: a warning if its events could not all be written, the reply in the quiet
-/// format (in the pieces `reply` gives, after those `quiet` printed already), and the exit
+/// format (in the pieces `reply` gives, after those the owner sent already), and the exit
 /// status.
 fn finish_turn<'a>(
     ctx: &Ctx,
     outcome: &TurnOutcome,
     reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
     live: &LiveOutput,
-    mut quiet: QuietReply,
 ) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
         ctx.out.warn(&format!(
@@ -103,66 +102,14 @@ fn finish_turn<'a>(
         ));
     }
     if ctx.out.format == Format::Quiet {
-        quiet.write(ctx, reply)?;
-        quiet.end(ctx);
+        live.write_reply(reply)
+            .map_err(|e| CliError::from(acpx_printer::failure::unreadable_reply(e)))?;
+        live.end_reply();
     }
     turn_result(
         ctx,
         outcome,
         live.saw_end() && !matches!(ctx.out.format, Format::Quiet | Format::Acp),
-    )
-}
-
-/// The reply in the quiet format, written piece by piece as the thread holds it (a long one
-/// read from its spill file) or as the queue owner sends it (`reply_part` lines), never
-/// joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be held whole.
-/// Both paths end it the same way ([`QuietReply::end`]).
-#[derive(Debug, Default)]
-struct QuietReply {
-    /// Whether the last non-empty piece ended with a newline (`None`: nothing printed).
-    ends_with_newline: Option<bool>,
-}
-
-impl QuietReply {
-    /// Prints one piece.
-    fn piece(&mut self, ctx: &Ctx, p: &str) {
-        if !p.is_empty() {
-            ctx.out.raw(p);
-            self.ends_with_newline = Some(p.ends_with('\n'));
-        }
-    }
-
-    /// Prints the pieces of `reply`. A piece that cannot be read back ends it with an error
-    /// (exit 1): stdout would otherwise look like a whole reply. What was printed stays as it
-    /// is, and [`QuietReply::end`] is not reached (no newline added).
-    fn write<'a>(
-        &mut self,
-        ctx: &Ctx,
-        reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
-    ) -> CliResult<()> {
-        for piece in reply {
-            self.piece(ctx, &piece.map_err(unreadable_reply)?);
-        }
-        Ok(())
-    }
-
-    /// Ends a whole reply with a newline unless it has one (or is empty).
-    fn end(self, ctx: &Ctx) {
-        if self.ends_with_newline == Some(false) {
-            ctx.out.raw("\n");
-        }
-    }
-}
-
-/// The error of a reply that could not be read back whole (from its spill file, here or in
-/// the queue owner).
-fn unreadable_reply(e: std::io::Error) -> CliError {
-    CliError::runtime(format!(
-        "the reply could not be read back whole from its spill file: {e}"
-    ))
-    .with_hint(
-        "its chunks are in the session's event log, as far as retention keeps them: \
-         `acpx sessions events`",
     )
 }
 
@@ -174,33 +121,15 @@ fn live_options(ctx: &Ctx, live: &LiveOutput) -> acpx_runtime::RuntimeOptions {
     options
 }
 
-/// Where a finished turn's spans go (`--otlp-endpoint`, the OTEL variables), if anywhere. A
-/// bad flag is a usage error; a bad variable only a warning: the environment may be set for
-/// other programs.
+/// Where a finished turn's spans go (`--otlp-endpoint`, the OTEL variables), if anywhere
+/// ([`otlp_live::turn_target`]: a bad flag is a usage error, a bad variable a warning).
 fn otlp_target(ctx: &Ctx, flag: Option<&str>) -> CliResult<Option<OtlpTarget>> {
-    match OtlpTarget::resolve(flag, |k| std::env::var(k).ok()) {
-        Ok(t) => Ok(t),
-        Err(e) if flag.is_some() => Err(CliError::usage(e)),
-        Err(e) => {
-            ctx.out.warn(&otlp_variable_warning(&e));
-            Ok(None)
-        }
+    let (target, warning) =
+        otlp_live::turn_target(flag, |k| std::env::var(k).ok()).map_err(CliError::usage)?;
+    if let Some(w) = warning {
+        ctx.out.warn(&w);
     }
-}
-
-/// The one warning for an OTEL variable acpx cannot use (`e` starts with its name): what is
-/// wrong, that the turn is not exported, and how to silence it, since it comes at every
-/// prompt while the variable is set.
-fn otlp_variable_warning(e: &str) -> String {
-    let var = e
-        .split_once(':')
-        .map(|(v, _)| v)
-        .filter(|v| v.starts_with("OTEL_"))
-        .unwrap_or("the OTEL_EXPORTER_OTLP_* variable");
-    format!(
-        "{e}; the turn is not exported (unset {var}, or point it at an http:// OpenTelemetry \
-         Collector, to silence this warning)"
-    )
+    Ok(target)
 }
 
 /// Sends a finished turn's spans; a failure is one warning, never the turn's failure.
@@ -211,12 +140,9 @@ async fn export_otlp(
     outcome: &TurnOutcome,
     target: Option<&OtlpTarget>,
 ) {
-    let Some(target) = target.filter(|_| !outcome.request_id.is_empty()) else {
-        return;
-    };
-    if let Err(e) = otlp_live::export_turn(store, id, &outcome.request_id, target).await {
-        ctx.out
-            .warn(&format!("the turn's OpenTelemetry export failed: {e}"));
+    let rid = &outcome.request_id;
+    if let Some(w) = otlp_live::export_finished_turn(store, id, rid, target).await {
+        ctx.out.warn(&w);
     }
 }
 
@@ -236,7 +162,6 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
             .with_hint("leave out --no-owner (or config `noOwner`)"));
     }
     let live = live_output(&ctx.out);
-    let mut quiet = QuietReply::default();
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
@@ -251,7 +176,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
             text_prompt(&text),
             !a.no_wait,
             prompter.as_deref(),
-            |event| prompt_event(ctx, &live, &mut quiet, event),
+            |event| prompt_event(ctx, &live, event),
         )
         .await
         .map_err(|e| drive_error(ctx, e))?;
@@ -265,7 +190,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
                 Some(e) => Err(std::io::Error::other(e.clone())),
             };
             export_otlp(ctx, &*store, &id, &outcome, otlp.as_ref()).await;
-            finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet)
+            finish_turn(ctx, &outcome, std::iter::once(reply), &live)
         }
         Prompted::Owner(Submitted::Queued {
             request_id,
@@ -277,20 +202,14 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         }
         Prompted::Local(turn) => {
             export_otlp(ctx, &*store, &id, &turn.outcome, otlp.as_ref()).await;
-            finish_turn(
-                ctx,
-                &turn.outcome,
-                turn.agent_text(),
-                &live,
-                QuietReply::default(),
-            )
+            finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
         }
     }
 }
 
 /// What the user is told while a prompt is driven: the reply and the turn's events stream
-/// through `live`, the reply's parts in the quiet format through `quiet`.
-fn prompt_event(ctx: &Ctx, live: &LiveOutput, quiet: &mut QuietReply, event: DriveEvent<'_>) {
+/// through `live`, and so do the reply's parts in the quiet format.
+fn prompt_event(ctx: &Ctx, live: &LiveOutput, event: DriveEvent<'_>) {
     match event {
         DriveEvent::ViaOwner => live.activity("waiting for the queue owner"),
         DriveEvent::StartingAgent => live.activity("starting the agent"),
@@ -309,7 +228,7 @@ fn prompt_event(ctx: &Ctx, live: &LiveOutput, quiet: &mut QuietReply, event: Dri
             "could not send the permission answer to the queue owner: {e}"
         )),
         DriveEvent::Owner(SubmitEvent::TurnOver) => live.finish(),
-        DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => quiet.piece(ctx, part),
+        DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => live.reply_piece(part),
         DriveEvent::Owner(SubmitEvent::Frame(direction, line)) => live.on_frame(direction, line),
         other => report_drive(ctx, other, WAITING_FOR_PROMPT),
     }
@@ -346,11 +265,5 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(
-        ctx,
-        &turn.outcome,
-        turn.agent_text(),
-        &live,
-        QuietReply::default(),
-    )
+    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
 }
