@@ -1,19 +1,17 @@
 //! Live output of a turn and the terminal permission prompt. What is shown, and how it is fed
 //! (the runtime's event observer, a queue owner's stream, the raw frames in `--format acp`),
-//! is `acpx_printer::live_output`'s ([`LiveOutput`]); this module gives it stdout and stderr,
-//! in colour where the terminal has it, and the spinner (`crate::output::spinner`) as its
-//! activity line.
+//! is `acpx_printer::live_output`'s ([`LiveOutput`]), and what is asked and how it is read
+//! `acpx_printer::ask`'s; this module gives them stdout and stderr, in colour where the
+//! terminal has it, and the spinner (`crate::output::spinner`) as their activity line.
 
-use std::io::{BufRead, IsTerminal};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use acpx_printer::ask::{TtyHooks, TtyPrompter};
 use acpx_printer::live::{LiveFormat, Tone};
 pub use acpx_printer::live_output::LiveOutput;
 use acpx_printer::live_output::LiveTerminal;
-use acpx_runtime::{
-    ElicitationQuestion, ElicitationReply, PermissionAnswer, PermissionPrompter, PermissionQuestion,
-};
+use acpx_runtime::{ElicitationQuestion, ElicitationReply, PermissionPrompter};
 
 use crate::config::Format;
 use crate::output::{stderr_line, stderr_text, Out, Style};
@@ -79,75 +77,27 @@ pub fn style_of(tone: Tone) -> Option<Style> {
     })
 }
 
-/// Asks on the terminal under `--approve-reads` (the question and the meaning of its answer
-/// are `acpx_printer::ask`'s). The answer is read from `/dev/tty`, so a prompt piped on stdin
-/// does not interfere.
-#[derive(Debug)]
-pub struct TtyPrompter;
-
-impl TtyPrompter {
-    /// A prompter when stderr is a terminal and `/dev/tty` can be opened; otherwise none (and
-    /// the runtime denies what it would have asked).
-    pub fn available() -> Option<Arc<dyn PermissionPrompter>> {
-        if !std::io::stderr().is_terminal() {
-            return None;
-        }
-        std::fs::File::open("/dev/tty").ok()?;
-        Some(Arc::new(TtyPrompter))
-    }
+/// The terminal prompter of `--approve-reads` (`acpx_printer::ask::TtyPrompter`), when
+/// stderr is a terminal and `/dev/tty` opens.
+pub fn tty_prompter() -> Option<Arc<dyn PermissionPrompter>> {
+    TtyPrompter::available(Arc::new(TtyAsk))
 }
 
-#[async_trait::async_trait]
-impl PermissionPrompter for TtyPrompter {
-    async fn ask(&self, q: &PermissionQuestion) -> bool {
-        self.answer(q).await.approved
+/// How this process asks on its terminal: the question on stderr, the spinner paused while
+/// it waits, elicitations as `crate::elicit_tty`'s dialogs.
+#[derive(Debug)]
+struct TtyAsk;
+
+impl TtyHooks for TtyAsk {
+    fn write_question(&self, text: &str) {
+        stderr_text(text);
     }
 
-    async fn answer(&self, q: &PermissionQuestion) -> PermissionAnswer {
-        let question = acpx_printer::ask::permission_question(q);
-        // No spinner over the question while it waits for its answer.
-        crate::output::spinner::pause(true);
-        let answer = tokio::task::spawn_blocking(move || {
-            stderr_text(&question);
-            let Ok(tty) = std::fs::File::open("/dev/tty") else {
-                return PermissionAnswer::once(false);
-            };
-            let mut line = String::new();
-            if std::io::BufReader::new(tty).read_line(&mut line).is_err() {
-                return PermissionAnswer::once(false);
-            }
-            acpx_printer::ask::permission_answer(&line)
-        })
-        .await
-        .unwrap_or(PermissionAnswer::once(false));
-        crate::output::spinner::pause(false);
-        answer
+    fn pause_activity(&self, paused: bool) {
+        crate::output::spinner::pause(paused);
     }
 
-    async fn elicit(&self, q: &ElicitationQuestion) -> Option<ElicitationReply> {
-        /// Stops the dialog, and brings the spinner back, when the answer is no longer
-        /// needed (this future dropped) or given. A stopped dialog is given a moment to say
-        /// so before what ended it is shown.
-        struct Done(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>);
-        impl Drop for Done {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-                let _ = self.1.recv_timeout(std::time::Duration::from_millis(500));
-                crate::output::spinner::pause(false);
-            }
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ended, ended_rx) = std::sync::mpsc::channel();
-        let _done = Done(stop.clone(), ended_rx);
-        crate::output::spinner::pause(true);
-        let q = q.clone();
-        tokio::task::spawn_blocking(move || {
-            let reply = crate::elicit_tty::ask(&q, &stop);
-            let _ = ended.send(());
-            reply
-        })
-        .await
-        .ok()
-        .flatten()
+    fn elicit(&self, q: &ElicitationQuestion, stop: &AtomicBool) -> Option<ElicitationReply> {
+        crate::elicit_tty::ask(q, stop)
     }
 }

@@ -10,6 +10,7 @@ use acpx_owner::closing::{CloseError, DeleteError};
 use acpx_owner::drive::DriveError;
 use acpx_owner::ensure::EnsureError;
 use acpx_owner::local::LocalError;
+use acpx_owner::status::StatusError;
 use acpx_owner::submit::SubmitError;
 use acpx_runtime::error_kind::ErrorKind;
 
@@ -125,6 +126,15 @@ pub fn ensure_failure(e: EnsureError, agent_command: &str) -> Failure {
         EnsureError::Resume(inner) => ensure_failure(*inner, agent_command).hint(
             "check the id (the agent's own session list), and that the agent supports session/resume or session/load",
         ),
+    }
+}
+
+/// `status`'s failure.
+pub fn status_failure(e: StatusError) -> Failure {
+    match e {
+        StatusError::Store(e) => Failure::caused_by(Cause::Store(e)),
+        StatusError::Owner(e) => submit_failure(e),
+        StatusError::Runs(e) => Failure::caused_by(Cause::Runs(e)),
     }
 }
 

@@ -59,14 +59,14 @@ use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOption
 
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::live::TtyPrompter;
+use crate::live::tty_prompter;
 
 /// The runtime's options for this invocation: the configuration's request timeout and
 /// credentials, a terminal to ask when the mode asks, then the command's own options
 /// ([`Ctx::invocation`], applied as the queue owner applies them).
 pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
-        TtyPrompter::available()
+        tty_prompter()
     } else {
         None
     };

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use acpx_model::RecordId;
 use acpx_owner::lease;
-use acpx_owner::protocol::{OwnerStatus, TaskOptions};
+use acpx_owner::protocol::TaskOptions;
 use acpx_owner::runs::Probe;
 use acpx_owner::submit::{self, SubmitError};
 use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
@@ -70,13 +70,6 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
 /// A failure to talk to the queue owner as the user sees it.
 pub fn submit_error(e: SubmitError) -> CliError {
     acpx_printer::failure::flows::submit_failure(e).into()
-}
-
-/// A running owner's state, `None` when none runs.
-pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
-    submit::status(ctx.authority()?, id)
-        .await
-        .map_err(submit_error)
 }
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt

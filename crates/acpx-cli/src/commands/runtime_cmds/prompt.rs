@@ -21,7 +21,7 @@ use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::Format;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::live::{live_output, LiveOutput, TtyPrompter};
+use crate::live::{live_output, tty_prompter, LiveOutput};
 use crate::lookup::{find_in_scope, no_session_error};
 
 /// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
@@ -165,7 +165,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
-        TtyPrompter::available()
+        tty_prompter()
     } else {
         None
     };
