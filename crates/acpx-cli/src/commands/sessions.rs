@@ -10,7 +10,7 @@ use acpx_model::{
 use acpx_owner::closing::{self, CloseError};
 use acpx_printer::transcript::record_facts;
 use acpx_runtime::ops::log_pages::{self, LogItem};
-use acpx_runtime::ops::prune::{self, PruneOptions};
+use acpx_runtime::ops::prune::{self, CutoffError, PruneOptions};
 use acpx_runtime::ops::watch::{self, Followed};
 use acpx_runtime::Runtime;
 
@@ -281,29 +281,19 @@ async fn follow(ctx: &Ctx, r: &SessionSummary, query: &EventQuery) -> CliResult<
     Ok(())
 }
 
-/// Parses `--before` ([`prune::parse_cutoff`]).
-fn parse_date(s: &str) -> CliResult<Timestamp> {
-    prune::parse_cutoff(s).ok_or_else(|| {
-        CliError::usage(format!("--before {s:?} is not a date"))
-            .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z")
-    })
-}
-
 /// `sessions prune`: deletes closed sessions older than the cutoff ([`prune::prune`]).
 /// Without `--include-history` each pruned session's event log is first written to
 /// `<home>/pruned/<id>.events.ndjson`.
 pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
-    let before = match (&a.before, a.older_than) {
-        (Some(b), _) => Some(parse_date(b)?),
-        (None, Some(days)) => {
-            Some(prune::days_before(Timestamp::now(), days).ok_or_else(|| {
-                CliError::usage(format!(
-                    "--older-than {days}: expected a number of days, 0 or more"
-                ))
-            })?)
+    let now = Timestamp::now();
+    let before = prune::cutoff(a.before.as_deref(), a.older_than, now).map_err(|e| {
+        let err = CliError::usage(e.to_string());
+        match e {
+            CutoffError::NotADate(_) => err
+                .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z"),
+            CutoffError::BadDays(_) => err,
         }
-        (None, None) => None,
-    };
+    })?;
     let store = ctx.store().await?;
     let options = PruneOptions {
         agent_command: ctx.agent.explicit.then(|| ctx.agent.command.clone()),

@@ -1,7 +1,6 @@
 //! `sessions usage`: the tokens and cost the agents reported, as a table or JSON. The sums
 //! are `acpx_runtime::ops::usage`'s; this file only reads arguments and renders.
 
-use acpx_model::usage::UsageFilter;
 use acpx_runtime::ops::usage as ops;
 
 use crate::cli::{Target, UsageArgs};
@@ -14,23 +13,8 @@ use acpx_printer::reports::maintenance as reports;
 /// `sessions usage [SESSION] [--by …] [--since DAY] [--until DAY]`.
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
     let by = ops::parse_grouping(&a.by).map_err(|e| CliError::usage(format!("--by: {e}")))?;
-    let day = |flag: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(ops::parse_day)
-            .transpose()
-            .map_err(|e| CliError::usage(format!("{flag}: {e}")))
-    };
-    let filter = UsageFilter {
-        since: day("--since", &a.since)?,
-        until: day("--until", &a.until)?,
-    };
-    if let (Some(s), Some(u)) = (filter.since, filter.until) {
-        if s > u {
-            return Err(CliError::usage(format!(
-                "--since {s} is after --until {u}: no day lies between them"
-            )));
-        }
-    }
+    let filter =
+        ops::parse_filter(a.since.as_deref(), a.until.as_deref()).map_err(CliError::usage)?;
     let report = match &a.session {
         Some(id) => {
             let target = Target {

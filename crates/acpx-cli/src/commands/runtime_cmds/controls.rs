@@ -54,60 +54,22 @@ pub async fn set_mode(ctx: &Ctx, a: SetModeArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// `set <key> <value>`: `true` / `false` are sent as booleans, anything else as a string.
-/// `set model <id>` selects the model (the agent's model config option, else the unstable
-/// `session/set_model`) and keeps it as the session's desired model.
+/// `set <key> <value>` ([`Control::set`]): `set model <id>` selects the model (the agent's
+/// model config option, else the unstable `session/set_model`) and keeps it as the session's
+/// desired model.
 pub async fn set_option(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
-    let value = match a.value.as_str() {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        v => Value::String(v.to_owned()),
-    };
-    if a.key == "model" {
-        return set_model(ctx, a).await;
-    }
-    let (options, resumed, record) = with_session(
-        ctx,
-        a.select.session.as_deref(),
-        Control::SetConfigOption(a.key.clone(), value.clone()),
-        |v| match v {
-            Value::Array(a) => a,
-            _ => Vec::new(),
-        },
-    )
-    .await?;
-    print(
-        ctx,
-        reports::config_set(&record, &a.key, value, resumed, options),
-    );
-    Ok(())
-}
-
-/// `set model <id>`.
-async fn set_model(ctx: &Ctx, a: SetArgs) -> CliResult<()> {
-    let ((options, via_config), resumed, record) = with_session(
-        ctx,
-        a.select.session.as_deref(),
-        Control::SetModel(a.value.clone()),
-        |v| {
-            let options = match v.get("configOptions") {
-                Some(Value::Array(a)) => a.clone(),
-                _ => Vec::new(),
-            };
-            let via_config = v.get("viaConfigOption").and_then(Value::as_bool) == Some(true);
-            (options, via_config)
-        },
-    )
-    .await?;
-    if via_config {
+    let control = Control::set(&a.key, &a.value);
+    let name = a.select.session.as_deref();
+    let ((options, via_config), resumed, record) =
+        with_session(ctx, name, control.clone(), Control::config_options).await?;
+    let p = match control {
+        Control::SetModel(model) if !via_config => reports::model_set(&record, &model, resumed),
+        Control::SetConfigOption(key, value) => {
+            reports::config_set(&record, &key, value, resumed, options)
+        }
         // Through the agent's model config option: reported as the config change it is.
-        let value = json!(a.value);
-        print(
-            ctx,
-            reports::config_set(&record, &a.key, value, resumed, options),
-        );
-    } else {
-        print(ctx, reports::model_set(&record, &a.value, resumed));
-    }
+        _ => reports::config_set(&record, &a.key, json!(a.value), resumed, options),
+    };
+    print(ctx, p);
     Ok(())
 }
