@@ -9,6 +9,7 @@
 //! `store` in the config) to use the copy.
 
 use acpx_model::migrate::copy_store_with_progress;
+use acpx_printer::failure::migrate_failure;
 
 use crate::cli::MigrateArgs;
 use crate::commands::print;
@@ -35,27 +36,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "migrating");
     let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
     drop(bar);
-    let report = copied.map_err(|e| {
-        // Only a session found differing before the copy began means nothing was written; a
-        // plain `AlreadyExists` can come from a batch after earlier ones were written.
-        let differing = matches!(e, acpx_model::StoreError::AlreadyExistsDiffering { .. });
-        let mut err = CliError::from(e);
-        if differing {
-            // Never advise removing the source's session: the target's may be a copy that an
-            // interrupted run cut short, and the source's then the only whole one.
-            err = err.with_hint(format!(
-                "the {} store already holds that session and it is not an identical copy \
-                 (a copy an interrupted run cut short, or a different session with the same \
-                 id); nothing was written. Compare the two (`acpx --store {} sessions show \
-                 <id>`), remove the {} store's copy once it is not needed, and run migrate \
-                 again",
-                a.to.as_str(),
-                a.to.as_str(),
-                a.to.as_str()
-            ));
-        }
-        err
-    })?;
+    let report = copied.map_err(|e| CliError::from(migrate_failure(e, a.to.as_str())))?;
     let location = to.location(&ctx.home);
     let (from, to) = (ctx.backend.as_str(), a.to.as_str());
     print(ctx, reports::migrated(from, to, &location, &report));

@@ -5,8 +5,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use acpx_model::{EventQuery, SessionRecord};
-use acpx_printer::export::{write_export, ExportError, ExportFormat};
+use acpx_model::SessionRecord;
+use acpx_printer::export::{archive_starts_late, write_export, ExportError, ExportFormat};
 use acpx_runtime::ops::import_files::{open_import_files, ImportEvents, ImportFileError};
 use acpx_runtime::ops::import_trust::{trust_import, ImportTrust};
 use acpx_runtime::ops::transfer::{create_file_for_user, import_event_lines_with};
@@ -44,22 +44,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Otlp => ExportFormat::Otlp,
         ExportKind::Html => ExportFormat::Html,
     };
-    // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
-    // when retention already removed the oldest events, before the user relies on the file.
-    let oldest = if format == ExportFormat::Archive {
-        let first = store
-            .read_events(
-                &r.acpx_record_id,
-                &EventQuery {
-                    limit: Some(1),
-                    ..EventQuery::default()
-                },
-            )
-            .await?;
-        first.events.first().map(|e| e.seq).filter(|&seq| seq > 1)
-    } else {
-        None
-    };
+    let oldest = archive_starts_late(&*store, &r.acpx_record_id, format).await?;
     let events = match write_export(&*store, &r, format, &mut sink).await {
         Ok(n) => n,
         // The reader of stdout went away (`… | head`): it wanted no more. Quiet and exit 0,

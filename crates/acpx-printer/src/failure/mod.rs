@@ -188,6 +188,25 @@ pub fn unreadable_reply(e: std::io::Error) -> Failure {
     )
 }
 
+/// `migrate`'s failure to copy to the backend `to`. Only a session found differing before
+/// the copy began means nothing was written (a plain `AlreadyExists` can come from a batch
+/// after earlier ones were written), and the source's session is never to be removed: the
+/// target's may be a copy that an interrupted run cut short, and the source's then the only
+/// whole one.
+pub fn migrate_failure(e: StoreError, to: &str) -> Failure {
+    let differing = matches!(e, StoreError::AlreadyExistsDiffering { .. });
+    let f = Failure::caused_by(Cause::Store(e));
+    if !differing {
+        return f;
+    }
+    f.hint(&format!(
+        "the {to} store already holds that session and it is not an identical copy (a copy an \
+         interrupted run cut short, or a different session with the same id); nothing was \
+         written. Compare the two (`acpx --store {to} sessions show <id>`), remove the {to} \
+         store's copy once it is not needed, and run migrate again"
+    ))
+}
+
 /// How `outcome` failed, `None` when it did not. `shown` says the turn's terminal event was
 /// printed and `json` that it was printed as JSON: in JSON mode that line is the last one and
 /// carries the outcome, so no error line follows it; in text mode its `[error]` line said

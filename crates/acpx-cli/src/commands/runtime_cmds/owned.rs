@@ -2,8 +2,6 @@
 //! options a task carries to it, and its errors as the user sees them; the hidden `__owner`
 //! command. Driving a command through the owner or in process is `acpx_owner::drive`'s.
 
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::Duration;
 
 use acpx_model::RecordId;
@@ -21,12 +19,11 @@ use crate::error::{CliError, CliResult};
 
 use super::runtime_options;
 
-/// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
-/// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
+/// Starts a detached owner for session `id`: the `acpx` binary itself
+/// ([`lease::spawn_detached`]: its own process group, stderr appended to
+/// `<home>/owners/<id>.log`).
 pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
-    let log = lease::open_log(&ctx.home, id)?;
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
     cmd.arg("--home")
         .arg(&ctx.home)
         .arg("--cwd")
@@ -39,13 +36,8 @@ pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
         .arg("--record-id")
         .arg(id.as_str())
         .arg("--queue-max-depth")
-        .arg(ctx.queue_max_depth.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .process_group(0);
-    // Not waited for: the owner outlives this command (init reaps it).
-    cmd.spawn().map(drop)
+        .arg(ctx.queue_max_depth.to_string());
+    lease::spawn_detached(cmd, &ctx.home, id)
 }
 
 /// This command's own options, for the owner: the same ones the one-process path gives its
@@ -126,31 +118,13 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
     let exit = run_owner(runtime, config)
         .await
         .map_err(|e| CliError::runtime(e.to_string()))?;
-    match exit {
-        OwnerExit::OpenFailed(why) => Err(CliError::runtime(format!(
+    if let OwnerExit::OpenFailed(why) = exit {
+        return Err(CliError::runtime(format!(
             "the queue owner could not start the agent: {why}"
-        ))),
-        OwnerExit::HeldElsewhere(lease) => {
-            if ctx.out.format != Format::Quiet {
-                crate::output::stderr_line(&format!(
-                    "acpx queue owner {}: not started: the owner on host {} (pid {}) holds \
-                     the session",
-                    std::process::id(),
-                    lease.holder.host,
-                    lease.holder.pid
-                ));
-            }
-            Ok(())
-        }
-        other => {
-            if ctx.out.format != Format::Quiet {
-                crate::output::stderr_line(&format!(
-                    "acpx queue owner {}: stopped ({})",
-                    std::process::id(),
-                    other.describe()
-                ));
-            }
-            Ok(())
-        }
+        )));
     }
+    if ctx.out.format != Format::Quiet {
+        crate::output::stderr_line(&exit.log_line(std::process::id()));
+    }
+    Ok(())
 }
