@@ -21,6 +21,7 @@ mod help;
 mod live;
 mod lookup;
 mod output;
+mod progress;
 mod render;
 
 // The fuzz targets of the config and argv readers (docs/RELIABILITY.md § Fuzzing).

@@ -14,7 +14,6 @@
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`), `sessions show` |
 //! | [`reports`] | what a command prints once done, in every format at once ([`reports::Printed`]), and its tables |
 //! | [`results`] | the JSON results of session commands (`--format json`) |
-//! | [`progress`] | the progress bars of the commands that go through many sessions, on a terminal |
 //! | [`live_output`] | a turn's live output written as it happens to the front end's terminal |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
@@ -37,7 +36,6 @@ pub mod failure;
 pub mod live;
 pub mod live_output;
 pub mod notices;
-pub mod progress;
 pub mod reports;
 pub mod results;
 pub mod table;

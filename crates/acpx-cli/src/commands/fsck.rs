@@ -1,7 +1,7 @@
 //! `fsck [--repair]`: checks every stored session with [`acpx_runtime::ops::repair::fsck`]
 //! (see there for the checks and repairs) and renders its report. Sessions in use (a queue
 //! owner or a one-process prompt, [`acpx_owner::runs::in_use`]) are skipped. On a terminal a progress
-//! bar ((`acpx_printer::progress`)) counts the sessions on stderr.
+//! bar (([`crate::progress`])) counts the sessions on stderr.
 
 use acpx_runtime::ops::repair::{fsck_with_progress, FsckOptions};
 
@@ -22,7 +22,7 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
         repair: a.repair,
         set_aside_torn_tail: Some(&set_aside),
     };
-    let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "checking");
+    let bar = crate::progress::Bar::new(&ctx.out, "checking");
     let report = fsck_with_progress(
         opened.as_dyn(),
         options,

@@ -3,7 +3,7 @@
 //! count, last seq, and SHA-256 digests of the log lines and of the snapshot). Run again (after
 //! an interruption, or once new sessions appeared), it copies only what the target lacks and
 //! reports the identical copies already there; a different one is refused. On a terminal
-//! a progress bar ((`acpx_printer::progress`)) counts the sessions on stderr.
+//! a progress bar (([`crate::progress`])) counts the sessions on stderr.
 //!
 //! The source is left as it is; after a successful migration, pass `--store <to>` (or set
 //! `store` in the config) to use the copy.
@@ -33,7 +33,7 @@ pub async fn run(ctx: &Ctx, a: MigrateArgs) -> CliResult<()> {
     crate::commands::runtime_cmds::release_all_owners_of(ctx, a.to).await?;
     let from = ctx.opened().await?;
     let to = crate::backends::open(a.to, &ctx.home, ctx.config.store_url.as_ref(), false).await?;
-    let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "migrating");
+    let bar = crate::progress::Bar::new(&ctx.out, "migrating");
     let copied = copy_store_with_progress(&*from.as_dyn(), &*to.as_dyn(), &bar).await;
     drop(bar);
     let report = copied.map_err(|e| CliError::from(migrate_failure(e, a.to.as_str())))?;

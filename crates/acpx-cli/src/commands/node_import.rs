@@ -3,6 +3,7 @@
 //! [`acpx_runtime::ops::node_import::import_node`]; this renders its report (and a progress
 //! bar on a terminal).
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use acpx_runtime::ops::node_import::{import_node, NodeImportOptions};
@@ -26,12 +27,22 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
         dry_run,
         home: std::env::var_os("HOME").map(Into::into),
     };
-    let bar = acpx_printer::progress::FileBar::new(PROGRESS_MIN_FILES);
-    let report = import_node(&*store, dir, &options, &|done, total| {
-        bar.update(done, total)
-    })
-    .await;
-    drop(bar);
+    let bar = std::io::stderr()
+        .is_terminal()
+        .then(indicatif::ProgressBar::hidden);
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = bar.as_ref().filter(|_| total >= PROGRESS_MIN_FILES) {
+            if bar.is_hidden() {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_length(total as u64);
+            }
+            bar.set_position(done as u64);
+        }
+    };
+    let report = import_node(&*store, dir, &options, &progress).await;
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
     let report = report.map_err(|e| match e {
         OpsError::Invalid(m) => CliError::usage(m).with_hint(HOME_HINT),
         other => other.into(),

@@ -302,7 +302,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
         dry_run: a.dry_run,
     };
     let pruned = {
-        let bar = acpx_printer::progress::Bar::new(ctx.out.is_text(), "pruning");
+        let bar = crate::progress::Bar::new(&ctx.out, "pruning");
         prune::prune_with_progress(&*store, &options, &bar).await?
     };
     print(ctx, reports::pruned(&pruned, a.dry_run));
