@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use acpx_model::{
-    ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
-    SearchQuery, SessionSummary, Timestamp,
+    ClosedFilter, EventEnvelope, EventQuery, ListQuery, ReadMode, SearchQuery, SessionSummary,
+    Timestamp,
 };
 use acpx_owner::closing::{self, CloseError};
 use acpx_printer::transcript::record_facts;
@@ -187,28 +187,18 @@ pub async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult<()> {
     follow(ctx, &r, &query).await
 }
 
+/// The query of `sessions events`' filters ([`log_pages::events_query`]).
 fn event_query(a: &EventsArgs) -> EventQuery {
-    EventQuery {
-        from_seq: a.from_seq,
-        types: a
-            .types
-            .iter()
-            .map(|t| EventType::from(t.as_str()))
-            .collect(),
-        streams: a
-            .streams
-            .iter()
-            .map(|s| EventStream::from(s.as_str()))
-            .collect(),
-        request_id: a.request_id.clone(),
-        limit: a.limit,
-        max_bytes: Some(acpx_model::PAGE_BYTES),
-        mode: if a.lenient {
-            ReadMode::Lenient
-        } else {
-            ReadMode::Strict
-        },
-    }
+    let (types, streams) = (&a.types, &a.streams);
+    let lenient = a.lenient;
+    log_pages::events_query(
+        a.from_seq,
+        types,
+        streams,
+        a.request_id.clone(),
+        a.limit,
+        lenient,
+    )
 }
 
 /// One event as the format shows it: its envelope (`json`), the JSON-RPC frames rebuilt from

@@ -4,10 +4,43 @@
 //! retention already removed, a torn last line and where to go on when the query's limit
 //! stopped the reading are handed to the caller in the log's order ([`LogItem`]).
 
-use acpx_model::{DamagedLine, EventEnvelope, EventQuery, RecordId, Store, StoreResult, TornTail};
+use acpx_model::{
+    DamagedLine, EventEnvelope, EventQuery, EventStream, EventType, ReadMode, RecordId, Store,
+    StoreResult, TornTail,
+};
 
 /// Events read per store call.
 pub const EVENTS_PAGE: usize = 5_000;
+
+/// The query of `sessions events`' filters: from `from_seq`, of the event `types` and
+/// `streams` named (a name acpx does not know is kept as it is), of one `request_id`, at
+/// most `limit` events, read a page of [`acpx_model::PAGE_BYTES`] at a time; `lenient`
+/// skips and reports damaged lines instead of failing on the first.
+pub fn events_query(
+    from_seq: u64,
+    types: &[String],
+    streams: &[String],
+    request_id: Option<String>,
+    limit: Option<usize>,
+    lenient: bool,
+) -> EventQuery {
+    EventQuery {
+        from_seq,
+        types: types.iter().map(|t| EventType::from(t.as_str())).collect(),
+        streams: streams
+            .iter()
+            .map(|s| EventStream::from(s.as_str()))
+            .collect(),
+        request_id,
+        limit,
+        max_bytes: Some(acpx_model::PAGE_BYTES),
+        mode: if lenient {
+            ReadMode::Lenient
+        } else {
+            ReadMode::Strict
+        },
+    }
+}
 
 /// What [`read_log`] reports, in order.
 #[derive(Debug)]

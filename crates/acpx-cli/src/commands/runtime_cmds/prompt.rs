@@ -11,6 +11,7 @@ use acpx_owner::submit::{SubmitEvent, Submitted};
 use acpx_printer::failure::{turn_failed, PermissionSetup};
 use acpx_printer::reports::controls as reports;
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
+use acpx_runtime::prompt_input::{prompt_text, PromptInputError};
 use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOutcome};
 
 use super::{
@@ -24,34 +25,25 @@ use crate::error::{CliError, CliResult};
 use crate::live::{live_output, tty_prompter, LiveOutput};
 use crate::lookup::{find_in_scope, no_session_error};
 
-/// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
+/// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given
+/// ([`prompt_text`]).
 pub(crate) fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
-    let text = match (file, words.is_empty()) {
-        (Some(_), false) => {
-            return Err(CliError::usage(
-                "give the prompt as text or with --file, not both",
-            ))
+    let stdin = || {
+        if std::io::stdin().is_terminal() {
+            ctx.out
+                .note("reading the prompt from stdin; finish with Ctrl-D (or pass it as text)");
         }
-        (Some("-"), true) | (None, true) => {
-            if std::io::stdin().is_terminal() {
-                ctx.out
-                    .note("reading the prompt from stdin; finish with Ctrl-D (or pass it as text)");
-            }
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?;
-            s
-        }
-        (Some(path), true) => std::fs::read_to_string(path)
-            .map_err(|e| CliError::usage(format!("cannot read the prompt file {path}: {e}")))?,
-        (None, false) => words.join(" "),
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map(|_| s)
     };
-    if text.trim().is_empty() {
-        return Err(CliError::usage("the prompt is empty")
-            .with_hint("pass the prompt as text, with --file <path>, or on stdin"));
-    }
-    Ok(text)
+    prompt_text(file, words, stdin).map_err(|e| {
+        let empty = matches!(e, PromptInputError::Empty);
+        let err = CliError::usage(e.to_string());
+        match empty {
+            true => err.with_hint("pass the prompt as text, with --file <path>, or on stdin"),
+            false => err,
+        }
+    })
 }
 
 /// The exit status a finished turn maps to, and its error line
