@@ -33,16 +33,9 @@ pub async fn run(ctx: &Ctx, a: FsckArgs) -> CliResult<()> {
     )
     .await?;
     drop(bar);
-    let remaining = report.remaining();
-    let repairable_left = report.repairable_left();
     print(ctx, reports::fsck(&report, a.repair, &paint_out(ctx)));
-    if remaining > 0 {
-        // The hint once: on the error (stderr), not also as a note before it.
-        let mut e = CliError::runtime(format!("fsck: {remaining} problem(s) remain")).reported();
-        if repairable_left {
-            e = e.with_hint("run `acpx fsck --repair` to fix the problems marked repairable");
-        }
-        return Err(e);
+    match acpx_printer::failure::fsck_failure(&report) {
+        Some(f) => Err(f.into()),
+        None => Ok(()),
     }
-    Ok(())
 }

@@ -196,21 +196,13 @@ pub async fn select_summary(ctx: &Ctx, target: &Target) -> CliResult<SessionSumm
     }
 }
 
-/// Nothing has the id (or name) `text`: says only what the user typed. The name part names
-/// the agent only when the user named one (the scope a name is looked up in).
+/// Nothing has the id (or name) `text` ([`acpx_printer::reports::sessions::no_such_id`]).
 fn no_such_id(ctx: &Ctx, text: &str) -> CliError {
-    let message = if ctx.agent.explicit {
-        format!(
-            "no stored session has the id {text:?}, and no open session of agent {} in {} is \
-             named {text:?}",
-            ctx.agent.display(),
-            ctx.cwd.display()
-        )
-    } else {
-        format!(
-            "no stored session has the id {text:?}, nor is one in this directory named {text:?}"
-        )
-    };
-    CliError::no_session(message)
+    let agent = ctx.agent.display();
+    let scope = ctx
+        .agent
+        .explicit
+        .then_some((agent.as_str(), ctx.cwd.as_path()));
+    CliError::no_session(acpx_printer::reports::sessions::no_such_id(text, scope))
         .with_hint("`acpx sessions list` shows the stored sessions and their ids")
 }

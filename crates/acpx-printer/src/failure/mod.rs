@@ -188,6 +188,25 @@ pub fn unreadable_reply(e: std::io::Error) -> Failure {
     )
 }
 
+/// `fsck`'s failure when problems remain (`None`: none does). Its lines said them already:
+/// the error line is only its exit status and, once, the hint (on the error, not also as a
+/// note before it).
+pub fn fsck_failure(report: &acpx_runtime::ops::repair::FsckReport) -> Option<Failure> {
+    let remaining = report.remaining();
+    if remaining == 0 {
+        return None;
+    }
+    let mut f = Failure::new(
+        ErrorKind::Runtime,
+        format!("fsck: {remaining} problem(s) remain"),
+    );
+    f.shown = true;
+    Some(match report.repairable_left() {
+        true => f.hint("run `acpx fsck --repair` to fix the problems marked repairable"),
+        false => f,
+    })
+}
+
 /// `migrate`'s failure to copy to the backend `to`. Only a session found differing before
 /// the copy began means nothing was written (a plain `AlreadyExists` can come from a batch
 /// after earlier ones were written), and the source's session is never to be removed: the

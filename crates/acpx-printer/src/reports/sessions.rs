@@ -129,6 +129,22 @@ pub fn search(text: &str, hits: &[SearchHit], paint: Paint<'_>) -> Printed {
     p
 }
 
+/// The error message when nothing has the id (or name) `text`: only what the user typed. The
+/// name part names the agent and directory (`scope`) only when the user named an agent (the
+/// scope a name is looked up in).
+pub fn no_such_id(text: &str, scope: Option<(&str, &std::path::Path)>) -> String {
+    match scope {
+        Some((agent, cwd)) => format!(
+            "no stored session has the id {text:?}, and no open session of agent {agent} in {} \
+             is named {text:?}",
+            cwd.display()
+        ),
+        None => format!(
+            "no stored session has the id {text:?}, nor is one in this directory named {text:?}"
+        ),
+    }
+}
+
 /// `sessions close` (and the closing `sessions new` does).
 pub fn closed(record: &SessionRecord) -> Printed {
     let id = record.acpx_record_id.as_str();

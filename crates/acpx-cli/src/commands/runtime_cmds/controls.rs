@@ -4,7 +4,7 @@ use acpx_model::SessionRecord;
 use acpx_owner::drive::{self, Control};
 use serde_json::{json, Value};
 
-use super::{drive_error, driver, report_drive, runtime_options, WAITING_FOR_PROMPT};
+use super::{drive_error, driver, report_drive, runtime_options};
 use crate::cli::{SessionSelect, SetArgs, SetModeArgs};
 use crate::commands::{print, select_in_scope as scope_session};
 use crate::context::Ctx;
@@ -34,7 +34,7 @@ async fn with_session<T>(
     let local = Box::new(|| runtime_options(ctx, None));
     let done = driver(ctx, ctx.store().await?, local)?
         .control(&r.acpx_record_id, control, |event| {
-            report_drive(ctx, event, WAITING_FOR_PROMPT)
+            report_drive(ctx, event, false)
         })
         .await
         .map_err(|e| drive_error(ctx, e))?;

@@ -3,7 +3,7 @@
 
 use acpx_owner::local::Forked;
 
-use super::{drive_error, driver, report_drive, runtime_options, WAITING_FOR_PROMPT};
+use super::{drive_error, driver, report_drive, runtime_options};
 use crate::cli::ForkArgs;
 use crate::commands::{print, select};
 use crate::context::Ctx;
@@ -30,7 +30,7 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
         child,
     } = driver(ctx, ctx.store().await?, local)?
         .fork(&parent.acpx_record_id, a.name.clone(), |event| {
-            report_drive(ctx, event, WAITING_FOR_PROMPT)
+            report_drive(ctx, event, false)
         })
         .await
         .map_err(|e| drive_error(ctx, e))?;

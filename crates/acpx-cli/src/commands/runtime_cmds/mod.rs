@@ -120,25 +120,18 @@ impl From<Failure> for CliError {
     }
 }
 
-/// What the user is told while a one-process command runs (`waiting` is the line shown while
-/// another process's prompt holds the session).
-fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
+/// What the user is told while a one-process command runs (a prompt's or not: `prompt`,
+/// [`notices::local_said`]), beside what opening the session changed.
+fn report_local(ctx: &Ctx, event: LocalEvent<'_>, prompt: bool) {
     match event {
-        LocalEvent::Waiting(_) => ctx.out.note(waiting),
         LocalEvent::Opened(session) => {
             report_notices(ctx, session.notices());
             report_attachment(ctx, session);
         }
-        LocalEvent::CancellingTurn => {
-            if ctx.out.is_text() {
-                crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
-            }
-        }
-        LocalEvent::TurnOver => {}
-        LocalEvent::ForkByCopy => ctx.out.warn(
-            "the agent does not support session/fork: the new session has a copy of the conversation, \
-             which its first prompt sends to the agent before the prompt",
+        LocalEvent::CancellingTurn if ctx.out.is_text() => crate::output::stderr_line(
+            "\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)",
         ),
+        other => crate::commands::say(ctx, notices::local_said(&other, prompt)),
     }
 }
 
@@ -160,20 +153,13 @@ fn driver<'a>(
     })
 }
 
-/// What the user is told while a control or a fork is driven (`waiting`: see
-/// [`report_local`]).
-fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, waiting: &str) {
+/// What the user is told while a prompt (`prompt`), a control or a fork is driven
+/// ([`notices::drive_said`]), beside what opening the session changed.
+fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, prompt: bool) {
     match event {
-        DriveEvent::WaitingForOwner { why, limit } => ctx.out.note(&format!(
-            "[acpx] {why}; waiting for its queue to finish{}",
-            match limit {
-                Some(t) => format!(" (up to {} s, --timeout)", t.as_secs()),
-                None => " (Ctrl-C to stop waiting)".to_owned(),
-            }
-        )),
         DriveEvent::Owner(SubmitEvent::Started(notices)) => report_notices(ctx, notices),
-        DriveEvent::Local(event) => report_local(ctx, event, waiting),
-        _ => {}
+        DriveEvent::Local(event) => report_local(ctx, event, prompt),
+        other => crate::commands::say(ctx, notices::drive_said(&other, prompt)),
     }
 }
 
@@ -181,11 +167,6 @@ fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, waiting: &str) {
 fn drive_error(ctx: &Ctx, e: DriveError) -> CliError {
     drive_failure(e, &ctx.agent.command).into()
 }
-
-/// What a prompt, a control or a fork waits with while another process's prompt holds the
-/// session.
-const WAITING_FOR_PROMPT: &str =
-    "[acpx] a prompt is running in this session; waiting for it to finish";
 
 /// A [`LocalError`] as the user sees it.
 fn local_error(ctx: &Ctx, e: LocalError) -> CliError {
@@ -205,24 +186,17 @@ fn report_attachment(ctx: &Ctx, session: &Session) {
     }
 }
 
-/// Tells the user what opening a session changed: a fallback to a new ACP session (one
-/// stderr line in text mode, a `session_fallback` JSON line on stdout in JSON mode), choices
-/// that could not be set again, MCP servers the agent cannot take (warnings).
+/// Tells the user what opening a session changed ([`notices::said`]): a fallback to a new
+/// ACP session (one stderr line in text mode; in JSON mode the next action object carries
+/// it as `sessionFallback`, as a prompt streams the `session_fallback` lifecycle event
+/// itself), choices that could not be set again, MCP servers the agent cannot take.
 fn report_notices(ctx: &Ctx, notices: &[Notice]) {
-    for notice in notices {
-        match notice {
-            Notice::Fallback { .. } => {
-                if ctx.out.is_json() {
-                    // A prompt streams the `session_fallback` lifecycle event itself; a
-                    // command's action object carries it as `sessionFallback`.
-                    if let Some(v) = notices::fallback_json(notice) {
-                        ctx.out.attach_to_next_action("sessionFallback", v);
-                    }
-                } else if ctx.out.is_text() {
-                    crate::output::stderr_line(&format!("[acpx] {}", notices::notice_text(notice)));
-                }
-            }
-            _ => ctx.out.warn(&notices::notice_text(notice)),
+    if ctx.out.is_json() {
+        for v in notices.iter().filter_map(notices::fallback_json) {
+            ctx.out.attach_to_next_action("sessionFallback", v);
         }
+    }
+    for said in notices::said(notices) {
+        crate::commands::say(ctx, Some(said));
     }
 }

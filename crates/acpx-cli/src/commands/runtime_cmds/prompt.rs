@@ -16,7 +16,6 @@ use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOut
 
 use super::{
     drive_error, driver, local_error, report_drive, report_local, runtime_options, sigint_count,
-    WAITING_FOR_PROMPT,
 };
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::Format;
@@ -66,16 +65,11 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
 /// over.
 fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
     match event {
-        LocalEvent::Waiting(info) => ctx.out.note(&format!(
-            "[acpx] another prompt is running in this session{}; waiting for it to finish",
-            info.map(|i| format!(" (pid {})", i.pid))
-                .unwrap_or_default()
-        )),
         LocalEvent::TurnOver => live.finish(),
         LocalEvent::CancellingTurn => {
             live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop the agent)")
         }
-        other => report_local(ctx, other, WAITING_FOR_PROMPT),
+        other => report_local(ctx, other, true),
     }
 }
 
@@ -206,23 +200,18 @@ fn prompt_event(ctx: &Ctx, live: &LiveOutput, event: DriveEvent<'_>) {
         DriveEvent::ViaOwner => live.activity("waiting for the queue owner"),
         DriveEvent::StartingAgent => live.activity("starting the agent"),
         DriveEvent::Local(event) => turn_event(ctx, live, event),
-        DriveEvent::Owner(SubmitEvent::Queued(depth)) => {
-            ctx.out.note(&format!(
-                "[acpx] queued behind {depth} task(s) of this session"
-            ));
+        DriveEvent::Owner(SubmitEvent::Queued(_)) => {
+            report_drive(ctx, event, true);
             live.activity("waiting for the tasks ahead");
         }
         DriveEvent::Owner(SubmitEvent::Event(envelope)) => live.on_event(envelope),
         DriveEvent::Owner(SubmitEvent::CancellingTurn) => {
             live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop waiting)")
         }
-        DriveEvent::Owner(SubmitEvent::PermissionAnswerFailed(e)) => ctx.out.warn(&format!(
-            "could not send the permission answer to the queue owner: {e}"
-        )),
         DriveEvent::Owner(SubmitEvent::TurnOver) => live.finish(),
         DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => live.reply_piece(part),
         DriveEvent::Owner(SubmitEvent::Frame(direction, line)) => live.on_frame(direction, line),
-        other => report_drive(ctx, other, WAITING_FOR_PROMPT),
+        other => report_drive(ctx, other, true),
     }
 }
 
