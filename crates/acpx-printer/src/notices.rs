@@ -158,6 +158,35 @@ pub fn attachment_lines(attachment: &Attachment, recovery: &Recovery) -> Vec<Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reports::Said;
+
+    #[test]
+    fn a_prompt_names_the_pid_it_waits_for_and_a_control_does_not_hear_of_the_queue() {
+        let waiting = LocalEvent::Waiting(None);
+        let Some(Said::Note(n)) = local_said(&waiting, true) else {
+            panic!("a note")
+        };
+        assert!(n.starts_with("[acpx] another prompt is running"), "{n}");
+        let Some(Said::Note(n)) = local_said(&waiting, false) else {
+            panic!("a note")
+        };
+        assert!(n.starts_with("[acpx] a prompt is running"), "{n}");
+        assert_eq!(local_said(&LocalEvent::TurnOver, true), None);
+        let queued = DriveEvent::Owner(SubmitEvent::Queued(2));
+        assert_eq!(
+            drive_said(&queued, true),
+            Some(Said::Note("[acpx] queued behind 2 task(s) of this session".into()))
+        );
+        assert_eq!(drive_said(&queued, false), None);
+        let owner = DriveEvent::WaitingForOwner {
+            why: "a prompt runs",
+            limit: Some(std::time::Duration::from_secs(5)),
+        };
+        let Some(Said::Note(n)) = drive_said(&owner, false) else {
+            panic!("a note")
+        };
+        assert!(n.ends_with("(up to 5 s, --timeout)"), "{n}");
+    }
 
     #[test]
     fn a_fallback_names_each_failed_step() {

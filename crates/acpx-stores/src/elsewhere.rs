@@ -63,7 +63,7 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("sessions");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("not-an-id.json"), "{}").unwrap();
+        std::fs::write(dir.join(".tmp-write.json"), "{}").unwrap();
         assert_eq!(other_local_store(home.path(), Backend::Sqlite).await, None);
         let id = RecordId::generate();
         std::fs::write(dir.join(format!("{id}.json")), "{}").unwrap();
