@@ -102,17 +102,6 @@ impl OwnerExit {
             OwnerExit::TakenOver => "its lease was taken over by another owner".into(),
         }
     }
-
-    /// The line the owner process `pid` logs as it ends: not started when another host's
-    /// owner holds the session, else why it stopped.
-    pub fn log_line(&self, pid: u32) -> String {
-        match self {
-            OwnerExit::HeldElsewhere(_) => {
-                format!("acpx queue owner {pid}: not started: {}", self.describe())
-            }
-            other => format!("acpx queue owner {pid}: stopped ({})", other.describe()),
-        }
-    }
 }
 
 pub(super) enum JobKind {

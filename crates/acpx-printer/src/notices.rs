@@ -69,6 +69,17 @@ pub fn drive_said(event: &DriveEvent<'_>, prompt: bool) -> Option<crate::reports
     })
 }
 
+/// The line the queue owner process `pid` logs as it ends: not started when another host's
+/// owner holds the session, else why it stopped.
+pub fn owner_exit_line(exit: &acpx_owner::OwnerExit, pid: u32) -> String {
+    match exit {
+        acpx_owner::OwnerExit::HeldElsewhere(_) => {
+            format!("acpx queue owner {pid}: not started: {}", exit.describe())
+        }
+        other => format!("acpx queue owner {pid}: stopped ({})", other.describe()),
+    }
+}
+
 /// The readable sentence of a notice.
 pub fn notice_text(notice: &Notice) -> String {
     match notice {
@@ -161,6 +172,14 @@ mod tests {
     use crate::reports::Said;
 
     #[test]
+    fn the_owner_says_why_it_stopped() {
+        assert_eq!(
+            owner_exit_line(&acpx_owner::OwnerExit::Idle, 7),
+            "acpx queue owner 7: stopped (idle for its ttl)"
+        );
+    }
+
+    #[test]
     fn a_prompt_names_the_pid_it_waits_for_and_a_control_does_not_hear_of_the_queue() {
         let waiting = LocalEvent::Waiting(None);
         let Some(Said::Note(n)) = local_said(&waiting, true) else {
@@ -175,7 +194,9 @@ mod tests {
         let queued = DriveEvent::Owner(SubmitEvent::Queued(2));
         assert_eq!(
             drive_said(&queued, true),
-            Some(Said::Note("[acpx] queued behind 2 task(s) of this session".into()))
+            Some(Said::Note(
+                "[acpx] queued behind 2 task(s) of this session".into()
+            ))
         );
         assert_eq!(drive_said(&queued, false), None);
         let owner = DriveEvent::WaitingForOwner {

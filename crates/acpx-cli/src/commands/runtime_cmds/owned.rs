@@ -124,7 +124,8 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
         )));
     }
     if ctx.out.format != Format::Quiet {
-        crate::output::stderr_line(&exit.log_line(std::process::id()));
+        let line = acpx_printer::notices::owner_exit_line(&exit, std::process::id());
+        crate::output::stderr_line(&line);
     }
     Ok(())
 }
