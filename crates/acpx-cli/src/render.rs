@@ -5,4 +5,3 @@
 pub use acpx_printer::transcript::event_line;
 /// The JSON shapes of records and summaries are `acpx_runtime::record_json`'s.
 pub use acpx_runtime::record_json::{action, record_show_json};
-pub use acpx_runtime::text::clip;

@@ -139,6 +139,35 @@ pub enum Control {
 }
 
 impl Control {
+    /// The control of `set KEY VALUE`: `model` selects the model, any other key sets that
+    /// config option, `true` / `false` sent as booleans and anything else as a string.
+    pub fn set(key: &str, value: &str) -> Control {
+        if key == "model" {
+            return Control::SetModel(value.to_owned());
+        }
+        let value = match value {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            v => Value::String(v.to_owned()),
+        };
+        Control::SetConfigOption(key.to_owned(), value)
+    }
+
+    /// The agent's config options in the answer of a `set` or a `set model` ([`Control::run`]),
+    /// and whether the model was set through the agent's model config option.
+    pub fn config_options(answer: Value) -> (Vec<Value>, bool) {
+        match answer {
+            Value::Array(options) => (options, false),
+            mut v => {
+                let via = v.get("viaConfigOption").and_then(Value::as_bool) == Some(true);
+                match v.get_mut("configOptions").map(Value::take) {
+                    Some(Value::Array(options)) => (options, via),
+                    _ => (Vec::new(), via),
+                }
+            }
+        }
+    }
+
     /// The owner's request for this control, with the command's options.
     pub fn request(&self, options: TaskOptions) -> Request {
         match self.clone() {
@@ -353,4 +382,36 @@ pub async fn cancel(
         .await
         .map_err(|e| DriveError::CancelTask(e.to_string()))??;
     Ok(Cancelled::Run(sent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_reads_its_value_and_its_answer() {
+        assert_eq!(
+            Control::set("model", "gpt"),
+            Control::SetModel("gpt".into())
+        );
+        assert_eq!(
+            Control::set("fast", "true"),
+            Control::SetConfigOption("fast".into(), Value::Bool(true))
+        );
+        assert_eq!(
+            Control::set("x", "1"),
+            Control::SetConfigOption("x".into(), Value::String("1".into()))
+        );
+        let opts = serde_json::json!([{"id": "x"}]);
+        assert_eq!(
+            Control::config_options(opts.clone()),
+            (vec![opts[0].clone()], false)
+        );
+        let model = serde_json::json!({"configOptions": opts, "viaConfigOption": true});
+        assert_eq!(
+            Control::config_options(model),
+            (vec![opts[0].clone()], true)
+        );
+        assert_eq!(Control::config_options(Value::Null), (vec![], false));
+    }
 }

@@ -123,6 +123,25 @@ pub fn open_log(home: &Path, id: &RecordId) -> std::io::Result<std::fs::File> {
         .open(dir.join(format!("{id}.log")))
 }
 
+/// Starts `command` (the owner of session `id`) detached: in its own process group, stdin
+/// and stdout closed, stderr appended to its log ([`open_log`]). Not waited for: the owner
+/// outlives the command that started it (init reaps it).
+pub fn spawn_detached(
+    mut command: std::process::Command,
+    home: &Path,
+    id: &RecordId,
+) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let log = open_log(home, id)?;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .process_group(0);
+    command.spawn().map(drop)
+}
+
 /// Takes the owner lock, or `None` when a live owner holds it. Retries briefly, since a
 /// [`is_alive`] probe holds a shared lock for an instant.
 pub fn try_take(paths: &LeasePaths) -> std::io::Result<Option<FileLock>> {

@@ -40,6 +40,7 @@
 //! | [`local`] | a turn, control or fork in this process under the run registry, with Ctrl-C and remote cancel |
 //! | [`interrupts`] | Ctrl-C, SIGTERM and SIGHUP counted for a turn run here or followed at an owner |
 //! | [`ensure`] | `sessions ensure` / `sessions new`: the scope's session found or made, atomically across processes |
+//! | [`adopt`] | `sessions adopt`: a record for an ACP session the agent has, under the scope lock, refused when one holds it |
 //! | [`closing`] | `sessions close`: a running turn cancelled, the owner released, the record closed |
 //! | [`status`] | what `acpx status` reports: the owner or local run driving a session, and its record |
 //! | [`authority`] | where the processes driving one store's sessions meet: a directory per store under the user's runtime directory |
@@ -55,6 +56,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adopt;
 pub mod authority;
 pub mod closing;
 pub mod drive;

@@ -1,9 +1,9 @@
 //! The local health of a session (`acpx status`), without an ACP call: whether its queue owner
 //! runs (and what it is doing), whether a one-process prompt runs or died mid-turn, or whether
-//! the session is idle. The caller gathers the facts (the record, the owner's
-//! [`OwnerStatus`] over its socket, the run registry's [`LocalTurn`]); this module names the
-//! state and gives its JSON object (`status_snapshot`) and its readable lines, so every front
-//! end says the same.
+//! the session is idle. [`of_session`] gathers the facts (the record, the owner's
+//! [`OwnerStatus`] over its socket or its lease on another host, the run registry's
+//! [`LocalTurn`]); this module names the state and gives its JSON object (`status_snapshot`)
+//! and its readable lines, so every front end says the same.
 
 use acpx_model::{
     EventQuery, EventType, LeaseActivity, OwnerLease, ReadMode, SessionRecord, Store, StoreResult,
@@ -11,8 +11,56 @@ use acpx_model::{
 use serde_json::{json, Map, Value};
 
 use crate::protocol::OwnerStatus;
-use crate::runs::{LocalTurn, RunInfo};
+use crate::runs::{self, LocalTurn, RunInfo, RunsError};
+use crate::submit::SubmitError;
 use acpx_runtime::record_json::{action, record_identity};
+
+/// Why a session's status could not be gathered.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// Reading the session.
+    #[error(transparent)]
+    Store(#[from] acpx_model::StoreError),
+    /// Asking its queue owner (here, or on another host through the store).
+    #[error(transparent)]
+    Owner(#[from] SubmitError),
+    /// Probing the run registry.
+    #[error(transparent)]
+    Runs(#[from] RunsError),
+}
+
+/// The status of the stored session `id`, whose processes meet in `authority`: its queue
+/// owner's when one runs here, else its owner's lease when one runs on another host (a store
+/// several hosts share), else the run registry's and the log's (a one-process prompt running,
+/// died, or a turn left unfinished).
+pub async fn of_session(
+    store: &dyn Store,
+    authority: &std::path::Path,
+    id: &acpx_model::RecordId,
+) -> Result<SessionStatus, StatusError> {
+    let record = store.load(id).await?;
+    let remote = crate::remote_client::remote_owner(store, authority, id)
+        .await
+        .map_err(SubmitError::Wire)?;
+    Ok(
+        match (crate::submit::status(authority, id).await?, remote) {
+            (Some(owner), _) => SessionStatus::of_owner(record, owner),
+            (None, Some(lease)) => SessionStatus::of_remote_owner(record, lease),
+            (None, None) => {
+                let mut record = record;
+                let mut turn = runs::local_turn(authority, &record)?;
+                if matches!(turn, LocalTurn::Idle) {
+                    // Read again: a prompt that ended since the first read saved it.
+                    record = store.load(id).await?;
+                    if log_shows_unfinished_turn(store, &record).await? {
+                        turn = LocalTurn::Unfinished;
+                    }
+                }
+                SessionStatus::of_local(record, turn)
+            }
+        },
+    )
+}
 
 /// Whether the log holds a turn that started after the snapshot was last saved and never
 /// ended: a process killed before its first save of the turn (the snapshot then still shows

@@ -41,6 +41,25 @@ pub enum ExportError {
     Unsupported(String),
 }
 
+/// Where an archive of session `id` would start, when retention already removed its oldest
+/// events: `sessions import` recreates a log from there, not from seq 1, which the user must
+/// hear before relying on the file. `None` for another format, or a log that starts at 1.
+pub async fn archive_starts_late(
+    store: &dyn Store,
+    id: &acpx_model::RecordId,
+    format: ExportFormat,
+) -> Result<Option<u64>, StoreError> {
+    if format != ExportFormat::Archive {
+        return Ok(None);
+    }
+    let query = acpx_model::EventQuery {
+        limit: Some(1),
+        ..acpx_model::EventQuery::default()
+    };
+    let first = store.read_events(id, &query).await?;
+    Ok(first.events.first().map(|e| e.seq).filter(|&seq| seq > 1))
+}
+
 /// Writes `record` (and for [`ExportFormat::Archive`] and [`ExportFormat::Ndjson`] its whole
 /// log, page by page: never the whole log in memory) to `sink`, then flushes it. Returns the
 /// number of events written.

@@ -8,10 +8,14 @@
 //!
 //! | module | job |
 //! |---|---|
+//! | [`ask`] | the permission question asked on a terminal, and what its answer means |
+//! | [`failure`] | a failed turn as its user is told it: message, hint, details |
 //! | [`live`] | a turn's live output as text pieces (reply, notes, JSON lines), for any writer |
 //! | [`transcript`] | the conversation as readable text and Markdown (`sessions history`, the Markdown export), one line per event (`sessions events`), `sessions show` |
 //! | [`error_line`] | a failure as the JSON error line of `--format json` and `--format acp` |
+//! | [`reports`] | what a command prints once done, in every format at once ([`reports::Printed`]), and its tables |
 //! | [`results`] | the JSON results of session commands (`--format json`) |
+//! | [`live_output`] | a turn's live output written as it happens to the front end's terminal |
 //! | [`notices`] | what the runtime reports beside a turn (a fallback, a recovery) as text and JSON |
 //! | [`export`] | `sessions export`: archive, JSON, NDJSON, Markdown, HTML, ATIF, OTLP |
 //! | [`table`] | aligned text tables for people, fitted to the terminal's width |
@@ -29,9 +33,13 @@
 #![warn(missing_docs)]
 
 pub mod error_line;
+pub mod ask;
 pub mod export;
+pub mod failure;
 pub mod live;
+pub mod live_output;
 pub mod notices;
+pub mod reports;
 pub mod results;
 pub mod settings;
 pub mod table;

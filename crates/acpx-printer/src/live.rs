@@ -44,6 +44,8 @@ pub enum LiveFormat {
 pub enum Tone {
     /// No colour.
     Plain,
+    /// Bold (table headers and ids; not used by the live output).
+    Bold,
     /// Faint.
     Dim,
     /// Red.

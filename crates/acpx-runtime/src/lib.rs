@@ -141,6 +141,7 @@ pub mod mcp_servers;
 pub mod ops;
 pub mod output_backlog;
 pub mod permission_rules;
+pub mod prompt_input;
 pub mod record_json;
 pub mod recorder;
 pub mod session;

@@ -42,8 +42,10 @@ use acpx_store_postgres::{PostgresStore, PostgresStoreOptions};
 use acpx_store_sqlite::{SqliteStore, SqliteStoreOptions};
 
 pub use acpx_store_postgres::redact_url;
+pub use elsewhere::other_local_store;
 pub use settling::Settling;
 
+mod elsewhere;
 mod settling;
 
 /// Environment variable: rotate the active segment above this many bytes.

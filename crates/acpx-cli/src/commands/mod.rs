@@ -12,6 +12,8 @@ pub mod transfer;
 pub mod usage;
 
 use acpx_model::{SessionRecord, SessionSummary};
+use acpx_printer::live::Tone;
+use acpx_printer::reports::{Printed, Said};
 
 use crate::cli::{Command, ConfigCommand, SessionsCommand, Target};
 use crate::context::Ctx;
@@ -68,6 +70,44 @@ pub async fn run(ctx: &Ctx, command: Command) -> CliResult<()> {
             Some(SessionsCommand::Diff(a)) => replay::diff(ctx, a).await,
             Some(SessionsCommand::Usage(a)) => usage::usage(ctx, a).await,
         },
+    }
+}
+
+/// Writes what a command prints ([`Printed`]): its warnings, the part of this invocation's
+/// format, its notes.
+pub fn print(ctx: &Ctx, p: Printed) {
+    for w in &p.warnings {
+        ctx.out.warn(w);
+    }
+    if ctx.out.is_json() {
+        if let Some(v) = &p.json {
+            ctx.out.json(v);
+        }
+    } else if ctx.out.is_text() {
+        ctx.out.lines(p.text);
+    } else {
+        ctx.out.lines(p.quiet);
+    }
+    for n in &p.notes {
+        ctx.out.note(n);
+    }
+}
+
+/// Says a line on stderr to whom it is for ([`Said`]); nothing for `None`.
+pub fn say(ctx: &Ctx, said: Option<Said>) {
+    match said {
+        Some(Said::Warning(w)) => ctx.out.warn(&w),
+        Some(Said::Note(n)) => ctx.out.note(&n),
+        Some(Said::Verbose(v)) => ctx.out.verbose(&v),
+        None => {}
+    }
+}
+
+/// Colours for stdout, as it takes them ([`acpx_printer::reports::Paint`]).
+pub fn paint_out(ctx: &Ctx) -> impl Fn(Tone, &str) -> String + '_ {
+    move |tone, text| match crate::live::style_of(tone) {
+        Some(style) => ctx.out.paint_out(style, text),
+        None => text.to_owned(),
     }
 }
 
@@ -156,21 +196,13 @@ pub async fn select_summary(ctx: &Ctx, target: &Target) -> CliResult<SessionSumm
     }
 }
 
-/// Nothing has the id (or name) `text`: says only what the user typed. The name part names
-/// the agent only when the user named one (the scope a name is looked up in).
+/// Nothing has the id (or name) `text` ([`acpx_printer::reports::sessions::no_such_id`]).
 fn no_such_id(ctx: &Ctx, text: &str) -> CliError {
-    let message = if ctx.agent.explicit {
-        format!(
-            "no stored session has the id {text:?}, and no open session of agent {} in {} is \
-             named {text:?}",
-            ctx.agent.display(),
-            ctx.cwd.display()
-        )
-    } else {
-        format!(
-            "no stored session has the id {text:?}, nor is one in this directory named {text:?}"
-        )
-    };
-    CliError::no_session(message)
+    let agent = ctx.agent.display();
+    let scope = ctx
+        .agent
+        .explicit
+        .then_some((agent.as_str(), ctx.cwd.as_path()));
+    CliError::no_session(acpx_printer::reports::sessions::no_such_id(text, scope))
         .with_hint("`acpx sessions list` shows the stored sessions and their ids")
 }

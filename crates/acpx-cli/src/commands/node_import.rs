@@ -9,9 +9,10 @@ use std::path::Path;
 use acpx_runtime::ops::node_import::{import_node, NodeImportOptions};
 use acpx_runtime::ops::OpsError;
 
+use crate::commands::print;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::results;
+use acpx_printer::reports::maintenance as reports;
 
 const HOME_HINT: &str = "pass the Node acpx home (usually ~/.acpx) or its sessions/ directory";
 
@@ -54,40 +55,9 @@ pub async fn run(ctx: &Ctx, dir: &Path, new_id: bool, dry_run: bool) -> CliResul
         ))
         .with_hint(HOME_HINT));
     }
-    for i in &report.imported {
-        for n in &i.notes {
-            ctx.out.warn(&format!("{}: {n}", i.origin));
-        }
-    }
-    if ctx.out.is_json() {
-        ctx.out.json(&results::node_import(dir, dry_run, &report));
-    } else {
-        for i in &report.imported {
-            let line = format!(
-                "{} {} from {} ({} messages from the {}, {} events)",
-                if dry_run { "would import" } else { "imported" },
-                i.session.acpx_record_id,
-                i.origin,
-                i.session.message_count,
-                i.thread_source.as_str(),
-                i.events
-            );
-            if ctx.out.is_text() {
-                ctx.out.line(&line);
-            } else {
-                ctx.out.line(i.session.acpx_record_id.as_str());
-            }
-        }
-        for s in &report.skipped {
-            ctx.out.warn(&format!("skipped {}: {}", s.path, s.reason));
-        }
-        ctx.out.note(&format!(
-            "{} {} session(s) from {}, skipped {}",
-            if dry_run { "would import" } else { "imported" },
-            report.imported.len(),
-            dir.display(),
-            report.skipped.len()
-        ));
+    print(ctx, reports::node_imported(dir, dry_run, &report));
+    if !ctx.out.is_json() {
+        print(ctx, reports::node_import_skipped(dir, dry_run, &report));
     }
     // Sessions already present (an earlier import) and files that are not sessions are not
     // failures: re-running an import is safe.

@@ -5,16 +5,15 @@ use std::io::IsTerminal;
 
 use acpx_owner::interrupts::ctrl_c;
 use acpx_replay::compare::{self, CompareAgent};
-use acpx_replay::replay::{self, ReplayEvent, ReplaySpec};
+use acpx_replay::replay::{self, ReplaySpec};
 use acpx_replay::{diff, read_recording, serve_agent, ReplayError};
-use serde_json::json;
 
 use crate::cli::{CompareArgs, DiffArgs, ReplayArgs, ServeAgentArgs, Target};
 use crate::commands::runtime_cmds::{read_prompt, runtime_options};
-use crate::commands::select_summary;
+use crate::commands::{print, select_summary};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::table::{stdout_width, Table};
+use acpx_printer::reports::replay as reports;
 
 /// A session named on the command line (id, prefix, suffix or name in scope).
 fn target(id: &str) -> Target {
@@ -48,44 +47,11 @@ pub async fn replay(ctx: &Ctx, a: ReplayArgs) -> CliResult<()> {
         runtime_options(ctx, None),
         &spec,
         ctrl_c(),
-        |event| match event {
-            ReplayEvent::Started { record_id, turns } => out.note(&format!(
-                "[replay] {record_id}: {turns} prompt(s) of {}",
-                spec.source
-            )),
-            ReplayEvent::TurnStarting { index, prompt } => {
-                out.note(&format!("[replay] turn {}: {prompt:?}", index + 1))
-            }
-            ReplayEvent::TurnEnded { index, outcome } => out.note(&format!(
-                "[replay] turn {} ended: {}",
-                index + 1,
-                outcome
-                    .stop_reason
-                    .as_deref()
-                    .unwrap_or(outcome.outcome.as_str())
-            )),
-        },
+        |event| out.note(&reports::replay_progress(&spec.source, &event)),
     )
     .await
     .map_err(replay_error)?;
-    let id = outcome.record.acpx_record_id.to_string();
-    if ctx.out.is_json() {
-        ctx.out.json(&json!({
-            "action": "replayed",
-            "acpxRecordId": id,
-            "replayOf": spec.source.to_string(),
-            "agentCommand": outcome.record.agent_command,
-            "turns": outcome.turns_sent,
-            "answersFromSource": outcome.answers_given,
-            "interrupted": outcome.interrupted,
-        }));
-    } else {
-        ctx.out.line(&id);
-        ctx.out.note(&format!(
-            "[replay] {} turn(s) sent, {} permission answer(s) taken from the source; compare with `acpx sessions diff {} {id}`",
-            outcome.turns_sent, outcome.answers_given, spec.source
-        ));
-    }
+    print(ctx, reports::replayed(&spec.source, &outcome));
     if outcome.interrupted {
         return Err(super::runtime_cmds::interrupted_error());
     }
@@ -158,29 +124,7 @@ pub async fn compare(ctx: &Ctx, a: CompareArgs) -> CliResult<()> {
     )
     .await;
     watcher.abort();
-    if ctx.out.is_json() {
-        ctx.out.json(&json!({
-            "action": "compared",
-            "prompt": text,
-            "runs": rows.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
-        }));
-    } else {
-        let mut table = Table::new(&compare::COLUMNS)
-            .right(2)
-            .right(3)
-            .right(4)
-            .shrink(0);
-        for r in &rows {
-            table.row(r.cells().to_vec());
-        }
-        let mut lines = table.render(stdout_width(), |_, _, cell| cell.to_owned());
-        // A failed run: its reason under the table, named by its agent.
-        lines.extend(
-            rows.iter()
-                .filter_map(|r| Some(format!("{}: {}", r.agent, r.error.as_ref()?))),
-        );
-        ctx.out.lines(lines);
-    }
+    print(ctx, reports::compared(&text, &rows));
     if rows.iter().all(|r| r.record_id.is_none()) {
         return Err(CliError::runtime("no agent could be started"));
     }

@@ -4,28 +4,27 @@
 use std::path::Path;
 
 use acpx_model::{
-    ClosedFilter, EventEnvelope, EventQuery, EventStream, EventType, ListQuery, ReadMode,
-    SearchQuery, SessionRecord, SessionSummary, Timestamp,
+    ClosedFilter, EventEnvelope, EventQuery, ListQuery, ReadMode, SearchQuery, SessionSummary,
+    Timestamp,
 };
-use acpx_owner::closing::{self, CloseError, DeleteError};
+use acpx_owner::closing::{self, CloseError};
 use acpx_printer::transcript::record_facts;
-use acpx_runtime::ops::prune::{self, PruneOptions};
-use acpx_runtime::ops::watch::{self, FollowEnd, Followed};
-use acpx_runtime::session::AgentSessionDelete;
+use acpx_runtime::ops::log_pages::{self, LogItem};
+use acpx_runtime::ops::prune::{self, CutoffError, PruneOptions};
+use acpx_runtime::ops::watch::{self, Followed};
 use acpx_runtime::Runtime;
-use serde_json::Value;
 
 use crate::cli::{
     DeleteArgs, EventsArgs, HistoryArgs, ListArgs, PruneArgs, ReadArgs, SearchArgs, Target,
     WatchArgs,
 };
-use crate::commands::{runtime_cmds, select, select_summary};
+use crate::commands::{paint_out, print, runtime_cmds, say, select, select_summary};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use crate::output::Style;
 use crate::render;
+use acpx_printer::reports::events as events_said;
+use acpx_printer::reports::sessions as reports;
 use acpx_printer::results;
-use acpx_printer::table::{self, Table};
 
 /// A directory filter made absolute the way `--cwd` is (symlinks resolved when it exists).
 pub fn dir_filter(p: &Path) -> CliResult<String> {
@@ -65,123 +64,18 @@ pub async fn list(ctx: &Ctx, a: ListArgs) -> CliResult<()> {
         });
         return Ok(());
     }
-    if page.sessions.is_empty() {
-        ctx.out
-            .note("no sessions (create one with `acpx sessions new`)");
-        if let Some(other) = other_store_in_home(ctx).await {
-            ctx.out.note(&other);
-        }
-    }
+    let elsewhere = match page.sessions.is_empty() {
+        true => acpx_stores::other_local_store(&ctx.home, ctx.backend).await,
+        false => None,
+    };
     // One write for the whole listing: a flushed write per line was most of the cost of
     // printing 10k sessions.
-    if !ctx.out.is_text() {
-        ctx.out.lines(
-            page.sessions
-                .iter()
-                .map(|s| s.acpx_record_id.as_str().to_owned()),
-        );
-    } else if !page.sessions.is_empty() {
-        ctx.out.lines(sessions_table(ctx, &page.sessions));
-    }
-    if let Some(c) = &page.next_cursor {
-        ctx.out.note(&format!(
-            "more: acpx sessions list --cursor {c} (with the same filters)"
-        ));
-    }
+    let agent_name = |command: &str| ctx.registry.name_of(command);
+    print(
+        ctx,
+        reports::sessions_list(&page, elsewhere, &agent_name, &paint_out(ctx)),
+    );
     Ok(())
-}
-
-/// The text listing: one aligned row per session under a header, the working directory cut in
-/// its middle when the terminal is narrower than the table.
-fn sessions_table(ctx: &Ctx, sessions: &[acpx_model::SessionSummary]) -> Vec<String> {
-    let printable = acpx_runtime::text::printable;
-    let mut t = Table::new(&[
-        "ID",
-        "STATE",
-        "LAST USED",
-        "AGENT",
-        "NAME",
-        "CWD",
-        "MSGS",
-        "TITLE",
-    ])
-    .right(6)
-    .shrink(7)
-    .shrink(5)
-    .shrink(3);
-    for s in sessions {
-        let agent = ctx
-            .registry
-            .name_of(&s.agent_command)
-            .unwrap_or(&s.agent_command);
-        t.row(vec![
-            s.acpx_record_id.as_str().to_owned(),
-            if s.closed { "closed" } else { "open" }.to_owned(),
-            s.last_used_at.to_string(),
-            printable(agent).into_owned(),
-            printable(s.name.as_deref().unwrap_or("-")).into_owned(),
-            printable(&s.cwd).into_owned(),
-            s.message_count.to_string(),
-            s.title
-                .as_deref()
-                .map(|t| render::clip(t, 50))
-                .unwrap_or_default(),
-        ]);
-    }
-    t.render(table::stdout_width(), |row, col, cell| match (row, col) {
-        (None, _) => ctx.out.paint_out(Style::Bold, cell),
-        (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
-        _ => cell.to_owned(),
-    })
-}
-
-/// When the listed store is empty, whether this home holds sessions of the other local
-/// backend (made with the other `--store`, or left by a `migrate`): said, not listed. The file
-/// store is looked at without opening it (opening sweeps its directory): a snapshot file
-/// `<id>.json` is enough. A SQLite store is opened only when its file exists, and named only
-/// when it has a session (any `--store sqlite` command creates an empty `acpx.db`).
-async fn other_store_in_home(ctx: &Ctx) -> Option<String> {
-    use crate::config::Backend;
-    let (flag, location) = match ctx.backend {
-        Backend::Sqlite | Backend::Postgres => {
-            let dir = ctx.home.join("sessions");
-            let any_snapshot = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                !name.starts_with('.')
-                    && name
-                        .strip_suffix(".json")
-                        .is_some_and(|id| acpx_model::RecordId::parse(id).is_ok())
-            });
-            if !any_snapshot {
-                return None;
-            }
-            ("fs", dir)
-        }
-        Backend::Fs => {
-            let db = acpx_stores::sqlite_path(&ctx.home);
-            if !db.is_file() {
-                return None;
-            }
-            let store = crate::backends::open(Backend::Sqlite, &ctx.home, None, false)
-                .await
-                .ok()?;
-            let query = ListQuery {
-                closed: ClosedFilter::Any,
-                limit: Some(1),
-                ..ListQuery::default()
-            };
-            let page = store.as_dyn().list(&query).await.ok()?;
-            if page.sessions.is_empty() {
-                return None;
-            }
-            ("sqlite", db)
-        }
-    };
-    Some(format!(
-        "this home also has sessions in the {flag} store ({}): `acpx --store {flag} sessions list` lists them",
-        location.display()
-    ))
 }
 
 /// `sessions show`.
@@ -215,31 +109,13 @@ pub async fn close(ctx: &Ctx, t: Target) -> CliResult<()> {
     })
     .await
     .map_err(close_error)?;
-    print_closed(ctx, &closed);
+    print(ctx, reports::closed(&closed));
     Ok(())
 }
 
-/// A [`CloseError`] as the user sees it (`sessions close`, and the sessions `sessions new`
-/// replaces).
-pub fn close_error(e: CloseError) -> CliError {
-    match e {
-        CloseError::Owner(e) => runtime_cmds::submit_error(e),
-        CloseError::Runs(e) => e.into(),
-        CloseError::Ops(e) => e.into(),
-        CloseError::Store(e) => e.into(),
-        e @ CloseError::StillRunning(_) => CliError::runtime(e.to_string())
-            .with_hint("try again, or stop that acpx process (Ctrl-C twice in its terminal)"),
-    }
-}
-
-fn print_closed(ctx: &Ctx, closed: &SessionRecord) {
-    if ctx.out.is_json() {
-        ctx.out.json(&results::session_closed(closed));
-    } else if ctx.out.is_text() {
-        ctx.out.line(&format!("closed {}", closed.acpx_record_id));
-    } else {
-        ctx.out.line(closed.acpx_record_id.as_str());
-    }
+/// A [`CloseError`] as the user sees it (`sessions close`).
+fn close_error(e: CloseError) -> CliError {
+    acpx_printer::failure::flows::close_failure(e).into()
 }
 
 /// `sessions delete` ([`closing::delete_session`]).
@@ -248,45 +124,8 @@ pub async fn delete(ctx: &Ctx, a: DeleteArgs) -> CliResult<()> {
     let runtime = Runtime::new(ctx.store().await?, runtime_cmds::runtime_options(ctx, None));
     let deleted = closing::delete_session(ctx.authority()?, &runtime, &r, a.force)
         .await
-        .map_err(|e| match e {
-            DeleteError::Owner(e) => runtime_cmds::submit_error(e),
-            DeleteError::Runs(e) => e.into(),
-            DeleteError::Store(e) => e.into(),
-            e @ DeleteError::Running(_) => CliError::runtime(e.to_string())
-                .with_hint("cancel it first with `acpx cancel`, or wait for it to finish"),
-            DeleteError::Open(ref id) => {
-                // By id both times: once closed, the session is no longer found by its name
-                // or scope, so repeating this command's `-s NAME` would answer "no session".
-                let hint = format!(
-                    "close it, then delete it by id: `acpx sessions close {id} && acpx sessions \
-                     delete {id}`; or pass --force"
-                );
-                CliError::usage(e.to_string()).with_hint(hint)
-            }
-        })?;
-    if let AgentSessionDelete::Failed(why) = &deleted.agent {
-        ctx.out.warn(&format!(
-            "the agent's own copy of the session was not deleted (session/delete): {why}"
-        ));
-    }
-    if ctx.out.is_json() {
-        ctx.out.json(&results::session_deleted(
-            &r,
-            deleted.existed,
-            &deleted.agent,
-        ));
-    } else if ctx.out.is_text() {
-        let agent = match deleted.agent {
-            AgentSessionDelete::Deleted => " (the agent deleted its copy too)",
-            _ => "",
-        };
-        ctx.out.line(&format!(
-            "deleted {} and its event log{agent}",
-            r.acpx_record_id
-        ));
-    } else {
-        ctx.out.line(r.acpx_record_id.as_str());
-    }
+        .map_err(|e| CliError::from(acpx_printer::failure::flows::delete_failure(e)))?;
+    print(ctx, reports::deleted(&r, deleted.existed, &deleted.agent));
     Ok(())
 }
 
@@ -348,28 +187,18 @@ pub async fn watch(ctx: &Ctx, a: WatchArgs) -> CliResult<()> {
     follow(ctx, &r, &query).await
 }
 
+/// The query of `sessions events`' filters ([`log_pages::events_query`]).
 fn event_query(a: &EventsArgs) -> EventQuery {
-    EventQuery {
-        from_seq: a.from_seq,
-        types: a
-            .types
-            .iter()
-            .map(|t| EventType::from(t.as_str()))
-            .collect(),
-        streams: a
-            .streams
-            .iter()
-            .map(|s| EventStream::from(s.as_str()))
-            .collect(),
-        request_id: a.request_id.clone(),
-        limit: a.limit,
-        max_bytes: Some(acpx_model::PAGE_BYTES),
-        mode: if a.lenient {
-            ReadMode::Lenient
-        } else {
-            ReadMode::Strict
-        },
-    }
+    let (types, streams) = (&a.types, &a.streams);
+    let lenient = a.lenient;
+    log_pages::events_query(
+        a.from_seq,
+        types,
+        streams,
+        a.request_id.clone(),
+        a.limit,
+        lenient,
+    )
 }
 
 /// One event as the format shows it: its envelope (`json`), the JSON-RPC frames rebuilt from
@@ -395,144 +224,66 @@ pub async fn events(ctx: &Ctx, a: EventsArgs) -> CliResult<()> {
     follow(ctx, &r, &query).await
 }
 
-/// Events read and printed per store call: a log of a million events is printed without
-/// ever being in memory at once.
-const EVENTS_PAGE: usize = 5_000;
-
-/// Prints the events `query` selects a page at a time (at most [`EVENTS_PAGE`] events and
-/// about `query.max_bytes` of them), then notes where to go on
-/// when `query.limit` stopped it before the end of the log.
+/// Prints the events `query` selects a page at a time ([`log_pages::read_log`]), and what the
+/// pages say about the log.
 async fn print_events(
     ctx: &Ctx,
     store: &dyn acpx_model::Store,
     id: &acpx_model::RecordId,
-    mut query: EventQuery,
+    query: EventQuery,
 ) -> CliResult<()> {
-    let mut remaining = query.limit;
-    // A store may report a damaged line again on a later page (its seek can start before
-    // `from_seq`): each is reported once.
-    let mut reported = std::collections::HashSet::new();
-    let asked_from = query.from_seq;
-    loop {
-        query.limit = Some(remaining.map_or(EVENTS_PAGE, |r| r.min(EVENTS_PAGE)));
-        let mut page = store.read_events(id, &query).await.map_err(|e| {
-            let corrupt = matches!(e, acpx_model::StoreError::Corrupt { .. });
-            let err = CliError::from(e);
-            // The generic hint sends the user to `fsck --repair`, which cannot replace a
-            // damaged line of the file store or PostgreSQL: name what reads past it.
-            if corrupt && query.mode == ReadMode::Strict {
-                err.with_hint(
-                    "--lenient prints the rest of the log and reports each damaged line; \
-                     `acpx fsck` names them, and `acpx fsck --repair` replaces them where the \
-                     store can (SQLite)",
-                )
-            } else {
-                err
-            }
-        })?;
-        if query.from_seq == asked_from && asked_from > 1 && page.oldest_seq > asked_from {
-            // Asked for events retention already removed: say so rather than start later
-            // without a word.
-            ctx.out.warn(&format!(
-                "events {asked_from}..{} were removed by retention; the log starts at seq {}",
-                page.oldest_seq - 1,
-                page.oldest_seq
-            ));
+    let strict = query.mode == ReadMode::Strict;
+    let read = log_pages::read_log(store, id, query, |item| match item {
+        LogItem::Event(e) => print_event(ctx, e),
+        other => say(ctx, events_said::log_item(&other)),
+    });
+    read.await.map_err(|e| {
+        let corrupt = matches!(e, acpx_model::StoreError::Corrupt { .. });
+        let err = CliError::from(e);
+        // The generic hint sends the user to `fsck --repair`, which cannot replace a damaged
+        // line of the file store or PostgreSQL: name what reads past it.
+        if corrupt && strict {
+            err.with_hint(
+                "--lenient prints the rest of the log and reports each damaged line; \
+                 `acpx fsck` names them, and `acpx fsck --repair` replaces them where the \
+                 store can (SQLite)",
+            )
+        } else {
+            err
         }
-        for e in &page.events {
-            print_event(ctx, e);
-        }
-        page.damaged
-            .retain(|d| reported.insert((d.location.clone(), d.line)));
-        if page.next_seq.is_some() {
-            // The torn tail is at the end of the log: said once, with the last page.
-            page.torn_tail = None;
-        }
-        report_page_damage(ctx, &page);
-        if let Some(r) = remaining.as_mut() {
-            *r = r.saturating_sub(page.events.len());
-        }
-        match page.next_seq {
-            Some(n) if remaining == Some(0) => {
-                ctx.out.note(&format!("more: --from-seq {n}"));
-                return Ok(());
-            }
-            Some(n) if n > query.from_seq => query.from_seq = n,
-            _ => return Ok(()),
-        }
-    }
-}
-
-fn report_page_damage(ctx: &Ctx, page: &acpx_model::EventPage) {
-    if let Some(t) = &page.torn_tail {
-        ctx.out.warn(&format!(
-            "{}: an incomplete last line ({} bytes) was withheld; `acpx fsck --repair` sets it aside",
-            t.location, t.bytes
-        ));
-    }
-    for d in &page.damaged {
-        ctx.out.warn(&format!(
-            "{} line {}: skipped: {}",
-            d.location, d.line, d.reason
-        ));
-    }
+    })
 }
 
 /// Prints every event from `query.from_seq` on as the log grows, until the session is closed
 /// or deleted ([`watch::follow`]).
 async fn follow(ctx: &Ctx, r: &SessionSummary, query: &EventQuery) -> CliResult<()> {
     let store = ctx.store().await?;
-    let end = watch::follow(
-        &*store,
-        &r.acpx_record_id,
-        query,
-        watch::DEFAULT_POLL_INTERVAL,
-        |item| match item {
-            Followed::Event(e) => print_event(ctx, &e),
-            Followed::Damaged(d) => ctx.out.warn(&format!(
-                "{} line {}: skipped: {}",
-                d.location, d.line, d.reason
-            )),
-            Followed::IncompleteTail => ctx
-                .out
-                .verbose("the log ends with an incomplete line; waiting for it to be completed"),
-            Followed::Missed { from, to } => ctx.out.warn(&format!(
-                "events {from}..{to} were rotated out of the log before they could be read"
-            )),
-        },
-    )
+    let id = &r.acpx_record_id;
+    let interval = watch::DEFAULT_POLL_INTERVAL;
+    let end = watch::follow(&*store, id, query, interval, |item| match item {
+        Followed::Event(e) => print_event(ctx, &e),
+        other => say(ctx, events_said::followed(&other)),
+    })
     .await?;
-    match end {
-        FollowEnd::Closed => ctx.out.note("the session was closed; stopping"),
-        FollowEnd::Deleted => ctx.out.note("the session was deleted; stopping"),
-        FollowEnd::LimitReached => {}
+    if let Some(why) = events_said::follow_end(end) {
+        ctx.out.note(why);
     }
     Ok(())
-}
-
-/// Parses `--before` ([`prune::parse_cutoff`]).
-fn parse_date(s: &str) -> CliResult<Timestamp> {
-    prune::parse_cutoff(s).ok_or_else(|| {
-        CliError::usage(format!("--before {s:?} is not a date"))
-            .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z")
-    })
 }
 
 /// `sessions prune`: deletes closed sessions older than the cutoff ([`prune::prune`]).
 /// Without `--include-history` each pruned session's event log is first written to
 /// `<home>/pruned/<id>.events.ndjson`.
 pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
-    let before = match (&a.before, a.older_than) {
-        (Some(b), _) => Some(parse_date(b)?),
-        (None, Some(days)) => {
-            Some(prune::days_before(Timestamp::now(), days).ok_or_else(|| {
-                CliError::usage(format!(
-                    "--older-than {days}: expected a number of days, 0 or more"
-                ))
-            })?)
+    let now = Timestamp::now();
+    let before = prune::cutoff(a.before.as_deref(), a.older_than, now).map_err(|e| {
+        let err = CliError::usage(e.to_string());
+        match e {
+            CutoffError::NotADate(_) => err
+                .with_hint("use YYYY-MM-DD or an RFC 3339 timestamp such as 2026-02-27T12:00:00Z"),
+            CutoffError::BadDays(_) => err,
         }
-        (None, None) => None,
-    };
+    })?;
     let store = ctx.store().await?;
     let options = PruneOptions {
         agent_command: ctx.agent.explicit.then(|| ctx.agent.command.clone()),
@@ -544,27 +295,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> CliResult<()> {
         let bar = crate::progress::Bar::new(&ctx.out, "pruning");
         prune::prune_with_progress(&*store, &options, &bar).await?
     };
-    let reported: Vec<_> = pruned.iter().map(results::pruned_entry).collect();
-    if ctx.out.is_json() {
-        ctx.out.json(&results::sessions_pruned(reported, a.dry_run));
-        return Ok(());
-    }
-    let verb = if a.dry_run { "would prune" } else { "pruned" };
-    for m in &reported {
-        let id = m["acpxRecordId"].as_str().unwrap_or_default();
-        let kept = m
-            .get("keptLog")
-            .and_then(Value::as_str)
-            .map(|p| format!(" (log kept in {p})"))
-            .unwrap_or_default();
-        if ctx.out.is_text() {
-            ctx.out.line(&format!("{verb} {id}{kept}"));
-        } else {
-            ctx.out.line(id);
-        }
-    }
-    ctx.out
-        .note(&format!("{verb} {} closed session(s)", reported.len()));
+    print(ctx, reports::pruned(&pruned, a.dry_run));
     Ok(())
 }
 
@@ -577,38 +308,6 @@ pub async fn search(ctx: &Ctx, a: SearchArgs) -> CliResult<()> {
         limit: Some(a.limit.max(1)),
     };
     let hits = store.search(&query).await?;
-    if ctx.out.is_json() {
-        ctx.out.json(&results::sessions_search(&query.text, &hits));
-        return Ok(());
-    }
-    if hits.is_empty() {
-        ctx.out.note("no matches");
-    }
-    if !ctx.out.is_text() {
-        ctx.out
-            .lines(hits.iter().map(|h| h.acpx_record_id.as_str().to_owned()));
-        return Ok(());
-    }
-    // MESSAGE is the index in the thread (`sessions history`), not an event's seq (which
-    // `sessions events` shows as `#N`).
-    let mut t = Table::new(&["ID", "MESSAGE", "ROLE", "MATCH"])
-        .right(1)
-        .shrink(3);
-    for h in &hits {
-        t.row(vec![
-            h.acpx_record_id.as_str().to_owned(),
-            h.message_index.to_string(),
-            h.role.to_string(),
-            h.snippet.clone(),
-        ]);
-    }
-    if !hits.is_empty() {
-        ctx.out.lines(
-            t.render(table::stdout_width(), |row, col, cell| match (row, col) {
-                (None, _) | (Some(_), 0) => ctx.out.paint_out(Style::Bold, cell),
-                _ => cell.to_owned(),
-            }),
-        );
-    }
+    print(ctx, reports::search(&query.text, &hits, &paint_out(ctx)));
     Ok(())
 }

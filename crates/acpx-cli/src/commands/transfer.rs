@@ -2,23 +2,21 @@
 //! (`--as archive`, the default), reading it back and storing the session are
 //! [`acpx_runtime::ops::transfer`]'s; `--from-node-acpx` is [`crate::commands::node_import`].
 
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
-use acpx_model::{EventQuery, SessionRecord};
-use acpx_printer::export::{write_export, ExportError, ExportFormat};
-use acpx_runtime::ops::import_trust::{trust_import, untrusted_import, ImportTrust};
-use acpx_runtime::ops::transfer::{
-    create_file_for_user, import_event_lines_with, read_import_source, EventLines, ImportSource,
-};
+use acpx_model::SessionRecord;
+use acpx_printer::export::{archive_starts_late, write_export, ExportError, ExportFormat};
+use acpx_runtime::ops::import_files::{open_import_files, ImportEvents, ImportFileError};
+use acpx_runtime::ops::import_trust::{trust_import, ImportTrust};
+use acpx_runtime::ops::transfer::{create_file_for_user, import_event_lines_with};
 use acpx_runtime::ops::OpsError;
-use serde_json::{json, Value};
 
 use crate::cli::{ExportArgs, ExportKind, ImportArgs, TrustArgs};
-use crate::commands::select;
+use crate::commands::{print, select};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::results;
+use acpx_printer::reports::transfer as reports;
 
 /// `sessions export`.
 pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
@@ -46,22 +44,7 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
         ExportKind::Otlp => ExportFormat::Otlp,
         ExportKind::Html => ExportFormat::Html,
     };
-    // An archive is for `sessions import`, which recreates a log from seq 1 only: say so
-    // when retention already removed the oldest events, before the user relies on the file.
-    let oldest = if format == ExportFormat::Archive {
-        let first = store
-            .read_events(
-                &r.acpx_record_id,
-                &EventQuery {
-                    limit: Some(1),
-                    ..EventQuery::default()
-                },
-            )
-            .await?;
-        first.events.first().map(|e| e.seq).filter(|&seq| seq > 1)
-    } else {
-        None
-    };
+    let oldest = archive_starts_late(&*store, &r.acpx_record_id, format).await?;
     let events = match write_export(&*store, &r, format, &mut sink).await {
         Ok(n) => n,
         // The reader of stdout went away (`… | head`): it wanted no more. Quiet and exit 0,
@@ -79,73 +62,27 @@ pub async fn export(ctx: &Ctx, a: ExportArgs) -> CliResult<()> {
     };
     drop(sink);
     if let Some(seq) = oldest {
-        ctx.out.warn(&format!(
-            "the store kept the log of {} from seq {seq} on (older events were removed by \
-             retention; ACPX_KEEP_ROTATED_SEGMENTS=1 keeps them): the archive holds the events \
-             from seq {seq} on, and `sessions import` recreates the log from there",
-            r.acpx_record_id
-        ));
+        ctx.out
+            .warn(&reports::export_trimmed_warning(&r.acpx_record_id, seq));
     }
     if let Some(p) = &a.output {
-        if ctx.out.is_json() {
-            let kind = format!("{:?}", a.kind).to_lowercase();
-            ctx.out
-                .json(&results::session_exported(&r, p, &kind, events));
-        } else {
-            ctx.out
-                .note(&format!("exported {} to {}", r.acpx_record_id, p.display()));
-        }
+        let kind = format!("{:?}", a.kind).to_lowercase();
+        print(ctx, reports::exported(&r, p, &kind, events));
     }
     Ok(())
 }
 
-/// Events of an import, read as they are stored.
-type ImportEvents = EventLines<Box<dyn BufRead + Send>>;
-
-fn open_reader(path: &Path) -> CliResult<Box<dyn BufRead + Send>> {
-    std::fs::File::open(path)
-        .map(|f| {
-            Box::new(std::io::BufReader::with_capacity(256 * 1024, f)) as Box<dyn BufRead + Send>
-        })
-        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))
-}
-
-/// Reads the snapshot of an import (an archive's first line, or a `session.json`) and opens
-/// its events (the rest of the archive, or `--events`), which are read while they are stored.
-fn open_import(file: &Path, events: Option<&PathBuf>) -> CliResult<(SessionRecord, ImportEvents)> {
-    let origin = file.display().to_string();
-    let parsed = read_import_source(open_reader(file)?, &origin).map_err(|e| match e {
-        OpsError::Invalid(m) if m.contains("neither an acpx archive nor a session.json") => {
-            CliError::usage(m)
-                .with_hint("export a session with `acpx sessions export --as archive -o FILE`")
-        }
-        other => other.into(),
-    })?;
-    match parsed {
-        ImportSource::Archive(record, lines) => {
-            if events.is_some() {
-                return Err(CliError::usage(
-                    "--events is for a session.json import; an archive carries its own events",
-                ));
-            }
-            Ok((record, lines))
-        }
-        ImportSource::NodeRecord => Err(CliError::usage(format!(
-            "{origin} is a session written by the Node acpx"
-        ))
-        .with_hint("import Node sessions with `acpx sessions import --from-node-acpx <dir>`")),
-        ImportSource::Snapshot(record) => {
-            let lines = match events {
-                Some(p) => EventLines::new(open_reader(p)?, &p.display().to_string(), 1),
-                None => EventLines::new(
-                    Box::new(std::io::empty()) as Box<dyn BufRead + Send>,
-                    &origin,
-                    1,
-                ),
-            };
-            Ok((record, lines))
-        }
-    }
+/// The snapshot and events of an import ([`open_import_files`]), its refusals as the user
+/// sees them.
+fn open_import(file: &Path, events: Option<&Path>) -> CliResult<(SessionRecord, ImportEvents)> {
+    open_import_files(file, events).map_err(|e| match e {
+        ImportFileError::Ops(e) => e.into(),
+        e @ ImportFileError::NotASession(_) => CliError::usage(e.to_string())
+            .with_hint("export a session with `acpx sessions export --as archive -o FILE`"),
+        e @ ImportFileError::NodeRecord(_) => CliError::usage(e.to_string())
+            .with_hint("import Node sessions with `acpx sessions import --from-node-acpx <dir>`"),
+        e => CliError::usage(e.to_string()),
+    })
 }
 
 /// `sessions import`.
@@ -158,7 +95,7 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
             "sessions import needs a FILE or --from-node-acpx <dir>",
         ));
     };
-    let (record, lines) = open_import(file, a.events.as_ref())?;
+    let (record, lines) = open_import(file, a.events.as_deref())?;
     let store = ctx.store().await?;
     let original = record.acpx_record_id.clone();
     let trust = if a.trust {
@@ -178,61 +115,8 @@ pub async fn import(ctx: &Ctx, a: ImportArgs) -> CliResult<()> {
         other => other?,
     };
     let (stored, events) = stored;
-    // The snapshot names the last event it folded in; a log that ends before it is an archive
-    // cut short (a copy interrupted at a line boundary reads as valid NDJSON). The session is
-    // kept, as imported, for `fsck --repair` to record the gap, but the user must hear of it.
-    // (The log may start above seq 1, where retention had cut it: its end is its last seq.)
-    let folded = stored.acpx.audit_seq;
-    let last = stored.acpx.event_log.last_seq;
-    if last < folded {
-        ctx.out.warn(&format!(
-            "{}: the imported log ends at seq {last} but the session's snapshot has folded \
-             in events up to seq {folded}: events {}..{folded} are missing (a truncated \
-             archive, or a session.json without its log: pass it with --events); import it \
-             again from a whole file, or run `acpx fsck --repair` to record the gap",
-            file.display(),
-            last + 1
-        ));
-    }
-    let events = events as usize;
-    let untrusted = untrusted_import(&stored);
-    if ctx.out.is_json() {
-        let from = a.new_id.then_some(&original);
-        let mut result = results::session_imported(&stored, events, from);
-        result["trusted"] = json!(untrusted.is_none());
-        ctx.out.json(&result);
-    } else if ctx.out.is_text() {
-        ctx.out.line(&format!(
-            "imported {} ({} messages, {} events)",
-            stored.acpx_record_id,
-            stored.thread.message_count(),
-            events
-        ));
-    } else {
-        ctx.out.line(stored.acpx_record_id.as_str());
-    }
-    match &untrusted {
-        Some((command, servers)) => ctx.out.note(&format!(
-            "[acpx] kept as information only: its archive names the agent command {}{}; acpx \
-             runs none of it until `acpx sessions trust {}` (or continues it with your agent: \
-             `acpx <agent> sessions trust {}`)",
-            shown(command),
-            shown_servers(servers),
-            stored.acpx_record_id,
-            stored.acpx_record_id
-        )),
-        None => ctx.out.note(&format!(
-            "[acpx] trusted (--trust): it runs the agent command {}{}",
-            shown(&stored.agent_command),
-            shown_servers(
-                stored
-                    .acpx
-                    .extra
-                    .get(acpx_runtime::mapping::MCP_SERVERS_KEY)
-                    .unwrap_or(&Value::Null)
-            )
-        )),
-    }
+    let from = a.new_id.then_some(&original);
+    print(ctx, reports::imported(&stored, events as usize, file, from));
     Ok(())
 }
 
@@ -248,68 +132,6 @@ pub async fn trust(ctx: &Ctx, a: TrustArgs) -> CliResult<()> {
     let trusted = trust_import(store, &r.acpx_record_id, agent.clone())
         .await
         .map_err(CliError::from)?;
-    let id = &trusted.record.acpx_record_id;
-    if ctx.out.is_json() {
-        ctx.out.json(&json!({
-            "action": "session_trusted",
-            "acpxRecordId": id,
-            "agentCommand": trusted.record.agent_command,
-            "namedAgentCommand": trusted.named_command,
-            "namedMcpServers": trusted.named_mcp_servers,
-            "withYourAgent": agent.is_some(),
-        }));
-    } else if ctx.out.is_text() {
-        ctx.out.line(&match agent {
-            Some(command) => format!(
-                "session {id} now runs your agent {} (its archive named {}{}, which stay unused)",
-                shown(&command),
-                shown(&trusted.named_command),
-                shown_servers(&trusted.named_mcp_servers)
-            ),
-            None => format!(
-                "session {id} now runs the agent command its archive names: {}{}",
-                shown(&trusted.named_command),
-                shown_servers(&trusted.named_mcp_servers)
-            ),
-        });
-    }
+    print(ctx, reports::trusted(&trusted, agent.as_deref()));
     Ok(())
-}
-
-/// A command line as shown to a person: quoted, control characters escaped.
-fn shown(command: &str) -> String {
-    format!("`{}`", acpx_runtime::text::printable(command))
-}
-
-/// `, and MCP servers a (`cmd args`), b (http URL)` for ACP's array form; empty for none.
-fn shown_servers(servers: &Value) -> String {
-    let Some(list) = servers.as_array().filter(|l| !l.is_empty()) else {
-        return String::new();
-    };
-    let named: Vec<String> = list
-        .iter()
-        .map(|s| {
-            let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
-            let what = match s.get("command").and_then(Value::as_str) {
-                Some(cmd) => {
-                    let args: Vec<&str> = s
-                        .get("args")
-                        .and_then(Value::as_array)
-                        .map(|a| a.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    std::iter::once(cmd)
-                        .chain(args)
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
-                None => s
-                    .get("url")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_owned(),
-            };
-            format!("{} ({})", acpx_runtime::text::printable(name), shown(&what))
-        })
-        .collect();
-    format!(", and the MCP servers {}", named.join(", "))
 }

@@ -1,36 +1,20 @@
 //! `sessions usage`: the tokens and cost the agents reported, as a table or JSON. The sums
 //! are `acpx_runtime::ops::usage`'s; this file only reads arguments and renders.
 
-use acpx_model::usage::UsageFilter;
 use acpx_runtime::ops::usage as ops;
-use serde_json::json;
 
 use crate::cli::{Target, UsageArgs};
+use crate::commands::print;
 use crate::commands::select_summary;
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::usage::usage_table;
+use acpx_printer::reports::maintenance as reports;
 
 /// `sessions usage [SESSION] [--by …] [--since DAY] [--until DAY]`.
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
     let by = ops::parse_grouping(&a.by).map_err(|e| CliError::usage(format!("--by: {e}")))?;
-    let day = |flag: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(ops::parse_day)
-            .transpose()
-            .map_err(|e| CliError::usage(format!("{flag}: {e}")))
-    };
-    let filter = UsageFilter {
-        since: day("--since", &a.since)?,
-        until: day("--until", &a.until)?,
-    };
-    if let (Some(s), Some(u)) = (filter.since, filter.until) {
-        if s > u {
-            return Err(CliError::usage(format!(
-                "--since {s} is after --until {u}: no day lies between them"
-            )));
-        }
-    }
+    let filter =
+        ops::parse_filter(a.since.as_deref(), a.until.as_deref()).map_err(CliError::usage)?;
     let report = match &a.session {
         Some(id) => {
             let target = Target {
@@ -52,26 +36,7 @@ pub async fn usage(ctx: &Ctx, a: UsageArgs) -> CliResult<()> {
             report
         }
     };
-    if ctx.out.is_json() {
-        ctx.out
-            .json(&json!({"action": "sessions_usage", "report": report}));
-        return Ok(());
-    }
-    if !ctx.out.is_text() {
-        for row in &report.rows {
-            ctx.out.line(&row.key);
-        }
-        return Ok(());
-    }
-    if report.rows.is_empty() {
-        let filtered = filter.since.is_some() || filter.until.is_some();
-        ctx.out.note(if filtered {
-            "no sessions in that range"
-        } else {
-            "no sessions"
-        });
-        return Ok(());
-    }
-    ctx.out.lines(usage_table(&report));
+    let filtered = filter.since.is_some() || filter.until.is_some();
+    print(ctx, reports::usage(&report, filtered));
     Ok(())
 }

@@ -13,16 +13,20 @@
 //! |---|---|
 //! | [`fork`] | record-level fork: a new record that starts from a parent's conversation and state |
 //! | [`repair`] | `fsck`: the checks of every stored session, and their repair, as a typed report |
+//! | [`import_files`] | the files of `sessions import` (an archive, or a `session.json` and its log) opened for reading as they are stored |
 //! | [`transfer`] | export archives, reading them back, storing an imported session |
 //! | [`node_import`] | converting a Node acpx 0.19 home (records and journals) into sessions |
 //! | [`scope`] | sessions of a scope (agent, directory, name): create, attach an existing ACP session |
 //! | [`lookup`] | finding a session: the directory walk of a scope, resolving a typed id |
+//! | [`log_pages`] | a log read a page at a time for a command that prints it (`sessions events`) |
 //! | [`watch`] | following a session's log as it grows (`sessions events --follow`) |
 //! | [`prune`] | choosing closed sessions past a cutoff and deleting them, keeping their logs |
 //! | [`usage`] | `sessions usage`: the agents' reports of tokens and cost, summed over sessions from their summaries |
 
 pub mod fork;
+pub mod import_files;
 pub mod import_trust;
+pub mod log_pages;
 pub mod lookup;
 pub mod node_import;
 pub mod otlp_live;

@@ -203,6 +203,50 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Where a command's finished turn sends its spans: `flag` (`--otlp-endpoint`) else the
+/// OTEL variables `env` reads ([`OtlpTarget::resolve`]), with the warning to give when a
+/// variable names an endpoint acpx cannot use. A bad flag is an error (`Err`, a usage
+/// error); a bad variable only a warning, since the environment may be set for other
+/// programs: what is wrong, that the turn is not exported, and how to silence it, since it
+/// comes at every prompt while the variable is set.
+pub fn turn_target(
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(Option<OtlpTarget>, Option<String>), String> {
+    match OtlpTarget::resolve(flag, env) {
+        Ok(t) => Ok((t, None)),
+        Err(e) if flag.is_some() => Err(e),
+        Err(e) => {
+            // `e` starts with the variable's name.
+            let var = e
+                .split_once(':')
+                .map(|(v, _)| v)
+                .filter(|v| v.starts_with("OTEL_"))
+                .unwrap_or("the OTEL_EXPORTER_OTLP_* variable");
+            let warning = format!(
+                "{e}; the turn is not exported (unset {var}, or point it at an http:// \
+                 OpenTelemetry Collector, to silence this warning)"
+            );
+            Ok((None, Some(warning)))
+        }
+    }
+}
+
+/// Sends a finished turn's spans (turn `request_id` of session `id`) to `target`, if there
+/// is one and the turn has a request id; a failure is the warning to give, never the turn's
+/// failure.
+pub async fn export_finished_turn(
+    store: &dyn Store,
+    id: &RecordId,
+    request_id: &str,
+    target: Option<&OtlpTarget>,
+) -> Option<String> {
+    let target = target.filter(|_| !request_id.is_empty())?;
+    let sent = export_turn(store, id, request_id, target).await;
+    sent.err()
+        .map(|e| format!("the turn's OpenTelemetry export failed: {e}"))
+}
+
 /// Sends the spans of turn `request_id` of session `id` to `target`; returns how many bytes
 /// were sent. Errors are sentences for a warning.
 pub async fn export_turn(
@@ -367,6 +411,20 @@ fn timed_out(what: &str) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_variable_is_a_warning_naming_it_and_a_bad_flag_an_error() {
+        let env = |k: &str| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "ftp://x".to_owned());
+        let (target, warning) = turn_target(None, env).unwrap();
+        assert!(target.is_none());
+        let warning = warning.unwrap();
+        assert!(
+            warning.contains("unset OTEL_EXPORTER_OTLP_ENDPOINT"),
+            "{warning}"
+        );
+        assert!(turn_target(Some("ftp://x"), |_| None).is_err());
+        assert_eq!(turn_target(None, |_| None).unwrap(), (None, None));
+    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {

@@ -47,6 +47,35 @@ pub struct Pruned {
     pub kept_log: Option<KeptLog>,
 }
 
+/// The cutoff of `sessions prune`: `--before` (a date or a timestamp) or `--older-than` days
+/// before `now`, `None` without either; an error names the flag and what it expects.
+pub fn cutoff(
+    before: Option<&str>,
+    older_than: Option<f64>,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, CutoffError> {
+    match (before, older_than) {
+        (Some(b), _) => parse_cutoff(b)
+            .map(Some)
+            .ok_or_else(|| CutoffError::NotADate(b.to_owned())),
+        (None, Some(days)) => days_before(now, days)
+            .map(Some)
+            .ok_or(CutoffError::BadDays(days)),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A cutoff that is not one.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CutoffError {
+    /// `--before` is neither a date nor a timestamp.
+    #[error("--before {0:?} is not a date")]
+    NotADate(String),
+    /// `--older-than` is not a number of days, 0 or more.
+    #[error("--older-than {0}: expected a number of days, 0 or more")]
+    BadDays(f64),
+}
+
 /// A cutoff as a user writes it (acpx's `--before`): an RFC 3339 timestamp, or a date
 /// `YYYY-MM-DD` meaning its midnight UTC. `None` when it is neither.
 pub fn parse_cutoff(s: &str) -> Option<Timestamp> {
@@ -133,6 +162,21 @@ fn closed_at(s: &SessionSummary) -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cutoff_names_the_flag_that_is_wrong() {
+        let now = Timestamp::now();
+        assert_eq!(cutoff(None, None, now), Ok(None));
+        assert_eq!(
+            cutoff(Some("soon"), None, now),
+            Err(CutoffError::NotADate("soon".into()))
+        );
+        assert_eq!(
+            cutoff(None, Some(-1.0), now),
+            Err(CutoffError::BadDays(-1.0))
+        );
+        assert!(cutoff(Some("2026-01-01"), None, now).unwrap().is_some());
+    }
 
     #[test]
     fn a_cutoff_is_a_timestamp_or_a_date_at_midnight_utc() {

@@ -43,6 +43,28 @@ pub fn parse_day(text: &str) -> Result<NaiveDate, String> {
         .map_err(|_| format!("{text:?} is not a day: write YYYY-MM-DD or YYYYMMDD"))
 }
 
+/// The days `--since` and `--until` give (each `YYYY-MM-DD` or `YYYYMMDD`), as a filter; an
+/// error names the flag, or says that no day lies between them.
+pub fn parse_filter(since: Option<&str>, until: Option<&str>) -> Result<UsageFilter, String> {
+    let day = |flag: &str, v: Option<&str>| {
+        v.map(parse_day)
+            .transpose()
+            .map_err(|e| format!("{flag}: {e}"))
+    };
+    let filter = UsageFilter {
+        since: day("--since", since)?,
+        until: day("--until", until)?,
+    };
+    if let (Some(s), Some(u)) = (filter.since, filter.until) {
+        if s > u {
+            return Err(format!(
+                "--since {s} is after --until {u}: no day lies between them"
+            ));
+        }
+    }
+    Ok(filter)
+}
+
 /// Reads a `--by` value.
 pub fn parse_grouping(text: &str) -> Result<UsageGrouping, String> {
     match text {
@@ -59,6 +81,23 @@ pub fn parse_grouping(text: &str) -> Result<UsageGrouping, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filter_names_its_flag_and_refuses_an_empty_range() {
+        assert!(parse_filter(Some("nope"), None)
+            .unwrap_err()
+            .starts_with("--since: "));
+        assert!(parse_filter(None, Some("x"))
+            .unwrap_err()
+            .starts_with("--until: "));
+        let e = parse_filter(Some("2026-03-02"), Some("2026-03-01")).unwrap_err();
+        assert!(e.contains("no day lies between them"), "{e}");
+        let f = parse_filter(Some("20260301"), None).unwrap();
+        assert_eq!(
+            f.since.map(|d| d.to_string()).as_deref(),
+            Some("2026-03-01")
+        );
+    }
 
     #[test]
     fn days_take_both_forms_and_refuse_others() {

@@ -3,13 +3,12 @@
 
 use acpx_owner::local::Forked;
 
-use super::{drive_error, driver, report_drive, runtime_options, WAITING_FOR_PROMPT};
+use super::{drive_error, driver, report_drive, runtime_options};
 use crate::cli::ForkArgs;
-use crate::commands::select;
+use crate::commands::{print, select};
 use crate::context::Ctx;
 use crate::error::{CliError, CliResult};
-use acpx_printer::results;
-use acpx_runtime::ops::fork::FORKED_FROM_KEY;
+use acpx_printer::reports::sessions as reports;
 
 /// `sessions fork`: a new session that starts from the parent's conversation. With an agent
 /// that advertises `session/fork`, the agent forks its own session (it keeps the context);
@@ -31,27 +30,10 @@ pub async fn fork(ctx: &Ctx, a: ForkArgs) -> CliResult<()> {
         child,
     } = driver(ctx, ctx.store().await?, local)?
         .fork(&parent.acpx_record_id, a.name.clone(), |event| {
-            report_drive(ctx, event, WAITING_FOR_PROMPT)
+            report_drive(ctx, event, false)
         })
         .await
         .map_err(|e| drive_error(ctx, e))?;
-    let method = child.acpx.extra[FORKED_FROM_KEY]["method"].clone();
-    if ctx.out.is_json() {
-        ctx.out.json(&results::session_forked(
-            &child,
-            &parent_now,
-            method.clone(),
-        ));
-    } else if ctx.out.is_text() {
-        ctx.out.line(&format!(
-            "forked {} into {} ({} messages, {})",
-            parent_now.acpx_record_id,
-            child.acpx_record_id,
-            child.thread.message_count(),
-            method.as_str().unwrap_or_default()
-        ));
-    } else {
-        ctx.out.line(child.acpx_record_id.as_str());
-    }
+    print(ctx, reports::forked(&child, &parent_now));
     Ok(())
 }

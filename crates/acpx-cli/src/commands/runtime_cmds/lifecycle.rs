@@ -5,14 +5,11 @@ use acpx_model::SessionRecord;
 use acpx_owner::ensure::{self, Creator, EnsureError, EnsureEvent, OwnerLaunch, Scope};
 use acpx_runtime::Runtime;
 
-use super::{
-    ctrl_c, interrupted_error, report_attachment, report_notices, runtime_error, runtime_options,
-    start_timeout_error,
-};
+use super::{ctrl_c, report_attachment, report_notices, runtime_options};
 use crate::cli::{EnsureArgs, NewArgs};
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
-use acpx_printer::results;
+use crate::error::{CliError, CliResult};
+use acpx_printer::reports::sessions as reports;
 
 fn print_ensured(
     ctx: &Ctx,
@@ -20,61 +17,19 @@ fn print_ensured(
     created: bool,
     replaced: Option<&SessionRecord>,
 ) {
-    if ctx.out.is_json() {
-        ctx.out
-            .json(&results::session_ensured(record, created, replaced));
-        return;
-    }
-    if !ctx.out.is_text() {
-        ctx.out.line(record.acpx_record_id.as_str());
-        return;
-    }
-    let verb = if created { "created" } else { "found" };
     // The store is open by now: the session was just found or created in it.
-    let where_ = ctx
+    let location = ctx
         .opened_now()
         .map(|s| s.record_location(&ctx.home, &record.acpx_record_id))
         .unwrap_or_else(|| ctx.backend.as_str().to_owned());
-    ctx.out.line(&format!(
-        "{verb} session {}{} for agent {} in {}",
-        record.acpx_record_id,
-        record
-            .name
-            .as_deref()
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default(),
-        ctx.agent.display(),
-        record.cwd
-    ));
-    ctx.out.line(&format!("  stored in {where_}"));
-    if let Some(r) = replaced {
-        ctx.out.line(&format!(
-            "  closed the previous session {}",
-            r.acpx_record_id
-        ));
-    }
+    let agent = ctx.agent.display();
+    let p = reports::ensured(record, created, replaced, &agent, &location);
+    crate::commands::print(ctx, p);
 }
 
 /// An [`EnsureError`] as the user sees it.
 fn ensure_error(ctx: &Ctx, e: EnsureError) -> CliError {
-    match e {
-        EnsureError::Interrupted => interrupted_error(),
-        EnsureError::StartTimeout(t) => start_timeout_error(t),
-        EnsureError::Runtime(e) => runtime_error(ctx, e),
-        EnsureError::Ops(e) => e.into(),
-        EnsureError::Runs(e) => e.into(),
-        EnsureError::Owner(e) => super::submit_error(e),
-        EnsureError::Close(e) => crate::commands::sessions::close_error(e).with_hint(
-            "the new session was created; close the old one with `acpx sessions close <id>`",
-        ),
-        e @ EnsureError::ResumeFellBack { .. } => {
-            CliError::new(ErrorKind::NoSession, e.to_string())
-        }
-        e @ EnsureError::ResumeNotAttached { .. } => CliError::runtime(e.to_string()),
-        EnsureError::Resume(inner) => ensure_error(ctx, *inner).with_hint(
-            "check the id (the agent's own session list), and that the agent supports session/resume or session/load",
-        ),
-    }
+    acpx_printer::failure::flows::ensure_failure(e, &ctx.agent.command).into()
 }
 
 /// What the user is told while a session is being found or created.

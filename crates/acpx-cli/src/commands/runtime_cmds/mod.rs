@@ -39,7 +39,7 @@ pub use adopt::{adopt, list_from_agent};
 pub use controls::{cancel, set_mode, set_option};
 pub use fork::fork;
 pub use lifecycle::{ensure, new_session};
-pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of, submit_error};
+pub use owned::{owner_main, probe_run, release_all_owners, release_all_owners_of};
 pub(crate) use prompt::read_prompt;
 pub use prompt::{exec, prompt};
 pub use status::status;
@@ -52,19 +52,21 @@ use acpx_owner::drive::{DriveError, DriveEvent, Driver};
 use acpx_owner::interrupts::{ctrl_c, interrupt_count as sigint_count};
 use acpx_owner::local::{LocalError, LocalEvent};
 use acpx_owner::submit::SubmitEvent;
+use acpx_printer::failure::flows::{drive_failure, interrupted, local_failure};
+use acpx_printer::failure::{self, Cause, Failure};
 use acpx_printer::notices;
 use acpx_runtime::{Notice, Observer, PermissionMode, RuntimeError, RuntimeOptions, Session};
 
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::TtyPrompter;
+use crate::error::{CliError, CliResult};
+use crate::live::tty_prompter;
 
 /// The runtime's options for this invocation: the configuration's request timeout and
 /// credentials, a terminal to ask when the mode asks, then the command's own options
 /// ([`Ctx::invocation`], applied as the queue owner applies them).
 pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
-        TtyPrompter::available()
+        tty_prompter()
     } else {
         None
     };
@@ -81,87 +83,55 @@ pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions 
     o
 }
 
-/// Said with `AGENT_TIMEOUT` for a request other than the prompt.
-const REQUEST_TIMEOUT_HINT: &str = "ACP requests other than the prompt wait 120 s by default; set `requestTimeout` (seconds) in config.json to wait longer";
-/// Said with `MODE_NOT_RESTORED`, on either path.
-const MODE_NOT_RESTORED_HINT: &str = "the prompt was not sent; check the mode with the agent, or choose another with `acpx set-mode`";
-/// Said with `SESSION_RESUME_REQUIRED`, on either path.
-const RESUME_REQUIRED_HINT: &str = "start a new session with `acpx sessions new`, or allow a new ACP session with --resume-policy allow-new";
-
-/// Said with `AUTH_REQUIRED`.
-pub(super) const AUTH_REQUIRED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy skip goes on without authenticating";
-
-/// Said with `AUTH_REQUIRED` when the agent itself refused a session request (`--auth-policy
-/// skip`, the default, went on without a credential).
-pub(super) const AUTH_REFUSED_HINT: &str = "run `acpx config show` to locate the active config, then add the credential under `auth`, or set the ACPX_AUTH_ variable named above, and retry; --auth-policy fail stops before any session request when no credential is found";
-
-/// A runtime error as the user sees it.
+/// A runtime error as the user sees it ([`failure::runtime_failure`]).
 fn runtime_error(ctx: &Ctx, e: RuntimeError) -> CliError {
-    match e {
-        RuntimeError::Store(s) => s.into(),
-        RuntimeError::Spawn { .. } => CliError::runtime(e.to_string()).with_hint(format!(
-            "the agent command is `{}`; `acpx config show` lists the agents, and --agent \"<command>\" runs any ACP agent",
-            ctx.agent.command
-        ))
-        .with_detail("AGENT_SPAWN_FAILED"),
-        RuntimeError::Timeout { .. } => CliError::new(ErrorKind::Timeout, e.to_string())
-            .with_detail("AGENT_TIMEOUT")
-            .with_hint(REQUEST_TIMEOUT_HINT),
-        RuntimeError::UnknownMode { .. } => {
-            CliError::usage(e.to_string()).with_detail("UNKNOWN_MODE")
+    failure::runtime_failure(e, &ctx.agent.command).into()
+}
+
+/// A failure as `acpx_printer::failure` explains it; one it leaves to the binary's own
+/// mapping ([`Cause`]) keeps that mapping's kind and message, and the hint it was given.
+impl From<Failure> for CliError {
+    fn from(f: Failure) -> CliError {
+        if let Some(cause) = f.cause {
+            let err = match cause {
+                Cause::Store(e) => CliError::from(e),
+                Cause::Ops(e) => e.into(),
+                Cause::Runs(e) => e.into(),
+            };
+            return match f.hint {
+                Some(h) => err.with_hint(h),
+                None => err,
+            };
         }
-        RuntimeError::NotOffered { ref acp, .. } => {
-            let acp = acp.as_ref().map(|a| a.to_json());
-            let mut err = CliError::usage(e.to_string()).with_detail("NOT_OFFERED");
-            if let Some(a) = acp {
-                err = err.with_data("acp", a);
-            }
+        let mut err = CliError::new(f.kind, f.message);
+        err.hint = f.hint;
+        err.detail_code = f.detail_code;
+        if let Some(a) = f.acp {
+            err = err.with_data("acp", a);
+        }
+        if f.retryable {
+            err = err.with_data("retryable", serde_json::json!(true));
+        }
+        if f.shown {
+            err.reported()
+        } else {
             err
         }
-        RuntimeError::ModeNotRestored { .. } => CliError::runtime(e.to_string())
-            .with_detail("MODE_NOT_RESTORED")
-            .with_hint(MODE_NOT_RESTORED_HINT),
-        RuntimeError::ResumeRequired { .. } => CliError::runtime(e.to_string())
-            .with_detail("SESSION_RESUME_REQUIRED")
-            .with_hint(RESUME_REQUIRED_HINT),
-        RuntimeError::AuthRequired {
-            ref agent_said, ..
-        } => {
-            let hint = match agent_said {
-                None => AUTH_REQUIRED_HINT,
-                Some(_) => AUTH_REFUSED_HINT,
-            };
-            CliError::runtime(e.to_string())
-                .with_detail("AUTH_REQUIRED")
-                .with_hint(hint)
-        }
-        RuntimeError::Agent { ref error, .. } if error.is_not_found() => {
-            CliError::no_session(e.to_string())
-                .with_hint("the agent no longer knows this session; start a new one with `acpx sessions new`")
-        }
-        other => CliError::runtime(other.to_string()),
     }
 }
 
-/// What the user is told while a one-process command runs (`waiting` is the line shown while
-/// another process's prompt holds the session).
-fn report_local(ctx: &Ctx, event: LocalEvent<'_>, waiting: &str) {
+/// What the user is told while a one-process command runs (a prompt's or not: `prompt`,
+/// [`notices::local_said`]), beside what opening the session changed.
+fn report_local(ctx: &Ctx, event: LocalEvent<'_>, prompt: bool) {
     match event {
-        LocalEvent::Waiting(_) => ctx.out.note(waiting),
         LocalEvent::Opened(session) => {
             report_notices(ctx, session.notices());
             report_attachment(ctx, session);
         }
-        LocalEvent::CancellingTurn => {
-            if ctx.out.is_text() {
-                crate::output::stderr_line("\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)");
-            }
-        }
-        LocalEvent::TurnOver => {}
-        LocalEvent::ForkByCopy => ctx.out.warn(
-            "the agent does not support session/fork: the new session has a copy of the conversation, \
-             which its first prompt sends to the agent before the prompt",
+        LocalEvent::CancellingTurn if ctx.out.is_text() => crate::output::stderr_line(
+            "\n[acpx] cancelling the turn… (Ctrl-C again to stop the agent)",
         ),
+        other => crate::commands::say(ctx, notices::local_said(&other, prompt)),
     }
 }
 
@@ -183,70 +153,29 @@ fn driver<'a>(
     })
 }
 
-/// What the user is told while a control or a fork is driven (`waiting`: see
-/// [`report_local`]).
-fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, waiting: &str) {
+/// What the user is told while a prompt (`prompt`), a control or a fork is driven
+/// ([`notices::drive_said`]), beside what opening the session changed.
+fn report_drive(ctx: &Ctx, event: DriveEvent<'_>, prompt: bool) {
     match event {
-        DriveEvent::WaitingForOwner { why, limit } => ctx.out.note(&format!(
-            "[acpx] {why}; waiting for its queue to finish{}",
-            match limit {
-                Some(t) => format!(" (up to {} s, --timeout)", t.as_secs()),
-                None => " (Ctrl-C to stop waiting)".to_owned(),
-            }
-        )),
         DriveEvent::Owner(SubmitEvent::Started(notices)) => report_notices(ctx, notices),
-        DriveEvent::Local(event) => report_local(ctx, event, waiting),
-        _ => {}
+        DriveEvent::Local(event) => report_local(ctx, event, prompt),
+        other => crate::commands::say(ctx, notices::drive_said(&other, prompt)),
     }
 }
 
 /// A [`DriveError`] as the user sees it.
 fn drive_error(ctx: &Ctx, e: DriveError) -> CliError {
-    match e {
-        DriveError::Owner(e) => owned::submit_error(e),
-        DriveError::Local(e) => local_error(ctx, e),
-        DriveError::Runs(e) => e.into(),
-        DriveError::Store(e) => e.into(),
-        e @ DriveError::CancelTask(_) => CliError::runtime(e.to_string()),
-    }
+    drive_failure(e, &ctx.agent.command).into()
 }
-
-/// What a prompt, a control or a fork waits with while another process's prompt holds the
-/// session.
-const WAITING_FOR_PROMPT: &str =
-    "[acpx] a prompt is running in this session; waiting for it to finish";
 
 /// A [`LocalError`] as the user sees it.
 fn local_error(ctx: &Ctx, e: LocalError) -> CliError {
-    match e {
-        LocalError::Interrupted => interrupted_error(),
-        e @ LocalError::Withdrawn => {
-            CliError::new(ErrorKind::Interrupted, e.to_string()).with_detail("QUEUE_TASK_WITHDRAWN")
-        }
-        LocalError::StartTimeout(t) => start_timeout_error(t),
-        LocalError::Runtime(e) => runtime_error(ctx, e),
-        LocalError::Runs(e) => e.into(),
-        LocalError::Ops(e) => e.into(),
-    }
+    local_failure(e, &ctx.agent.command).into()
 }
 
-/// The agent did not start within `--timeout`.
-fn start_timeout_error(t: Duration) -> CliError {
-    CliError::new(
-        ErrorKind::Timeout,
-        format!(
-            "the agent did not start within {} s (--timeout)",
-            t.as_secs_f64()
-        ),
-    )
-}
-
+/// A second Ctrl-C stopped the agent of a one-process command.
 pub(crate) fn interrupted_error() -> CliError {
-    CliError::new(
-        ErrorKind::Interrupted,
-        "interrupted: the agent was stopped; what it did so far is in the event log",
-    )
-    .with_hint("the next prompt records the unfinished turn as interrupted")
+    interrupted().into()
 }
 
 /// Says (with `--verbose`) how an opened session got its ACP session, and whether an
@@ -257,24 +186,17 @@ fn report_attachment(ctx: &Ctx, session: &Session) {
     }
 }
 
-/// Tells the user what opening a session changed: a fallback to a new ACP session (one
-/// stderr line in text mode, a `session_fallback` JSON line on stdout in JSON mode), choices
-/// that could not be set again, MCP servers the agent cannot take (warnings).
+/// Tells the user what opening a session changed ([`notices::said`]): a fallback to a new
+/// ACP session (one stderr line in text mode; in JSON mode the next action object carries
+/// it as `sessionFallback`, as a prompt streams the `session_fallback` lifecycle event
+/// itself), choices that could not be set again, MCP servers the agent cannot take.
 fn report_notices(ctx: &Ctx, notices: &[Notice]) {
-    for notice in notices {
-        match notice {
-            Notice::Fallback { .. } => {
-                if ctx.out.is_json() {
-                    // A prompt streams the `session_fallback` lifecycle event itself; a
-                    // command's action object carries it as `sessionFallback`.
-                    if let Some(v) = notices::fallback_json(notice) {
-                        ctx.out.attach_to_next_action("sessionFallback", v);
-                    }
-                } else if ctx.out.is_text() {
-                    crate::output::stderr_line(&format!("[acpx] {}", notices::notice_text(notice)));
-                }
-            }
-            _ => ctx.out.warn(&notices::notice_text(notice)),
+    if ctx.out.is_json() {
+        for v in notices.iter().filter_map(notices::fallback_json) {
+            ctx.out.attach_to_next_action("sessionFallback", v);
         }
+    }
+    for said in notices::said(notices) {
+        crate::commands::say(ctx, Some(said));
     }
 }

@@ -2,66 +2,28 @@
 //! options a task carries to it, and its errors as the user sees them; the hidden `__owner`
 //! command. Driving a command through the owner or in process is `acpx_owner::drive`'s.
 
-use std::os::unix::process::CommandExt;
-use std::process::Stdio;
 use std::time::Duration;
 
 use acpx_model::RecordId;
 use acpx_owner::lease;
-use acpx_owner::protocol::{OwnerStatus, TaskOptions, WireError};
+use acpx_owner::protocol::TaskOptions;
 use acpx_owner::runs::Probe;
 use acpx_owner::submit::{self, SubmitError};
 use acpx_owner::{run_owner, OwnerConfig, OwnerExit};
 use acpx_runtime::Runtime;
-use serde_json::json;
 
 use crate::cli::OwnerArgs;
 use crate::config::Format;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
+use crate::error::{CliError, CliResult};
 
-use super::{
-    runtime_options, AUTH_REFUSED_HINT, AUTH_REQUIRED_HINT, MODE_NOT_RESTORED_HINT,
-    RESUME_REQUIRED_HINT,
-};
+use super::runtime_options;
 
-/// A wire error as the user sees it.
-pub(super) fn wire_error(e: WireError) -> CliError {
-    let mut err = CliError::new(ErrorKind::from_acpx_code(&e.code), e.message);
-    if let Some(d) = &e.detail_code {
-        err = err.with_detail(d);
-        match d.as_str() {
-            "QUEUE_OWNER_START_FAILED" => {
-                err = err.with_hint(
-                    "see <home>/owners/<record id>.log, or run this command with --no-owner",
-                )
-            }
-            "MODE_NOT_RESTORED" => err = err.with_hint(MODE_NOT_RESTORED_HINT),
-            "SESSION_BUSY" => {
-                err = err.with_hint(
-                    "cancel it with `acpx cancel` (naming the session as here), or run this again once it ends",
-                )
-            }
-            "SESSION_RESUME_REQUIRED" => err = err.with_hint(RESUME_REQUIRED_HINT),
-            "AUTH_REQUIRED" if err.message.starts_with("the agent refused") => {
-                err = err.with_hint(AUTH_REFUSED_HINT)
-            }
-            "AUTH_REQUIRED" => err = err.with_hint(AUTH_REQUIRED_HINT),
-            _ => {}
-        }
-    }
-    if e.retryable {
-        err = err.with_data("retryable", json!(true));
-    }
-    err
-}
-
-/// Starts a detached owner for session `id`: the `acpx` binary itself in its own process
-/// group, stdin and stdout closed, stderr appended to `<home>/owners/<id>.log`.
+/// Starts a detached owner for session `id`: the `acpx` binary itself
+/// ([`lease::spawn_detached`]: its own process group, stderr appended to
+/// `<home>/owners/<id>.log`).
 pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
-    let log = lease::open_log(&ctx.home, id)?;
-    let exe = std::env::current_exe()?;
-    let mut cmd = std::process::Command::new(exe);
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
     cmd.arg("--home")
         .arg(&ctx.home)
         .arg("--cwd")
@@ -74,13 +36,8 @@ pub(super) fn spawn_owner(ctx: &Ctx, id: &RecordId) -> std::io::Result<()> {
         .arg("--record-id")
         .arg(id.as_str())
         .arg("--queue-max-depth")
-        .arg(ctx.queue_max_depth.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .process_group(0);
-    // Not waited for: the owner outlives this command (init reaps it).
-    cmd.spawn().map(drop)
+        .arg(ctx.queue_max_depth.to_string());
+    lease::spawn_detached(cmd, &ctx.home, id)
 }
 
 /// This command's own options, for the owner: the same ones the one-process path gives its
@@ -104,22 +61,7 @@ pub(super) fn task_options(ctx: &Ctx) -> TaskOptions {
 
 /// A failure to talk to the queue owner as the user sees it.
 pub fn submit_error(e: SubmitError) -> CliError {
-    match e {
-        SubmitError::Wire(e) => wire_error(e),
-        SubmitError::Interrupted => CliError::new(
-            ErrorKind::Interrupted,
-            "interrupted: the turn goes on in the session's queue owner (`acpx cancel` stops it)",
-        ),
-        SubmitError::Runs(e) => e.into(),
-        other => CliError::runtime(other.to_string()),
-    }
-}
-
-/// A running owner's state, `None` when none runs.
-pub async fn status(ctx: &Ctx, id: &RecordId) -> CliResult<Option<OwnerStatus>> {
-    submit::status(ctx.authority()?, id)
-        .await
-        .map_err(submit_error)
+    acpx_printer::failure::flows::submit_failure(e).into()
 }
 
 /// Whether a prompt runs in session `id`: in its queue owner, or in a one-process prompt
@@ -176,31 +118,14 @@ pub async fn owner_main(ctx: &Ctx, a: OwnerArgs) -> CliResult<()> {
     let exit = run_owner(runtime, config)
         .await
         .map_err(|e| CliError::runtime(e.to_string()))?;
-    match exit {
-        OwnerExit::OpenFailed(why) => Err(CliError::runtime(format!(
+    if let OwnerExit::OpenFailed(why) = exit {
+        return Err(CliError::runtime(format!(
             "the queue owner could not start the agent: {why}"
-        ))),
-        OwnerExit::HeldElsewhere(lease) => {
-            if ctx.out.format != Format::Quiet {
-                crate::output::stderr_line(&format!(
-                    "acpx queue owner {}: not started: the owner on host {} (pid {}) holds \
-                     the session",
-                    std::process::id(),
-                    lease.holder.host,
-                    lease.holder.pid
-                ));
-            }
-            Ok(())
-        }
-        other => {
-            if ctx.out.format != Format::Quiet {
-                crate::output::stderr_line(&format!(
-                    "acpx queue owner {}: stopped ({})",
-                    std::process::id(),
-                    other.describe()
-                ));
-            }
-            Ok(())
-        }
+        )));
     }
+    if ctx.out.format != Format::Quiet {
+        let line = acpx_printer::notices::owner_exit_line(&exit, std::process::id());
+        crate::output::stderr_line(&line);
+    }
+    Ok(())
 }

@@ -8,126 +8,56 @@ use std::sync::Arc;
 use acpx_owner::drive::{DriveEvent, Prompted};
 use acpx_owner::local::{self, LocalEvent};
 use acpx_owner::submit::{SubmitEvent, Submitted};
-use acpx_printer::results;
-use acpx_runtime::error_kind::turn_failure;
+use acpx_printer::failure::{turn_failed, PermissionSetup};
+use acpx_printer::reports::controls as reports;
 use acpx_runtime::ops::otlp_live::{self, OtlpTarget};
+use acpx_runtime::prompt_input::{prompt_text, PromptInputError};
 use acpx_runtime::{text_prompt, NewSessionSpec, PermissionMode, Runtime, TurnOutcome};
 
 use super::{
     drive_error, driver, local_error, report_drive, report_local, runtime_options, sigint_count,
-    WAITING_FOR_PROMPT,
 };
 use crate::cli::{ExecArgs, PromptArgs};
 use crate::config::Format;
 use crate::context::Ctx;
-use crate::error::{CliError, CliResult, ErrorKind};
-use crate::live::{LiveOutput, TtyPrompter};
+use crate::error::{CliError, CliResult};
+use crate::live::{live_output, tty_prompter, LiveOutput};
 use crate::lookup::{find_in_scope, no_session_error};
 
-/// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given.
+/// The prompt text: `-f <file>`, `-f -` (stdin), the words, or stdin when neither is given
+/// ([`prompt_text`]).
 pub(crate) fn read_prompt(ctx: &Ctx, file: Option<&str>, words: &[String]) -> CliResult<String> {
-    let text = match (file, words.is_empty()) {
-        (Some(_), false) => {
-            return Err(CliError::usage(
-                "give the prompt as text or with --file, not both",
-            ))
+    let stdin = || {
+        if std::io::stdin().is_terminal() {
+            ctx.out
+                .note("reading the prompt from stdin; finish with Ctrl-D (or pass it as text)");
         }
-        (Some("-"), true) | (None, true) => {
-            if std::io::stdin().is_terminal() {
-                ctx.out
-                    .note("reading the prompt from stdin; finish with Ctrl-D (or pass it as text)");
-            }
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .map_err(|e| CliError::usage(format!("cannot read the prompt from stdin: {e}")))?;
-            s
-        }
-        (Some(path), true) => std::fs::read_to_string(path)
-            .map_err(|e| CliError::usage(format!("cannot read the prompt file {path}: {e}")))?,
-        (None, false) => words.join(" "),
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map(|_| s)
     };
-    if text.trim().is_empty() {
-        return Err(CliError::usage("the prompt is empty")
-            .with_hint("pass the prompt as text, with --file <path>, or on stdin"));
-    }
-    Ok(text)
+    prompt_text(file, words, stdin).map_err(|e| {
+        let empty = matches!(e, PromptInputError::Empty);
+        let err = CliError::usage(e.to_string());
+        match empty {
+            true => err.with_hint("pass the prompt as text, with --file <path>, or on stdin"),
+            false => err,
+        }
+    })
 }
 
-/// The exit status a finished turn maps to (the kind is [`turn_failure`]'s, Node acpx's rules;
-/// this adds the message and the hint). `shown` says the turn's terminal event was
-/// printed: in JSON mode that line is the last one and carries the outcome, so no error line
-/// follows it; in text mode its `[error]` line said what went wrong. (In the `acp` format
-/// the frames never say it: the error line always follows, as in Node acpx.)
+/// The exit status a finished turn maps to, and its error line
+/// ([`acpx_printer::failure::turn_failed`]). `shown` says the turn's terminal event was
+/// printed. (In the `acp` format the frames never say it: the error line always follows, as
+/// in Node acpx.)
 fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
-    let reported = |e: CliError| if shown { e.reported() } else { e };
-    let Some(kind) = turn_failure(outcome) else {
+    let permissions = PermissionSetup {
+        rules: ctx.permission_rules.is_some(),
+        mode: ctx.permission,
+    };
+    let Some(f) = turn_failed(outcome, permissions, shown, ctx.out.is_json()) else {
         return Ok(());
     };
-    let message = outcome.error.as_ref().map(|e| e.message.clone());
-    match kind {
-        ErrorKind::PermissionPromptUnavailable => Err(reported(
-            CliError::new(kind, message.unwrap_or_default()).with_hint(
-                "run on a terminal, pass --approve-all, or use --non-interactive-permissions deny",
-            ),
-        )),
-        ErrorKind::PermissionDenied => {
-            let e = CliError::new(
-                kind,
-                format!(
-                    "the agent asked for permission {} time(s) and was refused",
-                    outcome.permission_stats.requested
-                ),
-            )
-            .with_hint(match (&ctx.permission_rules, ctx.permission) {
-                // Rules decide before the mode: a mode flag alone may change nothing.
-                (Some(_), _) => {
-                    "a --permission-policy rule or the permission mode refused it: change the \
-                     rule (autoApprove), or re-run with --approve-all"
-                }
-                (None, PermissionMode::ApproveReads) => {
-                    "answer on a terminal, or re-run with --approve-all"
-                }
-                // --approve-reads would refuse anything but reads and searches again.
-                (None, _) => {
-                    "re-run with --approve-all (--approve-reads approves reads and searches only)"
-                }
-            });
-            Err(if shown && ctx.out.is_json() {
-                e.reported()
-            } else {
-                e
-            })
-        }
-        ErrorKind::Timeout => {
-            let stuck = outcome
-                .error
-                .as_ref()
-                .and_then(|e| e.detail_code.as_deref())
-                == Some("CANCEL_UNANSWERED");
-            let hint = if stuck {
-                "the agent answered neither the prompt nor its cancel: it is stuck, and the \
-                 session's next prompt starts a new agent process (raise --timeout if the turn \
-                 only needs longer)"
-            } else {
-                "raise --timeout, or leave it out"
-            };
-            Err(reported(
-                CliError::new(kind, message.unwrap_or_else(|| "the turn timed out".into()))
-                    .with_hint(hint),
-            ))
-        }
-        _ => {
-            let mut err = CliError::new(kind, message.unwrap_or_else(|| "the turn failed".into()));
-            if let Some(d) = outcome.error.as_ref().and_then(|e| e.detail_code.clone()) {
-                err = err.with_detail(&d);
-            }
-            if let Some(a) = &outcome.acp_error {
-                err = err.with_data("acp", a.to_json());
-            }
-            Err(reported(err))
-        }
-    }
+    Err(f.into())
 }
 
 /// What the user is told while a one-process turn runs: the reply and the turn's events
@@ -135,28 +65,22 @@ fn turn_result(ctx: &Ctx, outcome: &TurnOutcome, shown: bool) -> CliResult<()> {
 /// over.
 fn turn_event(ctx: &Ctx, live: &LiveOutput, event: LocalEvent<'_>) {
     match event {
-        LocalEvent::Waiting(info) => ctx.out.note(&format!(
-            "[acpx] another prompt is running in this session{}; waiting for it to finish",
-            info.map(|i| format!(" (pid {})", i.pid))
-                .unwrap_or_default()
-        )),
         LocalEvent::TurnOver => live.finish(),
         LocalEvent::CancellingTurn => {
             live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop the agent)")
         }
-        other => report_local(ctx, other, WAITING_FOR_PROMPT),
+        other => report_local(ctx, other, true),
     }
 }
 
 /// After a turn: a warning if its events could not all be written, the reply in the quiet
-/// format (in the pieces `reply` gives, after those `quiet` printed already), and the exit
+/// format (in the pieces `reply` gives, after those the owner sent already), and the exit
 /// status.
 fn finish_turn<'a>(
     ctx: &Ctx,
     outcome: &TurnOutcome,
     reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
     live: &LiveOutput,
-    mut quiet: QuietReply,
 ) -> CliResult<()> {
     if let Some(e) = &outcome.log_write_error {
         ctx.out.warn(&format!(
@@ -164,66 +88,14 @@ fn finish_turn<'a>(
         ));
     }
     if ctx.out.format == Format::Quiet {
-        quiet.write(ctx, reply)?;
-        quiet.end(ctx);
+        live.write_reply(reply)
+            .map_err(|e| CliError::from(acpx_printer::failure::unreadable_reply(e)))?;
+        live.end_reply();
     }
     turn_result(
         ctx,
         outcome,
         live.saw_end() && !matches!(ctx.out.format, Format::Quiet | Format::Acp),
-    )
-}
-
-/// The reply in the quiet format, written piece by piece as the thread holds it (a long one
-/// read from its spill file) or as the queue owner sends it (`reply_part` lines), never
-/// joined or copied: a long reply (8 MB after a 1M-chunk turn) would otherwise be held whole.
-/// Both paths end it the same way ([`QuietReply::end`]).
-#[derive(Debug, Default)]
-struct QuietReply {
-    /// Whether the last non-empty piece ended with a newline (`None`: nothing printed).
-    ends_with_newline: Option<bool>,
-}
-
-impl QuietReply {
-    /// Prints one piece.
-    fn piece(&mut self, ctx: &Ctx, p: &str) {
-        if !p.is_empty() {
-            ctx.out.raw(p);
-            self.ends_with_newline = Some(p.ends_with('\n'));
-        }
-    }
-
-    /// Prints the pieces of `reply`. A piece that cannot be read back ends it with an error
-    /// (exit 1): stdout would otherwise look like a whole reply. What was printed stays as it
-    /// is, and [`QuietReply::end`] is not reached (no newline added).
-    fn write<'a>(
-        &mut self,
-        ctx: &Ctx,
-        reply: impl Iterator<Item = std::io::Result<Cow<'a, str>>>,
-    ) -> CliResult<()> {
-        for piece in reply {
-            self.piece(ctx, &piece.map_err(unreadable_reply)?);
-        }
-        Ok(())
-    }
-
-    /// Ends a whole reply with a newline unless it has one (or is empty).
-    fn end(self, ctx: &Ctx) {
-        if self.ends_with_newline == Some(false) {
-            ctx.out.raw("\n");
-        }
-    }
-}
-
-/// The error of a reply that could not be read back whole (from its spill file, here or in
-/// the queue owner).
-fn unreadable_reply(e: std::io::Error) -> CliError {
-    CliError::runtime(format!(
-        "the reply could not be read back whole from its spill file: {e}"
-    ))
-    .with_hint(
-        "its chunks are in the session's event log, as far as retention keeps them: \
-         `acpx sessions events`",
     )
 }
 
@@ -235,33 +107,15 @@ fn live_options(ctx: &Ctx, live: &LiveOutput) -> acpx_runtime::RuntimeOptions {
     options
 }
 
-/// Where a finished turn's spans go (`--otlp-endpoint`, the OTEL variables), if anywhere. A
-/// bad flag is a usage error; a bad variable only a warning: the environment may be set for
-/// other programs.
+/// Where a finished turn's spans go (`--otlp-endpoint`, the OTEL variables), if anywhere
+/// ([`otlp_live::turn_target`]: a bad flag is a usage error, a bad variable a warning).
 fn otlp_target(ctx: &Ctx, flag: Option<&str>) -> CliResult<Option<OtlpTarget>> {
-    match OtlpTarget::resolve(flag, |k| std::env::var(k).ok()) {
-        Ok(t) => Ok(t),
-        Err(e) if flag.is_some() => Err(CliError::usage(e)),
-        Err(e) => {
-            ctx.out.warn(&otlp_variable_warning(&e));
-            Ok(None)
-        }
+    let (target, warning) =
+        otlp_live::turn_target(flag, |k| std::env::var(k).ok()).map_err(CliError::usage)?;
+    if let Some(w) = warning {
+        ctx.out.warn(&w);
     }
-}
-
-/// The one warning for an OTEL variable acpx cannot use (`e` starts with its name): what is
-/// wrong, that the turn is not exported, and how to silence it, since it comes at every
-/// prompt while the variable is set.
-fn otlp_variable_warning(e: &str) -> String {
-    let var = e
-        .split_once(':')
-        .map(|(v, _)| v)
-        .filter(|v| v.starts_with("OTEL_"))
-        .unwrap_or("the OTEL_EXPORTER_OTLP_* variable");
-    format!(
-        "{e}; the turn is not exported (unset {var}, or point it at an http:// OpenTelemetry \
-         Collector, to silence this warning)"
-    )
+    Ok(target)
 }
 
 /// Sends a finished turn's spans; a failure is one warning, never the turn's failure.
@@ -272,12 +126,9 @@ async fn export_otlp(
     outcome: &TurnOutcome,
     target: Option<&OtlpTarget>,
 ) {
-    let Some(target) = target.filter(|_| !outcome.request_id.is_empty()) else {
-        return;
-    };
-    if let Err(e) = otlp_live::export_turn(store, id, &outcome.request_id, target).await {
-        ctx.out
-            .warn(&format!("the turn's OpenTelemetry export failed: {e}"));
+    let rid = &outcome.request_id;
+    if let Some(w) = otlp_live::export_finished_turn(store, id, rid, target).await {
+        ctx.out.warn(&w);
     }
 }
 
@@ -296,12 +147,11 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
         return Err(CliError::usage("--no-wait needs the queue owner")
             .with_hint("leave out --no-owner (or config `noOwner`)"));
     }
-    let live = LiveOutput::new(ctx.out.clone());
-    let mut quiet = QuietReply::default();
+    let live = live_output(&ctx.out);
     // The same prompter the one-process path would use (`runtime_options`): when there is
     // one, the owner forwards the turn's permission questions here.
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
-        TtyPrompter::available()
+        tty_prompter()
     } else {
         None
     };
@@ -312,7 +162,7 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
             text_prompt(&text),
             !a.no_wait,
             prompter.as_deref(),
-            |event| prompt_event(ctx, &live, &mut quiet, event),
+            |event| prompt_event(ctx, &live, event),
         )
         .await
         .map_err(|e| drive_error(ctx, e))?;
@@ -326,62 +176,42 @@ pub async fn prompt(ctx: &Ctx, a: PromptArgs) -> CliResult<()> {
                 Some(e) => Err(std::io::Error::other(e.clone())),
             };
             export_otlp(ctx, &*store, &id, &outcome, otlp.as_ref()).await;
-            finish_turn(ctx, &outcome, std::iter::once(reply), &live, quiet)
+            finish_turn(ctx, &outcome, std::iter::once(reply), &live)
         }
         Prompted::Owner(Submitted::Queued {
             request_id,
             queue_depth,
         }) => {
-            let position = queue_depth + 1;
-            if ctx.out.is_json() {
-                ctx.out
-                    .json(&results::prompt_queued(&id, &request_id, position));
-            } else if ctx.out.is_text() {
-                ctx.out.line(&format!(
-                    "queued {request_id} as #{position} (see `acpx status`)"
-                ));
-            } else {
-                ctx.out.line(&request_id);
-            }
+            let queued = reports::prompt_queued(&id, &request_id, queue_depth);
+            crate::commands::print(ctx, queued);
             Ok(())
         }
         Prompted::Local(turn) => {
             export_otlp(ctx, &*store, &id, &turn.outcome, otlp.as_ref()).await;
-            finish_turn(
-                ctx,
-                &turn.outcome,
-                turn.agent_text(),
-                &live,
-                QuietReply::default(),
-            )
+            finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
         }
     }
 }
 
 /// What the user is told while a prompt is driven: the reply and the turn's events stream
-/// through `live`, the reply's parts in the quiet format through `quiet`.
-fn prompt_event(ctx: &Ctx, live: &LiveOutput, quiet: &mut QuietReply, event: DriveEvent<'_>) {
+/// through `live`, and so do the reply's parts in the quiet format.
+fn prompt_event(ctx: &Ctx, live: &LiveOutput, event: DriveEvent<'_>) {
     match event {
         DriveEvent::ViaOwner => live.activity("waiting for the queue owner"),
         DriveEvent::StartingAgent => live.activity("starting the agent"),
         DriveEvent::Local(event) => turn_event(ctx, live, event),
-        DriveEvent::Owner(SubmitEvent::Queued(depth)) => {
-            ctx.out.note(&format!(
-                "[acpx] queued behind {depth} task(s) of this session"
-            ));
+        DriveEvent::Owner(SubmitEvent::Queued(_)) => {
+            report_drive(ctx, event, true);
             live.activity("waiting for the tasks ahead");
         }
         DriveEvent::Owner(SubmitEvent::Event(envelope)) => live.on_event(envelope),
         DriveEvent::Owner(SubmitEvent::CancellingTurn) => {
             live.interject("[acpx] cancelling the turn… (Ctrl-C again to stop waiting)")
         }
-        DriveEvent::Owner(SubmitEvent::PermissionAnswerFailed(e)) => ctx.out.warn(&format!(
-            "could not send the permission answer to the queue owner: {e}"
-        )),
         DriveEvent::Owner(SubmitEvent::TurnOver) => live.finish(),
-        DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => quiet.piece(ctx, part),
+        DriveEvent::Owner(SubmitEvent::ReplyPart(part)) => live.reply_piece(part),
         DriveEvent::Owner(SubmitEvent::Frame(direction, line)) => live.on_frame(direction, line),
-        other => report_drive(ctx, other, WAITING_FOR_PROMPT),
+        other => report_drive(ctx, other, true),
     }
 }
 
@@ -395,7 +225,7 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
         );
     }
     let text = read_prompt(ctx, a.file.as_deref(), &a.text)?;
-    let live = LiveOutput::new(ctx.out.clone());
+    let live = live_output(&ctx.out);
     live.activity("starting the agent");
     let runtime = Runtime::new(
         Arc::new(acpx_model::MemoryStore::new()),
@@ -416,11 +246,5 @@ pub async fn exec(ctx: &Ctx, a: ExecArgs) -> CliResult<()> {
     )
     .await
     .map_err(|e| local_error(ctx, e))?;
-    finish_turn(
-        ctx,
-        &turn.outcome,
-        turn.agent_text(),
-        &live,
-        QuietReply::default(),
-    )
+    finish_turn(ctx, &turn.outcome, turn.agent_text(), &live)
 }
