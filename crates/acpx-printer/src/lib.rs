@@ -32,8 +32,8 @@
 
 #![warn(missing_docs)]
 
-pub mod error_line;
 pub mod ask;
+pub mod error_line;
 pub mod export;
 pub mod failure;
 pub mod live;
