@@ -63,7 +63,7 @@ use crate::live::tty_prompter;
 
 /// The runtime's options for this invocation: the configuration's request timeout and
 /// credentials, a terminal to ask when the mode asks, then the command's own options
-/// ([`Ctx::invocation`], applied as the queue owner applies them).
+/// ([`acpx_app::settings::Settings::invocation`], applied as the queue owner applies them).
 pub fn runtime_options(ctx: &Ctx, observer: Option<Observer>) -> RuntimeOptions {
     let prompter = if ctx.permission == PermissionMode::ApproveReads {
         tty_prompter()
