@@ -12,16 +12,11 @@ use serde_json::{Map, Value};
 /// The kinds of failure and their exit codes are `acpx_runtime::error_kind`'s.
 pub use acpx_runtime::error_kind::ErrorKind;
 
-/// An error the CLI reports to the user.
+/// An error the CLI reports to the user: a [`Problem`] (kind, message, hint, detail code; its
+/// fields read through `Deref`) and what only the binary knows of it.
 #[derive(Debug, Clone)]
 pub struct CliError {
-    pub kind: ErrorKind,
-    /// What went wrong (one sentence, naming the file, id or value).
-    pub message: String,
-    /// What to do about it, when there is something useful to say.
-    pub hint: Option<String>,
-    /// A finer machine-readable code (`STORE_CORRUPT`, `AMBIGUOUS_ID`, …).
-    pub detail_code: Option<String>,
+    problem: Problem,
     /// Extra JSON fields for `error.data` in JSON mode (boxed: errors travel in every
     /// `Result`, so they are kept small).
     pub data: Option<Box<Map<String, Value>>>,
@@ -30,24 +25,30 @@ pub struct CliError {
     pub already_reported: bool,
 }
 
+impl std::ops::Deref for CliError {
+    type Target = Problem;
+    fn deref(&self) -> &Problem {
+        &self.problem
+    }
+}
+
+impl std::ops::DerefMut for CliError {
+    fn deref_mut(&mut self) -> &mut Problem {
+        &mut self.problem
+    }
+}
+
 impl CliError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        CliError {
-            kind,
-            message: message.into(),
-            hint: None,
-            detail_code: None,
-            data: None,
-            already_reported: false,
-        }
+        Problem::new(kind, message).into()
     }
 
     pub fn usage(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Usage, message)
+        Problem::usage(message).into()
     }
 
     pub fn runtime(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Runtime, message)
+        Problem::runtime(message).into()
     }
 
     pub fn no_session(message: impl Into<String>) -> Self {
@@ -55,12 +56,12 @@ impl CliError {
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.problem.hint = Some(hint.into());
         self
     }
 
     pub fn with_detail(mut self, code: &str) -> Self {
-        self.detail_code = Some(code.to_owned());
+        self.problem.detail_code = Some(code.to_owned());
         self
     }
 
@@ -100,24 +101,22 @@ impl CliError {
     }
 }
 
+/// As its [`Problem`]: the message, then its hint on a line of its own.
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(h) = &self.hint {
-            write!(f, "\n  hint: {h}")?;
-        }
-        Ok(())
+        self.problem.fmt(f)
     }
 }
 
 impl std::error::Error for CliError {}
 
 impl From<Problem> for CliError {
-    fn from(p: Problem) -> Self {
-        let mut err = CliError::new(p.kind, p.message);
-        err.hint = p.hint;
-        err.detail_code = p.detail_code;
-        err
+    fn from(problem: Problem) -> Self {
+        CliError {
+            problem,
+            data: None,
+            already_reported: false,
+        }
     }
 }
 
