@@ -431,7 +431,11 @@ mod tests {
     fn unknown_word_is_a_usage_error() {
         let e = split(&["hello", "world"]).unwrap_err();
         assert_eq!(e.kind, crate::error::ErrorKind::Usage);
-        assert!(e.hint.as_deref().unwrap_or_default().contains("acpx prompt"));
+        assert!(e
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("acpx prompt"));
     }
 
     #[test]
